@@ -1,0 +1,58 @@
+"""metrics-gpu: classification metrics at the speed of memory.
+
+Importing this package never imports CuPy, torch or JAX, nor touches CUDA.
+"""
+
+from metrics_gpu._backend import (
+    BackendUnavailableError,
+    get_backend,
+    set_backend,
+    use_backend,
+)
+from metrics_gpu._classification import (
+    accuracy_score,
+    balanced_accuracy_score,
+    balanced_accuracy_weighted,
+    classification_report,
+    cohen_kappa_score,
+    confusion_matrix,
+    f1_score,
+    fbeta_score,
+    hamming_loss,
+    jaccard_score,
+    matthews_corrcoef,
+    precision_recall_fscore_support,
+    precision_score,
+    recall_score,
+    specificity_score,
+    zero_one_loss,
+)
+from metrics_gpu._encoding import encode_labels
+from metrics_gpu._formulas import PER_CLASS_METRICS, REPORT_METRICS, UndefinedMetricWarning
+from metrics_gpu._seeds import (
+    OVERALL_PERFORMANCE_NAMES,
+    PER_CLASS_PERFORMANCE_COLUMNS,
+    BinaryQualityMetrics,
+    MulticlassQualityMetrics,
+    binary_quality_metrics,
+    catboost_metric,
+    multiclass_quality_metrics,
+    overall_performance,
+    per_class_performance,
+)
+from metrics_gpu.report import LabelReport, label_report
+
+__version__ = "0.1.0"
+
+__all__ = [
+    "BackendUnavailableError", "BinaryQualityMetrics", "LabelReport",
+    "MulticlassQualityMetrics", "OVERALL_PERFORMANCE_NAMES", "PER_CLASS_METRICS",
+    "PER_CLASS_PERFORMANCE_COLUMNS", "REPORT_METRICS", "UndefinedMetricWarning",
+    "accuracy_score", "balanced_accuracy_score", "balanced_accuracy_weighted",
+    "binary_quality_metrics", "catboost_metric", "classification_report",
+    "cohen_kappa_score", "confusion_matrix", "encode_labels", "f1_score", "fbeta_score",
+    "get_backend", "hamming_loss", "jaccard_score", "label_report", "matthews_corrcoef",
+    "multiclass_quality_metrics", "overall_performance", "per_class_performance",
+    "precision_recall_fscore_support", "precision_score", "recall_score", "set_backend",
+    "specificity_score", "use_backend", "zero_one_loss",
+]

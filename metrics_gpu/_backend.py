@@ -1,0 +1,154 @@
+"""The one place that decides which backend computes a metric.
+
+A backend produces only accumulated state (a confusion matrix or per-class
+statistics); every formula after that lives in :mod:`metrics_gpu._formulas`.
+
+Selection order: the innermost :func:`use_backend` context, then
+:func:`set_backend`, then the ``METRICS_GPU_BACKEND`` environment variable,
+then ``"auto"``. ``"auto"`` picks ``cuda`` for device arrays (CuPy arrays,
+torch CUDA tensors, JAX GPU arrays) and ``numpy`` for everything else.
+
+Device arrays are recognised through ``sys.modules`` so that importing
+``metrics_gpu`` never imports CuPy, torch or JAX, nor touches CUDA.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import contextvars
+import importlib.util
+import os
+import sys
+from collections.abc import Iterator
+
+BACKEND_NAMES = ("auto", "numpy", "cuda", "emulated")
+ENV_VARIABLE = "METRICS_GPU_BACKEND"
+
+CUDA_INSTALL_HINT = (
+    "install CuPy for your CUDA version: pip install 'metrics-gpu[cuda12]' "
+    "or pip install 'metrics-gpu[cuda13]'"
+)
+
+_context_backend: contextvars.ContextVar[str | None] = contextvars.ContextVar(
+    "metrics_gpu_backend", default=None
+)
+_global_backend: str | None = None
+
+
+class BackendUnavailableError(RuntimeError):
+    """The requested backend cannot run here (no GPU, no CuPy, not built yet)."""
+
+
+def _check_name(name: object) -> str:
+    if not isinstance(name, str) or name.lower() not in BACKEND_NAMES:
+        raise ValueError(
+            f"backend must be one of {BACKEND_NAMES}, got {name!r}"
+        )
+    return name.lower()
+
+
+def set_backend(name: str) -> None:
+    """Set the process-wide backend: ``"auto"``, ``"numpy"``, ``"cuda"`` or ``"emulated"``.
+
+    Examples
+    --------
+    >>> import metrics_gpu
+    >>> metrics_gpu.set_backend("numpy")
+    >>> metrics_gpu.get_backend()
+    'numpy'
+    >>> metrics_gpu.set_backend("auto")
+    """
+    global _global_backend
+    name = _check_name(name)
+    if name != "auto":
+        get_backend_implementation(name)  # fail now, not at the first metric
+    _global_backend = name
+
+
+def get_backend() -> str:
+    """Return the backend name in force (``"auto"`` unless one was chosen)."""
+    name = _context_backend.get()
+    if name is None:
+        name = _global_backend
+    if name is None:
+        name = _check_env()
+    return name
+
+
+def _check_env() -> str:
+    value = os.environ.get(ENV_VARIABLE, "").strip()
+    if not value:
+        return "auto"
+    try:
+        return _check_name(value)
+    except ValueError:
+        raise ValueError(
+            f"environment variable {ENV_VARIABLE} must be one of {BACKEND_NAMES}, "
+            f"got {value!r}"
+        ) from None
+
+
+@contextlib.contextmanager
+def use_backend(name: str) -> Iterator[None]:
+    """Use a backend inside a ``with`` block (thread- and task-local).
+
+    Examples
+    --------
+    >>> import numpy as np, metrics_gpu
+    >>> with metrics_gpu.use_backend("numpy"):
+    ...     float(metrics_gpu.accuracy_score(np.array([0, 1]), np.array([0, 0])))
+    0.5
+    """
+    name = _check_name(name)
+    if name != "auto":
+        get_backend_implementation(name)
+    token = _context_backend.set(name)
+    try:
+        yield
+    finally:
+        _context_backend.reset(token)
+
+
+def is_device_array(array: object) -> bool:
+    """True for arrays that live on a GPU: CuPy, torch CUDA tensors, JAX GPU arrays."""
+    cupy = sys.modules.get("cupy")
+    if cupy is not None and isinstance(array, cupy.ndarray):
+        return True
+    torch = sys.modules.get("torch")
+    if torch is not None and isinstance(array, torch.Tensor):
+        return bool(array.is_cuda)
+    jax = sys.modules.get("jax")
+    if jax is not None and isinstance(array, jax.Array):
+        return any(device.platform == "gpu" for device in array.devices())
+    return False
+
+
+def resolve_backend(*arrays: object):
+    """Return the backend implementation that computes on ``arrays``."""
+    name = get_backend()
+    if name == "auto":
+        name = "cuda" if any(is_device_array(a) for a in arrays if a is not None) else "numpy"
+    return get_backend_implementation(name)
+
+
+def get_backend_implementation(name: str):
+    """Return the backend object for ``name``, or raise a clear error if it cannot run."""
+    if name == "numpy":
+        from metrics_gpu.backends.numpy_backend import NUMPY_BACKEND
+
+        return NUMPY_BACKEND
+    if name == "cuda":
+        if importlib.util.find_spec("cupy") is None:
+            raise BackendUnavailableError(
+                f"backend 'cuda' needs CuPy and an NVIDIA GPU; {CUDA_INSTALL_HINT}"
+            )
+        raise BackendUnavailableError(
+            "backend 'cuda' (the CUDA raw kernels) is not part of this release yet; "
+            "use backend 'numpy', or pass host arrays"
+        )
+    if name == "emulated":
+        raise BackendUnavailableError(
+            "backend 'emulated' (the CUDA kernels run on the CPU for testing) is not "
+            "part of this release yet; use backend 'numpy'"
+        )
+    raise ValueError(f"backend must be one of {BACKEND_NAMES}, got {name!r}")

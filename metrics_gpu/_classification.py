@@ -1,0 +1,721 @@
+"""scikit-learn-compatible functional API over label-coded predictions.
+
+Each public function is a short pipeline of private stages::
+
+    check (metrics_gpu._validation) -> accumulate (a backend, once)
+    -> select classes -> formulas (metrics_gpu._formulas)
+
+Class selection follows scikit-learn: ``labels=`` if given, else all
+``num_classes`` classes if that is given (or implied by ``(N, K)`` scores),
+else the classes present in ``y_true`` or ``y_pred``.
+"""
+
+from __future__ import annotations
+
+import math
+import warnings
+
+import numpy as np
+
+from metrics_gpu import _formulas as F
+from metrics_gpu._state import ClassStatistics, use_dense_matrix
+from metrics_gpu._validation import (
+    AVERAGE_OPTIONS,
+    KAPPA_WEIGHTS,
+    NORMALIZE_OPTIONS,
+    LabelInputs,
+    check_beta,
+    check_class_weight,
+    check_label_inputs,
+    check_labels_argument,
+    check_option,
+    check_zero_division,
+)
+
+# A confusion matrix beyond this many cells (8 GiB of int64) is refused with
+# advice rather than left to fail in the allocator.
+MAX_MATRIX_CELLS = 1 << 30
+
+
+# -- stages ------------------------------------------------------------------
+
+
+def _check(y_true, y_pred, *, num_classes, sample_weight, ignore_index, validate,
+           labels=None, pos_label=None) -> tuple[LabelInputs, np.ndarray | None]:
+    extra = 0
+    if labels is not None:
+        host_labels = np.asarray(labels)
+        if host_labels.dtype.kind in "iu" and host_labels.size:
+            extra = int(host_labels.max()) + 1
+    if pos_label is not None and isinstance(pos_label, (int, np.integer)) and pos_label >= 0:
+        extra = max(extra, int(pos_label) + 1)
+    inputs = check_label_inputs(
+        y_true, y_pred, num_classes=num_classes, sample_weight=sample_weight,
+        ignore_index=ignore_index, validate=validate, extra_classes=extra,
+    )
+    checked_labels = check_labels_argument(labels, inputs.num_classes, inputs.backend)
+    return inputs, checked_labels
+
+
+def _class_lut(classes: np.ndarray, num_classes: int) -> np.ndarray:
+    """Map class codes to positions in ``classes``; -1 for codes not selected."""
+    lut = np.full(num_classes, -1, dtype=np.intp)
+    lut[classes] = np.arange(classes.size, dtype=np.intp)
+    return lut
+
+
+def _accumulate(inputs: LabelInputs, *, class_lut=None, moments=False,
+                matrix=False) -> tuple[ClassStatistics, object]:
+    """One backend pass: statistics, plus the dense matrix when it is the state."""
+    backend = inputs.backend
+    size = inputs.num_classes if class_lut is None else int(class_lut.max(initial=-1)) + 1
+    common = dict(
+        num_classes=inputs.num_classes, sample_weight=inputs.sample_weight,
+        ignore_index=inputs.ignore_index, class_lut=class_lut, guard=inputs.guard,
+    )
+    if matrix or use_dense_matrix(size):
+        cm, observed, invalid = backend.accumulate_confusion(
+            inputs.y_true, inputs.y_pred, **common
+        )
+        stats = backend.statistics_from_matrix(cm, observed, invalid=invalid, moments=moments)
+        return stats, cm
+    stats = backend.class_statistics(inputs.y_true, inputs.y_pred, moments=moments, **common)
+    return stats, None
+
+
+def _selected_classes(inputs: LabelInputs, stats: ClassStatistics, labels) -> np.ndarray:
+    if labels is not None:
+        return labels
+    if inputs.num_classes_given:
+        return np.arange(inputs.num_classes)
+    return np.flatnonzero(stats.observed)
+
+
+def _set_wise_classes(inputs, stats, labels, average, pos_label) -> np.ndarray:
+    """scikit-learn's ``_check_set_wise_labels`` on class codes."""
+    present = np.flatnonzero(stats.observed)
+    if average == "binary":
+        if present.size > 2:
+            raise ValueError(
+                "Target is multiclass but average='binary'. Please choose another "
+                "average setting, one of [None, 'micro', 'macro', 'weighted']."
+            )
+        if not isinstance(pos_label, (int, np.integer)) or isinstance(pos_label, bool) \
+                or pos_label < 0 or pos_label >= inputs.num_classes:
+            raise ValueError(
+                f"pos_label={pos_label!r} is not a valid class code for "
+                f"{inputs.num_classes} classes"
+            )
+        if pos_label not in present and present.size >= 2:
+            raise ValueError(
+                f"pos_label={pos_label} is not a valid label. It should be one of "
+                f"{present.tolist()}"
+            )
+        return np.array([pos_label])
+    if pos_label not in (None, 1):
+        warnings.warn(
+            f"Note that pos_label (set to {pos_label!r}) is ignored when average != "
+            f"'binary' (got {average!r}). You may use labels=[pos_label] to specify a "
+            "single positive class.",
+            UserWarning,
+            stacklevel=3,
+        )
+    return _selected_classes(inputs, stats, labels)
+
+
+def _output(value):
+    """Results in the input's framework: NumPy in, NumPy float64 out."""
+    if isinstance(value, np.ndarray) and value.ndim == 0:
+        return np.float64(value)
+    if isinstance(value, (float, int, np.floating, np.integer)):
+        return np.float64(value)
+    return value
+
+
+def _prfs(stats: ClassStatistics, classes, *, beta, average, warn_for, zero_division):
+    """Precision, recall, F-beta and support of ``classes``, averaged as asked."""
+    c = F.Counts.from_statistics(stats.take(classes), np)
+    support = stats.support[classes]
+    if average == "micro":
+        c = F.Counts(c.tp.sum(keepdims=True), c.support.sum(keepdims=True),
+                     c.predicted.sum(keepdims=True), c.total, np)
+    precision, p_zero = F.divide(c.tp, c.predicted, np, zero_division)
+    recall, r_zero = F.divide(c.tp, c.support, np, zero_division)
+    if math.isinf(beta):
+        f_score, f_zero = recall, r_zero
+    elif beta == 0:
+        f_score, f_zero = precision, p_zero
+    else:
+        beta2 = beta * beta
+        f_score, f_zero = F.divide(
+            (1 + beta2) * c.tp, beta2 * c.support + c.predicted, np, zero_division
+        )
+    if zero_division == "warn":
+        for metric, zero, modifier in (
+            ("precision", p_zero, "predicted"),
+            ("recall", r_zero, "true"),
+            ("f-score", f_zero, "true nor predicted"),
+        ):
+            if metric in warn_for and zero.any():
+                F.warn_undefined(metric.capitalize(), modifier, zero.size)
+    if average is None:
+        return precision, recall, f_score, support
+    weights = c.support if average == "weighted" else None
+    return (
+        _output(F.nan_average(precision, np, weights)),
+        _output(F.nan_average(recall, np, weights)),
+        _output(F.nan_average(f_score, np, weights)),
+        None,
+    )
+
+
+# -- confusion matrix --------------------------------------------------------
+
+
+def confusion_matrix(y_true, y_pred, *, labels=None, num_classes=None, sample_weight=None,
+                     normalize=None, ignore_index=None, validate=True):
+    """Confusion matrix: rows are actual classes, columns are predicted classes.
+
+    Parameters
+    ----------
+    y_true : (N,) array of class codes
+    y_pred : (N,) array of class codes, or (N, K) scores/logits reduced by argmax
+        (ties to the lowest index).
+    labels : array of class codes, optional
+        Select and order the rows/columns (scikit-learn); samples whose true or
+        predicted class is not listed are left out.
+    num_classes : int, optional
+        K. Given (or implied by scores): the matrix is K x K. Omitted: the
+        matrix covers the classes present in either input, as scikit-learn.
+    sample_weight : (N,) array, optional
+        The matrix is int64 without weights (or with integer weights), else float64.
+    normalize : {'true', 'pred', 'all'}, optional
+        Divide by row sums, column sums or the total; 0/0 gives 0.
+    ignore_index : int, optional
+        Samples with this target are left out.
+    validate : bool, default True
+        False skips the checks that cost a pass; out-of-range samples are then
+        left out and counted, never written out of bounds.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from metrics_gpu import confusion_matrix
+    >>> confusion_matrix(np.array([0, 1, 2, 2]), np.array([0, 2, 2, 1]))
+    array([[1, 0, 0],
+           [0, 0, 1],
+           [0, 1, 1]])
+    """
+    check_option(normalize, NORMALIZE_OPTIONS, "normalize")
+    inputs, labels = _check(y_true, y_pred, num_classes=num_classes,
+                            sample_weight=sample_weight, ignore_index=ignore_index,
+                            validate=validate, labels=labels)
+    if labels is None and not inputs.num_classes_given:
+        stats, cm = _accumulate(inputs)
+        classes = np.flatnonzero(stats.observed)
+        if cm is not None:
+            cm = cm[np.ix_(classes, classes)]
+        else:
+            cm = None
+    else:
+        classes = labels if labels is not None else None
+        cm = None
+    if cm is None:
+        size = inputs.num_classes if classes is None else classes.size
+        if size * size > MAX_MATRIX_CELLS:
+            raise ValueError(
+                f"a confusion matrix of {size} x {size} classes needs {size * size:,} "
+                "cells; pass labels= to select classes, or use the per-class metrics, "
+                "which need O(K) memory"
+            )
+        lut = None if classes is None else _class_lut(classes, inputs.num_classes)
+        _, cm = _accumulate(inputs, class_lut=lut, matrix=True)
+    if labels is not None and inputs.y_true.size and not _any_true_in(inputs, labels):
+        raise ValueError("At least one label specified must be in y_true")
+    if normalize is not None:
+        with np.errstate(all="ignore"):
+            if normalize == "true":
+                cm = cm / cm.sum(axis=1, keepdims=True)
+            elif normalize == "pred":
+                cm = cm / cm.sum(axis=0, keepdims=True)
+            else:
+                cm = cm / cm.sum()
+        cm = np.nan_to_num(cm)
+    return cm
+
+
+def _any_true_in(inputs: LabelInputs, labels: np.ndarray) -> bool:
+    """scikit-learn's check that some listed label occurs in y_true."""
+    host = inputs.backend.to_host(inputs.y_true)
+    return bool(np.isin(host, labels).any())
+
+
+# -- counting metrics ---------------------------------------------------------
+
+
+def accuracy_score(y_true, y_pred, *, normalize=True, sample_weight=None,
+                   num_classes=None, ignore_index=None, validate=True):
+    """Fraction (``normalize=False``: number or weight) of correct predictions.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from metrics_gpu import accuracy_score
+    >>> float(accuracy_score(np.array([0, 1, 2, 3]), np.array([0, 2, 1, 3])))
+    0.5
+    """
+    inputs, _ = _check(y_true, y_pred, num_classes=num_classes, sample_weight=sample_weight,
+                       ignore_index=ignore_index, validate=validate)
+    stats, _ = _accumulate(inputs)
+    c = F.Counts.from_statistics(stats, np)
+    return _output(F.accuracy(c) if normalize else c.tp.sum())
+
+
+def zero_one_loss(y_true, y_pred, *, normalize=True, sample_weight=None,
+                  num_classes=None, ignore_index=None, validate=True):
+    """Fraction (``normalize=False``: number or weight) of wrong predictions.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from metrics_gpu import zero_one_loss
+    >>> float(zero_one_loss(np.array([1, 2, 3, 4]), np.array([2, 2, 3, 4])))
+    0.25
+    """
+    inputs, _ = _check(y_true, y_pred, num_classes=num_classes, sample_weight=sample_weight,
+                       ignore_index=ignore_index, validate=validate)
+    stats, _ = _accumulate(inputs)
+    c = F.Counts.from_statistics(stats, np)
+    return _output(1 - F.accuracy(c) if normalize else F.misclassified(c))
+
+
+def hamming_loss(y_true, y_pred, *, sample_weight=None, num_classes=None,
+                 ignore_index=None, validate=True):
+    """Fraction of wrongly predicted labels (= zero-one loss for single-label data).
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from metrics_gpu import hamming_loss
+    >>> float(hamming_loss(np.array([1, 2, 3, 4]), np.array([2, 2, 3, 4])))
+    0.25
+    """
+    return zero_one_loss(y_true, y_pred, sample_weight=sample_weight, num_classes=num_classes,
+                         ignore_index=ignore_index, validate=validate)
+
+
+def balanced_accuracy_score(y_true, y_pred, *, sample_weight=None, adjusted=False,
+                            num_classes=None, ignore_index=None, validate=True):
+    """Mean recall over the classes that occur in ``y_true`` (scikit-learn).
+
+    Classes predicted but absent from ``y_true`` are left out with a warning,
+    as scikit-learn does. ``adjusted=True`` maps chance to 0.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from metrics_gpu import balanced_accuracy_score
+    >>> float(balanced_accuracy_score(np.array([0, 1, 0, 0, 1, 0]), np.array([0, 1, 0, 0, 0, 1])))
+    0.625
+    """
+    inputs, _ = _check(y_true, y_pred, num_classes=num_classes, sample_weight=sample_weight,
+                       ignore_index=ignore_index, validate=validate)
+    stats, _ = _accumulate(inputs)
+    if (stats.observed & (stats.support == 0)).any():
+        warnings.warn("y_pred contains classes not in y_true", UserWarning, stacklevel=2)
+    return _output(F.balanced_accuracy(F.Counts.from_statistics(stats, np), adjusted=adjusted))
+
+
+def balanced_accuracy_weighted(y_true, y_pred, *, class_weight=None, sample_weight=None,
+                               num_classes=None, ignore_index=None, validate=True):
+    """Weighted mean of per-class recall: sum_k w_k recall_k / sum_k w_k.
+
+    The overview paper's "balanced accuracy weighted". Its printed formula is
+    ambiguous in the sources we have (it divides by w_k while its prose
+    multiplies), so we fix this reading: user ``class_weight`` (one
+    non-negative weight per class code, K = ``num_classes``) or, by default,
+    each class's frequency in ``y_true``, which makes the value equal to
+    accuracy. Classes without support have no recall and are left out.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from metrics_gpu import balanced_accuracy_weighted
+    >>> y_true, y_pred = np.array([0, 0, 0, 1]), np.array([0, 0, 1, 1])
+    >>> float(balanced_accuracy_weighted(y_true, y_pred))  # = accuracy
+    0.75
+    >>> float(balanced_accuracy_weighted(y_true, y_pred, class_weight=[1.0, 1.0]))
+    0.8333333333333333
+    """
+    inputs, _ = _check(y_true, y_pred, num_classes=num_classes, sample_weight=sample_weight,
+                       ignore_index=ignore_index, validate=validate)
+    weights = check_class_weight(class_weight, inputs.num_classes)
+    stats, _ = _accumulate(inputs)
+    c = F.Counts.from_statistics(stats, np)
+    return _output(F.weighted_recall_average(c, weights))
+
+
+def matthews_corrcoef(y_true, y_pred, *, sample_weight=None, num_classes=None,
+                      ignore_index=None, validate=True):
+    """Multiclass Matthews correlation coefficient; 0.0 when undefined (scikit-learn).
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from metrics_gpu import matthews_corrcoef
+    >>> round(float(matthews_corrcoef(np.array([1, 1, 1, 0]), np.array([1, 0, 1, 1]))), 4)
+    -0.3333
+    """
+    inputs, _ = _check(y_true, y_pred, num_classes=num_classes, sample_weight=sample_weight,
+                       ignore_index=ignore_index, validate=validate)
+    stats, _ = _accumulate(inputs)
+    return _output(F.matthews_corrcoef(F.Counts.from_statistics(stats, np)))
+
+
+def cohen_kappa_score(y1, y2, *, labels=None, weights=None, sample_weight=None,
+                      replace_undefined_by=np.nan, num_classes=None, ignore_index=None,
+                      validate=True):
+    """Cohen's kappa, optionally with linear or quadratic disagreement weights.
+
+    Weights use class positions in the selected class list (scikit-learn):
+    ``labels`` if given, else all ``num_classes`` codes if given, else the
+    classes present. With ``labels``, samples of other classes are left out.
+    ``replace_undefined_by`` is returned (with a warning) when kappa is 0/0.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from metrics_gpu import cohen_kappa_score
+    >>> float(cohen_kappa_score(np.array([0, 1, 0, 2, 1]), np.array([0, 1, 0, 2, 0])))
+    0.6875
+    """
+    check_option(weights, KAPPA_WEIGHTS, "weights")
+    inputs, labels = _check(y1, y2, num_classes=num_classes, sample_weight=sample_weight,
+                            ignore_index=ignore_index, validate=validate, labels=labels)
+    stats = _kappa_statistics(inputs, labels, moments=weights is not None)
+    if labels is not None and not _any_true_in(inputs, labels):
+        raise ValueError(
+            "At least one label in `labels` must be present in `y1` (even though "
+            "`cohen_kappa_score` is otherwise agnostic to the order of `y1` and `y2`)."
+        )
+    c = F.Counts.from_statistics(stats, np)
+    observed, expected = F.kappa_disagreements(c, stats, weights)
+    if c.total == 0 or expected == 0:
+        warnings.warn(
+            "cohen_kappa_score is undefined (no disagreement is expected by chance); "
+            f"returning replace_undefined_by={replace_undefined_by}",
+            F.UndefinedMetricWarning, stacklevel=2,
+        )
+        return _output(replace_undefined_by)
+    return _output(1 - observed / expected)
+
+
+def _kappa_statistics(inputs: LabelInputs, labels, *, moments: bool) -> ClassStatistics:
+    """Statistics over the selected classes only, positions 0..m-1 (for kappa)."""
+    backend = inputs.backend
+    if labels is not None:
+        return _accumulate(inputs, class_lut=_class_lut(labels, inputs.num_classes),
+                           moments=moments)[0]
+    if use_dense_matrix(inputs.num_classes):
+        stats, cm = _accumulate(inputs)
+        classes = (np.arange(inputs.num_classes) if inputs.num_classes_given
+                   else np.flatnonzero(stats.observed))
+        return backend.statistics_from_matrix(
+            cm[np.ix_(classes, classes)], stats.observed[classes],
+            invalid=stats.invalid, moments=moments,
+        )
+    stats, _ = _accumulate(inputs, moments=moments)
+    if inputs.num_classes_given or bool(stats.observed.all()):
+        return stats
+    # Huge K with absent classes: positions must skip them, a second pass.
+    classes = np.flatnonzero(stats.observed)
+    return _accumulate(inputs, class_lut=_class_lut(classes, inputs.num_classes),
+                       moments=moments)[0]
+
+
+# -- set-wise metrics (precision, recall, F, Jaccard, specificity) ----------------
+
+
+def precision_recall_fscore_support(y_true, y_pred, *, beta=1.0, labels=None, pos_label=1,
+                                    average=None, warn_for=("precision", "recall", "f-score"),
+                                    sample_weight=None, zero_division="warn",
+                                    num_classes=None, ignore_index=None, validate=True):
+    """Precision, recall, F-beta and support per class or averaged (scikit-learn).
+
+    ``average``: None (per class), 'micro' (from summed counts), 'macro'
+    (mean of per-class values), 'weighted' (support-weighted mean) or
+    'binary' (class ``pos_label`` only; the data must have at most two
+    classes). ``zero_division``: value for 0/0 ('warn' = 0.0 with a warning;
+    NaN values drop out of averages). F is computed from counts:
+    (1 + b^2) tp / ((1 + b^2) tp + b^2 fn + fp).
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from metrics_gpu import precision_recall_fscore_support
+    >>> y_true, y_pred = np.array([0, 1, 2, 0, 1, 2]), np.array([0, 2, 1, 0, 0, 1])
+    >>> p, r, f, s = precision_recall_fscore_support(y_true, y_pred, average="macro")
+    >>> round(float(p), 4), round(float(r), 4), round(float(f), 4), s
+    (0.2222, 0.3333, 0.2667, None)
+    """
+    check_option(average, AVERAGE_OPTIONS, "average")
+    beta = check_beta(beta)
+    zero_division = check_zero_division(zero_division)
+    inputs, labels = _check(y_true, y_pred, num_classes=num_classes,
+                            sample_weight=sample_weight, ignore_index=ignore_index,
+                            validate=validate, labels=labels,
+                            pos_label=pos_label if average == "binary" else None)
+    stats, _ = _accumulate(inputs)
+    classes = _set_wise_classes(inputs, stats, labels, average, pos_label)
+    return _prfs(stats, classes, beta=beta, average=average, warn_for=warn_for,
+                 zero_division=zero_division)
+
+
+def _single(index, warn_for):
+    def metric(y_true, y_pred, *, labels=None, pos_label=1, average="binary",
+               sample_weight=None, zero_division="warn", num_classes=None,
+               ignore_index=None, validate=True, beta=1.0):
+        result = precision_recall_fscore_support(
+            y_true, y_pred, beta=beta, labels=labels, pos_label=pos_label, average=average,
+            warn_for=warn_for, sample_weight=sample_weight, zero_division=zero_division,
+            num_classes=num_classes, ignore_index=ignore_index, validate=validate,
+        )
+        return result[index]
+    return metric
+
+
+_precision = _single(0, ("precision",))
+_recall = _single(1, ("recall",))
+_fscore = _single(2, ("f-score",))
+
+
+def precision_score(y_true, y_pred, *, labels=None, pos_label=1, average="binary",
+                    sample_weight=None, zero_division="warn", num_classes=None,
+                    ignore_index=None, validate=True):
+    """Precision tp / (tp + fp), per class or averaged; see
+    :func:`precision_recall_fscore_support` for ``average`` and ``zero_division``.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from metrics_gpu import precision_score
+    >>> precision_score(np.array([0, 1, 2, 0, 1, 2]), np.array([0, 2, 1, 0, 0, 1]), average=None)
+    array([0.66666667, 0.        , 0.        ])
+    """
+    return _precision(y_true, y_pred, labels=labels, pos_label=pos_label, average=average,
+                      sample_weight=sample_weight, zero_division=zero_division,
+                      num_classes=num_classes, ignore_index=ignore_index, validate=validate)
+
+
+def recall_score(y_true, y_pred, *, labels=None, pos_label=1, average="binary",
+                 sample_weight=None, zero_division="warn", num_classes=None,
+                 ignore_index=None, validate=True):
+    """Recall tp / (tp + fn), per class or averaged; see
+    :func:`precision_recall_fscore_support`.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from metrics_gpu import recall_score
+    >>> recall_score(np.array([0, 1, 2, 0, 1, 2]), np.array([0, 2, 1, 0, 0, 1]), average=None)
+    array([1., 0., 0.])
+    """
+    return _recall(y_true, y_pred, labels=labels, pos_label=pos_label, average=average,
+                   sample_weight=sample_weight, zero_division=zero_division,
+                   num_classes=num_classes, ignore_index=ignore_index, validate=validate)
+
+
+def fbeta_score(y_true, y_pred, *, beta, labels=None, pos_label=1, average="binary",
+                sample_weight=None, zero_division="warn", num_classes=None,
+                ignore_index=None, validate=True):
+    """F-beta score, per class or averaged; macro = mean of per-class F-beta
+    (scikit-learn); see :func:`precision_recall_fscore_support`.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from metrics_gpu import fbeta_score
+    >>> y_true, y_pred = np.array([0, 1, 2, 0, 1, 2]), np.array([0, 2, 1, 0, 0, 1])
+    >>> round(float(fbeta_score(y_true, y_pred, average="macro", beta=0.5)), 4)
+    0.2381
+    """
+    return _fscore(y_true, y_pred, beta=beta, labels=labels, pos_label=pos_label,
+                   average=average, sample_weight=sample_weight,
+                   zero_division=zero_division, num_classes=num_classes,
+                   ignore_index=ignore_index, validate=validate)
+
+
+def f1_score(y_true, y_pred, *, labels=None, pos_label=1, average="binary",
+             sample_weight=None, zero_division="warn", num_classes=None,
+             ignore_index=None, validate=True):
+    """F1 score, per class or averaged; macro = mean of per-class F1 (scikit-learn).
+
+    For the harmonic mean of macro precision and macro recall (oneDAL,
+    pyActLearn, the overview paper) see :func:`multiclass_quality_metrics`.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from metrics_gpu import f1_score
+    >>> y_true, y_pred = np.array([0, 1, 2, 0, 1, 2]), np.array([0, 2, 1, 0, 0, 1])
+    >>> round(float(f1_score(y_true, y_pred, average="macro")), 4)
+    0.2667
+    """
+    return _fscore(y_true, y_pred, beta=1.0, labels=labels, pos_label=pos_label,
+                   average=average, sample_weight=sample_weight,
+                   zero_division=zero_division, num_classes=num_classes,
+                   ignore_index=ignore_index, validate=validate)
+
+
+def _rate_score(numerator, denominator, name, modifier, y_true, y_pred, *, labels,
+                pos_label, average, sample_weight, zero_division, num_classes,
+                ignore_index, validate):
+    """Shared pipeline of Jaccard and specificity: a per-class rate, averaged."""
+    check_option(average, AVERAGE_OPTIONS, "average")
+    zero_division = check_zero_division(zero_division)
+    inputs, labels = _check(y_true, y_pred, num_classes=num_classes,
+                            sample_weight=sample_weight, ignore_index=ignore_index,
+                            validate=validate, labels=labels,
+                            pos_label=pos_label if average == "binary" else None)
+    stats, _ = _accumulate(inputs)
+    classes = _set_wise_classes(inputs, stats, labels, average, pos_label)
+    c = F.Counts.from_statistics(stats.take(classes), np)
+    num, den = numerator(c), denominator(c)
+    if average == "micro":
+        num, den = num.sum(keepdims=True), den.sum(keepdims=True)
+    values, zero = F.divide(num, den, np, zero_division)
+    if zero_division == "warn" and zero.any():
+        F.warn_undefined(name, modifier, zero.size)
+    if average is None:
+        return values
+    weights = c.support if average == "weighted" else None
+    return _output(F.nan_average(values, np, weights))
+
+
+def jaccard_score(y_true, y_pred, *, labels=None, pos_label=1, average="binary",
+                  sample_weight=None, zero_division="warn", num_classes=None,
+                  ignore_index=None, validate=True):
+    """Jaccard index tp / (tp + fp + fn), per class or averaged (scikit-learn).
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from metrics_gpu import jaccard_score
+    >>> jaccard_score(np.array([0, 1, 2, 2]), np.array([0, 2, 1, 2]), average=None)
+    array([1.        , 0.        , 0.33333333])
+    """
+    return _rate_score(lambda c: c.tp, lambda c: c.tp + c.fp + c.fn, "Jaccard",
+                       "true or predicted", y_true, y_pred, labels=labels,
+                       pos_label=pos_label, average=average, sample_weight=sample_weight,
+                       zero_division=zero_division, num_classes=num_classes,
+                       ignore_index=ignore_index, validate=validate)
+
+
+def specificity_score(y_true, y_pred, *, labels=None, pos_label=1, average="binary",
+                      sample_weight=None, zero_division="warn", num_classes=None,
+                      ignore_index=None, validate=True):
+    """Specificity (true negative rate) tn / (tn + fp), per class or averaged.
+
+    Same arguments and averaging as :func:`recall_score`; 'micro' sums tn and
+    fp over the classes.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from metrics_gpu import specificity_score
+    >>> specificity_score(np.array([0, 1, 2, 2]), np.array([0, 2, 1, 2]), average=None)
+    array([1.        , 0.66666667, 0.5       ])
+    """
+    return _rate_score(lambda c: c.tn, lambda c: c.tn + c.fp, "Specificity", "negative",
+                       y_true, y_pred, labels=labels, pos_label=pos_label, average=average,
+                       sample_weight=sample_weight, zero_division=zero_division,
+                       num_classes=num_classes, ignore_index=ignore_index, validate=validate)
+
+
+# -- classification report ---------------------------------------------------
+
+
+def classification_report(y_true, y_pred, *, labels=None, target_names=None,
+                          sample_weight=None, digits=2, output_dict=False,
+                          zero_division="warn", num_classes=None, ignore_index=None,
+                          validate=True):
+    """Per-class precision, recall, F1 and support with their averages (scikit-learn).
+
+    Text layout and dictionary keys are scikit-learn's. One pass over the
+    data serves every line.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from metrics_gpu import classification_report
+    >>> print(classification_report(np.array([0, 1, 2, 2, 2]), np.array([0, 0, 2, 2, 1])))
+                  precision    recall  f1-score   support
+    <BLANKLINE>
+               0       0.50      1.00      0.67         1
+               1       0.00      0.00      0.00         1
+               2       1.00      0.67      0.80         3
+    <BLANKLINE>
+        accuracy                           0.60         5
+       macro avg       0.50      0.56      0.49         5
+    weighted avg       0.70      0.60      0.61         5
+    <BLANKLINE>
+    """
+    zero_division = check_zero_division(zero_division)
+    if not isinstance(digits, (int, np.integer)) or isinstance(digits, bool) or digits < 0:
+        raise ValueError(f"digits must be a non-negative integer, got {digits!r}")
+    labels_given = labels is not None
+    inputs, labels = _check(y_true, y_pred, num_classes=num_classes,
+                            sample_weight=sample_weight, ignore_index=ignore_index,
+                            validate=validate, labels=labels)
+    stats, _ = _accumulate(inputs)
+    classes = _selected_classes(inputs, stats, labels)
+    present = np.flatnonzero(stats.observed)
+    micro_is_accuracy = not labels_given or set(classes.tolist()) >= set(present.tolist())
+    if target_names is not None and len(target_names) != classes.size:
+        if labels_given:
+            warnings.warn(
+                f"labels size, {classes.size}, does not match size of target_names, "
+                f"{len(target_names)}", UserWarning, stacklevel=2,
+            )
+        else:
+            raise ValueError(
+                f"Number of classes, {classes.size}, does not match size of target_names, "
+                f"{len(target_names)}. Try specifying the labels parameter"
+            )
+    if target_names is None:
+        target_names = [str(label) for label in classes.tolist()]
+    warn_for = ("precision", "recall", "f-score")
+    p, r, f, s = _prfs(stats, classes, beta=1.0, average=None, warn_for=warn_for,
+                       zero_division=zero_division)
+    headers = ["precision", "recall", "f1-score", "support"]
+    rows = list(zip(target_names, p, r, f, s))
+    averages = []
+    for average in ("micro", "macro", "weighted"):
+        heading = "accuracy" if average == "micro" and micro_is_accuracy else f"{average} avg"
+        avg_p, avg_r, avg_f, _ = _prfs(stats, classes, beta=1.0, average=average,
+                                       warn_for=warn_for, zero_division=zero_division)
+        averages.append((heading, avg_p, avg_r, avg_f, np.sum(s)))
+    if output_dict:
+        report = {
+            name: dict(zip(headers, [float(v) for v in values]))
+            for name, *values in rows
+        }
+        for heading, *values in averages:
+            report[heading] = dict(zip(headers, [float(v) for v in values]))
+        if "accuracy" in report:
+            report["accuracy"] = report["accuracy"]["precision"]
+        return report
+    width = max(max(len(name) for name in target_names), len("weighted avg"), digits)
+    head_fmt = "{:>{width}s} " + " {:>9}" * len(headers)
+    text = head_fmt.format("", *headers, width=width) + "\n\n"
+    row_fmt = "{:>{width}s} " + " {:>9.{digits}f}" * 3 + " {:>9}\n"
+    for row in rows:
+        text += row_fmt.format(*row, width=width, digits=digits)
+    text += "\n"
+    for heading, *values in averages:
+        if heading == "accuracy":
+            fmt = "{:>{width}s} " + " {:>9.{digits}}" * 2 + " {:>9.{digits}f}" + " {:>9}\n"
+            text += fmt.format(heading, "", "", *values[2:], width=width, digits=digits)
+        else:
+            text += row_fmt.format(heading, *values, width=width, digits=digits)
+    return text

@@ -1,0 +1,48 @@
+"""Map arbitrary labels (strings, sparse ids, floats) to class codes 0..K-1."""
+
+from __future__ import annotations
+
+import numpy as np
+
+
+def encode_labels(*arrays):
+    """Encode labels of one or more arrays with one shared, sorted class list.
+
+    Returns ``(classes, codes_0, codes_1, ...)``: ``classes[codes_i]`` gives
+    back ``arrays[i]``; codes are int64 in ``0..len(classes)-1``, in the
+    sorted order of the labels (as scikit-learn's ``LabelEncoder``).
+
+    Examples
+    --------
+    >>> from metrics_gpu import encode_labels
+    >>> classes, y_true, y_pred = encode_labels(["cat", "dog", "cat"], ["dog", "dog", "bird"])
+    >>> classes.tolist(), y_true.tolist(), y_pred.tolist()
+    (['bird', 'cat', 'dog'], [1, 2, 1], [2, 2, 0])
+    """
+    if not arrays:
+        raise ValueError("encode_labels needs at least one array of labels")
+    hosts = []
+    for i, values in enumerate(arrays):
+        array = np.asarray(values)
+        if array.ndim == 2 and array.shape[1] == 1:
+            array = array.reshape(-1)
+        if array.ndim != 1:
+            raise ValueError(
+                f"encode_labels argument {i} must be 1-D, got shape {array.shape}"
+            )
+        if array.dtype.kind == "f":
+            nan = np.isnan(array)
+            if nan.any():
+                raise ValueError(
+                    f"encode_labels argument {i} has NaN at index {int(np.flatnonzero(nan)[0])}"
+                )
+        hosts.append(array)
+    try:
+        classes, inverse = np.unique(np.concatenate(hosts), return_inverse=True)
+    except TypeError as error:
+        raise ValueError(f"labels cannot be sorted together: {error}") from None
+    codes, start = [], 0
+    for array in hosts:
+        codes.append(inverse[start:start + array.size].astype(np.int64).reshape(-1))
+        start += array.size
+    return (classes, *codes)

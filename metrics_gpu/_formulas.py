@@ -1,0 +1,422 @@
+"""Every metric formula, once, over the accumulated counts and an array namespace.
+
+The backends produce :class:`~metrics_gpu._state.ClassStatistics`; this module
+turns them into numbers. The functional API, the report, the command line and
+the seed entry points all call these functions, each with its own convention
+where the sources differ (zero division, macro F), passed as arguments rather
+than written again.
+
+Notation (per class k): ``tp`` true positives, ``fp = predicted - tp``,
+``fn = support - tp``, ``tn = total - support - predicted + tp``.
+"""
+
+from __future__ import annotations
+
+import math
+import warnings
+from dataclasses import dataclass
+from typing import Any, Callable
+
+from metrics_gpu._state import ClassStatistics
+
+
+class UndefinedMetricWarning(UserWarning):
+    """A metric is ill-defined (a zero denominator) and was set by convention."""
+
+
+@dataclass(frozen=True)
+class Counts:
+    """Float64 view of :class:`ClassStatistics` with the derived fp/fn/tn."""
+
+    tp: Any
+    support: Any
+    predicted: Any
+    total: Any
+    xp: Any
+
+    @classmethod
+    def from_statistics(cls, stats: ClassStatistics, xp) -> Counts:
+        f64 = xp.float64
+        return cls(
+            tp=stats.true_positives.astype(f64),
+            support=stats.support.astype(f64),
+            predicted=stats.predicted.astype(f64),
+            total=xp.asarray(stats.total, dtype=f64),
+            xp=xp,
+        )
+
+    @property
+    def fp(self):
+        return self.predicted - self.tp
+
+    @property
+    def fn(self):
+        return self.support - self.tp
+
+    @property
+    def tn(self):
+        return self.total - self.support - self.predicted + self.tp
+
+
+# -- zero division and averaging ----------------------------------------------
+
+
+def divide(numerator, denominator, xp, zero_division: Any = float("nan")):
+    """``numerator / denominator`` with 0/0 (any x/0) set to ``zero_division``.
+
+    ``zero_division`` is a number (NaN = no guard, the oneDAL convention) or
+    ``"warn"`` (0.0, as scikit-learn). Returns ``(result, zero_mask)``.
+    """
+    numerator = xp.asarray(numerator, dtype=xp.float64)
+    denominator = xp.asarray(denominator, dtype=xp.float64)
+    zero = denominator == 0
+    fill = 0.0 if zero_division == "warn" else float(zero_division)
+    result = numerator / xp.where(zero, 1.0, denominator)
+    return xp.where(zero, fill, result), zero
+
+
+def warn_undefined(metric: str, modifier: str, n_values: int) -> None:
+    """scikit-learn's UndefinedMetricWarning text for an ill-defined P/R/F/Jaccard."""
+    where = "due to" if n_values == 1 else "in labels with"
+    warnings.warn(
+        f"{metric} is ill-defined and being set to 0.0 {where} no {modifier} samples. "
+        "Use `zero_division` parameter to control this behavior.",
+        UndefinedMetricWarning,
+        stacklevel=4,
+    )
+
+
+def nan_average(values, xp, weights=None):
+    """Mean ignoring NaN entries; NaN if all are NaN (scikit-learn ``_nanaverage``).
+
+    With weights summing to zero the plain mean is used, as scikit-learn does.
+    """
+    values = xp.asarray(values, dtype=xp.float64)
+    if values.shape[0] == 0:
+        return xp.float64(math.nan)
+    keep = ~xp.isnan(values)
+    if not bool(keep.any()):
+        return xp.float64(math.nan)
+    kept = values[keep]
+    if weights is not None:
+        kept_weights = xp.asarray(weights, dtype=xp.float64)[keep]
+        weight_sum = kept_weights.sum()
+        if weight_sum != 0:
+            return (kept * kept_weights).sum() / weight_sum
+    return kept.mean()
+
+
+# -- per-class formulas ------------------------------------------------------
+
+
+def precision(c: Counts, zero_division=float("nan")):
+    return divide(c.tp, c.predicted, c.xp, zero_division)[0]
+
+
+def recall(c: Counts, zero_division=float("nan")):
+    return divide(c.tp, c.support, c.xp, zero_division)[0]
+
+
+def fbeta_from_counts(c: Counts, beta: float, zero_division=float("nan")):
+    """F-beta from counts: (1+b^2) tp / ((1+b^2) tp + b^2 fn + fp).
+
+    beta = inf is recall and beta = 0 is precision, as scikit-learn.
+    """
+    if math.isinf(beta):
+        return recall(c, zero_division)
+    if beta == 0:
+        return precision(c, zero_division)
+    beta2 = beta * beta
+    return divide((1 + beta2) * c.tp, beta2 * c.support + c.predicted, c.xp, zero_division)[0]
+
+
+def fbeta_from_rates(p, r, beta: float, xp):
+    """F-beta as the weighted harmonic mean of a precision and a recall.
+
+    oneDAL's and pyActLearn's micro/macro F: (1+b^2) P R / (b^2 P + R).
+    No guard: 0/0 is NaN, as in those sources.
+    """
+    beta2 = beta * beta
+    p = xp.asarray(p, dtype=xp.float64)
+    r = xp.asarray(r, dtype=xp.float64)
+    with _quiet(xp):
+        return (1 + beta2) * p * r / (beta2 * p + r)
+
+
+def jaccard(c: Counts, zero_division=float("nan")):
+    return divide(c.tp, c.tp + c.fp + c.fn, c.xp, zero_division)[0]
+
+
+def specificity(c: Counts, zero_division=float("nan")):
+    """True negative rate tn / (tn + fp)."""
+    return divide(c.tn, c.tn + c.fp, c.xp, zero_division)[0]
+
+
+def false_positive_rate(c: Counts, zero_division=float("nan")):
+    return divide(c.fp, c.fp + c.tn, c.xp, zero_division)[0]
+
+
+def class_accuracy(c: Counts):
+    """One-vs-rest accuracy of each class: (tp + tn) / total."""
+    return divide(c.tp + c.tn, c.total + 0 * c.tp, c.xp)[0]
+
+
+def class_error_rate(c: Counts):
+    """One-vs-rest error of each class: (fp + fn) / total."""
+    return divide(c.fp + c.fn, c.total + 0 * c.tp, c.xp)[0]
+
+
+def prevalence(c: Counts):
+    return divide(c.support, c.total + 0 * c.tp, c.xp)[0]
+
+
+def g_measure(c: Counts, zero_division=0.0):
+    """Geometric mean of precision and recall, sqrt(P R) (pyActLearn)."""
+    return c.xp.sqrt(precision(c, zero_division) * recall(c, zero_division))
+
+
+# -- overall formulas --------------------------------------------------------
+
+
+def accuracy(c: Counts):
+    """Fraction (or weight) of samples on the diagonal: sum(tp) / total."""
+    return divide(c.tp.sum(), c.total, c.xp)[0]
+
+
+def misclassified(c: Counts):
+    """Weight of samples off the diagonal: total - sum(tp)."""
+    return c.total - c.tp.sum()
+
+
+def balanced_accuracy(c: Counts, adjusted: bool = False):
+    """Mean recall over classes that occur in y_true (scikit-learn).
+
+    ``adjusted`` rescales so that chance scores 0: (score - 1/K') / (1 - 1/K'),
+    K' the number of classes with support.
+    """
+    xp = c.xp
+    per_class = recall(c)
+    score = nan_average(per_class, xp)
+    if adjusted:
+        n_scored = int((~xp.isnan(per_class)).sum())
+        chance = 1.0 / n_scored if n_scored else math.nan
+        with _quiet(xp):
+            score = (score - chance) / (1 - chance)
+    return score
+
+
+def weighted_recall_average(c: Counts, class_weight=None):
+    """sum_k w_k recall_k / sum_k w_k over classes with support.
+
+    The overview paper's "balanced accuracy weighted". With the default
+    weights (class frequency, support / total) it equals accuracy.
+    """
+    xp = c.xp
+    weights = c.support if class_weight is None else xp.asarray(class_weight, dtype=xp.float64)
+    return nan_average(recall(c), xp, weights=weights)
+
+
+def matthews_corrcoef(c: Counts, zero_division: float = 0.0):
+    """Multiclass MCC (Gorodkin's R_K) on the covariance form.
+
+    (c s - sum t p) / sqrt((s^2 - sum p^2)(s^2 - sum t^2)) with c = sum(tp),
+    s = total, t = support, p = predicted; ``zero_division`` when the
+    denominator is 0 (scikit-learn and CatBoost: 0.0).
+    """
+    xp = c.xp
+    s = c.total
+    cov_tp = c.tp.sum() * s - xp.dot(c.support, c.predicted)
+    cov_pp = s * s - xp.dot(c.predicted, c.predicted)
+    cov_tt = s * s - xp.dot(c.support, c.support)
+    denominator = cov_pp * cov_tt
+    return divide(cov_tp, xp.sqrt(denominator), xp, zero_division)[0]
+
+
+def kappa_disagreements(c: Counts, stats: ClassStatistics, weights: str | None):
+    """Observed and chance-expected weighted disagreement for Cohen's kappa.
+
+    kappa = 1 - observed / expected with observed = sum_ij w_ij C_ij and
+    expected = sum_ij w_ij t_i p_j / s; w = 1 - I (None), |i - j| (linear)
+    or (i - j)^2 (quadratic), i and j the class positions 0..K-1. Both sums
+    are O(K) from the statistics (the weighted ones use the moments).
+    """
+    xp = c.xp
+    s = c.total
+    t, p = c.support, c.predicted
+    if weights is None:
+        observed = s - c.tp.sum()
+        expected = s - divide(xp.dot(t, p), s, xp)[0]
+        return observed, expected
+    positions = xp.arange(t.shape[0], dtype=xp.float64)
+    if weights == "quadratic":
+        observed = xp.asarray(stats.quadratic_disagreement, dtype=xp.float64)
+        cross = (
+            t.sum() * xp.dot(p, positions * positions)
+            + p.sum() * xp.dot(t, positions * positions)
+            - 2 * xp.dot(t, positions) * xp.dot(p, positions)
+        )
+    else:
+        observed = xp.asarray(stats.linear_disagreement, dtype=xp.float64)
+        # sum_ij t_i p_j |i - j| = sum_i t_i (i P_<i - S_<i + S_>i - i P_>i)
+        # with P, S the prefix sums of p_j and j p_j.
+        p_before = xp.cumsum(p) - p
+        s_before = xp.cumsum(p * positions) - p * positions
+        p_after = p.sum() - p_before - p
+        s_after = (p * positions).sum() - s_before - p * positions
+        cross = xp.dot(
+            t, positions * p_before - s_before + s_after - positions * p_after
+        )
+    expected = divide(cross, s, xp)[0]
+    return observed, expected
+
+
+def cohen_kappa(c: Counts, stats: ClassStatistics, weights: str | None = None,
+                replace_undefined_by: float = math.nan):
+    """Cohen's kappa 1 - observed / expected disagreement (scikit-learn).
+
+    ``replace_undefined_by`` when the total or the expected disagreement is 0.
+    """
+    observed, expected = kappa_disagreements(c, stats, weights)
+    if c.total == 0 or expected == 0:
+        return c.xp.float64(replace_undefined_by)
+    return 1 - observed / expected
+
+
+# -- CatBoost's conventions --------------------------------------------------
+
+
+def catboost_f(c: Counts, beta: float = 1.0):
+    """CatBoost's per-class F: precision and recall default to 1 when undefined,
+    F = 0 when both are 0 (``caching_metric.cpp``)."""
+    xp = c.xp
+    p = precision(c, 1.0)
+    r = recall(c, 1.0)
+    beta2 = beta * beta
+    return divide((1 + beta2) * p * r, beta2 * p + r, xp, 0.0)[0]
+
+
+def catboost_total_f1(c: Counts, average: str):
+    """CatBoost ``TotalF1``: per class 2 tp / (support + predicted), 0 if both 0.
+
+    Weighted (CatBoost's default) by support, Macro over all K classes, Micro
+    from summed counts.
+    """
+    xp = c.xp
+    per_class = divide(2 * c.tp, c.support + c.predicted, xp, 0.0)[0]
+    if average == "Micro":
+        return divide(2 * c.tp.sum(), c.support.sum() + c.predicted.sum(), xp, 0.0)[0]
+    if average == "Macro":
+        return per_class.mean()
+    return divide(xp.dot(per_class, c.support), c.support.sum(), xp, 0.0)[0]
+
+
+def catboost_kappa(c: Counts, stats: ClassStatistics, weights: str | None):
+    """CatBoost ``Kappa`` / ``WKappa`` (quadratic): -1 when the expected
+    disagreement is 0 (``kappa.cpp``)."""
+    return cohen_kappa(c, stats, weights, replace_undefined_by=-1.0)
+
+
+# -- helpers -----------------------------------------------------------------
+
+
+class _quiet:
+    """Silence floating-point warnings where 0/0 = NaN is the documented result."""
+
+    def __init__(self, xp):
+        self._errstate = getattr(xp, "errstate", None)
+        self._state = None
+
+    def __enter__(self):
+        if self._errstate is not None:
+            self._state = self._errstate(divide="ignore", invalid="ignore")
+            self._state.__enter__()
+
+    def __exit__(self, *exc):
+        if self._state is not None:
+            self._state.__exit__(*exc)
+
+
+@dataclass(frozen=True)
+class MetricDefinition:
+    """One row of the metric table: a name, its formula and where it comes from."""
+
+    name: str
+    formula: Callable[[Counts, ClassStatistics], Any]
+    higher_is_better: bool
+    sources: dict
+    description: str
+
+
+def _row(name, formula, higher_is_better, description, **sources):
+    return MetricDefinition(name, formula, higher_is_better, sources, description)
+
+
+# The overall label metrics of the report, in print order. Conventions follow
+# scikit-learn (zero_division=0 without warning inside the report).
+REPORT_METRICS: tuple[MetricDefinition, ...] = (
+    _row("accuracy", lambda c, s: accuracy(c), True,
+         "fraction of samples predicted correctly",
+         sklearn="accuracy_score", catboost="Accuracy", overview="accuracy",
+         pyactlearn="exact matching ratio"),
+    _row("balanced_accuracy", lambda c, s: balanced_accuracy(c), True,
+         "mean recall over classes with support",
+         sklearn="balanced_accuracy_score", overview="balanced accuracy"),
+    _row("micro_precision", lambda c, s: divide(c.tp.sum(), c.predicted.sum(), c.xp, 0.0)[0], True,
+         "sum tp / sum predicted", onedal="microPrecision", pyactlearn="precision (micro)"),
+    _row("micro_recall", lambda c, s: divide(c.tp.sum(), c.support.sum(), c.xp, 0.0)[0], True,
+         "sum tp / sum support", onedal="microRecall", pyactlearn="recall (micro)"),
+    _row("micro_f1", lambda c, s: divide(2 * c.tp.sum(), c.support.sum() + c.predicted.sum(), c.xp, 0.0)[0], True,
+         "F1 of the summed counts (= accuracy for single-label data)",
+         sklearn="f1_score(average='micro')", onedal="microFscore", catboost="TotalF1:average=Micro"),
+    _row("macro_precision", lambda c, s: nan_average(precision(c, 0.0), c.xp), True,
+         "mean of per-class precision", sklearn="precision_score(average='macro')"),
+    _row("macro_recall", lambda c, s: nan_average(recall(c, 0.0), c.xp), True,
+         "mean of per-class recall", sklearn="recall_score(average='macro')"),
+    _row("macro_f1", lambda c, s: nan_average(fbeta_from_counts(c, 1.0, 0.0), c.xp), True,
+         "mean of per-class F1 (scikit-learn's macro F1)",
+         sklearn="f1_score(average='macro')", overview="macro F1 (mean of per-class F1)"),
+    _row("macro_f1_harmonic", lambda c, s: fbeta_from_rates(
+        nan_average(precision(c, 0.0), c.xp), nan_average(recall(c, 0.0), c.xp), 1.0, c.xp), True,
+         "harmonic mean of macro precision and macro recall (oneDAL / pyActLearn / overview macro F1)",
+         onedal="macroFscore", pyactlearn="f-1 score (macro)", overview="macro F1 (harmonic of macro P and R)"),
+    _row("weighted_precision", lambda c, s: nan_average(precision(c, 0.0), c.xp, c.support), True,
+         "support-weighted mean of per-class precision", sklearn="precision_score(average='weighted')"),
+    _row("weighted_recall", lambda c, s: nan_average(recall(c, 0.0), c.xp, c.support), True,
+         "support-weighted mean of per-class recall", sklearn="recall_score(average='weighted')"),
+    _row("weighted_f1", lambda c, s: nan_average(fbeta_from_counts(c, 1.0, 0.0), c.xp, c.support), True,
+         "support-weighted mean of per-class F1", sklearn="f1_score(average='weighted')",
+         catboost="TotalF1 (average=Weighted)"),
+    _row("macro_jaccard", lambda c, s: nan_average(jaccard(c, 0.0), c.xp), True,
+         "mean of per-class Jaccard index", sklearn="jaccard_score(average='macro')"),
+    _row("macro_specificity", lambda c, s: nan_average(specificity(c, 0.0), c.xp), True,
+         "mean of per-class true negative rate", pyactlearn="specificity"),
+    _row("matthews_corrcoef", lambda c, s: matthews_corrcoef(c), True,
+         "multiclass Matthews correlation coefficient (R_K)",
+         sklearn="matthews_corrcoef", catboost="MCC", overview="MCC"),
+    _row("cohen_kappa", lambda c, s: cohen_kappa(c, s, None), True,
+         "Cohen's kappa", sklearn="cohen_kappa_score", catboost="Kappa", overview="Cohen's kappa"),
+    _row("linear_weighted_kappa", lambda c, s: cohen_kappa(c, s, "linear"), True,
+         "Cohen's kappa with |i - j| weights", sklearn="cohen_kappa_score(weights='linear')"),
+    _row("quadratic_weighted_kappa", lambda c, s: cohen_kappa(c, s, "quadratic"), True,
+         "Cohen's kappa with (i - j)^2 weights", sklearn="cohen_kappa_score(weights='quadratic')",
+         catboost="WKappa", overview="quadratic weighted kappa"),
+    _row("average_accuracy", lambda c, s: class_accuracy(c).mean(), True,
+         "mean one-vs-rest accuracy over classes", onedal="averageAccuracy",
+         pyactlearn="average accuracy"),
+    _row("error_rate", lambda c, s: class_error_rate(c).mean(), False,
+         "mean one-vs-rest error over classes", onedal="errorRate"),
+    _row("hamming_loss", lambda c, s: 1 - accuracy(c), False,
+         "fraction of samples predicted wrongly", sklearn="hamming_loss", catboost="HammingLoss"),
+    _row("zero_one_loss", lambda c, s: 1 - accuracy(c), False,
+         "1 - accuracy", sklearn="zero_one_loss", catboost="ZeroOneLoss"),
+)
+
+# Per-class columns of the report.
+PER_CLASS_METRICS: tuple[tuple[str, Callable[[Counts], Any]], ...] = (
+    ("precision", lambda c: precision(c, 0.0)),
+    ("recall", lambda c: recall(c, 0.0)),
+    ("f1", lambda c: fbeta_from_counts(c, 1.0, 0.0)),
+    ("specificity", lambda c: specificity(c, 0.0)),
+    ("jaccard", lambda c: jaccard(c, 0.0)),
+    ("support", lambda c: c.support),
+)

@@ -1,0 +1,413 @@
+"""The source systems' own metric bundles, each with its own conventions.
+
+Conventions that differ between the sources are not blended: each entry point
+follows its source, states how in its docstring, and takes every formula from
+:mod:`metrics_gpu._formulas` with that source's zero-division rule.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from metrics_gpu import _formulas as F
+from metrics_gpu._classification import _accumulate, _output
+from metrics_gpu._state import ClassStatistics
+from metrics_gpu._validation import (
+    check_beta,
+    check_confusion_matrix,
+    check_label_inputs,
+    check_option,
+)
+
+# -- oneDAL, multi-class -----------------------------------------------------
+
+
+@dataclass(frozen=True)
+class MulticlassQualityMetrics:
+    """oneDAL's multi-class result: the confusion matrix and its 8 metrics."""
+
+    confusion_matrix: np.ndarray
+    average_accuracy: float
+    error_rate: float
+    micro_precision: float
+    micro_recall: float
+    micro_fscore: float
+    macro_precision: float
+    macro_recall: float
+    macro_fscore: float
+
+    def as_dict(self) -> dict[str, float]:
+        return {name: getattr(self, name) for name in MULTICLASS_QUALITY_METRIC_NAMES}
+
+
+MULTICLASS_QUALITY_METRIC_NAMES = (
+    "average_accuracy", "error_rate", "micro_precision", "micro_recall",
+    "micro_fscore", "macro_precision", "macro_recall", "macro_fscore",
+)
+
+
+def multiclass_quality_metrics(y_true, y_pred, *, num_classes=None, beta=1.0,
+                               sample_weight=None, ignore_index=None, validate=True):
+    """oneDAL's quality metrics for multi-class classifiers.
+
+    Over all K classes (``num_classes``, or max label + 1), with oneDAL's
+    formulas and no zero-division guard (0/0 is NaN, as in oneDAL):
+
+    * average_accuracy = (1/K) sum_i (tp_i + tn_i) / N
+    * error_rate = (1/K) sum_i (fp_i + fn_i) / N (not 1 - accuracy)
+    * micro P/R = sum tp / sum (tp + fp), sum tp / sum (tp + fn)
+    * macro P/R = (1/K) sum tp_i / (tp_i + fp_i), (1/K) sum tp_i / (tp_i + fn_i)
+    * micro/macro F-score = (b^2 + 1) P R / (b^2 P + R) of the micro/macro P and R
+      (the harmonic form, NOT scikit-learn's mean of per-class F).
+
+    ``sample_weight`` is an extension (oneDAL counts only).
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from metrics_gpu import multiclass_quality_metrics
+    >>> m = multiclass_quality_metrics(np.array([0, 1, 2, 0, 1, 2]), np.array([0, 2, 1, 0, 0, 1]))
+    >>> round(float(m.macro_fscore), 4), round(float(m.average_accuracy), 4)
+    (0.2667, 0.5556)
+    """
+    beta = check_beta(beta)
+    inputs = check_label_inputs(y_true, y_pred, num_classes=num_classes,
+                                sample_weight=sample_weight, ignore_index=ignore_index,
+                                validate=validate)
+    stats, cm = _accumulate(inputs, matrix=True)
+    c = F.Counts.from_statistics(stats, np)
+    with F._quiet(np):
+        micro_p = F.divide(c.tp.sum(), c.predicted.sum(), np)[0]
+        micro_r = F.divide(c.tp.sum(), c.support.sum(), np)[0]
+        macro_p = F.precision(c).mean()
+        macro_r = F.recall(c).mean()
+    return MulticlassQualityMetrics(
+        confusion_matrix=cm,
+        average_accuracy=_output(F.class_accuracy(c).mean()),
+        error_rate=_output(F.class_error_rate(c).mean()),
+        micro_precision=_output(micro_p),
+        micro_recall=_output(micro_r),
+        micro_fscore=_output(F.fbeta_from_rates(micro_p, micro_r, beta, np)),
+        macro_precision=_output(macro_p),
+        macro_recall=_output(macro_r),
+        macro_fscore=_output(F.fbeta_from_rates(macro_p, macro_r, beta, np)),
+    )
+
+
+# -- oneDAL, binary ----------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class BinaryQualityMetrics:
+    """oneDAL's binary result: the 2 x 2 matrix in oneDAL's layout and 6 metrics."""
+
+    confusion_matrix: np.ndarray
+    accuracy: float
+    precision: float
+    recall: float
+    fscore: float
+    specificity: float
+    auc: float
+
+    def as_dict(self) -> dict[str, float]:
+        return {name: getattr(self, name) for name in BINARY_QUALITY_METRIC_NAMES}
+
+
+BINARY_QUALITY_METRIC_NAMES = ("accuracy", "precision", "recall", "fscore", "specificity", "auc")
+
+
+def binary_quality_metrics(y_true, y_pred, *, beta=1.0, pos_label=1, sample_weight=None,
+                           validate=True):
+    """oneDAL's quality metrics for binary classifiers.
+
+    Labels are 0/1 codes (or bool); class ``pos_label`` is oneDAL's C1. The
+    matrix has oneDAL's layout: row "actual C1" = (tp, fn), row "actual C2" =
+    (fp, tn). No zero-division guard (0/0 is NaN). ``auc`` is oneDAL's
+    single-threshold value (TPR + TNR) / 2, i.e. balanced accuracy, not a
+    ranking AUC.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from metrics_gpu import binary_quality_metrics
+    >>> m = binary_quality_metrics(np.array([1, 1, 0, 0, 1]), np.array([1, 0, 0, 1, 1]))
+    >>> m.confusion_matrix
+    array([[2, 1],
+           [1, 1]])
+    >>> float(m.auc)
+    0.5833333333333333
+    """
+    beta = check_beta(beta)
+    check_option(pos_label, (0, 1), "pos_label")
+    inputs = check_label_inputs(y_true, y_pred, num_classes=2, sample_weight=sample_weight,
+                                validate=validate)
+    stats, cm = _accumulate(inputs, matrix=True)
+    negative = 1 - pos_label
+    layout = cm[np.ix_([pos_label, negative], [pos_label, negative])]
+    c = F.Counts.from_statistics(stats.take(np.array([pos_label])), np)
+    with F._quiet(np):
+        rates = {
+            "accuracy": F.accuracy(F.Counts.from_statistics(stats, np)),
+            "precision": F.precision(c)[0],
+            "recall": F.recall(c)[0],
+            "fscore": F.fbeta_from_counts(c, beta)[0],
+            "specificity": F.specificity(c)[0],
+        }
+        rates["auc"] = (rates["recall"] + rates["specificity"]) / 2
+    return BinaryQualityMetrics(confusion_matrix=layout,
+                                **{k: _output(v) for k, v in rates.items()})
+
+
+# -- pyActLearn --------------------------------------------------------------
+
+PER_CLASS_PERFORMANCE_COLUMNS = (
+    "true_positive", "true_negative", "false_positive", "false_negative", "accuracy",
+    "misclassification", "recall", "false_positive_rate", "specificity", "precision",
+    "prevalence", "f1", "g_measure",
+)
+OVERALL_PERFORMANCE_NAMES = (
+    "average_accuracy", "weighed_accuracy", "micro_precision", "micro_recall",
+    "micro_fscore", "macro_precision", "macro_recall", "macro_fscore",
+    "exact_matching_ratio",
+)
+
+
+def _counts_of_matrix(cm) -> F.Counts:
+    matrix = check_confusion_matrix(cm, "cm")
+    observed = np.ones(matrix.shape[0], dtype=bool)
+    stats = ClassStatistics(
+        true_positives=np.diagonal(matrix).copy(), support=matrix.sum(axis=1),
+        predicted=matrix.sum(axis=0), total=matrix.sum(), observed=observed,
+    )
+    return F.Counts.from_statistics(stats, np)
+
+
+def per_class_performance(cm) -> np.ndarray:
+    """pyActLearn's per-class performance array, shape (K, 13).
+
+    Columns in the seed's order (:data:`PER_CLASS_PERFORMANCE_COLUMNS`): tp,
+    tn, fp, fn, accuracy, misclassification, recall, false positive rate,
+    specificity, precision, prevalence, F1, G = sqrt(P R). ``cm`` has rows =
+    actual, columns = predicted. Standard meanings: fp = column sum - tp, fn =
+    row sum - tp (the seed's prose swaps the two; its code does not). As in
+    pyActLearn, recall/FPR/specificity/precision/F1 are 0 when undefined;
+    accuracy, misclassification and prevalence are not guarded.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from metrics_gpu import per_class_performance
+    >>> per_class_performance(np.array([[2, 1], [0, 3]]))[:, [0, 2, 3, 9]]
+    array([[2.  , 0.  , 1.  , 1.  ],
+           [3.  , 1.  , 0.  , 0.75]])
+    """
+    c = _counts_of_matrix(cm)
+    with F._quiet(np):
+        p = F.precision(c, 0.0)
+        r = F.recall(c, 0.0)
+        columns = (
+            c.tp, c.tn, c.fp, c.fn,
+            (c.tp + c.tn) / c.total,
+            (c.fp + c.fn) / c.total,
+            r,
+            F.false_positive_rate(c, 0.0),
+            F.specificity(c, 0.0),
+            p,
+            c.support / c.total,
+            F.divide(2 * p * r, p + r, np, 0.0)[0],
+            np.sqrt(p * r),
+        )
+    return np.stack(columns, axis=1)
+
+
+def overall_performance(cm) -> np.ndarray:
+    """pyActLearn's 9 overall values, in the seed's order (:data:`OVERALL_PERFORMANCE_NAMES`).
+
+    average accuracy (mean of per-class (tp + tn) / N), weighed accuracy
+    (sum_k accuracy_k * prevalence_k, not divided by K, as pyActLearn's code),
+    micro P/R/F, macro P/R (means of the guarded per-class values), macro F
+    (harmonic mean of macro P and macro R) and exact matching ratio (trace /
+    N). Micro values and both F values are not guarded: 0/0 is NaN, as in
+    pyActLearn.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from metrics_gpu import overall_performance
+    >>> overall_performance(np.array([[2, 1], [0, 3]]))[[0, 8]]
+    array([0.83333333, 0.83333333])
+    """
+    table = per_class_performance(cm)
+    c = _counts_of_matrix(cm)
+    accuracy, prevalence = table[:, 4], table[:, 10]
+    with F._quiet(np):
+        micro_p = c.tp.sum() / c.predicted.sum()
+        micro_r = c.tp.sum() / c.support.sum()
+        macro_p = table[:, 9].mean()
+        macro_r = table[:, 6].mean()
+        values = (
+            accuracy.mean(),
+            np.dot(accuracy, prevalence),
+            micro_p,
+            micro_r,
+            F.fbeta_from_rates(micro_p, micro_r, 1.0, np),
+            macro_p,
+            macro_r,
+            F.fbeta_from_rates(macro_p, macro_r, 1.0, np),
+            c.tp.sum() / c.total,
+        )
+    return np.array(values, dtype=np.float64)
+
+
+# -- CatBoost ----------------------------------------------------------------
+
+# name -> (allowed parameters, per class?)
+_CATBOOST_LABEL_METRICS = {
+    "Precision": ({"use_weights", "hints"}, True),
+    "Recall": ({"use_weights", "hints"}, True),
+    "F1": ({"use_weights", "hints"}, True),
+    "F": ({"use_weights", "hints", "beta"}, True),
+    "TotalF1": ({"use_weights", "hints", "average"}, False),
+    "MCC": ({"use_weights", "hints"}, False),
+    "Accuracy": ({"use_weights", "hints"}, False),
+    "HammingLoss": ({"use_weights", "hints"}, False),
+    "ZeroOneLoss": ({"use_weights", "hints"}, False),
+    "Kappa": ({"use_weights", "hints"}, False),
+    "WKappa": ({"use_weights", "hints"}, False),
+}
+_CATBOOST_SCORE_METRICS = ("MultiClass", "MultiClassOneVsAll", "HingeLoss", "AUC")
+
+
+def parse_catboost_spec(spec: str) -> tuple[str, dict[str, str]]:
+    """Split ``"Name:key=value;key=value"`` into the name and its parameters."""
+    if not isinstance(spec, str) or not spec.strip():
+        raise ValueError(f"spec must be a CatBoost metric string, got {spec!r}")
+    name, _, rest = spec.strip().partition(":")
+    params: dict[str, str] = {}
+    for item in filter(None, (part.strip() for part in rest.split(";"))):
+        key, sep, value = item.partition("=")
+        if not sep or not key.strip():
+            raise ValueError(f"spec parameter {item!r} in {spec!r} is not key=value")
+        params[key.strip()] = value.strip()
+    return name.strip(), params
+
+
+def _parse_bool(value: str, key: str, spec: str) -> bool:
+    lowered = value.lower()
+    if lowered in ("true", "1"):
+        return True
+    if lowered in ("false", "0"):
+        return False
+    raise ValueError(f"{key} must be true or false in {spec!r}, got {value!r}")
+
+
+def catboost_metric(spec, y_true, approx, *, weight=None, validate=True):
+    """A CatBoost multiclass metric, as CatBoost computes it.
+
+    Parameters
+    ----------
+    spec : str
+        CatBoost's metric string, e.g. ``"TotalF1:average=Macro"``,
+        ``"Precision"``, ``"WKappa"``, ``"Accuracy:use_weights=false"``.
+    y_true : (N,) class codes (integers, or floats holding integers)
+    approx : (N, K) raw per-class scores; predictions are their row argmax.
+    weight : (N,) optional object weights. CatBoost stores weights as float32,
+        so they are rounded to float32 first, which reproduces CatBoost's
+        results to float64 precision.
+
+    Returns
+    -------
+    A (K,) array for the per-class metrics (Precision, Recall, F1, F), else a
+    float64 scalar.
+
+    Conventions (CatBoost's, from its ``caching_metric.cpp`` / ``kappa.cpp``):
+    Precision is 0 when nothing is predicted as the class; Recall is 1 when
+    the class has no samples; F uses those with undefined values set to 1 and
+    is 0 when P + R = 0; TotalF1 per class is 2 tp / (support + predicted)
+    (0 when both are 0), averaged Weighted (default, by support), Macro (over
+    all K) or Micro; MCC is 0 when undefined; Kappa and WKappa (quadratic
+    weights, whatever CatBoost's doc cites) are -1 when the expected
+    disagreement is 0. ``use_weights=false`` sets every weight to 1 as
+    CatBoost's documentation says (CatBoost's ``utils.eval_metric`` helper
+    applies the weights regardless of that flag).
+
+    The score-based metrics (MultiClass, MultiClassOneVsAll, HingeLoss, AUC)
+    are not available yet and raise ``NotImplementedError``.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from metrics_gpu import catboost_metric
+    >>> approx = np.array([[2.0, 1.0, 0.0], [0.0, 3.0, 1.0], [0.5, 0.2, 0.9], [1.0, 0.0, 0.0]])
+    >>> float(catboost_metric("TotalF1:average=Macro", np.array([0, 1, 2, 2]), approx))
+    0.7777777777777777
+    """
+    name, params = parse_catboost_spec(spec)
+    if name in _CATBOOST_SCORE_METRICS:
+        raise NotImplementedError(
+            f"CatBoost metric {name!r} works on scores and is planned, not available yet; "
+            f"available label metrics: {sorted(_CATBOOST_LABEL_METRICS)}"
+        )
+    if name not in _CATBOOST_LABEL_METRICS:
+        raise ValueError(
+            f"unknown CatBoost metric {name!r} in spec {spec!r}; available: "
+            f"{sorted(_CATBOOST_LABEL_METRICS)} (planned: {list(_CATBOOST_SCORE_METRICS)})"
+        )
+    allowed, per_class = _CATBOOST_LABEL_METRICS[name]
+    unknown = set(params) - allowed
+    if unknown:
+        raise ValueError(
+            f"CatBoost metric {name} does not take {sorted(unknown)} in {spec!r}; "
+            f"valid parameters: {sorted(allowed)}"
+        )
+    use_weights = _parse_bool(params.get("use_weights", "true"), "use_weights", spec)
+    scores = np.asarray(approx)
+    if scores.ndim != 2 or scores.shape[1] < 2:
+        raise ValueError(
+            f"approx must be (N, K) raw scores with K >= 2 classes, got shape {scores.shape}"
+        )
+    if weight is not None and use_weights:
+        weight = np.asarray(weight)
+        if weight.dtype.kind == "f":
+            weight = weight.astype(np.float32).astype(np.float64)
+    inputs = check_label_inputs(y_true, scores, sample_weight=weight if use_weights else None,
+                                validate=validate)
+    if weight is not None and not use_weights:  # still check it, as CatBoost would
+        check_label_inputs(y_true, scores, sample_weight=weight, validate=validate)
+    stats, _ = _accumulate(inputs, moments=name == "WKappa")
+    c = F.Counts.from_statistics(stats, np)
+    if name == "Precision":
+        return F.precision(c, 0.0)
+    if name == "Recall":
+        return F.recall(c, 1.0)
+    if name == "F1":
+        return F.catboost_f(c, 1.0)
+    if name == "F":
+        if "beta" not in params:
+            raise ValueError(f"CatBoost metric F needs beta, e.g. 'F:beta=2', got {spec!r}")
+        try:
+            beta = float(params["beta"])
+        except ValueError:
+            raise ValueError(f"beta must be a number in {spec!r}") from None
+        return F.catboost_f(c, check_beta(beta))
+    if name == "TotalF1":
+        average = check_option(params.get("average", "Weighted"),
+                               ("Weighted", "Macro", "Micro"), "average")
+        return _output(F.catboost_total_f1(c, average))
+    if name == "MCC":
+        return _output(F.matthews_corrcoef(c))
+    if name == "Accuracy":
+        return _output(F.accuracy(c))
+    if name in ("HammingLoss", "ZeroOneLoss"):
+        return _output(1 - F.accuracy(c))
+    return _output(F.catboost_kappa(c, stats, "quadratic" if name == "WKappa" else None))
+
+
+__all__ = [
+    "BinaryQualityMetrics", "MulticlassQualityMetrics", "binary_quality_metrics",
+    "catboost_metric", "multiclass_quality_metrics", "overall_performance",
+    "per_class_performance", "parse_catboost_spec",
+    "PER_CLASS_PERFORMANCE_COLUMNS", "OVERALL_PERFORMANCE_NAMES",
+]

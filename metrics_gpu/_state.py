@@ -1,0 +1,139 @@
+"""Accumulated state: what a backend produces and every formula reads.
+
+Two shapes of state exist:
+
+* a dense confusion matrix ``C`` (K x K, rows = actual, columns = predicted),
+  used while ``K * K`` fits comfortably in memory, and
+* :class:`ClassStatistics`: per-class sufficient statistics in O(K) memory
+  (true positives, support, predicted counts, the total, and the two
+  disagreement moments weighted kappa needs). Every label metric except the
+  dense matrix itself is a function of these.
+
+A dense matrix is reduced to :class:`ClassStatistics` by
+:func:`statistics_from_matrix`, so both paths meet in one set of formulas.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, replace
+from typing import Any
+
+# Dense confusion matrices are used up to this many cells (K <= 2048): at that
+# size the matrix is 32 MiB of int64, small next to the inputs that need it,
+# and the O(K^2) reductions cost less than one pass over 1e7 labels. Above it,
+# per-class statistics keep memory O(K) (SPEC "Scale of K").
+DENSE_MATRIX_MAX_CELLS = 2048 * 2048
+
+
+def use_dense_matrix(num_classes: int) -> bool:
+    """True when a K x K confusion matrix is the cheaper state for ``num_classes``."""
+    return num_classes * num_classes <= DENSE_MATRIX_MAX_CELLS
+
+
+@dataclass(frozen=True)
+class ClassStatistics:
+    """Per-class sufficient statistics of a labelled sample, in O(K) memory.
+
+    Counts are int64 for unweighted input and float64 for weighted input.
+
+    Attributes
+    ----------
+    true_positives : (K,) array
+        Samples (or weight) with true class k predicted as k: ``C[k, k]``.
+    support : (K,) array
+        Samples (or weight) whose true class is k: row sums of ``C``.
+    predicted : (K,) array
+        Samples (or weight) predicted as k: column sums of ``C``.
+    total : 0-d array
+        All counted samples (or weight).
+    observed : (K,) bool array
+        Class k occurs in ``y_true`` or ``y_pred`` of a counted sample, whatever
+        its weight (scikit-learn's "present labels").
+    invalid : int
+        Samples skipped because a label was out of range (only with
+        ``validate=False``; with validation such input raises instead).
+    linear_disagreement, quadratic_disagreement : 0-d array or None
+        ``sum_n w_n |t_n - p_n|`` and ``sum_n w_n (t_n - p_n)**2`` over class
+        positions; only filled when weighted kappa asks for them.
+    """
+
+    true_positives: Any
+    support: Any
+    predicted: Any
+    total: Any
+    observed: Any
+    invalid: int = 0
+    linear_disagreement: Any = None
+    quadratic_disagreement: Any = None
+
+    @property
+    def num_classes(self) -> int:
+        return int(self.support.shape[0])
+
+    def take(self, classes) -> ClassStatistics:
+        """Restrict the per-class arrays to ``classes`` (in that order).
+
+        Totals are kept: this is scikit-learn's ``labels=`` for set-wise metrics
+        (precision, recall, F, Jaccard), whose per-class counts come from all
+        samples. The kappa moments do not survive a selection.
+        """
+        return replace(
+            self,
+            true_positives=self.true_positives[classes],
+            support=self.support[classes],
+            predicted=self.predicted[classes],
+            observed=self.observed[classes],
+            linear_disagreement=None,
+            quadratic_disagreement=None,
+        )
+
+    def merge(self, other: ClassStatistics) -> ClassStatistics:
+        """State of the union of two disjoint samples."""
+        if self.num_classes != other.num_classes:
+            raise ValueError(
+                f"cannot merge statistics of {self.num_classes} and "
+                f"{other.num_classes} classes"
+            )
+
+        def add(a, b):
+            return None if a is None or b is None else a + b
+
+        return ClassStatistics(
+            true_positives=self.true_positives + other.true_positives,
+            support=self.support + other.support,
+            predicted=self.predicted + other.predicted,
+            total=self.total + other.total,
+            observed=self.observed | other.observed,
+            invalid=self.invalid + other.invalid,
+            linear_disagreement=add(self.linear_disagreement, other.linear_disagreement),
+            quadratic_disagreement=add(
+                self.quadratic_disagreement, other.quadratic_disagreement
+            ),
+        )
+
+
+def statistics_from_matrix(matrix, observed, xp, *, invalid: int = 0,
+                           moments: bool = False) -> ClassStatistics:
+    """Reduce a dense confusion matrix to :class:`ClassStatistics`.
+
+    With ``moments=True`` the kappa disagreement moments are computed with the
+    matrix's own row/column indices as class positions (O(K^2) work).
+    """
+    stats = ClassStatistics(
+        true_positives=xp.diagonal(matrix).copy(),
+        support=matrix.sum(axis=1),
+        predicted=matrix.sum(axis=0),
+        total=matrix.sum(),
+        observed=observed,
+        invalid=invalid,
+    )
+    if not moments:
+        return stats
+    positions = xp.arange(matrix.shape[0], dtype=xp.float64)
+    distance = xp.abs(positions[:, None] - positions[None, :])
+    weighted = matrix.astype(xp.float64, copy=False)
+    return replace(
+        stats,
+        linear_disagreement=(weighted * distance).sum(),
+        quadratic_disagreement=(weighted * distance * distance).sum(),
+    )

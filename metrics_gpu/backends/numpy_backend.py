@@ -1,0 +1,188 @@
+"""NumPy backend: the reference implementation and the CPU fallback.
+
+It supplies the array namespace and the heavy primitives, nothing else:
+
+* :meth:`NumpyBackend.accumulate_confusion` - dense K x K matrix in one pass,
+* :meth:`NumpyBackend.class_statistics` - O(K) per-class statistics for huge K,
+* :meth:`NumpyBackend.argmax_scores` - row argmax of ``(N, K)`` scores.
+
+Inputs arrive validated (or, with ``validate=False``, guarded here so that an
+out-of-range label is counted as invalid and never indexes out of bounds).
+Work is done in chunks of :data:`CHUNK_SAMPLES` so that temporaries stay in
+cache and memory stays bounded for any N.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from metrics_gpu._state import ClassStatistics, statistics_from_matrix
+
+# 2**18 samples: the int64 index temporaries of one chunk (2 MiB each) stay in
+# L2/L3 cache, and the per-chunk Python overhead is < 1% at this size.
+CHUNK_SAMPLES = 1 << 18
+
+
+class NumpyBackend:
+    """Reference backend on host NumPy arrays."""
+
+    name = "numpy"
+    xp = np
+
+    def asarray(self, array, dtype=None):
+        return np.asarray(array, dtype=dtype)
+
+    def to_host(self, array):
+        return np.asarray(array)
+
+    def argmax_scores(self, scores: np.ndarray) -> np.ndarray:
+        """Row argmax of ``(N, K)`` scores; ties go to the lowest index, as NumPy."""
+        return np.argmax(scores, axis=1)
+
+    # -- the chunked pass ----------------------------------------------------
+
+    def _chunks(self, y_true, y_pred, sample_weight, num_classes, ignore_index,
+                class_lut, guard):
+        """Yield ``(t, p, w, zero_weight_labels, n_invalid)`` per chunk.
+
+        ``t``/``p`` are intp codes in ``[0, M)`` where M is ``num_classes``, or
+        ``len(class_lut)`` positions when ``class_lut`` maps codes to positions
+        (-1 drops the sample, as scikit-learn's ``labels=`` does).
+        """
+        n = y_true.shape[0]
+        for start in range(0, n, CHUNK_SAMPLES):
+            stop = min(start + CHUNK_SAMPLES, n)
+            t = y_true[start:stop]
+            p = y_pred[start:stop]
+            w = None if sample_weight is None else sample_weight[start:stop]
+            keep = None
+            n_invalid = 0
+            if ignore_index is not None:
+                keep = t != ignore_index
+            if guard:
+                valid = _in_range(t, num_classes) & _in_range(p, num_classes)
+                if keep is not None:
+                    n_invalid = int(np.count_nonzero(keep & ~valid))
+                    keep &= valid
+                else:
+                    n_invalid = int(valid.size - np.count_nonzero(valid))
+                    keep = valid
+            if keep is not None:
+                t, p = t[keep], p[keep]
+                w = None if w is None else w[keep]
+            t = t.astype(np.intp, copy=False)
+            p = p.astype(np.intp, copy=False)
+            if class_lut is not None:
+                t, p = class_lut[t], class_lut[p]
+                both = (t >= 0) & (p >= 0)
+                if not both.all():
+                    t, p = t[both], p[both]
+                    w = None if w is None else w[both]
+            zero_weight = None
+            if w is not None:
+                zero = w == 0
+                if zero.any():
+                    zero_weight = (t[zero], p[zero])
+            yield t, p, w, zero_weight, n_invalid
+
+    # -- primitives ----------------------------------------------------------
+
+    def accumulate_confusion(self, y_true, y_pred, *, num_classes, sample_weight=None,
+                             ignore_index=None, class_lut=None, guard=False):
+        """Dense confusion matrix (rows actual, columns predicted) in one pass.
+
+        Returns ``(matrix, observed, n_invalid)``; the matrix is int64 without
+        weights or with integer weights, else float64.
+        """
+        size = num_classes if class_lut is None else int(class_lut.max(initial=-1)) + 1
+        cells = size * size
+        weighted = sample_weight is not None
+        matrix = np.zeros(cells, dtype=np.float64 if weighted else np.int64)
+        observed_zero = np.zeros(size, dtype=bool)
+        n_invalid = 0
+        for t, p, w, zero_weight, bad in self._chunks(
+            y_true, y_pred, sample_weight, num_classes, ignore_index, class_lut, guard
+        ):
+            n_invalid += bad
+            index = t * size
+            index += p
+            matrix += np.bincount(index, weights=w, minlength=cells)
+            if zero_weight is not None:
+                observed_zero[zero_weight[0]] = True
+                observed_zero[zero_weight[1]] = True
+        matrix = matrix.reshape(size, size)
+        if weighted and sample_weight.dtype.kind in "iub":
+            matrix = matrix.astype(np.int64)  # scikit-learn's dtype for integer weights
+        observed = (matrix.sum(axis=0) > 0) | (matrix.sum(axis=1) > 0) | observed_zero
+        return matrix, observed, n_invalid
+
+    def class_statistics(self, y_true, y_pred, *, num_classes, sample_weight=None,
+                         ignore_index=None, class_lut=None, guard=False,
+                         moments=False) -> ClassStatistics:
+        """Per-class statistics in O(K) memory, without a K x K matrix.
+
+        With ``moments=True`` also ``sum w |t - p|`` and ``sum w (t - p)**2``
+        over class positions (exact integers when unweighted).
+        """
+        size = num_classes if class_lut is None else int(class_lut.max(initial=-1)) + 1
+        weighted = sample_weight is not None
+        count_dtype = np.float64 if weighted else np.int64
+        true_positives = np.zeros(size, dtype=count_dtype)
+        support = np.zeros(size, dtype=count_dtype)
+        predicted = np.zeros(size, dtype=count_dtype)
+        observed_zero = np.zeros(size, dtype=bool)
+        linear = 0 if not weighted else 0.0
+        quadratic = 0 if not weighted else 0.0
+        n_invalid = 0
+        for t, p, w, zero_weight, bad in self._chunks(
+            y_true, y_pred, sample_weight, num_classes, ignore_index, class_lut, guard
+        ):
+            n_invalid += bad
+            hit = t == p
+            true_positives += np.bincount(
+                t[hit], weights=None if w is None else w[hit], minlength=size
+            )
+            support += np.bincount(t, weights=w, minlength=size)
+            predicted += np.bincount(p, weights=w, minlength=size)
+            if moments:
+                gap = t - p
+                np.abs(gap, out=gap)
+                if w is None:
+                    # Python ints: exact for any N (a chunk's sum fits int64).
+                    linear += int(gap.sum())
+                    quadratic += int(np.dot(gap, gap))
+                else:
+                    gap = gap.astype(np.float64)
+                    linear += float(np.dot(w, gap))
+                    quadratic += float(np.dot(w, gap * gap))
+            if zero_weight is not None:
+                observed_zero[zero_weight[0]] = True
+                observed_zero[zero_weight[1]] = True
+        if weighted and sample_weight.dtype.kind in "iub":
+            true_positives, support, predicted = (
+                a.astype(np.int64) for a in (true_positives, support, predicted)
+            )
+        return ClassStatistics(
+            true_positives=true_positives,
+            support=support,
+            predicted=predicted,
+            total=support.sum(),
+            observed=(support > 0) | (predicted > 0) | observed_zero,
+            invalid=n_invalid,
+            linear_disagreement=np.float64(linear) if moments else None,
+            quadratic_disagreement=np.float64(quadratic) if moments else None,
+        )
+
+    def statistics_from_matrix(self, matrix, observed, *, invalid=0, moments=False):
+        return statistics_from_matrix(matrix, observed, np, invalid=invalid, moments=moments)
+
+
+def _in_range(labels: np.ndarray, num_classes: int) -> np.ndarray:
+    if labels.dtype.kind == "b":
+        return np.ones(labels.shape, dtype=bool) if num_classes >= 2 else ~labels
+    if labels.dtype.kind == "u":
+        return labels < num_classes
+    return (labels >= 0) & (labels < num_classes)
+
+
+NUMPY_BACKEND = NumpyBackend()

@@ -1,0 +1,59 @@
+"""Shared fixtures: every test that takes ``backend`` runs once per backend.
+
+Backends that cannot run here (no GPU, no CuPy, not built yet) are skipped
+with the reason, so the same files run on CPU CI and on GPU machines.
+"""
+
+from __future__ import annotations
+
+import zlib
+
+import numpy as np
+import pytest
+
+import metrics_gpu
+from metrics_gpu._backend import BackendUnavailableError, get_backend_implementation
+
+BACKENDS = ("numpy", "emulated", "cuda")
+
+
+class BackendCase:
+    """A backend under test: moves inputs to it and results back to NumPy."""
+
+    def __init__(self, name: str):
+        self.name = name
+
+    def asarray(self, array):
+        """Place a host array where this backend computes."""
+        array = np.asarray(array)
+        if self.name == "cuda":
+            import cupy
+
+            return cupy.asarray(array)
+        return array
+
+    def to_numpy(self, value):
+        if self.name == "cuda" and hasattr(value, "get"):
+            return value.get()
+        return np.asarray(value)
+
+    def __repr__(self):
+        return self.name
+
+
+@pytest.fixture(params=BACKENDS)
+def backend(request):
+    name = request.param
+    try:
+        get_backend_implementation(name)
+    except BackendUnavailableError as error:
+        pytest.skip(f"backend {name!r} unavailable: {error}")
+    with metrics_gpu.use_backend(name):
+        yield BackendCase(name)
+
+
+@pytest.fixture
+def rng(request):
+    """A generator seeded from the test's id, so every case is reproducible."""
+    seed = zlib.crc32(request.node.nodeid.encode())
+    return np.random.default_rng(seed)
