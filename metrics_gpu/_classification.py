@@ -210,16 +210,13 @@ def confusion_matrix(y_true, y_pred, *, labels=None, num_classes=None, sample_we
     inputs, labels = _check(y_true, y_pred, num_classes=num_classes,
                             sample_weight=sample_weight, ignore_index=ignore_index,
                             validate=validate, labels=labels)
+    classes, cm = labels, None
     if labels is None and not inputs.num_classes_given:
+        # scikit-learn's default: the classes present in either input.
         stats, cm = _accumulate(inputs)
         classes = np.flatnonzero(stats.observed)
         if cm is not None:
             cm = cm[np.ix_(classes, classes)]
-        else:
-            cm = None
-    else:
-        classes = labels if labels is not None else None
-        cm = None
     if cm is None:
         size = inputs.num_classes if classes is None else classes.size
         if size * size > MAX_MATRIX_CELLS:

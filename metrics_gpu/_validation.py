@@ -80,7 +80,7 @@ def _as_label_array(values, name: str, backend, validate: bool):
             if bad.any():
                 i = _first_index(bad)
                 raise ValueError(
-                    f"{name} must hold integer class codes; found {host[i]!r} at index {i} "
+                    f"{name} must hold integer class codes; found {host[i].item()!r} at index {i} "
                     "(map arbitrary labels with metrics_gpu.encode_labels)"
                 )
         return array.astype(np.int64)
@@ -100,7 +100,7 @@ def _as_scores(values, name: str, backend, validate: bool):
         if not finite.all():
             row, col = np.argwhere(~finite)[0]
             raise ValueError(
-                f"{name} must hold finite scores; found {host[row, col]!r} at "
+                f"{name} must hold finite scores; found {host[row, col].item()!r} at "
                 f"row {row}, column {col}"
             )
     return array
@@ -127,14 +127,14 @@ def check_sample_weight(sample_weight, n_samples: int, backend, validate: bool):
             if not finite.all():
                 i = _first_index(~finite)
                 raise ValueError(
-                    f"sample_weight must be finite; found {host[i]!r} at index {i}"
+                    f"sample_weight must be finite; found {host[i].item()!r} at index {i}"
                 )
         if host.dtype.kind in "if":
             negative = host < 0
             if negative.any():
                 i = _first_index(negative)
                 raise ValueError(
-                    f"sample_weight must be non-negative; found {host[i]!r} at index {i}"
+                    f"sample_weight must be non-negative; found {host[i].item()!r} at index {i}"
                 )
     return weight
 
@@ -154,7 +154,7 @@ def _label_range(labels, name: str, backend, num_classes, ignore_index) -> int:
             bad &= host != ignore_index
         i = _first_index(bad)
         raise ValueError(
-            f"{name} contains the negative label {host[i]!r} at index {i}; labels must be "
+            f"{name} contains the negative label {host[i].item()!r} at index {i}; labels must be "
             "class codes 0..K-1 (map arbitrary labels with metrics_gpu.encode_labels)"
         )
     if num_classes is not None and high >= num_classes:
@@ -163,10 +163,17 @@ def _label_range(labels, name: str, backend, num_classes, ignore_index) -> int:
             bad &= host != ignore_index
         i = _first_index(bad)
         raise ValueError(
-            f"{name} contains the label {host[i]!r} at index {i}, outside 0..{num_classes - 1} "
+            f"{name} contains the label {host[i].item()!r} at index {i}, outside 0..{num_classes - 1} "
             f"(num_classes={num_classes})"
         )
     return int(high) + 1
+
+
+def _largest_label(labels, backend, ignore_index) -> int:
+    host = backend.to_host(labels)
+    if ignore_index is not None:
+        host = host[host != ignore_index]
+    return int(host.max()) if host.size else -1
 
 
 def check_label_inputs(y_true, y_pred, *, num_classes=None, sample_weight=None,
@@ -207,13 +214,19 @@ def check_label_inputs(y_true, y_pred, *, num_classes=None, sample_weight=None,
         )
     weight = check_sample_weight(sample_weight, n, backend, validate)
 
-    if validate or num_classes is None:
+    if validate:
         high_true = _label_range(y_true, "y_true", backend, num_classes, ignore_index)
         high_pred = 0 if scores_given else _label_range(
             y_pred_labels, "y_pred", backend, num_classes, None
         )
         if num_classes is None:
             num_classes = max(high_true, high_pred, extra_classes, 1)
+    elif num_classes is None:
+        # Unchecked: K from the largest label; negative ones are left to the
+        # backend's guard, which counts them as invalid.
+        high_true = _largest_label(y_true, backend, ignore_index)
+        high_pred = _largest_label(y_pred_labels, backend, None)
+        num_classes = max(high_true + 1, high_pred + 1, extra_classes, 1)
     if y_true.dtype.kind == "b" or y_pred_labels.dtype.kind == "b":
         num_classes = max(num_classes, 2) if not given else num_classes
     return LabelInputs(
@@ -232,7 +245,7 @@ def check_labels_argument(labels, num_classes: int | None, backend):
     """scikit-learn's ``labels=``: 1-D non-empty distinct class codes."""
     if labels is None:
         return None
-    array = np.asarray(backend.to_host(backend.asarray(labels)) if not isinstance(labels, (list, tuple)) else labels)
+    array = np.asarray(backend.to_host(backend.asarray(labels)))
     if array.ndim != 1 or array.size == 0:
         raise ValueError(f"labels must be a non-empty 1-D list of class codes, got {labels!r}")
     if array.dtype.kind not in "iub":
@@ -298,7 +311,7 @@ def check_class_weight(class_weight, num_classes: int):
     if bad.any():
         i = _first_index(bad)
         raise ValueError(
-            f"class_weight must be finite and non-negative; found {array[i]!r} at index {i}"
+            f"class_weight must be finite and non-negative; found {array[i].item()!r} at index {i}"
         )
     return array
 
@@ -313,7 +326,7 @@ def check_confusion_matrix(matrix, name: str = "confusion_matrix"):
     if bad.any():
         row, col = np.argwhere(bad)[0]
         raise ValueError(
-            f"{name} must hold finite non-negative counts; found {array[row, col]!r} "
+            f"{name} must hold finite non-negative counts; found {array[row, col].item()!r} "
             f"at row {row}, column {col}"
         )
     return array

@@ -1,0 +1,88 @@
+"""The command line: report on files, demo, and clear errors."""
+
+from __future__ import annotations
+
+import json
+
+import numpy as np
+import pytest
+from sklearn import metrics as sk
+
+from metrics_gpu.cli import main, synthetic_predictions
+
+
+@pytest.fixture
+def prediction_files(tmp_path):
+    y_true, y_pred = synthetic_predictions(5000, 7, seed=3)
+    true_path, pred_path = tmp_path / "t.npy", tmp_path / "p.npy"
+    np.save(true_path, y_true)
+    np.save(pred_path, y_pred)
+    return true_path, pred_path, y_true, y_pred
+
+
+def test_report_json_matches_sklearn(prediction_files, capsys):
+    true_path, pred_path, y_true, y_pred = prediction_files
+    assert main(["report", "--y-true", str(true_path), "--y-pred", str(pred_path),
+                 "--format", "json"]) == 0
+    report = json.loads(capsys.readouterr().out)
+    metrics = report["metrics"]
+    assert report["total"] == y_true.size
+    assert report["confusion_matrix"] == sk.confusion_matrix(y_true, y_pred).tolist()
+    np.testing.assert_allclose(metrics["matthews_corrcoef"],
+                               sk.matthews_corrcoef(y_true, y_pred), rtol=1e-12)
+    np.testing.assert_allclose(metrics["quadratic_weighted_kappa"],
+                               sk.cohen_kappa_score(y_true, y_pred, weights="quadratic"),
+                               rtol=1e-12)
+    np.testing.assert_allclose(metrics["macro_f1"],
+                               sk.f1_score(y_true, y_pred, average="macro"), rtol=1e-12)
+
+
+def test_report_scores_file_and_text(tmp_path, capsys):
+    rng = np.random.default_rng(0)
+    scores = rng.normal(size=(300, 4)).astype(np.float32)
+    y_true = rng.integers(0, 4, 300)
+    np.save(tmp_path / "s.npy", scores)
+    np.savetxt(tmp_path / "t.txt", y_true, fmt="%d")
+    assert main(["report", "--y-true", str(tmp_path / "t.txt"), "--y-pred",
+                 str(tmp_path / "s.npy"), "--num-classes", "4"]) == 0
+    out = capsys.readouterr().out
+    expected = sk.accuracy_score(y_true, scores.argmax(1))
+    assert f"accuracy                  {expected:.4f}" in out
+    assert "precision" in out and "support" in out
+
+
+def test_report_markdown(prediction_files, capsys):
+    true_path, pred_path, *_ = prediction_files
+    assert main(["report", "--y-true", str(true_path), "--y-pred", str(pred_path),
+                 "--format", "markdown"]) == 0
+    assert capsys.readouterr().out.startswith("| metric | value |")
+
+
+def test_demo_runs_and_times(capsys):
+    assert main(["demo", "--samples", "20000", "--classes", "5"]) == 0
+    out = capsys.readouterr().out
+    assert "20,000 predictions, 5 classes: full report in" in out
+    assert "backend numpy" in out
+
+
+@pytest.mark.parametrize("argv, message", [
+    (["report", "--y-true", "missing.npy", "--y-pred", "missing.npy"], "--y-true: no such file"),
+])
+def test_errors_exit_2_with_message(argv, message, capsys):
+    assert main(argv) == 2
+    assert message in capsys.readouterr().err
+
+
+def test_out_of_range_label_in_file_is_reported(tmp_path, capsys):
+    np.save(tmp_path / "t.npy", np.array([0, 1, 2]))
+    np.save(tmp_path / "p.npy", np.array([0, 1, 9]))
+    assert main(["report", "--y-true", str(tmp_path / "t.npy"), "--y-pred",
+                 str(tmp_path / "p.npy"), "--num-classes", "3"]) == 2
+    assert "y_pred contains the label 9 at index 2" in capsys.readouterr().err
+
+
+def test_bad_num_classes_is_rejected_by_the_parser(capsys):
+    with pytest.raises(SystemExit) as exit_info:
+        main(["report", "--y-true", "a.npy", "--y-pred", "b.npy", "--num-classes", "0"])
+    assert exit_info.value.code == 2
+    assert "must be a positive integer" in capsys.readouterr().err
