@@ -57,6 +57,14 @@ def _check(y_true, y_pred, *, num_classes, sample_weight, ignore_index, validate
     return inputs, checked_labels
 
 
+def _label_counts(y_true, y_pred, *, num_classes, sample_weight, ignore_index, validate):
+    """Check, accumulate once, and view the statistics as float counts."""
+    inputs, _ = _check(y_true, y_pred, num_classes=num_classes, sample_weight=sample_weight,
+                       ignore_index=ignore_index, validate=validate)
+    stats, _ = _accumulate(inputs)
+    return inputs, stats, F.Counts.from_statistics(stats, np)
+
+
 def _class_lut(classes: np.ndarray, num_classes: int) -> np.ndarray:
     """Map class codes to positions in ``classes``; -1 for codes not selected."""
     lut = np.full(num_classes, -1, dtype=np.intp)
@@ -73,6 +81,12 @@ def _accumulate(inputs: LabelInputs, *, class_lut=None, moments=False,
         num_classes=inputs.num_classes, sample_weight=inputs.sample_weight,
         ignore_index=inputs.ignore_index, class_lut=class_lut, guard=inputs.guard,
     )
+    if matrix and size * size > MAX_MATRIX_CELLS:
+        raise ValueError(
+            f"a confusion matrix of {size} x {size} classes needs {size * size:,} cells; "
+            "pass labels= to select classes, or use the per-class metrics, which need "
+            "O(K) memory"
+        )
     if matrix or use_dense_matrix(size):
         cm, observed, invalid = backend.accumulate_confusion(
             inputs.y_true, inputs.y_pred, **common
@@ -132,19 +146,25 @@ def _output(value):
     return value
 
 
-def _prfs(stats: ClassStatistics, classes, *, beta, average, warn_for, zero_division):
-    """Precision, recall, F-beta and support of ``classes``, averaged as asked."""
+def _prfs(stats: ClassStatistics, classes, *, beta, average, warn_for, zero_division,
+          weighted):
+    """Precision, recall, F-beta and support of ``classes``, averaged as asked.
+
+    Weighted supports are float64 whatever the weights' dtype, as scikit-learn's.
+    """
     c = F.Counts.from_statistics(stats.take(classes), np)
     support = stats.support[classes]
+    if weighted:
+        support = support.astype(np.float64)
     if average == "micro":
         c = F.Counts(c.tp.sum(keepdims=True), c.support.sum(keepdims=True),
                      c.predicted.sum(keepdims=True), c.total, np)
     precision, p_zero = F.divide(c.tp, c.predicted, np, zero_division)
     recall, r_zero = F.divide(c.tp, c.support, np, zero_division)
-    if math.isinf(beta):
-        f_score, f_zero = recall, r_zero
-    elif beta == 0:
-        f_score, f_zero = precision, p_zero
+    if math.isinf(beta) or beta == 0:
+        # F is recall (precision) itself; scikit-learn warns only under that name.
+        f_score = recall if beta else precision
+        f_zero = np.zeros_like(p_zero)
     else:
         beta2 = beta * beta
         f_score, f_zero = F.divide(
@@ -218,13 +238,6 @@ def confusion_matrix(y_true, y_pred, *, labels=None, num_classes=None, sample_we
         if cm is not None:
             cm = cm[np.ix_(classes, classes)]
     if cm is None:
-        size = inputs.num_classes if classes is None else classes.size
-        if size * size > MAX_MATRIX_CELLS:
-            raise ValueError(
-                f"a confusion matrix of {size} x {size} classes needs {size * size:,} "
-                "cells; pass labels= to select classes, or use the per-class metrics, "
-                "which need O(K) memory"
-            )
         lut = None if classes is None else _class_lut(classes, inputs.num_classes)
         _, cm = _accumulate(inputs, class_lut=lut, matrix=True)
     if labels is not None and inputs.y_true.size and not _any_true_in(inputs, labels):
@@ -261,10 +274,9 @@ def accuracy_score(y_true, y_pred, *, normalize=True, sample_weight=None,
     >>> float(accuracy_score(np.array([0, 1, 2, 3]), np.array([0, 2, 1, 3])))
     0.5
     """
-    inputs, _ = _check(y_true, y_pred, num_classes=num_classes, sample_weight=sample_weight,
-                       ignore_index=ignore_index, validate=validate)
-    stats, _ = _accumulate(inputs)
-    c = F.Counts.from_statistics(stats, np)
+    _, _, c = _label_counts(y_true, y_pred, num_classes=num_classes,
+                            sample_weight=sample_weight, ignore_index=ignore_index,
+                            validate=validate)
     return _output(F.accuracy(c) if normalize else c.tp.sum())
 
 
@@ -279,10 +291,9 @@ def zero_one_loss(y_true, y_pred, *, normalize=True, sample_weight=None,
     >>> float(zero_one_loss(np.array([1, 2, 3, 4]), np.array([2, 2, 3, 4])))
     0.25
     """
-    inputs, _ = _check(y_true, y_pred, num_classes=num_classes, sample_weight=sample_weight,
-                       ignore_index=ignore_index, validate=validate)
-    stats, _ = _accumulate(inputs)
-    c = F.Counts.from_statistics(stats, np)
+    _, _, c = _label_counts(y_true, y_pred, num_classes=num_classes,
+                            sample_weight=sample_weight, ignore_index=ignore_index,
+                            validate=validate)
     return _output(1 - F.accuracy(c) if normalize else F.misclassified(c))
 
 
@@ -315,12 +326,12 @@ def balanced_accuracy_score(y_true, y_pred, *, sample_weight=None, adjusted=Fals
     >>> float(balanced_accuracy_score(np.array([0, 1, 0, 0, 1, 0]), np.array([0, 1, 0, 0, 0, 1])))
     0.625
     """
-    inputs, _ = _check(y_true, y_pred, num_classes=num_classes, sample_weight=sample_weight,
-                       ignore_index=ignore_index, validate=validate)
-    stats, _ = _accumulate(inputs)
+    _, stats, c = _label_counts(y_true, y_pred, num_classes=num_classes,
+                                sample_weight=sample_weight, ignore_index=ignore_index,
+                                validate=validate)
     if (stats.observed & (stats.support == 0)).any():
         warnings.warn("y_pred contains classes not in y_true", UserWarning, stacklevel=2)
-    return _output(F.balanced_accuracy(F.Counts.from_statistics(stats, np), adjusted=adjusted))
+    return _output(F.balanced_accuracy(c, adjusted=adjusted))
 
 
 def balanced_accuracy_weighted(y_true, y_pred, *, class_weight=None, sample_weight=None,
@@ -344,11 +355,10 @@ def balanced_accuracy_weighted(y_true, y_pred, *, class_weight=None, sample_weig
     >>> float(balanced_accuracy_weighted(y_true, y_pred, class_weight=[1.0, 1.0]))
     0.8333333333333333
     """
-    inputs, _ = _check(y_true, y_pred, num_classes=num_classes, sample_weight=sample_weight,
-                       ignore_index=ignore_index, validate=validate)
+    inputs, _, c = _label_counts(y_true, y_pred, num_classes=num_classes,
+                                 sample_weight=sample_weight, ignore_index=ignore_index,
+                                 validate=validate)
     weights = check_class_weight(class_weight, inputs.num_classes)
-    stats, _ = _accumulate(inputs)
-    c = F.Counts.from_statistics(stats, np)
     return _output(F.weighted_recall_average(c, weights))
 
 
@@ -363,10 +373,10 @@ def matthews_corrcoef(y_true, y_pred, *, sample_weight=None, num_classes=None,
     >>> round(float(matthews_corrcoef(np.array([1, 1, 1, 0]), np.array([1, 0, 1, 1]))), 4)
     -0.3333
     """
-    inputs, _ = _check(y_true, y_pred, num_classes=num_classes, sample_weight=sample_weight,
-                       ignore_index=ignore_index, validate=validate)
-    stats, _ = _accumulate(inputs)
-    return _output(F.matthews_corrcoef(F.Counts.from_statistics(stats, np)))
+    _, _, c = _label_counts(y_true, y_pred, num_classes=num_classes,
+                            sample_weight=sample_weight, ignore_index=ignore_index,
+                            validate=validate)
+    return _output(F.matthews_corrcoef(c))
 
 
 def cohen_kappa_score(y1, y2, *, labels=None, weights=None, sample_weight=None,
@@ -465,6 +475,7 @@ def precision_recall_fscore_support(y_true, y_pred, *, beta=1.0, labels=None, po
     stats, _ = _accumulate(inputs)
     classes = _set_wise_classes(inputs, stats, labels, average, pos_label)
     return _prfs(stats, classes, beta=beta, average=average, warn_for=warn_for,
+                 weighted=inputs.sample_weight is not None,
                  zero_division=zero_division)
 
 
@@ -682,7 +693,9 @@ def classification_report(y_true, y_pred, *, labels=None, target_names=None,
     if target_names is None:
         target_names = [str(label) for label in classes.tolist()]
     warn_for = ("precision", "recall", "f-score")
+    weighted = inputs.sample_weight is not None
     p, r, f, s = _prfs(stats, classes, beta=1.0, average=None, warn_for=warn_for,
+                       weighted=weighted,
                        zero_division=zero_division)
     headers = ["precision", "recall", "f1-score", "support"]
     rows = list(zip(target_names, p, r, f, s))
@@ -690,6 +703,7 @@ def classification_report(y_true, y_pred, *, labels=None, target_names=None,
     for average in ("micro", "macro", "weighted"):
         heading = "accuracy" if average == "micro" and micro_is_accuracy else f"{average} avg"
         avg_p, avg_r, avg_f, _ = _prfs(stats, classes, beta=1.0, average=average,
+                                       weighted=weighted,
                                        warn_for=warn_for, zero_division=zero_division)
         averages.append((heading, avg_p, avg_r, avg_f, np.sum(s)))
     if output_dict:

@@ -23,6 +23,8 @@ def encode_labels(*arrays):
         raise ValueError("encode_labels needs at least one array of labels")
     hosts = []
     for i, values in enumerate(arrays):
+        if not hasattr(values, "dtype"):
+            _check_one_kind(values, i)
         array = np.asarray(values)
         if array.ndim == 2 and array.shape[1] == 1:
             array = array.reshape(-1)
@@ -37,6 +39,11 @@ def encode_labels(*arrays):
                     f"encode_labels argument {i} has NaN at index {int(np.flatnonzero(nan)[0])}"
                 )
         hosts.append(array)
+    kinds = {"text" if array.dtype.kind in "USO" else "number" for array in hosts if array.size}
+    if len(kinds) > 1:
+        raise ValueError(
+            "encode_labels got a mix of string and number labels; encode one kind only"
+        )
     try:
         classes, inverse = np.unique(np.concatenate(hosts), return_inverse=True)
     except TypeError as error:
@@ -46,3 +53,13 @@ def encode_labels(*arrays):
         codes.append(inverse[start:start + array.size].astype(np.int64).reshape(-1))
         start += array.size
     return (classes, *codes)
+
+
+def _check_one_kind(values, position: int) -> None:
+    """A Python sequence mixing strings and numbers would be stringified by NumPy."""
+    kinds = {isinstance(v, (str, bytes)) for v in np.asarray(values, dtype=object).ravel()}
+    if len(kinds) > 1:
+        raise ValueError(
+            f"encode_labels argument {position} mixes string and number labels; "
+            "encode one kind only"
+        )

@@ -158,16 +158,16 @@ def false_positive_rate(c: Counts, zero_division=float("nan")):
 
 def class_accuracy(c: Counts):
     """One-vs-rest accuracy of each class: (tp + tn) / total."""
-    return divide(c.tp + c.tn, c.total + 0 * c.tp, c.xp)[0]
+    return divide(c.tp + c.tn, c.total, c.xp)[0]
 
 
 def class_error_rate(c: Counts):
     """One-vs-rest error of each class: (fp + fn) / total."""
-    return divide(c.fp + c.fn, c.total + 0 * c.tp, c.xp)[0]
+    return divide(c.fp + c.fn, c.total, c.xp)[0]
 
 
 def prevalence(c: Counts):
-    return divide(c.support, c.total + 0 * c.tp, c.xp)[0]
+    return divide(c.support, c.total, c.xp)[0]
 
 
 def g_measure(c: Counts, zero_division=0.0):
@@ -245,7 +245,8 @@ def kappa_disagreements(c: Counts, stats: ClassStatistics, weights: str | None):
     t, p = c.support, c.predicted
     if weights is None:
         observed = s - c.tp.sum()
-        expected = s - divide(xp.dot(t, p), s, xp)[0]
+        # sum_{i != j} t_i p_j / s, written so that one class gives exactly 0
+        expected = divide(t.sum() * p.sum() - xp.dot(t, p), s, xp)[0]
         return observed, expected
     positions = xp.arange(t.shape[0], dtype=xp.float64)
     if weights == "quadratic":

@@ -209,15 +209,15 @@ def per_class_performance(cm) -> np.ndarray:
         r = F.recall(c, 0.0)
         columns = (
             c.tp, c.tn, c.fp, c.fn,
-            (c.tp + c.tn) / c.total,
-            (c.fp + c.fn) / c.total,
+            F.class_accuracy(c),
+            F.class_error_rate(c),
             r,
             F.false_positive_rate(c, 0.0),
             F.specificity(c, 0.0),
             p,
-            c.support / c.total,
+            F.prevalence(c),
             F.divide(2 * p * r, p + r, np, 0.0)[0],
-            np.sqrt(p * r),
+            F.g_measure(c, 0.0),
         )
     return np.stack(columns, axis=1)
 

@@ -22,6 +22,11 @@ AVERAGE_OPTIONS = (None, "micro", "macro", "weighted", "binary")
 NORMALIZE_OPTIONS = (None, "true", "pred", "all")
 KAPPA_WEIGHTS = (None, "linear", "quadratic")
 
+# K inferred from the data beyond this (2**28: 2 GiB per per-class int64
+# array) means sparse ids rather than class codes; an explicit num_classes is
+# taken as asked.
+MAX_INFERRED_CLASSES = 1 << 28
+
 
 @dataclass(frozen=True)
 class LabelInputs:
@@ -75,15 +80,19 @@ def _as_label_array(values, name: str, backend, validate: bool):
         return array
     if kind == "f":
         host = backend.to_host(array)
+        # Beyond 2**62 a float is no class code (and would not fit int64).
+        representable = np.isfinite(host) & (np.abs(host) < 2.0**62)
         if validate:
-            bad = ~np.isfinite(host) | (host != np.round(host))
+            bad = ~representable | (host != np.round(host))
             if bad.any():
                 i = _first_index(bad)
                 raise ValueError(
-                    f"{name} must hold integer class codes; found {host[i].item()!r} at index {i} "
-                    "(map arbitrary labels with metrics_gpu.encode_labels)"
+                    f"{name} must hold integer class codes; found {host[i].item()!r} at "
+                    f"index {i} (map arbitrary labels with metrics_gpu.encode_labels)"
                 )
-        return array.astype(np.int64)
+            return array.astype(np.int64)
+        # Unchecked: what cannot be a code becomes -1, which the guard counts as invalid.
+        return np.where(representable, host, -1).astype(np.int64)
     raise ValueError(
         f"{name} must hold integer class codes 0..K-1, got dtype {array.dtype}; "
         "map arbitrary labels (strings, sparse ids) with metrics_gpu.encode_labels"
@@ -227,6 +236,12 @@ def check_label_inputs(y_true, y_pred, *, num_classes=None, sample_weight=None,
         high_true = _largest_label(y_true, backend, ignore_index)
         high_pred = _largest_label(y_pred_labels, backend, None)
         num_classes = max(high_true + 1, high_pred + 1, extra_classes, 1)
+    if not given and num_classes > MAX_INFERRED_CLASSES:
+        raise ValueError(
+            f"the largest label, {num_classes - 1}, implies {num_classes:,} classes; labels "
+            "that look like sparse ids should be mapped with metrics_gpu.encode_labels "
+            "(or pass num_classes explicitly)"
+        )
     if y_true.dtype.kind == "b" or y_pred_labels.dtype.kind == "b":
         num_classes = max(num_classes, 2) if not given else num_classes
     return LabelInputs(
@@ -301,7 +316,12 @@ def check_beta(beta, name: str = "beta") -> float:
 def check_class_weight(class_weight, num_classes: int):
     if class_weight is None:
         return None
-    array = np.asarray(class_weight, dtype=np.float64)
+    try:
+        array = np.asarray(class_weight, dtype=np.float64)
+    except (TypeError, ValueError):
+        raise ValueError(
+            f"class_weight must be one non-negative number per class, got {class_weight!r}"
+        ) from None
     if array.shape != (num_classes,):
         raise ValueError(
             f"class_weight must have one entry per class ({num_classes}), "
