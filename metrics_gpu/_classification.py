@@ -47,7 +47,7 @@ def _check(y_true, y_pred, *, num_classes, sample_weight, ignore_index, validate
         host_labels = np.asarray(labels)
         if host_labels.dtype.kind in "iu" and host_labels.size:
             extra = int(host_labels.max()) + 1
-    if pos_label is not None and isinstance(pos_label, (int, np.integer)) and pos_label >= 0:
+    if isinstance(pos_label, (int, np.integer, np.bool_)) and pos_label >= 0:
         extra = max(extra, int(pos_label) + 1)
     inputs = check_label_inputs(
         y_true, y_pred, num_classes=num_classes, sample_weight=sample_weight,
@@ -108,14 +108,15 @@ def _selected_classes(inputs: LabelInputs, stats: ClassStatistics, labels) -> np
 def _set_wise_classes(inputs, stats, labels, average, pos_label) -> np.ndarray:
     """scikit-learn's ``_check_set_wise_labels`` on class codes."""
     present = np.flatnonzero(stats.observed)
+    if isinstance(pos_label, (bool, np.bool_)):
+        pos_label = int(pos_label)  # bool labels: True is class 1
     if average == "binary":
         if present.size > 2:
             raise ValueError(
                 "Target is multiclass but average='binary'. Please choose another "
                 "average setting, one of [None, 'micro', 'macro', 'weighted']."
             )
-        if not isinstance(pos_label, (int, np.integer)) or isinstance(pos_label, bool) \
-                or pos_label < 0 or pos_label >= inputs.num_classes:
+        if not isinstance(pos_label, (int, np.integer)) or pos_label < 0 or pos_label >= inputs.num_classes:
             raise ValueError(
                 f"pos_label={pos_label!r} is not a valid class code for "
                 f"{inputs.num_classes} classes"
@@ -406,15 +407,13 @@ def cohen_kappa_score(y1, y2, *, labels=None, weights=None, sample_weight=None,
             "`cohen_kappa_score` is otherwise agnostic to the order of `y1` and `y2`)."
         )
     c = F.Counts.from_statistics(stats, np)
-    observed, expected = F.kappa_disagreements(c, stats, weights)
-    if c.total == 0 or expected == 0:
+    if F.kappa_undefined(c):
         warnings.warn(
             "cohen_kappa_score is undefined (no disagreement is expected by chance); "
             f"returning replace_undefined_by={replace_undefined_by}",
             F.UndefinedMetricWarning, stacklevel=2,
         )
-        return _output(replace_undefined_by)
-    return _output(1 - observed / expected)
+    return _output(F.cohen_kappa(c, stats, weights, replace_undefined_by))
 
 
 def _kappa_statistics(inputs: LabelInputs, labels, *, moments: bool) -> ClassStatistics:
@@ -634,7 +633,7 @@ def specificity_score(y_true, y_pred, *, labels=None, pos_label=1, average="bina
     >>> specificity_score(np.array([0, 1, 2, 2]), np.array([0, 2, 1, 2]), average=None)
     array([1.        , 0.66666667, 0.5       ])
     """
-    return _rate_score(lambda c: c.tn, lambda c: c.tn + c.fp, "Specificity", "negative",
+    return _rate_score(lambda c: c.tn, lambda c: c.negatives, "Specificity", "negative",
                        y_true, y_pred, labels=labels, pos_label=pos_label, average=average,
                        sample_weight=sample_weight, zero_division=zero_division,
                        num_classes=num_classes, ignore_index=ignore_index, validate=validate)

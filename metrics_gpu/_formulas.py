@@ -54,8 +54,13 @@ class Counts:
         return self.support - self.tp
 
     @property
+    def negatives(self):
+        """Samples whose true class is not k: tn + fp."""
+        return self.total - self.support
+
+    @property
     def tn(self):
-        return self.total - self.support - self.predicted + self.tp
+        return self.negatives - self.fp
 
 
 # -- zero division and averaging ----------------------------------------------
@@ -149,11 +154,11 @@ def jaccard(c: Counts, zero_division=float("nan")):
 
 def specificity(c: Counts, zero_division=float("nan")):
     """True negative rate tn / (tn + fp)."""
-    return divide(c.tn, c.tn + c.fp, c.xp, zero_division)[0]
+    return divide(c.tn, c.negatives, c.xp, zero_division)[0]
 
 
 def false_positive_rate(c: Counts, zero_division=float("nan")):
-    return divide(c.fp, c.fp + c.tn, c.xp, zero_division)[0]
+    return divide(c.fp, c.negatives, c.xp, zero_division)[0]
 
 
 def class_accuracy(c: Counts):
@@ -224,11 +229,13 @@ def matthews_corrcoef(c: Counts, zero_division: float = 0.0):
     denominator is 0 (scikit-learn and CatBoost: 0.0).
     """
     xp = c.xp
-    s = c.total
-    cov_tp = c.tp.sum() * s - xp.dot(c.support, c.predicted)
-    cov_pp = s * s - xp.dot(c.predicted, c.predicted)
-    cov_tt = s * s - xp.dot(c.support, c.support)
-    denominator = cov_pp * cov_tt
+    # Each variance uses the total of its own marginal, so that a constant
+    # y_true (or y_pred) gives exactly 0, not float rounding noise.
+    s_true, s_pred = c.support.sum(), c.predicted.sum()
+    cov_tp = c.tp.sum() * s_true - xp.dot(c.support, c.predicted)
+    cov_pp = s_pred * s_pred - xp.dot(c.predicted, c.predicted)
+    cov_tt = s_true * s_true - xp.dot(c.support, c.support)
+    denominator = xp.maximum(cov_pp * cov_tt, 0.0)
     return divide(cov_tp, xp.sqrt(denominator), xp, zero_division)[0]
 
 
@@ -249,37 +256,52 @@ def kappa_disagreements(c: Counts, stats: ClassStatistics, weights: str | None):
         expected = divide(t.sum() * p.sum() - xp.dot(t, p), s, xp)[0]
         return observed, expected
     positions = xp.arange(t.shape[0], dtype=xp.float64)
+    t_total, p_total = t.sum(), p.sum()
     if weights == "quadratic":
         observed = xp.asarray(stats.quadratic_disagreement, dtype=xp.float64)
+        # sum_ij t_i p_j (i - j)^2 about the mean position of y_true, so the
+        # terms stay small and the cross term nearly vanishes: no cancellation
+        # between terms of size total^2 K^2 when the classes in use have high codes.
+        centre = divide(xp.dot(t, positions), t_total, xp, 0.0)[0]
+        offset = positions - centre
         cross = (
-            t.sum() * xp.dot(p, positions * positions)
-            + p.sum() * xp.dot(t, positions * positions)
-            - 2 * xp.dot(t, positions) * xp.dot(p, positions)
+            p_total * xp.dot(t, offset * offset)
+            + t_total * xp.dot(p, offset * offset)
+            - 2 * xp.dot(t, offset) * xp.dot(p, offset)
         )
     else:
         observed = xp.asarray(stats.linear_disagreement, dtype=xp.float64)
-        # sum_ij t_i p_j |i - j| = sum_i t_i (i P_<i - S_<i + S_>i - i P_>i)
-        # with P, S the prefix sums of p_j and j p_j.
-        p_before = xp.cumsum(p) - p
-        s_before = xp.cumsum(p * positions) - p * positions
-        p_after = p.sum() - p_before - p
-        s_after = (p * positions).sum() - s_before - p * positions
-        cross = xp.dot(
-            t, positions * p_before - s_before + s_after - positions * p_after
-        )
+        # |i - j| counts the unit gaps between i and j, so sum_ij t_i p_j |i - j|
+        # = sum over gaps m|m+1 of the pairs straddling it: T<=m P>m + P<=m T>m,
+        # a sum of non-negative terms.
+        t_cum = xp.cumsum(t)[:-1]
+        p_cum = xp.cumsum(p)[:-1]
+        cross = (t_cum * (p_total - p_cum) + p_cum * (t_total - t_cum)).sum()
     expected = divide(cross, s, xp)[0]
     return observed, expected
+
+
+def kappa_undefined(c: Counts) -> bool:
+    """True when kappa is 0/0: no samples, or y_true and y_pred both hold one and
+    the same single class. Decided from the support pattern, not from a float
+    expected disagreement that rounding may leave a hair above 0."""
+    xp = c.xp
+    if c.total == 0:
+        return True
+    both = (c.support > 0) & (c.predicted > 0)
+    return int((c.support > 0).sum()) == 1 and bool(xp.array_equal(c.predicted > 0, both)) \
+        and int(both.sum()) == 1
 
 
 def cohen_kappa(c: Counts, stats: ClassStatistics, weights: str | None = None,
                 replace_undefined_by: float = math.nan):
     """Cohen's kappa 1 - observed / expected disagreement (scikit-learn).
 
-    ``replace_undefined_by`` when the total or the expected disagreement is 0.
+    ``replace_undefined_by`` when kappa is 0/0 (:func:`kappa_undefined`).
     """
-    observed, expected = kappa_disagreements(c, stats, weights)
-    if c.total == 0 or expected == 0:
+    if kappa_undefined(c):
         return c.xp.float64(replace_undefined_by)
+    observed, expected = kappa_disagreements(c, stats, weights)
     return 1 - observed / expected
 
 

@@ -119,11 +119,14 @@ def statistics_from_matrix(matrix, observed, xp, *, invalid: int = 0,
     With ``moments=True`` the kappa disagreement moments are computed with the
     matrix's own row/column indices as class positions (O(K^2) work).
     """
+    support = matrix.sum(axis=1)
     stats = ClassStatistics(
         true_positives=xp.diagonal(matrix).copy(),
-        support=matrix.sum(axis=1),
+        support=support,
         predicted=matrix.sum(axis=0),
-        total=matrix.sum(),
+        # The sum of the supports, as on the statistics path: then a class that
+        # holds every sample has exactly 0 negatives, whatever the weights.
+        total=support.sum(),
         observed=observed,
         invalid=invalid,
     )

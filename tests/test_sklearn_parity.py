@@ -225,7 +225,9 @@ def our_call(expected_undefined, function, *args, compare_text=True, expected_us
         with warnings.catch_warnings(record=True) as caught:
             warnings.simplefilter("always")
             result = function(*args, **kwargs)
-    undefined = {str(w.message) for w in caught if issubclass(w.category, mg.UndefinedMetricWarning)}
+    undefined = {
+        str(w.message) for w in caught if issubclass(w.category, mg.UndefinedMetricWarning)
+    }
     if compare_text:
         assert undefined == expected_undefined
     else:
@@ -388,36 +390,88 @@ def test_counting_metrics(backend, rng, k, weight_kind, scenario, class_set):
         assert_float(backend, ours, expected, atol=ATOL_CANCELLATION)
 
 
-@pytest.mark.parametrize(
-    "case",
-    (
-        "constant-agreeing",  # y1 == y2 == one class: kappa 0/0
-        "constant-agreeing-float-weight",  # the same, where s - s*s/s rounds to 5.6e-17
-        "labels-disjoint-from-y2",  # no sample survives labels=: kappa 0/0
-        "one-class-in-common",  # weighted kappa's expected disagreement is 0
-    ),
-)
+KAPPA_UNDEFINED_CASES = {
+    # y1 == y2 == one class: kappa 0/0
+    "constant-agreeing": ([3] * 20, [3] * 20, None, {}),
+    # the same where s - s * s / s rounds to 5.6e-17 instead of 0
+    "constant-agreeing-float-weight": ([0], [0], [0.43], {}),
+    # one class at position 3 of num_classes=4, float weights: the quadratic
+    # expected disagreement must still be exactly 0
+    "one-class-at-position-3-float-weights": ([3, 3], [3, 3], [0.1, 0.2], {"num_classes": 4}),
+    "one-class-at-position-6-labels-float-weights": (
+        [6, 6], [6, 6], [0.1, 0.2], {"labels": list(range(7))}),
+    # no sample survives labels=: kappa 0/0
+    "labels-disjoint-from-y2": ([0, 1, 2, 0], [3, 3, 3, 3], None, {"labels": [0, 1]}),
+    # weighted kappa's expected disagreement is 0
+    "one-class-in-common": ([0, 0, 1, 2], [0, 0, 3, 3], None, {"labels": [0, 1]}),
+}
+
+
+@pytest.mark.parametrize("case", KAPPA_UNDEFINED_CASES)
 @pytest.mark.parametrize("replace", (np.nan, 0.0, -1.0), ids=lambda r: f"replace={r}")
 def test_cohen_kappa_undefined(backend, case, replace):
-    if case == "constant-agreeing":
-        y1, y2, kw = np.full(20, 3), np.full(20, 3), {}
-    elif case == "constant-agreeing-float-weight":
-        y1, y2, kw = np.array([0]), np.array([0]), {"sample_weight": np.array([0.43])}
-    elif case == "labels-disjoint-from-y2":
-        y1, y2, kw = np.array([0, 1, 2, 0]), np.array([3, 3, 3, 3]), {"labels": [0, 1]}
-    else:
-        y1, y2, kw = np.array([0, 0, 1, 2]), np.array([0, 0, 3, 3]), {"labels": [0, 1]}
-    t, p = put(backend, y1, y2)
-    ours_kw = dict(kw)
-    if "sample_weight" in kw:
-        ours_kw["sample_weight"] = backend.asarray(kw["sample_weight"])
+    y1, y2, weights, ours_kw = KAPPA_UNDEFINED_CASES[case]
+    y1, y2 = np.array(y1), np.array(y2)
+    weights = None if weights is None else np.array(weights)
+    _, sk_kw = class_kwargs("num_classes", ours_kw["num_classes"]) if "num_classes" in ours_kw \
+        else (None, dict(ours_kw))
+    t, p, w = put(backend, y1, y2, weights)
     for kappa_weights in KAPPA_WEIGHTS:
         expected, undefined, _ = sk_call(skm.cohen_kappa_score, y1, y2, weights=kappa_weights,
-                                         replace_undefined_by=replace, **kw)
+                                         replace_undefined_by=replace, sample_weight=weights,
+                                         **sk_kw)
         assert undefined  # these cases are undefined for scikit-learn
         ours = our_call(undefined, mg.cohen_kappa_score, t, p, weights=kappa_weights,
-                        replace_undefined_by=replace, compare_text=False, **ours_kw)
+                        replace_undefined_by=replace, sample_weight=w, compare_text=False,
+                        **ours_kw)
         assert_float(backend, ours, expected)
+
+
+@pytest.mark.parametrize("kappa_weights", ("linear", "quadratic"))
+@pytest.mark.parametrize("case", ("one-true-class-K=100", "ordinal-top-codes-K=2000"))
+def test_cohen_kappa_weighted_high_codes_float_weights(backend, rng, case, kappa_weights):
+    """Weighted kappa when the classes in use have high codes (positions).
+
+    The chance-expected disagreement must not lose precision to cancellation
+    between terms of size total**2 * K**2 (scikit-learn sums w_ij t_i p_j / s
+    directly and is exact to a few ulps)."""
+    if case == "one-true-class-K=100":
+        k, y_true, y_pred = 100, np.array([99, 99]), np.array([98, 99])
+        weights = np.array([0.01, 1.0])
+    else:
+        k, n = 2000, 300
+        y_true = rng.integers(k - 10, k, n)
+        y_pred = np.clip(y_true + rng.integers(-1, 2, n), 0, k - 1)
+        weights = rng.uniform(0.01, 10.0, n)
+    expected = skm.cohen_kappa_score(y_true, y_pred, weights=kappa_weights,
+                                     sample_weight=weights, labels=np.arange(k))
+    t, p, w = put(backend, y_true, y_pred, weights)
+    ours = mg.cohen_kappa_score(t, p, weights=kappa_weights, sample_weight=w, num_classes=k)
+    assert_float(backend, ours, expected, atol=ATOL_CANCELLATION)
+
+
+MCC_UNDEFINED_CASES = {
+    # one true class: the covariance of y_true with itself is 0
+    "constant-y_true": ([1, 1, 1, 1, 1], [2, 1, 0, 0, 0], [0.09] * 5),
+    # one predicted class
+    "constant-y_pred": ([3, 0, 1, 2], [0, 0, 0, 0], [5.69, 5.19, 6.14, 8.78]),
+    "constant-y_pred-equal-weights": ([3, 0, 2, 1, 1, 1, 2, 2, 2, 0, 3, 3, 1, 2, 0], [3] * 15,
+                                      [8.77] * 15),
+}
+
+
+@pytest.mark.parametrize("case", MCC_UNDEFINED_CASES)
+def test_matthews_corrcoef_undefined_float_weights(backend, case):
+    """MCC is 0.0 when y_true or y_pred has one class, whatever the weights.
+
+    Float weights must not turn the exact 0 of s**2 - sum(t**2) into a rounding
+    residue (a tiny value, or NaN from the square root of a negative one)."""
+    y_true, y_pred, weights = (np.array(v) for v in MCC_UNDEFINED_CASES[case])
+    expected = skm.matthews_corrcoef(y_true, y_pred, sample_weight=weights)
+    assert expected == 0.0
+    t, p, w = put(backend, y_true, y_pred, weights)
+    assert_float(backend, mg.matthews_corrcoef(t, p, sample_weight=w), expected,
+                 atol=ATOL_CANCELLATION)
 
 
 @pytest.mark.parametrize("weight_dtype", ("float", "int"))
@@ -566,10 +620,13 @@ def _labels_argument(rng, k, y_true, y_pred, kind):
         return rng.permutation(np.concatenate([present, [k, k + 3]])).tolist()
     if kind == "single":
         return [int(rng.choice(present))]
+    if kind == "absent-only":  # no selected class occurs: all supports are 0
+        return [k + 1, k]
     raise AssertionError(kind)
 
 
-LABEL_KINDS = ("subset", "reversed", "shuffled", "with-absent", "beyond-data", "single")
+LABEL_KINDS = ("subset", "reversed", "shuffled", "with-absent", "beyond-data", "single",
+               "absent-only")
 
 
 @pytest.mark.parametrize("average", AVERAGES, ids=_average_id)
@@ -585,7 +642,7 @@ def test_set_wise_labels(backend, rng, k, labels_kind, average):
                         sk_kw={"labels": labels}, exact_support=sample_weight is None)
 
 
-@pytest.mark.parametrize("labels_kind", LABEL_KINDS)
+@pytest.mark.parametrize("labels_kind", LABEL_KINDS[:-1])
 @pytest.mark.parametrize("k", (3, 10, 100), ids=_k_id)
 def test_cohen_kappa_labels(backend, rng, k, labels_kind):
     y_true, y_pred = make_labels(rng, k, missing="both")
@@ -602,6 +659,36 @@ def test_cohen_kappa_labels(backend, rng, k, labels_kind):
             ours = our_call(undefined, mg.cohen_kappa_score, t, p, labels=labels,
                             weights=kappa_weights, sample_weight=wb, compare_text=False)
             assert_float(backend, ours, expected, atol=ATOL_CANCELLATION)
+
+
+@pytest.mark.parametrize("k", (3, 10), ids=_k_id)
+def test_labels_with_num_classes(backend, rng, k):
+    """labels= selects among num_classes codes; num_classes no longer matters."""
+    y_true, y_pred = make_labels(rng, k, missing="both")
+    weights = make_weights(rng, "with-zeros", y_true.size)
+    labels = rng.permutation(k)[: max(2, k // 2)].tolist()
+    if not np.isin(y_true, labels).any():
+        labels.append(int(y_true[0]))
+    t, p, w = put(backend, y_true, y_pred, weights)
+    kw = dict(labels=labels, num_classes=k + 2)
+    expected = skm.confusion_matrix(y_true, y_pred, labels=labels, sample_weight=weights)
+    assert_counts(backend, mg.confusion_matrix(t, p, sample_weight=w, **kw), expected,
+                  dtype=np.dtype(np.float64))
+    for average in AVERAGES:
+        expected = skm.precision_recall_fscore_support(
+            y_true, y_pred, labels=labels, sample_weight=weights, average=average,
+            zero_division=0.0)
+        ours = mg.precision_recall_fscore_support(t, p, sample_weight=w, average=average,
+                                                  zero_division=0.0, **kw)
+        _assert_prfs(backend, ours, expected, support_dtype(weights))
+    for kappa_weights in KAPPA_WEIGHTS:
+        expected = skm.cohen_kappa_score(y_true, y_pred, labels=labels, weights=kappa_weights,
+                                         sample_weight=weights)
+        assert_float(backend, mg.cohen_kappa_score(t, p, weights=kappa_weights, sample_weight=w,
+                                                   **kw), expected, atol=ATOL_CANCELLATION)
+    expected = skm.classification_report(y_true, y_pred, labels=labels, sample_weight=weights,
+                                         zero_division=0.0)
+    assert mg.classification_report(t, p, sample_weight=w, zero_division=0.0, **kw) == expected
 
 
 def test_cohen_kappa_labels_not_in_y1(backend):
@@ -689,6 +776,20 @@ def test_binary_average_other_codes(backend):
     ):
         assert_float(backend, our_function(t, p, pos_label=3),
                      sk_function(y_true, y_pred, pos_label=3))
+
+
+@pytest.mark.parametrize("pos_label", (True, False, 1, 0), ids=lambda v: f"pos_label={v!r}")
+def test_bool_labels_pos_label(backend, rng, pos_label):
+    """Bool labels with a bool pos_label, as scikit-learn takes them."""
+    y_true, y_pred = _binary_data(rng, "both-classes")
+    y_true, y_pred = y_true.astype(bool), y_pred.astype(bool)
+    t, p = put(backend, y_true, y_pred)
+    for sk_function, our_function in (
+        (skm.precision_score, mg.precision_score), (skm.recall_score, mg.recall_score),
+        (skm.f1_score, mg.f1_score), (skm.jaccard_score, mg.jaccard_score),
+    ):
+        assert_float(backend, our_function(t, p, pos_label=pos_label),
+                     sk_function(y_true, y_pred, pos_label=pos_label))
 
 
 @pytest.mark.parametrize("average", ("micro", "macro", "weighted", None), ids=_average_id)
@@ -824,6 +925,7 @@ def test_scores_input(backend, rng, k, weight_kind, score_dtype, ties):
 DTYPE_CASES = (
     ("bool", "bool"), ("int8", "int8"), ("uint8", "uint8"), ("int32", "int32"),
     ("uint64", "uint64"), ("int8", "uint64"), ("bool", "int64"), ("uint8", "int32"),
+    ("float64", "float32"),  # integral float codes
 )
 
 

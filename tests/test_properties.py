@@ -1,0 +1,453 @@
+"""Properties of the label metrics, checked on hypothesis-generated samples.
+
+* relabelling the classes by a permutation permutes the confusion matrix and
+  the per-class values and leaves every class-symmetric metric unchanged;
+* weights of ones give the unweighted results;
+* the :class:`ClassStatistics` of two halves, merged, is the state of the
+  whole (dense-matrix path and per-class-statistics path alike), and the two
+  paths give the same statistics;
+* every public function gives the same values on the per-class-statistics
+  path as on the dense path;
+* ``ignore_index`` equals dropping those samples.
+
+Counts, and values computed from identical counts, are compared exactly;
+values whose summation order legitimately changes (averages after a
+permutation, sums of arbitrary float weights) to ``rtol=1e-12`` with
+``atol=1e-14`` for quantities that cancel to 0 (MCC, kappa).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import warnings
+from dataclasses import dataclass, fields
+from unittest import mock
+
+import numpy as np
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+from hypothesis.extra.numpy import arrays
+
+import metrics_gpu as mg
+import metrics_gpu._classification as classification
+from metrics_gpu._classification import _accumulate
+from metrics_gpu._state import ClassStatistics
+from metrics_gpu._validation import check_label_inputs
+
+RTOL = 1e-12
+ATOL = 1e-14
+
+SETTINGS = settings(
+    max_examples=80,
+    deadline=None,
+    # `backend` is function-scoped but stateless between examples.
+    suppress_health_check=[HealthCheck.function_scoped_fixture],
+)
+
+WEIGHT_KINDS = ("unweighted", "int", "dyadic", "float")
+
+
+# -- strategies ----------------------------------------------------------------
+
+
+@dataclass
+class Sample:
+    k: int
+    y_true: np.ndarray
+    y_pred: np.ndarray
+    weights: np.ndarray | None
+    weight_kind: str
+
+    @property
+    def exact(self) -> bool:
+        """Sums of these weights do not depend on the summation order."""
+        return self.weight_kind != "float"
+
+    def __repr__(self):
+        w = None if self.weights is None else self.weights.tolist()
+        return (f"Sample(k={self.k}, y_true={self.y_true.tolist()}, "
+                f"y_pred={self.y_pred.tolist()}, weights={w})")
+
+
+def _weights(draw, kind, n):
+    if kind == "unweighted":
+        return None
+    if kind == "int":
+        return draw(arrays(np.int64, n, elements=st.integers(0, 5)))
+    if kind == "dyadic":  # multiples of 1/8: every sum is exact
+        return draw(arrays(np.float64, n, elements=st.integers(0, 24).map(lambda v: v / 8)))
+    return draw(arrays(
+        np.float64, n,
+        elements=st.just(0.0) | st.floats(0.01, 10.0, allow_nan=False, allow_infinity=False),
+    ))
+
+
+@st.composite
+def samples(draw, *, min_k=2, max_k=12, min_n=1, max_n=150, weight_kinds=WEIGHT_KINDS):
+    """Labels in [0, k) where y_true and y_pred each use a drawn subset of the
+    classes, so that classes absent from either or both are common."""
+    k = draw(st.integers(min_k, max_k))
+    n = draw(st.integers(min_n, max_n))
+    classes = st.lists(st.integers(0, k - 1), min_size=1, max_size=k, unique=True)
+    true_classes, pred_classes = draw(classes), draw(classes)
+    y_true = draw(arrays(np.int64, n, elements=st.sampled_from(true_classes)))
+    y_pred = draw(arrays(np.int64, n, elements=st.sampled_from(pred_classes)))
+    kind = draw(st.sampled_from(weight_kinds))
+    return Sample(k, y_true, y_pred, _weights(draw, kind, n), kind)
+
+
+# -- helpers --------------------------------------------------------------------
+
+
+def put(backend, *arrays_):
+    return tuple(None if a is None else backend.asarray(a) for a in arrays_)
+
+
+@contextlib.contextmanager
+def statistics_path():
+    """Force the O(K) per-class statistics path for every K."""
+    with mock.patch.object(classification, "use_dense_matrix", lambda k: False):
+        yield
+
+
+def all_metrics(backend, y_true, y_pred, **kw):
+    """Every public label metric on one input: {name: host value}, plus the
+    warnings raised, in order. ``kw`` goes to every function.
+
+    Warnings of every kind (RuntimeWarnings included) are recorded, not
+    raised: the properties compare two computations, warnings included, and a
+    floating-point problem of one metric (covered by its own tests) must not
+    hide whether the property holds for the others.
+    """
+    out = {}
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+
+        def put_result(name, value):
+            out[name] = backend.to_numpy(value)
+
+        put_result("confusion_matrix", mg.confusion_matrix(y_true, y_pred, **kw))
+        for normalize in ("true", "pred", "all"):
+            put_result(f"confusion_matrix-{normalize}",
+                       mg.confusion_matrix(y_true, y_pred, normalize=normalize, **kw))
+        for normalize in (True, False):
+            put_result(f"accuracy-{normalize}",
+                       mg.accuracy_score(y_true, y_pred, normalize=normalize, **kw))
+            put_result(f"zero_one_loss-{normalize}",
+                       mg.zero_one_loss(y_true, y_pred, normalize=normalize, **kw))
+        put_result("hamming_loss", mg.hamming_loss(y_true, y_pred, **kw))
+        for adjusted in (False, True):
+            put_result(f"balanced_accuracy-{adjusted}",
+                       mg.balanced_accuracy_score(y_true, y_pred, adjusted=adjusted, **kw))
+        put_result("balanced_accuracy_weighted",
+                   mg.balanced_accuracy_weighted(y_true, y_pred, **kw))
+        put_result("matthews_corrcoef", mg.matthews_corrcoef(y_true, y_pred, **kw))
+        for weights in (None, "linear", "quadratic"):
+            put_result(f"cohen_kappa-{weights}",
+                       mg.cohen_kappa_score(y_true, y_pred, weights=weights, **kw))
+        for average in (None, "micro", "macro", "weighted"):
+            for zero_division in ("warn", 1.0, np.nan):
+                p, r, f, s = mg.precision_recall_fscore_support(
+                    y_true, y_pred, average=average, zero_division=zero_division, **kw)
+                tag = f"{average}-{zero_division}"
+                for name, value in (("precision", p), ("recall", r), ("f1", f)):
+                    put_result(f"{name}-{tag}", value)
+                if s is not None:
+                    put_result(f"support-{tag}", s)
+            put_result(f"precision_score-{average}",
+                       mg.precision_score(y_true, y_pred, average=average, **kw))
+            put_result(f"recall_score-{average}",
+                       mg.recall_score(y_true, y_pred, average=average, **kw))
+            put_result(f"f1_score-{average}", mg.f1_score(y_true, y_pred, average=average, **kw))
+            put_result(f"fbeta_score-{average}",
+                       mg.fbeta_score(y_true, y_pred, beta=0.5, average=average, **kw))
+            put_result(f"jaccard_score-{average}",
+                       mg.jaccard_score(y_true, y_pred, average=average, **kw))
+            put_result(f"specificity_score-{average}",
+                       mg.specificity_score(y_true, y_pred, average=average, **kw))
+        report = mg.classification_report(y_true, y_pred, output_dict=True, zero_division=0.0,
+                                          **kw)
+        for row, value in report.items():
+            if isinstance(value, dict):
+                for column, number in value.items():
+                    out[f"report-{row}-{column}"] = np.asarray(number)
+            else:
+                out[f"report-{row}"] = np.asarray(value)
+        out["report-text"] = mg.classification_report(y_true, y_pred, digits=6,
+                                                      zero_division=0.0, **kw)
+    messages = [(w.category.__name__, str(w.message)) for w in caught]
+    return out, messages
+
+
+def assert_same_metrics(ours, reference, *, exact, check_dtype=True):
+    assert list(ours) == list(reference)
+    for name, expected in reference.items():
+        value = ours[name]
+        if isinstance(expected, str):
+            if exact:
+                assert value == expected, name
+            continue
+        if check_dtype:
+            assert value.dtype == expected.dtype, (name, value.dtype, expected.dtype)
+        assert value.shape == expected.shape, name
+        if exact:
+            np.testing.assert_array_equal(value, expected, err_msg=name)
+        else:
+            np.testing.assert_allclose(value, expected, rtol=RTOL, atol=ATOL, equal_nan=True,
+                                       err_msg=name)
+
+
+def statistics_fields(stats: ClassStatistics) -> dict:
+    return {f.name: getattr(stats, f.name) for f in fields(ClassStatistics)}
+
+
+def assert_same_statistics(backend, ours: ClassStatistics, reference: ClassStatistics, *,
+                           exact: bool):
+    for name, expected in statistics_fields(reference).items():
+        value = getattr(ours, name)
+        if expected is None or isinstance(expected, int):
+            assert value == expected, name
+            continue
+        value, expected = backend.to_numpy(value), backend.to_numpy(expected)
+        assert value.dtype == expected.dtype, (name, value.dtype, expected.dtype)
+        assert value.shape == expected.shape, name
+        if exact or value.dtype.kind in "biu":
+            np.testing.assert_array_equal(value, expected, err_msg=name)
+        else:
+            np.testing.assert_allclose(value, expected, rtol=RTOL, err_msg=name)
+
+
+# -- label permutation -----------------------------------------------------------
+
+SYMMETRIC_SCALARS = (
+    ("accuracy", lambda t, p, kw: mg.accuracy_score(t, p, **kw)),
+    ("accuracy-count", lambda t, p, kw: mg.accuracy_score(t, p, normalize=False, **kw)),
+    ("zero_one_loss", lambda t, p, kw: mg.zero_one_loss(t, p, **kw)),
+    ("hamming_loss", lambda t, p, kw: mg.hamming_loss(t, p, **kw)),
+    ("balanced_accuracy", lambda t, p, kw: mg.balanced_accuracy_score(t, p, **kw)),
+    ("balanced_accuracy-adjusted",
+     lambda t, p, kw: mg.balanced_accuracy_score(t, p, adjusted=True, **kw)),
+    ("matthews_corrcoef", lambda t, p, kw: mg.matthews_corrcoef(t, p, **kw)),
+    ("cohen_kappa", lambda t, p, kw: mg.cohen_kappa_score(t, p, **kw)),
+) + tuple(
+    (f"{name}-{average}-{zd}",
+     lambda t, p, kw, fn=fn, average=average, zd=zd:
+         fn(t, p, average=average, zero_division=zd, **kw))
+    for name, fn in (
+        ("precision", mg.precision_score), ("recall", mg.recall_score), ("f1", mg.f1_score),
+        ("jaccard", mg.jaccard_score), ("specificity", mg.specificity_score),
+    )
+    for average in ("micro", "macro", "weighted")
+    for zd in (0.0, np.nan)
+)
+
+PER_CLASS = (
+    ("precision", mg.precision_score), ("recall", mg.recall_score), ("f1", mg.f1_score),
+    ("jaccard", mg.jaccard_score), ("specificity", mg.specificity_score),
+)
+
+
+@SETTINGS
+@given(data=st.data(), num_classes_given=st.booleans())
+def test_label_permutation(backend, data, num_classes_given):
+    sample = data.draw(samples(), label="sample")
+    k = sample.k
+    perm = np.array(data.draw(st.permutations(range(k)), label="permutation"))
+    kw = {"num_classes": k} if num_classes_given else {}
+    t, p, w = put(backend, sample.y_true, sample.y_pred, sample.weights)
+    tp_, pp_ = put(backend, perm[sample.y_true], perm[sample.y_pred])
+    kw_w = dict(kw, sample_weight=w)
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", UserWarning)  # undefined-metric warnings
+        for name, metric in SYMMETRIC_SCALARS:
+            before = backend.to_numpy(metric(t, p, kw_w))
+            after = backend.to_numpy(metric(tp_, pp_, kw_w))
+            np.testing.assert_allclose(after, before, rtol=RTOL, atol=ATOL, equal_nan=True,
+                                       err_msg=name)
+        if not num_classes_given:
+            return
+        # Class c becomes perm[c]: matrix cell (i, j) moves to (perm[i], perm[j]).
+        cm = backend.to_numpy(mg.confusion_matrix(t, p, **kw_w))
+        cm_after = backend.to_numpy(mg.confusion_matrix(tp_, pp_, **kw_w))
+        expected = np.empty_like(cm)
+        expected[np.ix_(perm, perm)] = cm
+        assert cm_after.dtype == cm.dtype
+        np.testing.assert_array_equal(cm_after, expected)
+        for name, metric in PER_CLASS:
+            for zd in (0.0, 1.0, np.nan):
+                before = backend.to_numpy(metric(t, p, average=None, zero_division=zd, **kw_w))
+                after = backend.to_numpy(metric(tp_, pp_, average=None, zero_division=zd, **kw_w))
+                expected = np.empty_like(before)
+                expected[perm] = before
+                # Per-class sums add the same weights in another row order: equal
+                # to rounding only, so compare with the float tolerance.
+                np.testing.assert_allclose(after, expected, rtol=RTOL, atol=ATOL,
+                                           equal_nan=True, err_msg=f"{name}-{zd}")
+        support = backend.to_numpy(mg.precision_recall_fscore_support(t, p, **kw_w)[3])
+        support_after = backend.to_numpy(
+            mg.precision_recall_fscore_support(tp_, pp_, **kw_w)[3])
+        expected = np.empty_like(support)
+        expected[perm] = support
+        np.testing.assert_allclose(support_after, expected, rtol=RTOL, atol=ATOL)
+
+
+# -- weights of ones ---------------------------------------------------------------
+
+
+@SETTINGS
+@given(sample=samples(weight_kinds=("unweighted",)), num_classes_given=st.booleans(),
+       ones_dtype=st.sampled_from(("float64", "int64", "int8", "bool")))
+def test_unit_weights_equal_unweighted(backend, sample, num_classes_given, ones_dtype):
+    kw = {"num_classes": sample.k} if num_classes_given else {}
+    t, p = put(backend, sample.y_true, sample.y_pred)
+    ones = backend.asarray(np.ones(sample.y_true.size, dtype=ones_dtype))
+    reference, reference_warnings = all_metrics(backend, t, p, **kw)
+    weighted, weighted_warnings = all_metrics(backend, t, p, sample_weight=ones, **kw)
+    # Values are equal; the dtypes of counts follow the weights' dtype (and so
+    # does the report's support column: "4.0" with weights, as scikit-learn).
+    del weighted["report-text"], reference["report-text"]
+    assert_same_metrics(weighted, reference, exact=True, check_dtype=False)
+    assert weighted_warnings == reference_warnings
+    cm = weighted["confusion_matrix"]
+    assert cm.dtype == (np.float64 if ones_dtype == "float64" else np.int64)
+
+
+# -- merging states -------------------------------------------------------------------
+
+
+def _state(backend, y_true, y_pred, weights, k, validate):
+    t, p, w = put(backend, y_true, y_pred, weights)
+    inputs = check_label_inputs(t, p, num_classes=k, sample_weight=w, validate=validate)
+    return _accumulate(inputs, moments=True)[0]
+
+
+@st.composite
+def merge_cases(draw):
+    """A sample, a split point, and (with validate=False) out-of-range labels."""
+    sample = draw(samples(min_n=2))
+    validate = draw(st.booleans())
+    if not validate:
+        n = sample.y_true.size
+        bad = draw(arrays(np.bool_, n))
+        values = draw(arrays(np.int64, n, elements=st.sampled_from((-3, -1, sample.k,
+                                                                    sample.k + 7))))
+        target = draw(st.sampled_from(("y_true", "y_pred")))
+        labels = getattr(sample, target).copy()
+        labels[bad] = values[bad]
+        setattr(sample, target, labels)
+    split = draw(st.integers(1, sample.y_true.size - 1))
+    return sample, split, validate
+
+
+@SETTINGS
+@given(case=merge_cases(), path=st.sampled_from(("dense", "statistics")))
+def test_merge_halves_equals_whole(backend, case, path):
+    sample, split, validate = case
+    context = statistics_path() if path == "statistics" else contextlib.nullcontext()
+    w = sample.weights
+    with context:
+        whole = _state(backend, sample.y_true, sample.y_pred, w, sample.k, validate)
+        first = _state(backend, sample.y_true[:split], sample.y_pred[:split],
+                       None if w is None else w[:split], sample.k, validate)
+        second = _state(backend, sample.y_true[split:], sample.y_pred[split:],
+                        None if w is None else w[split:], sample.k, validate)
+    assert_same_statistics(backend, first.merge(second), whole, exact=sample.exact)
+    if not validate:
+        t, p = sample.y_true, sample.y_pred
+        out_of_range = (t < 0) | (t >= sample.k) | (p < 0) | (p >= sample.k)
+        assert whole.invalid == int(out_of_range.sum())
+
+
+@SETTINGS
+@given(case=merge_cases())
+def test_dense_and_statistics_paths_same_state(backend, case):
+    sample, _, validate = case
+    dense = _state(backend, sample.y_true, sample.y_pred, sample.weights, sample.k, validate)
+    with statistics_path():
+        per_class = _state(backend, sample.y_true, sample.y_pred, sample.weights, sample.k,
+                           validate)
+    assert_same_statistics(backend, per_class, dense, exact=sample.exact)
+
+
+def test_statistics_path_is_really_taken(backend):
+    """The patch reaches the backend's per-class pass (no dense matrix built)."""
+    t, p = put(backend, np.array([0, 1, 2, 2]), np.array([0, 2, 2, 1]))
+    inputs = check_label_inputs(t, p, num_classes=3)
+    assert _accumulate(inputs)[1] is not None
+    with statistics_path():
+        assert _accumulate(inputs)[1] is None
+
+
+# -- statistics path == dense path, every public function ------------------------------
+
+
+@SETTINGS
+@given(sample=samples(), num_classes_given=st.booleans(), data=st.data())
+def test_statistics_path_equals_dense_path(backend, sample, num_classes_given, data):
+    kw = {"num_classes": sample.k} if num_classes_given else {}
+    t, p, w = put(backend, sample.y_true, sample.y_pred, sample.weights)
+    dense, dense_warnings = all_metrics(backend, t, p, sample_weight=w, **kw)
+    with statistics_path():
+        per_class, per_class_warnings = all_metrics(backend, t, p, sample_weight=w, **kw)
+    assert_same_metrics(per_class, dense, exact=sample.exact)
+    assert per_class_warnings == dense_warnings
+
+    # kappa with labels= (positions are the order of labels; absent classes included)
+    labels = data.draw(st.lists(st.integers(0, sample.k - 1), min_size=1, max_size=sample.k,
+                                unique=True), label="labels")
+    if np.isin(sample.y_true, labels).any():
+        for weights in (None, "linear", "quadratic"):
+            with warnings.catch_warnings():
+                warnings.simplefilter("ignore", UserWarning)
+                expected = mg.cohen_kappa_score(t, p, labels=labels, weights=weights,
+                                                sample_weight=w)
+                with statistics_path():
+                    value = mg.cohen_kappa_score(t, p, labels=labels, weights=weights,
+                                                 sample_weight=w)
+            np.testing.assert_allclose(backend.to_numpy(value), backend.to_numpy(expected),
+                                       rtol=0 if sample.exact else RTOL,
+                                       atol=0 if sample.exact else ATOL, equal_nan=True)
+
+
+# -- ignore_index ------------------------------------------------------------------------
+
+
+@SETTINGS
+@given(sample=samples(), num_classes_given=st.booleans(), data=st.data())
+def test_ignore_index_equals_filtering(backend, sample, num_classes_given, data):
+    k = sample.k
+    ignore_index = data.draw(st.sampled_from((-1, -100, k, k + 5, *range(k))),
+                             label="ignore_index")
+    ignored = data.draw(arrays(np.bool_, sample.y_true.size), label="ignored")
+    y_true = np.where(ignored, ignore_index, sample.y_true)
+    keep = y_true != ignore_index
+    if not keep.any():
+        keep[0] = True
+        y_true[0] = (ignore_index + 1) % k
+    kw = {"num_classes": k} if num_classes_given else {}
+    w = sample.weights
+    t, p, wb = put(backend, y_true, sample.y_pred, w)
+    kt, kp, kw_ = put(backend, y_true[keep], sample.y_pred[keep], None if w is None else w[keep])
+
+    filtered, filtered_warnings = all_metrics(backend, kt, kp, sample_weight=kw_, **kw)
+    ignored_result, ignored_warnings = all_metrics(backend, t, p, sample_weight=wb,
+                                                   ignore_index=ignore_index, **kw)
+    assert_same_metrics(ignored_result, filtered, exact=sample.exact)
+    assert ignored_warnings == filtered_warnings
+
+
+@pytest.mark.parametrize("num_classes", (None, 5), ids=("present", "num_classes=5"))
+def test_ignore_index_example(backend, num_classes):
+    """A hand-checked case of the property above (ignore_index = -1)."""
+    y_true = np.array([0, -1, 1, 2, -1, 2])
+    y_pred = np.array([0, 1, 1, 0, 2, 2])
+    t, p = put(backend, y_true, y_pred)
+    kw = {} if num_classes is None else {"num_classes": num_classes}
+    cm = backend.to_numpy(mg.confusion_matrix(t, p, ignore_index=-1, **kw))
+    expected = np.zeros((3, 3) if num_classes is None else (5, 5), dtype=np.int64)
+    expected[0, 0] = expected[1, 1] = expected[2, 2] = 1
+    expected[2, 0] = 1
+    np.testing.assert_array_equal(cm, expected)
+    assert float(backend.to_numpy(mg.accuracy_score(t, p, ignore_index=-1, **kw))) == 0.75
