@@ -157,20 +157,21 @@ def _prfs(stats: ClassStatistics, classes, *, beta, average, warn_for, zero_divi
     support = stats.support[classes]
     if weighted:
         support = support.astype(np.float64)
-    if average == "micro":
-        c = F.Counts(c.tp.sum(keepdims=True), c.support.sum(keepdims=True),
-                     c.predicted.sum(keepdims=True), c.total, np)
-    precision, p_zero = F.divide(c.tp, c.predicted, np, zero_division)
-    recall, r_zero = F.divide(c.tp, c.support, np, zero_division)
+
+    def rate(terms):
+        numerator, denominator = terms
+        if average == "micro":
+            numerator, denominator = numerator.sum(keepdims=True), denominator.sum(keepdims=True)
+        return F.divide(numerator, denominator, np, zero_division)
+
+    precision, p_zero = rate(F.precision_terms(c))
+    recall, r_zero = rate(F.recall_terms(c))
     if math.isinf(beta) or beta == 0:
         # F is recall (precision) itself; scikit-learn warns only under that name.
         f_score = recall if beta else precision
         f_zero = np.zeros_like(p_zero)
     else:
-        beta2 = beta * beta
-        f_score, f_zero = F.divide(
-            (1 + beta2) * c.tp, beta2 * c.support + c.predicted, np, zero_division
-        )
+        f_score, f_zero = rate(F.fbeta_terms(c, beta))
     if zero_division == "warn":
         for metric, zero, modifier in (
             ("precision", p_zero, "predicted"),
@@ -574,7 +575,7 @@ def f1_score(y_true, y_pred, *, labels=None, pos_label=1, average="binary",
                    ignore_index=ignore_index, validate=validate)
 
 
-def _rate_score(numerator, denominator, name, modifier, y_true, y_pred, *, labels,
+def _rate_score(terms, name, modifier, y_true, y_pred, *, labels,
                 pos_label, average, sample_weight, zero_division, num_classes,
                 ignore_index, validate):
     """Shared pipeline of Jaccard and specificity: a per-class rate, averaged."""
@@ -587,7 +588,7 @@ def _rate_score(numerator, denominator, name, modifier, y_true, y_pred, *, label
     stats, _ = _accumulate(inputs)
     classes = _set_wise_classes(inputs, stats, labels, average, pos_label)
     c = F.Counts.from_statistics(stats.take(classes), np)
-    num, den = numerator(c), denominator(c)
+    num, den = terms(c)
     if average == "micro":
         num, den = num.sum(keepdims=True), den.sum(keepdims=True)
     values, zero = F.divide(num, den, np, zero_division)
@@ -611,7 +612,7 @@ def jaccard_score(y_true, y_pred, *, labels=None, pos_label=1, average="binary",
     >>> jaccard_score(np.array([0, 1, 2, 2]), np.array([0, 2, 1, 2]), average=None)
     array([1.        , 0.        , 0.33333333])
     """
-    return _rate_score(lambda c: c.tp, lambda c: c.tp + c.fp + c.fn, "Jaccard",
+    return _rate_score(F.jaccard_terms, "Jaccard",
                        "true or predicted", y_true, y_pred, labels=labels,
                        pos_label=pos_label, average=average, sample_weight=sample_weight,
                        zero_division=zero_division, num_classes=num_classes,
@@ -633,7 +634,7 @@ def specificity_score(y_true, y_pred, *, labels=None, pos_label=1, average="bina
     >>> specificity_score(np.array([0, 1, 2, 2]), np.array([0, 2, 1, 2]), average=None)
     array([1.        , 0.66666667, 0.5       ])
     """
-    return _rate_score(lambda c: c.tn, lambda c: c.negatives, "Specificity", "negative",
+    return _rate_score(F.specificity_terms, "Specificity", "negative",
                        y_true, y_pred, labels=labels, pos_label=pos_label, average=average,
                        sample_weight=sample_weight, zero_division=zero_division,
                        num_classes=num_classes, ignore_index=ignore_index, validate=validate)

@@ -114,25 +114,54 @@ def nan_average(values, xp, weights=None):
 # -- per-class formulas ------------------------------------------------------
 
 
+# Each rate is a (numerator, denominator) pair of count arrays, so that
+# averaging code can sum them for 'micro' and see the zero denominators.
+
+
+def precision_terms(c: Counts):
+    return c.tp, c.predicted
+
+
+def recall_terms(c: Counts):
+    return c.tp, c.support
+
+
+def fbeta_terms(c: Counts, beta: float):
+    """(1+b^2) tp / ((1+b^2) tp + b^2 fn + fp) = (1+b^2) tp / (b^2 support + predicted)."""
+    beta2 = beta * beta
+    return (1 + beta2) * c.tp, beta2 * c.support + c.predicted
+
+
+def jaccard_terms(c: Counts):
+    return c.tp, c.tp + c.fp + c.fn
+
+
+def specificity_terms(c: Counts):
+    """True negative rate tn / (tn + fp)."""
+    return c.tn, c.negatives
+
+
+def micro_rate(terms, xp, zero_division=float("nan")):
+    """A rate of the summed counts: sum(numerator) / sum(denominator)."""
+    numerator, denominator = terms
+    return divide(numerator.sum(), denominator.sum(), xp, zero_division)[0]
+
+
 def precision(c: Counts, zero_division=float("nan")):
-    return divide(c.tp, c.predicted, c.xp, zero_division)[0]
+    return divide(*precision_terms(c), c.xp, zero_division)[0]
 
 
 def recall(c: Counts, zero_division=float("nan")):
-    return divide(c.tp, c.support, c.xp, zero_division)[0]
+    return divide(*recall_terms(c), c.xp, zero_division)[0]
 
 
 def fbeta_from_counts(c: Counts, beta: float, zero_division=float("nan")):
-    """F-beta from counts: (1+b^2) tp / ((1+b^2) tp + b^2 fn + fp).
-
-    beta = inf is recall and beta = 0 is precision, as scikit-learn.
-    """
+    """F-beta from counts; beta = inf is recall and beta = 0 is precision, as scikit-learn."""
     if math.isinf(beta):
         return recall(c, zero_division)
     if beta == 0:
         return precision(c, zero_division)
-    beta2 = beta * beta
-    return divide((1 + beta2) * c.tp, beta2 * c.support + c.predicted, c.xp, zero_division)[0]
+    return divide(*fbeta_terms(c, beta), c.xp, zero_division)[0]
 
 
 def fbeta_from_rates(p, r, beta: float, xp):
@@ -149,12 +178,11 @@ def fbeta_from_rates(p, r, beta: float, xp):
 
 
 def jaccard(c: Counts, zero_division=float("nan")):
-    return divide(c.tp, c.tp + c.fp + c.fn, c.xp, zero_division)[0]
+    return divide(*jaccard_terms(c), c.xp, zero_division)[0]
 
 
 def specificity(c: Counts, zero_division=float("nan")):
-    """True negative rate tn / (tn + fp)."""
-    return divide(c.tn, c.negatives, c.xp, zero_division)[0]
+    return divide(*specificity_terms(c), c.xp, zero_division)[0]
 
 
 def false_positive_rate(c: Counts, zero_division=float("nan")):
@@ -325,9 +353,9 @@ def catboost_total_f1(c: Counts, average: str):
     from summed counts.
     """
     xp = c.xp
-    per_class = divide(2 * c.tp, c.support + c.predicted, xp, 0.0)[0]
     if average == "Micro":
-        return divide(2 * c.tp.sum(), c.support.sum() + c.predicted.sum(), xp, 0.0)[0]
+        return micro_rate(fbeta_terms(c, 1.0), xp, 0.0)
+    per_class = divide(*fbeta_terms(c, 1.0), xp, 0.0)[0]
     if average == "Macro":
         return per_class.mean()
     return divide(xp.dot(per_class, c.support), c.support.sum(), xp, 0.0)[0]
@@ -384,11 +412,11 @@ REPORT_METRICS: tuple[MetricDefinition, ...] = (
     _row("balanced_accuracy", lambda c, s: balanced_accuracy(c), True,
          "mean recall over classes with support",
          sklearn="balanced_accuracy_score", overview="balanced accuracy"),
-    _row("micro_precision", lambda c, s: divide(c.tp.sum(), c.predicted.sum(), c.xp, 0.0)[0], True,
+    _row("micro_precision", lambda c, s: micro_rate(precision_terms(c), c.xp, 0.0), True,
          "sum tp / sum predicted", onedal="microPrecision", pyactlearn="precision (micro)"),
-    _row("micro_recall", lambda c, s: divide(c.tp.sum(), c.support.sum(), c.xp, 0.0)[0], True,
+    _row("micro_recall", lambda c, s: micro_rate(recall_terms(c), c.xp, 0.0), True,
          "sum tp / sum support", onedal="microRecall", pyactlearn="recall (micro)"),
-    _row("micro_f1", lambda c, s: divide(2 * c.tp.sum(), c.support.sum() + c.predicted.sum(), c.xp, 0.0)[0], True,
+    _row("micro_f1", lambda c, s: catboost_total_f1(c, "Micro"), True,
          "F1 of the summed counts (= accuracy for single-label data)",
          sklearn="f1_score(average='micro')", onedal="microFscore", catboost="TotalF1:average=Micro"),
     _row("macro_precision", lambda c, s: nan_average(precision(c, 0.0), c.xp), True,

@@ -79,8 +79,8 @@ def multiclass_quality_metrics(y_true, y_pred, *, num_classes=None, beta=1.0,
     stats, cm = _accumulate(inputs, matrix=True)
     c = F.Counts.from_statistics(stats, np)
     with F._quiet(np):
-        micro_p = F.divide(c.tp.sum(), c.predicted.sum(), np)[0]
-        micro_r = F.divide(c.tp.sum(), c.support.sum(), np)[0]
+        micro_p = F.micro_rate(F.precision_terms(c), np)
+        micro_r = F.micro_rate(F.recall_terms(c), np)
         macro_p = F.precision(c).mean()
         macro_r = F.recall(c).mean()
     return MulticlassQualityMetrics(
@@ -243,8 +243,8 @@ def overall_performance(cm) -> np.ndarray:
     c = _counts_of_matrix(cm)
     accuracy, prevalence = table[:, 4], table[:, 10]
     with F._quiet(np):
-        micro_p = c.tp.sum() / c.predicted.sum()
-        micro_r = c.tp.sum() / c.support.sum()
+        micro_p = F.micro_rate(F.precision_terms(c), np)
+        micro_r = F.micro_rate(F.recall_terms(c), np)
         macro_p = table[:, 9].mean()
         macro_r = table[:, 6].mean()
         values = (
@@ -256,7 +256,7 @@ def overall_performance(cm) -> np.ndarray:
             macro_p,
             macro_r,
             F.fbeta_from_rates(macro_p, macro_r, 1.0, np),
-            c.tp.sum() / c.total,
+            F.accuracy(c),
         )
     return np.array(values, dtype=np.float64)
 

@@ -152,6 +152,11 @@ def _label_range(labels, name: str, backend, num_classes, ignore_index) -> int:
     """Check ``labels`` against ``[0, num_classes)``; return max + 1 (0 if none counted)."""
     host = backend.to_host(labels)
     if host.dtype.kind == "b":
+        if num_classes == 1 and host.any():
+            i = _first_index(host)
+            raise ValueError(
+                f"{name} contains True (class 1) at index {i}, outside 0..0 (num_classes=1)"
+            )
         return int(host.any()) + 1 if host.size else 0
     counted = host if ignore_index is None or name != "y_true" else host[host != ignore_index]
     if counted.size == 0:

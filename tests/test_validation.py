@@ -569,3 +569,10 @@ def test_validate_false_nan_float_labels_are_invalid(backend):
                                  validate=False)
     assert report.invalid == 1
     assert report.metrics["accuracy"] == pytest.approx(2 / 3)
+
+
+def test_bool_true_with_one_class_is_out_of_range(backend):
+    t = backend.asarray(np.array([False, True]))
+    p = backend.asarray(np.array([False, False]))
+    with pytest.raises(ValueError, match=r"y_true contains True \(class 1\) at index 1"):
+        mg.accuracy_score(t, p, num_classes=1)
