@@ -1,10 +1,34 @@
-"""Find the kernel sources: ``metrics_gpu/kernels`` in a wheel, ``kernels/`` in a checkout."""
+"""The kernel sources: where they are, and which template instantiations exist.
+
+``kernels/*.cu`` ship in the wheel as ``metrics_gpu/kernels``; in a source
+checkout they are read from ``kernels/``. :data:`KERNEL_MODULES` is the one
+table of what gets compiled: the ``cuda`` backend passes each module's
+``name_expressions`` to ``cupy.RawModule``, the ``emulated`` backend exports
+each of them from its shared library, and CI compiles each of them with NVRTC
+for every supported architecture.
+"""
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from pathlib import Path
 
 _PACKAGE_DIR = Path(__file__).resolve().parent
+
+# Options common to NVRTC (cuda backend, CI gate); the include path of
+# kernel_directory() is added by the caller.
+NVRTC_OPTIONS = ("--std=c++17",)
+
+# Architectures CI compiles every instantiation for (NVRTC, no GPU needed).
+SUPPORTED_ARCHITECTURES = ("sm_75", "sm_80", "sm_86", "sm_89", "sm_90", "sm_100", "sm_120")
+
+
+@dataclass(frozen=True)
+class KernelModule:
+    """One ``.cu`` source and the template instantiations taken from it."""
+
+    source: str
+    name_expressions: tuple[str, ...]
 
 
 def kernel_directory() -> Path:
@@ -23,3 +47,6 @@ def kernel_source(name: str) -> str:
     if not path.is_file():
         raise FileNotFoundError(f"kernel source {name!r} not found in {kernel_directory()}")
     return path.read_text()
+
+
+KERNEL_MODULES: tuple[KernelModule, ...] = ()
