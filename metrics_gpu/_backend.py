@@ -131,24 +131,42 @@ def resolve_backend(*arrays: object):
     return get_backend_implementation(name)
 
 
+_implementations: dict[str, object] = {}
+
+
 def get_backend_implementation(name: str):
     """Return the backend object for ``name``, or raise a clear error if it cannot run."""
     if name == "numpy":
         from metrics_gpu.backends.numpy_backend import NUMPY_BACKEND
 
         return NUMPY_BACKEND
-    if name == "cuda":
-        if importlib.util.find_spec("cupy") is None:
-            raise BackendUnavailableError(
-                f"backend 'cuda' needs CuPy and an NVIDIA GPU; {CUDA_INSTALL_HINT}"
-            )
-        raise BackendUnavailableError(
-            "backend 'cuda' (the CUDA raw kernels) is not part of this release yet; "
-            "use backend 'numpy', or pass host arrays"
-        )
+    if name not in ("cuda", "emulated"):
+        raise ValueError(f"backend must be one of {BACKEND_NAMES}, got {name!r}")
+    backend = _implementations.get(name)
+    if backend is None:
+        backend = _implementations[name] = _make_kernel_backend(name)
+    return backend
+
+
+def _make_kernel_backend(name: str):
+    from metrics_gpu.backends.kernel_backend import KernelBackend
+
     if name == "emulated":
+        from metrics_gpu.backends.emulated import EmulatedDevice
+
+        try:
+            return KernelBackend(EmulatedDevice())
+        except FileNotFoundError as error:
+            raise BackendUnavailableError(
+                f"backend 'emulated' compiles the CUDA kernels for the CPU: {error}"
+            ) from None
+    if importlib.util.find_spec("cupy") is None:
         raise BackendUnavailableError(
-            "backend 'emulated' (the CUDA kernels run on the CPU for testing) is not "
-            "part of this release yet; use backend 'numpy'"
+            f"backend 'cuda' needs CuPy and an NVIDIA GPU; {CUDA_INSTALL_HINT}"
         )
-    raise ValueError(f"backend must be one of {BACKEND_NAMES}, got {name!r}")
+    from metrics_gpu.backends.cuda import CudaDevice, cuda_unavailable_reason
+
+    reason = cuda_unavailable_reason()
+    if reason is not None:
+        raise BackendUnavailableError(f"backend 'cuda' cannot run here: {reason}")
+    return KernelBackend(CudaDevice())

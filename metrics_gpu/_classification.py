@@ -18,7 +18,7 @@ import warnings
 import numpy as np
 
 from metrics_gpu import _formulas as F
-from metrics_gpu._state import ClassStatistics, use_dense_matrix
+from metrics_gpu._state import ClassStatistics, statistics_from_matrix, use_dense_matrix
 from metrics_gpu._validation import (
     AVERAGE_OPTIONS,
     KAPPA_WEIGHTS,
@@ -92,9 +92,26 @@ def _accumulate(inputs: LabelInputs, *, class_lut=None, moments=False,
             inputs.y_true, inputs.y_pred, **common
         )
         stats = backend.statistics_from_matrix(cm, observed, invalid=invalid, moments=moments)
-        return stats, cm
+        return _on_host(stats, backend), backend.to_host(cm)
     stats = backend.class_statistics(inputs.y_true, inputs.y_pred, moments=moments, **common)
-    return stats, None
+    return _on_host(stats, backend), None
+
+
+def _on_host(stats: ClassStatistics, backend) -> ClassStatistics:
+    """The state as NumPy arrays: the formulas below run on the host.
+
+    On the cuda backend this is the one device-to-host copy of a call (O(K)
+    numbers, one sync).
+    """
+    if backend.xp is np:
+        return stats
+    fields = {name: getattr(stats, name) for name in (
+        "true_positives", "support", "predicted", "total", "observed", "invalid",
+        "linear_disagreement", "quadratic_disagreement")}
+    host = {name: (None if value is None else backend.to_host(value))
+            for name, value in fields.items()}
+    host["invalid"] = int(host["invalid"])
+    return ClassStatistics(**host)
 
 
 def _selected_classes(inputs: LabelInputs, stats: ClassStatistics, labels) -> np.ndarray:
@@ -427,8 +444,8 @@ def _kappa_statistics(inputs: LabelInputs, labels, *, moments: bool) -> ClassSta
         stats, cm = _accumulate(inputs)
         classes = (np.arange(inputs.num_classes) if inputs.num_classes_given
                    else np.flatnonzero(stats.observed))
-        return backend.statistics_from_matrix(
-            cm[np.ix_(classes, classes)], stats.observed[classes],
+        return statistics_from_matrix(
+            cm[np.ix_(classes, classes)], stats.observed[classes], np,
             invalid=stats.invalid, moments=moments,
         )
     stats, _ = _accumulate(inputs, moments=moments)

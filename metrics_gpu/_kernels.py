@@ -49,4 +49,65 @@ def kernel_source(name: str) -> str:
     return path.read_text()
 
 
-KERNEL_MODULES: tuple[KernelModule, ...] = ()
+# C++ names of the element types the kernels read. bool labels are read as
+# unsigned char; half-precision scores as their 16-bit patterns.
+LABEL_TYPES = {
+    "int8": "signed char", "int16": "short", "int32": "int", "int64": "long long",
+    "uint8": "unsigned char", "uint16": "unsigned short", "uint32": "unsigned int",
+    "uint64": "unsigned long long",
+}
+SCORE_TYPES = {
+    "float32": "float", "float64": "double",
+    "float16": "mg::float16_bits", "bfloat16": "mg::bfloat16_bits",
+}
+# (weight C type, fixed point): unweighted, integer weights (exact int64),
+# float weights (float64 atomics), and float64 weights with
+# deterministic=True (float32 weights are widened for it: a rare option).
+WEIGHT_VARIANTS = (
+    ("mg::unit_weight", False), ("long long", False),
+    ("float", False), ("double", False), ("double", True),
+)
+# y_true types read directly next to (N, K) scores: the targets of training
+# loops. Others are cast to int64 first (N values, small next to N * K
+# scores); every instantiation costs CI compile time on every architecture.
+SCORE_TARGET_TYPES = ("int", "long long")
+ACCUMULATE_KERNELS = ("confusion_shared", "confusion_global", "class_statistics")
+
+
+def _bool(value: bool) -> str:
+    return "true" if value else "false"
+
+
+def accumulate_expression(kernel: str, true_type: str, pred_type: str,
+                          weight_type: str = "mg::unit_weight", fixed: bool = False) -> str:
+    """The instantiation name of one accumulation kernel for C++ element types."""
+    if kernel == "confusion_binary":
+        return f"confusion_binary<{true_type}, {pred_type}>"
+    return f"{kernel}<{true_type}, {pred_type}, {weight_type}, {_bool(fixed)}>"
+
+
+def _label_pairs():
+    # Labels of one dtype each (mixed dtypes are cast to int64 first), and
+    # every label type with every score type (the fused argmax).
+    for true_type in LABEL_TYPES.values():
+        yield true_type, true_type
+    for true_type in SCORE_TARGET_TYPES:
+        for score_type in SCORE_TYPES.values():
+            yield true_type, score_type
+
+
+def _confusion_expressions() -> tuple[str, ...]:
+    names = []
+    for true_type, pred_type in _label_pairs():
+        names.append(accumulate_expression("confusion_binary", true_type, pred_type))
+        for kernel in ACCUMULATE_KERNELS:
+            for weight_type, fixed in WEIGHT_VARIANTS:
+                names.append(accumulate_expression(kernel, true_type, pred_type, weight_type, fixed))
+    names.append("max_abs_weight<double>")
+    names.append("fixed_point_to_float64")
+    return tuple(names)
+
+
+KERNEL_MODULES: tuple[KernelModule, ...] = (
+    KernelModule("confusion.cu", _confusion_expressions()),
+)

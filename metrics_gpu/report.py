@@ -16,7 +16,7 @@ import numpy as np
 
 from metrics_gpu import _formulas as F
 from metrics_gpu._classification import _accumulate, _class_lut
-from metrics_gpu._state import use_dense_matrix
+from metrics_gpu._state import statistics_from_matrix, use_dense_matrix
 from metrics_gpu._validation import check_label_inputs
 
 # The text report lists per-class rows and the matrix only up to this many
@@ -133,8 +133,8 @@ def label_report(y_true, y_pred, *, num_classes=None, sample_weight=None,
                else np.flatnonzero(stats.observed))
     if cm is not None:
         cm = cm[np.ix_(classes, classes)]
-        stats = backend.statistics_from_matrix(cm, stats.observed[classes],
-                                               invalid=stats.invalid, moments=True)
+        stats = statistics_from_matrix(cm, stats.observed[classes], np,
+                                       invalid=stats.invalid, moments=True)
     elif classes.size != inputs.num_classes:
         stats, _ = _accumulate(inputs, class_lut=_class_lut(classes, inputs.num_classes),
                                moments=True)

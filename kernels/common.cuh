@@ -1,0 +1,233 @@
+// Shared by every kernel family: types, loads, atomics, warp helpers.
+//
+// The sources compile three ways: NVRTC through cupy.RawModule (the cuda
+// backend), NVRTC for each architecture in CI, and the system C++ compiler
+// with emulation/cuda_emulation.h (the emulated backend). So they include no
+// CUDA toolkit header: the few types they need are defined here.
+#pragma once
+
+#ifdef METRICS_GPU_EMULATED
+#define MG_DYNAMIC_SHARED(type, name) type* name = reinterpret_cast<type*>(emu_dynamic_shared())
+#else
+#define MG_DYNAMIC_SHARED(type, name)                 \
+  extern __shared__ __align__(16) unsigned char name##_bytes[]; \
+  type* name = reinterpret_cast<type*>(name##_bytes)
+#endif
+
+namespace mg {
+
+constexpr unsigned int kFullWarp = 0xffffffffu;
+constexpr int kWarpSize = 32;
+
+typedef long long int64;
+typedef unsigned long long uint64;
+
+// ---------------------------------------------------------------------------
+// Score storage types. Half-precision scores arrive as their 16-bit patterns
+// and are widened exactly to float, so no cuda_fp16.h / cuda_bf16.h is needed.
+// ---------------------------------------------------------------------------
+struct bfloat16_bits {
+  unsigned short bits;
+};
+struct float16_bits {
+  unsigned short bits;
+};
+
+__device__ __forceinline__ float widen(float x) { return x; }
+__device__ __forceinline__ double widen(double x) { return x; }
+__device__ __forceinline__ float widen(bfloat16_bits x) {
+  return __uint_as_float(((unsigned int)x.bits) << 16);
+}
+// IEEE binary16 -> binary32, exact for every pattern (subnormals, inf, NaN).
+__device__ __forceinline__ float widen(float16_bits x) {
+  unsigned int sign = ((unsigned int)x.bits & 0x8000u) << 16;
+  unsigned int exponent = ((unsigned int)x.bits >> 10) & 0x1fu;
+  unsigned int mantissa = (unsigned int)x.bits & 0x3ffu;
+  if (exponent == 0x1fu) return __uint_as_float(sign | 0x7f800000u | (mantissa << 13));
+  if (exponent == 0) {
+    // Subnormal or zero: mantissa * 2^-24, exact in float.
+    float magnitude = (float)mantissa * 5.9604644775390625e-8f;
+    return sign ? -magnitude : magnitude;
+  }
+  return __uint_as_float(sign | ((exponent + 112u) << 23) | (mantissa << 13));
+}
+
+template <typename S>
+struct Widened {
+  typedef float type;
+};
+template <>
+struct Widened<double> {
+  typedef double type;
+};
+
+// ---------------------------------------------------------------------------
+// Weights. `unit_weight` marks an unweighted instantiation (the pointer is
+// null and never read).
+// ---------------------------------------------------------------------------
+struct unit_weight {};
+
+// What a weighted count accumulates in: exact 64-bit integers for counts and
+// integer weights, float64 for float weights, 64-bit fixed point for float
+// weights with deterministic=True (integer atomics are associative, so the
+// result does not depend on the order of the atomic adds).
+template <typename W, bool FIXED>
+struct Accumulator {
+  typedef double type;
+};
+template <bool FIXED>
+struct Accumulator<unit_weight, FIXED> {
+  typedef uint64 type;
+};
+template <bool FIXED>
+struct Accumulator<long long, FIXED> {
+  typedef uint64 type;
+};
+template <>
+struct Accumulator<float, true> {
+  typedef uint64 type;
+};
+template <>
+struct Accumulator<double, true> {
+  typedef uint64 type;
+};
+
+// The per-block shared-memory counter: 32 bits for counts (4 bytes per cell
+// doubles the K that fits; the host bounds a block's samples below 2^32),
+// else the global accumulator's type.
+template <typename W, bool FIXED>
+struct SharedAccumulator {
+  typedef typename Accumulator<W, FIXED>::type type;
+};
+template <bool FIXED>
+struct SharedAccumulator<unit_weight, FIXED> {
+  typedef unsigned int type;
+};
+
+template <typename W>
+__device__ __forceinline__ double weight_value(const W* weight, int64 i) {
+  return (double)weight[i];
+}
+__device__ __forceinline__ double weight_value(const unit_weight*, int64) { return 1.0; }
+
+// Fixed point for deterministic float weights: w -> rint(w * scale) with
+// scale = 2^(62 - e), e the exponent bounding max|w| * N. Every quantised
+// weight is <= 2^62 / N, so a sum of N of them fits in 63 bits; the scale is
+// a power of two, so the scaling itself is exact.
+__device__ __forceinline__ double fixed_point_scale(const uint64* max_weight_bits,
+                                                    int64 total_samples) {
+  double bound = __longlong_as_double((long long)*max_weight_bits) * (double)total_samples;
+  if (!(bound > 0.0)) return 1.0;
+  int e = ilogb(bound) + 1;  // bound < 2^e
+  return ldexp(1.0, 62 - e);
+}
+
+template <typename W, bool FIXED>
+struct WeightCast {
+  // unit / integer weights: the exact integer.
+  __device__ __forceinline__ static uint64 apply(const W* weight, int64 i, double) {
+    return (uint64)(long long)weight_value(weight, i);
+  }
+};
+template <bool FIXED>
+struct WeightCast<unit_weight, FIXED> {
+  __device__ __forceinline__ static uint64 apply(const unit_weight*, int64, double) { return 1; }
+};
+template <bool FIXED>
+struct WeightCast<long long, FIXED> {
+  __device__ __forceinline__ static uint64 apply(const long long* weight, int64 i, double) {
+    return (uint64)weight[i];
+  }
+};
+template <>
+struct WeightCast<float, false> {
+  __device__ __forceinline__ static double apply(const float* weight, int64 i, double) {
+    return (double)weight[i];
+  }
+};
+template <>
+struct WeightCast<double, false> {
+  __device__ __forceinline__ static double apply(const double* weight, int64 i, double) {
+    return weight[i];
+  }
+};
+template <>
+struct WeightCast<float, true> {
+  __device__ __forceinline__ static uint64 apply(const float* weight, int64 i, double scale) {
+    return (uint64)llrint((double)weight[i] * scale);
+  }
+};
+template <>
+struct WeightCast<double, true> {
+  __device__ __forceinline__ static uint64 apply(const double* weight, int64 i, double scale) {
+    return (uint64)llrint(weight[i] * scale);
+  }
+};
+
+template <typename W>
+__device__ __forceinline__ bool weight_is_zero(const W* weight, int64 i) {
+  return weight[i] == 0;
+}
+__device__ __forceinline__ bool weight_is_zero(const unit_weight*, int64) { return false; }
+
+// ---------------------------------------------------------------------------
+// 128-bit accumulation of products (exact kappa moments for any N and K).
+// ---------------------------------------------------------------------------
+struct U128 {
+  uint64 low;
+  uint64 high;
+};
+
+__device__ __forceinline__ void add_product(U128& sum, uint64 a, uint64 b) {
+  uint64 low = a * b;
+  uint64 high = __umul64hi(a, b);
+  sum.low += low;
+  sum.high += high + (sum.low < low ? 1ull : 0ull);
+}
+
+// sum += a * b * c for a * b * c < 2^128 (the kappa moment w * gap^2).
+__device__ __forceinline__ void add_product_3(U128& sum, uint64 a, uint64 b, uint64 c) {
+  uint64 ab_low = a * b;
+  uint64 ab_high = __umul64hi(a, b);
+  uint64 low = ab_low * c;
+  uint64 high = __umul64hi(ab_low, c) + ab_high * c;
+  sum.low += low;
+  sum.high += high + (sum.low < low ? 1ull : 0ull);
+}
+
+// Atomically add a 128-bit value into (low, high) words: each wrap of the
+// low word is detected by the adder that caused it and carried once.
+__device__ __forceinline__ void atomic_add_u128(uint64* words, U128 value) {
+  uint64 old = atomicAdd(&words[0], value.low);
+  uint64 carry = (old + value.low < old) ? 1ull : 0ull;
+  if (value.high + carry != 0) atomicAdd(&words[1], value.high + carry);
+}
+
+// ---------------------------------------------------------------------------
+// Launch geometry helpers. Loops that contain warp intrinsics step all lanes
+// of a warp together: every lane of a warp runs the same number of trips and
+// lanes past the end carry active = false (no early exit).
+// ---------------------------------------------------------------------------
+__device__ __forceinline__ int64 global_warp_base() {
+  return (int64)blockIdx.x * blockDim.x + (threadIdx.x / kWarpSize) * kWarpSize;
+}
+__device__ __forceinline__ int64 grid_threads() { return (int64)gridDim.x * blockDim.x; }
+__device__ __forceinline__ unsigned int lane_index() { return threadIdx.x % kWarpSize; }
+
+// -inf without math.h (NVRTC has none).
+__device__ __forceinline__ float negative_infinity(float) { return __uint_as_float(0xff800000u); }
+__device__ __forceinline__ double negative_infinity(double) {
+  return __longlong_as_double((long long)0xfff0000000000000ull);
+}
+
+// Row argmax: does (a, ia) beat (b, ib)? NaN beats numbers, then the larger
+// value, ties to the lower index: exactly numpy.argmax's choice.
+template <typename F>
+__device__ __forceinline__ bool argmax_beats(F a, int64 ia, F b, int64 ib) {
+  bool a_nan = a != a;
+  bool b_nan = b != b;
+  if (a_nan || b_nan) return a_nan && (!b_nan || ia < ib);
+  return a > b || (a == b && ia < ib);
+}
+
+}  // namespace mg

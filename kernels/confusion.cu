@@ -1,0 +1,484 @@
+// Confusion accumulation: one pass over (y_true, y_pred) builds the dense
+// confusion matrix or, for huge K, the per-class statistics.
+//
+// Every kernel here:
+// * reads each label type directly (TrueT/PredT: any 1/2/4/8-byte integer;
+//   bool arrives as unsigned char), or, when PredT is a score type, reduces
+//   each row of (N, K) scores to its argmax in the same pass ("fused
+//   argmax": no (N,) temporary, one read of the scores);
+// * drops samples whose target equals ignore_index, maps codes through an
+//   optional class lookup table (-1 drops the sample, scikit-learn's
+//   labels=), and counts samples with a label outside [0, K) in `invalid`
+//   instead of writing anywhere with them;
+// * accumulates weights as Accumulator<W, FIXED> (see common.cuh) and marks
+//   classes that occur only with zero weight in `zero_weight_seen`;
+// * runs a grid-stride loop in which the lanes of a warp always step
+//   together (warp intrinsics stay converged), with the grid sized by the
+//   host from the SM count.
+#include "common.cuh"
+
+namespace mg {
+
+// Launch-wide inputs that every sample needs, read once per thread.
+struct SampleRules {
+  int64 num_classes;       // K: labels must lie in [0, K)
+  const int64* class_lut;  // K entries, position or -1; null = identity
+  int64 ignore_index;
+  int has_ignore_index;
+};
+
+// Classify one sample. Returns true when it is counted, with t/p the matrix
+// positions; bumps `invalid` for an out-of-range label.
+__device__ __forceinline__ bool count_sample(bool active, int64& t, int64& p,
+                                             const SampleRules& rules, uint64& invalid) {
+  if (!active) return false;
+  if (rules.has_ignore_index && t == rules.ignore_index) return false;
+  bool in_range = t >= 0 && t < rules.num_classes && p >= 0 && p < rules.num_classes;
+  if (!in_range) {
+    invalid++;
+    return false;
+  }
+  if (rules.class_lut != nullptr) {
+    t = rules.class_lut[t];
+    p = rules.class_lut[p];
+    return t >= 0 && p >= 0;
+  }
+  return true;
+}
+
+// Row argmax of scores for a group of `group` lanes (a power of two <= 32)
+// per row: each lane scans columns lane, lane + group, ...; the group then
+// combines with shuffles. Called by all 32 lanes (converged); a lane whose
+// row is inactive scans nothing and keeps the sentinel.
+template <typename S>
+__device__ __forceinline__ int64 row_argmax(const S* scores, int64 row, bool active,
+                                            int64 num_columns, int64 row_stride,
+                                            int64 column_stride, int group) {
+  typedef typename Widened<S>::type F;
+  unsigned int lane = lane_index();
+  int64 first = (int64)(lane % (unsigned int)group);
+  F best = negative_infinity(F());
+  int64 best_index = num_columns;  // sentinel: loses every tie to a real column
+  if (active) {
+    const S* base = scores + row * row_stride;
+    for (int64 c = first; c < num_columns; c += group) {
+      F value = widen(base[c * column_stride]);
+      if (argmax_beats(value, c, best, best_index)) {
+        best = value;
+        best_index = c;
+      }
+    }
+  }
+  for (int offset = group / 2; offset > 0; offset /= 2) {
+    F other = __shfl_xor_sync(kFullWarp, best, offset, group);
+    int64 other_index = __shfl_xor_sync(kFullWarp, best_index, offset, group);
+    if (argmax_beats(other, other_index, best, best_index)) {
+      best = other;
+      best_index = other_index;
+    }
+  }
+  return best_index;
+}
+
+// ---------------------------------------------------------------------------
+// The one sample loop shared by every accumulation kernel. It calls
+// sink.add(counted, t, p, i) converged (all lanes of a warp together) once per
+// sample slot, then sink.finish().
+//
+// Labels: each thread takes VEC consecutive samples per step through aligned
+// vector loads when `vector_loads` (the host checks alignment), then single
+// samples for the tail. Scores: `group` lanes per row, one row per group.
+// ---------------------------------------------------------------------------
+template <typename T, int VEC>
+struct __align__(sizeof(T) * VEC) LabelVector {
+  T value[VEC];
+};
+
+template <typename TrueT, typename PredT>
+struct VectorWidth {
+  // 16-byte loads of the wider of the two label types.
+  static constexpr int value = 16 / (sizeof(TrueT) > sizeof(PredT) ? sizeof(TrueT) : sizeof(PredT));
+};
+
+template <typename TrueT, typename PredT, typename Sink>
+__device__ __forceinline__ void label_loop(const TrueT* y_true, const PredT* y_pred, int64 n,
+                                           int vector_loads, const SampleRules& rules,
+                                           Sink& sink, uint64& invalid) {
+  constexpr int VEC = VectorWidth<TrueT, PredT>::value;
+  const int64 stride = grid_threads();
+  const unsigned int lane = lane_index();
+  int64 done = 0;
+  if (vector_loads) {
+    const int64 vectors = n / VEC;
+    const LabelVector<TrueT, VEC>* true_vectors =
+        reinterpret_cast<const LabelVector<TrueT, VEC>*>(y_true);
+    const LabelVector<PredT, VEC>* pred_vectors =
+        reinterpret_cast<const LabelVector<PredT, VEC>*>(y_pred);
+    for (int64 base = global_warp_base(); base < vectors; base += stride) {
+      int64 v = base + lane;
+      bool active = v < vectors;
+      LabelVector<TrueT, VEC> t_vector;
+      LabelVector<PredT, VEC> p_vector;
+      if (active) {
+        t_vector = true_vectors[v];
+        p_vector = pred_vectors[v];
+      }
+#pragma unroll
+      for (int k = 0; k < VEC; ++k) {
+        int64 t = active ? (int64)t_vector.value[k] : 0;
+        int64 p = active ? (int64)p_vector.value[k] : 0;
+        bool counted = count_sample(active, t, p, rules, invalid);
+        sink.add(counted, t, p, v * VEC + k);
+      }
+    }
+    done = vectors * VEC;
+  }
+  for (int64 base = done + global_warp_base(); base < n; base += stride) {
+    int64 i = base + lane;
+    bool active = i < n;
+    int64 t = active ? (int64)y_true[i] : 0;
+    int64 p = active ? (int64)y_pred[i] : 0;
+    bool counted = count_sample(active, t, p, rules, invalid);
+    sink.add(counted, t, p, i);
+  }
+}
+
+template <typename TrueT, typename S, typename Sink>
+__device__ __forceinline__ void score_loop(const TrueT* y_true, const S* scores, int64 n,
+                                           int64 row_stride, int64 column_stride, int group,
+                                           const SampleRules& rules, Sink& sink,
+                                           uint64& invalid) {
+  const int64 rows_per_step = grid_threads() / group;
+  const unsigned int lane = lane_index();
+  const int64 warp_rows = kWarpSize / group;
+  const int64 first_row = global_warp_base() / group;
+  for (int64 base = first_row; base < n; base += rows_per_step) {
+    int64 row = base + lane / group;
+    bool active = row < n;
+    int64 p = row_argmax(scores, row, active, rules.num_classes, row_stride, column_stride,
+                         group);
+    bool leader = (lane % (unsigned int)group) == 0;
+    int64 t = (active && leader) ? (int64)y_true[row] : 0;
+    bool counted = count_sample(active && leader, t, p, rules, invalid);
+    sink.add(counted, t, p, row);
+  }
+  (void)warp_rows;
+}
+
+// ---------------------------------------------------------------------------
+// Sinks: where a counted sample goes.
+// ---------------------------------------------------------------------------
+
+// Dense matrix, privatised per block in shared memory (SharedAccumulator:
+// 32-bit counters for counts, whose per-block total the host keeps below
+// 2^32; 64-bit for integer/fixed-point weights; double for float weights),
+// flushed into the 64-bit (or double) global matrix at the end. With
+// `aggregate`, lanes of a warp that hit the same cell are merged with
+// __match_any_sync and one atomic adds their number (contention is high
+// when there are few cells; unweighted only).
+template <typename W, bool FIXED, typename SharedT>
+struct SharedMatrixSink {
+  typedef typename Accumulator<W, FIXED>::type Acc;
+  SharedT* cells;
+  int64 size;  // M: positions per axis
+  const W* weight;
+  double scale;
+  unsigned char* zero_weight_seen;
+  int aggregate;
+
+  __device__ __forceinline__ void add(bool counted, int64 t, int64 p, int64 i) {
+    if (aggregate) {
+      long long cell = counted ? t * size + p : -1;
+      unsigned int peers = __match_any_sync(kFullWarp, cell);
+      unsigned int leader = (unsigned int)(__ffs((int)peers) - 1);
+      if (counted && lane_index() == leader) {
+        atomicAdd(&cells[cell], (SharedT)__popc(peers));
+      }
+      return;
+    }
+    if (!counted) return;
+    atomicAdd(&cells[t * size + p], (SharedT)WeightCast<W, FIXED>::apply(weight, i, scale));
+    if (weight_is_zero(weight, i)) {
+      zero_weight_seen[t] = 1;
+      zero_weight_seen[p] = 1;
+    }
+  }
+};
+
+template <typename W, bool FIXED>
+struct GlobalMatrixSink {
+  typedef typename Accumulator<W, FIXED>::type Acc;
+  Acc* matrix;
+  int64 size;
+  const W* weight;
+  double scale;
+  unsigned char* zero_weight_seen;
+
+  __device__ __forceinline__ void add(bool counted, int64 t, int64 p, int64 i) {
+    if (!counted) return;
+    atomicAdd(&matrix[t * size + p], WeightCast<W, FIXED>::apply(weight, i, scale));
+    if (weight_is_zero(weight, i)) {
+      zero_weight_seen[t] = 1;
+      zero_weight_seen[p] = 1;
+    }
+  }
+};
+
+// K = 2, unweighted: no atomics per sample. Each step, four ballots give the
+// warp's counts of (counted, t = 1, p = 1, t = p = 1); lane 0 keeps running
+// totals in registers and adds them to the matrix once at the end.
+struct BinaryBallotSink {
+  uint64 counted_total = 0, true_ones = 0, pred_ones = 0, both_ones = 0;
+
+  __device__ __forceinline__ void add(bool counted, int64 t, int64 p, int64) {
+    counted_total += __popc(__ballot_sync(kFullWarp, counted));
+    true_ones += __popc(__ballot_sync(kFullWarp, counted && t == 1));
+    pred_ones += __popc(__ballot_sync(kFullWarp, counted && p == 1));
+    both_ones += __popc(__ballot_sync(kFullWarp, counted && t == 1 && p == 1));
+  }
+};
+
+// Huge K: true positives, support and predicted counts with global atomics
+// (O(K) memory), and the weighted-kappa moments sum w|t-p| and sum w(t-p)^2
+// in registers, flushed once per thread.
+template <typename W, bool FIXED>
+struct StatisticsSink {
+  typedef typename Accumulator<W, FIXED>::type Acc;
+  Acc* true_positives;
+  Acc* support;
+  Acc* predicted;
+  const W* weight;
+  double scale;
+  unsigned char* zero_weight_seen;
+  int moments;
+  U128 linear_exact{0, 0}, quadratic_exact{0, 0};  // integer / fixed-point weights
+  double linear_float = 0.0, quadratic_float = 0.0; // float weights
+
+  __device__ __forceinline__ void add(bool counted, int64 t, int64 p, int64 i) {
+    if (!counted) return;
+    Acc w = WeightCast<W, FIXED>::apply(weight, i, scale);
+    if (t == p) atomicAdd(&true_positives[t], w);
+    atomicAdd(&support[t], w);
+    atomicAdd(&predicted[p], w);
+    if (weight_is_zero(weight, i)) {
+      zero_weight_seen[t] = 1;
+      zero_weight_seen[p] = 1;
+    }
+    if (moments && t != p) {
+      uint64 gap = (uint64)(t > p ? t - p : p - t);
+      add_moment(w, gap);
+    }
+  }
+  __device__ __forceinline__ void add_moment(uint64 w, uint64 gap) {
+    add_product(linear_exact, w, gap);
+    add_product_3(quadratic_exact, w, gap, gap);
+  }
+  __device__ __forceinline__ void add_moment(double w, uint64 gap) {
+    double g = (double)gap;
+    linear_float += w * g;
+    quadratic_float += w * g * g;
+  }
+  // One of the two kinds is in use; the other stays zero and adds nothing.
+  __device__ __forceinline__ void flush_moments(uint64* exact, double* floats) {
+    if (linear_exact.low | linear_exact.high) atomic_add_u128(&exact[0], linear_exact);
+    if (quadratic_exact.low | quadratic_exact.high) atomic_add_u128(&exact[2], quadratic_exact);
+    if (linear_float != 0.0) atomicAdd(&floats[0], linear_float);
+    if (quadratic_float != 0.0) atomicAdd(&floats[1], quadratic_float);
+  }
+};
+
+__device__ __forceinline__ void flush_invalid(uint64* invalid_total, uint64 invalid) {
+  if (invalid != 0) atomicAdd(invalid_total, invalid);
+}
+
+template <typename W, bool FIXED>
+__device__ __forceinline__ double launch_scale(const uint64* max_weight_bits, int64 total_samples) {
+  return FIXED ? fixed_point_scale(max_weight_bits, total_samples) : 1.0;
+}
+
+template <typename PredT>
+struct IsScore {
+  static constexpr bool value = false;
+};
+template <>
+struct IsScore<float> {
+  static constexpr bool value = true;
+};
+template <>
+struct IsScore<double> {
+  static constexpr bool value = true;
+};
+template <>
+struct IsScore<bfloat16_bits> {
+  static constexpr bool value = true;
+};
+template <>
+struct IsScore<float16_bits> {
+  static constexpr bool value = true;
+};
+
+template <typename TrueT, typename PredT, typename Sink>
+__device__ __forceinline__ void sample_loop(const TrueT* y_true, const PredT* y_pred, int64 n,
+                                            int vector_loads, int64 row_stride,
+                                            int64 column_stride, int group,
+                                            const SampleRules& rules, Sink& sink,
+                                            uint64& invalid) {
+  if constexpr (IsScore<PredT>::value) {
+    score_loop(y_true, y_pred, n, row_stride, column_stride, group, rules, sink, invalid);
+  } else {
+    label_loop(y_true, y_pred, n, vector_loads, rules, sink, invalid);
+  }
+}
+
+}  // namespace mg
+
+// Arguments shared by the accumulation kernels, in this order:
+//   y_true, y_pred (labels, or scores for the fused argmax), weight (null when
+//   unweighted), n (samples in this launch), num_classes K, class_lut (null or
+//   K int64 positions), size M (matrix positions), ignore_index,
+//   has_ignore_index, vector_loads (labels: both pointers 16-byte aligned),
+//   row_stride, column_stride, group (scores: strides in elements, lanes per
+//   row), max_weight_bits + total_samples (fixed point), then the outputs.
+#define MG_ACCUMULATE_PARAMETERS                                                        \
+  const TrueT *__restrict__ y_true, const PredT *__restrict__ y_pred,                  \
+      const W *__restrict__ weight, long long n, long long num_classes,                \
+      const long long *__restrict__ class_lut, long long size, long long ignore_index, \
+      int has_ignore_index, int vector_loads, long long row_stride,                    \
+      long long column_stride, int group, const unsigned long long *max_weight_bits,   \
+      long long total_samples
+
+#define MG_SAMPLE_RULES \
+  mg::SampleRules rules{num_classes, class_lut, ignore_index, has_ignore_index}
+
+// Dense matrix in shared memory.
+// Launch: 1-D blocks (a multiple of 32 threads), dynamic shared memory of
+// size * size * sizeof(SharedAccumulator<W, FIXED>::type) bytes; the host picks this kernel while that
+// fits the per-block budget and keeps n / gridDim.x < 2^32 (32-bit counters).
+template <typename TrueT, typename PredT, typename W, bool FIXED>
+__global__ void confusion_shared(MG_ACCUMULATE_PARAMETERS,
+                                 typename mg::Accumulator<W, FIXED>::type* __restrict__ matrix,
+                                 unsigned char* __restrict__ zero_weight_seen,
+                                 unsigned long long* __restrict__ invalid_total, int aggregate) {
+  typedef typename mg::Accumulator<W, FIXED>::type Acc;
+  typedef typename mg::SharedAccumulator<W, FIXED>::type SharedT;
+  MG_SAMPLE_RULES;
+  MG_DYNAMIC_SHARED(SharedT, cells);
+  const long long cell_count = size * size;
+  for (long long c = threadIdx.x; c < cell_count; c += blockDim.x) cells[c] = 0;
+  __syncthreads();
+  mg::SharedMatrixSink<W, FIXED, SharedT> sink{
+      cells, size, weight, mg::launch_scale<W, FIXED>(max_weight_bits, total_samples),
+      zero_weight_seen, aggregate};
+  unsigned long long invalid = 0;
+  mg::sample_loop(y_true, y_pred, n, vector_loads, row_stride, column_stride, group, rules,
+                  sink, invalid);
+  mg::flush_invalid(invalid_total, invalid);
+  __syncthreads();
+  for (long long c = threadIdx.x; c < cell_count; c += blockDim.x) {
+    if (cells[c] != 0) atomicAdd(&matrix[c], (Acc)cells[c]);
+  }
+}
+
+// Dense matrix with global atomics (size * size beyond the shared budget;
+// contention is low there: many cells).
+template <typename TrueT, typename PredT, typename W, bool FIXED>
+__global__ void confusion_global(MG_ACCUMULATE_PARAMETERS,
+                                 typename mg::Accumulator<W, FIXED>::type* __restrict__ matrix,
+                                 unsigned char* __restrict__ zero_weight_seen,
+                                 unsigned long long* __restrict__ invalid_total) {
+  MG_SAMPLE_RULES;
+  mg::GlobalMatrixSink<W, FIXED> sink{
+      matrix, size, weight, mg::launch_scale<W, FIXED>(max_weight_bits, total_samples),
+      zero_weight_seen};
+  unsigned long long invalid = 0;
+  mg::sample_loop(y_true, y_pred, n, vector_loads, row_stride, column_stride, group, rules,
+                  sink, invalid);
+  mg::flush_invalid(invalid_total, invalid);
+}
+
+// K = 2 (size 2), unweighted: ballot/popc counting, four global atomics per
+// warp per launch.
+template <typename TrueT, typename PredT>
+__global__ void confusion_binary(const TrueT* __restrict__ y_true,
+                                 const PredT* __restrict__ y_pred, long long n,
+                                 long long num_classes, const long long* __restrict__ class_lut,
+                                 long long ignore_index, int has_ignore_index, int vector_loads,
+                                 long long row_stride, long long column_stride, int group,
+                                 unsigned long long* __restrict__ matrix,
+                                 unsigned long long* __restrict__ invalid_total) {
+  MG_SAMPLE_RULES;
+  mg::BinaryBallotSink sink;
+  unsigned long long invalid = 0;
+  mg::sample_loop(y_true, y_pred, n, vector_loads, row_stride, column_stride, group, rules,
+                  sink, invalid);
+  mg::flush_invalid(invalid_total, invalid);
+  if (mg::lane_index() == 0) {
+    unsigned long long c11 = sink.both_ones;
+    unsigned long long c10 = sink.true_ones - sink.both_ones;
+    unsigned long long c01 = sink.pred_ones - sink.both_ones;
+    unsigned long long c00 = sink.counted_total - sink.true_ones - sink.pred_ones + sink.both_ones;
+    if (c00) atomicAdd(&matrix[0], c00);
+    if (c01) atomicAdd(&matrix[1], c01);
+    if (c10) atomicAdd(&matrix[2], c10);
+    if (c11) atomicAdd(&matrix[3], c11);
+  }
+}
+
+// Per-class statistics for huge K (O(K) memory). `moments` selects the
+// weighted-kappa moments: exact 128-bit integers (words: linear low/high,
+// quadratic low/high) for counts, integer weights and fixed point, float64
+// (linear, quadratic) for float weights.
+template <typename TrueT, typename PredT, typename W, bool FIXED>
+__global__ void class_statistics(MG_ACCUMULATE_PARAMETERS,
+                                 typename mg::Accumulator<W, FIXED>::type* __restrict__ true_positives,
+                                 typename mg::Accumulator<W, FIXED>::type* __restrict__ support,
+                                 typename mg::Accumulator<W, FIXED>::type* __restrict__ predicted,
+                                 unsigned char* __restrict__ zero_weight_seen,
+                                 unsigned long long* __restrict__ invalid_total, int moments,
+                                 unsigned long long* __restrict__ exact_moments,
+                                 double* __restrict__ float_moments) {
+  MG_SAMPLE_RULES;
+  mg::StatisticsSink<W, FIXED> sink{
+      true_positives, support, predicted, weight,
+      mg::launch_scale<W, FIXED>(max_weight_bits, total_samples), zero_weight_seen, moments};
+  unsigned long long invalid = 0;
+  mg::sample_loop(y_true, y_pred, n, vector_loads, row_stride, column_stride, group, rules,
+                  sink, invalid);
+  mg::flush_invalid(invalid_total, invalid);
+  if (moments) sink.flush_moments(exact_moments, float_moments);
+}
+
+// max |w| as float64 bits (non-negative doubles order like their bit
+// patterns), for the fixed-point scale of deterministic=True.
+// Launch: any 1-D grid; *max_weight_bits must start at 0.
+template <typename W>
+__global__ void max_abs_weight(const W* __restrict__ weight, long long n,
+                               unsigned long long* __restrict__ max_weight_bits) {
+  double largest = 0.0;
+  for (long long i = (long long)blockIdx.x * blockDim.x + threadIdx.x; i < n;
+       i += (long long)gridDim.x * blockDim.x) {
+    double w = (double)weight[i];
+    w = w < 0 ? -w : w;
+    largest = w > largest ? w : largest;
+  }
+  for (int offset = 16; offset > 0; offset /= 2) {
+    double other = __shfl_xor_sync(mg::kFullWarp, largest, offset);
+    largest = other > largest ? other : largest;
+  }
+  if (mg::lane_index() == 0 && largest > 0.0) {
+    atomicMax(max_weight_bits, (unsigned long long)__double_as_longlong(largest));
+  }
+}
+
+// Fixed-point sums back to float64: value / scale (exact power-of-two
+// division, then one rounding of the 64-bit integer).
+__global__ void fixed_point_to_float64(const unsigned long long* __restrict__ fixed,
+                                       long long count,
+                                       const unsigned long long* __restrict__ max_weight_bits,
+                                       long long total_samples, double* __restrict__ out) {
+  double scale = mg::fixed_point_scale(max_weight_bits, total_samples);
+  for (long long i = (long long)blockIdx.x * blockDim.x + threadIdx.x; i < count;
+       i += (long long)gridDim.x * blockDim.x) {
+    out[i] = (double)(long long)fixed[i] / scale;
+  }
+}

@@ -1,0 +1,603 @@
+// CUDA semantics on the CPU, for the `emulated` backend (tests without a GPU).
+//
+// A `.cu` source is compiled by the system C++ compiler with this header
+// force-included (-include) and METRICS_GPU_EMULATED defined. Each kernel
+// instantiation is exported by METRICS_GPU_EMULATED_ENTRY as a C function that
+// the Python launch code calls through ctypes with the same arguments it
+// gives cupy.RawKernel.
+//
+// What is emulated, and how:
+// * The threads of a block run concurrently as real OS threads; the blocks of
+//   a grid run one after another (so `__shared__`, which becomes `static`, is
+//   per block). Launches are serialised by a process-wide mutex.
+// * `__syncthreads` is a barrier over all threads of the block. Warp
+//   intrinsics (shuffles, ballot, match_any, syncwarp, any/all) are
+//   rendezvous of all lanes of the warp, which must all be present with a
+//   full mask: the kernels call them converged, as independent thread
+//   scheduling requires.
+// * A barrier that can never complete (a thread returned or waits at a
+//   different barrier, lanes of a warp at different intrinsics) is reported
+//   as a deadlock naming the kernel, the block and the reason, never a hang.
+//   A barrier that makes no progress for kStallSeconds is reported too.
+// * Atomics are real (GCC __atomic builtins; float/double through CAS).
+#pragma once
+
+#include <algorithm>
+#include <chrono>
+#include <climits>
+#include <cmath>
+#include <condition_variable>
+#include <cstddef>
+#include <cstdint>
+#include <cstdio>
+#include <cstring>
+#include <exception>
+#include <functional>
+#include <mutex>
+#include <new>
+#include <string>
+#include <thread>
+#include <tuple>
+#include <type_traits>
+#include <utility>
+#include <vector>
+
+#define __global__
+#define __device__
+#define __host__
+#define __forceinline__ inline
+#define __noinline__
+#define __restrict__ __restrict
+#define __shared__ static
+#define __launch_bounds__(...)
+#define __align__(n) __attribute__((aligned(n)))
+
+struct uint3 {
+  unsigned int x, y, z;
+};
+struct dim3 {
+  unsigned int x, y, z;
+};
+
+inline thread_local uint3 threadIdx{0, 0, 0};
+inline thread_local uint3 blockIdx{0, 0, 0};
+inline thread_local dim3 blockDim{1, 1, 1};
+inline thread_local dim3 gridDim{1, 1, 1};
+constexpr int warpSize = 32;
+
+using std::max;
+using std::min;
+
+namespace emu {
+
+constexpr int kWarpSize = 32;
+constexpr int kStallSeconds = 60;
+
+// Thrown inside a kernel thread to unwind it when its block has failed.
+struct Abort {};
+
+struct Warp {
+  std::condition_variable released;
+  unsigned int size = 0;      // lanes that exist in this warp
+  unsigned int live = 0;      // lanes still running the kernel
+  unsigned int arrived = 0;
+  unsigned long long generation = 0;
+  const char* op = nullptr;   // intrinsic the arrived lanes wait in
+  unsigned long long value[kWarpSize];
+  long long parameter[kWarpSize];
+  unsigned long long result[kWarpSize];
+};
+
+struct Block {
+  std::mutex mutex;
+  std::condition_variable released;
+  unsigned int threads = 0;
+  unsigned int live = 0;      // threads still running the kernel
+  unsigned int blocked = 0;   // threads waiting in any barrier
+  unsigned int arrived = 0;   // at __syncthreads
+  unsigned long long generation = 0;
+  long long count = 0;        // __syncthreads_count/or/and accumulator
+  long long count_result = 0;
+  std::vector<Warp> warps;
+  bool failed = false;
+  std::string failure;
+  const char* kernel = "";
+  unsigned int index = 0;
+  unsigned char* dynamic_shared = nullptr;
+};
+
+inline thread_local Block* current_block = nullptr;
+
+inline unsigned int lane_id() { return threadIdx.x % kWarpSize; }
+inline Warp& current_warp() { return current_block->warps[threadIdx.x / kWarpSize]; }
+
+inline unsigned int full_mask(const Warp& warp) {
+  return warp.size == 32 ? 0xffffffffu : ((1u << warp.size) - 1u);
+}
+
+// Called with the block mutex held.
+inline void fail(Block& block, const std::string& why) {
+  if (!block.failed) {
+    block.failed = true;
+    block.failure = std::string("kernel ") + block.kernel + ", block " +
+                    std::to_string(block.index) + ": " + why;
+  }
+  block.released.notify_all();
+  for (Warp& warp : block.warps) warp.released.notify_all();
+}
+
+// Called with the mutex held by a thread about to wait: if every live thread
+// is now waiting and none of their barriers can complete, nothing ever will.
+inline void check_deadlock(Block& block, const char* where) {
+  if (block.blocked == block.live) {
+    fail(block, std::string("deadlock: all ") + std::to_string(block.live) +
+                    " running threads wait in barriers that cannot complete (last: " + where +
+                    "; " + std::to_string(block.threads - block.live) +
+                    " threads already returned)");
+  }
+}
+
+template <typename Ready>
+inline void wait_until(Block& block, std::condition_variable& cv,
+                       std::unique_lock<std::mutex>& lock, Ready ready, const char* where) {
+  block.blocked++;
+  check_deadlock(block, where);
+  auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(kStallSeconds);
+  while (!ready() && !block.failed) {
+    if (cv.wait_until(lock, deadline) == std::cv_status::timeout && !ready()) {
+      fail(block, std::string("no progress for ") + std::to_string(kStallSeconds) +
+                      " s in " + where);
+    }
+  }
+  // The releasing thread already took this waiter off `blocked`, so that it
+  // never counts as blocked after its barrier completed.
+  if (block.failed) throw Abort{};
+}
+
+// __syncthreads and its counting variants: every thread of the block.
+inline long long block_barrier(long long contribution, const char* where) {
+  Block& block = *current_block;
+  std::unique_lock<std::mutex> lock(block.mutex);
+  if (block.failed) throw Abort{};
+  block.count += contribution;
+  if (++block.arrived == block.threads) {
+    block.count_result = block.count;
+    block.count = 0;
+    block.arrived = 0;
+    block.blocked -= block.threads - 1;
+    block.generation++;
+    block.released.notify_all();
+    return block.count_result;
+  }
+  unsigned long long generation = block.generation;
+  wait_until(block, block.released, lock, [&] { return block.generation != generation; }, where);
+  return block.count_result;
+}
+
+// A rendezvous of all lanes of the warp. Each lane deposits a value and a
+// parameter; the last lane to arrive computes every lane's result with
+// `compute(warp)` and releases them. Results stay valid until the next
+// rendezvous completes, which needs this lane again, so reading after
+// release is race-free.
+template <typename Compute>
+inline unsigned long long warp_exchange(const char* op, unsigned int mask,
+                                        unsigned long long value, long long parameter,
+                                        Compute compute) {
+  Block& block = *current_block;
+  Warp& warp = current_warp();
+  unsigned int lane = lane_id();
+  std::unique_lock<std::mutex> lock(block.mutex);
+  if (block.failed) throw Abort{};
+  if (mask != full_mask(warp)) {
+    char text[160];
+    std::snprintf(text, sizeof text,
+                  "%s with mask 0x%08x in warp %u (lane %u); the emulator needs all %u "
+                  "lanes (mask 0x%08x)",
+                  op, mask, threadIdx.x / kWarpSize, lane, warp.size, full_mask(warp));
+    fail(block, text);
+    throw Abort{};
+  }
+  if (warp.arrived > 0 && std::strcmp(warp.op, op) != 0) {
+    fail(block, std::string("warp ") + std::to_string(threadIdx.x / kWarpSize) +
+                    " diverged: lanes wait in " + warp.op + " and lane " +
+                    std::to_string(lane) + " in " + op);
+    throw Abort{};
+  }
+  warp.op = op;
+  warp.value[lane] = value;
+  warp.parameter[lane] = parameter;
+  if (++warp.arrived == warp.size) {
+    compute(warp);
+    warp.arrived = 0;
+    block.blocked -= warp.size - 1;
+    warp.generation++;
+    warp.released.notify_all();
+    return warp.result[lane];
+  }
+  unsigned long long generation = warp.generation;
+  wait_until(block, warp.released, lock, [&] { return warp.generation != generation; }, op);
+  return warp.result[lane];
+}
+
+template <typename T>
+inline unsigned long long to_bits(T value) {
+  static_assert(sizeof(T) <= 8, "warp intrinsics take values of at most 8 bytes");
+  unsigned long long bits = 0;
+  std::memcpy(&bits, &value, sizeof(T));
+  return bits;
+}
+
+template <typename T>
+inline T from_bits(unsigned long long bits) {
+  T value;
+  std::memcpy(&value, &bits, sizeof(T));
+  return value;
+}
+
+// Shuffle: lane l receives the value of lane source(l, parameter), or its own
+// value when the source is outside its `width` segment (as on a GPU).
+template <typename T, typename Source>
+inline T shuffle(const char* op, unsigned int mask, T var, long long parameter, int width,
+                 Source source) {
+  unsigned long long bits = warp_exchange(
+      op, mask, to_bits(var), parameter, [&](Warp& warp) {
+        for (unsigned int l = 0; l < warp.size; ++l) {
+          long long segment = (long long)(l / width) * width;
+          long long from = source((long long)l, warp.parameter[l], segment, width);
+          bool inside = from >= segment && from < segment + width && from < (long long)warp.size;
+          warp.result[l] = inside ? warp.value[from] : warp.value[l];
+        }
+      });
+  return from_bits<T>(bits);
+}
+
+struct Launch {
+  static std::mutex& serial() {
+    static std::mutex m;
+    return m;
+  }
+};
+
+// Worker threads kept across launches (starting 64+ OS threads per launch
+// would dominate small launches). Launches are serialised, so one job runs
+// at a time. The pool is never destroyed: its threads are detached and idle
+// at exit.
+class Pool {
+ public:
+  static Pool& instance() {
+    static Pool* pool = new Pool();
+    return *pool;
+  }
+
+  // Run job(0..n-1) on n distinct threads; returns when all have finished.
+  void run(unsigned int n, const std::function<void(unsigned int)>& job) {
+    std::unique_lock<std::mutex> lock(mutex_);
+    while (threads_ < n) {
+      std::thread(&Pool::work, this, threads_).detach();
+      threads_++;
+    }
+    job_ = &job;
+    job_threads_ = n;
+    finished_ = 0;
+    generation_++;
+    start_.notify_all();
+    done_.wait(lock, [&] { return finished_ == job_threads_; });
+    job_ = nullptr;
+  }
+
+ private:
+  void work(unsigned int index) {
+    unsigned long long seen = 0;
+    std::unique_lock<std::mutex> lock(mutex_);
+    while (true) {
+      start_.wait(lock, [&] { return generation_ != seen; });
+      seen = generation_;
+      if (index >= job_threads_) continue;
+      const std::function<void(unsigned int)>* job = job_;
+      lock.unlock();
+      (*job)(index);
+      lock.lock();
+      if (++finished_ == job_threads_) done_.notify_all();
+    }
+  }
+
+  std::mutex mutex_;
+  std::condition_variable start_, done_;
+  unsigned int threads_ = 0;
+  unsigned int job_threads_ = 0;
+  unsigned int finished_ = 0;
+  unsigned long long generation_ = 0;
+  const std::function<void(unsigned int)>* job_ = nullptr;
+};
+
+template <typename... Args, std::size_t... I>
+inline void call_kernel(void (*kernel)(Args...), void** args, std::index_sequence<I...>) {
+  kernel(*static_cast<std::remove_cv_t<std::remove_reference_t<Args>>*>(args[I])...);
+}
+
+// Runs `grid` blocks of `threads` threads; returns 0, or 1 with a message.
+template <typename... Args>
+inline int launch(const char* name, void (*kernel)(Args...), void** args, unsigned int grid,
+                  unsigned int threads, unsigned long long shared_bytes, char* error,
+                  unsigned long long error_size) {
+  std::lock_guard<std::mutex> serial(Launch::serial());
+  auto report = [&](const std::string& text) {
+    if (error_size > 0) {
+      std::snprintf(error, (size_t)error_size, "%s", text.c_str());
+    }
+    return 1;
+  };
+  if (threads == 0 || threads > 1024 || grid == 0) {
+    return report(std::string("kernel ") + name + ": invalid launch shape grid=" +
+                  std::to_string(grid) + " block=" + std::to_string(threads));
+  }
+  Block block;
+  block.threads = threads;
+  block.kernel = name;
+  block.warps = std::vector<Warp>((threads + kWarpSize - 1) / kWarpSize);
+  for (std::size_t w = 0; w < block.warps.size(); ++w) {
+    block.warps[w].size = std::min<unsigned int>(kWarpSize, threads - (unsigned int)w * kWarpSize);
+  }
+  std::vector<unsigned char> dynamic_shared((size_t)shared_bytes + 16);
+  block.dynamic_shared = dynamic_shared.data();
+
+  // End-of-block barrier (outside the deadlock accounting: every thread gets
+  // here, whether its kernel returned or was aborted).
+  std::mutex end_mutex;
+  std::condition_variable end_cv;
+  unsigned int end_arrived = 0;
+  unsigned long long end_generation = 0;
+  std::string failure;
+
+  auto reset_block = [&](unsigned int index) {
+    block.index = index;
+    block.live = threads;
+    block.blocked = 0;
+    block.arrived = 0;
+    block.count = 0;
+    for (Warp& warp : block.warps) {
+      warp.live = warp.size;
+      warp.arrived = 0;
+      warp.op = nullptr;
+    }
+  };
+  reset_block(0);
+
+  auto worker = [&](unsigned int thread) {
+    current_block = &block;
+    threadIdx = {thread, 0, 0};
+    blockDim = {threads, 1, 1};
+    gridDim = {grid, 1, 1};
+    for (unsigned int b = 0; b < grid; ++b) {
+      blockIdx = {b, 0, 0};
+      try {
+        call_kernel(kernel, args, std::index_sequence_for<Args...>{});
+      } catch (const Abort&) {
+      } catch (const std::exception& e) {
+        std::lock_guard<std::mutex> lock(block.mutex);
+        fail(block, std::string("exception in thread ") + std::to_string(thread) + ": " + e.what());
+      }
+      {
+        std::lock_guard<std::mutex> lock(block.mutex);
+        block.live--;
+        block.warps[thread / kWarpSize].live--;
+        if (block.live > 0 && !block.failed) check_deadlock(block, "thread returned");
+      }
+      std::unique_lock<std::mutex> lock(end_mutex);
+      if (++end_arrived == threads) {
+        end_arrived = 0;
+        bool failed = block.failed;
+        if (failed && failure.empty()) failure = block.failure;
+        if (!failed && b + 1 < grid) reset_block(b + 1);
+        end_generation++;
+        end_cv.notify_all();
+      } else {
+        unsigned long long generation = end_generation;
+        end_cv.wait(lock, [&] { return end_generation != generation; });
+      }
+      if (!failure.empty()) break;
+    }
+  };
+
+  try {
+    Pool::instance().run(threads, std::function<void(unsigned int)>(worker));
+  } catch (const std::exception& e) {
+    return report(std::string("kernel ") + name + ": could not start the block's threads: " +
+                  e.what());
+  }
+  if (!failure.empty()) return report(failure);
+  return 0;
+}
+
+}  // namespace emu
+
+// Export one instantiation: `symbol(args, grid, block, shared_bytes, error, error_size)`.
+#define METRICS_GPU_EMULATED_ENTRY(symbol, ...)                                          \
+  extern "C" int symbol(void** args, unsigned int grid, unsigned int block,              \
+                        unsigned long long shared_bytes, char* error,                    \
+                        unsigned long long error_size) {                                 \
+    return emu::launch(#__VA_ARGS__, &__VA_ARGS__, args, grid, block, shared_bytes,      \
+                       error, error_size);                                               \
+  }
+
+// ---------------------------------------------------------------------------
+// Synchronisation and warp intrinsics
+// ---------------------------------------------------------------------------
+
+inline void __syncthreads() { emu::block_barrier(0, "__syncthreads"); }
+inline int __syncthreads_count(int predicate) {
+  return (int)emu::block_barrier(predicate != 0, "__syncthreads_count");
+}
+inline int __syncthreads_or(int predicate) {
+  return emu::block_barrier(predicate != 0, "__syncthreads_or") != 0;
+}
+inline int __syncthreads_and(int predicate) {
+  return emu::block_barrier(predicate != 0, "__syncthreads_and") == (long long)blockDim.x;
+}
+
+inline void __syncwarp(unsigned int mask = 0xffffffffu) {
+  emu::warp_exchange("__syncwarp", mask & emu::full_mask(emu::current_warp()), 0, 0,
+                     [](emu::Warp&) {});
+}
+
+inline unsigned int __activemask() {
+  emu::Block& block = *emu::current_block;
+  std::lock_guard<std::mutex> lock(block.mutex);
+  // Lanes that have not returned; the kernels only ask while converged.
+  emu::Warp& warp = emu::current_warp();
+  return warp.live == warp.size ? emu::full_mask(warp) : ((1u << warp.live) - 1u);
+}
+
+inline unsigned int __ballot_sync(unsigned int mask, int predicate) {
+  return (unsigned int)emu::warp_exchange(
+      "__ballot_sync", mask, predicate != 0, 0, [](emu::Warp& warp) {
+        unsigned long long bits = 0;
+        for (unsigned int l = 0; l < warp.size; ++l) bits |= (warp.value[l] ? 1ull : 0ull) << l;
+        for (unsigned int l = 0; l < warp.size; ++l) warp.result[l] = bits;
+      });
+}
+inline int __any_sync(unsigned int mask, int predicate) {
+  return __ballot_sync(mask, predicate) != 0;
+}
+inline int __all_sync(unsigned int mask, int predicate) {
+  return __ballot_sync(mask, predicate) == mask;
+}
+
+template <typename T>
+inline unsigned int __match_any_sync(unsigned int mask, T value) {
+  return (unsigned int)emu::warp_exchange(
+      "__match_any_sync", mask, emu::to_bits(value), 0, [](emu::Warp& warp) {
+        for (unsigned int l = 0; l < warp.size; ++l) {
+          unsigned long long same = 0;
+          for (unsigned int j = 0; j < warp.size; ++j) {
+            if (warp.value[j] == warp.value[l]) same |= 1ull << j;
+          }
+          warp.result[l] = same;
+        }
+      });
+}
+
+template <typename T>
+inline T __shfl_sync(unsigned int mask, T var, int src_lane, int width = warpSize) {
+  return emu::shuffle("__shfl_sync", mask, var, src_lane, width,
+                      [](long long, long long src, long long segment, long long w) {
+                        return segment + (src % w + w) % w;
+                      });
+}
+template <typename T>
+inline T __shfl_down_sync(unsigned int mask, T var, unsigned int delta, int width = warpSize) {
+  return emu::shuffle("__shfl_down_sync", mask, var, delta, width,
+                      [](long long lane, long long d, long long, long long) { return lane + d; });
+}
+template <typename T>
+inline T __shfl_up_sync(unsigned int mask, T var, unsigned int delta, int width = warpSize) {
+  return emu::shuffle("__shfl_up_sync", mask, var, delta, width,
+                      [](long long lane, long long d, long long, long long) { return lane - d; });
+}
+template <typename T>
+inline T __shfl_xor_sync(unsigned int mask, T var, int lane_mask, int width = warpSize) {
+  return emu::shuffle("__shfl_xor_sync", mask, var, lane_mask, width,
+                      [](long long lane, long long m, long long, long long) { return lane ^ m; });
+}
+
+inline void __threadfence() { __atomic_thread_fence(__ATOMIC_SEQ_CST); }
+inline void __threadfence_block() { __atomic_thread_fence(__ATOMIC_SEQ_CST); }
+
+// ---------------------------------------------------------------------------
+// Atomics
+// ---------------------------------------------------------------------------
+
+template <typename T>
+inline T emu_atomic_cas_update(T* address, T (*update)(T, T), T operand) {
+  static_assert(sizeof(T) == 4 || sizeof(T) == 8, "CAS atomics on 4 or 8 bytes");
+  using Bits = std::conditional_t<sizeof(T) == 4, unsigned int, unsigned long long>;
+  Bits* bits = reinterpret_cast<Bits*>(address);
+  Bits old_bits = __atomic_load_n(bits, __ATOMIC_RELAXED);
+  while (true) {
+    T old_value;
+    std::memcpy(&old_value, &old_bits, sizeof(T));
+    T new_value = update(old_value, operand);
+    Bits new_bits;
+    std::memcpy(&new_bits, &new_value, sizeof(T));
+    if (__atomic_compare_exchange_n(bits, &old_bits, new_bits, true, __ATOMIC_RELAXED,
+                                    __ATOMIC_RELAXED)) {
+      return old_value;
+    }
+  }
+}
+
+template <typename T>
+inline T atomicAdd(T* address, T value) {
+  if constexpr (std::is_floating_point_v<T>) {
+    return emu_atomic_cas_update<T>(address, [](T a, T b) { return a + b; }, value);
+  } else {
+    return __atomic_fetch_add(address, value, __ATOMIC_RELAXED);
+  }
+}
+template <typename T>
+inline T atomicAdd_block(T* address, T value) {
+  return atomicAdd(address, value);
+}
+template <typename T>
+inline T atomicSub(T* address, T value) {
+  return __atomic_fetch_sub(address, value, __ATOMIC_RELAXED);
+}
+template <typename T>
+inline T atomicMax(T* address, T value) {
+  return emu_atomic_cas_update<T>(address, [](T a, T b) { return a > b ? a : b; }, value);
+}
+template <typename T>
+inline T atomicMin(T* address, T value) {
+  return emu_atomic_cas_update<T>(address, [](T a, T b) { return a < b ? a : b; }, value);
+}
+template <typename T>
+inline T atomicOr(T* address, T value) {
+  return __atomic_fetch_or(address, value, __ATOMIC_RELAXED);
+}
+template <typename T>
+inline T atomicAnd(T* address, T value) {
+  return __atomic_fetch_and(address, value, __ATOMIC_RELAXED);
+}
+template <typename T>
+inline T atomicExch(T* address, T value) {
+  return __atomic_exchange_n(address, value, __ATOMIC_RELAXED);
+}
+template <typename T>
+inline T atomicCAS(T* address, T compare, T value) {
+  __atomic_compare_exchange_n(address, &compare, value, false, __ATOMIC_RELAXED,
+                              __ATOMIC_RELAXED);
+  return compare;  // the old value, whether or not it was swapped
+}
+
+// ---------------------------------------------------------------------------
+// Bit and math intrinsics
+// ---------------------------------------------------------------------------
+
+inline int __popc(unsigned int x) { return __builtin_popcount(x); }
+inline int __popcll(unsigned long long x) { return __builtin_popcountll(x); }
+inline int __ffs(int x) { return __builtin_ffs(x); }
+inline int __ffsll(long long x) { return __builtin_ffsll(x); }
+inline int __clz(int x) { return x == 0 ? 32 : __builtin_clz((unsigned int)x); }
+inline int __clzll(long long x) { return x == 0 ? 64 : __builtin_clzll((unsigned long long)x); }
+inline unsigned long long __umul64hi(unsigned long long a, unsigned long long b) {
+  return (unsigned long long)(((unsigned __int128)a * b) >> 64);
+}
+inline float __uint_as_float(unsigned int x) { return emu::from_bits<float>(x); }
+inline unsigned int __float_as_uint(float x) { return (unsigned int)emu::to_bits(x); }
+inline double __longlong_as_double(long long x) { return emu::from_bits<double>((unsigned long long)x); }
+inline long long __double_as_longlong(double x) { return (long long)emu::to_bits(x); }
+template <typename T>
+inline T __ldg(const T* p) { return *p; }
+inline double __ll2double_rn(long long x) { return (double)x; }
+inline double __ull2double_rn(unsigned long long x) { return (double)x; }
+inline long long __double2ll_rn(double x) { return (long long)std::nearbyint(x); }
+using std::isnan;
+using std::ldexp;
+using std::llrint;
+using std::ilogb;
+
+// Dynamic shared memory of the launch (the kernels go through the macro in common.cuh).
+inline unsigned char* emu_dynamic_shared() {
+  std::uintptr_t p = reinterpret_cast<std::uintptr_t>(emu::current_block->dynamic_shared);
+  return reinterpret_cast<unsigned char*>((p + 15) & ~std::uintptr_t(15));
+}

@@ -1,0 +1,128 @@
+"""The ``cuda`` device: CuPy arrays and the raw kernels of ``kernels/*.cu``.
+
+Each kernel instantiation is compiled on first use by NVRTC through
+``cupy.RawModule`` (CuPy caches the binary on disk) and memoised per GPU in a
+thread-safe table. Launches go to CuPy's current stream on the GPU that
+holds the data. Importing this module imports CuPy; ``metrics_gpu`` imports
+it only when the ``cuda`` backend is asked for.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import sys
+import threading
+
+import numpy as np
+
+from metrics_gpu._kernels import NVRTC_OPTIONS, kernel_directory, kernel_source
+
+
+def cuda_unavailable_reason() -> str | None:
+    """Why the cuda backend cannot run here, or None when it can."""
+    try:
+        import cupy
+    except Exception as error:  # a broken CuPy install is as good as none
+        return f"CuPy does not import ({error})"
+    try:
+        count = cupy.cuda.runtime.getDeviceCount()
+    except Exception as error:
+        return f"no usable NVIDIA GPU or driver ({error})"
+    if count == 0:
+        return "no NVIDIA GPU found"
+    return None
+
+
+class CudaDevice:
+    """Allocates, converts and launches on the current (or the data's) GPU."""
+
+    name = "cuda"
+    # 8 warps per block: enough to hide memory latency, and 8 such blocks
+    # fill an SM's 2048 threads on every supported architecture.
+    block_threads = 256
+
+    def __init__(self):
+        import cupy
+
+        self.cupy = cupy
+        self.xp = cupy
+        self._kernels: dict[tuple[int, str, str], object] = {}
+        self._lock = threading.Lock()
+        self._attributes: dict[int, dict] = {}
+
+    # -- device properties (of the current device) ---------------------------
+
+    def _current_attributes(self) -> dict:
+        device_id = self.cupy.cuda.runtime.getDevice()
+        attributes = self._attributes.get(device_id)
+        if attributes is None:
+            attributes = self._attributes[device_id] = self.cupy.cuda.Device(device_id).attributes
+        return attributes
+
+    @property
+    def multiprocessor_count(self) -> int:
+        return int(self._current_attributes()["MultiProcessorCount"])
+
+    @property
+    def shared_memory_per_block(self) -> int:
+        # The default dynamic budget (no opt-in attribute set): 48 KiB.
+        return int(self._current_attributes()["MaxSharedMemoryPerBlock"])
+
+    # -- arrays --------------------------------------------------------------
+
+    def asarray(self, array, dtype=None):
+        """CuPy view of a device array (zero-copy through DLPack); host data is copied."""
+        cupy = self.cupy
+        torch = sys.modules.get("torch")
+        if torch is not None and isinstance(array, torch.Tensor) and array.is_cuda:
+            if array.dtype == torch.bfloat16:
+                # CuPy has no bfloat16 dtype: widened to float32 (one pass).
+                array = array.float()
+            array = cupy.from_dlpack(array.detach())
+        elif not isinstance(array, cupy.ndarray) and hasattr(array, "__dlpack__") and not isinstance(
+                array, np.ndarray):
+            array = cupy.from_dlpack(array)
+        return cupy.asarray(array, dtype=dtype)
+
+    def to_host(self, array):
+        """Copy to a NumPy array (synchronises with the device)."""
+        if isinstance(array, self.cupy.ndarray):
+            return array.get()
+        return np.asarray(array)
+
+    def zeros(self, shape, dtype):
+        return self.cupy.zeros(shape, dtype=dtype)
+
+    def data_pointer(self, array) -> int:
+        return array.data.ptr
+
+    def scalar(self, array):
+        """A 0-d result stays on the device (no sync)."""
+        return array
+
+    # -- kernels -------------------------------------------------------------
+
+    def _kernel(self, source: str, expression: str):
+        device_id = self.cupy.cuda.runtime.getDevice()
+        key = (device_id, source, expression)
+        kernel = self._kernels.get(key)
+        if kernel is None:
+            with self._lock:
+                kernel = self._kernels.get(key)
+                if kernel is None:
+                    module = self.cupy.RawModule(
+                        code=kernel_source(source),
+                        options=(*NVRTC_OPTIONS, f"--include-path={kernel_directory()}"),
+                        name_expressions=[expression],
+                    )
+                    kernel = self._kernels[key] = module.get_function(expression)
+        return kernel
+
+    def launch(self, source: str, expression: str, grid: int, block: int, args,
+               shared_bytes: int = 0) -> None:
+        cupy = self.cupy
+        device = next((a.device for a in args if isinstance(a, cupy.ndarray)), None)
+        packed = tuple(np.uint64(0) if a is None else a for a in args)  # null pointers
+        with device if device is not None else contextlib.nullcontext():
+            self._kernel(source, expression)((grid,), (block,), packed, shared_mem=shared_bytes)
+

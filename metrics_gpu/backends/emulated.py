@@ -1,0 +1,224 @@
+"""The ``emulated`` device: the ``.cu`` kernels compiled for the CPU.
+
+The same sources the ``cuda`` backend gives NVRTC are compiled by the system
+C++ compiler with ``kernels/emulation/cuda_emulation.h`` force-included, into
+a shared library loaded with :mod:`ctypes`. Launches take NumPy arrays and
+run with CUDA semantics (see the header): the shared launch code in
+:mod:`metrics_gpu.backends.kernel_backend` cannot tell this device from a GPU.
+It is a test device: slow, exact.
+
+Libraries are built lazily, one per group of instantiations (for the
+accumulation kernels, per ``y_true`` type), and cached under
+``$METRICS_GPU_CACHE_DIR`` (default ``~/.cache/metrics-gpu``) by a hash of the
+sources, the flags and the compiler. ``METRICS_GPU_EMULATED_SANITIZE=address``
+builds with AddressSanitizer (the process must preload libasan).
+"""
+
+from __future__ import annotations
+
+import ctypes
+import hashlib
+import os
+import re
+import shutil
+import subprocess
+import tempfile
+import threading
+from pathlib import Path
+
+import numpy as np
+
+from metrics_gpu._kernels import KERNEL_MODULES, kernel_directory
+
+EMULATION_HEADER = "emulation/cuda_emulation.h"
+SANITIZE_VARIABLE = "METRICS_GPU_EMULATED_SANITIZE"
+CACHE_VARIABLE = "METRICS_GPU_CACHE_DIR"
+_ERROR_BUFFER_BYTES = 4096
+
+
+class EmulatedKernelError(RuntimeError):
+    """A kernel failed under emulation (deadlock, divergent warp, bad launch)."""
+
+
+def find_compiler() -> str | None:
+    """The C++ compiler the emulated backend uses: ``$CXX``, else ``c++``/``g++``/``clang++``."""
+    for candidate in (os.environ.get("CXX"), "c++", "g++", "clang++"):
+        if candidate and shutil.which(candidate):
+            return shutil.which(candidate)
+    return None
+
+
+def _group_key(expression: str) -> str:
+    # Instantiations are grouped by their first template argument (the y_true
+    # type of the accumulation kernels) so a test compiles only what it uses.
+    match = re.match(r"[\w:]+<([^,>]+)", expression)
+    return match.group(1).strip() if match else "untyped"
+
+
+def _scalar_ctype(value):
+    if isinstance(value, np.generic):
+        return np.ctypeslib.as_ctypes_type(value.dtype)(value.item())
+    raise TypeError(f"kernel argument of type {type(value).__name__} is not an exact NumPy scalar")
+
+
+def _run(entry, grid: int, block: int, args, shared_bytes: int) -> None:
+    """Call one exported instantiation with ``args`` (arrays, None, NumPy scalars)."""
+    holders = []
+    for value in args:
+        if value is None:
+            holders.append(ctypes.c_void_p(None))
+        elif isinstance(value, np.ndarray):
+            holders.append(ctypes.c_void_p(value.ctypes.data))
+        else:
+            holders.append(_scalar_ctype(value))
+    pointers = (ctypes.c_void_p * len(holders))(
+        *[ctypes.cast(ctypes.pointer(h), ctypes.c_void_p) for h in holders]
+    )
+    error = ctypes.create_string_buffer(_ERROR_BUFFER_BYTES)
+    status = entry(pointers, grid, block, shared_bytes, error, _ERROR_BUFFER_BYTES)
+    if status != 0:
+        raise EmulatedKernelError(error.value.decode(errors="replace"))
+
+
+class _Library:
+    """One compiled group: ``symbol`` per instantiation."""
+
+    def __init__(self, path: Path, expressions: tuple[str, ...]):
+        self.handle = ctypes.CDLL(str(path))
+        self.entries = {}
+        for index, expression in enumerate(expressions):
+            function = getattr(self.handle, f"mg_emulated_{index}")
+            function.restype = ctypes.c_int
+            function.argtypes = [
+                ctypes.POINTER(ctypes.c_void_p), ctypes.c_uint, ctypes.c_uint,
+                ctypes.c_ulonglong, ctypes.c_char_p, ctypes.c_ulonglong,
+            ]
+            self.entries[expression] = function
+
+
+class EmulatedDevice:
+    """Runs kernels from ``kernels/*.cu`` on NumPy arrays with CUDA semantics."""
+
+    name = "emulated"
+    xp = np
+    # A small device: few "SMs" keep grids (and OS threads) small, while the
+    # block shape and the shared-memory budget are a GPU's, so the launch code
+    # takes the same decisions as on hardware.
+    multiprocessor_count = 2
+    shared_memory_per_block = 48 * 1024
+    # Two warps per block: every intrinsic still spans full warps and blocks
+    # still have several warps, at a quarter of the OS threads of a GPU block.
+    block_threads = 64
+
+    def __init__(self):
+        self.compiler = find_compiler()
+        if self.compiler is None:
+            raise FileNotFoundError("no C++ compiler found (set CXX, or install g++)")
+        self._libraries: dict[tuple[str, str], _Library] = {}
+        self._lock = threading.Lock()
+        self._modules = {m.source: m.name_expressions for m in KERNEL_MODULES}
+
+    # -- arrays --------------------------------------------------------------
+
+    def asarray(self, array, dtype=None):
+        return np.asarray(array, dtype=dtype)
+
+    def to_host(self, array):
+        return np.asarray(array)
+
+    def zeros(self, shape, dtype):
+        return np.zeros(shape, dtype=dtype)
+
+    def data_pointer(self, array) -> int:
+        return array.ctypes.data
+
+    def scalar(self, array):
+        """A 0-d result as the caller's type: a Python int on the host devices."""
+        return int(array)
+
+    # -- kernels -------------------------------------------------------------
+
+    def launch(self, source: str, expression: str, grid: int, block: int, args,
+               shared_bytes: int = 0) -> None:
+        _run(self._entry(source, expression), grid, block, args, shared_bytes)
+
+    def build_module(self, source_text: str, expressions):
+        """Compile ad-hoc CUDA source text; return ``launch(expression, grid, block, args,
+        shared_bytes=0)``.
+
+        For tests of the emulator itself and experiments: ``source_text`` is
+        compiled like a file of ``kernels/`` (``#include "common.cuh"``
+        works) and each of ``expressions`` (e.g. ``"probe<int>"``) is exported.
+        Arguments and errors are those of :meth:`launch`.
+        """
+        expressions = tuple(expressions)
+        library = _Library(self._build("adhoc", source_text, expressions), expressions)
+
+        def launch(expression: str, grid: int, block: int, args, shared_bytes: int = 0) -> None:
+            try:
+                entry = library.entries[expression]
+            except KeyError:
+                raise KeyError(f"{expression} was not built by this module") from None
+            _run(entry, grid, block, args, shared_bytes)
+
+        return launch
+
+    def _entry(self, source: str, expression: str):
+        key = (source, _group_key(expression))
+        library = self._libraries.get(key)
+        if library is None:
+            with self._lock:
+                library = self._libraries.get(key)
+                if library is None:
+                    group = tuple(e for e in self._modules[source] if _group_key(e) == key[1])
+                    library = _Library(
+                        self._build(Path(source).stem, f'#include "{source}"', group), group)
+                    self._libraries[key] = library
+        try:
+            return library.entries[expression]
+        except KeyError:
+            raise KeyError(f"{expression} is not listed for {source} in KERNEL_MODULES") from None
+
+    def _build(self, name: str, text: str, expressions: tuple[str, ...]) -> Path:
+        """Compile the unit ``text`` plus one exported entry per expression."""
+        directory = kernel_directory()
+        sanitize = os.environ.get(SANITIZE_VARIABLE, "").strip()
+        flags = ["-std=c++17", "-O1", "-shared", "-fPIC", "-pthread", "-w",
+                 "-DMETRICS_GPU_EMULATED", "-include", str(directory / EMULATION_HEADER),
+                 f"-I{directory}"]
+        if sanitize:
+            flags += [f"-fsanitize={sanitize}", "-fno-omit-frame-pointer", "-g"]
+        unit = [text]
+        unit += [f"METRICS_GPU_EMULATED_ENTRY(mg_emulated_{i}, {e})"
+                 for i, e in enumerate(expressions)]
+        unit_text = "\n".join(unit) + "\n"
+        digest = hashlib.sha256()
+        for part in (unit_text, " ".join(flags), self._compiler_version(),
+                     (directory / EMULATION_HEADER).read_text(),
+                     *(p.read_text() for p in sorted(directory.glob("*.cu*")))):
+            digest.update(part.encode())
+        cache = Path(os.environ.get(CACHE_VARIABLE) or Path.home() / ".cache" / "metrics-gpu")
+        target = cache / "emulated" / f"{name}-{digest.hexdigest()[:20]}.so"
+        if target.is_file():
+            return target
+        target.parent.mkdir(parents=True, exist_ok=True)
+        with tempfile.TemporaryDirectory() as scratch:
+            unit_path = Path(scratch) / "unit.cpp"
+            unit_path.write_text(unit_text)
+            built = Path(scratch) / "kernels.so"
+            result = subprocess.run(
+                [self.compiler, *flags, str(unit_path), "-o", str(built)],
+                capture_output=True, text=True,
+            )
+            if result.returncode != 0:
+                raise EmulatedKernelError(
+                    f"compiling {name} for the emulated backend failed:\n{result.stderr}"
+                )
+            staged = target.with_suffix(f".{os.getpid()}.tmp")
+            shutil.copyfile(built, staged)
+            os.replace(staged, target)  # atomic: concurrent builders never see half a file
+        return target
+
+    def _compiler_version(self) -> str:
+        result = subprocess.run([self.compiler, "--version"], capture_output=True, text=True)
+        return result.stdout

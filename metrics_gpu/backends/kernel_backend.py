@@ -1,0 +1,344 @@
+"""Launch code shared by the ``cuda`` and ``emulated`` backends.
+
+A :class:`KernelBackend` is given a *device* (:class:`~.cuda.CudaDevice` on a
+GPU, :class:`~.emulated.EmulatedDevice` on the CPU) and does everything else
+the same way on both: it picks the kernel from the shape of the problem (K,
+weights, the shared-memory budget), sizes the grid from the SM count,
+allocates the state, launches, and returns the same state the NumPy backend
+returns (:class:`~metrics_gpu._state.ClassStatistics`, or a dense matrix).
+
+Kernel choice for a dense K x K matrix (M = matrix positions):
+
+* M = 2, unweighted: ``confusion_binary`` (ballot/popc, no atomics per sample);
+* M*M counters fit the per-block shared-memory budget: ``confusion_shared``
+  (privatised per block, warp-aggregated increments when M*M <= 64);
+* otherwise ``confusion_global`` (global atomics; many cells, low contention).
+
+Huge K uses ``class_statistics`` (O(K) memory). Nothing here synchronises with
+the host: every count stays on the device until the caller converts it.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+import numpy as np
+
+from metrics_gpu._kernels import (
+    LABEL_TYPES,
+    SCORE_TARGET_TYPES,
+    SCORE_TYPES,
+    accumulate_expression,
+)
+from metrics_gpu._state import ClassStatistics, statistics_from_matrix
+
+SOURCE = "confusion.cu"
+# Blocks per SM the grid is sized for: 8 blocks of the device's block size
+# (256 threads on a GPU) fill the 2048 threads an SM holds on every arch.
+BLOCKS_PER_MULTIPROCESSOR = 8
+# A block's 32-bit shared counters must not wrap: each launch gives a block
+# fewer than 2^31 samples (the host splits larger inputs into launches).
+MAX_SAMPLES_PER_BLOCK = 1 << 31
+# Warp-aggregated shared increments pay off while few cells take every
+# sample (K <= 8): merged lanes replace contended atomics on one address.
+AGGREGATE_MAX_CELLS = 64
+
+
+class RowArgmax:
+    """``y_pred`` given as ``(N, K)`` scores: the kernels fuse the row argmax.
+
+    Stands in for the ``(N,)`` labels (shape, dtype) without computing them.
+    """
+
+    ndim = 1
+    dtype = np.dtype(np.int64)
+
+    def __init__(self, scores):
+        self.scores = scores
+        self.shape = (scores.shape[0],)
+
+    def __len__(self):
+        return self.shape[0]
+
+
+@dataclass(frozen=True)
+class _Weights:
+    array: object          # device array, or None
+    c_type: str            # weight C type in the instantiation
+    fixed: bool            # deterministic fixed point
+    result_dtype: object   # dtype of the returned counts
+
+
+class KernelBackend:
+    """A backend whose heavy primitives are the raw kernels of ``kernels/``."""
+
+    def __init__(self, device):
+        self.device = device
+        self.name = device.name
+        self.xp = device.xp
+
+    # -- arrays --------------------------------------------------------------
+
+    def asarray(self, array, dtype=None):
+        return self.device.asarray(array, dtype=dtype)
+
+    def to_host(self, array):
+        if isinstance(array, RowArgmax):
+            return np.argmax(self.device.to_host(array.scores), axis=1)
+        return self.device.to_host(array)
+
+    def argmax_scores(self, scores) -> RowArgmax:
+        """Defer the row argmax to the accumulation kernel (one read of the scores)."""
+        return RowArgmax(scores)
+
+    # -- inputs as the kernels read them --------------------------------------
+
+    def _labels(self, array):
+        """A contiguous label array and its C type (bool read as unsigned char)."""
+        xp = self.xp
+        array = xp.ascontiguousarray(array)
+        if array.dtype == np.bool_:
+            array = array.view(np.uint8)
+        return array, LABEL_TYPES[array.dtype.name]
+
+    def _label_pair(self, y_true, y_pred):
+        true, true_type = self._labels(y_true)
+        if isinstance(y_pred, RowArgmax):
+            if true_type not in SCORE_TARGET_TYPES:
+                true, true_type = self._labels(true.astype(np.int64))
+            return (true, true_type) + self._scores(y_pred.scores)
+        pred, pred_type = self._labels(y_pred)
+        if true_type != pred_type:
+            # One instantiation per label type, not per pair: mixed dtypes
+            # are read as int64 (one conversion pass; documented).
+            true, true_type = self._labels(true.astype(np.int64))
+            pred, pred_type = self._labels(pred.astype(np.int64))
+        return true, true_type, pred, pred_type, 0, 0
+
+    def _scores(self, scores):
+        """Scores, their C type, and (row, column) strides in elements."""
+        name = scores.dtype.name
+        if name not in SCORE_TYPES:
+            scores = scores.astype(np.float64 if scores.dtype.itemsize > 4 else np.float32)
+            name = scores.dtype.name
+        itemsize = scores.dtype.itemsize
+        strides = scores.strides
+        if any(s % itemsize for s in strides):
+            scores = self.xp.ascontiguousarray(scores)
+            strides = scores.strides
+        if name in ("float16", "bfloat16"):
+            scores = scores.view(np.uint16)
+        return scores, SCORE_TYPES[name], strides[0] // itemsize, strides[1] // itemsize
+
+    def _weights(self, sample_weight, deterministic: bool) -> _Weights:
+        if sample_weight is None:
+            return _Weights(None, "mg::unit_weight", False, np.int64)
+        xp = self.xp
+        weight = xp.ascontiguousarray(sample_weight)
+        if weight.dtype.kind in "iub":
+            if weight.dtype != np.int64:
+                weight = weight.astype(np.int64)
+            return _Weights(weight, "long long", False, np.int64)
+        if weight.dtype not in (np.float32, np.float64) or (
+                deterministic and weight.dtype != np.float64):
+            weight = weight.astype(np.float64)
+        c_type = "float" if weight.dtype == np.float32 else "double"
+        return _Weights(weight, c_type, deterministic, np.float64)
+
+    # -- launch geometry -----------------------------------------------------
+
+    def _grid(self, work_items: int, shared_bytes: int = 0) -> int:
+        per_multiprocessor = BLOCKS_PER_MULTIPROCESSOR
+        if shared_bytes:
+            per_multiprocessor = max(1, min(per_multiprocessor,
+                                            (2 * self.device.shared_memory_per_block) // shared_bytes))
+        grid = self.device.multiprocessor_count * per_multiprocessor
+        return max(1, min(grid, math.ceil(work_items / self.device.block_threads)))
+
+    def _segments(self, n: int, grid: int):
+        """(start, stop) launches, each giving a block fewer than 2^31 samples."""
+        step = grid * MAX_SAMPLES_PER_BLOCK
+        for start in range(0, n, step):
+            yield start, min(start + step, n)
+
+    # -- the accumulation pass -----------------------------------------------
+
+    def _common(self, y_true, y_pred, weights, num_classes, size, ignore_index, class_lut,
+                max_weight_bits, total, start, stop):
+        """The leading kernel arguments (MG_ACCUMULATE_PARAMETERS), for one segment."""
+        true, pred, row_stride, column_stride, group, vector_loads = y_true, y_pred, 0, 0, 0, 0
+        if isinstance(y_pred, tuple):  # scores
+            scores, row_stride, column_stride = y_pred
+            pred = scores[start:stop]
+            group = min(32, 1 << max(0, (num_classes - 1).bit_length()))
+        else:
+            pred = y_pred[start:stop]
+        true = y_true[start:stop]
+        if not isinstance(y_pred, tuple):
+            vector_loads = int(self.device.data_pointer(true) % 16 == 0
+                               and self.device.data_pointer(pred) % 16 == 0)
+        weight = None if weights.array is None else weights.array[start:stop]
+        return [
+            true, pred, weight, np.int64(stop - start), np.int64(num_classes), class_lut,
+            np.int64(size), np.int64(0 if ignore_index is None else ignore_index),
+            np.int32(ignore_index is not None), np.int32(vector_loads),
+            np.int64(row_stride), np.int64(column_stride), np.int32(group),
+            max_weight_bits, np.int64(total),
+        ]
+
+    def _prepare(self, y_true, y_pred, sample_weight, class_lut, deterministic):
+        true, true_type, pred, pred_type, row_stride, column_stride = self._label_pair(
+            y_true, y_pred)
+        if isinstance(y_pred, RowArgmax):
+            pred = (pred, row_stride, column_stride)
+        weights = self._weights(sample_weight, deterministic)
+        lut = None
+        if class_lut is not None:
+            lut = self.xp.ascontiguousarray(self.device.asarray(class_lut, dtype=np.int64))
+        max_weight_bits = None
+        if weights.fixed:
+            max_weight_bits = self.device.zeros(1, np.uint64)
+            n = true.shape[0]
+            self.device.launch(SOURCE, "max_abs_weight<double>", self._grid(n),
+                               self.device.block_threads, [weights.array, np.int64(n), max_weight_bits])
+        return true, true_type, pred, pred_type, weights, lut, max_weight_bits
+
+    def _zero_weight_seen(self, weights, size):
+        return self.device.zeros(size if weights.array is not None else 1, np.uint8)
+
+    def _fixed_to_float(self, counts, max_weight_bits, total):
+        out = self.device.zeros(counts.shape, np.float64)
+        count = int(np.prod(counts.shape))
+        self.device.launch(SOURCE, "fixed_point_to_float64", self._grid(count), self.device.block_threads,
+                           [counts, np.int64(count), max_weight_bits, np.int64(total), out])
+        return out
+
+    def accumulate_confusion(self, y_true, y_pred, *, num_classes, sample_weight=None,
+                             ignore_index=None, class_lut=None, guard=False,
+                             deterministic=False):
+        """Dense confusion matrix (rows actual, columns predicted) in one pass.
+
+        Returns ``(matrix, observed, n_invalid)`` like the NumPy backend; the
+        matrix is int64 without weights or with integer weights, else float64.
+        ``deterministic=True`` accumulates float weights in 64-bit fixed point
+        (scale ``2**(62 - e)`` with ``2**e > max|w| * N``): integer atomics are
+        associative, so the result is bit-identical run to run, with an
+        absolute error per weight of at most ``max|w| * N * 2**-63``.
+        Samples out of range are counted in ``n_invalid`` whatever ``guard``.
+        """
+        del guard  # the kernels always check the range; validation decides if it raises
+        xp, device = self.xp, self.device
+        size = num_classes if class_lut is None else int(np.max(class_lut, initial=-1)) + 1
+        true, true_type, pred, pred_type, weights, lut, max_bits = self._prepare(
+            y_true, y_pred, sample_weight, class_lut, deterministic)
+        n = true.shape[0]
+        invalid = device.zeros(1, np.uint64)
+        matrix = device.zeros(size * size, np.uint64 if weights.fixed or weights.c_type in (
+            "mg::unit_weight", "long long") else np.float64)
+        seen = self._zero_weight_seen(weights, size)
+        shared_cell = 4 if weights.array is None else 8
+        shared_bytes = size * size * shared_cell
+        binary = size == 2 and weights.array is None
+        fits_shared = shared_bytes <= device.shared_memory_per_block
+        items = n if not isinstance(pred, tuple) else n * min(32, num_classes)
+        grid = self._grid(items, shared_bytes if fits_shared and not binary else 0)
+        for start, stop in self._segments(n, grid):
+            args = self._common(true, pred, weights, num_classes, size, ignore_index, lut,
+                                max_bits, n, start, stop)
+            if binary:
+                expression = accumulate_expression("confusion_binary", true_type, pred_type)
+                # confusion_binary takes no weight, size or fixed-point arguments.
+                binary_args = [args[0], args[1], args[3], args[4], args[5], args[7], args[8],
+                               args[9], args[10], args[11], args[12], matrix, invalid]
+                device.launch(SOURCE, expression, grid, self.device.block_threads, binary_args)
+            elif fits_shared:
+                expression = accumulate_expression("confusion_shared", true_type, pred_type,
+                                                   weights.c_type, weights.fixed)
+                aggregate = np.int32(weights.array is None and size * size <= AGGREGATE_MAX_CELLS)
+                device.launch(SOURCE, expression, grid, self.device.block_threads,
+                              args + [matrix, seen, invalid, aggregate], shared_bytes)
+            else:
+                expression = accumulate_expression("confusion_global", true_type, pred_type,
+                                                   weights.c_type, weights.fixed)
+                device.launch(SOURCE, expression, grid, self.device.block_threads,
+                              args + [matrix, seen, invalid])
+        if weights.fixed:
+            matrix = self._fixed_to_float(matrix, max_bits, n)
+        elif matrix.dtype == np.uint64:
+            matrix = matrix.view(np.int64)
+        matrix = matrix.reshape(size, size)
+        observed = (matrix.sum(axis=0) > 0) | (matrix.sum(axis=1) > 0)
+        if weights.array is not None:
+            observed |= seen.astype(bool)
+        return matrix, observed, device.scalar(invalid[0])
+
+    def class_statistics(self, y_true, y_pred, *, num_classes, sample_weight=None,
+                         ignore_index=None, class_lut=None, guard=False, moments=False,
+                         deterministic=False) -> ClassStatistics:
+        """Per-class statistics in O(K) memory (``class_statistics`` kernel).
+
+        The kappa moments are exact 128-bit integers for counts, integer
+        weights and ``deterministic=True``; float64 sums otherwise.
+        """
+        del guard
+        xp, device = self.xp, self.device
+        size = num_classes if class_lut is None else int(np.max(class_lut, initial=-1)) + 1
+        true, true_type, pred, pred_type, weights, lut, max_bits = self._prepare(
+            y_true, y_pred, sample_weight, class_lut, deterministic)
+        n = true.shape[0]
+        integer_counts = weights.fixed or weights.c_type in ("mg::unit_weight", "long long")
+        count_dtype = np.uint64 if integer_counts else np.float64
+        true_positives = device.zeros(size, count_dtype)
+        support = device.zeros(size, count_dtype)
+        predicted = device.zeros(size, count_dtype)
+        seen = self._zero_weight_seen(weights, size)
+        invalid = device.zeros(1, np.uint64)
+        exact_moments = device.zeros(4, np.uint64)
+        float_moments = device.zeros(2, np.float64)
+        items = n if not isinstance(pred, tuple) else n * min(32, num_classes)
+        grid = self._grid(items)
+        expression = accumulate_expression("class_statistics", true_type, pred_type,
+                                           weights.c_type, weights.fixed)
+        for start, stop in self._segments(n, grid):
+            args = self._common(true, pred, weights, num_classes, size, ignore_index, lut,
+                                max_bits, n, start, stop)
+            device.launch(SOURCE, expression, grid, self.device.block_threads,
+                          args + [true_positives, support, predicted, seen, invalid,
+                                  np.int32(bool(moments)), exact_moments, float_moments])
+        if weights.fixed:
+            true_positives, support, predicted = (
+                self._fixed_to_float(a, max_bits, n) for a in (true_positives, support, predicted)
+            )
+        elif integer_counts:
+            true_positives, support, predicted = (
+                a.view(np.int64) for a in (true_positives, support, predicted)
+            )
+        observed = (support > 0) | (predicted > 0)
+        if weights.array is not None:
+            observed |= seen.astype(bool)
+        linear = quadratic = None
+        if moments:
+            if integer_counts:
+                words = exact_moments.astype(np.float64)
+                linear = words[0] + words[1] * 2.0**64
+                quadratic = words[2] + words[3] * 2.0**64
+                if weights.fixed:
+                    scale = self._fixed_to_float(xp.ones(1, dtype=np.uint64), max_bits, n)[0]
+                    linear, quadratic = linear * scale, quadratic * scale
+            else:
+                linear, quadratic = float_moments[0], float_moments[1]
+        return ClassStatistics(
+            true_positives=true_positives,
+            support=support,
+            predicted=predicted,
+            total=support.sum(),
+            observed=observed,
+            invalid=device.scalar(invalid[0]),
+            linear_disagreement=linear,
+            quadratic_disagreement=quadratic,
+        )
+
+    def statistics_from_matrix(self, matrix, observed, *, invalid=0, moments=False):
+        return statistics_from_matrix(matrix, observed, self.xp, invalid=invalid,
+                                      moments=moments)

@@ -1,0 +1,208 @@
+"""CI gate: every kernel instantiation compiles with NVRTC for every architecture.
+
+No GPU is needed: NVRTC (the compiler behind ``cupy.RawModule``) comes from
+the ``nvidia-cuda-nvrtc`` wheel in the ``test`` extra. Where it cannot be
+found the tests skip with the reason; set ``METRICS_GPU_REQUIRE_NVRTC=1``
+(as CI should) to make a missing NVRTC a failure instead of a skip.
+
+A large module takes minutes of CPU per architecture, so the selected
+(module, architecture) pairs are compiled once, in parallel processes
+(``METRICS_GPU_NVRTC_JOBS``, default: every usable CPU), and each test then
+checks its own pair.
+"""
+
+from __future__ import annotations
+
+import os
+from collections import defaultdict
+
+import pytest
+
+from metrics_gpu import _nvrtc
+from metrics_gpu._kernels import (
+    KERNEL_MODULES,
+    SUPPORTED_ARCHITECTURES,
+    KernelModule,
+    kernel_directory,
+)
+
+TINY_KERNEL = "template<typename T> __global__ void k(T* x){x[threadIdx.x]+=1;}\n"
+TINY_EXPRESSIONS = ("k<int>", "k<double>")
+
+
+@pytest.fixture(scope="module")
+def nvrtc():
+    """The NVRTC version; skips (or fails, if required) when libnvrtc is missing."""
+    try:
+        return _nvrtc.nvrtc_version()
+    except _nvrtc.NvrtcNotFoundError as error:
+        if os.environ.get("METRICS_GPU_REQUIRE_NVRTC"):
+            pytest.fail(f"METRICS_GPU_REQUIRE_NVRTC is set but NVRTC is unavailable: {error}")
+        pytest.skip(f"NVRTC unavailable: {error}")
+
+
+@pytest.fixture(scope="module")
+def compiled(nvrtc, request):
+    """Outcome of every (module, architecture) pair selected for this run."""
+    wanted = defaultdict(list)
+    for item in request.session.items:
+        if getattr(item, "originalname", None) == "test_kernel_module_compiles":
+            params = item.callspec.params
+            wanted[params["module"]].append(params["architecture"])
+    # Usually every module wants every architecture: then one compile_all
+    # call runs all pairs side by side.
+    by_architectures = defaultdict(list)
+    for module, architectures in wanted.items():
+        by_architectures[tuple(architectures)].append(module)
+    jobs = int(os.environ.get("METRICS_GPU_NVRTC_JOBS", _nvrtc.default_jobs()))
+    outcomes = {}
+    for architectures, modules in by_architectures.items():
+        summary = _nvrtc.compile_all(architectures, modules, jobs=jobs)
+        for outcome in summary.results + summary.failures:
+            outcomes[outcome.module, outcome.architecture] = outcome
+    return outcomes
+
+
+def _assert_compiled(result, expressions, architecture):
+    assert result.architecture == architecture
+    assert tuple(result.lowered_names) == tuple(expressions)
+    for expression, lowered in result.lowered_names.items():
+        assert lowered, f"no lowered name for {expression!r}"
+    assert result.cubin_size > 0
+
+
+@pytest.mark.parametrize(
+    "module, architecture",
+    [(module, arch) for module in KERNEL_MODULES for arch in SUPPORTED_ARCHITECTURES],
+    ids=lambda value: value.source if isinstance(value, KernelModule) else value,
+)
+def test_kernel_module_compiles(compiled, module, architecture):
+    assert module.name_expressions, f"{module.source} lists no name expressions"
+    outcome = compiled[module.source, architecture]
+    if isinstance(outcome, _nvrtc.NvrtcCompileError):
+        pytest.fail(str(outcome), pytrace=False)
+    _assert_compiled(outcome, module.name_expressions, architecture)
+
+
+def test_kernel_table_lists_every_cu_file():
+    """A ``.cu`` added to kernels/ without a KERNEL_MODULES entry is never compiled."""
+    on_disk = {path.name for path in kernel_directory().glob("*.cu")}
+    listed = {module.source for module in KERNEL_MODULES}
+    assert on_disk <= listed, f"not in KERNEL_MODULES: {sorted(on_disk - listed)}"
+    assert listed <= on_disk, f"listed but missing from kernels/: {sorted(listed - on_disk)}"
+
+
+def test_kernel_table_has_no_duplicates():
+    sources = [module.source for module in KERNEL_MODULES]
+    assert len(sources) == len(set(sources))
+    for module in KERNEL_MODULES:
+        assert len(module.name_expressions) == len(set(module.name_expressions)), module.source
+
+
+@pytest.mark.parametrize("architecture", SUPPORTED_ARCHITECTURES)
+def test_tiny_templated_kernel_compiles(nvrtc, architecture):
+    """NVRTC and the binding work for each architecture, whatever the table holds."""
+    result = _nvrtc.compile_module(
+        TINY_KERNEL, "tiny.cu", TINY_EXPRESSIONS, ("--std=c++17",), architecture=architecture
+    )
+    _assert_compiled(result, TINY_EXPRESSIONS, architecture)
+    assert result.lowered_names["k<int>"] != result.lowered_names["k<double>"]
+
+
+def test_every_supported_architecture_is_known_to_nvrtc(nvrtc):
+    known = set(_nvrtc.supported_architectures())
+    missing = [arch for arch in SUPPORTED_ARCHITECTURES if arch not in known]
+    assert not missing, f"NVRTC {nvrtc} cannot compile for {missing}; upgrade nvidia-cuda-nvrtc"
+
+
+def test_broken_source_raises_with_architecture_and_log(nvrtc):
+    source = "__global__ void broken(int* x){ x[0] = undefined_identifier; }\n"
+    with pytest.raises(_nvrtc.NvrtcCompileError) as caught:
+        _nvrtc.compile_module(source, "broken.cu", ("broken",), architecture="sm_90")
+    message = str(caught.value)
+    assert "broken.cu" in message
+    assert "sm_90" in message
+    assert 'identifier "undefined_identifier" is undefined' in message
+    assert caught.value.architecture == "sm_90"
+
+
+def test_ptxas_errors_fail_the_gate(nvrtc):
+    """Compiling to a real sm_XX runs ptxas, so resource errors are caught too."""
+    source = (
+        "__global__ void big(char* x){ __shared__ char s[300000];"
+        " s[threadIdx.x] = x[threadIdx.x]; __syncthreads(); x[threadIdx.x] = s[threadIdx.x + 1]; }\n"
+    )
+    with pytest.raises(_nvrtc.NvrtcCompileError, match=r"(?s)sm_75.*ptxas.*too much shared data"):
+        _nvrtc.compile_module(source, "big.cu", ("big",), architecture="sm_75")
+
+
+def test_unknown_name_expression_fails(nvrtc):
+    with pytest.raises(_nvrtc.NvrtcCompileError, match="not_a_type"):
+        _nvrtc.compile_module(TINY_KERNEL, "tiny.cu", ("k<not_a_type>",), architecture="sm_80")
+
+
+def test_unsupported_architecture_fails(nvrtc):
+    with pytest.raises(_nvrtc.NvrtcCompileError, match=r"(?s)sm_35.*gpu-architecture"):
+        _nvrtc.compile_module(TINY_KERNEL, "tiny.cu", ("k<int>",), architecture="sm_35")
+
+
+def test_virtual_or_missing_architecture_is_rejected():
+    with pytest.raises(ValueError, match="real architecture"):
+        _nvrtc.compile_module(TINY_KERNEL, "tiny.cu", ("k<int>",), architecture="compute_90")
+    with pytest.raises(ValueError, match="real architecture"):
+        _nvrtc.compile_module(TINY_KERNEL, "tiny.cu", ("k<int>",))
+
+
+def test_compile_all_resolves_shared_header_and_reports_failures(nvrtc, tmp_path):
+    """compile_all passes the include path and collects every failure, not only the first."""
+    (tmp_path / "common.cuh").write_text("template<typename T> __device__ T twice(T v){return v + v;}\n")
+    (tmp_path / "good.cu").write_text(
+        '#include "common.cuh"\n'
+        "template<typename T> __global__ void scale(T* x){x[threadIdx.x] = twice(x[threadIdx.x]);}\n"
+    )
+    (tmp_path / "bad.cu").write_text('#include "common.cuh"\n__global__ void f(){ nope(); }\n')
+    modules = (
+        KernelModule("good.cu", ("scale<float>", "scale<long long>")),
+        KernelModule("bad.cu", ("f",)),
+    )
+    summary = _nvrtc.compile_all(("sm_80", "sm_120"), modules, directory=tmp_path, jobs=2)
+    assert not summary.ok
+    assert [(r.module, r.architecture) for r in summary.results] == [
+        ("good.cu", "sm_80"),
+        ("good.cu", "sm_120"),
+    ]
+    assert [(f.module, f.architecture) for f in summary.failures] == [
+        ("bad.cu", "sm_80"),
+        ("bad.cu", "sm_120"),
+    ]
+    assert all('"nope" is undefined' in f.log for f in summary.failures)
+
+
+def test_env_variable_pointing_nowhere_is_an_error(monkeypatch, tmp_path):
+    monkeypatch.setenv(_nvrtc.ENV_VARIABLE, str(tmp_path / "libnvrtc.so.13"))
+    with pytest.raises(_nvrtc.NvrtcNotFoundError, match=_nvrtc.ENV_VARIABLE):
+        _nvrtc.find_library()
+
+
+def test_main_prints_one_line_per_module_and_architecture(nvrtc, monkeypatch, tmp_path, capsys):
+    # A tiny stand-in table: the real one is compiled by the tests above.
+    (tmp_path / "tiny.cu").write_text(TINY_KERNEL)
+    monkeypatch.setattr(_nvrtc, "kernel_directory", lambda: tmp_path)
+    monkeypatch.setattr(_nvrtc, "KERNEL_MODULES", (KernelModule("tiny.cu", TINY_EXPRESSIONS),))
+    assert _nvrtc.main(["sm_80", "sm_120", "--jobs", "2"]) == 0
+    out = capsys.readouterr().out
+    assert f"NVRTC {nvrtc[0]}.{nvrtc[1]}" in out
+    assert "tiny.cu sm_80: 2 instantiations, " in out
+    assert "tiny.cu sm_120: 2 instantiations, " in out
+    assert "2/2 compiled" in out
+
+    (tmp_path / "unlisted.cu").write_text(TINY_KERNEL)
+    assert _nvrtc.main(["sm_80", "--jobs", "1"]) == 1
+    assert "unlisted.cu: FAILED, not listed in KERNEL_MODULES" in capsys.readouterr().out
+
+    (tmp_path / "unlisted.cu").unlink()
+    (tmp_path / "tiny.cu").write_text("__global__ void k(){ nope(); }\n")
+    assert _nvrtc.main(["sm_80"]) == 1
+    captured = capsys.readouterr()
+    assert "tiny.cu sm_80: FAILED" in captured.out
+    assert '"nope" is undefined' in captured.err
