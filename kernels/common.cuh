@@ -110,57 +110,60 @@ __device__ __forceinline__ double weight_value(const W* weight, int64 i) {
 }
 __device__ __forceinline__ double weight_value(const unit_weight*, int64) { return 1.0; }
 
-// Fixed point for deterministic float weights: w -> rint(w * scale) with
-// scale = 2^(62 - e), e the exponent bounding max|w| * N. Every quantised
-// weight is <= 2^62 / N, so a sum of N of them fits in 63 bits; the scale is
-// a power of two, so the scaling itself is exact.
-__device__ __forceinline__ double fixed_point_scale(const uint64* max_weight_bits,
-                                                    int64 total_samples) {
-  double bound = __longlong_as_double((long long)*max_weight_bits) * (double)total_samples;
-  if (!(bound > 0.0)) return 1.0;
-  int e = ilogb(bound) + 1;  // bound < 2^e
-  return ldexp(1.0, 62 - e);
+// Fixed point for deterministic float weights: w -> rint(w * 2^s) with
+// s = 62 - e and 2^e > max|w| * N (e from the exponents of max|w| and N, so
+// nothing overflows for any finite weight). Every quantised weight is below
+// 2^62 / N, so a sum of N of them fits in 63 bits; scaling by a power of two
+// (ldexp) is exact, so the only rounding is rint: at most half a unit,
+// 2^(e - 63) <= max|w| * N * 2^-61 per weight (2^e <= 4 max|w| N).
+__device__ __forceinline__ int fixed_point_shift(const uint64* max_weight_bits,
+                                                 int64 total_samples) {
+  double largest = __longlong_as_double((long long)*max_weight_bits);
+  if (!(largest > 0.0) || total_samples <= 0) return 0;
+  int weight_exponent = ilogb(largest) + 1;                      // largest < 2^this
+  int count_bits = 64 - __clzll((long long)total_samples);      // N < 2^this
+  return 62 - (weight_exponent + count_bits);
 }
 
 template <typename W, bool FIXED>
 struct WeightCast {
   // unit / integer weights: the exact integer.
-  __device__ __forceinline__ static uint64 apply(const W* weight, int64 i, double) {
+  __device__ __forceinline__ static uint64 apply(const W* weight, int64 i, int) {
     return (uint64)(long long)weight_value(weight, i);
   }
 };
 template <bool FIXED>
 struct WeightCast<unit_weight, FIXED> {
-  __device__ __forceinline__ static uint64 apply(const unit_weight*, int64, double) { return 1; }
+  __device__ __forceinline__ static uint64 apply(const unit_weight*, int64, int) { return 1; }
 };
 template <bool FIXED>
 struct WeightCast<long long, FIXED> {
-  __device__ __forceinline__ static uint64 apply(const long long* weight, int64 i, double) {
+  __device__ __forceinline__ static uint64 apply(const long long* weight, int64 i, int) {
     return (uint64)weight[i];
   }
 };
 template <>
 struct WeightCast<float, false> {
-  __device__ __forceinline__ static double apply(const float* weight, int64 i, double) {
+  __device__ __forceinline__ static double apply(const float* weight, int64 i, int) {
     return (double)weight[i];
   }
 };
 template <>
 struct WeightCast<double, false> {
-  __device__ __forceinline__ static double apply(const double* weight, int64 i, double) {
+  __device__ __forceinline__ static double apply(const double* weight, int64 i, int) {
     return weight[i];
   }
 };
 template <>
 struct WeightCast<float, true> {
-  __device__ __forceinline__ static uint64 apply(const float* weight, int64 i, double scale) {
-    return (uint64)llrint((double)weight[i] * scale);
+  __device__ __forceinline__ static uint64 apply(const float* weight, int64 i, int shift) {
+    return (uint64)llrint(ldexp((double)weight[i], shift));
   }
 };
 template <>
 struct WeightCast<double, true> {
-  __device__ __forceinline__ static uint64 apply(const double* weight, int64 i, double scale) {
-    return (uint64)llrint(weight[i] * scale);
+  __device__ __forceinline__ static uint64 apply(const double* weight, int64 i, int shift) {
+    return (uint64)llrint(ldexp(weight[i], shift));
   }
 };
 

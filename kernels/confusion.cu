@@ -70,8 +70,18 @@ __device__ __forceinline__ int64 row_argmax(const S* scores, int64 row, bool act
     }
   }
   for (int offset = group / 2; offset > 0; offset /= 2) {
-    F other = __shfl_xor_sync(kFullWarp, best, offset, group);
-    int64 other_index = __shfl_xor_sync(kFullWarp, best_index, offset, group);
+    F other;
+    int64 other_index;
+    if constexpr (sizeof(F) == 4) {
+      // float value and 32-bit column in one 64-bit shuffle (K < 2^32).
+      uint64 packed = ((uint64)__float_as_uint(best) << 32) | (uint64)(unsigned int)best_index;
+      uint64 received = __shfl_xor_sync(kFullWarp, packed, offset, group);
+      other = __uint_as_float((unsigned int)(received >> 32));
+      other_index = (int64)(unsigned int)(received & 0xffffffffull);
+    } else {
+      other = __shfl_xor_sync(kFullWarp, best, offset, group);
+      other_index = __shfl_xor_sync(kFullWarp, best_index, offset, group);
+    }
     if (argmax_beats(other, other_index, best, best_index)) {
       best = other;
       best_index = other_index;
@@ -182,7 +192,7 @@ struct SharedMatrixSink {
   SharedT* cells;
   int64 size;  // M: positions per axis
   const W* weight;
-  double scale;
+  int shift;  // fixed point: weights are scaled by 2^shift
   unsigned char* zero_weight_seen;
   int aggregate;
 
@@ -197,7 +207,7 @@ struct SharedMatrixSink {
       return;
     }
     if (!counted) return;
-    atomicAdd(&cells[t * size + p], (SharedT)WeightCast<W, FIXED>::apply(weight, i, scale));
+    atomicAdd(&cells[t * size + p], (SharedT)WeightCast<W, FIXED>::apply(weight, i, shift));
     if (weight_is_zero(weight, i)) {
       zero_weight_seen[t] = 1;
       zero_weight_seen[p] = 1;
@@ -211,12 +221,12 @@ struct GlobalMatrixSink {
   Acc* matrix;
   int64 size;
   const W* weight;
-  double scale;
+  int shift;  // fixed point: weights are scaled by 2^shift
   unsigned char* zero_weight_seen;
 
   __device__ __forceinline__ void add(bool counted, int64 t, int64 p, int64 i) {
     if (!counted) return;
-    atomicAdd(&matrix[t * size + p], WeightCast<W, FIXED>::apply(weight, i, scale));
+    atomicAdd(&matrix[t * size + p], WeightCast<W, FIXED>::apply(weight, i, shift));
     if (weight_is_zero(weight, i)) {
       zero_weight_seen[t] = 1;
       zero_weight_seen[p] = 1;
@@ -248,7 +258,7 @@ struct StatisticsSink {
   Acc* support;
   Acc* predicted;
   const W* weight;
-  double scale;
+  int shift;  // fixed point: weights are scaled by 2^shift
   unsigned char* zero_weight_seen;
   int moments;
   U128 linear_exact{0, 0}, quadratic_exact{0, 0};  // integer / fixed-point weights
@@ -256,7 +266,7 @@ struct StatisticsSink {
 
   __device__ __forceinline__ void add(bool counted, int64 t, int64 p, int64 i) {
     if (!counted) return;
-    Acc w = WeightCast<W, FIXED>::apply(weight, i, scale);
+    Acc w = WeightCast<W, FIXED>::apply(weight, i, shift);
     if (t == p) atomicAdd(&true_positives[t], w);
     atomicAdd(&support[t], w);
     atomicAdd(&predicted[p], w);
@@ -292,8 +302,8 @@ __device__ __forceinline__ void flush_invalid(uint64* invalid_total, uint64 inva
 }
 
 template <typename W, bool FIXED>
-__device__ __forceinline__ double launch_scale(const uint64* max_weight_bits, int64 total_samples) {
-  return FIXED ? fixed_point_scale(max_weight_bits, total_samples) : 1.0;
+__device__ __forceinline__ int launch_shift(const uint64* max_weight_bits, int64 total_samples) {
+  return FIXED ? fixed_point_shift(max_weight_bits, total_samples) : 0;
 }
 
 template <typename PredT>
@@ -367,7 +377,7 @@ __global__ void confusion_shared(MG_ACCUMULATE_PARAMETERS,
   for (long long c = threadIdx.x; c < cell_count; c += blockDim.x) cells[c] = 0;
   __syncthreads();
   mg::SharedMatrixSink<W, FIXED, SharedT> sink{
-      cells, size, weight, mg::launch_scale<W, FIXED>(max_weight_bits, total_samples),
+      cells, size, weight, mg::launch_shift<W, FIXED>(max_weight_bits, total_samples),
       zero_weight_seen, aggregate};
   unsigned long long invalid = 0;
   mg::sample_loop(y_true, y_pred, n, vector_loads, row_stride, column_stride, group, rules,
@@ -388,7 +398,7 @@ __global__ void confusion_global(MG_ACCUMULATE_PARAMETERS,
                                  unsigned long long* __restrict__ invalid_total) {
   MG_SAMPLE_RULES;
   mg::GlobalMatrixSink<W, FIXED> sink{
-      matrix, size, weight, mg::launch_scale<W, FIXED>(max_weight_bits, total_samples),
+      matrix, size, weight, mg::launch_shift<W, FIXED>(max_weight_bits, total_samples),
       zero_weight_seen};
   unsigned long long invalid = 0;
   mg::sample_loop(y_true, y_pred, n, vector_loads, row_stride, column_stride, group, rules,
@@ -440,7 +450,7 @@ __global__ void class_statistics(MG_ACCUMULATE_PARAMETERS,
   MG_SAMPLE_RULES;
   mg::StatisticsSink<W, FIXED> sink{
       true_positives, support, predicted, weight,
-      mg::launch_scale<W, FIXED>(max_weight_bits, total_samples), zero_weight_seen, moments};
+      mg::launch_shift<W, FIXED>(max_weight_bits, total_samples), zero_weight_seen, moments};
   unsigned long long invalid = 0;
   mg::sample_loop(y_true, y_pred, n, vector_loads, row_stride, column_stride, group, rules,
                   sink, invalid);
@@ -470,15 +480,15 @@ __global__ void max_abs_weight(const W* __restrict__ weight, long long n,
   }
 }
 
-// Fixed-point sums back to float64: value / scale (exact power-of-two
+// Fixed-point sums back to float64: value * 2^-shift (exact power-of-two
 // division, then one rounding of the 64-bit integer).
 __global__ void fixed_point_to_float64(const unsigned long long* __restrict__ fixed,
                                        long long count,
                                        const unsigned long long* __restrict__ max_weight_bits,
                                        long long total_samples, double* __restrict__ out) {
-  double scale = mg::fixed_point_scale(max_weight_bits, total_samples);
+  int shift = mg::fixed_point_shift(max_weight_bits, total_samples);
   for (long long i = (long long)blockIdx.x * blockDim.x + threadIdx.x; i < count;
        i += (long long)gridDim.x * blockDim.x) {
-    out[i] = (double)(long long)fixed[i] / scale;
+    out[i] = ldexp((double)(long long)fixed[i], -shift);
   }
 }

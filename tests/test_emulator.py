@@ -250,11 +250,6 @@ def test_shuffles(launch, dtype, width):
             assert np.array_equal(out[:, 3], expected), f"__shfl_xor_sync: {what}"
 
 
-@pytest.mark.xfail(strict=True, reason=(
-    "cuda_emulation.h emu::shuffle: a source lane before the caller's width segment is "
-    "treated as outside (own value returned); CUDA documents that __shfl_xor_sync with "
-    "width < 32 may read *earlier* segments (PTX shfl.bfly: j <= maxLane), so lane 8 of "
-    "__shfl_xor_sync(mask, v, 8, 8) must read lane 0"))
 def test_shuffle_xor_reads_earlier_segments(launch):
     values, out = run_shuffles(launch, "int32", width=8, delta=8, src_lane=0)
     assert np.array_equal(out[:, 3], shuffle_model(values, "xor", 8, 8))

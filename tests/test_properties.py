@@ -274,7 +274,12 @@ def test_label_permutation(backend, data, num_classes_given):
         expected = np.empty_like(cm)
         expected[np.ix_(perm, perm)] = cm
         assert cm_after.dtype == cm.dtype
-        np.testing.assert_array_equal(cm_after, expected)
+        if cm.dtype.kind == "f":
+            # Float weights on the kernel backends are summed by atomics, in
+            # an order that changes with the cells' positions.
+            np.testing.assert_allclose(cm_after, expected, rtol=1e-12)
+        else:
+            np.testing.assert_array_equal(cm_after, expected)
         for name, metric in PER_CLASS:
             for zd in (0.0, 1.0, np.nan):
                 before = backend.to_numpy(metric(t, p, average=None, zero_division=zd, **kw_w))

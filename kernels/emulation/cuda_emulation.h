@@ -72,6 +72,7 @@ namespace emu {
 
 constexpr int kWarpSize = 32;
 constexpr int kStallSeconds = 60;
+constexpr int kSpinYields = 2000;
 
 // Thrown inside a kernel thread to unwind it when its block has failed.
 struct Abort {};
@@ -142,6 +143,13 @@ inline void wait_until(Block& block, std::condition_variable& cv,
                        std::unique_lock<std::mutex>& lock, Ready ready, const char* where) {
   block.blocked++;
   check_deadlock(block, where);
+  if (block.failed) throw Abort{};
+  // Barriers are short: yield to the threads that still have to arrive
+  // (a sleep/wake on the condition variable per rendezvous costs far more),
+  // then fall back to sleeping for long waits.
+  lock.unlock();
+  for (int spin = 0; spin < kSpinYields && !ready(); ++spin) std::this_thread::yield();
+  lock.lock();
   auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(kStallSeconds);
   while (!ready() && !block.failed) {
     if (cv.wait_until(lock, deadline) == std::cv_status::timeout && !ready()) {
@@ -152,6 +160,16 @@ inline void wait_until(Block& block, std::condition_variable& cv,
   // The releasing thread already took this waiter off `blocked`, so that it
   // never counts as blocked after its barrier completed.
   if (block.failed) throw Abort{};
+}
+
+// Generations are read without the mutex while spinning: released with
+// release/acquire order, so a lane that sees the new generation also sees
+// the results written before it.
+inline unsigned long long load_generation(const unsigned long long& generation) {
+  return __atomic_load_n(&generation, __ATOMIC_ACQUIRE);
+}
+inline void advance_generation(unsigned long long& generation) {
+  __atomic_fetch_add(&generation, 1ull, __ATOMIC_RELEASE);
 }
 
 // __syncthreads and its counting variants: every thread of the block.
@@ -165,12 +183,13 @@ inline long long block_barrier(long long contribution, const char* where) {
     block.count = 0;
     block.arrived = 0;
     block.blocked -= block.threads - 1;
-    block.generation++;
+    advance_generation(block.generation);
     block.released.notify_all();
     return block.count_result;
   }
   unsigned long long generation = block.generation;
-  wait_until(block, block.released, lock, [&] { return block.generation != generation; }, where);
+  wait_until(block, block.released, lock,
+             [&] { return load_generation(block.generation) != generation; }, where);
   return block.count_result;
 }
 
@@ -210,12 +229,13 @@ inline unsigned long long warp_exchange(const char* op, unsigned int mask,
     compute(warp);
     warp.arrived = 0;
     block.blocked -= warp.size - 1;
-    warp.generation++;
+    advance_generation(warp.generation);
     warp.released.notify_all();
     return warp.result[lane];
   }
   unsigned long long generation = warp.generation;
-  wait_until(block, warp.released, lock, [&] { return warp.generation != generation; }, op);
+  wait_until(block, warp.released, lock,
+             [&] { return load_generation(warp.generation) != generation; }, op);
   return warp.result[lane];
 }
 
@@ -244,7 +264,10 @@ inline T shuffle(const char* op, unsigned int mask, T var, long long parameter, 
         for (unsigned int l = 0; l < warp.size; ++l) {
           long long segment = (long long)(l / width) * width;
           long long from = source((long long)l, warp.parameter[l], segment, width);
-          bool inside = from >= segment && from < segment + width && from < (long long)warp.size;
+          // Lanes may read earlier segments (only __shfl_xor_sync reaches
+          // them), never later ones or past the warp.
+          bool inside = from >= 0 && from < segment + width && from < (long long)warp.size &&
+                        (from >= segment || std::strcmp(op, "__shfl_xor_sync") == 0);
           warp.result[l] = inside ? warp.value[from] : warp.value[l];
         }
       });

@@ -70,6 +70,24 @@ class _Weights:
     result_dtype: object   # dtype of the returned counts
 
 
+def _ignore_arguments(ignore_index, label_dtype):
+    """(ignore_index, has_ignore_index) as the kernels compare them.
+
+    Kernels compare labels read as int64; a uint64 label >= 2**63 reads as its
+    two's complement, so the value is wrapped the same way. A value the label
+    dtype cannot hold never matches (as NumPy's comparison by value).
+    """
+    if ignore_index is None:
+        return np.int64(0), np.int32(0)
+    label_dtype = np.dtype(label_dtype)
+    low, high = (0, 1) if label_dtype.kind == "b" else (
+        np.iinfo(label_dtype).min, np.iinfo(label_dtype).max)
+    if not low <= ignore_index <= high:
+        return np.int64(0), np.int32(0)
+    wrapped = (int(ignore_index) + 2**63) % 2**64 - 2**63
+    return np.int64(wrapped), np.int32(1)
+
+
 class KernelBackend:
     """A backend whose heavy primitives are the raw kernels of ``kernels/``."""
 
@@ -164,9 +182,13 @@ class KernelBackend:
 
     # -- the accumulation pass -----------------------------------------------
 
-    def _common(self, y_true, y_pred, weights, num_classes, size, ignore_index, class_lut,
+    def _common(self, y_true, y_pred, weights, num_classes, size, ignore_arguments, class_lut,
                 max_weight_bits, total, start, stop):
-        """The leading kernel arguments (MG_ACCUMULATE_PARAMETERS), for one segment."""
+        """The leading kernel arguments (MG_ACCUMULATE_PARAMETERS), for one segment.
+
+        ``ignore_arguments`` come from the caller's y_true dtype, before any
+        conversion of the labels (see :func:`_ignore_arguments`).
+        """
         true, pred, row_stride, column_stride, group, vector_loads = y_true, y_pred, 0, 0, 0, 0
         if isinstance(y_pred, tuple):  # scores
             scores, row_stride, column_stride = y_pred
@@ -181,8 +203,7 @@ class KernelBackend:
         weight = None if weights.array is None else weights.array[start:stop]
         return [
             true, pred, weight, np.int64(stop - start), np.int64(num_classes), class_lut,
-            np.int64(size), np.int64(0 if ignore_index is None else ignore_index),
-            np.int32(ignore_index is not None), np.int32(vector_loads),
+            np.int64(size), *ignore_arguments, np.int32(vector_loads),
             np.int64(row_stride), np.int64(column_stride), np.int32(group),
             max_weight_bits, np.int64(total),
         ]
@@ -222,9 +243,10 @@ class KernelBackend:
         Returns ``(matrix, observed, n_invalid)`` like the NumPy backend; the
         matrix is int64 without weights or with integer weights, else float64.
         ``deterministic=True`` accumulates float weights in 64-bit fixed point
-        (scale ``2**(62 - e)`` with ``2**e > max|w| * N``): integer atomics are
-        associative, so the result is bit-identical run to run, with an
-        absolute error per weight of at most ``max|w| * N * 2**-63``.
+        (weights scaled by ``2**(62 - e)``, ``2**e`` the power of two just above
+        max|w| times the one just above N): integer atomics are associative,
+        so the result is bit-identical run to run, with an absolute error per
+        weight of at most ``max|w| * N * 2**-61``.
         Samples out of range are counted in ``n_invalid`` whatever ``guard``.
         """
         del guard  # the kernels always check the range; validation decides if it raises
@@ -244,7 +266,8 @@ class KernelBackend:
         items = n if not isinstance(pred, tuple) else n * min(32, num_classes)
         grid = self._grid(items, shared_bytes if fits_shared and not binary else 0)
         for start, stop in self._segments(n, grid):
-            args = self._common(true, pred, weights, num_classes, size, ignore_index, lut,
+            args = self._common(true, pred, weights, num_classes, size,
+                                _ignore_arguments(ignore_index, y_true.dtype), lut,
                                 max_bits, n, start, stop)
             if binary:
                 expression = accumulate_expression("confusion_binary", true_type, pred_type)
@@ -301,7 +324,8 @@ class KernelBackend:
         expression = accumulate_expression("class_statistics", true_type, pred_type,
                                            weights.c_type, weights.fixed)
         for start, stop in self._segments(n, grid):
-            args = self._common(true, pred, weights, num_classes, size, ignore_index, lut,
+            args = self._common(true, pred, weights, num_classes, size,
+                                _ignore_arguments(ignore_index, y_true.dtype), lut,
                                 max_bits, n, start, stop)
             device.launch(SOURCE, expression, grid, self.device.block_threads,
                           args + [true_positives, support, predicted, seen, invalid,
