@@ -208,7 +208,6 @@ class Context:
             oom.append(torch.cuda.OutOfMemoryError)
         self.oom_errors = tuple(oom)
         self.failures = 0  # disagreements and errors of our calls
-        self.fused_route = "direct"
         self._noted: set[str] = set()
 
     def note(self, text: str, key: str | None = None) -> None:
@@ -542,26 +541,6 @@ def label_case(ctx: Context, n: int, k: int, dtype: str, y_true, y_pred, copy: d
     return case
 
 
-def choose_fused_route(ctx: Context) -> str:
-    """How ours is handed (N, K) scores: ``direct`` or ``argmax_scores``.
-
-    ``direct`` passes the 2-D scores as ``y_pred`` to ``accumulate_confusion``.
-    A backend whose ``argmax_scores`` returns a deferred stand-in (no array:
-    the accumulation kernel then fuses the argmax) is called the way the
-    library calls it, ``accumulate_confusion(y_true, argmax_scores(scores))``.
-    """
-    if ctx.args.fused_route != "auto":
-        return ctx.args.fused_route
-    backend, cp = ctx.backend, ctx.cp
-    if backend is None or not hasattr(backend, "argmax_scores"):
-        return "direct"
-    try:
-        probe = backend.argmax_scores(backend.asarray(cp.zeros((2, 2), dtype=cp.float32)))
-    except Exception:
-        return "direct"
-    return "direct" if isinstance(probe, (cp.ndarray, np.ndarray)) else "argmax_scores"
-
-
 def score_case(ctx: Context, n: int, k: int, dtype: str, score_dtype: str, y_true,
                y_pred) -> dict | bool:
     """One fused-argmax case; None when over --max-score-bytes, False when skipped (noted)."""
@@ -620,19 +599,14 @@ def measure_scores(ctx: Context, case: dict, y_true, scores) -> None:
         case["ours"] = {"ms": None, "error": "--baselines-only"}
     else:
         backend = ctx.backend
-        if ctx.fused_route == "argmax_scores":
-            case["ours_call"] = ("accumulate_confusion(asarray(y_true), "
-                                 "argmax_scores(asarray(scores)), num_classes=K)")
+        # The library's own route: argmax_scores defers the argmax to the kernel.
+        case["ours_call"] = ("accumulate_confusion(asarray(y_true), "
+                             "argmax_scores(asarray(scores)), num_classes=K)")
 
-            def function():
-                return backend.accumulate_confusion(
-                    backend.asarray(ours_inputs[0]),
-                    backend.argmax_scores(backend.asarray(ours_inputs[1])), num_classes=k)
-        else:
-            case["ours_call"] = "accumulate_confusion(y_true, scores, num_classes=K)"
-
-            def function():
-                return backend.accumulate_confusion(*ours_inputs, num_classes=k)
+        def function():
+            return backend.accumulate_confusion(
+                backend.asarray(ours_inputs[0]),
+                backend.argmax_scores(backend.asarray(ours_inputs[1])), num_classes=k)
 
         case["ours"], ours = attempt(ctx, f"{name}: ours", function, ours_dense_host)
         if ours is None:
@@ -897,9 +871,7 @@ def print_table(out: Printer, results: dict) -> None:
     out(f"times: CUDA events, best of {results['settings']['repeat']} after a warm-up; "
         f"{COPY_CONVENTION}")
     if not results["settings"]["baselines_only"]:
-        route = {"direct": "accumulate_confusion(y_true, scores)",
-                 "argmax_scores": "accumulate_confusion(y_true, argmax_scores(scores))"}
-        out(f"fused argmax: ours = backend.{route[results['settings']['fused_route']]}")
+        out("fused argmax: ours = backend.accumulate_confusion(y_true, argmax_scores(scores))")
     if results["settings"]["baselines_only"]:
         out("--baselines-only: ours not run; 'agree' = the baselines equal a chunked bincount "
             "reference")
@@ -1057,12 +1029,6 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--skip", nargs="+", default=[],
                         choices=("labels", "stats", "scores", "step"),
                         help="parts not to run")
-    parser.add_argument("--fused-route", choices=("auto", "direct", "argmax_scores"),
-                        default="auto",
-                        help="how ours gets (N, K) scores: direct = accumulate_confusion(y_true, "
-                             "scores); argmax_scores = accumulate_confusion(y_true, "
-                             "argmax_scores(scores)), the library's own route; auto (default) "
-                             "picks argmax_scores when it defers the argmax to the kernel")
     parser.add_argument("--baselines-only", action="store_true",
                         help="run torchmetrics, cupy and the copy without our backend "
                              "(ours columns null)")
@@ -1091,7 +1057,6 @@ def main(argv=None) -> int:
     notes: list[str] = []
     torch, tm = load_torch(cp, notes)
     ctx = Context(cp, backend, torch, tm, args, notes)
-    ctx.fused_route = choose_fused_route(ctx)
     results = {
         "bench": "gpu_confusion",
         "environment": environment(cp, torch, tm),
@@ -1101,7 +1066,6 @@ def main(argv=None) -> int:
             "repeat": args.repeat, "step_repeat": args.step_repeat,
             "max_score_bytes": args.max_score_bytes, "accuracy": args.accuracy,
             "seed": args.seed, "skip": args.skip, "baselines_only": args.baselines_only,
-            "fused_route": ctx.fused_route,
         },
         "conventions": {
             "time": "CUDA events on the current stream, best of repeat after one warm-up call",

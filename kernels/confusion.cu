@@ -306,26 +306,13 @@ __device__ __forceinline__ int launch_shift(const uint64* max_weight_bits, int64
   return FIXED ? fixed_point_shift(max_weight_bits, total_samples) : 0;
 }
 
+// The pred types that are (N, K) scores, not labels.
 template <typename PredT>
-struct IsScore {
-  static constexpr bool value = false;
-};
-template <>
-struct IsScore<float> {
-  static constexpr bool value = true;
-};
-template <>
-struct IsScore<double> {
-  static constexpr bool value = true;
-};
-template <>
-struct IsScore<bfloat16_bits> {
-  static constexpr bool value = true;
-};
-template <>
-struct IsScore<float16_bits> {
-  static constexpr bool value = true;
-};
+constexpr bool is_score = false;
+template <> constexpr bool is_score<float> = true;
+template <> constexpr bool is_score<double> = true;
+template <> constexpr bool is_score<bfloat16_bits> = true;
+template <> constexpr bool is_score<float16_bits> = true;
 
 template <typename TrueT, typename PredT, typename Sink>
 __device__ __forceinline__ void sample_loop(const TrueT* y_true, const PredT* y_pred, int64 n,
@@ -333,7 +320,7 @@ __device__ __forceinline__ void sample_loop(const TrueT* y_true, const PredT* y_
                                             int64 column_stride, int group,
                                             const SampleRules& rules, Sink& sink,
                                             uint64& invalid) {
-  if constexpr (IsScore<PredT>::value) {
+  if constexpr (is_score<PredT>) {
     score_loop(y_true, y_pred, n, row_stride, column_stride, group, rules, sink, invalid);
   } else {
     label_loop(y_true, y_pred, n, vector_loads, rules, sink, invalid);
@@ -349,7 +336,7 @@ __device__ __forceinline__ void sample_loop(const TrueT* y_true, const PredT* y_
 //   has_ignore_index, vector_loads (labels: both pointers 16-byte aligned),
 //   row_stride, column_stride, group (scores: strides in elements, lanes per
 //   row), max_weight_bits + total_samples (fixed point), then the outputs.
-#define MG_ACCUMULATE_PARAMETERS                                                        \
+#define MG_ACCUMULATE_PARAMETERS(W)                                                     \
   const TrueT *__restrict__ y_true, const PredT *__restrict__ y_pred,                  \
       const W *__restrict__ weight, long long n, long long num_classes,                \
       const long long *__restrict__ class_lut, long long size, long long ignore_index, \
@@ -365,7 +352,7 @@ __device__ __forceinline__ void sample_loop(const TrueT* y_true, const PredT* y_
 // size * size * sizeof(SharedAccumulator<W, FIXED>::type) bytes; the host picks this kernel while that
 // fits the per-block budget and keeps n / gridDim.x < 2^32 (32-bit counters).
 template <typename TrueT, typename PredT, typename W, bool FIXED>
-__global__ void confusion_shared(MG_ACCUMULATE_PARAMETERS,
+__global__ void confusion_shared(MG_ACCUMULATE_PARAMETERS(W),
                                  typename mg::Accumulator<W, FIXED>::type* __restrict__ matrix,
                                  unsigned char* __restrict__ zero_weight_seen,
                                  unsigned long long* __restrict__ invalid_total, int aggregate) {
@@ -392,7 +379,7 @@ __global__ void confusion_shared(MG_ACCUMULATE_PARAMETERS,
 // Dense matrix with global atomics (size * size beyond the shared budget;
 // contention is low there: many cells).
 template <typename TrueT, typename PredT, typename W, bool FIXED>
-__global__ void confusion_global(MG_ACCUMULATE_PARAMETERS,
+__global__ void confusion_global(MG_ACCUMULATE_PARAMETERS(W),
                                  typename mg::Accumulator<W, FIXED>::type* __restrict__ matrix,
                                  unsigned char* __restrict__ zero_weight_seen,
                                  unsigned long long* __restrict__ invalid_total) {
@@ -407,15 +394,12 @@ __global__ void confusion_global(MG_ACCUMULATE_PARAMETERS,
 }
 
 // K = 2 (size 2), unweighted: ballot/popc counting, four global atomics per
-// warp per launch.
+// warp per launch. Same leading parameters as the other accumulation kernels.
 template <typename TrueT, typename PredT>
-__global__ void confusion_binary(const TrueT* __restrict__ y_true,
-                                 const PredT* __restrict__ y_pred, long long n,
-                                 long long num_classes, const long long* __restrict__ class_lut,
-                                 long long ignore_index, int has_ignore_index, int vector_loads,
-                                 long long row_stride, long long column_stride, int group,
+__global__ void confusion_binary(MG_ACCUMULATE_PARAMETERS(mg::unit_weight),
                                  unsigned long long* __restrict__ matrix,
                                  unsigned long long* __restrict__ invalid_total) {
+  // Unweighted only: weight, size and the fixed-point arguments are unused.
   MG_SAMPLE_RULES;
   mg::BinaryBallotSink sink;
   unsigned long long invalid = 0;
@@ -439,7 +423,7 @@ __global__ void confusion_binary(const TrueT* __restrict__ y_true,
 // quadratic low/high) for counts, integer weights and fixed point, float64
 // (linear, quadratic) for float weights.
 template <typename TrueT, typename PredT, typename W, bool FIXED>
-__global__ void class_statistics(MG_ACCUMULATE_PARAMETERS,
+__global__ void class_statistics(MG_ACCUMULATE_PARAMETERS(W),
                                  typename mg::Accumulator<W, FIXED>::type* __restrict__ true_positives,
                                  typename mg::Accumulator<W, FIXED>::type* __restrict__ support,
                                  typename mg::Accumulator<W, FIXED>::type* __restrict__ predicted,

@@ -41,13 +41,18 @@ class BackendCase:
         return self.name
 
 
-@pytest.fixture(params=BACKENDS)
-def backend(request):
-    name = request.param
+def skip_unavailable(name: str) -> None:
+    """Skip the test, with the reason, when backend ``name`` cannot run here."""
     try:
         get_backend_implementation(name)
     except BackendUnavailableError as error:
         pytest.skip(f"backend {name!r} unavailable: {error}")
+
+
+@pytest.fixture(params=BACKENDS)
+def backend(request):
+    name = request.param
+    skip_unavailable(name)
     with metrics_gpu.use_backend(name):
         yield BackendCase(name)
 

@@ -31,7 +31,8 @@ import numpy as np
 import pytest
 
 import metrics_gpu
-from metrics_gpu._backend import BackendUnavailableError, get_backend_implementation
+from conftest import BackendCase, skip_unavailable
+from metrics_gpu._backend import get_backend_implementation
 
 KERNEL_BACKENDS = ("emulated", "cuda")
 NUMPY = get_backend_implementation("numpy")
@@ -46,45 +47,27 @@ HUGE_K = 256_000
 # -- the backend under test ------------------------------------------------------------
 
 
-class KernelCase:
+class KernelCase(BackendCase):
     """A kernel backend: its implementation, and moves to and from its memory."""
 
     def __init__(self, name: str):
-        self.name = name
+        super().__init__(name)
         self.impl = get_backend_implementation(name)
         self.device = self.impl.device
 
     def put(self, array):
         """A host array on this backend (``cupy.asarray`` on cuda); None stays None."""
-        if array is None:
-            return None
-        array = np.asarray(array)
-        if self.name == "cuda":
-            import cupy
-
-            return cupy.asarray(array)
-        return array
+        return None if array is None else self.asarray(array)
 
     def get(self, value):
-        """A result as NumPy (``.get()`` on cuda)."""
-        if value is None:
-            return None
-        if self.name == "cuda" and hasattr(value, "get"):
-            value = value.get()
-        return np.asarray(value)
-
-    def __repr__(self):
-        return self.name
+        """A result as NumPy (``.get()`` on cuda); None stays None."""
+        return None if value is None else self.to_numpy(value)
 
 
 @pytest.fixture(params=KERNEL_BACKENDS)
 def case(request):
-    name = request.param
-    try:
-        get_backend_implementation(name)
-    except BackendUnavailableError as error:
-        pytest.skip(f"backend {name!r} unavailable: {error}")
-    return KernelCase(name)
+    skip_unavailable(request.param)
+    return KernelCase(request.param)
 
 
 @dataclass

@@ -81,6 +81,7 @@ struct Warp {
   std::condition_variable released;
   unsigned int size = 0;      // lanes that exist in this warp
   unsigned int live = 0;      // lanes still running the kernel
+  unsigned int live_mask = 0; // their bits
   unsigned int arrived = 0;
   unsigned long long generation = 0;
   const char* op = nullptr;   // intrinsic the arrived lanes wait in
@@ -380,6 +381,7 @@ inline int launch(const char* name, void (*kernel)(Args...), void** args, unsign
     block.count = 0;
     for (Warp& warp : block.warps) {
       warp.live = warp.size;
+      warp.live_mask = full_mask(warp);
       warp.arrived = 0;
       warp.op = nullptr;
     }
@@ -403,7 +405,9 @@ inline int launch(const char* name, void (*kernel)(Args...), void** args, unsign
       {
         std::lock_guard<std::mutex> lock(block.mutex);
         block.live--;
-        block.warps[thread / kWarpSize].live--;
+        Warp& warp = block.warps[thread / kWarpSize];
+        warp.live--;
+        warp.live_mask &= ~(1u << (thread % kWarpSize));
         if (block.live > 0 && !block.failed) check_deadlock(block, "thread returned");
       }
       std::unique_lock<std::mutex> lock(end_mutex);
@@ -467,8 +471,7 @@ inline unsigned int __activemask() {
   emu::Block& block = *emu::current_block;
   std::lock_guard<std::mutex> lock(block.mutex);
   // Lanes that have not returned; the kernels only ask while converged.
-  emu::Warp& warp = emu::current_warp();
-  return warp.live == warp.size ? emu::full_mask(warp) : ((1u << warp.live) - 1u);
+  return emu::current_warp().live_mask;
 }
 
 inline unsigned int __ballot_sync(unsigned int mask, int predicate) {

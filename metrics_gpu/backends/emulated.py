@@ -17,6 +17,7 @@ builds with AddressSanitizer (the process must preload libasan).
 from __future__ import annotations
 
 import ctypes
+import functools
 import hashlib
 import os
 import re
@@ -193,7 +194,7 @@ class EmulatedDevice:
                  for i, e in enumerate(expressions)]
         unit_text = "\n".join(unit) + "\n"
         digest = hashlib.sha256()
-        for part in (unit_text, " ".join(flags), self._compiler_version(),
+        for part in (unit_text, " ".join(flags), self._compiler_version,
                      (directory / EMULATION_HEADER).read_text(),
                      *(p.read_text() for p in sorted(directory.glob("*.cu*")))):
             digest.update(part.encode())
@@ -219,6 +220,7 @@ class EmulatedDevice:
             os.replace(staged, target)  # atomic: concurrent builders never see half a file
         return target
 
+    @functools.cached_property
     def _compiler_version(self) -> str:
         result = subprocess.run([self.compiler, "--version"], capture_output=True, text=True)
         return result.stdout

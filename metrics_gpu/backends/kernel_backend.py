@@ -67,7 +67,11 @@ class _Weights:
     array: object          # device array, or None
     c_type: str            # weight C type in the instantiation
     fixed: bool            # deterministic fixed point
-    result_dtype: object   # dtype of the returned counts
+
+    @property
+    def integer_counts(self) -> bool:
+        """Accumulated as 64-bit integers (counts, integer weights, fixed point)."""
+        return self.fixed or self.c_type in ("mg::unit_weight", "long long")
 
 
 def _ignore_arguments(ignore_index, label_dtype):
@@ -86,6 +90,46 @@ def _ignore_arguments(ignore_index, label_dtype):
         return np.int64(0), np.int32(0)
     wrapped = (int(ignore_index) + 2**63) % 2**64 - 2**63
     return np.int64(wrapped), np.int32(1)
+
+
+@dataclass(frozen=True)
+class _Pass:
+    """One accumulation pass: inputs as the kernels read them, and its shape."""
+
+    device: object
+    true: object
+    true_type: str
+    pred: object           # labels, or (N, K) scores
+    pred_type: str
+    scores: bool
+    row_stride: int        # scores: strides in elements
+    column_stride: int
+    group: int             # scores: lanes per row
+    weights: _Weights
+    num_classes: int       # K: labels must lie in [0, K)
+    size: int              # M: matrix positions (K, or the class_lut's)
+    ignore: tuple          # (ignore_index, has_ignore_index) as the kernels compare them
+    lut: object
+    max_weight_bits: object
+    n: int
+
+    @property
+    def work_items(self) -> int:
+        """Threads' worth of work: a sample, or a score row per `group` lanes."""
+        return self.n * self.group if self.scores else self.n
+
+    def arguments(self, start: int, stop: int) -> list:
+        """The leading kernel arguments (MG_ACCUMULATE_PARAMETERS) of one segment."""
+        true, pred = self.true[start:stop], self.pred[start:stop]
+        vector_loads = not self.scores and (
+            self.device.data_pointer(true) % 16 == 0 and self.device.data_pointer(pred) % 16 == 0)
+        weight = None if self.weights.array is None else self.weights.array[start:stop]
+        return [
+            true, pred, weight, np.int64(stop - start), np.int64(self.num_classes), self.lut,
+            np.int64(self.size), *self.ignore, np.int32(vector_loads),
+            np.int64(self.row_stride), np.int64(self.column_stride), np.int32(self.group),
+            self.max_weight_bits, np.int64(self.n),
+        ]
 
 
 class KernelBackend:
@@ -151,24 +195,26 @@ class KernelBackend:
 
     def _weights(self, sample_weight, deterministic: bool) -> _Weights:
         if sample_weight is None:
-            return _Weights(None, "mg::unit_weight", False, np.int64)
+            return _Weights(None, "mg::unit_weight", False)
         xp = self.xp
         weight = xp.ascontiguousarray(sample_weight)
         if weight.dtype.kind in "iub":
             if weight.dtype != np.int64:
                 weight = weight.astype(np.int64)
-            return _Weights(weight, "long long", False, np.int64)
+            return _Weights(weight, "long long", False)
         if weight.dtype not in (np.float32, np.float64) or (
                 deterministic and weight.dtype != np.float64):
             weight = weight.astype(np.float64)
         c_type = "float" if weight.dtype == np.float32 else "double"
-        return _Weights(weight, c_type, deterministic, np.float64)
+        return _Weights(weight, c_type, deterministic)
 
     # -- launch geometry -----------------------------------------------------
 
     def _grid(self, work_items: int, shared_bytes: int = 0) -> int:
         per_multiprocessor = BLOCKS_PER_MULTIPROCESSOR
         if shared_bytes:
+            # Blocks that fit an SM's shared memory, taken as twice the
+            # per-block budget (an estimate: a larger grid only adds a wave).
             per_multiprocessor = max(1, min(per_multiprocessor,
                                             (2 * self.device.shared_memory_per_block) // shared_bytes))
         grid = self.device.multiprocessor_count * per_multiprocessor
@@ -182,48 +228,33 @@ class KernelBackend:
 
     # -- the accumulation pass -----------------------------------------------
 
-    def _common(self, y_true, y_pred, weights, num_classes, size, ignore_arguments, class_lut,
-                max_weight_bits, total, start, stop):
-        """The leading kernel arguments (MG_ACCUMULATE_PARAMETERS), for one segment.
-
-        ``ignore_arguments`` come from the caller's y_true dtype, before any
-        conversion of the labels (see :func:`_ignore_arguments`).
-        """
-        true, pred, row_stride, column_stride, group, vector_loads = y_true, y_pred, 0, 0, 0, 0
-        if isinstance(y_pred, tuple):  # scores
-            scores, row_stride, column_stride = y_pred
-            pred = scores[start:stop]
-            group = min(32, 1 << max(0, (num_classes - 1).bit_length()))
-        else:
-            pred = y_pred[start:stop]
-        true = y_true[start:stop]
-        if not isinstance(y_pred, tuple):
-            vector_loads = int(self.device.data_pointer(true) % 16 == 0
-                               and self.device.data_pointer(pred) % 16 == 0)
-        weight = None if weights.array is None else weights.array[start:stop]
-        return [
-            true, pred, weight, np.int64(stop - start), np.int64(num_classes), class_lut,
-            np.int64(size), *ignore_arguments, np.int32(vector_loads),
-            np.int64(row_stride), np.int64(column_stride), np.int32(group),
-            max_weight_bits, np.int64(total),
-        ]
-
-    def _prepare(self, y_true, y_pred, sample_weight, class_lut, deterministic):
+    def _prepare(self, y_true, y_pred, sample_weight, *, num_classes, ignore_index, class_lut,
+                 deterministic) -> _Pass:
         true, true_type, pred, pred_type, row_stride, column_stride = self._label_pair(
             y_true, y_pred)
-        if isinstance(y_pred, RowArgmax):
-            pred = (pred, row_stride, column_stride)
         weights = self._weights(sample_weight, deterministic)
         lut = None
         if class_lut is not None:
             lut = self.xp.ascontiguousarray(self.device.asarray(class_lut, dtype=np.int64))
+        n = true.shape[0]
         max_weight_bits = None
         if weights.fixed:
             max_weight_bits = self.device.zeros(1, np.uint64)
-            n = true.shape[0]
             self.device.launch(SOURCE, "max_abs_weight<double>", self._grid(n),
-                               self.device.block_threads, [weights.array, np.int64(n), max_weight_bits])
-        return true, true_type, pred, pred_type, weights, lut, max_weight_bits
+                               self.device.block_threads,
+                               [weights.array, np.int64(n), max_weight_bits])
+        scores = isinstance(y_pred, RowArgmax)
+        return _Pass(
+            device=self.device, true=true, true_type=true_type, pred=pred, pred_type=pred_type,
+            scores=scores, row_stride=row_stride, column_stride=column_stride,
+            # Lanes per score row: the power of two >= K, at most a warp.
+            group=min(32, 1 << max(0, (num_classes - 1).bit_length())) if scores else 0,
+            weights=weights, num_classes=num_classes,
+            size=num_classes if class_lut is None else int(np.max(class_lut, initial=-1)) + 1,
+            # Judged on the caller's dtype, before any conversion of the labels.
+            ignore=_ignore_arguments(ignore_index, y_true.dtype),
+            lut=lut, max_weight_bits=max_weight_bits, n=n,
+        )
 
     def _zero_weight_seen(self, weights, size):
         return self.device.zeros(size if weights.array is not None else 1, np.uint8)
@@ -250,42 +281,30 @@ class KernelBackend:
         Samples out of range are counted in ``n_invalid`` whatever ``guard``.
         """
         del guard  # the kernels always check the range; validation decides if it raises
-        xp, device = self.xp, self.device
-        size = num_classes if class_lut is None else int(np.max(class_lut, initial=-1)) + 1
-        true, true_type, pred, pred_type, weights, lut, max_bits = self._prepare(
-            y_true, y_pred, sample_weight, class_lut, deterministic)
-        n = true.shape[0]
+        device = self.device
+        run = self._prepare(y_true, y_pred, sample_weight, num_classes=num_classes,
+                            ignore_index=ignore_index, class_lut=class_lut,
+                            deterministic=deterministic)
+        weights, size, n, max_bits = run.weights, run.size, run.n, run.max_weight_bits
         invalid = device.zeros(1, np.uint64)
-        matrix = device.zeros(size * size, np.uint64 if weights.fixed or weights.c_type in (
-            "mg::unit_weight", "long long") else np.float64)
+        matrix = device.zeros(size * size,
+                              np.uint64 if weights.integer_counts else np.float64)
         seen = self._zero_weight_seen(weights, size)
-        shared_cell = 4 if weights.array is None else 8
-        shared_bytes = size * size * shared_cell
-        binary = size == 2 and weights.array is None
-        fits_shared = shared_bytes <= device.shared_memory_per_block
-        items = n if not isinstance(pred, tuple) else n * min(32, num_classes)
-        grid = self._grid(items, shared_bytes if fits_shared and not binary else 0)
+        shared_bytes = size * size * (4 if weights.array is None else 8)
+        if size == 2 and weights.array is None:
+            kernel, extra, shared = "confusion_binary", [matrix, invalid], 0
+        elif shared_bytes <= device.shared_memory_per_block:
+            aggregate = np.int32(weights.array is None and size * size <= AGGREGATE_MAX_CELLS)
+            kernel, extra, shared = ("confusion_shared", [matrix, seen, invalid, aggregate],
+                                     shared_bytes)
+        else:
+            kernel, extra, shared = "confusion_global", [matrix, seen, invalid], 0
+        expression = accumulate_expression(kernel, run.true_type, run.pred_type,
+                                           weights.c_type, weights.fixed)
+        grid = self._grid(run.work_items, shared)
         for start, stop in self._segments(n, grid):
-            args = self._common(true, pred, weights, num_classes, size,
-                                _ignore_arguments(ignore_index, y_true.dtype), lut,
-                                max_bits, n, start, stop)
-            if binary:
-                expression = accumulate_expression("confusion_binary", true_type, pred_type)
-                # confusion_binary takes no weight, size or fixed-point arguments.
-                binary_args = [args[0], args[1], args[3], args[4], args[5], args[7], args[8],
-                               args[9], args[10], args[11], args[12], matrix, invalid]
-                device.launch(SOURCE, expression, grid, self.device.block_threads, binary_args)
-            elif fits_shared:
-                expression = accumulate_expression("confusion_shared", true_type, pred_type,
-                                                   weights.c_type, weights.fixed)
-                aggregate = np.int32(weights.array is None and size * size <= AGGREGATE_MAX_CELLS)
-                device.launch(SOURCE, expression, grid, self.device.block_threads,
-                              args + [matrix, seen, invalid, aggregate], shared_bytes)
-            else:
-                expression = accumulate_expression("confusion_global", true_type, pred_type,
-                                                   weights.c_type, weights.fixed)
-                device.launch(SOURCE, expression, grid, self.device.block_threads,
-                              args + [matrix, seen, invalid])
+            device.launch(SOURCE, expression, grid, device.block_threads,
+                          run.arguments(start, stop) + extra, shared)
         if weights.fixed:
             matrix = self._fixed_to_float(matrix, max_bits, n)
         elif matrix.dtype == np.uint64:
@@ -306,11 +325,11 @@ class KernelBackend:
         """
         del guard
         xp, device = self.xp, self.device
-        size = num_classes if class_lut is None else int(np.max(class_lut, initial=-1)) + 1
-        true, true_type, pred, pred_type, weights, lut, max_bits = self._prepare(
-            y_true, y_pred, sample_weight, class_lut, deterministic)
-        n = true.shape[0]
-        integer_counts = weights.fixed or weights.c_type in ("mg::unit_weight", "long long")
+        run = self._prepare(y_true, y_pred, sample_weight, num_classes=num_classes,
+                            ignore_index=ignore_index, class_lut=class_lut,
+                            deterministic=deterministic)
+        weights, size, n, max_bits = run.weights, run.size, run.n, run.max_weight_bits
+        integer_counts = weights.integer_counts
         count_dtype = np.uint64 if integer_counts else np.float64
         true_positives = device.zeros(size, count_dtype)
         support = device.zeros(size, count_dtype)
@@ -319,17 +338,14 @@ class KernelBackend:
         invalid = device.zeros(1, np.uint64)
         exact_moments = device.zeros(4, np.uint64)
         float_moments = device.zeros(2, np.float64)
-        items = n if not isinstance(pred, tuple) else n * min(32, num_classes)
-        grid = self._grid(items)
-        expression = accumulate_expression("class_statistics", true_type, pred_type,
+        grid = self._grid(run.work_items)
+        expression = accumulate_expression("class_statistics", run.true_type, run.pred_type,
                                            weights.c_type, weights.fixed)
         for start, stop in self._segments(n, grid):
-            args = self._common(true, pred, weights, num_classes, size,
-                                _ignore_arguments(ignore_index, y_true.dtype), lut,
-                                max_bits, n, start, stop)
-            device.launch(SOURCE, expression, grid, self.device.block_threads,
-                          args + [true_positives, support, predicted, seen, invalid,
-                                  np.int32(bool(moments)), exact_moments, float_moments])
+            device.launch(SOURCE, expression, grid, device.block_threads,
+                          run.arguments(start, stop)
+                          + [true_positives, support, predicted, seen, invalid,
+                             np.int32(bool(moments)), exact_moments, float_moments])
         if weights.fixed:
             true_positives, support, predicted = (
                 self._fixed_to_float(a, max_bits, n) for a in (true_positives, support, predicted)
