@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import contextlib
 import contextvars
+import functools
 import importlib.util
 import os
 import sys
@@ -121,6 +122,29 @@ def is_device_array(array: object) -> bool:
     if jax is not None and isinstance(array, jax.Array):
         return any(device.platform == "gpu" for device in array.devices())
     return False
+
+
+def caller_stream(array: object):
+    """Context that orders work on ``array`` with its owner's: its GPU, and for a
+    torch tensor torch's current stream there. A no-op for host arrays."""
+    if not is_device_array(array):
+        return contextlib.nullcontext()
+    return get_backend_implementation("cuda").device.stream_of(array)
+
+
+def on_caller_stream(function):
+    """Run a public function on the stream and device of its data: the first
+    device array among its first two positional arguments (y_true, y_pred)."""
+
+    @functools.wraps(function)
+    def wrapper(*args, **kwargs):
+        data = next((a for a in args[:2] if is_device_array(a)), None)
+        if data is None:
+            return function(*args, **kwargs)
+        with caller_stream(data):
+            return function(*args, **kwargs)
+
+    return wrapper
 
 
 def resolve_backend(*arrays: object):

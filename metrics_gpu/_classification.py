@@ -8,16 +8,27 @@ Each public function is a short pipeline of private stages::
 Class selection follows scikit-learn: ``labels=`` if given, else all
 ``num_classes`` classes if that is given (or implied by ``(N, K)`` scores),
 else the classes present in ``y_true`` or ``y_pred``.
+
+Beyond scikit-learn's arguments every function takes ``num_classes``,
+``ignore_index``, ``validate`` and ``deterministic`` (described under
+:func:`confusion_matrix`). On the cuda and emulated backends the scalar
+label metrics (accuracy, zero-one and Hamming loss, balanced accuracy, MCC,
+kappa) are read from the one-launch reduction of ``kernels/reduce_metrics.cu``
+and returned on the device; scikit-learn's warnings (balanced accuracy,
+undefined kappa) read one flag back to decide.
 """
 
 from __future__ import annotations
 
 import math
 import warnings
+from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 
 from metrics_gpu import _formulas as F
+from metrics_gpu._backend import on_caller_stream
 from metrics_gpu._state import ClassStatistics, statistics_from_matrix, use_dense_matrix
 from metrics_gpu._validation import (
     AVERAGE_OPTIONS,
@@ -41,7 +52,8 @@ MAX_MATRIX_CELLS = 1 << 30
 
 
 def _check(y_true, y_pred, *, num_classes, sample_weight, ignore_index, validate,
-           labels=None, pos_label=None) -> tuple[LabelInputs, np.ndarray | None]:
+           labels=None, pos_label=None,
+           deterministic=False) -> tuple[LabelInputs, np.ndarray | None]:
     extra = 0
     if labels is not None:
         host_labels = np.asarray(labels)
@@ -51,18 +63,25 @@ def _check(y_true, y_pred, *, num_classes, sample_weight, ignore_index, validate
         extra = max(extra, int(pos_label) + 1)
     inputs = check_label_inputs(
         y_true, y_pred, num_classes=num_classes, sample_weight=sample_weight,
-        ignore_index=ignore_index, validate=validate, extra_classes=extra,
+        ignore_index=ignore_index, validate=validate,
+        deterministic=deterministic, extra_classes=extra,
     )
     checked_labels = check_labels_argument(labels, inputs.num_classes, inputs.backend)
     return inputs, checked_labels
 
 
-def _label_counts(y_true, y_pred, *, num_classes, sample_weight, ignore_index, validate):
+def _label_counts(y_true, y_pred, *, num_classes, sample_weight, ignore_index, validate,
+                  deterministic=False):
     """Check, accumulate once, and view the statistics as float counts."""
     inputs, _ = _check(y_true, y_pred, num_classes=num_classes, sample_weight=sample_weight,
-                       ignore_index=ignore_index, validate=validate)
+                       ignore_index=ignore_index, validate=validate, deterministic=deterministic)
     stats, _ = _accumulate(inputs)
     return inputs, stats, F.Counts.from_statistics(stats, np)
+
+
+def _host_counts(inputs: LabelInputs) -> F.Counts:
+    stats, _ = _accumulate(inputs)
+    return F.Counts.from_statistics(stats, np)
 
 
 def _class_lut(classes: np.ndarray, num_classes: int) -> np.ndarray:
@@ -80,6 +99,7 @@ def _accumulate(inputs: LabelInputs, *, class_lut=None, moments=False,
     common = dict(
         num_classes=inputs.num_classes, sample_weight=inputs.sample_weight,
         ignore_index=inputs.ignore_index, class_lut=class_lut, guard=inputs.guard,
+        deterministic=inputs.deterministic,
     )
     if matrix and size * size > MAX_MATRIX_CELLS:
         raise ValueError(
@@ -95,6 +115,66 @@ def _accumulate(inputs: LabelInputs, *, class_lut=None, moments=False,
         return _on_host(stats, backend), backend.to_host(cm)
     stats = backend.class_statistics(inputs.y_true, inputs.y_pred, moments=moments, **common)
     return _on_host(stats, backend), None
+
+
+@dataclass(frozen=True)
+class _Evaluation:
+    """Every label metric of one pass, where the backend keeps it.
+
+    ``values`` is the float64 buffer of :data:`metrics_gpu._formulas.LABEL_METRIC_SLOTS`
+    (then the per-class columns) over the evaluated classes: all
+    ``num_classes`` codes when given (or implied by scores), else the classes
+    present, as scikit-learn. Per-class arrays are indexed by class code, or
+    by position in ``class_codes`` when that is set (huge K, absent classes).
+    """
+
+    values: Any
+    stats: ClassStatistics
+    matrix: Any
+    class_codes: np.ndarray | None
+
+    def slot(self, name: str):
+        return self.values[F.SLOT[name]]
+
+
+def _evaluate(inputs: LabelInputs, *, moments: bool = True) -> _Evaluation:
+    """One accumulation pass and one metric reduction (a kernel launch each on a GPU).
+
+    Nothing is read back to the host, except for huge K without
+    ``num_classes`` when some classes are absent: their positions (for kappa)
+    need the observed classes, and a second pass.
+    """
+    backend = inputs.backend
+    common = dict(
+        num_classes=inputs.num_classes, sample_weight=inputs.sample_weight,
+        ignore_index=inputs.ignore_index, guard=inputs.guard,
+        deterministic=inputs.deterministic,
+    )
+    if use_dense_matrix(inputs.num_classes):
+        cm, observed, invalid = backend.accumulate_confusion(inputs.y_true, inputs.y_pred,
+                                                             **common)
+        values, stats = backend.label_metrics_from_matrix(
+            cm, observed, selected=None if inputs.num_classes_given else observed,
+            invalid=invalid, moments=moments,
+        )
+        return _Evaluation(values, stats, cm, None)
+    stats = backend.class_statistics(inputs.y_true, inputs.y_pred, moments=moments, **common)
+    codes = None
+    if not inputs.num_classes_given:
+        observed = np.asarray(backend.to_host(stats.observed))
+        if not observed.all():
+            codes = np.flatnonzero(observed)
+            stats = backend.class_statistics(
+                inputs.y_true, inputs.y_pred, moments=moments,
+                class_lut=_class_lut(codes, inputs.num_classes), **common,
+            )
+    return _Evaluation(backend.label_metrics(stats), stats, None, codes)
+
+
+def _reduces_on_device(inputs: LabelInputs) -> bool:
+    """Kernel backends take every metric from the one-launch reduction; the
+    NumPy backend evaluates only the formula it is asked for (cheaper on a CPU)."""
+    return inputs.backend.reduces_on_device
 
 
 def _on_host(stats: ClassStatistics, backend) -> ClassStatistics:
@@ -155,12 +235,15 @@ def _set_wise_classes(inputs, stats, labels, average, pos_label) -> np.ndarray:
     return _selected_classes(inputs, stats, labels)
 
 
-def _output(value):
-    """Results in the input's framework: NumPy in, NumPy float64 out."""
+def _output(value, inputs: LabelInputs | None = None):
+    """Results in the input's framework: NumPy in, NumPy float64 out; device
+    arrays in, 0-d/1-d arrays of their framework on their device out (no sync)."""
     if isinstance(value, np.ndarray) and value.ndim == 0:
         return np.float64(value)
     if isinstance(value, (float, int, np.floating, np.integer)):
         return np.float64(value)
+    if inputs is not None and hasattr(inputs.backend, "to_framework"):
+        return inputs.backend.to_framework(value, inputs.source)
     return value
 
 
@@ -211,8 +294,9 @@ def _prfs(stats: ClassStatistics, classes, *, beta, average, warn_for, zero_divi
 # -- confusion matrix --------------------------------------------------------
 
 
+@on_caller_stream
 def confusion_matrix(y_true, y_pred, *, labels=None, num_classes=None, sample_weight=None,
-                     normalize=None, ignore_index=None, validate=True):
+                     normalize=None, ignore_index=None, validate=True, deterministic=False):
     """Confusion matrix: rows are actual classes, columns are predicted classes.
 
     Parameters
@@ -235,6 +319,13 @@ def confusion_matrix(y_true, y_pred, *, labels=None, num_classes=None, sample_we
     validate : bool, default True
         False skips the checks that cost a pass; out-of-range samples are then
         left out and counted, never written out of bounds.
+    deterministic : bool, default False
+        Float weights on a GPU: True accumulates them in 64-bit fixed point
+        (each weight scaled by a power of two chosen from max|w| and N, then
+        rounded) instead of float64 atomics, whose order varies. Integer adds
+        are associative, so the result is bit-identical run to run; the error
+        is at most ``max|w| * N * 2**-61`` per weight. Counts, integer weights
+        and the NumPy backend are exact and deterministic either way.
 
     Examples
     --------
@@ -248,7 +339,7 @@ def confusion_matrix(y_true, y_pred, *, labels=None, num_classes=None, sample_we
     check_option(normalize, NORMALIZE_OPTIONS, "normalize")
     inputs, labels = _check(y_true, y_pred, num_classes=num_classes,
                             sample_weight=sample_weight, ignore_index=ignore_index,
-                            validate=validate, labels=labels)
+                            validate=validate, deterministic=deterministic, labels=labels)
     classes, cm = labels, None
     if labels is None and not inputs.num_classes_given:
         # scikit-learn's default: the classes present in either input.
@@ -282,8 +373,9 @@ def _any_true_in(inputs: LabelInputs, labels: np.ndarray) -> bool:
 # -- counting metrics ---------------------------------------------------------
 
 
+@on_caller_stream
 def accuracy_score(y_true, y_pred, *, normalize=True, sample_weight=None,
-                   num_classes=None, ignore_index=None, validate=True):
+                   num_classes=None, ignore_index=None, validate=True, deterministic=False):
     """Fraction (``normalize=False``: number or weight) of correct predictions.
 
     Examples
@@ -293,14 +385,18 @@ def accuracy_score(y_true, y_pred, *, normalize=True, sample_weight=None,
     >>> float(accuracy_score(np.array([0, 1, 2, 3]), np.array([0, 2, 1, 3])))
     0.5
     """
-    _, _, c = _label_counts(y_true, y_pred, num_classes=num_classes,
-                            sample_weight=sample_weight, ignore_index=ignore_index,
-                            validate=validate)
+    inputs, _ = _check(y_true, y_pred, num_classes=num_classes, sample_weight=sample_weight,
+                       ignore_index=ignore_index, validate=validate, deterministic=deterministic)
+    if _reduces_on_device(inputs):
+        evaluation = _evaluate(inputs, moments=False)
+        return _output(evaluation.slot("accuracy" if normalize else "correct"), inputs)
+    c = _host_counts(inputs)
     return _output(F.accuracy(c) if normalize else c.tp.sum())
 
 
+@on_caller_stream
 def zero_one_loss(y_true, y_pred, *, normalize=True, sample_weight=None,
-                  num_classes=None, ignore_index=None, validate=True):
+                  num_classes=None, ignore_index=None, validate=True, deterministic=False):
     """Fraction (``normalize=False``: number or weight) of wrong predictions.
 
     Examples
@@ -310,14 +406,20 @@ def zero_one_loss(y_true, y_pred, *, normalize=True, sample_weight=None,
     >>> float(zero_one_loss(np.array([1, 2, 3, 4]), np.array([2, 2, 3, 4])))
     0.25
     """
-    _, _, c = _label_counts(y_true, y_pred, num_classes=num_classes,
-                            sample_weight=sample_weight, ignore_index=ignore_index,
-                            validate=validate)
+    inputs, _ = _check(y_true, y_pred, num_classes=num_classes, sample_weight=sample_weight,
+                       ignore_index=ignore_index, validate=validate, deterministic=deterministic)
+    if _reduces_on_device(inputs):
+        evaluation = _evaluate(inputs, moments=False)
+        loss = (evaluation.slot("zero_one_loss") if normalize
+                else evaluation.slot("total") - evaluation.slot("correct"))
+        return _output(loss, inputs)
+    c = _host_counts(inputs)
     return _output(1 - F.accuracy(c) if normalize else F.misclassified(c))
 
 
+@on_caller_stream
 def hamming_loss(y_true, y_pred, *, sample_weight=None, num_classes=None,
-                 ignore_index=None, validate=True):
+                 ignore_index=None, validate=True, deterministic=False):
     """Fraction of wrongly predicted labels (= zero-one loss for single-label data).
 
     Examples
@@ -328,11 +430,13 @@ def hamming_loss(y_true, y_pred, *, sample_weight=None, num_classes=None,
     0.25
     """
     return zero_one_loss(y_true, y_pred, sample_weight=sample_weight, num_classes=num_classes,
-                         ignore_index=ignore_index, validate=validate)
+                         ignore_index=ignore_index, validate=validate, deterministic=deterministic)
 
 
+@on_caller_stream
 def balanced_accuracy_score(y_true, y_pred, *, sample_weight=None, adjusted=False,
-                            num_classes=None, ignore_index=None, validate=True):
+                            num_classes=None, ignore_index=None, validate=True,
+                            deterministic=False):
     """Mean recall over the classes that occur in ``y_true`` (scikit-learn).
 
     Classes predicted but absent from ``y_true`` are left out with a warning,
@@ -345,16 +449,28 @@ def balanced_accuracy_score(y_true, y_pred, *, sample_weight=None, adjusted=Fals
     >>> float(balanced_accuracy_score(np.array([0, 1, 0, 0, 1, 0]), np.array([0, 1, 0, 0, 0, 1])))
     0.625
     """
-    _, stats, c = _label_counts(y_true, y_pred, num_classes=num_classes,
-                                sample_weight=sample_weight, ignore_index=ignore_index,
-                                validate=validate)
-    if (stats.observed & (stats.support == 0)).any():
+    inputs, _ = _check(y_true, y_pred, num_classes=num_classes, sample_weight=sample_weight,
+                       ignore_index=ignore_index, validate=validate, deterministic=deterministic)
+    if _reduces_on_device(inputs):
+        evaluation = _evaluate(inputs, moments=False)
+        stats = evaluation.stats
+        score = evaluation.slot("balanced_accuracy")
+        if adjusted:
+            score = F.adjust_for_chance(score, evaluation.slot("supported_classes"),
+                                        inputs.backend.xp)
+    else:
+        stats, _ = _accumulate(inputs)
+        score = F.balanced_accuracy(F.Counts.from_statistics(stats, np), adjusted=adjusted)
+    # scikit-learn's warning; on a device this reads one flag back.
+    if bool((stats.observed & (stats.support == 0)).any()):
         warnings.warn("y_pred contains classes not in y_true", UserWarning, stacklevel=2)
-    return _output(F.balanced_accuracy(c, adjusted=adjusted))
+    return _output(score, inputs)
 
 
+@on_caller_stream
 def balanced_accuracy_weighted(y_true, y_pred, *, class_weight=None, sample_weight=None,
-                               num_classes=None, ignore_index=None, validate=True):
+                               num_classes=None, ignore_index=None, validate=True,
+                               deterministic=False):
     """Weighted mean of per-class recall: sum_k w_k recall_k / sum_k w_k.
 
     The overview paper's "balanced accuracy weighted". Its printed formula is
@@ -376,13 +492,14 @@ def balanced_accuracy_weighted(y_true, y_pred, *, class_weight=None, sample_weig
     """
     inputs, _, c = _label_counts(y_true, y_pred, num_classes=num_classes,
                                  sample_weight=sample_weight, ignore_index=ignore_index,
-                                 validate=validate)
+                                 validate=validate, deterministic=deterministic)
     weights = check_class_weight(class_weight, inputs.num_classes)
     return _output(F.weighted_recall_average(c, weights))
 
 
+@on_caller_stream
 def matthews_corrcoef(y_true, y_pred, *, sample_weight=None, num_classes=None,
-                      ignore_index=None, validate=True):
+                      ignore_index=None, validate=True, deterministic=False):
     """Multiclass Matthews correlation coefficient; 0.0 when undefined (scikit-learn).
 
     Examples
@@ -392,15 +509,17 @@ def matthews_corrcoef(y_true, y_pred, *, sample_weight=None, num_classes=None,
     >>> round(float(matthews_corrcoef(np.array([1, 1, 1, 0]), np.array([1, 0, 1, 1]))), 4)
     -0.3333
     """
-    _, _, c = _label_counts(y_true, y_pred, num_classes=num_classes,
-                            sample_weight=sample_weight, ignore_index=ignore_index,
-                            validate=validate)
-    return _output(F.matthews_corrcoef(c))
+    inputs, _ = _check(y_true, y_pred, num_classes=num_classes, sample_weight=sample_weight,
+                       ignore_index=ignore_index, validate=validate, deterministic=deterministic)
+    if _reduces_on_device(inputs):
+        return _output(_evaluate(inputs, moments=False).slot("matthews_corrcoef"), inputs)
+    return _output(F.matthews_corrcoef(_host_counts(inputs)))
 
 
+@on_caller_stream
 def cohen_kappa_score(y1, y2, *, labels=None, weights=None, sample_weight=None,
                       replace_undefined_by=np.nan, num_classes=None, ignore_index=None,
-                      validate=True):
+                      validate=True, deterministic=False):
     """Cohen's kappa, optionally with linear or quadratic disagreement weights.
 
     Weights use class positions in the selected class list (scikit-learn):
@@ -417,7 +536,17 @@ def cohen_kappa_score(y1, y2, *, labels=None, weights=None, sample_weight=None,
     """
     check_option(weights, KAPPA_WEIGHTS, "weights")
     inputs, labels = _check(y1, y2, num_classes=num_classes, sample_weight=sample_weight,
-                            ignore_index=ignore_index, validate=validate, labels=labels)
+                            ignore_index=ignore_index, validate=validate,
+                            deterministic=deterministic, labels=labels)
+    if labels is None and _reduces_on_device(inputs):
+        evaluation = _evaluate(inputs, moments=weights is not None)
+        # The undefined case is decided (and warned about) on the host: one flag.
+        if bool(evaluation.slot("kappa_undefined")):
+            _warn_kappa_undefined(replace_undefined_by)
+            return _output(np.float64(replace_undefined_by))
+        slot = {None: "cohen_kappa", "linear": "linear_weighted_kappa",
+                "quadratic": "quadratic_weighted_kappa"}[weights]
+        return _output(evaluation.slot(slot), inputs)
     stats = _kappa_statistics(inputs, labels, moments=weights is not None)
     if labels is not None and not _any_true_in(inputs, labels):
         raise ValueError(
@@ -426,12 +555,16 @@ def cohen_kappa_score(y1, y2, *, labels=None, weights=None, sample_weight=None,
         )
     c = F.Counts.from_statistics(stats, np)
     if F.kappa_undefined(c):
-        warnings.warn(
-            "cohen_kappa_score is undefined (no disagreement is expected by chance); "
-            f"returning replace_undefined_by={replace_undefined_by}",
-            F.UndefinedMetricWarning, stacklevel=2,
-        )
+        _warn_kappa_undefined(replace_undefined_by)
     return _output(F.cohen_kappa(c, stats, weights, replace_undefined_by))
+
+
+def _warn_kappa_undefined(replace_undefined_by) -> None:
+    warnings.warn(
+        "cohen_kappa_score is undefined (no disagreement is expected by chance); "
+        f"returning replace_undefined_by={replace_undefined_by}",
+        F.UndefinedMetricWarning, stacklevel=3,
+    )
 
 
 def _kappa_statistics(inputs: LabelInputs, labels, *, moments: bool) -> ClassStatistics:
@@ -460,10 +593,12 @@ def _kappa_statistics(inputs: LabelInputs, labels, *, moments: bool) -> ClassSta
 # -- set-wise metrics (precision, recall, F, Jaccard, specificity) ----------------
 
 
+@on_caller_stream
 def precision_recall_fscore_support(y_true, y_pred, *, beta=1.0, labels=None, pos_label=1,
                                     average=None, warn_for=("precision", "recall", "f-score"),
                                     sample_weight=None, zero_division="warn",
-                                    num_classes=None, ignore_index=None, validate=True):
+                                    num_classes=None, ignore_index=None, validate=True,
+                                    deterministic=False):
     """Precision, recall, F-beta and support per class or averaged (scikit-learn).
 
     ``average``: None (per class), 'micro' (from summed counts), 'macro'
@@ -487,7 +622,7 @@ def precision_recall_fscore_support(y_true, y_pred, *, beta=1.0, labels=None, po
     zero_division = check_zero_division(zero_division)
     inputs, labels = _check(y_true, y_pred, num_classes=num_classes,
                             sample_weight=sample_weight, ignore_index=ignore_index,
-                            validate=validate, labels=labels,
+                            validate=validate, deterministic=deterministic, labels=labels,
                             pos_label=pos_label if average == "binary" else None)
     stats, _ = _accumulate(inputs)
     classes = _set_wise_classes(inputs, stats, labels, average, pos_label)
@@ -499,11 +634,12 @@ def precision_recall_fscore_support(y_true, y_pred, *, beta=1.0, labels=None, po
 def _single(index, warn_for):
     def metric(y_true, y_pred, *, labels=None, pos_label=1, average="binary",
                sample_weight=None, zero_division="warn", num_classes=None,
-               ignore_index=None, validate=True, beta=1.0):
+               ignore_index=None, validate=True, deterministic=False, beta=1.0):
         result = precision_recall_fscore_support(
             y_true, y_pred, beta=beta, labels=labels, pos_label=pos_label, average=average,
             warn_for=warn_for, sample_weight=sample_weight, zero_division=zero_division,
             num_classes=num_classes, ignore_index=ignore_index, validate=validate,
+            deterministic=deterministic,
         )
         return result[index]
     return metric
@@ -514,9 +650,10 @@ _recall = _single(1, ("recall",))
 _fscore = _single(2, ("f-score",))
 
 
+@on_caller_stream
 def precision_score(y_true, y_pred, *, labels=None, pos_label=1, average="binary",
                     sample_weight=None, zero_division="warn", num_classes=None,
-                    ignore_index=None, validate=True):
+                    ignore_index=None, validate=True, deterministic=False):
     """Precision tp / (tp + fp), per class or averaged; see
     :func:`precision_recall_fscore_support` for ``average`` and ``zero_division``.
 
@@ -529,12 +666,14 @@ def precision_score(y_true, y_pred, *, labels=None, pos_label=1, average="binary
     """
     return _precision(y_true, y_pred, labels=labels, pos_label=pos_label, average=average,
                       sample_weight=sample_weight, zero_division=zero_division,
-                      num_classes=num_classes, ignore_index=ignore_index, validate=validate)
+                      num_classes=num_classes, ignore_index=ignore_index, validate=validate,
+                      deterministic=deterministic)
 
 
+@on_caller_stream
 def recall_score(y_true, y_pred, *, labels=None, pos_label=1, average="binary",
                  sample_weight=None, zero_division="warn", num_classes=None,
-                 ignore_index=None, validate=True):
+                 ignore_index=None, validate=True, deterministic=False):
     """Recall tp / (tp + fn), per class or averaged; see
     :func:`precision_recall_fscore_support`.
 
@@ -547,12 +686,14 @@ def recall_score(y_true, y_pred, *, labels=None, pos_label=1, average="binary",
     """
     return _recall(y_true, y_pred, labels=labels, pos_label=pos_label, average=average,
                    sample_weight=sample_weight, zero_division=zero_division,
-                   num_classes=num_classes, ignore_index=ignore_index, validate=validate)
+                   num_classes=num_classes, ignore_index=ignore_index, validate=validate,
+                   deterministic=deterministic)
 
 
+@on_caller_stream
 def fbeta_score(y_true, y_pred, *, beta, labels=None, pos_label=1, average="binary",
                 sample_weight=None, zero_division="warn", num_classes=None,
-                ignore_index=None, validate=True):
+                ignore_index=None, validate=True, deterministic=False):
     """F-beta score, per class or averaged; macro = mean of per-class F-beta
     (scikit-learn); see :func:`precision_recall_fscore_support`.
 
@@ -567,12 +708,13 @@ def fbeta_score(y_true, y_pred, *, beta, labels=None, pos_label=1, average="bina
     return _fscore(y_true, y_pred, beta=beta, labels=labels, pos_label=pos_label,
                    average=average, sample_weight=sample_weight,
                    zero_division=zero_division, num_classes=num_classes,
-                   ignore_index=ignore_index, validate=validate)
+                   ignore_index=ignore_index, validate=validate, deterministic=deterministic)
 
 
+@on_caller_stream
 def f1_score(y_true, y_pred, *, labels=None, pos_label=1, average="binary",
              sample_weight=None, zero_division="warn", num_classes=None,
-             ignore_index=None, validate=True):
+             ignore_index=None, validate=True, deterministic=False):
     """F1 score, per class or averaged; macro = mean of per-class F1 (scikit-learn).
 
     For the harmonic mean of macro precision and macro recall (oneDAL,
@@ -589,18 +731,18 @@ def f1_score(y_true, y_pred, *, labels=None, pos_label=1, average="binary",
     return _fscore(y_true, y_pred, beta=1.0, labels=labels, pos_label=pos_label,
                    average=average, sample_weight=sample_weight,
                    zero_division=zero_division, num_classes=num_classes,
-                   ignore_index=ignore_index, validate=validate)
+                   ignore_index=ignore_index, validate=validate, deterministic=deterministic)
 
 
 def _rate_score(terms, name, modifier, y_true, y_pred, *, labels,
                 pos_label, average, sample_weight, zero_division, num_classes,
-                ignore_index, validate):
+                ignore_index, validate, deterministic=False):
     """Shared pipeline of Jaccard and specificity: a per-class rate, averaged."""
     check_option(average, AVERAGE_OPTIONS, "average")
     zero_division = check_zero_division(zero_division)
     inputs, labels = _check(y_true, y_pred, num_classes=num_classes,
                             sample_weight=sample_weight, ignore_index=ignore_index,
-                            validate=validate, labels=labels,
+                            validate=validate, deterministic=deterministic, labels=labels,
                             pos_label=pos_label if average == "binary" else None)
     stats, _ = _accumulate(inputs)
     classes = _set_wise_classes(inputs, stats, labels, average, pos_label)
@@ -617,9 +759,10 @@ def _rate_score(terms, name, modifier, y_true, y_pred, *, labels,
     return _output(F.nan_average(values, np, weights))
 
 
+@on_caller_stream
 def jaccard_score(y_true, y_pred, *, labels=None, pos_label=1, average="binary",
                   sample_weight=None, zero_division="warn", num_classes=None,
-                  ignore_index=None, validate=True):
+                  ignore_index=None, validate=True, deterministic=False):
     """Jaccard index tp / (tp + fp + fn), per class or averaged (scikit-learn).
 
     Examples
@@ -633,12 +776,13 @@ def jaccard_score(y_true, y_pred, *, labels=None, pos_label=1, average="binary",
                        "true or predicted", y_true, y_pred, labels=labels,
                        pos_label=pos_label, average=average, sample_weight=sample_weight,
                        zero_division=zero_division, num_classes=num_classes,
-                       ignore_index=ignore_index, validate=validate)
+                       ignore_index=ignore_index, validate=validate, deterministic=deterministic)
 
 
+@on_caller_stream
 def specificity_score(y_true, y_pred, *, labels=None, pos_label=1, average="binary",
                       sample_weight=None, zero_division="warn", num_classes=None,
-                      ignore_index=None, validate=True):
+                      ignore_index=None, validate=True, deterministic=False):
     """Specificity (true negative rate) tn / (tn + fp), per class or averaged.
 
     Same arguments and averaging as :func:`recall_score`; 'micro' sums tn and
@@ -654,16 +798,18 @@ def specificity_score(y_true, y_pred, *, labels=None, pos_label=1, average="bina
     return _rate_score(F.specificity_terms, "Specificity", "negative",
                        y_true, y_pred, labels=labels, pos_label=pos_label, average=average,
                        sample_weight=sample_weight, zero_division=zero_division,
-                       num_classes=num_classes, ignore_index=ignore_index, validate=validate)
+                       num_classes=num_classes, ignore_index=ignore_index, validate=validate,
+                       deterministic=deterministic)
 
 
 # -- classification report ---------------------------------------------------
 
 
+@on_caller_stream
 def classification_report(y_true, y_pred, *, labels=None, target_names=None,
                           sample_weight=None, digits=2, output_dict=False,
                           zero_division="warn", num_classes=None, ignore_index=None,
-                          validate=True):
+                          validate=True, deterministic=False):
     """Per-class precision, recall, F1 and support with their averages (scikit-learn).
 
     Text layout and dictionary keys are scikit-learn's. One pass over the
@@ -691,7 +837,7 @@ def classification_report(y_true, y_pred, *, labels=None, target_names=None,
     labels_given = labels is not None
     inputs, labels = _check(y_true, y_pred, num_classes=num_classes,
                             sample_weight=sample_weight, ignore_index=ignore_index,
-                            validate=validate, labels=labels)
+                            validate=validate, deterministic=deterministic, labels=labels)
     stats, _ = _accumulate(inputs)
     classes = _selected_classes(inputs, stats, labels)
     present = np.flatnonzero(stats.observed)

@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import math
 import warnings
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any, Callable
 
 from metrics_gpu._state import ClassStatistics
@@ -231,11 +231,16 @@ def balanced_accuracy(c: Counts, adjusted: bool = False):
     per_class = recall(c)
     score = nan_average(per_class, xp)
     if adjusted:
-        n_scored = int((~xp.isnan(per_class)).sum())
-        chance = 1.0 / n_scored if n_scored else math.nan
-        with _quiet(xp):
-            score = (score - chance) / (1 - chance)
+        score = adjust_for_chance(score, (~xp.isnan(per_class)).sum(), xp)
     return score
+
+
+def adjust_for_chance(score, n_scored, xp):
+    """Balanced accuracy rescaled so that chance scores 0:
+    (score - 1/K') / (1 - 1/K'), K' = ``n_scored`` classes with support (NaN if none)."""
+    with _quiet(xp):
+        chance = xp.where(n_scored > 0, 1.0 / xp.maximum(n_scored, 1), math.nan)
+        return (score - chance) / (1 - chance)
 
 
 def weighted_recall_average(c: Counts, class_weight=None):
@@ -471,3 +476,61 @@ PER_CLASS_METRICS: tuple[tuple[str, Callable[[Counts], Any]], ...] = (
     ("jaccard", lambda c: jaccard(c, 0.0)),
     ("support", lambda c: c.support),
 )
+
+
+# -- every label metric at once ------------------------------------------------
+
+# Layout of the label-metric buffer: kernels/reduce_metrics.cu writes it in one
+# launch and label_metric_values below is its NumPy reference. First one value
+# per slot (the report's metrics, then the counts the functional API needs for
+# its options and warnings), then one column of K values per per-class metric.
+LABEL_METRIC_COUNTS = (
+    "total", "correct", "selected_classes", "supported_classes", "unpredicted_classes",
+    "absent_classes", "classes_without_negatives", "kappa_undefined",
+)
+LABEL_METRIC_SLOTS = tuple(row.name for row in REPORT_METRICS) + LABEL_METRIC_COUNTS
+LABEL_METRIC_COLUMNS = tuple(name for name, _ in PER_CLASS_METRICS if name != "support")
+SLOT = {name: index for index, name in enumerate(LABEL_METRIC_SLOTS)}
+
+
+def label_metric_size(num_classes: int) -> int:
+    """Length of the buffer for K classes."""
+    return len(LABEL_METRIC_SLOTS) + len(LABEL_METRIC_COLUMNS) * num_classes
+
+
+def label_metric_columns(values, num_classes: int):
+    """The per-class columns of a buffer, shape (columns, K), in LABEL_METRIC_COLUMNS order."""
+    return values[len(LABEL_METRIC_SLOTS):].reshape(len(LABEL_METRIC_COLUMNS), num_classes)
+
+
+def label_metric_values(stats: ClassStatistics, selected=None):
+    """Every label metric of ``stats`` as one float64 NumPy buffer (see LABEL_METRIC_SLOTS).
+
+    Averages, the report's metrics and kappa positions run over the
+    ``selected`` classes (a boolean mask; all when None), whose statistics'
+    moments must use their ranks as positions; the per-class columns cover
+    all K classes. Conventions are the report's: a 0/0 rate is 0.
+    """
+    import numpy as np
+
+    all_counts = Counts.from_statistics(stats, np)
+    per_class = dict(PER_CLASS_METRICS)
+    if selected is None:
+        chosen = stats
+    else:
+        classes = np.flatnonzero(np.asarray(selected, dtype=bool))
+        chosen = replace(stats.take(classes),
+                         linear_disagreement=stats.linear_disagreement,
+                         quadratic_disagreement=stats.quadratic_disagreement)
+    c = Counts.from_statistics(chosen, np)
+    with _quiet(np), warnings.catch_warnings():
+        warnings.simplefilter("ignore", RuntimeWarning)  # means of no classes are NaN
+        metrics = [row.formula(c, chosen) for row in REPORT_METRICS]
+        columns = [per_class[name](all_counts) for name in LABEL_METRIC_COLUMNS]
+    counts = [
+        c.total, c.tp.sum(), c.tp.shape[0], (c.support > 0).sum(), (c.predicted == 0).sum(),
+        ((c.support == 0) & (c.predicted == 0)).sum(), (c.negatives == 0).sum(),
+        kappa_undefined(c),
+    ]
+    head = np.array([float(v) for v in metrics + counts], dtype=np.float64)
+    return np.concatenate([head, np.asarray(columns, dtype=np.float64).reshape(-1)])

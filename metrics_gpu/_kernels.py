@@ -108,6 +108,18 @@ def _confusion_expressions() -> tuple[str, ...]:
     return tuple(names)
 
 
+# Count types of the metric reduction: int64 counts, float64 weighted counts.
+COUNT_TYPES = {"int64": "long long", "float64": "double"}
+REDUCE_KERNELS = ("label_metrics_from_statistics", "label_metrics_from_matrix")
+
+
+def reduce_expression(kernel: str, count_type: str) -> str:
+    return f"{kernel}<{count_type}>"
+
+
 KERNEL_MODULES: tuple[KernelModule, ...] = (
     KernelModule("confusion.cu", _confusion_expressions()),
+    KernelModule("reduce_metrics.cu", tuple(
+        reduce_expression(kernel, count_type)
+        for kernel in REDUCE_KERNELS for count_type in COUNT_TYPES.values())),
 )

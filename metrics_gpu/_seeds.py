@@ -12,6 +12,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from metrics_gpu import _formulas as F
+from metrics_gpu._backend import on_caller_stream
 from metrics_gpu._classification import _accumulate, _output
 from metrics_gpu._state import ClassStatistics
 from metrics_gpu._validation import (
@@ -48,8 +49,10 @@ MULTICLASS_QUALITY_METRIC_NAMES = (
 )
 
 
+@on_caller_stream
 def multiclass_quality_metrics(y_true, y_pred, *, num_classes=None, beta=1.0,
-                               sample_weight=None, ignore_index=None, validate=True):
+                               sample_weight=None, ignore_index=None, validate=True,
+                               deterministic=False):
     """oneDAL's quality metrics for multi-class classifiers.
 
     Over all K classes (``num_classes``, or max label + 1), with oneDAL's
@@ -75,7 +78,7 @@ def multiclass_quality_metrics(y_true, y_pred, *, num_classes=None, beta=1.0,
     beta = check_beta(beta)
     inputs = check_label_inputs(y_true, y_pred, num_classes=num_classes,
                                 sample_weight=sample_weight, ignore_index=ignore_index,
-                                validate=validate)
+                                validate=validate, deterministic=deterministic)
     stats, cm = _accumulate(inputs, matrix=True)
     c = F.Counts.from_statistics(stats, np)
     with F._quiet(np):
@@ -118,8 +121,9 @@ class BinaryQualityMetrics:
 BINARY_QUALITY_METRIC_NAMES = ("accuracy", "precision", "recall", "fscore", "specificity", "auc")
 
 
+@on_caller_stream
 def binary_quality_metrics(y_true, y_pred, *, beta=1.0, pos_label=1, sample_weight=None,
-                           validate=True):
+                           validate=True, deterministic=False):
     """oneDAL's quality metrics for binary classifiers.
 
     Labels are 0/1 codes (or bool); class ``pos_label`` is oneDAL's C1. The
@@ -142,7 +146,7 @@ def binary_quality_metrics(y_true, y_pred, *, beta=1.0, pos_label=1, sample_weig
     beta = check_beta(beta)
     check_option(pos_label, (0, 1), "pos_label")
     inputs = check_label_inputs(y_true, y_pred, num_classes=2, sample_weight=sample_weight,
-                                validate=validate)
+                                validate=validate, deterministic=deterministic)
     stats, cm = _accumulate(inputs, matrix=True)
     negative = 1 - pos_label
     layout = cm[np.ix_([pos_label, negative], [pos_label, negative])]
@@ -303,7 +307,8 @@ def _parse_bool(value: str, key: str, spec: str) -> bool:
     raise ValueError(f"{key} must be true or false in {spec!r}, got {value!r}")
 
 
-def catboost_metric(spec, y_true, approx, *, weight=None, validate=True):
+@on_caller_stream
+def catboost_metric(spec, y_true, approx, *, weight=None, validate=True, deterministic=False):
     """A CatBoost multiclass metric, as CatBoost computes it.
 
     Parameters
@@ -373,9 +378,10 @@ def catboost_metric(spec, y_true, approx, *, weight=None, validate=True):
         if weight.dtype.kind == "f":
             weight = weight.astype(np.float32).astype(np.float64)
     inputs = check_label_inputs(y_true, scores, sample_weight=weight if use_weights else None,
-                                validate=validate)
+                                validate=validate, deterministic=deterministic)
     if weight is not None and not use_weights:  # still check it, as CatBoost would
-        check_label_inputs(y_true, scores, sample_weight=weight, validate=validate)
+        check_label_inputs(y_true, scores, sample_weight=weight, validate=validate,
+                           deterministic=deterministic)
     stats, _ = _accumulate(inputs, moments=name == "WKappa")
     c = F.Counts.from_statistics(stats, np)
     if name == "Precision":

@@ -113,11 +113,13 @@ class ClassStatistics:
 
 
 def statistics_from_matrix(matrix, observed, xp, *, invalid: int = 0,
-                           moments: bool = False) -> ClassStatistics:
+                           moments: bool = False, selected=None) -> ClassStatistics:
     """Reduce a dense confusion matrix to :class:`ClassStatistics`.
 
     With ``moments=True`` the kappa disagreement moments are computed with the
-    matrix's own row/column indices as class positions (O(K^2) work).
+    matrix's own row/column indices as class positions (O(K^2) work); with a
+    boolean ``selected`` mask, over the selected rows and columns only, with
+    their ranks among the selected classes as positions.
     """
     support = matrix.sum(axis=1)
     stats = ClassStatistics(
@@ -133,8 +135,12 @@ def statistics_from_matrix(matrix, observed, xp, *, invalid: int = 0,
     if not moments:
         return stats
     positions = xp.arange(matrix.shape[0], dtype=xp.float64)
-    distance = xp.abs(positions[:, None] - positions[None, :])
     weighted = matrix.astype(xp.float64, copy=False)
+    if selected is not None:
+        chosen = xp.asarray(selected, dtype=bool)
+        positions = xp.cumsum(chosen) - 1.0
+        weighted = xp.where(chosen[:, None] & chosen[None, :], weighted, 0.0)
+    distance = xp.abs(positions[:, None] - positions[None, :])
     return replace(
         stats,
         linear_disagreement=(weighted * distance).sum(),

@@ -40,6 +40,8 @@ class LabelInputs:
     ignore_index: int | None
     guard: bool
     backend: Any
+    source: Any = None  # the caller's y_true: results go back to its framework and device
+    deterministic: bool = False
 
 
 def _is_int(value) -> bool:
@@ -101,11 +103,13 @@ def _as_label_array(values, name: str, backend, validate: bool):
 
 def _as_scores(values, name: str, backend, validate: bool):
     array = backend.asarray(values)
-    if array.dtype.kind not in "fiu":
+    # bfloat16 (ml_dtypes, as JAX and torch export it to NumPy) has kind 'V'.
+    bfloat16 = array.dtype.name == "bfloat16"
+    if array.dtype.kind not in "fiu" and not bfloat16:
         raise ValueError(f"{name} scores must be numeric, got dtype {array.dtype}")
-    if validate and array.dtype.kind == "f":
+    if validate and (array.dtype.kind == "f" or bfloat16):
         host = backend.to_host(array)
-        finite = np.isfinite(host)
+        finite = np.isfinite(host.astype(np.float32) if bfloat16 else host)
         if not finite.all():
             row, col = np.argwhere(~finite)[0]
             raise ValueError(
@@ -191,7 +195,8 @@ def _largest_label(labels, backend, ignore_index) -> int:
 
 
 def check_label_inputs(y_true, y_pred, *, num_classes=None, sample_weight=None,
-                       ignore_index=None, validate=True, extra_classes=0) -> LabelInputs:
+                       ignore_index=None, validate=True, extra_classes=0,
+                       deterministic=False) -> LabelInputs:
     """Check ``y_true``/``y_pred`` (labels, or ``(N, K)`` scores reduced by argmax).
 
     ``extra_classes`` is the smallest K a caller needs regardless of the data
@@ -199,7 +204,10 @@ def check_label_inputs(y_true, y_pred, *, num_classes=None, sample_weight=None,
     """
     if not isinstance(validate, bool):
         raise ValueError(f"validate must be True or False, got {validate!r}")
+    if not isinstance(deterministic, bool):
+        raise ValueError(f"deterministic must be True or False, got {deterministic!r}")
     backend = resolve_backend(y_true, y_pred, sample_weight)
+    source = y_true
     num_classes = check_num_classes(num_classes)
     ignore_index = check_ignore_index(ignore_index)
     given = num_classes is not None
@@ -258,6 +266,8 @@ def check_label_inputs(y_true, y_pred, *, num_classes=None, sample_weight=None,
         ignore_index=ignore_index,
         guard=not validate,
         backend=backend,
+        source=source,
+        deterministic=deterministic,
     )
 
 

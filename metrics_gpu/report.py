@@ -3,20 +3,20 @@
 :func:`label_report` accumulates the state once (a dense confusion matrix
 while K is small, per-class statistics otherwise) and evaluates every row of
 :data:`metrics_gpu._formulas.REPORT_METRICS` and
-:data:`~metrics_gpu._formulas.PER_CLASS_METRICS` on it.
+:data:`~metrics_gpu._formulas.PER_CLASS_METRICS` on it in one reduction (one
+kernel launch on the cuda and emulated backends, ``reduce_metrics.cu``).
 """
 
 from __future__ import annotations
 
 import json
-from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Callable
 
 import numpy as np
 
 from metrics_gpu import _formulas as F
-from metrics_gpu._classification import _accumulate, _class_lut
-from metrics_gpu._state import statistics_from_matrix, use_dense_matrix
+from metrics_gpu._backend import on_caller_stream
+from metrics_gpu._classification import _evaluate
 from metrics_gpu._validation import check_label_inputs
 
 # The text report lists per-class rows and the matrix only up to this many
@@ -24,9 +24,12 @@ from metrics_gpu._validation import check_label_inputs
 MAX_PRINTED_CLASSES = 50
 
 
-@dataclass
 class LabelReport:
     """Every label metric of one evaluation.
+
+    :func:`label_report` reads nothing back from a GPU: the numbers are
+    converted to NumPy, all at once, on the first access to any attribute
+    below (one copy of O(K) numbers, the report's only host sync).
 
     Attributes
     ----------
@@ -43,15 +46,32 @@ class LabelReport:
         Samples left out for out-of-range labels (``validate=False`` only).
     confusion_matrix : ndarray or None
         Dense matrix over ``classes`` when K is small enough to hold one.
+    class_names : list of str
+        Row names of the per-class table.
     """
 
-    metrics: dict[str, float]
-    per_class: dict[str, np.ndarray]
-    classes: np.ndarray
-    total: float
-    invalid: int
-    confusion_matrix: np.ndarray | None = None
-    class_names: list[str] = field(default_factory=list)
+    def __init__(self, resolve: Callable[[], dict[str, Any]]):
+        self._resolve = resolve
+        self._fields: dict[str, Any] | None = None
+
+    def _field(self, name: str):
+        if self._fields is None:
+            self._fields = self._resolve()
+            self._resolve = None
+        return self._fields[name]
+
+    metrics = property(lambda self: self._field("metrics"))
+    per_class = property(lambda self: self._field("per_class"))
+    classes = property(lambda self: self._field("classes"))
+    total = property(lambda self: self._field("total"))
+    invalid = property(lambda self: self._field("invalid"))
+    confusion_matrix = property(lambda self: self._field("confusion_matrix"))
+    class_names = property(lambda self: self._field("class_names"))
+
+    def __repr__(self) -> str:
+        if self._fields is None:
+            return "LabelReport(<on the device; read on first access>)"
+        return f"LabelReport(total={self.total!r}, metrics={self.metrics!r})"
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -107,8 +127,10 @@ def _plain(value):
     return value
 
 
+@on_caller_stream
 def label_report(y_true, y_pred, *, num_classes=None, sample_weight=None,
-                 ignore_index=None, validate=True, class_names=None) -> LabelReport:
+                 ignore_index=None, validate=True,
+                 deterministic=False, class_names=None) -> LabelReport:
     """Every label metric of ``y_true`` vs ``y_pred`` from one pass over the data.
 
     Classes covered: all ``num_classes`` codes if given (or implied by
@@ -125,33 +147,46 @@ def label_report(y_true, y_pred, *, num_classes=None, sample_weight=None,
     """
     inputs = check_label_inputs(y_true, y_pred, num_classes=num_classes,
                                 sample_weight=sample_weight, ignore_index=ignore_index,
-                                validate=validate)
+                                validate=validate, deterministic=deterministic)
     backend = inputs.backend
-    dense = use_dense_matrix(inputs.num_classes)
-    stats, cm = _accumulate(inputs, moments=not dense)
-    classes = (np.arange(inputs.num_classes) if inputs.num_classes_given
-               else np.flatnonzero(stats.observed))
-    if cm is not None:
-        cm = cm[np.ix_(classes, classes)]
-        stats = statistics_from_matrix(cm, stats.observed[classes], np,
-                                       invalid=stats.invalid, moments=True)
-    elif classes.size != inputs.num_classes:
-        stats, _ = _accumulate(inputs, class_lut=_class_lut(classes, inputs.num_classes),
-                               moments=True)
-    counts = F.Counts.from_statistics(stats, np)
-    with F._quiet(np):
-        metrics = {row.name: float(row.formula(counts, stats)) for row in F.REPORT_METRICS}
-        per_class = {name: np.asarray(formula(counts)) for name, formula in F.PER_CLASS_METRICS}
-    per_class["support"] = np.asarray(stats.support)
-    if class_names is None:
-        class_names = [str(code) for code in classes.tolist()]
-    elif len(class_names) != classes.size:
-        raise ValueError(
-            f"class_names has {len(class_names)} names but the report covers "
-            f"{classes.size} classes"
-        )
-    return LabelReport(
-        metrics=metrics, per_class=per_class, classes=classes,
-        total=_plain(stats.total), invalid=int(stats.invalid),
-        confusion_matrix=cm, class_names=list(class_names),
-    )
+    evaluation = _evaluate(inputs)
+    stats = evaluation.stats
+    size = stats.num_classes
+    if class_names is not None:
+        class_names = list(class_names)
+
+    def resolve() -> dict[str, Any]:
+        # The conversion to host numbers, once: the buffer, supports, matrix.
+        values = np.asarray(backend.to_host(evaluation.values))
+        if evaluation.class_codes is not None:
+            classes, positions = evaluation.class_codes, np.arange(size)
+        elif inputs.num_classes_given:
+            classes = positions = np.arange(size)
+        else:
+            classes = positions = np.flatnonzero(np.asarray(backend.to_host(stats.observed)))
+        columns = F.label_metric_columns(values, size)
+        per_class = {name: columns[i][positions] for i, name in enumerate(F.LABEL_METRIC_COLUMNS)}
+        per_class["support"] = np.asarray(backend.to_host(stats.support))[positions]
+        cm = None
+        if evaluation.matrix is not None:
+            cm = np.asarray(backend.to_host(evaluation.matrix))[np.ix_(classes, classes)]
+        names = class_names
+        if names is None:
+            names = [str(code) for code in classes.tolist()]
+        elif len(names) != classes.size:
+            raise ValueError(
+                f"class_names has {len(names)} names but the report covers "
+                f"{classes.size} classes"
+            )
+        return {
+            "metrics": {row.name: float(values[F.SLOT[row.name]]) for row in F.REPORT_METRICS},
+            "per_class": per_class, "classes": classes,
+            "total": _plain(values[F.SLOT["total"]]),
+            "invalid": int(np.asarray(backend.to_host(stats.invalid))),
+            "confusion_matrix": cm, "class_names": names,
+        }
+
+    report = LabelReport(resolve)
+    if class_names is not None and not (inputs.num_classes_given and len(class_names) == size):
+        report._field("class_names")  # a wrong class_names fails here, not at first use
+    return report

@@ -7,6 +7,7 @@ with the reason, so the same files run on CPU CI and on GPU machines.
 from __future__ import annotations
 
 import zlib
+from dataclasses import dataclass
 
 import numpy as np
 import pytest
@@ -64,9 +65,65 @@ def rng(request):
     return np.random.default_rng(seed)
 
 
+# -- kernel backends (the `case` fixture): emulated, and cuda on a GPU --------------
+
+KERNEL_BACKENDS = ("emulated", "cuda")
+
+
+class KernelCase(BackendCase):
+    """A kernel backend: its implementation, and moves to and from its memory."""
+
+    def __init__(self, name: str):
+        super().__init__(name)
+        self.impl = get_backend_implementation(name)
+        self.device = self.impl.device
+
+    def put(self, array):
+        """A host array on this backend (``cupy.asarray`` on cuda); None stays None."""
+        return None if array is None else self.asarray(array)
+
+    def get(self, value):
+        """A result as NumPy (``.get()`` on cuda); None stays None."""
+        return None if value is None else self.to_numpy(value)
+
+
+@pytest.fixture(params=KERNEL_BACKENDS)
+def case(request):
+    skip_unavailable(request.param)
+    return KernelCase(request.param)
+
+
+@dataclass
+class Launch:
+    expression: str
+    grid: int
+    block: int
+    args: list
+    shared_bytes: int
+
+    @property
+    def kernel(self) -> str:
+        return self.expression.split("<", 1)[0]
+
+
+@pytest.fixture
+def launches(case, monkeypatch):
+    """Every kernel launch of the test, in order (the device's launch is wrapped)."""
+    records: list[Launch] = []
+    original = case.device.launch
+
+    def spy(source, expression, grid, block, args, shared_bytes=0):
+        records.append(Launch(expression, grid, block, list(args), shared_bytes))
+        return original(source, expression, grid, block, args, shared_bytes)
+
+    monkeypatch.setattr(case.device, "launch", spy)
+    return records
+
+
 def pytest_collection_modifyitems(items):
-    # Tests that run once per backend carry the `per_backend` marker, so that
+    # Tests that run once per backend (`backend`, or the kernel backends'
+    # `case`) carry the `per_backend` marker, so that
     # CI's second pass (METRICS_GPU_BACKEND=emulated) can select the others.
     for item in items:
-        if "backend" in getattr(item, "fixturenames", ()):
+        if {"backend", "case"} & set(getattr(item, "fixturenames", ())):
             item.add_marker(pytest.mark.per_backend)

@@ -25,16 +25,14 @@ from __future__ import annotations
 
 import math
 from collections import defaultdict
-from dataclasses import dataclass
 
 import numpy as np
 import pytest
 
 import metrics_gpu
-from conftest import BackendCase, skip_unavailable
+from conftest import KernelCase, Launch
 from metrics_gpu._backend import get_backend_implementation
 
-KERNEL_BACKENDS = ("emulated", "cuda")
 NUMPY = get_backend_implementation("numpy")
 RTOL = 1e-12
 
@@ -42,59 +40,6 @@ LABEL_DTYPES = ("int8", "int16", "int32", "int64", "uint8", "uint16", "uint32", 
                 "bool")
 # K of the per-class statistics tests: a K x K matrix would be 512 GB.
 HUGE_K = 256_000
-
-
-# -- the backend under test ------------------------------------------------------------
-
-
-class KernelCase(BackendCase):
-    """A kernel backend: its implementation, and moves to and from its memory."""
-
-    def __init__(self, name: str):
-        super().__init__(name)
-        self.impl = get_backend_implementation(name)
-        self.device = self.impl.device
-
-    def put(self, array):
-        """A host array on this backend (``cupy.asarray`` on cuda); None stays None."""
-        return None if array is None else self.asarray(array)
-
-    def get(self, value):
-        """A result as NumPy (``.get()`` on cuda); None stays None."""
-        return None if value is None else self.to_numpy(value)
-
-
-@pytest.fixture(params=KERNEL_BACKENDS)
-def case(request):
-    skip_unavailable(request.param)
-    return KernelCase(request.param)
-
-
-@dataclass
-class Launch:
-    expression: str
-    grid: int
-    block: int
-    args: list
-    shared_bytes: int
-
-    @property
-    def kernel(self) -> str:
-        return self.expression.split("<", 1)[0]
-
-
-@pytest.fixture
-def launches(case, monkeypatch):
-    """Every kernel launch of the test, in order (the device's launch is wrapped)."""
-    records: list[Launch] = []
-    original = case.device.launch
-
-    def spy(source, expression, grid, block, args, shared_bytes=0):
-        records.append(Launch(expression, grid, block, list(args), shared_bytes))
-        return original(source, expression, grid, block, args, shared_bytes)
-
-    monkeypatch.setattr(case.device, "launch", spy)
-    return records
 
 
 class GuardedZeros:

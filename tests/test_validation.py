@@ -576,3 +576,17 @@ def test_bool_true_with_one_class_is_out_of_range(backend):
     p = backend.asarray(np.array([False, False]))
     with pytest.raises(ValueError, match=r"y_true contains True \(class 1\) at index 1"):
         mg.accuracy_score(t, p, num_classes=1)
+
+
+def test_bfloat16_scores(backend, rng):
+    # bfloat16 arrives from JAX and torch as ml_dtypes' NumPy dtype (kind 'V').
+    ml_dtypes = pytest.importorskip("ml_dtypes")
+    if backend.name == "cuda":
+        pytest.skip("CuPy has no bfloat16 dtype (torch bfloat16 tensors are widened)")
+    scores = rng.normal(size=(500, 6)).astype(ml_dtypes.bfloat16)
+    y_true = rng.integers(0, 6, 500)
+    expected = np.mean(scores.astype(np.float32).argmax(axis=1) == y_true)
+    assert float(mg.accuracy_score(backend.asarray(y_true), backend.asarray(scores))) == expected
+    scores[7, 3] = np.nan
+    with pytest.raises(ValueError, match="y_pred must hold finite scores; found nan at row 7"):
+        mg.accuracy_score(backend.asarray(y_true), backend.asarray(scores))

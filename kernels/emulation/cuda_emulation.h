@@ -618,6 +618,7 @@ inline double __ll2double_rn(long long x) { return (double)x; }
 inline double __ull2double_rn(unsigned long long x) { return (double)x; }
 inline long long __double2ll_rn(double x) { return (long long)std::nearbyint(x); }
 using std::isnan;
+using std::sqrt;
 using std::ldexp;
 using std::llrint;
 using std::ilogb;

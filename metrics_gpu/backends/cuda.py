@@ -90,6 +90,36 @@ class CudaDevice:
             return array.get()
         return np.asarray(array)
 
+    def to_framework(self, value, like):
+        """``value`` (a CuPy array) as the framework of ``like``: a torch tensor
+        for a torch tensor, a JAX array for a JAX array, else CuPy. Zero-copy
+        (DLPack), on the same device, no sync."""
+        if not isinstance(value, self.cupy.ndarray):
+            return value
+        torch = sys.modules.get("torch")
+        if torch is not None and isinstance(like, torch.Tensor):
+            return torch.from_dlpack(value)
+        jax = sys.modules.get("jax")
+        if jax is not None and isinstance(like, jax.Array):
+            return jax.numpy.from_dlpack(value)
+        return value
+
+    def stream_of(self, like):
+        """Context: the caller's device, and for a torch tensor torch's current
+        stream on it (``cupy.cuda.ExternalStream``), so that every launch and
+        CuPy operation is ordered with the training loop's own work."""
+        cupy = self.cupy
+        torch = sys.modules.get("torch")
+        stack = contextlib.ExitStack()
+        if torch is not None and isinstance(like, torch.Tensor) and like.is_cuda:
+            index = like.device.index if like.device.index is not None else torch.cuda.current_device()
+            stack.enter_context(cupy.cuda.Device(index))
+            stream = torch.cuda.current_stream(index)
+            stack.enter_context(cupy.cuda.ExternalStream(stream.cuda_stream, index))
+        elif isinstance(like, cupy.ndarray):
+            stack.enter_context(like.device)
+        return stack
+
     def zeros(self, shape, dtype):
         return self.cupy.zeros(shape, dtype=dtype)
 

@@ -14,7 +14,9 @@ Kernel choice for a dense K x K matrix (M = matrix positions):
   (privatised per block, warp-aggregated increments when M*M <= 64);
 * otherwise ``confusion_global`` (global atomics; many cells, low contention).
 
-Huge K uses ``class_statistics`` (O(K) memory). Nothing here synchronises with
+Huge K uses ``class_statistics`` (O(K) memory). Every label metric of the
+report then comes from one launch of ``reduce_metrics.cu`` (from the matrix or
+from the statistics) into one float64 buffer. Nothing here synchronises with
 the host: every count stays on the device until the caller converts it.
 """
 
@@ -25,15 +27,19 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from metrics_gpu._formulas import SLOT, label_metric_size
 from metrics_gpu._kernels import (
+    COUNT_TYPES,
     LABEL_TYPES,
     SCORE_TARGET_TYPES,
     SCORE_TYPES,
     accumulate_expression,
+    reduce_expression,
 )
 from metrics_gpu._state import ClassStatistics, statistics_from_matrix
 
 SOURCE = "confusion.cu"
+REDUCE_SOURCE = "reduce_metrics.cu"
 # Blocks per SM the grid is sized for: 8 blocks of the device's block size
 # (256 threads on a GPU) fill the 2048 threads an SM holds on every arch.
 BLOCKS_PER_MULTIPROCESSOR = 8
@@ -135,6 +141,9 @@ class _Pass:
 class KernelBackend:
     """A backend whose heavy primitives are the raw kernels of ``kernels/``."""
 
+    # The functional API takes its metrics from one reduction launch.
+    reduces_on_device = True
+
     def __init__(self, device):
         self.device = device
         self.name = device.name
@@ -149,6 +158,10 @@ class KernelBackend:
         if isinstance(array, RowArgmax):
             return np.argmax(self.device.to_host(array.scores), axis=1)
         return self.device.to_host(array)
+
+    def to_framework(self, value, like):
+        """A result in the framework and on the device of the caller's input ``like``."""
+        return self.device.to_framework(value, like)
 
     def argmax_scores(self, scores) -> RowArgmax:
         """Defer the row argmax to the accumulation kernel (one read of the scores)."""
@@ -382,3 +395,70 @@ class KernelBackend:
     def statistics_from_matrix(self, matrix, observed, *, invalid=0, moments=False):
         return statistics_from_matrix(matrix, observed, self.xp, invalid=invalid,
                                       moments=moments)
+
+    # -- every label metric in one launch -------------------------------------
+
+    def _mask(self, selected):
+        if selected is None:
+            return None
+        mask = self.xp.ascontiguousarray(selected)
+        return mask.view(np.uint8) if mask.dtype == np.bool_ else mask.astype(np.uint8)
+
+    def label_metrics(self, stats: ClassStatistics, *, selected=None):
+        """Every label metric of ``stats`` in one launch: a float64 device buffer.
+
+        Layout and conventions: :data:`metrics_gpu._formulas.LABEL_METRIC_SLOTS`
+        (NumPy reference :func:`~metrics_gpu._formulas.label_metric_values`).
+        """
+        xp, device = self.xp, self.device
+        dtype = np.dtype(np.float64 if stats.support.dtype.kind == "f" else np.int64)
+
+        def counts(array):
+            return xp.ascontiguousarray(xp.asarray(array, dtype=dtype).reshape(-1))
+
+        def moment(value):
+            return None if value is None else xp.asarray(value, dtype=np.float64).reshape(1)
+
+        num_classes = stats.num_classes
+        out = device.zeros(label_metric_size(num_classes), np.float64)
+        device.launch(
+            REDUCE_SOURCE, reduce_expression("label_metrics_from_statistics", COUNT_TYPES[dtype.name]),
+            1, device.block_threads,
+            [counts(stats.true_positives), counts(stats.support), counts(stats.predicted),
+             counts(stats.total), np.int64(num_classes), self._mask(selected),
+             moment(stats.linear_disagreement), moment(stats.quadratic_disagreement), out],
+        )
+        return out
+
+    def label_metrics_from_matrix(self, matrix, observed, *, selected=None, invalid=0,
+                                  moments=True):
+        """Statistics and every label metric of a dense matrix, in one launch.
+
+        Returns ``(buffer, statistics)``; the kappa moments are computed over
+        the ``selected`` classes with their ranks as positions.
+        """
+        xp, device = self.xp, self.device
+        dtype = np.dtype(np.float64 if matrix.dtype.kind == "f" else np.int64)
+        matrix = xp.ascontiguousarray(matrix, dtype=dtype)
+        size = matrix.shape[0]
+        shared_bytes = size * (dtype.itemsize + 8)
+        if shared_bytes > device.shared_memory_per_block:
+            stats = statistics_from_matrix(matrix, observed, xp, invalid=invalid, moments=moments,
+                                           selected=selected)
+            return self.label_metrics(stats, selected=selected), stats
+        grid = max(1, min(size, device.multiprocessor_count))
+        true_positives, support, predicted = (device.zeros(size, dtype) for _ in range(3))
+        out = device.zeros(label_metric_size(size), np.float64)
+        device.launch(
+            REDUCE_SOURCE, reduce_expression("label_metrics_from_matrix", COUNT_TYPES[dtype.name]),
+            grid, device.block_threads,
+            [matrix, np.int64(size), self._mask(selected), np.int32(bool(moments)),
+             true_positives, support, predicted, device.zeros(grid * size, dtype),
+             device.zeros(2 * grid, np.float64), device.zeros(1, np.uint32), out],
+            shared_bytes,
+        )
+        stats = ClassStatistics(
+            true_positives=true_positives, support=support, predicted=predicted,
+            total=out[SLOT["total"]], observed=observed, invalid=invalid,
+        )
+        return out, stats

@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from metrics_gpu._formulas import label_metric_values
 from metrics_gpu._state import ClassStatistics, statistics_from_matrix
 
 # 2**18 samples: the int64 index temporaries of one chunk (2 MiB each) stay in
@@ -28,6 +29,9 @@ class NumpyBackend:
 
     name = "numpy"
     xp = np
+    # Each function evaluates only its own formula (the full reduction costs
+    # more than the formula on a CPU).
+    reduces_on_device = False
 
     def asarray(self, array, dtype=None):
         return np.asarray(array, dtype=dtype)
@@ -88,8 +92,11 @@ class NumpyBackend:
     # -- primitives ----------------------------------------------------------
 
     def accumulate_confusion(self, y_true, y_pred, *, num_classes, sample_weight=None,
-                             ignore_index=None, class_lut=None, guard=False):
+                             ignore_index=None, class_lut=None, guard=False,
+                             deterministic=False):
         """Dense confusion matrix (rows actual, columns predicted) in one pass.
+
+        Sums run in a fixed order here, so ``deterministic`` changes nothing.
 
         Returns ``(matrix, observed, n_invalid)``; the matrix is int64 without
         weights or with integer weights, else float64.
@@ -118,7 +125,7 @@ class NumpyBackend:
 
     def class_statistics(self, y_true, y_pred, *, num_classes, sample_weight=None,
                          ignore_index=None, class_lut=None, guard=False,
-                         moments=False) -> ClassStatistics:
+                         moments=False, deterministic=False) -> ClassStatistics:
         """Per-class statistics in O(K) memory, without a K x K matrix.
 
         With ``moments=True`` also ``sum w |t - p|`` and ``sum w (t - p)**2``
@@ -175,6 +182,17 @@ class NumpyBackend:
 
     def statistics_from_matrix(self, matrix, observed, *, invalid=0, moments=False):
         return statistics_from_matrix(matrix, observed, np, invalid=invalid, moments=moments)
+
+    def label_metrics(self, stats: ClassStatistics, *, selected=None) -> np.ndarray:
+        """Every label metric of ``stats`` as one float64 buffer (the reference)."""
+        return label_metric_values(stats, selected)
+
+    def label_metrics_from_matrix(self, matrix, observed, *, selected=None, invalid=0,
+                                  moments=True):
+        """``(buffer, statistics)`` of a dense matrix; see :meth:`label_metrics`."""
+        stats = statistics_from_matrix(matrix, observed, np, invalid=invalid, moments=moments,
+                                       selected=selected)
+        return label_metric_values(stats, selected), stats
 
 
 def _in_range(labels: np.ndarray, num_classes: int) -> np.ndarray:

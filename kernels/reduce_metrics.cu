@@ -1,0 +1,432 @@
+// Every label metric of the report in one launch, into one float64 buffer.
+//
+// label_metrics_from_statistics<C>: one block reads per-class statistics
+//   (true positives, support, predicted; C = long long counts or double
+//   weights) and evaluates the metrics.
+// label_metrics_from_matrix<C>: every block reduces some rows of a dense K x K
+//   matrix (row sums, diagonal, its share of the column sums and of the kappa
+//   moments); the last block to finish (a ticket counter) adds the per-block
+//   partials in block order and evaluates the metrics. One launch, no atomics
+//   on values, so the result is the same bit for bit run to run.
+//
+// The buffer holds kSlotCount overall values (the order of
+// metrics_gpu._formulas.LABEL_METRIC_SLOTS: the report's metrics, then the
+// counts the functional API needs), then kColumnCount per-class columns of K
+// values each. Formulas and conventions are those of metrics_gpu._formulas
+// (its NumPy code is the reference the tests hold this file to): averages and
+// kappa positions run over the `selected` classes (all when null), a 0/0
+// per-class rate is 0, and every sum has a fixed order.
+#include "common.cuh"
+
+namespace mg {
+
+enum Slot {
+  kAccuracy,
+  kBalancedAccuracy,
+  kMicroPrecision,
+  kMicroRecall,
+  kMicroF1,
+  kMacroPrecision,
+  kMacroRecall,
+  kMacroF1,
+  kMacroF1Harmonic,
+  kWeightedPrecision,
+  kWeightedRecall,
+  kWeightedF1,
+  kMacroJaccard,
+  kMacroSpecificity,
+  kMatthewsCorrcoef,
+  kCohenKappa,
+  kLinearWeightedKappa,
+  kQuadraticWeightedKappa,
+  kAverageAccuracy,
+  kErrorRate,
+  kHammingLoss,
+  kZeroOneLoss,
+  // Counts behind the functional API's options and scikit-learn's warnings.
+  kTotal,
+  kCorrect,
+  kSelectedClasses,
+  kSupportedClasses,
+  kUnpredictedClasses,
+  kAbsentClasses,
+  kClassesWithoutNegatives,
+  kKappaUndefined,
+  kSlotCount
+};
+
+enum Column { kPrecision, kRecall, kF1, kSpecificity, kJaccard, kColumnCount };
+
+// Values reduced over the block in one go (the widest reduction below).
+constexpr int kMaxReduced = 24;
+
+__device__ __forceinline__ double quiet_nan() {
+  return __longlong_as_double((long long)0x7ff8000000000000ull);
+}
+
+// numerator / denominator, `zero` when the denominator is 0 (_formulas.divide).
+__device__ __forceinline__ double divide(double numerator, double denominator, double zero) {
+  return denominator == 0.0 ? zero : numerator / denominator;
+}
+
+// Reads of values other blocks wrote before the ticket: past L1.
+template <typename T>
+__device__ __forceinline__ T load_fresh(const T* p) {
+  return *(const volatile T*)p;
+}
+
+// Sum N values over the block; every thread gets the totals. Fixed order:
+// each thread's strided sum, a warp butterfly (commutative steps, so all
+// lanes hold the same bits), then the warps in index order.
+template <int N, typename T>
+__device__ void block_sum(T (&values)[N], T* scratch) {
+  const unsigned int lane = lane_index();
+  const unsigned int warp = threadIdx.x / kWarpSize;
+  const unsigned int warps = blockDim.x / kWarpSize;
+  for (int i = 0; i < N; ++i) {
+    for (int offset = kWarpSize / 2; offset > 0; offset >>= 1)
+      values[i] += __shfl_xor_sync(kFullWarp, values[i], offset);
+    if (lane == 0) scratch[i * kWarpSize + warp] = values[i];
+  }
+  __syncthreads();
+  for (int i = 0; i < N; ++i) {
+    T total = 0;
+    for (unsigned int w = 0; w < warps; ++w) total += scratch[i * kWarpSize + w];
+    values[i] = total;
+  }
+  __syncthreads();
+}
+
+// Inclusive scan of N values over one tile of blockDim.x classes; `carry`
+// holds the totals of the tiles before and is advanced past this one.
+template <int N>
+__device__ void block_scan(double (&values)[N], double (&carry)[N], double* scratch) {
+  const unsigned int lane = lane_index();
+  const unsigned int warp = threadIdx.x / kWarpSize;
+  const unsigned int warps = blockDim.x / kWarpSize;
+  for (int i = 0; i < N; ++i) {
+    for (int offset = 1; offset < kWarpSize; offset <<= 1) {
+      double before = __shfl_up_sync(kFullWarp, values[i], offset);
+      if (lane >= (unsigned int)offset) values[i] += before;
+    }
+    if (lane == kWarpSize - 1) scratch[i * kWarpSize + warp] = values[i];
+  }
+  __syncthreads();
+  for (int i = 0; i < N; ++i) {
+    double before = carry[i];
+    double tile = 0.0;
+    for (unsigned int w = 0; w < warps; ++w) {
+      if (w < warp) before += scratch[i * kWarpSize + w];
+      tile += scratch[i * kWarpSize + w];
+    }
+    values[i] += before;
+    carry[i] += tile;
+  }
+  __syncthreads();
+}
+
+__device__ __forceinline__ bool is_selected(const unsigned char* selected, int64 k) {
+  return selected == nullptr || selected[k] != 0;
+}
+
+// Every metric from per-class counts, by one block (`scratch`: shared memory
+// for the block reductions). `total` < 0 means the sum
+// of the supports. Loops over classes step whole tiles (block-uniform trip
+// counts) because they hold barriers.
+template <typename C>
+__device__ void evaluate_metrics(const C* true_positives, const C* support, const C* predicted,
+                                 double total, int64 K, const unsigned char* selected,
+                                 double linear, double quadratic, double* out,
+                                 double* scratch /* shared, kMaxReduced * kWarpSize */) {
+  double* columns = out + kSlotCount;
+  const int64 tiles = (K + blockDim.x - 1) / blockDim.x;
+
+  // Pass 1: sums over the selected classes, and the per-class columns.
+  enum {
+    sTp, sSupport, sPredicted, sTruePred, sPredPred, sTrueTrue, sSelected, sSupported,
+    sRecallSupported, sPrecision, sRecall, sF1, sJaccard, sSpecificity, sWeightedPrecision,
+    sWeightedRecall, sWeightedF1, sClassAccuracy, sClassError, sPredictedClasses, sBoth,
+    sUnpredicted, sAbsent, sNoNegatives, kPass1
+  };
+  double pass1[kPass1];
+  __shared__ double total_shared;
+  {
+    double all_support[1] = {0.0};
+    for (int64 tile = 0; tile < tiles; ++tile) {
+      int64 k = tile * blockDim.x + threadIdx.x;
+      if (k < K) all_support[0] += (double)load_fresh(support + k);
+    }
+    block_sum(all_support, scratch);
+    if (threadIdx.x == 0) total_shared = total < 0.0 ? all_support[0] : total;
+    __syncthreads();
+  }
+  const double s = total_shared;
+  for (int i = 0; i < kPass1; ++i) pass1[i] = 0.0;
+  for (int64 tile = 0; tile < tiles; ++tile) {
+    int64 k = tile * blockDim.x + threadIdx.x;
+    if (k >= K) continue;
+    double tp = (double)load_fresh(true_positives + k);
+    double t = (double)load_fresh(support + k);
+    double p = (double)load_fresh(predicted + k);
+    double fp = p - tp;
+    double fn = t - tp;
+    double negatives = s - t;
+    double tn = negatives - fp;
+    double precision = divide(tp, p, 0.0);
+    double recall = divide(tp, t, 0.0);
+    double f1 = divide(2.0 * tp, t + p, 0.0);
+    double jaccard = divide(tp, (tp + fp) + fn, 0.0);
+    double specificity = divide(tn, negatives, 0.0);
+    columns[kPrecision * K + k] = precision;
+    columns[kRecall * K + k] = recall;
+    columns[kF1 * K + k] = f1;
+    columns[kSpecificity * K + k] = specificity;
+    columns[kJaccard * K + k] = jaccard;
+    if (!is_selected(selected, k)) continue;
+    pass1[sTp] += tp;
+    pass1[sSupport] += t;
+    pass1[sPredicted] += p;
+    pass1[sTruePred] += t * p;
+    pass1[sPredPred] += p * p;
+    pass1[sTrueTrue] += t * t;
+    pass1[sSelected] += 1.0;
+    if (t > 0.0) {
+      pass1[sSupported] += 1.0;
+      pass1[sRecallSupported] += tp / t;
+    }
+    pass1[sPrecision] += precision;
+    pass1[sRecall] += recall;
+    pass1[sF1] += f1;
+    pass1[sJaccard] += jaccard;
+    pass1[sSpecificity] += specificity;
+    pass1[sWeightedPrecision] += precision * t;
+    pass1[sWeightedRecall] += recall * t;
+    pass1[sWeightedF1] += f1 * t;
+    pass1[sClassAccuracy] += divide(tp + tn, s, quiet_nan());
+    pass1[sClassError] += divide(fp + fn, s, quiet_nan());
+    if (p > 0.0) pass1[sPredictedClasses] += 1.0;
+    if (t > 0.0 && p > 0.0) pass1[sBoth] += 1.0;
+    if (p == 0.0) pass1[sUnpredicted] += 1.0;
+    if (t == 0.0 && p == 0.0) pass1[sAbsent] += 1.0;
+    if (negatives == 0.0) pass1[sNoNegatives] += 1.0;
+  }
+  block_sum(pass1, scratch);
+
+  const double m = pass1[sSelected];
+  const double t_total = pass1[sSupport];
+  const double p_total = pass1[sPredicted];
+  const bool kappa_undefined =
+      s == 0.0 || (pass1[sSupported] == 1.0 && pass1[sPredictedClasses] == pass1[sBoth] &&
+                   pass1[sBoth] == 1.0);
+
+  // Passes 2 and 3 (weighted kappa only): positions are ranks among the
+  // selected classes. Pass 2 scans (rank, T, P) for the |i - j| gaps and the
+  // mean position of y_true; pass 3 sums about that centre, as _formulas does.
+  double linear_cross = 0.0, quadratic_cross = 0.0;
+  const bool weighted_kappa = !(linear != linear) || !(quadratic != quadratic);
+  if (weighted_kappa) {
+    double pass2[2] = {0.0, 0.0};  // linear cross, sum t * rank
+    double carry[3] = {0.0, 0.0, 0.0};
+    for (int64 tile = 0; tile < tiles; ++tile) {
+      int64 k = tile * blockDim.x + threadIdx.x;
+      bool chosen = k < K && is_selected(selected, k);
+      double t = chosen ? (double)load_fresh(support + k) : 0.0;
+      double p = chosen ? (double)load_fresh(predicted + k) : 0.0;
+      double running[3] = {chosen ? 1.0 : 0.0, t, p};
+      block_scan(running, carry, scratch);
+      double rank = running[0] - 1.0;
+      // The gap after each selected class but the last.
+      if (chosen && rank < m - 1.0)
+        pass2[0] += running[1] * (p_total - running[2]) + running[2] * (t_total - running[1]);
+      if (chosen) pass2[1] += t * rank;
+    }
+    block_sum(pass2, scratch);
+    linear_cross = pass2[0];
+    const double centre = divide(pass2[1], t_total, 0.0);
+    double pass3[4] = {0.0, 0.0, 0.0, 0.0};  // t o^2, p o^2, t o, p o
+    double rank_carry[1] = {0.0};
+    for (int64 tile = 0; tile < tiles; ++tile) {
+      int64 k = tile * blockDim.x + threadIdx.x;
+      bool chosen = k < K && is_selected(selected, k);
+      double running[1] = {chosen ? 1.0 : 0.0};
+      block_scan(running, rank_carry, scratch);
+      if (!chosen) continue;
+      double t = (double)load_fresh(support + k);
+      double p = (double)load_fresh(predicted + k);
+      double offset = (running[0] - 1.0) - centre;
+      pass3[0] += t * (offset * offset);
+      pass3[1] += p * (offset * offset);
+      pass3[2] += t * offset;
+      pass3[3] += p * offset;
+    }
+    block_sum(pass3, scratch);
+    quadratic_cross = p_total * pass3[0] + t_total * pass3[1] - 2.0 * pass3[2] * pass3[3];
+  }
+
+  if (threadIdx.x != 0) return;
+  const double nan = quiet_nan();
+  const double accuracy = divide(pass1[sTp], s, nan);
+  const double macro_precision = m > 0.0 ? pass1[sPrecision] / m : nan;
+  const double macro_recall = m > 0.0 ? pass1[sRecall] / m : nan;
+  // nan_average with support weights: the plain mean when they sum to 0.
+  const double weight_sum = t_total;
+  out[kAccuracy] = accuracy;
+  out[kBalancedAccuracy] =
+      pass1[sSupported] > 0.0 ? pass1[sRecallSupported] / pass1[sSupported] : nan;
+  out[kMicroPrecision] = divide(pass1[sTp], p_total, 0.0);
+  out[kMicroRecall] = divide(pass1[sTp], t_total, 0.0);
+  out[kMicroF1] = divide(2.0 * pass1[sTp], t_total + p_total, 0.0);
+  out[kMacroPrecision] = macro_precision;
+  out[kMacroRecall] = macro_recall;
+  out[kMacroF1] = m > 0.0 ? pass1[sF1] / m : nan;
+  out[kMacroF1Harmonic] = 2.0 * macro_precision * macro_recall / (macro_precision + macro_recall);
+  out[kWeightedPrecision] = m == 0.0 ? nan
+                            : weight_sum != 0.0 ? pass1[sWeightedPrecision] / weight_sum
+                                                : pass1[sPrecision] / m;
+  out[kWeightedRecall] = m == 0.0 ? nan
+                         : weight_sum != 0.0 ? pass1[sWeightedRecall] / weight_sum
+                                             : pass1[sRecall] / m;
+  out[kWeightedF1] = m == 0.0 ? nan
+                     : weight_sum != 0.0 ? pass1[sWeightedF1] / weight_sum : pass1[sF1] / m;
+  out[kMacroJaccard] = m > 0.0 ? pass1[sJaccard] / m : nan;
+  out[kMacroSpecificity] = m > 0.0 ? pass1[sSpecificity] / m : nan;
+  // Matthews: each variance about its own marginal's total (_formulas).
+  double cov_tp = pass1[sTp] * t_total - pass1[sTruePred];
+  double cov_pp = p_total * p_total - pass1[sPredPred];
+  double cov_tt = t_total * t_total - pass1[sTrueTrue];
+  double product = cov_pp * cov_tt;
+  out[kMatthewsCorrcoef] = divide(cov_tp, sqrt(product < 0.0 ? 0.0 : product), 0.0);
+  double expected = divide(t_total * p_total - pass1[sTruePred], s, nan);
+  out[kCohenKappa] = kappa_undefined ? nan : 1.0 - (s - pass1[sTp]) / expected;
+  out[kLinearWeightedKappa] =
+      kappa_undefined ? nan : 1.0 - linear / divide(linear_cross, s, nan);
+  out[kQuadraticWeightedKappa] =
+      kappa_undefined ? nan : 1.0 - quadratic / divide(quadratic_cross, s, nan);
+  out[kAverageAccuracy] = m > 0.0 ? pass1[sClassAccuracy] / m : nan;
+  out[kErrorRate] = m > 0.0 ? pass1[sClassError] / m : nan;
+  out[kHammingLoss] = 1.0 - accuracy;
+  out[kZeroOneLoss] = 1.0 - accuracy;
+  out[kTotal] = s;
+  out[kCorrect] = pass1[sTp];
+  out[kSelectedClasses] = m;
+  out[kSupportedClasses] = pass1[sSupported];
+  out[kUnpredictedClasses] = pass1[sUnpredicted];
+  out[kAbsentClasses] = pass1[sAbsent];
+  out[kClassesWithoutNegatives] = pass1[sNoNegatives];
+  out[kKappaUndefined] = kappa_undefined ? 1.0 : 0.0;
+}
+
+}  // namespace mg
+
+// One block. `total` points at the statistics' total (C); the moments are
+// float64 scalars, or null when the state has none (weighted kappa is NaN).
+template <typename C>
+__global__ void label_metrics_from_statistics(const C* true_positives, const C* support,
+                                              const C* predicted, const C* total,
+                                              mg::int64 num_classes,
+                                              const unsigned char* selected,
+                                              const double* linear, const double* quadratic,
+                                              double* out) {
+  __shared__ double scratch[mg::kMaxReduced * mg::kWarpSize];
+  const double nan = mg::quiet_nan();
+  mg::evaluate_metrics(true_positives, support, predicted, (double)*total, num_classes, selected,
+                       linear == nullptr ? nan : *linear,
+                       quadratic == nullptr ? nan : *quadratic, out, scratch);
+}
+
+// Dynamic shared memory: K counters of C (this block's column sums) and K
+// int64 positions. Block b owns rows b, b + gridDim.x, ...; it writes their
+// support and diagonal, and its column sums and moment sums as partials.
+// `blocks_done` is zero at launch and zero again after it.
+template <typename C>
+__global__ void label_metrics_from_matrix(const C* matrix, mg::int64 num_classes,
+                                          const unsigned char* selected, int moments,
+                                          C* true_positives, C* support, C* predicted,
+                                          C* column_partials, double* moment_partials,
+                                          unsigned int* blocks_done, double* out) {
+  using mg::int64;
+  const int64 K = num_classes;
+  MG_DYNAMIC_SHARED(C, column);
+  int64* position = reinterpret_cast<int64*>(column + K);
+  __shared__ double scratch[mg::kMaxReduced * mg::kWarpSize];
+  __shared__ C row_scratch[mg::kWarpSize];
+  __shared__ unsigned int ticket;
+  const int64 tiles = (K + blockDim.x - 1) / blockDim.x;
+
+  // Positions of the classes: their ranks among the selected ones.
+  double carry[1] = {0.0};
+  for (int64 tile = 0; tile < tiles; ++tile) {
+    int64 k = tile * blockDim.x + threadIdx.x;
+    double running[1] = {k < K && mg::is_selected(selected, k) ? 1.0 : 0.0};
+    mg::block_scan(running, carry, scratch);
+    if (k < K) {
+      position[k] = (int64)running[0] - 1;
+      column[k] = 0;
+    }
+  }
+  __syncthreads();
+
+  double moment[2] = {0.0, 0.0};
+  for (int64 row = blockIdx.x; row < K; row += gridDim.x) {
+    C row_sum[1] = {0};
+    const C* values = matrix + row * K;
+    const bool row_chosen = mg::is_selected(selected, row);
+    for (int64 k = threadIdx.x; k < K; k += blockDim.x) {
+      C value = values[k];
+      column[k] += value;
+      row_sum[0] += value;
+      if (moments && row_chosen && mg::is_selected(selected, k)) {
+        int64 gap = position[row] > position[k] ? position[row] - position[k]
+                                                : position[k] - position[row];
+        double weighted = (double)value * (double)gap;
+        moment[0] += weighted;
+        moment[1] += weighted * (double)gap;
+      }
+    }
+    mg::block_sum(row_sum, row_scratch);
+    if (threadIdx.x == 0) {
+      support[row] = row_sum[0];
+      true_positives[row] = values[row];
+    }
+  }
+  for (int64 k = threadIdx.x; k < K; k += blockDim.x)
+    column_partials[(int64)blockIdx.x * K + k] = column[k];
+  mg::block_sum(moment, scratch);
+  if (threadIdx.x == 0) {
+    moment_partials[2 * blockIdx.x] = moment[0];
+    moment_partials[2 * blockIdx.x + 1] = moment[1];
+  }
+
+  // The last block to arrive finishes: every thread fences its own writes,
+  // and only then (the barrier) does the block take its ticket, so the last
+  // block sees every other block's partials.
+  __threadfence();
+  __syncthreads();
+  if (threadIdx.x == 0) ticket = atomicAdd(blocks_done, 1u);
+  __syncthreads();
+  if (ticket != gridDim.x - 1) return;  // block-uniform
+
+  for (int64 k = threadIdx.x; k < K; k += blockDim.x) {
+    C sum = 0;
+    for (unsigned int b = 0; b < gridDim.x; ++b)
+      sum += mg::load_fresh(column_partials + (int64)b * K + k);
+    predicted[k] = sum;
+  }
+  __shared__ double moment_total[2];
+  if (threadIdx.x == 0) {
+    double linear = 0.0, quadratic = 0.0;
+    for (unsigned int b = 0; b < gridDim.x; ++b) {
+      linear += mg::load_fresh(moment_partials + 2 * b);
+      quadratic += mg::load_fresh(moment_partials + 2 * b + 1);
+    }
+    moment_total[0] = linear;
+    moment_total[1] = quadratic;
+    *blocks_done = 0;
+  }
+  __threadfence_block();
+  __syncthreads();
+  const double nan = mg::quiet_nan();
+  mg::evaluate_metrics(true_positives, support, predicted, -1.0, K, selected,
+                       moments ? moment_total[0] : nan, moments ? moment_total[1] : nan, out,
+                       scratch);
+}

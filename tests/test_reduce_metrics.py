@@ -1,0 +1,301 @@
+"""The one-launch metric reduction (``kernels/reduce_metrics.cu``).
+
+Held to two references: the NumPy buffer of
+:func:`metrics_gpu._formulas.label_metric_values` (every slot and per-class
+column, for every kind of state), and scikit-learn on samples expanded from
+the same matrix (independent of our formulas). Runs on each kernel backend
+that can run here (``case`` fixture in ``conftest.py``).
+"""
+
+from __future__ import annotations
+
+import re
+import warnings
+
+import numpy as np
+import pytest
+from sklearn import metrics as skm
+
+import metrics_gpu
+from metrics_gpu._backend import get_backend_implementation
+from metrics_gpu._formulas import (
+    LABEL_METRIC_COLUMNS,
+    LABEL_METRIC_SLOTS,
+    SLOT,
+    label_metric_columns,
+)
+from metrics_gpu._kernels import kernel_source
+from metrics_gpu._state import statistics_from_matrix
+from metrics_gpu.backends.kernel_backend import REDUCE_SOURCE
+
+NUMPY = get_backend_implementation("numpy")
+RTOL = 1e-12
+
+
+def _snake(name: str) -> str:
+    return re.sub(r"(?<!^)(?=[A-Z])", "_", name[1:]).lower()
+
+
+def _enum(source: str, name: str) -> list[str]:
+    body = re.search(rf"enum {name} \{{(.*?)\}};", source, re.S).group(1)
+    body = re.sub(r"//[^\n]*", "", body)
+    return [_snake(item.strip()) for item in body.split(",") if item.strip()]
+
+
+def test_buffer_layout_matches_the_kernel():
+    source = kernel_source(REDUCE_SOURCE)
+    assert _enum(source, "Slot") == [*LABEL_METRIC_SLOTS, "slot_count"]
+    assert _enum(source, "Column") == [*LABEL_METRIC_COLUMNS, "column_count"]
+
+
+# -- states ---------------------------------------------------------------------------
+
+
+def _matrix(rng, size, *, weighted, absent=0.0, empty=False):
+    if empty:
+        return np.zeros((size, size), np.float64 if weighted else np.int64)
+    if weighted:
+        matrix = rng.random((size, size)) * 3 * (rng.random((size, size)) < 0.6)
+    else:
+        matrix = rng.integers(0, 6, (size, size)) * (rng.random((size, size)) < 0.6)
+    drop = rng.random(size) < absent
+    matrix[drop, :] = 0
+    matrix[:, drop] = 0
+    return matrix
+
+
+def _observed(matrix):
+    return (matrix.sum(axis=0) > 0) | (matrix.sum(axis=1) > 0)
+
+
+def _assert_buffers(actual, expected, context=""):
+    actual = np.asarray(actual)
+    assert actual.shape == expected.shape
+    close = np.isclose(actual, expected, rtol=RTOL, atol=RTOL, equal_nan=True)
+    if not close.all():
+        names = [LABEL_METRIC_SLOTS[i] if i < len(LABEL_METRIC_SLOTS) else f"column[{i}]"
+                 for i in np.flatnonzero(~close)]
+        pytest.fail(f"{context}: {names[:8]} differ: "
+                    f"{actual[~close][:8].tolist()} vs {expected[~close][:8].tolist()}")
+
+
+# K: one class, K = 2, several tiles of the emulated 64-thread block, and more
+# rows than the grid has blocks.
+SIZES = (1, 2, 3, 17, 65, 150)
+
+
+@pytest.mark.parametrize("size", SIZES)
+@pytest.mark.parametrize("weighted", [False, True], ids=["counts", "weights"])
+@pytest.mark.parametrize("selection", ["all", "present"])
+def test_from_matrix_equals_reference(case, rng, size, weighted, selection):
+    matrix = _matrix(rng, size, weighted=weighted, absent=0.3 if selection == "present" else 0)
+    observed = _observed(matrix)
+    selected = None if selection == "all" else observed
+    values, stats = case.impl.label_metrics_from_matrix(
+        case.put(matrix), case.put(observed), selected=case.put(selected))
+    expected, expected_stats = NUMPY.label_metrics_from_matrix(matrix, observed, selected=selected)
+    _assert_buffers(case.get(values), expected, f"K={size}")
+    for field in ("true_positives", "support", "predicted"):
+        got = case.get(getattr(stats, field))
+        assert got.dtype == getattr(expected_stats, field).dtype
+        np.testing.assert_allclose(got, getattr(expected_stats, field), rtol=RTOL)
+
+
+@pytest.mark.parametrize("size", SIZES)
+@pytest.mark.parametrize("weighted", [False, True], ids=["counts", "weights"])
+@pytest.mark.parametrize("moments", [True, False], ids=["moments", "no-moments"])
+def test_from_statistics_equals_reference(case, rng, size, weighted, moments):
+    matrix = _matrix(rng, size, weighted=weighted, absent=0.2)
+    observed = _observed(matrix)
+    stats = statistics_from_matrix(matrix, observed, np, moments=moments, selected=observed)
+    device_stats = type(stats)(**{
+        name: (case.put(value) if isinstance(value, np.ndarray) else value)
+        for name, value in vars(stats).items()
+    })
+    values = case.impl.label_metrics(device_stats, selected=case.put(observed))
+    expected = NUMPY.label_metrics(stats, selected=observed)
+    _assert_buffers(case.get(values), expected, f"K={size}")
+    if not moments:  # weighted kappa needs the moments: NaN without them
+        kappas = [SLOT["linear_weighted_kappa"], SLOT["quadratic_weighted_kappa"]]
+        assert np.isnan(case.get(values)[kappas]).all()
+
+
+@pytest.mark.parametrize("selection", ["all", "none-selected"])
+def test_empty_matrix(case, selection):
+    matrix = np.zeros((4, 4), np.int64)
+    selected = None if selection == "all" else np.zeros(4, bool)
+    values, _ = case.impl.label_metrics_from_matrix(
+        case.put(matrix), case.put(np.zeros(4, bool)), selected=case.put(selected))
+    expected, _ = NUMPY.label_metrics_from_matrix(matrix, np.zeros(4, bool), selected=selected)
+    _assert_buffers(case.get(values), expected)
+    got = case.get(values)
+    assert np.isnan(got[SLOT["accuracy"]]) and got[SLOT["kappa_undefined"]] == 1.0
+    assert got[SLOT["matthews_corrcoef"]] == 0.0
+
+
+def test_matrix_too_large_for_shared_memory_takes_the_statistics_route(case, rng, launches):
+    # K * (8 + 8) bytes of shared memory exceed the block budget: the matrix
+    # is reduced with array operations, then the statistics kernel runs.
+    size = case.device.shared_memory_per_block // 16 + 1
+    matrix = np.zeros((size, size), np.int64)
+    index = rng.integers(0, size, (2, 5000))
+    np.add.at(matrix, (index[0], index[1]), 1)
+    observed = _observed(matrix)
+    values, _ = case.impl.label_metrics_from_matrix(case.put(matrix), case.put(observed),
+                                                    selected=case.put(observed))
+    expected, _ = NUMPY.label_metrics_from_matrix(matrix, observed, selected=observed)
+    _assert_buffers(case.get(values), expected)
+    assert [launch.kernel for launch in launches] == ["label_metrics_from_statistics"]
+
+
+def test_deterministic_bits(case, rng):
+    matrix = _matrix(rng, 150, weighted=True)
+    observed = _observed(matrix)
+    runs = [case.get(case.impl.label_metrics_from_matrix(case.put(matrix), case.put(observed))[0])
+            for _ in range(3)]
+    for run in runs[1:]:
+        assert run.tobytes() == runs[0].tobytes()
+
+
+def test_huge_k_statistics(case, rng):
+    # SPEC "Scale of K": 256,000 classes in O(K), one block in one launch.
+    size = 256_000
+    true = rng.integers(0, size, 20_000)
+    pred = np.where(rng.random(true.size) < 0.5, true, rng.integers(0, size, true.size))
+    stats = NUMPY.class_statistics(true, pred, num_classes=size, moments=True)
+    device_stats = type(stats)(**{
+        name: (case.put(value) if isinstance(value, np.ndarray) else value)
+        for name, value in vars(stats).items()
+    })
+    values = case.get(case.impl.label_metrics(device_stats))
+    _assert_buffers(values, NUMPY.label_metrics(stats), "K=256000")
+    assert values[SLOT["accuracy"]] == pytest.approx(skm.accuracy_score(true, pred), rel=RTOL)
+
+
+# -- against scikit-learn ----------------------------------------------------------------
+
+
+def _samples(matrix):
+    size = matrix.shape[0]
+    rows, columns = np.nonzero(matrix)
+    counts = matrix[rows, columns]
+    if matrix.dtype.kind == "f":
+        return rows, columns, counts  # one weighted sample per cell
+    return np.repeat(rows, counts), np.repeat(columns, counts), None
+
+
+@pytest.mark.parametrize("weighted", [False, True], ids=["counts", "weights"])
+@pytest.mark.parametrize("size", [2, 5, 40])
+def test_against_scikit_learn(case, rng, weighted, size):
+    matrix = _matrix(rng, size, weighted=weighted, absent=0.2)
+    matrix[-1, 0] += 1  # never empty (scikit-learn refuses no samples)
+    observed = _observed(matrix)
+    values, _ = case.impl.label_metrics_from_matrix(case.put(matrix), case.put(observed),
+                                                    selected=case.put(observed))
+    got = dict(zip(LABEL_METRIC_SLOTS, case.get(values)))
+    t, p, w = _samples(matrix)
+    warnings.simplefilter("ignore")  # scikit-learn's notes on absent classes (reset by pytest)
+    expected = {
+        "accuracy": skm.accuracy_score(t, p, sample_weight=w),
+        "balanced_accuracy": skm.balanced_accuracy_score(t, p, sample_weight=w),
+        "matthews_corrcoef": skm.matthews_corrcoef(t, p, sample_weight=w),
+        "cohen_kappa": skm.cohen_kappa_score(t, p, sample_weight=w),
+        "linear_weighted_kappa": skm.cohen_kappa_score(t, p, weights="linear", sample_weight=w),
+        "quadratic_weighted_kappa": skm.cohen_kappa_score(t, p, weights="quadratic",
+                                                          sample_weight=w),
+        "hamming_loss": skm.hamming_loss(t, p, sample_weight=w),
+    }
+    for average in ("micro", "macro", "weighted"):
+        expected[f"{average}_precision"] = skm.precision_score(
+            t, p, average=average, sample_weight=w, zero_division=0)
+        expected[f"{average}_recall"] = skm.recall_score(
+            t, p, average=average, sample_weight=w, zero_division=0)
+        expected[f"{average}_f1"] = skm.f1_score(
+            t, p, average=average, sample_weight=w, zero_division=0)
+    expected["macro_jaccard"] = skm.jaccard_score(t, p, average="macro", sample_weight=w,
+                                                  zero_division=0)
+    for name, value in expected.items():
+        assert got[name] == pytest.approx(value, rel=1e-9, abs=1e-12), name
+    classes = np.flatnonzero(observed)
+    columns = label_metric_columns(case.get(values), size)
+    f1 = skm.f1_score(t, p, labels=classes, average=None, sample_weight=w, zero_division=0)
+    np.testing.assert_allclose(columns[LABEL_METRIC_COLUMNS.index("f1")][classes], f1,
+                               rtol=1e-9)
+
+
+# -- one launch, no host reads -------------------------------------------------------------
+
+
+def test_report_is_one_reduction_launch(case, rng, launches):
+    true = rng.integers(0, 7, 3000)
+    pred = rng.integers(0, 7, 3000)
+    with metrics_gpu.use_backend(case.name):
+        report = metrics_gpu.label_report(case.put(true), case.put(pred), num_classes=7)
+    reductions = [launch for launch in launches if launch.expression.startswith("label_metrics")]
+    assert [launch.kernel for launch in reductions] == ["label_metrics_from_matrix"]
+    expected = metrics_gpu.label_report(true, pred, num_classes=7)
+    for name, value in expected.metrics.items():
+        assert report.metrics[name] == pytest.approx(value, rel=RTOL, nan_ok=True), name
+
+
+def test_functions_read_nothing_back(case, rng, monkeypatch):
+    # With num_classes given and validate=False, nothing is read back to the
+    # host: the results stay where the kernels wrote them (the report reads
+    # them on first access).
+    true = rng.integers(0, 5, 2000)
+    pred = rng.integers(0, 5, 2000)
+
+    def refuse(*args, **kwargs):
+        raise AssertionError("a result was read back to the host")
+
+    monkeypatch.setattr(case.impl, "to_host", refuse)
+    monkeypatch.setattr(case.device, "to_host", refuse)
+    arguments = dict(num_classes=5, validate=False)
+    t, p = case.put(true), case.put(pred)
+    with metrics_gpu.use_backend(case.name):
+        results = {
+            "accuracy": metrics_gpu.accuracy_score(t, p, **arguments),
+            "mcc": metrics_gpu.matthews_corrcoef(t, p, **arguments),
+            "zero_one": metrics_gpu.zero_one_loss(t, p, normalize=False, **arguments),
+            "hamming": metrics_gpu.hamming_loss(t, p, **arguments),
+        }
+        report = metrics_gpu.label_report(t, p, **arguments)
+        # The in-loop step: logits in, every label metric out.
+        logits = rng.normal(size=(true.size, 5)).astype(np.float32)
+        logits_report = metrics_gpu.label_report(t, case.put(logits), validate=False)
+    monkeypatch.undo()
+    assert report.metrics["accuracy"] == pytest.approx(skm.accuracy_score(true, pred))
+    assert logits_report.metrics["accuracy"] == pytest.approx(
+        skm.accuracy_score(true, logits.argmax(axis=1)))
+    assert float(case.get(results["accuracy"])) == pytest.approx(skm.accuracy_score(true, pred))
+    assert float(case.get(results["mcc"])) == pytest.approx(skm.matthews_corrcoef(true, pred))
+    assert float(case.get(results["zero_one"])) == skm.zero_one_loss(true, pred, normalize=False)
+    assert float(case.get(results["hamming"])) == pytest.approx(skm.hamming_loss(true, pred))
+
+
+# -- deterministic= ------------------------------------------------------------------------
+
+
+def test_deterministic_keyword_takes_the_fixed_point_kernels(case, rng, launches):
+    true = rng.integers(0, 4, 3000)
+    pred = rng.integers(0, 4, 3000)
+    weight = rng.random(3000)
+    t, p, w = case.put(true), case.put(pred), case.put(weight)
+    with metrics_gpu.use_backend(case.name):
+        fixed = [case.get(metrics_gpu.confusion_matrix(t, p, sample_weight=w, num_classes=4,
+                                                       deterministic=True)) for _ in range(2)]
+        fixed_kernels = {launch.expression for launch in launches}
+        launches.clear()
+        metrics_gpu.confusion_matrix(t, p, sample_weight=w, num_classes=4)
+        float_kernels = {launch.expression for launch in launches}
+    assert any(e.endswith("double, true>") for e in fixed_kernels)
+    assert not any(e.endswith("true>") for e in float_kernels)
+    assert fixed[0].tobytes() == fixed[1].tobytes()
+    expected = skm.confusion_matrix(true, pred, sample_weight=weight)
+    np.testing.assert_allclose(fixed[0], expected, rtol=0, atol=weight.max() * 3000 * 2.0**-61 * 3000)
+
+
+@pytest.mark.parametrize("value", ["yes", 1, None])
+def test_deterministic_must_be_a_bool(value):
+    with pytest.raises(ValueError, match="deterministic must be True or False"):
+        metrics_gpu.accuracy_score(np.array([0, 1]), np.array([0, 1]), deterministic=value)
