@@ -13,15 +13,16 @@ Beyond scikit-learn's arguments every function takes ``num_classes``,
 ``ignore_index``, ``validate`` and ``deterministic`` (described under
 :func:`confusion_matrix`). On the cuda and emulated backends the scalar
 label metrics (accuracy, zero-one and Hamming loss, balanced accuracy, MCC,
-kappa) are read from the one-launch reduction of ``kernels/reduce_metrics.cu``
-and returned on the device; scikit-learn's warnings (balanced accuracy,
-undefined kappa) read one flag back to decide.
+kappa without ``labels=``, and micro/macro/weighted precision, recall and F1
+with ``zero_division`` 0 or 'warn') are read from the one-launch reduction of
+``kernels/reduce_metrics.cu`` and returned on the device; scikit-learn's
+warnings (balanced accuracy, undefined kappa, ``zero_division='warn'``) read
+a few counts back to decide.
 """
 
 from __future__ import annotations
 
 import math
-import warnings
 from dataclasses import dataclass
 from typing import Any
 
@@ -224,15 +225,18 @@ def _set_wise_classes(inputs, stats, labels, average, pos_label) -> np.ndarray:
                 f"{present.tolist()}"
             )
         return np.array([pos_label])
+    _warn_pos_label_ignored(pos_label, average)
+    return _selected_classes(inputs, stats, labels)
+
+
+def _warn_pos_label_ignored(pos_label, average) -> None:
     if pos_label not in (None, 1):
-        warnings.warn(
+        F.warn(
             f"Note that pos_label (set to {pos_label!r}) is ignored when average != "
             f"'binary' (got {average!r}). You may use labels=[pos_label] to specify a "
             "single positive class.",
             UserWarning,
-            stacklevel=3,
         )
-    return _selected_classes(inputs, stats, labels)
 
 
 def _output(value, inputs: LabelInputs | None = None):
@@ -463,7 +467,7 @@ def balanced_accuracy_score(y_true, y_pred, *, sample_weight=None, adjusted=Fals
         score = F.balanced_accuracy(F.Counts.from_statistics(stats, np), adjusted=adjusted)
     # scikit-learn's warning; on a device this reads one flag back.
     if bool((stats.observed & (stats.support == 0)).any()):
-        warnings.warn("y_pred contains classes not in y_true", UserWarning, stacklevel=2)
+        F.warn("y_pred contains classes not in y_true", UserWarning)
     return _output(score, inputs)
 
 
@@ -560,10 +564,10 @@ def cohen_kappa_score(y1, y2, *, labels=None, weights=None, sample_weight=None,
 
 
 def _warn_kappa_undefined(replace_undefined_by) -> None:
-    warnings.warn(
+    F.warn(
         "cohen_kappa_score is undefined (no disagreement is expected by chance); "
         f"returning replace_undefined_by={replace_undefined_by}",
-        F.UndefinedMetricWarning, stacklevel=3,
+        F.UndefinedMetricWarning,
     )
 
 
@@ -624,11 +628,45 @@ def precision_recall_fscore_support(y_true, y_pred, *, beta=1.0, labels=None, po
                             sample_weight=sample_weight, ignore_index=ignore_index,
                             validate=validate, deterministic=deterministic, labels=labels,
                             pos_label=pos_label if average == "binary" else None)
+    if (_reduces_on_device(inputs) and labels is None and beta == 1.0
+            and average in ("micro", "macro", "weighted")
+            and (zero_division == "warn" or zero_division == 0.0)):
+        _warn_pos_label_ignored(pos_label, average)
+        return _prfs_from_reduction(inputs, average, warn_for, zero_division)
     stats, _ = _accumulate(inputs)
     classes = _set_wise_classes(inputs, stats, labels, average, pos_label)
     return _prfs(stats, classes, beta=beta, average=average, warn_for=warn_for,
                  weighted=inputs.sample_weight is not None,
                  zero_division=zero_division)
+
+
+def _prfs_from_reduction(inputs, average, warn_for, zero_division):
+    """Averaged precision, recall and F1 from the one-launch reduction (0/0 = 0).
+
+    With ``zero_division='warn'`` the class counts behind scikit-learn's
+    warnings are read back (eight numbers); otherwise nothing is.
+    """
+    evaluation = _evaluate(inputs, moments=False)
+    if zero_division == "warn":
+        counts = dict(zip(F.LABEL_METRIC_COUNTS, np.asarray(inputs.backend.to_host(
+            evaluation.values[len(F.REPORT_METRICS):len(F.LABEL_METRIC_SLOTS)])).tolist()))
+        selected = counts["selected_classes"]
+        if average == "micro":  # the summed denominators are 0
+            undefined = (counts["unpredicted_classes"] == selected,
+                         counts["supported_classes"] == 0,
+                         counts["absent_classes"] == selected)
+        else:
+            undefined = (counts["unpredicted_classes"] > 0,
+                         counts["supported_classes"] < selected,
+                         counts["absent_classes"] > 0)
+        for metric, modifier, warn in zip(("precision", "recall", "f-score"),
+                                          ("predicted", "true", "true nor predicted"),
+                                          undefined):
+            if metric in warn_for and warn:
+                F.warn_undefined(metric.capitalize(), modifier,
+                                 1 if average == "micro" else int(selected))
+    return tuple(_output(evaluation.slot(f"{average}_{name}"), inputs)
+                 for name in ("precision", "recall", "f1")) + (None,)
 
 
 def _single(index, warn_for):
@@ -844,9 +882,9 @@ def classification_report(y_true, y_pred, *, labels=None, target_names=None,
     micro_is_accuracy = not labels_given or set(classes.tolist()) >= set(present.tolist())
     if target_names is not None and len(target_names) != classes.size:
         if labels_given:
-            warnings.warn(
+            F.warn(
                 f"labels size, {classes.size}, does not match size of target_names, "
-                f"{len(target_names)}", UserWarning, stacklevel=2,
+                f"{len(target_names)}", UserWarning,
             )
         else:
             raise ValueError(

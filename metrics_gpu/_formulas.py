@@ -13,6 +13,8 @@ Notation (per class k): ``tp`` true positives, ``fp = predicted - tp``,
 from __future__ import annotations
 
 import math
+import os
+import sys
 import warnings
 from dataclasses import dataclass, replace
 from typing import Any, Callable
@@ -80,14 +82,25 @@ def divide(numerator, denominator, xp, zero_division: Any = float("nan")):
     return xp.where(zero, fill, result), zero
 
 
+_PACKAGE_DIRECTORY = os.path.dirname(os.path.abspath(__file__))
+
+
+def warn(message: str, category: type[Warning]) -> None:
+    """``warnings.warn`` attributed to the first caller outside metrics_gpu,
+    however deep in the package (and its decorators) the warning is raised."""
+    frame, level = sys._getframe(1), 2
+    while frame is not None and frame.f_code.co_filename.startswith(_PACKAGE_DIRECTORY):
+        frame, level = frame.f_back, level + 1
+    warnings.warn(message, category, stacklevel=level)
+
+
 def warn_undefined(metric: str, modifier: str, n_values: int) -> None:
     """scikit-learn's UndefinedMetricWarning text for an ill-defined P/R/F/Jaccard."""
     where = "due to" if n_values == 1 else "in labels with"
-    warnings.warn(
+    warn(
         f"{metric} is ill-defined and being set to 0.0 {where} no {modifier} samples. "
         "Use `zero_division` parameter to control this behavior.",
         UndefinedMetricWarning,
-        stacklevel=4,
     )
 
 

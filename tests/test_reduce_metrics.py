@@ -299,3 +299,42 @@ def test_deterministic_keyword_takes_the_fixed_point_kernels(case, rng, launches
 def test_deterministic_must_be_a_bool(value):
     with pytest.raises(ValueError, match="deterministic must be True or False"):
         metrics_gpu.accuracy_score(np.array([0, 1]), np.array([0, 1]), deterministic=value)
+
+
+# -- the functional API from the buffer equals the host formulas, warnings included ----------
+
+
+def _prf_case(rng, kind, size):
+    n = int(rng.integers(1, 40))
+    true = rng.integers(0, size, n)
+    pred = rng.integers(0, size, n)
+    if kind == "one-predicted-class":
+        pred[:] = 0
+    if kind == "one-true-class":
+        true[:] = size - 1
+    weight = rng.random(n) if kind == "weighted" else None
+    return true, pred, weight
+
+
+@pytest.mark.parametrize("kind", ["plain", "weighted", "one-predicted-class", "one-true-class"])
+@pytest.mark.parametrize("size", [2, 3, 6])
+@pytest.mark.parametrize("average", ["micro", "macro", "weighted"])
+@pytest.mark.parametrize("zero_division", ["warn", 0.0])
+@pytest.mark.parametrize("num_classes_given", [False, True])
+def test_averaged_scores_equal_host_formulas(case, rng, kind, size, average, zero_division,
+                                             num_classes_given):
+    true, pred, weight = _prf_case(rng, kind, size)
+    arguments = dict(average=average, zero_division=zero_division,
+                     num_classes=size if num_classes_given else None)
+    results = {}
+    for name, (t, p, w) in (("numpy", (true, pred, weight)),
+                            (case.name, (case.put(true), case.put(pred), case.put(weight)))):
+        with warnings.catch_warnings(record=True) as caught, metrics_gpu.use_backend(name):
+            warnings.simplefilter("always")
+            scores = metrics_gpu.precision_recall_fscore_support(t, p, sample_weight=w,
+                                                                 **arguments)
+            f1 = metrics_gpu.f1_score(t, p, sample_weight=w, **arguments)
+        values = [float(case.get(v)) for v in (*scores[:3], f1)]
+        results[name] = values, sorted(str(w.message) for w in caught)
+    np.testing.assert_allclose(results[case.name][0], results["numpy"][0], rtol=RTOL)
+    assert results[case.name][1] == results["numpy"][1]
