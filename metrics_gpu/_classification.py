@@ -71,15 +71,6 @@ def _check(y_true, y_pred, *, num_classes, sample_weight, ignore_index, validate
     return inputs, checked_labels
 
 
-def _label_counts(y_true, y_pred, *, num_classes, sample_weight, ignore_index, validate,
-                  deterministic=False):
-    """Check, accumulate once, and view the statistics as float counts."""
-    inputs, _ = _check(y_true, y_pred, num_classes=num_classes, sample_weight=sample_weight,
-                       ignore_index=ignore_index, validate=validate, deterministic=deterministic)
-    stats, _ = _accumulate(inputs)
-    return inputs, stats, F.Counts.from_statistics(stats, np)
-
-
 def _host_counts(inputs: LabelInputs) -> F.Counts:
     stats, _ = _accumulate(inputs)
     return F.Counts.from_statistics(stats, np)
@@ -239,6 +230,14 @@ def _warn_pos_label_ignored(pos_label, average) -> None:
         )
 
 
+def _warn_prf_undefined(warn_for, undefined, n_values) -> None:
+    """scikit-learn's warnings for precision, recall and F ill-defined by 0/0."""
+    for metric, modifier, warn in zip(("precision", "recall", "f-score"),
+                                      ("predicted", "true", "true nor predicted"), undefined):
+        if metric in warn_for and warn:
+            F.warn_undefined(metric.capitalize(), modifier, n_values)
+
+
 def _output(value, inputs: LabelInputs | None = None):
     """Results in the input's framework: NumPy in, NumPy float64 out; device
     arrays in, 0-d/1-d arrays of their framework on their device out (no sync)."""
@@ -246,7 +245,7 @@ def _output(value, inputs: LabelInputs | None = None):
         return np.float64(value)
     if isinstance(value, (float, int, np.floating, np.integer)):
         return np.float64(value)
-    if inputs is not None and hasattr(inputs.backend, "to_framework"):
+    if inputs is not None:
         return inputs.backend.to_framework(value, inputs.source)
     return value
 
@@ -277,13 +276,7 @@ def _prfs(stats: ClassStatistics, classes, *, beta, average, warn_for, zero_divi
     else:
         f_score, f_zero = rate(F.fbeta_terms(c, beta))
     if zero_division == "warn":
-        for metric, zero, modifier in (
-            ("precision", p_zero, "predicted"),
-            ("recall", r_zero, "true"),
-            ("f-score", f_zero, "true nor predicted"),
-        ):
-            if metric in warn_for and zero.any():
-                F.warn_undefined(metric.capitalize(), modifier, zero.size)
+        _warn_prf_undefined(warn_for, (p_zero.any(), r_zero.any(), f_zero.any()), p_zero.size)
     if average is None:
         return precision, recall, f_score, support
     weights = c.support if average == "weighted" else None
@@ -494,9 +487,9 @@ def balanced_accuracy_weighted(y_true, y_pred, *, class_weight=None, sample_weig
     >>> float(balanced_accuracy_weighted(y_true, y_pred, class_weight=[1.0, 1.0]))
     0.8333333333333333
     """
-    inputs, _, c = _label_counts(y_true, y_pred, num_classes=num_classes,
-                                 sample_weight=sample_weight, ignore_index=ignore_index,
-                                 validate=validate, deterministic=deterministic)
+    inputs, _ = _check(y_true, y_pred, num_classes=num_classes, sample_weight=sample_weight,
+                       ignore_index=ignore_index, validate=validate, deterministic=deterministic)
+    c = _host_counts(inputs)
     weights = check_class_weight(class_weight, inputs.num_classes)
     return _output(F.weighted_recall_average(c, weights))
 
@@ -659,12 +652,7 @@ def _prfs_from_reduction(inputs, average, warn_for, zero_division):
             undefined = (counts["unpredicted_classes"] > 0,
                          counts["supported_classes"] < selected,
                          counts["absent_classes"] > 0)
-        for metric, modifier, warn in zip(("precision", "recall", "f-score"),
-                                          ("predicted", "true", "true nor predicted"),
-                                          undefined):
-            if metric in warn_for and warn:
-                F.warn_undefined(metric.capitalize(), modifier,
-                                 1 if average == "micro" else int(selected))
+        _warn_prf_undefined(warn_for, undefined, 1 if average == "micro" else int(selected))
     return tuple(_output(evaluation.slot(f"{average}_{name}"), inputs)
                  for name in ("precision", "recall", "f1")) + (None,)
 

@@ -134,8 +134,9 @@ def test_empty_matrix(case, selection):
 
 
 def test_matrix_too_large_for_shared_memory_takes_the_statistics_route(case, rng, launches):
-    # K * (8 + 8) bytes of shared memory exceed the block budget: the matrix
-    # is reduced with array operations, then the statistics kernel runs.
+    # K * (8 + 8) bytes of dynamic shared memory (beside the static part)
+    # exceed the block budget: the matrix is reduced with array operations,
+    # then the statistics kernel runs.
     size = case.device.shared_memory_per_block // 16 + 1
     matrix = np.zeros((size, size), np.int64)
     index = rng.integers(0, size, (2, 5000))

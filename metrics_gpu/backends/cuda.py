@@ -112,7 +112,9 @@ class CudaDevice:
         torch = sys.modules.get("torch")
         stack = contextlib.ExitStack()
         if torch is not None and isinstance(like, torch.Tensor) and like.is_cuda:
-            index = like.device.index if like.device.index is not None else torch.cuda.current_device()
+            index = like.device.index
+            if index is None:
+                index = torch.cuda.current_device()
             stack.enter_context(cupy.cuda.Device(index))
             stream = torch.cuda.current_stream(index)
             stack.enter_context(cupy.cuda.ExternalStream(stream.cuda_stream, index))

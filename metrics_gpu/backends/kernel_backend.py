@@ -49,6 +49,10 @@ MAX_SAMPLES_PER_BLOCK = 1 << 31
 # Warp-aggregated shared increments pay off while few cells take every
 # sample (K <= 8): merged lanes replace contended atomics on one address.
 AGGREGATE_MAX_CELLS = 64
+# Static shared memory of label_metrics_from_matrix (reduction scratch of
+# 24 x 32 doubles, a row sum per warp, ticket, totals), rounded up: the
+# dynamic part must fit beside it in the block's budget.
+REDUCE_STATIC_SHARED_BYTES = 8 * 1024
 
 
 class RowArgmax:
@@ -442,7 +446,7 @@ class KernelBackend:
         matrix = xp.ascontiguousarray(matrix, dtype=dtype)
         size = matrix.shape[0]
         shared_bytes = size * (dtype.itemsize + 8)
-        if shared_bytes > device.shared_memory_per_block:
+        if shared_bytes + REDUCE_STATIC_SHARED_BYTES > device.shared_memory_per_block:
             stats = statistics_from_matrix(matrix, observed, xp, invalid=invalid, moments=moments,
                                            selected=selected)
             return self.label_metrics(stats, selected=selected), stats
@@ -459,6 +463,8 @@ class KernelBackend:
         )
         stats = ClassStatistics(
             true_positives=true_positives, support=support, predicted=predicted,
+            # The kernel's sum of the supports, read from the buffer (float64)
+            # rather than reduced again.
             total=out[SLOT["total"]], observed=observed, invalid=invalid,
         )
         return out, stats

@@ -39,6 +39,11 @@ class NumpyBackend:
     def to_host(self, array):
         return np.asarray(array)
 
+    def to_framework(self, value, like):
+        """Host inputs, host results."""
+        del like
+        return value
+
     def argmax_scores(self, scores: np.ndarray) -> np.ndarray:
         """Row argmax of ``(N, K)`` scores; ties go to the lowest index, as NumPy."""
         return np.argmax(scores, axis=1)
