@@ -15,7 +15,9 @@
 // values each. Formulas and conventions are those of metrics_gpu._formulas
 // (its NumPy code is the reference the tests hold this file to): averages and
 // kappa positions run over the `selected` classes (all when null), a 0/0
-// per-class rate is 0, and every sum has a fixed order.
+// per-class rate is 0, and every sum has a fixed order, the same wherever
+// unselected classes lie (route_selected): a dense matrix with absent classes
+// and the compacted statistics of the same data give the same bits.
 #include "common.cuh"
 
 namespace mg {
@@ -129,6 +131,72 @@ __device__ __forceinline__ bool is_selected(const unsigned char* selected, int64
   return selected == nullptr || selected[k] != 0;
 }
 
+// Largest block the routing buffer below is sized for (cuda: 256, emulated: 64).
+constexpr int kMaxBlockThreads = 256;
+
+// One class's counts as a thread holds them: `rank` is its position among the
+// selected classes, `present` whether the thread holds a selected class.
+struct ClassCounts {
+  bool present;
+  double rank, tp, t, p;
+};
+
+// The per-thread partials of a block sum depend on which thread holds which
+// class. For sums over the selected classes to have the same bits whether or
+// not unselected classes lie between them (a dense matrix with absent classes
+// and the compacted statistics of the same data), each tile hands its selected
+// classes to the thread that would hold them were only they laid out: thread
+// rank % blockDim.x, which then adds them in rank order. Without a mask rank
+// is k and nothing moves. Every thread calls this (it holds barriers);
+// `carry` counts the selected classes of the tiles before.
+__device__ ClassCounts route_selected(ClassCounts own, int64 k, bool masked, double (&carry)[1],
+                                      double* route /* shared, 3 * kMaxBlockThreads */,
+                                      double* scratch) {
+  if (!masked) {
+    own.rank = (double)k;
+    return own;
+  }
+  double running[1] = {own.present ? 1.0 : 0.0};
+  const int64 first = (int64)carry[0];
+  block_scan(running, carry, scratch);
+  if (own.present) {
+    int64 slot = ((int64)running[0] - 1) % blockDim.x;
+    route[3 * slot] = own.tp;
+    route[3 * slot + 1] = own.t;
+    route[3 * slot + 2] = own.p;
+  }
+  __syncthreads();
+  const int64 block = blockDim.x;
+  const int64 offset = ((int64)threadIdx.x - first % block + block) % block;
+  ClassCounts mine{offset < (int64)carry[0] - first, (double)(first + offset), 0.0, 0.0, 0.0};
+  if (mine.present) {
+    mine.tp = route[3 * threadIdx.x];
+    mine.t = route[3 * threadIdx.x + 1];
+    mine.p = route[3 * threadIdx.x + 2];
+  }
+  __syncthreads();  // the next tile writes `route` again
+  return mine;
+}
+
+// The per-class rates of _formulas (a 0/0 rate is 0).
+struct ClassRates {
+  double precision, recall, f1, jaccard, specificity, negatives, tn;
+};
+
+__device__ __forceinline__ ClassRates class_rates(double tp, double t, double p, double s) {
+  double fp = p - tp;
+  double fn = t - tp;
+  double negatives = s - t;
+  double tn = negatives - fp;
+  return ClassRates{divide(tp, p, 0.0),
+                    divide(tp, t, 0.0),
+                    divide(2.0 * tp, t + p, 0.0),
+                    divide(tp, (tp + fp) + fn, 0.0),
+                    divide(tn, negatives, 0.0),
+                    negatives,
+                    tn};
+}
+
 // Every metric from per-class counts, by one block (`scratch`: shared memory
 // for the block reductions). `total` < 0 means the sum
 // of the supports. Loops over classes step whole tiles (block-uniform trip
@@ -137,7 +205,8 @@ template <typename C>
 __device__ void evaluate_metrics(const C* true_positives, const C* support, const C* predicted,
                                  double total, int64 K, const unsigned char* selected,
                                  double linear, double quadratic, double* out,
-                                 double* scratch /* shared, kMaxReduced * kWarpSize */) {
+                                 double* scratch /* shared, kMaxReduced * kWarpSize */,
+                                 double* route /* shared, 3 * kMaxBlockThreads */) {
   double* columns = out + kSlotCount;
   const int64 tiles = (K + blockDim.x - 1) / blockDim.x;
 
@@ -162,27 +231,29 @@ __device__ void evaluate_metrics(const C* true_positives, const C* support, cons
   }
   const double s = total_shared;
   for (int i = 0; i < kPass1; ++i) pass1[i] = 0.0;
+  const bool masked = selected != nullptr;
+  double rank_carry[1] = {0.0};
   for (int64 tile = 0; tile < tiles; ++tile) {
     int64 k = tile * blockDim.x + threadIdx.x;
-    if (k >= K) continue;
-    double tp = (double)load_fresh(true_positives + k);
-    double t = (double)load_fresh(support + k);
-    double p = (double)load_fresh(predicted + k);
+    ClassCounts own{false, 0.0, 0.0, 0.0, 0.0};
+    if (k < K) {
+      own.tp = (double)load_fresh(true_positives + k);
+      own.t = (double)load_fresh(support + k);
+      own.p = (double)load_fresh(predicted + k);
+      own.present = is_selected(selected, k);
+      ClassRates rates = class_rates(own.tp, own.t, own.p, s);
+      columns[kPrecision * K + k] = rates.precision;
+      columns[kRecall * K + k] = rates.recall;
+      columns[kF1 * K + k] = rates.f1;
+      columns[kSpecificity * K + k] = rates.specificity;
+      columns[kJaccard * K + k] = rates.jaccard;
+    }
+    ClassCounts c = route_selected(own, k, masked, rank_carry, route, scratch);
+    if (!c.present) continue;
+    const double tp = c.tp, t = c.t, p = c.p;
+    ClassRates rates = class_rates(tp, t, p, s);
     double fp = p - tp;
     double fn = t - tp;
-    double negatives = s - t;
-    double tn = negatives - fp;
-    double precision = divide(tp, p, 0.0);
-    double recall = divide(tp, t, 0.0);
-    double f1 = divide(2.0 * tp, t + p, 0.0);
-    double jaccard = divide(tp, (tp + fp) + fn, 0.0);
-    double specificity = divide(tn, negatives, 0.0);
-    columns[kPrecision * K + k] = precision;
-    columns[kRecall * K + k] = recall;
-    columns[kF1 * K + k] = f1;
-    columns[kSpecificity * K + k] = specificity;
-    columns[kJaccard * K + k] = jaccard;
-    if (!is_selected(selected, k)) continue;
     pass1[sTp] += tp;
     pass1[sSupport] += t;
     pass1[sPredicted] += p;
@@ -194,21 +265,21 @@ __device__ void evaluate_metrics(const C* true_positives, const C* support, cons
       pass1[sSupported] += 1.0;
       pass1[sRecallSupported] += tp / t;
     }
-    pass1[sPrecision] += precision;
-    pass1[sRecall] += recall;
-    pass1[sF1] += f1;
-    pass1[sJaccard] += jaccard;
-    pass1[sSpecificity] += specificity;
-    pass1[sWeightedPrecision] += precision * t;
-    pass1[sWeightedRecall] += recall * t;
-    pass1[sWeightedF1] += f1 * t;
-    pass1[sClassAccuracy] += divide(tp + tn, s, quiet_nan());
+    pass1[sPrecision] += rates.precision;
+    pass1[sRecall] += rates.recall;
+    pass1[sF1] += rates.f1;
+    pass1[sJaccard] += rates.jaccard;
+    pass1[sSpecificity] += rates.specificity;
+    pass1[sWeightedPrecision] += rates.precision * t;
+    pass1[sWeightedRecall] += rates.recall * t;
+    pass1[sWeightedF1] += rates.f1 * t;
+    pass1[sClassAccuracy] += divide(tp + rates.tn, s, quiet_nan());
     pass1[sClassError] += divide(fp + fn, s, quiet_nan());
     if (p > 0.0) pass1[sPredictedClasses] += 1.0;
     if (t > 0.0 && p > 0.0) pass1[sBoth] += 1.0;
     if (p == 0.0) pass1[sUnpredicted] += 1.0;
     if (t == 0.0 && p == 0.0) pass1[sAbsent] += 1.0;
-    if (negatives == 0.0) pass1[sNoNegatives] += 1.0;
+    if (rates.negatives == 0.0) pass1[sNoNegatives] += 1.0;
   }
   block_sum(pass1, scratch);
 
@@ -244,20 +315,21 @@ __device__ void evaluate_metrics(const C* true_positives, const C* support, cons
     linear_cross = pass2[0];
     const double centre = divide(pass2[1], t_total, 0.0);
     double pass3[4] = {0.0, 0.0, 0.0, 0.0};  // t o^2, p o^2, t o, p o
-    double rank_carry[1] = {0.0};
+    double route_carry[1] = {0.0};
     for (int64 tile = 0; tile < tiles; ++tile) {
       int64 k = tile * blockDim.x + threadIdx.x;
-      bool chosen = k < K && is_selected(selected, k);
-      double running[1] = {chosen ? 1.0 : 0.0};
-      block_scan(running, rank_carry, scratch);
-      if (!chosen) continue;
-      double t = (double)load_fresh(support + k);
-      double p = (double)load_fresh(predicted + k);
-      double offset = (running[0] - 1.0) - centre;
-      pass3[0] += t * (offset * offset);
-      pass3[1] += p * (offset * offset);
-      pass3[2] += t * offset;
-      pass3[3] += p * offset;
+      ClassCounts own{k < K && is_selected(selected, k), 0.0, 0.0, 0.0, 0.0};
+      if (own.present) {
+        own.t = (double)load_fresh(support + k);
+        own.p = (double)load_fresh(predicted + k);
+      }
+      ClassCounts c = route_selected(own, k, masked, route_carry, route, scratch);
+      if (!c.present) continue;
+      double offset = c.rank - centre;
+      pass3[0] += c.t * (offset * offset);
+      pass3[1] += c.p * (offset * offset);
+      pass3[2] += c.t * offset;
+      pass3[3] += c.p * offset;
     }
     block_sum(pass3, scratch);
     quadratic_cross = p_total * pass3[0] + t_total * pass3[1] - 2.0 * pass3[2] * pass3[3];
@@ -328,10 +400,11 @@ __global__ void label_metrics_from_statistics(const C* true_positives, const C* 
                                               const double* linear, const double* quadratic,
                                               double* out) {
   __shared__ double scratch[mg::kMaxReduced * mg::kWarpSize];
+  __shared__ double route[3 * mg::kMaxBlockThreads];
   const double nan = mg::quiet_nan();
   mg::evaluate_metrics(true_positives, support, predicted, (double)*total, num_classes, selected,
                        linear == nullptr ? nan : *linear,
-                       quadratic == nullptr ? nan : *quadratic, out, scratch);
+                       quadratic == nullptr ? nan : *quadratic, out, scratch, route);
 }
 
 // Dynamic shared memory: K counters of C (this block's column sums) and K
@@ -349,6 +422,7 @@ __global__ void label_metrics_from_matrix(const C* matrix, mg::int64 num_classes
   MG_DYNAMIC_SHARED(C, column);
   int64* position = reinterpret_cast<int64*>(column + K);
   __shared__ double scratch[mg::kMaxReduced * mg::kWarpSize];
+  __shared__ double route[3 * mg::kMaxBlockThreads];
   __shared__ C row_scratch[mg::kWarpSize];
   __shared__ unsigned int ticket;
   const int64 tiles = (K + blockDim.x - 1) / blockDim.x;
@@ -428,5 +502,5 @@ __global__ void label_metrics_from_matrix(const C* matrix, mg::int64 num_classes
   const double nan = mg::quiet_nan();
   mg::evaluate_metrics(true_positives, support, predicted, -1.0, K, selected,
                        moments ? moment_total[0] : nan, moments ? moment_total[1] : nan, out,
-                       scratch);
+                       scratch, route);
 }

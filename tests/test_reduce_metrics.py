@@ -149,6 +149,55 @@ def test_matrix_too_large_for_shared_memory_takes_the_statistics_route(case, rng
     assert [launch.kernel for launch in launches] == ["label_metrics_from_statistics"]
 
 
+@pytest.mark.parametrize("size", [12, 65, 300])
+@pytest.mark.parametrize("weighted", [False, True], ids=["counts", "dyadic-weights"])
+def test_absent_classes_do_not_change_the_bits(case, rng, size, weighted):
+    # A dense matrix whose absent classes are masked out, and the compacted
+    # statistics of its present classes, are the same data: every slot and the
+    # present classes' columns agree bit for bit (exact inputs), however the
+    # absent classes fall among the threads' tiles. Skewed data (one dominant
+    # cell) makes the centred kappa sums and the rate sums round.
+    for trial in range(8):
+        matrix = _matrix(rng, size, weighted=False, absent=0.5)
+        matrix[0, size - 1] += 40 * size
+        if weighted:
+            matrix = matrix * 0.125  # multiples of 1/8: every count sum is exact
+        observed = _observed(matrix)
+        present = np.flatnonzero(observed)
+        dense, _ = case.impl.label_metrics_from_matrix(
+            case.put(matrix), case.put(observed), selected=case.put(observed))
+        compact = matrix[np.ix_(present, present)]
+        stats = statistics_from_matrix(compact, np.ones(present.size, bool), np, moments=True)
+        device_stats = type(stats)(**{
+            name: (case.put(value) if isinstance(value, np.ndarray) else value)
+            for name, value in vars(stats).items()
+        })
+        compacted = case.get(case.impl.label_metrics(device_stats))
+        dense = case.get(dense)
+        slots = len(LABEL_METRIC_SLOTS)
+        np.testing.assert_array_equal(dense[:slots], compacted[:slots],
+                                      err_msg=f"trial {trial}")
+        for column in range(len(LABEL_METRIC_COLUMNS)):
+            np.testing.assert_array_equal(
+                dense[slots + column * size:][present],
+                compacted[slots + column * present.size:][:present.size],
+                err_msg=f"trial {trial}, column {LABEL_METRIC_COLUMNS[column]}")
+
+
+def test_static_shared_memory_fits_the_reserved_budget(case):
+    # The dense route reserves REDUCE_STATIC_SHARED_BYTES beside its dynamic
+    # shared memory; the compiled kernels must not use more.
+    if case.name != "cuda":
+        pytest.skip("compiled kernel attributes exist on a GPU only")
+    from metrics_gpu._kernels import COUNT_TYPES, reduce_expression
+    from metrics_gpu.backends.kernel_backend import REDUCE_STATIC_SHARED_BYTES
+
+    for kernel in ("label_metrics_from_matrix", "label_metrics_from_statistics"):
+        for count_type in COUNT_TYPES.values():
+            function = case.device._kernel(REDUCE_SOURCE, reduce_expression(kernel, count_type))
+            assert function.shared_size_bytes <= REDUCE_STATIC_SHARED_BYTES, (kernel, count_type)
+
+
 def test_deterministic_bits(case, rng):
     matrix = _matrix(rng, 150, weighted=True)
     observed = _observed(matrix)

@@ -50,9 +50,13 @@ MAX_SAMPLES_PER_BLOCK = 1 << 31
 # sample (K <= 8): merged lanes replace contended atomics on one address.
 AGGREGATE_MAX_CELLS = 64
 # Static shared memory of label_metrics_from_matrix (reduction scratch of
-# 24 x 32 doubles, a row sum per warp, ticket, totals), rounded up: the
-# dynamic part must fit beside it in the block's budget.
-REDUCE_STATIC_SHARED_BYTES = 8 * 1024
+# 24 x 32 doubles, the routing buffer of 3 x 256 doubles, a row sum per warp,
+# ticket, totals: 12.3 KiB), rounded up: the dynamic part must fit beside it
+# in the block's budget.
+REDUCE_STATIC_SHARED_BYTES = 13 * 1024
+# The reduction kernels' shared buffers are sized for blocks of at most this
+# many threads (kMaxBlockThreads in reduce_metrics.cu).
+REDUCE_MAX_BLOCK_THREADS = 256
 
 
 class RowArgmax:
@@ -427,7 +431,7 @@ class KernelBackend:
         out = device.zeros(label_metric_size(num_classes), np.float64)
         device.launch(
             REDUCE_SOURCE, reduce_expression("label_metrics_from_statistics", COUNT_TYPES[dtype.name]),
-            1, device.block_threads,
+            1, min(device.block_threads, REDUCE_MAX_BLOCK_THREADS),
             [counts(stats.true_positives), counts(stats.support), counts(stats.predicted),
              counts(stats.total), np.int64(num_classes), self._mask(selected),
              moment(stats.linear_disagreement), moment(stats.quadratic_disagreement), out],
@@ -455,7 +459,7 @@ class KernelBackend:
         out = device.zeros(label_metric_size(size), np.float64)
         device.launch(
             REDUCE_SOURCE, reduce_expression("label_metrics_from_matrix", COUNT_TYPES[dtype.name]),
-            grid, device.block_threads,
+            grid, min(device.block_threads, REDUCE_MAX_BLOCK_THREADS),
             [matrix, np.int64(size), self._mask(selected), np.int32(bool(moments)),
              true_positives, support, predicted, device.zeros(grid * size, dtype),
              device.zeros(2 * grid, np.float64), device.zeros(1, np.uint32), out],
