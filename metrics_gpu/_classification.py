@@ -17,7 +17,9 @@ kappa without ``labels=``, and micro/macro/weighted precision, recall and F1
 with ``zero_division`` 0 or 'warn') are read from the one-launch reduction of
 ``kernels/reduce_metrics.cu`` and returned on the device; scikit-learn's
 warnings (balanced accuracy, undefined kappa, ``zero_division='warn'``) read
-a few counts back to decide.
+a few counts back to decide. The other options evaluate their formulas on the
+host from O(K) statistics (one copy) and return the result on the input's
+device; ``confusion_matrix`` stays on the device throughout.
 """
 
 from __future__ import annotations
@@ -85,7 +87,8 @@ def _class_lut(classes: np.ndarray, num_classes: int) -> np.ndarray:
 
 def _accumulate(inputs: LabelInputs, *, class_lut=None, moments=False,
                 matrix=False) -> tuple[ClassStatistics, object]:
-    """One backend pass: statistics, plus the dense matrix when it is the state."""
+    """One backend pass: statistics on the host, plus the dense matrix (where the
+    backend keeps it) when it is the state."""
     backend = inputs.backend
     size = inputs.num_classes if class_lut is None else int(class_lut.max(initial=-1)) + 1
     common = dict(
@@ -104,7 +107,7 @@ def _accumulate(inputs: LabelInputs, *, class_lut=None, moments=False,
             inputs.y_true, inputs.y_pred, **common
         )
         stats = backend.statistics_from_matrix(cm, observed, invalid=invalid, moments=moments)
-        return _on_host(stats, backend), backend.to_host(cm)
+        return _on_host(stats, backend), cm
     stats = backend.class_statistics(inputs.y_true, inputs.y_pred, moments=moments, **common)
     return _on_host(stats, backend), None
 
@@ -238,21 +241,31 @@ def _warn_prf_undefined(warn_for, undefined, n_values) -> None:
             F.warn_undefined(metric.capitalize(), modifier, n_values)
 
 
-def _output(value, inputs: LabelInputs | None = None):
-    """Results in the input's framework: NumPy in, NumPy float64 out; device
-    arrays in, 0-d/1-d arrays of their framework on their device out (no sync)."""
-    if isinstance(value, np.ndarray) and value.ndim == 0:
-        return np.float64(value)
-    if isinstance(value, (float, int, np.floating, np.integer)):
-        return np.float64(value)
-    if inputs is not None:
-        return inputs.backend.to_framework(value, inputs.source)
-    return value
+def _output(value, inputs: LabelInputs):
+    """A result in the input's framework and on its device (SPEC "Backends and
+    dispatch"). Host backends: NumPy, a scalar as ``numpy.float64``. The cuda
+    backend: CuPy arrays (torch or JAX through DLPack) on the input's device;
+    a value the host computed is copied there (no sync), one from the
+    reduction buffer is returned as it is."""
+    if _is_host_scalar(value):
+        value = np.float64(value)
+    backend = inputs.backend
+    if backend.xp is np:
+        return value
+    if isinstance(value, (np.ndarray, np.generic)):
+        value = backend.asarray(np.asarray(value))
+    return backend.to_framework(value, inputs.source)
+
+
+def _is_host_scalar(value) -> bool:
+    return (isinstance(value, (float, int, np.floating, np.integer))
+            or (isinstance(value, np.ndarray) and value.ndim == 0))
 
 
 def _prfs(stats: ClassStatistics, classes, *, beta, average, warn_for, zero_division,
           weighted):
-    """Precision, recall, F-beta and support of ``classes``, averaged as asked.
+    """Precision, recall, F-beta and support of ``classes``, averaged as asked,
+    on the host (the caller moves them to the input's device).
 
     Weighted supports are float64 whatever the weights' dtype, as scikit-learn's.
     """
@@ -281,9 +294,9 @@ def _prfs(stats: ClassStatistics, classes, *, beta, average, warn_for, zero_divi
         return precision, recall, f_score, support
     weights = c.support if average == "weighted" else None
     return (
-        _output(F.nan_average(precision, np, weights)),
-        _output(F.nan_average(recall, np, weights)),
-        _output(F.nan_average(f_score, np, weights)),
+        np.float64(F.nan_average(precision, np, weights)),
+        np.float64(F.nan_average(recall, np, weights)),
+        np.float64(F.nan_average(f_score, np, weights)),
         None,
     )
 
@@ -337,13 +350,16 @@ def confusion_matrix(y_true, y_pred, *, labels=None, num_classes=None, sample_we
     inputs, labels = _check(y_true, y_pred, num_classes=num_classes,
                             sample_weight=sample_weight, ignore_index=ignore_index,
                             validate=validate, deterministic=deterministic, labels=labels)
+    xp = inputs.backend.xp
     classes, cm = labels, None
     if labels is None and not inputs.num_classes_given:
-        # scikit-learn's default: the classes present in either input.
+        # scikit-learn's default: the classes present in either input (their
+        # flags are read back: the shape depends on them).
         stats, cm = _accumulate(inputs)
         classes = np.flatnonzero(stats.observed)
-        if cm is not None:
-            cm = cm[np.ix_(classes, classes)]
+        if cm is not None and classes.size < cm.shape[0]:
+            index = xp.asarray(classes)
+            cm = cm[index[:, None], index[None, :]]
     if cm is None:
         lut = None if classes is None else _class_lut(classes, inputs.num_classes)
         _, cm = _accumulate(inputs, class_lut=lut, matrix=True)
@@ -357,8 +373,8 @@ def confusion_matrix(y_true, y_pred, *, labels=None, num_classes=None, sample_we
                 cm = cm / cm.sum(axis=0, keepdims=True)
             else:
                 cm = cm / cm.sum()
-        cm = np.nan_to_num(cm)
-    return cm
+        cm = xp.nan_to_num(cm)
+    return _output(cm, inputs)
 
 
 def _any_true_in(inputs: LabelInputs, labels: np.ndarray) -> bool:
@@ -388,7 +404,7 @@ def accuracy_score(y_true, y_pred, *, normalize=True, sample_weight=None,
         evaluation = _evaluate(inputs, moments=False)
         return _output(evaluation.slot("accuracy" if normalize else "correct"), inputs)
     c = _host_counts(inputs)
-    return _output(F.accuracy(c) if normalize else c.tp.sum())
+    return _output(F.accuracy(c) if normalize else c.tp.sum(), inputs)
 
 
 @on_caller_stream
@@ -411,7 +427,7 @@ def zero_one_loss(y_true, y_pred, *, normalize=True, sample_weight=None,
                 else evaluation.slot("total") - evaluation.slot("correct"))
         return _output(loss, inputs)
     c = _host_counts(inputs)
-    return _output(1 - F.accuracy(c) if normalize else F.misclassified(c))
+    return _output(1 - F.accuracy(c) if normalize else F.misclassified(c), inputs)
 
 
 @on_caller_stream
@@ -491,7 +507,7 @@ def balanced_accuracy_weighted(y_true, y_pred, *, class_weight=None, sample_weig
                        ignore_index=ignore_index, validate=validate, deterministic=deterministic)
     c = _host_counts(inputs)
     weights = check_class_weight(class_weight, inputs.num_classes)
-    return _output(F.weighted_recall_average(c, weights))
+    return _output(F.weighted_recall_average(c, weights), inputs)
 
 
 @on_caller_stream
@@ -510,7 +526,7 @@ def matthews_corrcoef(y_true, y_pred, *, sample_weight=None, num_classes=None,
                        ignore_index=ignore_index, validate=validate, deterministic=deterministic)
     if _reduces_on_device(inputs):
         return _output(_evaluate(inputs, moments=False).slot("matthews_corrcoef"), inputs)
-    return _output(F.matthews_corrcoef(_host_counts(inputs)))
+    return _output(F.matthews_corrcoef(_host_counts(inputs)), inputs)
 
 
 @on_caller_stream
@@ -540,7 +556,7 @@ def cohen_kappa_score(y1, y2, *, labels=None, weights=None, sample_weight=None,
         # The undefined case is decided (and warned about) on the host: one flag.
         if bool(evaluation.slot("kappa_undefined")):
             _warn_kappa_undefined(replace_undefined_by)
-            return _output(np.float64(replace_undefined_by))
+            return _output(np.float64(replace_undefined_by), inputs)
         slot = {None: "cohen_kappa", "linear": "linear_weighted_kappa",
                 "quadratic": "quadratic_weighted_kappa"}[weights]
         return _output(evaluation.slot(slot), inputs)
@@ -553,7 +569,7 @@ def cohen_kappa_score(y1, y2, *, labels=None, weights=None, sample_weight=None,
     c = F.Counts.from_statistics(stats, np)
     if F.kappa_undefined(c):
         _warn_kappa_undefined(replace_undefined_by)
-    return _output(F.cohen_kappa(c, stats, weights, replace_undefined_by))
+    return _output(F.cohen_kappa(c, stats, weights, replace_undefined_by), inputs)
 
 
 def _warn_kappa_undefined(replace_undefined_by) -> None:
@@ -572,6 +588,7 @@ def _kappa_statistics(inputs: LabelInputs, labels, *, moments: bool) -> ClassSta
                            moments=moments)[0]
     if use_dense_matrix(inputs.num_classes):
         stats, cm = _accumulate(inputs)
+        cm = np.asarray(backend.to_host(cm))
         classes = (np.arange(inputs.num_classes) if inputs.num_classes_given
                    else np.flatnonzero(stats.observed))
         return statistics_from_matrix(
@@ -628,9 +645,10 @@ def precision_recall_fscore_support(y_true, y_pred, *, beta=1.0, labels=None, po
         return _prfs_from_reduction(inputs, average, warn_for, zero_division)
     stats, _ = _accumulate(inputs)
     classes = _set_wise_classes(inputs, stats, labels, average, pos_label)
-    return _prfs(stats, classes, beta=beta, average=average, warn_for=warn_for,
-                 weighted=inputs.sample_weight is not None,
-                 zero_division=zero_division)
+    result = _prfs(stats, classes, beta=beta, average=average, warn_for=warn_for,
+                   weighted=inputs.sample_weight is not None,
+                   zero_division=zero_division)
+    return tuple(None if value is None else _output(value, inputs) for value in result)
 
 
 def _prfs_from_reduction(inputs, average, warn_for, zero_division):
@@ -780,9 +798,9 @@ def _rate_score(terms, name, modifier, y_true, y_pred, *, labels,
     if zero_division == "warn" and zero.any():
         F.warn_undefined(name, modifier, zero.size)
     if average is None:
-        return values
+        return _output(values, inputs)
     weights = c.support if average == "weighted" else None
-    return _output(F.nan_average(values, np, weights))
+    return _output(F.nan_average(values, np, weights), inputs)
 
 
 @on_caller_stream

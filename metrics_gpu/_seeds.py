@@ -7,6 +7,7 @@ follows its source, states how in its docstring, and takes every formula from
 
 from __future__ import annotations
 
+import dataclasses
 from dataclasses import dataclass
 
 import numpy as np
@@ -86,16 +87,19 @@ def multiclass_quality_metrics(y_true, y_pred, *, num_classes=None, beta=1.0,
         micro_r = F.micro_rate(F.recall_terms(c), np)
         macro_p = F.precision(c).mean()
         macro_r = F.recall(c).mean()
+    values = dict(
+        average_accuracy=F.class_accuracy(c).mean(),
+        error_rate=F.class_error_rate(c).mean(),
+        micro_precision=micro_p,
+        micro_recall=micro_r,
+        micro_fscore=F.fbeta_from_rates(micro_p, micro_r, beta, np),
+        macro_precision=macro_p,
+        macro_recall=macro_r,
+        macro_fscore=F.fbeta_from_rates(macro_p, macro_r, beta, np),
+    )
     return MulticlassQualityMetrics(
-        confusion_matrix=cm,
-        average_accuracy=_output(F.class_accuracy(c).mean()),
-        error_rate=_output(F.class_error_rate(c).mean()),
-        micro_precision=_output(micro_p),
-        micro_recall=_output(micro_r),
-        micro_fscore=_output(F.fbeta_from_rates(micro_p, micro_r, beta, np)),
-        macro_precision=_output(macro_p),
-        macro_recall=_output(macro_r),
-        macro_fscore=_output(F.fbeta_from_rates(macro_p, macro_r, beta, np)),
+        confusion_matrix=_output(cm, inputs),
+        **{name: _output(value, inputs) for name, value in values.items()},
     )
 
 
@@ -149,7 +153,8 @@ def binary_quality_metrics(y_true, y_pred, *, beta=1.0, pos_label=1, sample_weig
                                 validate=validate, deterministic=deterministic)
     stats, cm = _accumulate(inputs, matrix=True)
     negative = 1 - pos_label
-    layout = cm[np.ix_([pos_label, negative], [pos_label, negative])]
+    order = inputs.backend.xp.asarray([pos_label, negative])
+    layout = cm[order[:, None], order[None, :]]
     c = F.Counts.from_statistics(stats.take(np.array([pos_label])), np)
     with F._quiet(np):
         rates = {
@@ -160,8 +165,8 @@ def binary_quality_metrics(y_true, y_pred, *, beta=1.0, pos_label=1, sample_weig
             "specificity": F.specificity(c)[0],
         }
         rates["auc"] = (rates["recall"] + rates["specificity"]) / 2
-    return BinaryQualityMetrics(confusion_matrix=layout,
-                                **{k: _output(v) for k, v in rates.items()})
+    return BinaryQualityMetrics(confusion_matrix=_output(layout, inputs),
+                                **{k: _output(v, inputs) for k, v in rates.items()})
 
 
 # -- pyActLearn --------------------------------------------------------------
@@ -368,28 +373,29 @@ def catboost_metric(spec, y_true, approx, *, weight=None, validate=True, determi
             f"valid parameters: {sorted(allowed)}"
         )
     use_weights = _parse_bool(params.get("use_weights", "true"), "use_weights", spec)
-    scores = np.asarray(approx)
+    # Device arrays (CuPy, torch, JAX) keep their place; lists become NumPy.
+    scores = approx if hasattr(approx, "shape") and hasattr(approx, "ndim") else np.asarray(approx)
     if scores.ndim != 2 or scores.shape[1] < 2:
         raise ValueError(
-            f"approx must be (N, K) raw scores with K >= 2 classes, got shape {scores.shape}"
+            f"approx must be (N, K) raw scores with K >= 2 classes, got shape {tuple(scores.shape)}"
         )
-    if weight is not None and use_weights:
-        weight = np.asarray(weight)
-        if weight.dtype.kind == "f":
-            weight = weight.astype(np.float32).astype(np.float64)
     inputs = check_label_inputs(y_true, scores, sample_weight=weight if use_weights else None,
                                 validate=validate, deterministic=deterministic)
+    if inputs.sample_weight is not None and inputs.sample_weight.dtype.kind == "f":
+        # CatBoost holds weights as float32.
+        inputs = dataclasses.replace(
+            inputs, sample_weight=inputs.sample_weight.astype(np.float32).astype(np.float64))
     if weight is not None and not use_weights:  # still check it, as CatBoost would
         check_label_inputs(y_true, scores, sample_weight=weight, validate=validate,
                            deterministic=deterministic)
     stats, _ = _accumulate(inputs, moments=name == "WKappa")
     c = F.Counts.from_statistics(stats, np)
     if name == "Precision":
-        return F.precision(c, 0.0)
+        return _output(F.precision(c, 0.0), inputs)
     if name == "Recall":
-        return F.recall(c, 1.0)
+        return _output(F.recall(c, 1.0), inputs)
     if name == "F1":
-        return F.catboost_f(c, 1.0)
+        return _output(F.catboost_f(c, 1.0), inputs)
     if name == "F":
         if "beta" not in params:
             raise ValueError(f"CatBoost metric F needs beta, e.g. 'F:beta=2', got {spec!r}")
@@ -397,18 +403,19 @@ def catboost_metric(spec, y_true, approx, *, weight=None, validate=True, determi
             beta = float(params["beta"])
         except ValueError:
             raise ValueError(f"beta must be a number in {spec!r}") from None
-        return F.catboost_f(c, check_beta(beta))
+        return _output(F.catboost_f(c, check_beta(beta)), inputs)
     if name == "TotalF1":
         average = check_option(params.get("average", "Weighted"),
                                ("Weighted", "Macro", "Micro"), "average")
-        return _output(F.catboost_total_f1(c, average))
+        return _output(F.catboost_total_f1(c, average), inputs)
     if name == "MCC":
-        return _output(F.matthews_corrcoef(c))
+        return _output(F.matthews_corrcoef(c), inputs)
     if name == "Accuracy":
-        return _output(F.accuracy(c))
+        return _output(F.accuracy(c), inputs)
     if name in ("HammingLoss", "ZeroOneLoss"):
-        return _output(1 - F.accuracy(c))
-    return _output(F.catboost_kappa(c, stats, "quadratic" if name == "WKappa" else None))
+        return _output(1 - F.accuracy(c), inputs)
+    return _output(F.catboost_kappa(c, stats, "quadratic" if name == "WKappa" else None),
+                   inputs)
 
 
 __all__ = [

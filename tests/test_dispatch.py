@@ -197,6 +197,86 @@ def test_numpy_in_numpy_out(clean_state):
     assert isinstance(cm, np.ndarray)
 
 
+# Every kind of result, from the reduction buffer and from the host formulas
+# (labels=, per-class arrays, beta != 1, zero_division=1, the source bundles).
+T3, P3 = [0, 1, 2, 2, 1, 0, 2], [0, 2, 2, 1, 1, 0, 0]
+T2, P2 = [0, 1, 1, 0, 1], [0, 1, 0, 0, 1]
+SCORES3 = np.eye(3)[P3] + 0.1
+RESULT_CALLS = {
+    "confusion_matrix": lambda put: mg.confusion_matrix(put(T3), put(P3)),
+    "confusion_matrix-num_classes": lambda put: mg.confusion_matrix(put(T3), put(P3),
+                                                                    num_classes=4),
+    "confusion_matrix-labels-normalize": lambda put: mg.confusion_matrix(
+        put(T3), put(P3), labels=[2, 0], normalize="true"),
+    "accuracy_score": lambda put: mg.accuracy_score(put(T3), put(P3)),
+    "accuracy_score-count": lambda put: mg.accuracy_score(put(T3), put(P3), normalize=False),
+    "balanced_accuracy_weighted": lambda put: mg.balanced_accuracy_weighted(
+        put(T3), put(P3), class_weight=[1.0, 2.0, 3.0]),
+    "matthews_corrcoef": lambda put: mg.matthews_corrcoef(put(T3), put(P3)),
+    "cohen_kappa_score-labels": lambda put: mg.cohen_kappa_score(put(T3), put(P3),
+                                                                 labels=[0, 2]),
+    "precision_recall_fscore_support": lambda put: mg.precision_recall_fscore_support(
+        put(T3), put(P3)),
+    "precision_recall_fscore_support-beta": lambda put: mg.precision_recall_fscore_support(
+        put(T3), put(P3), beta=2.0, average="macro"),
+    "f1_score-macro": lambda put: mg.f1_score(put(T3), put(P3), average="macro"),
+    "f1_score-binary": lambda put: mg.f1_score(put(T2), put(P2)),
+    "recall_score-zero_division": lambda put: mg.recall_score(put(T3), put(P3),
+                                                              average="macro",
+                                                              zero_division=1.0),
+    "jaccard_score": lambda put: mg.jaccard_score(put(T3), put(P3), average=None),
+    "specificity_score": lambda put: mg.specificity_score(put(T3), put(P3), average="macro"),
+    "multiclass_quality_metrics": lambda put: mg.multiclass_quality_metrics(put(T3), put(P3)),
+    "binary_quality_metrics": lambda put: mg.binary_quality_metrics(put(T2), put(P2)),
+    "catboost_metric-Precision": lambda put: mg.catboost_metric("Precision", put(T3),
+                                                                put(SCORES3)),
+    "catboost_metric-MCC": lambda put: mg.catboost_metric("MCC", put(T3), put(SCORES3)),
+}
+
+
+def _leaves(result):
+    """Every array or scalar in a result (tuples, the bundles' fields)."""
+    if result is None:
+        return []
+    if isinstance(result, tuple):
+        return [leaf for item in result for leaf in _leaves(item)]
+    if hasattr(result, "__dataclass_fields__"):
+        return [leaf for name in result.__dataclass_fields__
+                for leaf in _leaves(getattr(result, name))]
+    return [result]
+
+
+@pytest.mark.parametrize("name", sorted(RESULT_CALLS))
+def test_results_live_where_the_inputs_live(backend, name):
+    """SPEC: numpy in -> numpy scalars/arrays; cupy in -> cupy arrays on the
+    input's device. The host backends (numpy, emulated) give NumPy."""
+    leaves = _leaves(RESULT_CALLS[name](backend.asarray))
+    assert leaves
+    for leaf in leaves:
+        if backend.name == "cuda":
+            import cupy
+
+            assert isinstance(leaf, cupy.ndarray), (name, type(leaf))
+            assert leaf.device.id == cupy.cuda.Device().id
+        else:
+            assert isinstance(leaf, (np.float64, np.ndarray)), (name, type(leaf))
+
+
+@pytest.mark.parametrize("name", sorted(RESULT_CALLS))
+def test_torch_in_torch_out(name):
+    """torch CUDA tensors in -> torch tensors on the same device out."""
+    torch = pytest.importorskip("torch")
+    if not torch.cuda.is_available() or not _available("cuda"):
+        pytest.skip("needs a GPU with torch and CuPy")
+
+    def put(array):
+        return torch.as_tensor(np.asarray(array), device="cuda")
+
+    for leaf in _leaves(RESULT_CALLS[name](put)):
+        assert isinstance(leaf, torch.Tensor), (name, type(leaf))
+        assert leaf.device.type == "cuda"
+
+
 def test_is_device_array_false_for_host_data():
     assert not _backend.is_device_array(np.zeros(3))
     assert not _backend.is_device_array([0, 1])
