@@ -81,20 +81,23 @@ def _as_label_array(values, name: str, backend, validate: bool):
     if kind in "iub":
         return array
     if kind == "f":
-        host = backend.to_host(array)
+        # Checked where the labels live; only a failure copies them to the host.
+        xp = backend.xp
         # Beyond 2**62 a float is no class code (and would not fit int64).
-        representable = np.isfinite(host) & (np.abs(host) < 2.0**62)
+        representable = xp.isfinite(array) & (xp.abs(array) < 2.0**62)
         if validate:
-            bad = ~representable | (host != np.round(host))
-            if bad.any():
-                i = _first_index(bad)
+            if bool((~representable | (array != xp.round(array))).any()):
+                host = np.asarray(backend.to_host(array))
+                with np.errstate(invalid="ignore"):
+                    i = _first_index(~np.isfinite(host) | (np.abs(host) >= 2.0**62)
+                                     | (host != np.round(host)))
                 raise ValueError(
                     f"{name} must hold integer class codes; found {host[i].item()!r} at "
                     f"index {i} (map arbitrary labels with metrics_gpu.encode_labels)"
                 )
             return array.astype(np.int64)
         # Unchecked: what cannot be a code becomes -1, which the guard counts as invalid.
-        return np.where(representable, host, -1).astype(np.int64)
+        return xp.where(representable, array, -1).astype(np.int64)
     raise ValueError(
         f"{name} must hold integer class codes 0..K-1, got dtype {array.dtype}; "
         "map arbitrary labels (strings, sparse ids) with metrics_gpu.encode_labels"
@@ -108,10 +111,13 @@ def _as_scores(values, name: str, backend, validate: bool):
     if array.dtype.kind not in "fiu" and not bfloat16:
         raise ValueError(f"{name} scores must be numeric, got dtype {array.dtype}")
     if validate and (array.dtype.kind == "f" or bfloat16):
-        host = backend.to_host(array)
-        finite = np.isfinite(host.astype(np.float32) if bfloat16 else host)
-        if not finite.all():
-            row, col = np.argwhere(~finite)[0]
+        # Checked where the scores live (one flag read back); only a failure
+        # copies them to the host, to say where.
+        checked = array.astype(np.float32) if bfloat16 else array
+        if not bool(backend.xp.isfinite(checked).all()):
+            host = np.asarray(backend.to_host(checked))
+            row, col = np.argwhere(~np.isfinite(host))[0]
+            host = np.asarray(backend.to_host(array))
             raise ValueError(
                 f"{name} must hold finite scores; found {host[row, col].item()!r} at "
                 f"row {row}, column {col}"
@@ -133,8 +139,15 @@ def check_sample_weight(sample_weight, n_samples: int, backend, validate: bool):
         )
     if weight.dtype.kind not in "fiub":
         raise ValueError(f"sample_weight must be numeric, got dtype {weight.dtype}")
-    if validate:
-        host = backend.to_host(weight)
+    if validate and weight.dtype.kind in "if":
+        # Checked where the weights live; only a failure copies them to the host.
+        xp = backend.xp
+        problem = weight < 0
+        if weight.dtype.kind == "f":
+            problem = problem | ~xp.isfinite(weight)
+        if not bool(problem.any()):
+            return weight
+        host = np.asarray(backend.to_host(weight))
         if host.dtype.kind == "f":
             finite = np.isfinite(host)
             if not finite.all():
@@ -153,19 +166,28 @@ def check_sample_weight(sample_weight, n_samples: int, backend, validate: bool):
 
 
 def _label_range(labels, name: str, backend, num_classes, ignore_index) -> int:
-    """Check ``labels`` against ``[0, num_classes)``; return max + 1 (0 if none counted)."""
-    host = backend.to_host(labels)
-    if host.dtype.kind == "b":
-        if num_classes == 1 and host.any():
-            i = _first_index(host)
+    """Check ``labels`` against ``[0, num_classes)``; return max + 1 (0 if none counted).
+
+    Reduced where the labels live (a few numbers read back); only a failure
+    copies them to the host, to say where.
+    """
+    if labels.dtype.kind == "b":
+        if labels.size == 0:
+            return 0
+        any_true = bool(labels.any())
+        if num_classes == 1 and any_true:
+            i = _first_index(np.asarray(backend.to_host(labels)))
             raise ValueError(
                 f"{name} contains True (class 1) at index {i}, outside 0..0 (num_classes=1)"
             )
-        return int(host.any()) + 1 if host.size else 0
-    counted = host if ignore_index is None or name != "y_true" else host[host != ignore_index]
+        return int(any_true) + 1
+    counted = labels if ignore_index is None or name != "y_true" else labels[labels != ignore_index]
     if counted.size == 0:
         return 0
-    low, high = counted.min(), counted.max()
+    low, high = int(counted.min()), int(counted.max())
+    if low >= 0 and (num_classes is None or high < num_classes):
+        return high + 1
+    host = np.asarray(backend.to_host(labels))
     if low < 0:
         bad = host < 0
         if ignore_index is not None and name == "y_true":
@@ -188,10 +210,10 @@ def _label_range(labels, name: str, backend, num_classes, ignore_index) -> int:
 
 
 def _largest_label(labels, backend, ignore_index) -> int:
-    host = backend.to_host(labels)
+    """The largest counted label, reduced where the labels live (one number read back)."""
     if ignore_index is not None:
-        host = host[host != ignore_index]
-    return int(host.max()) if host.size else -1
+        labels = labels[labels != ignore_index]
+    return int(labels.max()) if labels.size else -1
 
 
 def check_label_inputs(y_true, y_pred, *, num_classes=None, sample_weight=None,

@@ -20,6 +20,7 @@ import metrics_gpu
 from metrics_gpu._backend import get_backend_implementation
 from metrics_gpu._formulas import (
     LABEL_METRIC_COLUMNS,
+    LABEL_METRIC_COUNTS,
     LABEL_METRIC_SLOTS,
     SLOT,
     label_metric_columns,
@@ -321,6 +322,40 @@ def test_functions_read_nothing_back(case, rng, monkeypatch):
     assert float(case.get(results["mcc"])) == pytest.approx(skm.matthews_corrcoef(true, pred))
     assert float(case.get(results["zero_one"])) == skm.zero_one_loss(true, pred, normalize=False)
     assert float(case.get(results["hamming"])) == pytest.approx(skm.hamming_loss(true, pred))
+
+
+def test_validation_reads_back_reductions_not_the_data(case, rng, monkeypatch):
+    # validate=True checks labels, float labels, weights and scores where they
+    # live: what comes back to the host is O(K) (flags, counts), never the N
+    # samples or the N x K scores.
+    size, classes = 3000, 5
+    true = rng.integers(0, classes, size)
+    pred = rng.integers(0, classes, size)
+    weights = rng.random(size)
+    logits = rng.normal(size=(size, classes)).astype(np.float32)
+    copied = []
+    to_host = case.device.to_host
+
+    def recording(array):
+        copied.append(int(np.size(array)))
+        return to_host(array)
+
+    monkeypatch.setattr(case.device, "to_host", recording)
+    with metrics_gpu.use_backend(case.name):
+        values = [
+            metrics_gpu.accuracy_score(case.put(true), case.put(pred)),
+            metrics_gpu.f1_score(case.put(true.astype(np.float64)), case.put(pred),
+                                 average="macro", sample_weight=case.put(weights)),
+            metrics_gpu.matthews_corrcoef(case.put(true), case.put(logits)),
+        ]
+    monkeypatch.undo()
+    # Per-class flags, or the reduction's counts behind the warnings.
+    assert copied and max(copied) <= max(classes, len(LABEL_METRIC_COUNTS)), copied
+    assert float(case.get(values[0])) == pytest.approx(skm.accuracy_score(true, pred))
+    assert float(case.get(values[1])) == pytest.approx(
+        skm.f1_score(true, pred, average="macro", sample_weight=weights))
+    assert float(case.get(values[2])) == pytest.approx(
+        skm.matthews_corrcoef(true, logits.argmax(axis=1)))
 
 
 # -- deterministic= ------------------------------------------------------------------------
