@@ -52,6 +52,14 @@ def _first_index(mask: np.ndarray) -> int:
     return int(np.flatnonzero(mask)[0])
 
 
+def _first_true(mask, backend) -> int | None:
+    """Flat index of the first True in ``mask``, or None. Found where the mask
+    lives (a flag and one index read back): checks never copy the data to the host."""
+    if not bool(mask.any()):
+        return None
+    return int(backend.xp.flatnonzero(mask)[0])
+
+
 def check_num_classes(num_classes, name: str = "num_classes") -> int | None:
     if num_classes is None:
         return None
@@ -81,18 +89,14 @@ def _as_label_array(values, name: str, backend, validate: bool):
     if kind in "iub":
         return array
     if kind == "f":
-        # Checked where the labels live; only a failure copies them to the host.
         xp = backend.xp
         # Beyond 2**62 a float is no class code (and would not fit int64).
         representable = xp.isfinite(array) & (xp.abs(array) < 2.0**62)
         if validate:
-            if bool((~representable | (array != xp.round(array))).any()):
-                host = np.asarray(backend.to_host(array))
-                with np.errstate(invalid="ignore"):
-                    i = _first_index(~np.isfinite(host) | (np.abs(host) >= 2.0**62)
-                                     | (host != np.round(host)))
+            i = _first_true(~representable | (array != xp.round(array)), backend)
+            if i is not None:
                 raise ValueError(
-                    f"{name} must hold integer class codes; found {host[i].item()!r} at "
+                    f"{name} must hold integer class codes; found {array[i].item()!r} at "
                     f"index {i} (map arbitrary labels with metrics_gpu.encode_labels)"
                 )
             return array.astype(np.int64)
@@ -111,15 +115,12 @@ def _as_scores(values, name: str, backend, validate: bool):
     if array.dtype.kind not in "fiu" and not bfloat16:
         raise ValueError(f"{name} scores must be numeric, got dtype {array.dtype}")
     if validate and (array.dtype.kind == "f" or bfloat16):
-        # Checked where the scores live (one flag read back); only a failure
-        # copies them to the host, to say where.
         checked = array.astype(np.float32) if bfloat16 else array
-        if not bool(backend.xp.isfinite(checked).all()):
-            host = np.asarray(backend.to_host(checked))
-            row, col = np.argwhere(~np.isfinite(host))[0]
-            host = np.asarray(backend.to_host(array))
+        i = _first_true(~backend.xp.isfinite(checked), backend)
+        if i is not None:
+            row, col = np.unravel_index(i, array.shape)
             raise ValueError(
-                f"{name} must hold finite scores; found {host[row, col].item()!r} at "
+                f"{name} must hold finite scores; found {array[row, col].item()!r} at "
                 f"row {row}, column {col}"
             )
     return array
@@ -139,44 +140,32 @@ def check_sample_weight(sample_weight, n_samples: int, backend, validate: bool):
         )
     if weight.dtype.kind not in "fiub":
         raise ValueError(f"sample_weight must be numeric, got dtype {weight.dtype}")
+    if validate and weight.dtype.kind == "f":
+        i = _first_true(~backend.xp.isfinite(weight), backend)
+        if i is not None:
+            raise ValueError(
+                f"sample_weight must be finite; found {weight[i].item()!r} at index {i}"
+            )
     if validate and weight.dtype.kind in "if":
-        # Checked where the weights live; only a failure copies them to the host.
-        xp = backend.xp
-        problem = weight < 0
-        if weight.dtype.kind == "f":
-            problem = problem | ~xp.isfinite(weight)
-        if not bool(problem.any()):
-            return weight
-        host = np.asarray(backend.to_host(weight))
-        if host.dtype.kind == "f":
-            finite = np.isfinite(host)
-            if not finite.all():
-                i = _first_index(~finite)
-                raise ValueError(
-                    f"sample_weight must be finite; found {host[i].item()!r} at index {i}"
-                )
-        if host.dtype.kind in "if":
-            negative = host < 0
-            if negative.any():
-                i = _first_index(negative)
-                raise ValueError(
-                    f"sample_weight must be non-negative; found {host[i].item()!r} at index {i}"
-                )
+        i = _first_true(weight < 0, backend)
+        if i is not None:
+            raise ValueError(
+                f"sample_weight must be non-negative; found {weight[i].item()!r} at index {i}"
+            )
     return weight
 
 
 def _label_range(labels, name: str, backend, num_classes, ignore_index) -> int:
     """Check ``labels`` against ``[0, num_classes)``; return max + 1 (0 if none counted).
 
-    Reduced where the labels live (a few numbers read back); only a failure
-    copies them to the host, to say where.
+    Reduced where the labels live: a few numbers are read back, never the labels.
     """
     if labels.dtype.kind == "b":
         if labels.size == 0:
             return 0
         any_true = bool(labels.any())
         if num_classes == 1 and any_true:
-            i = _first_index(np.asarray(backend.to_host(labels)))
+            i = _first_true(labels, backend)
             raise ValueError(
                 f"{name} contains True (class 1) at index {i}, outside 0..0 (num_classes=1)"
             )
@@ -187,23 +176,23 @@ def _label_range(labels, name: str, backend, num_classes, ignore_index) -> int:
     low, high = int(counted.min()), int(counted.max())
     if low >= 0 and (num_classes is None or high < num_classes):
         return high + 1
-    host = np.asarray(backend.to_host(labels))
+    counts_ignored = ignore_index is not None and name == "y_true"
     if low < 0:
-        bad = host < 0
-        if ignore_index is not None and name == "y_true":
-            bad &= host != ignore_index
-        i = _first_index(bad)
+        bad = labels < 0
+        if counts_ignored:
+            bad &= labels != ignore_index
+        i = _first_true(bad, backend)
         raise ValueError(
-            f"{name} contains the negative label {host[i].item()!r} at index {i}; labels must be "
+            f"{name} contains the negative label {labels[i].item()!r} at index {i}; labels must be "
             "class codes 0..K-1 (map arbitrary labels with metrics_gpu.encode_labels)"
         )
     if num_classes is not None and high >= num_classes:
-        bad = host >= num_classes
-        if ignore_index is not None and name == "y_true":
-            bad &= host != ignore_index
-        i = _first_index(bad)
+        bad = labels >= num_classes
+        if counts_ignored:
+            bad &= labels != ignore_index
+        i = _first_true(bad, backend)
         raise ValueError(
-            f"{name} contains the label {host[i].item()!r} at index {i}, outside 0..{num_classes - 1} "
+            f"{name} contains the label {labels[i].item()!r} at index {i}, outside 0..{num_classes - 1} "
             f"(num_classes={num_classes})"
         )
     return int(high) + 1
