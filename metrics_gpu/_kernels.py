@@ -16,8 +16,11 @@ from pathlib import Path
 _PACKAGE_DIR = Path(__file__).resolve().parent
 
 # Options common to NVRTC (cuda backend, CI gate); the include path of
-# kernel_directory() is added by the caller.
-NVRTC_OPTIONS = ("--std=c++17",)
+# kernel_directory() is added by the caller. No multiply-add contraction: the
+# reductions' cancellations (s*s - t.t for an undefined MCC or kappa) must give
+# exactly 0 as on the host, and a fused a*b+c rounds differently from the
+# NumPy reference and the emulated backend (built with -ffp-contract=off).
+NVRTC_OPTIONS = ("--std=c++17", "--fmad=false")
 
 # Architectures CI compiles every instantiation for (NVRTC, no GPU needed).
 SUPPORTED_ARCHITECTURES = ("sm_75", "sm_80", "sm_86", "sm_89", "sm_90", "sm_100", "sm_120")

@@ -13,7 +13,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from metrics_gpu import _formulas as F
-from metrics_gpu._backend import on_caller_stream
+from metrics_gpu._backend import is_device_array, on_caller_stream, resolve_backend
 from metrics_gpu._classification import _accumulate, _output
 from metrics_gpu._state import ClassStatistics
 from metrics_gpu._validation import (
@@ -183,8 +183,23 @@ OVERALL_PERFORMANCE_NAMES = (
 )
 
 
-def _counts_of_matrix(cm) -> F.Counts:
-    matrix = check_confusion_matrix(cm, "cm")
+@dataclass(frozen=True)
+class _ResultPlace:
+    """Where a result computed from a given matrix goes (what ``_output`` reads)."""
+
+    backend: object
+    source: object
+
+
+def _matrix_on_host(cm):
+    """A K x K confusion matrix from any framework or device, checked, on the
+    host (it is small), and the place its results go back to."""
+    backend = resolve_backend(cm)
+    host = backend.to_host(backend.asarray(cm)) if is_device_array(cm) else cm
+    return check_confusion_matrix(host, "cm"), _ResultPlace(backend, cm)
+
+
+def _counts_of_matrix(matrix: np.ndarray) -> F.Counts:
     observed = np.ones(matrix.shape[0], dtype=bool)
     stats = ClassStatistics(
         true_positives=np.diagonal(matrix).copy(), support=matrix.sum(axis=1),
@@ -212,7 +227,11 @@ def per_class_performance(cm) -> np.ndarray:
     array([[2.  , 0.  , 1.  , 1.  ],
            [3.  , 1.  , 0.  , 0.75]])
     """
-    c = _counts_of_matrix(cm)
+    matrix, place = _matrix_on_host(cm)
+    return _output(_per_class_table(_counts_of_matrix(matrix)), place)
+
+
+def _per_class_table(c: F.Counts) -> np.ndarray:
     with F._quiet(np):
         p = F.precision(c, 0.0)
         r = F.recall(c, 0.0)
@@ -248,8 +267,9 @@ def overall_performance(cm) -> np.ndarray:
     >>> overall_performance(np.array([[2, 1], [0, 3]]))[[0, 8]]
     array([0.83333333, 0.83333333])
     """
-    table = per_class_performance(cm)
-    c = _counts_of_matrix(cm)
+    matrix, place = _matrix_on_host(cm)
+    c = _counts_of_matrix(matrix)
+    table = _per_class_table(c)
     accuracy, prevalence = table[:, 4], table[:, 10]
     with F._quiet(np):
         micro_p = F.micro_rate(F.precision_terms(c), np)
@@ -267,7 +287,7 @@ def overall_performance(cm) -> np.ndarray:
             F.fbeta_from_rates(macro_p, macro_r, 1.0, np),
             F.accuracy(c),
         )
-    return np.array(values, dtype=np.float64)
+    return _output(np.array(values, dtype=np.float64), place)
 
 
 # -- CatBoost ----------------------------------------------------------------

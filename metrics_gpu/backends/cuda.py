@@ -117,10 +117,20 @@ class CudaDevice:
                 index = torch.cuda.current_device()
             stack.enter_context(cupy.cuda.Device(index))
             stream = torch.cuda.current_stream(index)
-            stack.enter_context(cupy.cuda.ExternalStream(stream.cuda_stream, index))
+            stack.enter_context(self._external_stream(stream, index))
         elif isinstance(like, cupy.ndarray):
             stack.enter_context(like.device)
         return stack
+
+    def _external_stream(self, stream, index):
+        """torch's stream as a CuPy stream: ``Stream.from_external`` (the CUDA
+        stream protocol) where CuPy has it (14+, which deprecates
+        ``ExternalStream``), else ``ExternalStream``."""
+        cupy = self.cupy
+        from_external = getattr(cupy.cuda.Stream, "from_external", None)
+        if from_external is not None and hasattr(stream, "__cuda_stream__"):
+            return from_external(stream)
+        return cupy.cuda.ExternalStream(stream.cuda_stream, index)
 
     def zeros(self, shape, dtype):
         return self.cupy.zeros(shape, dtype=dtype)

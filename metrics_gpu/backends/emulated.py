@@ -189,7 +189,7 @@ class EmulatedDevice:
         """Compile the unit ``text`` plus one exported entry per expression."""
         directory = kernel_directory()
         sanitize = os.environ.get(SANITIZE_VARIABLE, "").strip()
-        flags = ["-std=c++17", "-O1", "-shared", "-fPIC", "-pthread", "-w",
+        flags = ["-std=c++17", "-O1", "-shared", "-fPIC", "-pthread", "-w", "-ffp-contract=off",
                  "-DMETRICS_GPU_EMULATED", "-include", str(directory / EMULATION_HEADER),
                  f"-I{directory}"]
         if sanitize:
