@@ -40,19 +40,29 @@ from metrics_gpu._seeds import (
     overall_performance,
     per_class_performance,
 )
+from metrics_gpu._scores import (
+    LogitsReport,
+    brier_score_loss,
+    expected_calibration_error,
+    hinge_loss,
+    log_loss,
+    logits_report,
+    top_k_accuracy_score,
+)
 from metrics_gpu.report import LabelReport, label_report
 
 __version__ = "0.1.0"
 
 __all__ = [
-    "BackendUnavailableError", "BinaryQualityMetrics", "LabelReport",
+    "BackendUnavailableError", "BinaryQualityMetrics", "LabelReport", "LogitsReport",
     "MulticlassQualityMetrics", "OVERALL_PERFORMANCE_NAMES", "PER_CLASS_METRICS",
     "PER_CLASS_PERFORMANCE_COLUMNS", "REPORT_METRICS", "UndefinedMetricWarning",
     "accuracy_score", "balanced_accuracy_score", "balanced_accuracy_weighted",
-    "binary_quality_metrics", "catboost_metric", "classification_report",
+    "binary_quality_metrics", "brier_score_loss", "catboost_metric", "classification_report",
     "cohen_kappa_score", "confusion_matrix", "encode_labels", "f1_score", "fbeta_score",
-    "get_backend", "hamming_loss", "jaccard_score", "label_report", "matthews_corrcoef",
+    "expected_calibration_error", "get_backend", "hamming_loss", "hinge_loss", "jaccard_score",
+    "label_report", "log_loss", "logits_report", "matthews_corrcoef",
     "multiclass_quality_metrics", "overall_performance", "per_class_performance",
     "precision_recall_fscore_support", "precision_score", "recall_score", "set_backend",
-    "specificity_score", "use_backend", "zero_one_loss",
+    "specificity_score", "top_k_accuracy_score", "use_backend", "zero_one_loss",
 ]

@@ -19,7 +19,7 @@ import warnings
 from dataclasses import dataclass, replace
 from typing import Any, Callable
 
-from metrics_gpu._state import ClassStatistics
+from metrics_gpu._state import ClassStatistics, ScoreSums
 
 
 class UndefinedMetricWarning(UserWarning):
@@ -383,6 +383,69 @@ def catboost_kappa(c: Counts, stats: ClassStatistics, weights: str | None):
     """CatBoost ``Kappa`` / ``WKappa`` (quadratic): -1 when the expected
     disagreement is 0 (``kappa.cpp``)."""
     return cohen_kappa(c, stats, weights, replace_undefined_by=-1.0)
+
+
+
+# -- score metrics: formulas over the fused pass's sums (ScoreSums) ----------
+# Each takes the weighted sums of one read of the scores; ``xp`` is the array
+# module the sums live in. Means are sums over the total weight (0/0 = NaN).
+
+
+def score_mean(sums: ScoreSums, slot: str, normalize: bool = True):
+    """The weighted mean of one per-row term (or its weighted sum)."""
+    total = sums.slot(slot)
+    return total / sums.slot("weight") if normalize else total
+
+
+def log_loss(sums: ScoreSums, normalize: bool = True):
+    """Mean of -log p_t: scikit-learn's ``log_loss`` (cross-entropy)."""
+    return score_mean(sums, "nll", normalize)
+
+
+def perplexity(sums: ScoreSums, xp):
+    """exp(cross-entropy)."""
+    return xp.exp(log_loss(sums))
+
+
+def brier_score(sums: ScoreSums, scale_by_half: bool):
+    """Mean of sum_j (p_j - [j == t])^2; halved on request (scikit-learn's
+    ``scale_by_half``, which makes the binary case (p - y)^2)."""
+    value = score_mean(sums, "brier")
+    return value / 2 if scale_by_half else value
+
+
+def top_k_accuracy(sums: ScoreSums, normalize: bool = True):
+    """Weighted share (or weight) of rows whose true class ranks within each k."""
+    hits = sums.top_k_hits
+    return hits / sums.slot("weight") if normalize else hits
+
+
+def catboost_one_vs_all(sums: ScoreSums):
+    """CatBoost ``MultiClassOneVsAll``: -(1/K) sum_j log of sigmoid(+-a_j), averaged."""
+    return score_mean(sums, "one_vs_all") / sums.num_classes
+
+
+CALIBRATION_NORMS = ("l1", "l2", "max")
+
+
+def calibration_bins(sums: ScoreSums, xp):
+    """``(proportion, confidence, accuracy)`` per bin; empty bins give NaN means."""
+    weight, confidence, correct = sums.bins()
+    with _quiet(xp):
+        return weight / sums.slot("weight"), confidence / weight, correct / weight
+
+
+def calibration_error(sums: ScoreSums, norm: str, xp):
+    """Expected (``l1``: sum_b prop_b |acc_b - conf_b|), root-mean-square
+    (``l2``) or maximum (``max`` over non-empty bins) calibration error, as
+    torchmetrics' ``CalibrationError`` defines them."""
+    proportion, confidence, accuracy = calibration_bins(sums, xp)
+    gap = xp.where(proportion > 0, xp.abs(accuracy - confidence), 0.0)
+    if norm == "l1":
+        return (proportion * gap).sum()
+    if norm == "l2":
+        return xp.sqrt((proportion * gap * gap).sum())
+    return gap.max()
 
 
 # -- helpers -----------------------------------------------------------------

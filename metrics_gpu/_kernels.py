@@ -120,9 +120,23 @@ def reduce_expression(kernel: str, count_type: str) -> str:
     return f"{kernel}<{count_type}>"
 
 
+# The fused pass over (N, K) scores: targets as the training loop gives them,
+# every score type, unweighted or float64 weights (others are widened: N
+# values next to N * K scores).
+SCORE_WEIGHT_TYPES = ("mg::unit_weight", "double")
+
+
+def score_pass_expression(true_type: str, score_type: str, weight_type: str) -> str:
+    return f"fused_logits_pass<{true_type}, {score_type}, {weight_type}>"
+
+
 KERNEL_MODULES: tuple[KernelModule, ...] = (
     KernelModule("confusion.cu", _confusion_expressions()),
     KernelModule("reduce_metrics.cu", tuple(
         reduce_expression(kernel, count_type)
         for kernel in REDUCE_KERNELS for count_type in COUNT_TYPES.values())),
+    KernelModule("scores.cu", tuple(
+        score_pass_expression(true_type, score_type, weight_type)
+        for true_type in SCORE_TARGET_TYPES for score_type in SCORE_TYPES.values()
+        for weight_type in SCORE_WEIGHT_TYPES)),
 )

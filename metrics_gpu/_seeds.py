@@ -15,12 +15,14 @@ import numpy as np
 from metrics_gpu import _formulas as F
 from metrics_gpu._backend import is_device_array, on_caller_stream, resolve_backend
 from metrics_gpu._classification import _accumulate, _output
+from metrics_gpu._scores import _score_pass
 from metrics_gpu._state import ClassStatistics
 from metrics_gpu._validation import (
     check_beta,
     check_confusion_matrix,
     check_label_inputs,
     check_option,
+    check_score_inputs,
 )
 
 # -- oneDAL, multi-class -----------------------------------------------------
@@ -306,7 +308,14 @@ _CATBOOST_LABEL_METRICS = {
     "Kappa": ({"use_weights", "hints"}, False),
     "WKappa": ({"use_weights", "hints"}, False),
 }
-_CATBOOST_SCORE_METRICS = ("MultiClass", "MultiClassOneVsAll", "HingeLoss", "AUC")
+# Score metrics: name -> (allowed parameters, default use_weights), as
+# CatBoost's documentation gives them (AUC ignores weights unless asked).
+_CATBOOST_SCORE_METRICS = {
+    "MultiClass": ({"use_weights", "hints"}, True),
+    "MultiClassOneVsAll": ({"use_weights", "hints"}, True),
+    "HingeLoss": ({"use_weights", "hints"}, True),
+    "AUC": ({"use_weights", "hints", "type", "misclass_cost_matrix"}, False),
+}
 
 
 def parse_catboost_spec(spec: str) -> tuple[str, dict[str, str]]:
@@ -363,8 +372,14 @@ def catboost_metric(spec, y_true, approx, *, weight=None, validate=True, determi
     CatBoost's documentation says (CatBoost's ``utils.eval_metric`` helper
     applies the weights regardless of that flag).
 
-    The score-based metrics (MultiClass, MultiClassOneVsAll, HingeLoss, AUC)
-    are not available yet and raise ``NotImplementedError``.
+    Score metrics on the raw approxes: ``MultiClass`` is the mean of -log
+    softmax(a)[t] (the loss, positive, as ``eval_metric`` returns it),
+    ``MultiClassOneVsAll`` the mean over rows of -(1/K) sum_j log of
+    sigmoid(a_j) for the target and of 1 - sigmoid(a_j) for the others,
+    ``HingeLoss`` the Crammer-Singer hinge, ``AUC:type=Mu`` (default; with
+    ``misclass_cost_matrix``) Kleiman and Page's AUC-mu as a float, and
+    ``AUC:type=OneVsAll`` a (K,) array. AUC ignores weights unless
+    ``use_weights=true`` (CatBoost's documented default).
 
     Examples
     --------
@@ -375,24 +390,25 @@ def catboost_metric(spec, y_true, approx, *, weight=None, validate=True, determi
     0.7777777777777777
     """
     name, params = parse_catboost_spec(spec)
-    if name in _CATBOOST_SCORE_METRICS:
-        raise NotImplementedError(
-            f"CatBoost metric {name!r} works on scores and is planned, not available yet; "
-            f"available label metrics: {sorted(_CATBOOST_LABEL_METRICS)}"
-        )
-    if name not in _CATBOOST_LABEL_METRICS:
+    if name not in _CATBOOST_LABEL_METRICS and name not in _CATBOOST_SCORE_METRICS:
         raise ValueError(
             f"unknown CatBoost metric {name!r} in spec {spec!r}; available: "
-            f"{sorted(_CATBOOST_LABEL_METRICS)} (planned: {list(_CATBOOST_SCORE_METRICS)})"
+            f"{sorted(_CATBOOST_LABEL_METRICS) + sorted(_CATBOOST_SCORE_METRICS)}"
         )
-    allowed, per_class = _CATBOOST_LABEL_METRICS[name]
+    allowed, default_weights = (
+        _CATBOOST_SCORE_METRICS[name] if name in _CATBOOST_SCORE_METRICS
+        else (_CATBOOST_LABEL_METRICS[name][0], True))
     unknown = set(params) - allowed
     if unknown:
         raise ValueError(
             f"CatBoost metric {name} does not take {sorted(unknown)} in {spec!r}; "
             f"valid parameters: {sorted(allowed)}"
         )
-    use_weights = _parse_bool(params.get("use_weights", "true"), "use_weights", spec)
+    use_weights = _parse_bool(params.get("use_weights", "true" if default_weights else "false"),
+                              "use_weights", spec)
+    if name in _CATBOOST_SCORE_METRICS:
+        return _catboost_score_metric(name, params, spec, y_true, approx,
+                                      weight if use_weights else None, validate)
     # Device arrays (CuPy, torch, JAX) keep their place; lists become NumPy.
     scores = approx if hasattr(approx, "shape") and hasattr(approx, "ndim") else np.asarray(approx)
     if scores.ndim != 2 or scores.shape[1] < 2:
@@ -401,10 +417,7 @@ def catboost_metric(spec, y_true, approx, *, weight=None, validate=True, determi
         )
     inputs = check_label_inputs(y_true, scores, sample_weight=weight if use_weights else None,
                                 validate=validate, deterministic=deterministic)
-    if inputs.sample_weight is not None and inputs.sample_weight.dtype.kind == "f":
-        # CatBoost holds weights as float32.
-        inputs = dataclasses.replace(
-            inputs, sample_weight=inputs.sample_weight.astype(np.float32).astype(np.float64))
+    inputs = _catboost_weights(inputs)
     if weight is not None and not use_weights:  # still check it, as CatBoost would
         check_label_inputs(y_true, scores, sample_weight=weight, validate=validate,
                            deterministic=deterministic)
@@ -436,6 +449,42 @@ def catboost_metric(spec, y_true, approx, *, weight=None, validate=True, determi
         return _output(1 - F.accuracy(c), inputs)
     return _output(F.catboost_kappa(c, stats, "quadratic" if name == "WKappa" else None),
                    inputs)
+
+
+def _catboost_weights(inputs):
+    """CatBoost holds weights as float32: round them as it does."""
+    if inputs.sample_weight is None or inputs.sample_weight.dtype.kind != "f":
+        return inputs
+    return dataclasses.replace(
+        inputs, sample_weight=inputs.sample_weight.astype(np.float32).astype(np.float64))
+
+
+def _catboost_score_metric(name, params, spec, y_true, approx, weight, validate):
+    """MultiClass, MultiClassOneVsAll, HingeLoss and AUC on raw approxes."""
+    if name == "AUC":
+        from metrics_gpu._ranking import _catboost_auc
+
+        auc_type = params.get("type", "Mu")
+        if auc_type not in ("Mu", "OneVsAll"):
+            raise ValueError(f"AUC type must be Mu or OneVsAll in {spec!r}, got {auc_type!r}")
+        cost = params.get("misclass_cost_matrix")
+        if cost is not None and auc_type != "Mu":
+            raise ValueError(f"misclass_cost_matrix applies to AUC:type=Mu only, in {spec!r}")
+        return _catboost_auc(y_true, approx, weight, auc_type, cost)
+    inputs = check_score_inputs(y_true, approx, name="approx", kind="logits",
+                                sample_weight=weight, validate=validate)
+    if inputs.binary_column or inputs.num_classes < 2:
+        raise ValueError(
+            f"approx must be (N, K) raw scores with K >= 2 classes, got shape "
+            f"{tuple(getattr(approx, 'shape', np.shape(approx)))}"
+        )
+    inputs = _catboost_weights(inputs)
+    if name == "MultiClass":
+        return _output(F.log_loss(_score_pass(inputs, from_logits=True)), inputs)
+    if name == "MultiClassOneVsAll":
+        sums = _score_pass(inputs, from_logits=True, one_vs_all=True)
+        return _output(F.catboost_one_vs_all(sums), inputs)
+    return _output(F.score_mean(_score_pass(inputs, from_logits=False), "hinge"), inputs)
 
 
 __all__ = [

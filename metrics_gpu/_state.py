@@ -146,3 +146,54 @@ def statistics_from_matrix(matrix, observed, xp, *, invalid: int = 0,
         linear_disagreement=(weighted * distance).sum(),
         quadratic_disagreement=(weighted * distance * distance).sum(),
     )
+
+
+# -- score sums: the state of the fused pass over (N, K) scores ---------------
+
+# Fixed slots of the score-sum buffer; then one slot per k of top_k (weighted
+# hits), then the calibration bins: weight, confidence sum, correct sum (each
+# n_bins long). kernels/scores.cu writes the same layout (enum ScoreSlot).
+SCORE_SLOTS = (
+    "weight",       # sum of w over counted rows
+    "correct",      # sum of w [argmax == t] (ties to the lowest index, as numpy.argmax)
+    "nll",          # sum of w * -log p_t (softmax of logits, or clipped probabilities)
+    "brier",        # sum of w * sum_j (p_j - [j == t])^2
+    "hinge",        # sum of w * max(0, 1 - (z_t - max_{j != t} z_j)) (Crammer-Singer)
+    "one_vs_all",   # sum of w * (sum_j softplus(z_j) - z_t) (CatBoost MultiClassOneVsAll * K)
+    "invalid",      # rows whose target is out of range (counted, never indexed)
+)
+SCORE_SLOT = {name: index for index, name in enumerate(SCORE_SLOTS)}
+
+
+def score_sums_size(num_top_k: int, n_bins: int) -> int:
+    return len(SCORE_SLOTS) + num_top_k + 3 * n_bins
+
+
+@dataclass(frozen=True)
+class ScoreSums:
+    """Weighted sums of one read of ``(N, K)`` scores: every score metric's state.
+
+    ``buffer`` is one float64 vector (layout :data:`SCORE_SLOTS`, then top-k
+    hits, then the bins) on the backend's device; sums of two passes add.
+    """
+
+    buffer: Any
+    top_k: tuple
+    n_bins: int
+    num_classes: int
+    from_logits: bool
+
+    def slot(self, name: str):
+        return self.buffer[SCORE_SLOT[name]]
+
+    @property
+    def top_k_hits(self):
+        start = len(SCORE_SLOTS)
+        return self.buffer[start:start + len(self.top_k)]
+
+    def bins(self):
+        """``(weight, confidence sum, correct sum)`` per calibration bin."""
+        start = len(SCORE_SLOTS) + len(self.top_k)
+        b = self.n_bins
+        return (self.buffer[start:start + b], self.buffer[start + b:start + 2 * b],
+                self.buffer[start + 2 * b:start + 3 * b])

@@ -282,6 +282,122 @@ def check_label_inputs(y_true, y_pred, *, num_classes=None, sample_weight=None,
     )
 
 
+
+# -- (N, K) scores: the fused score pass ---------------------------------------
+
+SCORE_KINDS = ("probabilities", "logits", "decision")
+# scikit-learn's tolerance for probability rows that should sum to 1 (rtol
+# sqrt(eps) of the scores' float type).
+_PROBABILITY_SUM_RTOL = {np.dtype(np.float32): math.sqrt(np.finfo(np.float32).eps)}
+
+
+@dataclass(frozen=True)
+class ScoreInputs:
+    """Checked ``(y_true, scores)``, ready for the fused score pass."""
+
+    y_true: Any           # (N,) positions of the target among the score columns
+    scores: Any           # (N, K); 1-D binary scores arrive as two columns
+    sample_weight: Any
+    num_classes: int
+    ignore_index: int | None
+    guard: bool
+    backend: Any
+    source: Any = None    # the caller's y_true: results go back to its framework
+    binary_column: bool = False  # the caller gave one column (the positive class)
+
+
+def check_score_inputs(y_true, scores, *, name: str = "y_score", kind: str = "probabilities",
+                       sample_weight=None, labels=None, ignore_index=None, validate=True,
+                       binary_threshold=None) -> ScoreInputs:
+    """Check targets and ``(N, K)`` scores (or ``(N,)`` scores of class 1).
+
+    ``kind`` says what the scores are: ``"probabilities"`` (in [0, 1]; rows
+    that do not sum to 1 warn, as scikit-learn), ``"logits"`` or
+    ``"decision"`` values (any finite number). One column of binary scores
+    becomes two: ``[1 - p, p]`` for probabilities, ``[threshold, z]`` else
+    (``binary_threshold``, default 0). ``labels`` (scikit-learn's) lists the
+    class codes of the columns; targets are mapped to column positions.
+    """
+    if not isinstance(validate, bool):
+        raise ValueError(f"validate must be True or False, got {validate!r}")
+    check_option(kind, SCORE_KINDS, "kind")
+    backend = resolve_backend(y_true, scores, sample_weight)
+    xp = backend.xp
+    ignore_index = check_ignore_index(ignore_index)
+    targets = _as_label_array(y_true, "y_true", backend, validate)
+    values = _as_scores(scores, name, backend, validate)
+    binary_column = values.ndim == 1 or (values.ndim == 2 and values.shape[1] == 1)
+    if values.ndim not in (1, 2):
+        raise ValueError(f"{name} must be (N,) or (N, K) scores, got shape {tuple(values.shape)}")
+    n = targets.shape[0]
+    if n == 0:
+        raise ValueError("y_true is empty; at least one sample is required")
+    if values.shape[0] != n:
+        raise ValueError(f"y_true has {n} samples but {name} has {values.shape[0]} rows")
+    weight = check_sample_weight(sample_weight, n, backend, validate)
+    if validate and kind == "probabilities":
+        i = _first_true((values < 0) | (values > 1), backend)
+        if i is not None:
+            index = np.unravel_index(i, values.shape)
+            raise ValueError(
+                f"{name} must hold probabilities in [0, 1]; found {values[index].item()!r} at "
+                f"{'index' if values.ndim == 1 else 'row, column'} "
+                f"{index[0] if values.ndim == 1 else tuple(int(v) for v in index)}"
+            )
+    if binary_column:
+        column = values.reshape(n)
+        if column.dtype.kind in "iub":
+            column = column.astype(np.float64)
+        if kind == "probabilities":
+            values = xp.stack([1 - column, column], axis=1)
+        else:
+            threshold = xp.full(column.shape, 0 if binary_threshold is None else binary_threshold,
+                                dtype=column.dtype)
+            values = xp.stack([threshold, column], axis=1)
+    num_classes = int(values.shape[1])
+    if validate and kind == "probabilities" and not binary_column:
+        sums = values.astype(np.float64).sum(axis=1)
+        rtol = _PROBABILITY_SUM_RTOL.get(values.dtype, math.sqrt(np.finfo(np.float64).eps))
+        if bool(xp.any(xp.abs(sums - 1) > rtol)):
+            import warnings
+
+            warnings.warn("The y_prob values do not sum to one. Make sure to pass probabilities.",
+                          UserWarning, stacklevel=3)
+    if labels is not None:
+        classes = np.sort(check_labels_argument(labels, None, backend))
+        if classes.size != num_classes:
+            raise ValueError(
+                f"labels has {classes.size} classes but {name} has {num_classes} columns"
+            )
+        lookup = np.full(int(classes[-1]) + 2, -1, dtype=np.int64)
+        lookup[classes] = np.arange(num_classes)
+        codes = targets.astype(np.int64)
+        # Codes outside the table read its last slot, -1 (not a column).
+        outside = (codes < 0) | (codes > classes[-1])
+        if ignore_index is not None:
+            outside &= codes != ignore_index
+        positions = xp.take(backend.asarray(lookup), xp.where(outside, -1, codes))
+        if ignore_index is not None:
+            positions = xp.where(codes == ignore_index, ignore_index, positions)
+        if validate:
+            bad = positions < 0
+            if ignore_index is not None:
+                bad &= codes != ignore_index
+            i = _first_true(bad, backend)
+            if i is not None:
+                raise ValueError(
+                    f"y_true contains {targets[i].item()!r} at index {i}, which is not in "
+                    f"labels {classes.tolist()}"
+                )
+        targets = positions
+    elif validate:
+        _label_range(targets, "y_true", backend, num_classes, ignore_index)
+    return ScoreInputs(
+        y_true=targets, scores=values, sample_weight=weight, num_classes=num_classes,
+        ignore_index=ignore_index, guard=not validate, backend=backend, source=y_true,
+        binary_column=binary_column,
+    )
+
 def check_labels_argument(labels, num_classes: int | None, backend):
     """scikit-learn's ``labels=``: 1-D non-empty distinct class codes."""
     if labels is None:
@@ -376,3 +492,262 @@ def check_confusion_matrix(matrix, name: str = "confusion_matrix"):
             f"at row {row}, column {col}"
         )
     return array
+
+
+# -- ranking inputs ------------------------------------------------------------
+# The checks of metrics_gpu._ranking (ROC / PR curves, ROC AUC, average
+# precision, AUC-mu). Messages follow scikit-learn's where it has one for the
+# case, with the offending value and its position added.
+
+RANKING_AVERAGE_OPTIONS = (None, "micro", "macro", "samples", "weighted")
+MULTI_CLASS_OPTIONS = ("raise", "ovr", "ovo")
+# np.allclose(1, row_sum), scikit-learn's test that multiclass scores are probabilities.
+_ROW_SUM_RTOL, _ROW_SUM_ATOL = 1e-5, 1e-8
+
+
+@dataclass(frozen=True)
+class RankingInputs:
+    """Checked ``(y_true, y_score, sample_weight)`` of a ranking metric, on one backend."""
+
+    y_true: Any           # (N,) integer (or bool) labels
+    y_score: Any          # (N,) scores, or (N, K) per-class scores
+    sample_weight: Any    # (N,) or None
+    backend: Any
+    source: Any = None    # the caller's y_true: results go back to its framework and device
+
+
+def check_ranking_inputs(y_true, y_score, sample_weight=None) -> RankingInputs:
+    """Labels, finite scores ((N,), (N, 1) flattened, or (N, K)) and weights of one length.
+
+    Reads back one flag per check (and an index when a check fails), never the data.
+    """
+    backend = resolve_backend(y_true, y_score, sample_weight)
+    labels = _as_label_array(y_true, "y_true", backend, validate=True)
+    scores = backend.asarray(y_score)
+    if scores.dtype.name == "bfloat16":
+        scores = scores.astype(np.float32)  # exact; NumPy cannot sort bfloat16
+    if scores.dtype.kind not in "fiub":
+        raise ValueError(f"y_score must hold numeric scores, got dtype {scores.dtype}")
+    if scores.ndim == 2 and scores.shape[1] == 1:
+        scores = scores.reshape(-1)
+    if scores.ndim not in (1, 2):
+        raise ValueError(
+            f"y_score must be (N,) scores or (N, K) per-class scores, got shape "
+            f"{tuple(scores.shape)}"
+        )
+    n = labels.shape[0]
+    if n == 0:
+        raise ValueError("y_true and y_score are empty; at least one sample is required")
+    if scores.shape[0] != n:
+        raise ValueError(f"y_true has {n} samples but y_score has {scores.shape[0]}")
+    if scores.dtype.kind == "f":
+        i = _first_true(~backend.xp.isfinite(scores), backend)
+        if i is not None:
+            raise ValueError(
+                f"y_score must hold finite scores; found {scores.reshape(-1)[i].item()!r} at "
+                f"{_position(i, scores.shape)}"
+            )
+    weight = check_sample_weight(sample_weight, n, backend, validate=True)
+    return RankingInputs(labels, scores, weight, backend, source=y_true)
+
+
+def _position(flat_index: int, shape) -> str:
+    if len(shape) == 1:
+        return f"index {flat_index}"
+    row, column = np.unravel_index(flat_index, shape)
+    return f"row {row}, column {column}"
+
+
+def present_labels(inputs: RankingInputs) -> np.ndarray:
+    """The distinct labels of ``y_true``, sorted, on the host (one sync on a GPU)."""
+    return np.asarray(inputs.backend.to_host(inputs.backend.xp.unique(inputs.y_true)))
+
+
+def check_binary_scores(inputs: RankingInputs, function: str) -> None:
+    """Binary metrics rank one score per sample (scikit-learn's column_or_1d)."""
+    if inputs.y_score.ndim != 1:
+        raise ValueError(
+            f"{function} needs 1-D y_score for binary y_true (the scores of the positive "
+            f"class, e.g. y_score[:, 1]); got shape {tuple(inputs.y_score.shape)}"
+        )
+
+
+def check_curve_pos_label(pos_label, classes: np.ndarray):
+    """scikit-learn's ``_check_pos_label_consistency`` for binary curves, on class codes.
+
+    ``y_true`` must be binary unless ``pos_label`` picks the positive class;
+    ``pos_label=None`` means 1 when the labels are within {0, 1} or {-1, 1}.
+    """
+    if pos_label is None:
+        if classes.size > 2:
+            raise ValueError(
+                f"y_true has {classes.size} classes {classes.tolist()}: multiclass format is not "
+                "supported; pass pos_label to rank one class against the rest"
+            )
+        values = set(classes.astype(np.int64).tolist())
+        if not (values <= {0, 1} or values <= {-1, 1}):
+            shown = ", ".join(repr(v) for v in classes.tolist())
+            raise ValueError(
+                f"y_true takes value in {{{shown}}} and pos_label is not specified: either make "
+                "y_true take value in {0, 1} or {-1, 1} or pass pos_label explicitly."
+            )
+        return 1
+    return _check_label_value(pos_label, "pos_label")
+
+
+def _check_label_value(value, name: str):
+    if isinstance(value, (bool, np.bool_)):
+        return int(value)
+    if isinstance(value, numbers.Integral):
+        return int(value)
+    if isinstance(value, numbers.Real) and math.isfinite(value) and float(value).is_integer():
+        return int(value)
+    raise ValueError(f"{name} must be a class code (an integer), got {value!r}")
+
+
+def check_average_precision_pos_label(pos_label, classes: np.ndarray) -> int:
+    """scikit-learn's checks of ``pos_label`` in ``average_precision_score``."""
+    pos_label = _check_label_value(pos_label, "pos_label")
+    if classes.size > 2:
+        if pos_label != 1:
+            raise ValueError(
+                "Parameter pos_label is fixed to 1 for multiclass y_true. Do not set pos_label "
+                f"or set pos_label to 1 (got {pos_label})."
+            )
+    elif classes.size == 2 and pos_label not in classes:
+        raise ValueError(
+            f"pos_label={pos_label} is not a valid label. It should be one of "
+            f"{classes.tolist()}"
+        )
+    return pos_label
+
+
+def check_ranking_average(average, options=RANKING_AVERAGE_OPTIONS, problem: str = ""):
+    if average not in options:
+        where = f" for {problem} problems" if problem else ""
+        raise ValueError(f"average must be one of {options}{where}, got {average!r}")
+    return average
+
+
+def check_max_fpr(max_fpr):
+    """``max_fpr``: None, or a number in (0, 1] (the end of the partial ROC AUC)."""
+    if max_fpr is None:
+        return None
+    if (not isinstance(max_fpr, numbers.Real) or isinstance(max_fpr, bool)
+            or not 0 < max_fpr <= 1):
+        raise ValueError(f"max_fpr must be a number in (0, 1] or None, got {max_fpr!r}")
+    return float(max_fpr)
+
+
+def check_drop_intermediate(drop_intermediate) -> bool:
+    if not isinstance(drop_intermediate, (bool, np.bool_)):
+        raise ValueError(f"drop_intermediate must be True or False, got {drop_intermediate!r}")
+    return bool(drop_intermediate)
+
+
+def check_multiclass_scores(inputs: RankingInputs, classes: np.ndarray) -> None:
+    """(N, K) scores whose rows sum to 1, as scikit-learn's multiclass ROC AUC requires.
+
+    The row sums are reduced where the scores live; one flag is read back
+    (and the first bad row when there is one).
+    """
+    scores = inputs.y_score
+    if scores.ndim != 2:
+        raise ValueError(
+            "`y_score` needs to be of shape `(n_samples, n_classes)`, since `y_true` contains "
+            f"{classes.size} classes {classes.tolist()}. Got `y_score.shape="
+            f"{tuple(scores.shape)}`."
+        )
+    xp = inputs.backend.xp
+    sums = scores.astype(np.float64).sum(axis=1)
+    i = _first_true(xp.abs(1 - sums) > _ROW_SUM_ATOL + _ROW_SUM_RTOL * xp.abs(sums),
+                    inputs.backend)
+    if i is not None:
+        raise ValueError(
+            "Target scores need to be probabilities for multiclass roc_auc, i.e. they should "
+            f"sum up to 1.0 over classes; row {i} of y_score sums to {sums[i].item()!r}"
+        )
+
+
+def check_multi_class(multi_class) -> str:
+    if multi_class not in MULTI_CLASS_OPTIONS:
+        raise ValueError(f"multi_class must be one of {MULTI_CLASS_OPTIONS}, got {multi_class!r}")
+    return multi_class
+
+
+def check_multiclass_roc_labels(labels, classes: np.ndarray, n_columns: int) -> np.ndarray:
+    """scikit-learn's ``labels=`` of multiclass ROC AUC: the class of each score column.
+
+    Without ``labels`` the columns are the classes present in ``y_true``, sorted.
+    """
+    if labels is None:
+        if classes.size != n_columns:
+            raise ValueError(
+                f"Number of classes in y_true ({classes.size}: {classes.tolist()}) not equal to "
+                f"the number of columns in 'y_score' ({n_columns})"
+            )
+        return classes
+    array = np.asarray(labels)
+    if array.ndim == 2 and array.shape[1] == 1:
+        array = array.reshape(-1)
+    if array.ndim != 1 or array.size == 0:
+        raise ValueError(f"labels must be a non-empty 1-D list of class codes, got {labels!r}")
+    if array.dtype.kind not in "iub":
+        raise ValueError(f"labels must be integer class codes, got dtype {array.dtype}")
+    array = array.astype(np.int64)
+    if np.unique(array).size != array.size:
+        raise ValueError(f"Parameter 'labels' must be unique, got {array.tolist()}")
+    if np.any(np.diff(array) < 0):
+        raise ValueError(f"Parameter 'labels' must be ordered, got {array.tolist()}")
+    if array.size != n_columns:
+        raise ValueError(
+            f"Number of given labels, {array.size}, not equal to the number of columns in "
+            f"'y_score', {n_columns}"
+        )
+    missing = np.setdiff1d(classes, array)
+    if missing.size:
+        raise ValueError(
+            f"'y_true' contains labels not in parameter 'labels': {missing.tolist()}"
+        )
+    return array
+
+
+def check_ranking_class_codes(inputs: RankingInputs, num_classes: int) -> None:
+    """Labels must be class codes ``0..K-1`` of the ``K`` score columns."""
+    _label_range(inputs.y_true, "y_true", inputs.backend, num_classes, None)
+
+
+def check_cost_matrix(cost_matrix, num_classes: int) -> np.ndarray | None:
+    """AUC-mu's misclassification costs: K x K, finite, 0 on the diagonal (CatBoost's rule)."""
+    if cost_matrix is None:
+        return None
+    try:
+        matrix = np.asarray(cost_matrix, dtype=np.float64)
+    except (TypeError, ValueError):
+        raise ValueError(f"cost_matrix must be a K x K matrix of numbers, got {cost_matrix!r}") \
+            from None
+    if matrix.shape != (num_classes, num_classes):
+        raise ValueError(
+            f"cost_matrix must be {num_classes} x {num_classes} (one row and column per score "
+            f"column), got shape {matrix.shape}"
+        )
+    bad = ~np.isfinite(matrix)
+    if bad.any():
+        row, col = np.argwhere(bad)[0]
+        raise ValueError(
+            f"cost_matrix must be finite; found {matrix[row, col]!r} at row {row}, column {col}"
+        )
+    diagonal = np.diagonal(matrix)
+    if np.any(diagonal != 0):
+        i = _first_index(diagonal != 0)
+        raise ValueError(
+            f"cost_matrix must be 0 on the diagonal (a correct prediction costs nothing); "
+            f"found {diagonal[i]!r} at row {i}, column {i}"
+        )
+    return matrix
+
+
+def check_catboost_auc_type(auc_type) -> str:
+    if auc_type not in ("Mu", "OneVsAll"):
+        raise ValueError(f"auc_type must be 'Mu' or 'OneVsAll', got {auc_type!r}")
+    return auc_type

@@ -29,6 +29,8 @@ SCALAR_SPECS = (
     "MCC", "Accuracy", "HammingLoss", "ZeroOneLoss", "Kappa", "WKappa",
 )
 LABEL_SPECS = PER_CLASS_SPECS + SCALAR_SPECS
+# On the raw approxes, through the fused score pass (kernels/scores.cu).
+SCORE_SPECS = ("MultiClass", "MultiClassOneVsAll", "HingeLoss")
 
 
 def _catboost(y_true, approx, spec, weight=None):
@@ -88,7 +90,7 @@ SHAPES = {
 
 @pytest.mark.parametrize("weighted", [False, True], ids=["unweighted", "weighted"])
 @pytest.mark.parametrize("shape", sorted(SHAPES))
-@pytest.mark.parametrize("spec", LABEL_SPECS)
+@pytest.mark.parametrize("spec", LABEL_SPECS + SCORE_SPECS)
 def test_matches_eval_metric(backend, rng, spec, shape, weighted):
     num_classes, n, absent, never = SHAPES[shape]
     y_true, approx, weight = _make_case(rng, num_classes, n, absent_in_truth=absent,
@@ -179,16 +181,32 @@ def test_known_values(backend):
     assert _catboost(y_true, approx, "TotalF1:average=Macro")[0] == pytest.approx(7 / 9)
 
 
-@pytest.mark.parametrize(
-    "spec",
-    ["MultiClass", "MultiClassOneVsAll", "HingeLoss", "AUC", "AUC:type=OneVsAll",
-     "AUC:type=Mu;misclass_cost_matrix=0/0.5/2/1/0/1/0/0.5/0", "MultiClass:use_weights=false"],
-)
-def test_score_metrics_not_implemented(backend, spec):
-    y_true = backend.asarray(np.array([0.0, 1.0, 2.0]))
-    approx = backend.asarray(np.eye(3))
-    with pytest.raises(NotImplementedError, match=spec.split(":")[0]):
-        mg.catboost_metric(spec, y_true, approx)
+@pytest.mark.parametrize("spec", SCORE_SPECS)
+def test_score_metrics_use_weights_false(backend, rng, spec):
+    """use_weights=false: every weight 1, whatever is passed."""
+    y_true, approx, weight = _make_case(rng, 4, 120, weighted=True)
+    ours = _ours(backend, f"{spec}:use_weights=false", y_true, approx, weight)
+    np.testing.assert_allclose(ours, _catboost(y_true, approx, spec)[0], rtol=RTOL, atol=ATOL)
+
+
+def test_score_metrics_hand_worked(backend):
+    """MultiClass, MultiClassOneVsAll and HingeLoss from the seed's formulas."""
+    y_true = np.array([0.0, 2.0])
+    approx = np.array([[2.0, 0.0, 0.0], [1.0, 0.0, 1.0]])
+    # MultiClass: -mean log softmax(a)[t].
+    log_softmax = [2.0 - np.log(np.exp(2.0) + 2.0), 1.0 - np.log(2 * np.e + 1.0)]
+    # MultiClassOneVsAll: -(1/K) sum_j [j == t] log s(a_j) + [j != t] log(1 - s(a_j)).
+    s = 1.0 / (1.0 + np.exp(-approx))
+    one_hot = np.array([[1, 0, 0], [0, 0, 1]])
+    ova = -(np.where(one_hot == 1, np.log(s), np.log(1 - s)).sum(axis=1) / 3).mean()
+    # HingeLoss: max(0, 1 - (a_t - max_{j != t} a_j)): row 0 margin 2, row 1 margin 0.
+    expected = {"MultiClass": -np.mean(log_softmax), "MultiClassOneVsAll": ova,
+                "HingeLoss": (0.0 + 1.0) / 2}
+    for spec, value in expected.items():
+        np.testing.assert_allclose(_ours(backend, spec, y_true, approx), value, rtol=RTOL,
+                                   err_msg=spec)
+        np.testing.assert_allclose(_catboost(y_true, approx, spec)[0], value, rtol=RTOL,
+                                   err_msg=f"CatBoost {spec}")
 
 
 @pytest.mark.parametrize(

@@ -35,8 +35,14 @@ from metrics_gpu._kernels import (
     SCORE_TYPES,
     accumulate_expression,
     reduce_expression,
+    score_pass_expression,
 )
-from metrics_gpu._state import ClassStatistics, statistics_from_matrix
+from metrics_gpu._state import (
+    ClassStatistics,
+    ScoreSums,
+    score_sums_size,
+    statistics_from_matrix,
+)
 
 SOURCE = "confusion.cu"
 REDUCE_SOURCE = "reduce_metrics.cu"
@@ -57,6 +63,20 @@ REDUCE_STATIC_SHARED_BYTES = 13 * 1024
 # The reduction kernels' shared buffers are sized for blocks of at most this
 # many threads (kMaxBlockThreads in reduce_metrics.cu).
 REDUCE_MAX_BLOCK_THREADS = 256
+SCORES_SOURCE = "scores.cu"
+# kernels/scores.cu: top-k values per pass (kMaxTopK) and the block size its
+# reduction scratch is sized for (kScoreBlockThreads).
+SCORE_MAX_TOP_K = 8
+SCORE_MAX_BLOCK_THREADS = 256
+# Columns per lane before a row takes more lanes: about 8 keeps each lane's
+# loads independent while a warp still covers 4+ rows for K <= 32.
+SCORE_COLUMNS_PER_LANE = 8
+
+
+def score_group(num_columns: int) -> int:
+    """Lanes per row in the fused score pass: a power of two, at most a warp."""
+    wanted = -(-num_columns // SCORE_COLUMNS_PER_LANE)
+    return min(32, 1 << max(0, (wanted - 1).bit_length()))
 
 
 class RowArgmax:
@@ -472,3 +492,46 @@ class KernelBackend:
             total=out[SLOT["total"]], observed=observed, invalid=invalid,
         )
         return out, stats
+
+    # -- the fused pass over (N, K) scores -----------------------------------
+
+    def fused_logits_pass(self, y_true, scores, *, sample_weight=None, ignore_index=None,
+                          from_logits=True, clip_eps=2.220446049250313e-16, top_k=(),
+                          n_bins=0, one_vs_all=False) -> ScoreSums:
+        """Every score sum of ``(N, K)`` scores in one launch of kernels/scores.cu.
+
+        The same sums as :meth:`NumpyBackend.fused_logits_pass`; each block
+        writes its partial sums and the backend adds them in a fixed order
+        (no host sync).
+        """
+        device, xp = self.device, self.xp
+        top_k = tuple(int(v) for v in top_k)
+        if len(top_k) > SCORE_MAX_TOP_K:
+            raise ValueError(f"at most {SCORE_MAX_TOP_K} top_k values per pass, got {len(top_k)}")
+        true, true_type = self._labels(y_true)
+        if true_type not in SCORE_TARGET_TYPES:
+            true, true_type = self._labels(true.astype(np.int64))
+        values, score_type, row_stride, column_stride = self._scores(scores)
+        weight, weight_type = None, "mg::unit_weight"
+        if sample_weight is not None:
+            weight = xp.ascontiguousarray(sample_weight, dtype=np.float64)
+            weight_type = "double"
+        n, num_columns = int(values.shape[0]), int(values.shape[1])
+        ignore = _ignore_arguments(ignore_index, true.dtype)
+        group = score_group(num_columns)
+        shared_bytes = 3 * n_bins * 8
+        block = min(device.block_threads, SCORE_MAX_BLOCK_THREADS)
+        grid = max(1, min(self._grid(n * group, shared_bytes), -(-n * group // block)))
+        slots = score_sums_size(len(top_k), n_bins)
+        partials = device.zeros(grid * slots, np.float64)
+        limits = device.asarray(np.array(top_k or (0,), dtype=np.int64))
+        device.launch(
+            SCORES_SOURCE, score_pass_expression(true_type, score_type, weight_type), grid, block,
+            [true, values, weight, np.int64(n), np.int64(num_columns), np.int64(row_stride),
+             np.int64(column_stride), np.int32(group), *ignore, np.int32(bool(from_logits)),
+             np.float64(clip_eps), np.int32(bool(one_vs_all)), limits, np.int32(len(top_k)),
+             np.int32(n_bins), partials],
+            shared_bytes,
+        )
+        buffer = partials.reshape(grid, slots).sum(axis=0)
+        return ScoreSums(buffer, top_k, n_bins, num_columns, bool(from_logits))

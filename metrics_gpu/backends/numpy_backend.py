@@ -4,7 +4,9 @@ It supplies the array namespace and the heavy primitives, nothing else:
 
 * :meth:`NumpyBackend.accumulate_confusion` - dense K x K matrix in one pass,
 * :meth:`NumpyBackend.class_statistics` - O(K) per-class statistics for huge K,
-* :meth:`NumpyBackend.argmax_scores` - row argmax of ``(N, K)`` scores.
+* :meth:`NumpyBackend.argmax_scores` - row argmax of ``(N, K)`` scores,
+* :meth:`NumpyBackend.fused_logits_pass` - every score sum of ``(N, K)``
+  scores (kernels/scores.cu computes the same).
 
 Inputs arrive validated (or, with ``validate=False``, guarded here so that an
 out-of-range label is counted as invalid and never indexes out of bounds).
@@ -17,11 +19,72 @@ from __future__ import annotations
 import numpy as np
 
 from metrics_gpu._formulas import label_metric_values
-from metrics_gpu._state import ClassStatistics, statistics_from_matrix
+from metrics_gpu._state import (
+    SCORE_SLOT,
+    ClassStatistics,
+    ScoreSums,
+    score_sums_size,
+    statistics_from_matrix,
+)
 
 # 2**18 samples: the int64 index temporaries of one chunk (2 MiB each) stay in
 # L2/L3 cache, and the per-chunk Python overhead is < 1% at this size.
 CHUNK_SAMPLES = 1 << 18
+# Score rows per chunk: about 2**20 float64 elements (8 MiB) of temporaries.
+CHUNK_SCORE_ELEMENTS = 1 << 20
+
+
+def widen_scores(scores):
+    """Scores as float64 (bfloat16 through float32: NumPy has no direct cast)."""
+    if scores.dtype.name == "bfloat16":
+        scores = scores.astype(np.float32)
+    return np.asarray(scores, dtype=np.float64)
+
+
+def score_row_terms(z, t, *, from_logits: bool, clip_eps: float, one_vs_all: bool):
+    """Per-row terms of the fused pass for float64 rows ``z`` and targets ``t``.
+
+    The reference for kernels/scores.cu: argmax (lowest index on ties), -log
+    p_t, the Brier sum, the Crammer-Singer hinge, CatBoost's one-vs-all
+    log loss (times K), the max probability and the rank of the true class
+    (how many classes sort before it: higher score, or equal score and a
+    higher index, as scikit-learn's stable argsort reversed).
+    """
+    rows = np.arange(z.shape[0])
+    columns = np.arange(z.shape[1])
+    z_t = z[rows, t]
+    best = np.argmax(z, axis=1)
+    with np.errstate(divide="ignore", invalid="ignore", over="ignore"):
+        if from_logits:
+            m = z.max(axis=1)
+            e = np.exp(z - m[:, None])
+            s = e.sum(axis=1)
+            nll = m + np.log(s) - z_t
+            p_t = np.exp(z_t - m) / s
+            confidence = 1.0 / s
+            squares = (e * e).sum(axis=1) / (s * s)
+        else:
+            p_t = z_t
+            nll = -np.log(np.clip(z_t, clip_eps, 1.0 - clip_eps))
+            confidence = z.max(axis=1)
+            squares = (z * z).sum(axis=1)
+        others = z.copy()
+        others[rows, t] = -np.inf
+        hinge = np.maximum(0.0, 1.0 - (z_t - others.max(axis=1)))
+        ova = (np.logaddexp(0.0, z).sum(axis=1) - z_t) if one_vs_all else np.zeros_like(z_t)
+    rank = ((z > z_t[:, None]) | ((z == z_t[:, None]) & (columns > t[:, None]))).sum(axis=1)
+    return {
+        "correct": best == t, "nll": nll, "brier": squares - 2.0 * p_t + 1.0, "hinge": hinge,
+        "one_vs_all": ova, "confidence": confidence, "rank": rank,
+    }
+
+
+def calibration_bin(confidence, n_bins: int):
+    """Equal-width bin of each confidence in [0, 1]: floor(c * B), 1.0 in the last."""
+    with np.errstate(invalid="ignore"):
+        index = np.floor(np.nan_to_num(confidence) * n_bins)
+    return np.clip(index, 0, n_bins - 1).astype(np.intp)
+
 
 
 class NumpyBackend:
@@ -199,6 +262,46 @@ class NumpyBackend:
                                        selected=selected)
         return label_metric_values(stats, selected), stats
 
+    # -- the fused pass over (N, K) scores ------------------------------------
+
+    def fused_logits_pass(self, y_true, scores, *, sample_weight=None, ignore_index=None,
+                          from_logits=True, clip_eps=2.220446049250313e-16, top_k=(),
+                          n_bins=0, one_vs_all=False) -> ScoreSums:
+        """Every score sum of ``(N, K)`` scores in one chunked pass (float64 math).
+
+        Rows whose target is ``ignore_index`` are skipped; targets outside
+        ``[0, K)`` are counted in the ``invalid`` slot and never index.
+        """
+        n, k = scores.shape
+        top_k = tuple(int(v) for v in top_k)
+        buffer = np.zeros(score_sums_size(len(top_k), n_bins))
+        first_hit = len(SCORE_SLOT)
+        first_bin = first_hit + len(top_k)
+        rows_per_chunk = max(1, CHUNK_SCORE_ELEMENTS // k)
+        for start in range(0, n, rows_per_chunk):
+            stop = min(n, start + rows_per_chunk)
+            t = np.asarray(y_true[start:stop]).astype(np.int64)
+            counted = np.ones(t.shape, bool) if ignore_index is None else t != ignore_index
+            valid = counted & (t >= 0) & (t < k)
+            buffer[SCORE_SLOT["invalid"]] += np.count_nonzero(counted & ~valid)
+            w = (np.ones(stop - start) if sample_weight is None
+                 else np.asarray(sample_weight[start:stop], dtype=np.float64))[valid]
+            z = widen_scores(scores[start:stop])[valid]
+            terms = score_row_terms(z, t[valid], from_logits=from_logits, clip_eps=clip_eps,
+                                    one_vs_all=one_vs_all)
+            buffer[SCORE_SLOT["weight"]] += w.sum()
+            for name in ("correct", "nll", "brier", "hinge", "one_vs_all"):
+                buffer[SCORE_SLOT[name]] += (w * terms[name]).sum()
+            for i, limit in enumerate(top_k):
+                buffer[first_hit + i] += w[terms["rank"] < limit].sum()
+            if n_bins:
+                b = calibration_bin(terms["confidence"], n_bins)
+                buffer[first_bin:first_bin + n_bins] += np.bincount(b, w, n_bins)
+                buffer[first_bin + n_bins:first_bin + 2 * n_bins] += np.bincount(
+                    b, w * terms["confidence"], n_bins)
+                buffer[first_bin + 2 * n_bins:first_bin + 3 * n_bins] += np.bincount(
+                    b, w * terms["correct"], n_bins)
+        return ScoreSums(buffer, top_k, n_bins, k, from_logits)
 
 def _in_range(labels: np.ndarray, num_classes: int) -> np.ndarray:
     if labels.dtype.kind == "b":
@@ -209,3 +312,4 @@ def _in_range(labels: np.ndarray, num_classes: int) -> np.ndarray:
 
 
 NUMPY_BACKEND = NumpyBackend()
+

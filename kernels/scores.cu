@@ -1,0 +1,254 @@
+// The fused pass over (N, K) scores: one read of every row gives every score
+// metric's weighted sum (metrics_gpu/_state.py SCORE_SLOTS, same layout):
+// argmax correctness, -log p_t (softmax of logits, or clipped probabilities),
+// the Brier sum, the Crammer-Singer hinge, CatBoost's one-vs-all log loss,
+// the true class's rank for top-k hits, and the calibration bins of the
+// max probability. The reference is NumpyBackend.fused_logits_pass.
+//
+// Launch shape: blocks of whole warps (at most kMaxBlockThreads threads);
+// `group` lanes (a power of two <= 32) share a row, each scanning columns
+// lane, lane + group, ... and combining with width-`group` shuffles. Rows
+// are grid-strided; every lane runs the same trips (rows past the end are
+// inactive, never an early exit) so shuffles see converged warps.
+//
+// Precision: per-element exponentials in the widened score type (float for
+// float/half/bfloat16 scores, double for double); sums over a row and over
+// rows in double. With logits, the row's max m and s = sum exp(z - m) are
+// kept online (rescaled when the max grows), so the row is read once.
+//
+// Output: each block writes its partial sums to partials[block * slots ...]
+// (no global atomics); the host adds the rows in a fixed order. The scalar
+// slots are reduced in a fixed order within the block; the calibration bins
+// are added with shared-memory atomics, whose order may vary run to run (the
+// last bits of the bin sums only).
+//
+// Limits: K < 2^31 columns; top_k has at most kMaxTopK entries; 3 * n_bins
+// doubles of dynamic shared memory (the host checks the budget).
+#include "common.cuh"
+
+namespace mg {
+
+enum ScoreSlot {
+  kSlotWeight = 0,
+  kSlotCorrect,
+  kSlotNll,
+  kSlotBrier,
+  kSlotHinge,
+  kSlotOneVsAll,
+  kSlotInvalid,
+  kScalarSlots
+};
+constexpr int kMaxTopK = 8;          // top_k values per pass (the host checks)
+constexpr int kScoreBlockThreads = 256;  // the block-reduction scratch's size
+constexpr int kScoreWarps = kScoreBlockThreads / kWarpSize;
+constexpr int kReducedSlots = kScalarSlots + kMaxTopK;
+
+__device__ __forceinline__ float exp_of(float x) { return expf(x); }
+__device__ __forceinline__ double exp_of(double x) { return exp(x); }
+__device__ __forceinline__ float log1p_of(float x) { return log1pf(x); }
+__device__ __forceinline__ double log1p_of(double x) { return log1p(x); }
+
+// softplus(v) = log(1 + e^v), stable for large |v|.
+template <typename F>
+__device__ __forceinline__ F softplus(F v) {
+  F magnitude = v < F(0) ? -v : v;
+  return (v > F(0) ? v : F(0)) + log1p_of(exp_of(-magnitude));
+}
+
+// What one lane has seen of its row.
+template <typename F>
+struct RowScan {
+  F best;            // max score (argmax_beats order), and its column
+  int64 best_index;
+  F max_finite;      // logits: running max m of the softmax (ignores -inf)
+  double exp_sum;    // logits: sum exp(z - m); probabilities: unused
+  double square_sum; // logits: sum exp(2 (z - m)); probabilities: sum p^2
+  F other_max;       // max over columns j != t (hinge)
+  int64 rank;        // columns that sort before t
+  double softplus_sum;
+};
+
+template <typename F>
+__device__ __forceinline__ void merge_softmax(F& m, double& s, double& s2, F m_other,
+                                              double s_other, double s2_other) {
+  // Both parts rescaled to the larger max; an empty part (m = -inf, s = 0) adds 0.
+  F top = m_other > m ? m_other : m;
+  if (top == negative_infinity(F())) return;
+  double scale = m == negative_infinity(F()) ? 0.0 : (double)exp_of(m - top);
+  double scale_other = m_other == negative_infinity(F()) ? 0.0 : (double)exp_of(m_other - top);
+  s = s * scale + s_other * scale_other;
+  s2 = s2 * scale * scale + s2_other * scale_other * scale_other;
+  m = top;
+}
+
+template <typename S>
+__device__ __forceinline__ RowScan<typename Widened<S>::type> scan_row(
+    const S* row_scores, bool active, int64 t, typename Widened<S>::type z_t, int64 num_columns,
+    int64 column_stride, int group, bool from_logits, bool one_vs_all) {
+  typedef typename Widened<S>::type F;
+  const F minus_inf = negative_infinity(F());
+  RowScan<F> r;
+  r.best = minus_inf;
+  r.best_index = num_columns;  // sentinel: loses every tie to a real column
+  r.max_finite = minus_inf;
+  r.exp_sum = 0.0;
+  r.square_sum = 0.0;
+  r.other_max = minus_inf;
+  r.rank = 0;
+  r.softplus_sum = 0.0;
+  if (active) {
+    for (int64 c = (int64)(lane_index() % (unsigned int)group); c < num_columns; c += group) {
+      F v = widen(row_scores[c * column_stride]);
+      if (argmax_beats(v, c, r.best, r.best_index)) {
+        r.best = v;
+        r.best_index = c;
+      }
+      if (from_logits) {
+        if (v > r.max_finite) {
+          double scale = r.max_finite == minus_inf ? 0.0 : (double)exp_of(r.max_finite - v);
+          r.exp_sum = r.exp_sum * scale + 1.0;
+          r.square_sum = r.square_sum * scale * scale + 1.0;
+          r.max_finite = v;
+        } else if (v != minus_inf) {
+          double e = (double)exp_of(v - r.max_finite);
+          r.exp_sum += e;
+          r.square_sum += e * e;
+        }
+      } else {
+        r.square_sum += (double)v * (double)v;
+      }
+      if (c != t && v > r.other_max) r.other_max = v;
+      if (v > z_t || (v == z_t && c > t)) ++r.rank;
+      if (one_vs_all) r.softplus_sum += (double)softplus(v);
+    }
+  }
+  for (int offset = group / 2; offset > 0; offset /= 2) {
+    F best = __shfl_xor_sync(kFullWarp, r.best, offset, group);
+    int64 best_index = __shfl_xor_sync(kFullWarp, r.best_index, offset, group);
+    if (argmax_beats(best, best_index, r.best, r.best_index)) {
+      r.best = best;
+      r.best_index = best_index;
+    }
+    F m = __shfl_xor_sync(kFullWarp, r.max_finite, offset, group);
+    double s = __shfl_xor_sync(kFullWarp, r.exp_sum, offset, group);
+    double s2 = __shfl_xor_sync(kFullWarp, r.square_sum, offset, group);
+    if (from_logits) {
+      merge_softmax(r.max_finite, r.exp_sum, r.square_sum, m, s, s2);
+    } else {
+      r.square_sum += s2;
+    }
+    F other = __shfl_xor_sync(kFullWarp, r.other_max, offset, group);
+    if (other > r.other_max) r.other_max = other;
+    r.rank += __shfl_xor_sync(kFullWarp, r.rank, offset, group);
+    r.softplus_sum += __shfl_xor_sync(kFullWarp, r.softplus_sum, offset, group);
+  }
+  return r;
+}
+
+// Sum `value` over the block in a fixed order (warp shuffles, then warps in
+// index order); the result is valid in thread 0. `scratch` holds one double
+// per warp.
+__device__ __forceinline__ double block_sum(double value, double* scratch) {
+  for (int offset = kWarpSize / 2; offset > 0; offset /= 2) {
+    value += __shfl_xor_sync(kFullWarp, value, offset);
+  }
+  const unsigned int warp = threadIdx.x / kWarpSize;
+  __syncthreads();  // scratch is free (a previous call's reads are done)
+  if (lane_index() == 0) scratch[warp] = value;
+  __syncthreads();
+  double total = 0.0;
+  if (threadIdx.x == 0) {
+    for (unsigned int w = 0; w < blockDim.x / kWarpSize; ++w) total += scratch[w];
+  }
+  return total;
+}
+
+// partials: gridDim.x rows of (kScalarSlots + num_top_k + 3 * n_bins) doubles.
+template <typename TrueT, typename S, typename W>
+__global__ void __launch_bounds__(kScoreBlockThreads)
+fused_logits_pass(const TrueT* y_true, const S* scores, const W* weight, int64 n,
+                  int64 num_columns, int64 row_stride, int64 column_stride, int group,
+                  long long ignore_index, int has_ignore_index, int from_logits,
+                  double clip_eps, int one_vs_all, const long long* top_k, int num_top_k,
+                  int n_bins, double* partials) {
+  typedef typename Widened<S>::type F;
+  __shared__ double scratch[kScoreWarps];
+  MG_DYNAMIC_SHARED(double, bins);  // weight, confidence, correct: 3 * n_bins
+  for (int i = threadIdx.x; i < 3 * n_bins; i += blockDim.x) bins[i] = 0.0;
+  __syncthreads();
+
+  long long limits[kMaxTopK];
+#pragma unroll
+  for (int i = 0; i < kMaxTopK; ++i) limits[i] = i < num_top_k ? top_k[i] : 0;
+  double sums[kReducedSlots];
+#pragma unroll
+  for (int i = 0; i < kReducedSlots; ++i) sums[i] = 0.0;
+
+  const unsigned int lane = lane_index();
+  const bool leader = lane % (unsigned int)group == 0;
+  const int64 rows_per_step = grid_threads() / group;
+  for (int64 base = global_warp_base() / group; base < n; base += rows_per_step) {
+    const int64 row = base + lane / group;
+    bool active = row < n;
+    int64 t = active ? (int64)y_true[row] : 0;
+    bool counted = active && !(has_ignore_index && t == (int64)ignore_index);
+    bool valid = counted && t >= 0 && t < num_columns;
+    if (counted && !valid && leader) sums[kSlotInvalid] += 1.0;
+    const S* row_scores = scores + (valid ? row : 0) * row_stride;
+    F z_t = valid ? widen(row_scores[t * column_stride]) : F(0);
+    RowScan<F> r = scan_row(row_scores, valid, t, z_t, num_columns, column_stride, group,
+                            from_logits != 0, one_vs_all != 0);
+    if (!(valid && leader)) continue;  // after the shuffles: the warp stays converged
+
+    double w = weight_value(weight, row);
+    double p_t, nll, confidence, squares;
+    if (from_logits) {
+      double m = (double)r.max_finite;
+      p_t = exp((double)z_t - m) / r.exp_sum;
+      nll = m + log(r.exp_sum) - (double)z_t;
+      confidence = 1.0 / r.exp_sum;
+      squares = r.square_sum / (r.exp_sum * r.exp_sum);
+    } else {
+      p_t = (double)z_t;
+      double clipped = p_t < clip_eps ? clip_eps : (p_t > 1.0 - clip_eps ? 1.0 - clip_eps : p_t);
+      nll = -log(clipped);
+      confidence = (double)r.best;
+      squares = r.square_sum;
+    }
+    double margin = (double)z_t - (double)r.other_max;
+    double hinge = 1.0 - margin > 0.0 ? 1.0 - margin : 0.0;
+    double correct = r.best_index == t ? 1.0 : 0.0;
+    sums[kSlotWeight] += w;
+    sums[kSlotCorrect] += w * correct;
+    sums[kSlotNll] += w * nll;
+    sums[kSlotBrier] += w * (squares - 2.0 * p_t + 1.0);
+    sums[kSlotHinge] += w * hinge;
+    sums[kSlotOneVsAll] += one_vs_all ? w * (r.softplus_sum - (double)z_t) : 0.0;
+#pragma unroll
+    for (int i = 0; i < kMaxTopK; ++i) {
+      if (i < num_top_k && r.rank < limits[i]) sums[kScalarSlots + i] += w;
+    }
+    if (n_bins > 0) {
+      double scaled = (confidence == confidence ? confidence : 0.0) * (double)n_bins;
+      int b = scaled < 1.0 ? 0 : (scaled >= (double)(n_bins - 1) ? n_bins - 1 : (int)scaled);
+      atomicAdd(&bins[b], w);
+      atomicAdd(&bins[n_bins + b], w * confidence);
+      atomicAdd(&bins[2 * n_bins + b], w * correct);
+    }
+  }
+
+  const int slots = kScalarSlots + num_top_k + 3 * n_bins;
+  double* out = partials + (int64)blockIdx.x * slots;
+  for (int i = 0; i < kScalarSlots + num_top_k; ++i) {
+    double total = block_sum(sums[i], scratch);
+    if (threadIdx.x == 0) out[i] = total;
+  }
+  __syncthreads();  // every bin atomic is done
+  for (int i = threadIdx.x; i < 3 * n_bins; i += blockDim.x) {
+    out[kScalarSlots + num_top_k + i] = bins[i];
+  }
+}
+
+}  // namespace mg
+
+using mg::fused_logits_pass;

@@ -1,0 +1,336 @@
+"""Score-based metrics: one fused read of ``(N, K)`` scores per call.
+
+Every function here is the same pipeline: check the inputs
+(:func:`check_score_inputs`), one pass of the backend's
+``fused_logits_pass`` (kernels/scores.cu on a GPU, the chunked NumPy
+reference on a CPU) giving weighted sums, then a formula of
+:mod:`metrics_gpu._formulas` over those sums. :func:`logits_report` asks the
+one pass for everything at once.
+
+Classes are the score columns ``0..K-1`` (or scikit-learn's ``labels=``, the
+class codes of the columns in sorted order). Unlike scikit-learn, ``y_true``
+need not contain every class: a validation batch rarely does.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, replace
+from typing import Any
+
+import numpy as np
+
+from metrics_gpu import _formulas as F
+from metrics_gpu._backend import on_caller_stream
+from metrics_gpu._classification import _output
+from metrics_gpu._state import ScoreSums
+from metrics_gpu._validation import ScoreInputs, _is_int, check_option, check_score_inputs
+
+DEFAULT_TOP_K = (1, 5)
+DEFAULT_BINS = 15
+# Calibration bins live in shared memory (3 doubles each) on the GPU.
+MAX_BINS = 1024
+
+
+def _clip_eps(scores) -> float:
+    """scikit-learn's clip for log loss: the eps of float32 scores, else of float64
+    (it computes on float32 as float32 and on every other type as float64)."""
+    return float(np.finfo(np.float32 if scores.dtype == np.float32 else np.float64).eps)
+
+
+def _score_pass(inputs: ScoreInputs, *, from_logits: bool, top_k=(), n_bins: int = 0,
+                one_vs_all: bool = False) -> ScoreSums:
+    return inputs.backend.fused_logits_pass(
+        inputs.y_true, inputs.scores, sample_weight=inputs.sample_weight,
+        ignore_index=inputs.ignore_index, from_logits=from_logits,
+        clip_eps=_clip_eps(inputs.scores), top_k=top_k, n_bins=n_bins, one_vs_all=one_vs_all,
+    )
+
+
+def _check_bool(value, name: str) -> bool:
+    if not isinstance(value, (bool, np.bool_)):
+        raise ValueError(f"{name} must be True or False, got {value!r}")
+    return bool(value)
+
+
+def _check_top_k(top_k, name: str = "top_k") -> tuple:
+    values = (top_k,) if _is_int(top_k) else tuple(top_k)
+    if not values or any(not _is_int(k) or k < 1 for k in values):
+        raise ValueError(f"{name} must be positive integers, got {top_k!r}")
+    return tuple(int(k) for k in values)
+
+
+def _check_bins(n_bins) -> int:
+    if not _is_int(n_bins) or not 1 <= n_bins <= MAX_BINS:
+        raise ValueError(f"n_bins must be an integer in 1..{MAX_BINS}, got {n_bins!r}")
+    return int(n_bins)
+
+
+@on_caller_stream
+def log_loss(y_true, y_proba=None, *, normalize=True, sample_weight=None, labels=None,
+             from_logits=False, ignore_index=None, validate=True):
+    """Log loss (cross-entropy): the mean of ``-log p[i, y_true[i]]``.
+
+    Parameters
+    ----------
+    y_true : (N,) class codes.
+    y_proba : (N, K) probabilities, or (N,) probabilities of class 1 (binary);
+        with ``from_logits=True``, raw logits (softmax taken in the pass, never
+        materialised), or (N,) logits of class 1 against 0.
+    normalize : mean (True) or weighted sum (False), as scikit-learn.
+    sample_weight : (N,) optional weights.
+    labels : class codes of the columns (scikit-learn's), default ``0..K-1``.
+    from_logits : the scores are logits.
+    ignore_index : target value whose rows are skipped.
+    validate : check ranges, finiteness and row sums (each a reduction on the
+        device with a few numbers read back); False checks nothing.
+
+    Probabilities are clipped to ``[eps, 1 - eps]`` with the eps of float32
+    for float32 input and of float64 otherwise, and rows that do not sum to 1
+    warn, as scikit-learn does. Unlike scikit-learn, ``y_true`` need not hold
+    every class.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from metrics_gpu import log_loss
+    >>> round(float(log_loss(np.array([0, 1, 1]), np.array([[.9, .1], [.2, .8], [.3, .7]]))), 6)
+    0.228393
+    >>> round(float(log_loss(np.array([0, 1]), np.array([[2.0, 0.0], [0.0, 1.0]]),
+    ...                      from_logits=True)), 6)
+    0.220095
+    """
+    if y_proba is None:
+        raise ValueError("y_proba is required: (N, K) probabilities or logits")
+    from_logits = _check_bool(from_logits, "from_logits")
+    normalize = _check_bool(normalize, "normalize")
+    inputs = check_score_inputs(y_true, y_proba, name="y_proba",
+                                kind="logits" if from_logits else "probabilities",
+                                sample_weight=sample_weight, labels=labels,
+                                ignore_index=ignore_index, validate=validate)
+    sums = _score_pass(inputs, from_logits=from_logits)
+    return _output(F.log_loss(sums, normalize), inputs)
+
+
+@on_caller_stream
+def brier_score_loss(y_true, y_proba, *, sample_weight=None, pos_label=None, labels=None,
+                     scale_by_half="auto", ignore_index=None, validate=True):
+    """Brier score: the mean of ``sum_j (p[i, j] - [j == y_true[i]])**2``.
+
+    As scikit-learn 1.9: (N, K) probabilities or (N,) probabilities of the
+    positive class; ``scale_by_half="auto"`` halves the sum for 1-D input and
+    for K = 2 (which makes the binary case the mean of ``(p - y)**2``).
+    ``pos_label`` (binary 1-D input) names the class the column is for, 1 by
+    default.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from metrics_gpu import brier_score_loss
+    >>> round(float(brier_score_loss(np.array([0, 1, 1]), np.array([0.1, 0.9, 0.6]))), 6)
+    0.06
+    """
+    if scale_by_half != "auto":
+        _check_bool(scale_by_half, "scale_by_half")
+    if pos_label is not None and pos_label not in (0, 1):
+        raise ValueError(f"pos_label must be 0 or 1 (class codes), got {pos_label!r}")
+    inputs = check_score_inputs(y_true, y_proba, name="y_proba", kind="probabilities",
+                                sample_weight=sample_weight, labels=labels,
+                                ignore_index=ignore_index, validate=validate)
+    if pos_label == 0 and inputs.binary_column:
+        # The column is class 0's probability: swap the two columns.
+        inputs = _swap_binary_columns(inputs)
+    half = (inputs.binary_column or inputs.num_classes < 3) if scale_by_half == "auto" \
+        else bool(scale_by_half)
+    sums = _score_pass(inputs, from_logits=False)
+    return _output(F.brier_score(sums, half), inputs)
+
+
+def _swap_binary_columns(inputs: ScoreInputs) -> ScoreInputs:
+    return replace(inputs, scores=inputs.scores[:, ::-1])
+
+
+@on_caller_stream
+def hinge_loss(y_true, pred_decision, *, labels=None, sample_weight=None, ignore_index=None,
+               validate=True):
+    """Average hinge loss; multiclass is Crammer-Singer, as scikit-learn.
+
+    Per row ``max(0, 1 - (z[t] - max_{j != t} z[j]))`` over the decision
+    values ``pred_decision`` (N, K); (N,) binary decision values ``d`` give
+    ``max(0, 1 - y d)`` with ``y`` in {-1, +1}. Unlike scikit-learn,
+    ``y_true`` need not hold every class (the columns are the classes).
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from metrics_gpu import hinge_loss
+    >>> round(float(hinge_loss(np.array([1, 0, 1]), np.array([2.0, -0.5, 0.3]))), 6)
+    0.4
+    """
+    inputs = check_score_inputs(y_true, pred_decision, name="pred_decision", kind="decision",
+                                sample_weight=sample_weight, labels=labels,
+                                ignore_index=ignore_index, validate=validate)
+    sums = _score_pass(inputs, from_logits=False)
+    return _output(F.score_mean(sums, "hinge"), inputs)
+
+
+@on_caller_stream
+def top_k_accuracy_score(y_true, y_score, *, k=2, normalize=True, sample_weight=None,
+                         labels=None, ignore_index=None, validate=True):
+    """Share of rows whose true class is among the ``k`` highest scores.
+
+    Ties as scikit-learn: among equal scores the higher class index ranks
+    first. (N,) binary scores: with k = 1, class 1 when the score exceeds
+    0.5 for scores in [0, 1], else 0 (scikit-learn's threshold); k >= 2 hits
+    every row.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from metrics_gpu import top_k_accuracy_score
+    >>> scores = np.array([[0.5, 0.2, 0.2], [0.3, 0.4, 0.2], [0.2, 0.4, 0.3], [0.7, 0.2, 0.1]])
+    >>> float(top_k_accuracy_score(np.array([0, 1, 2, 2]), scores, k=2))
+    0.75
+    """
+    (k,) = _check_top_k(k, "k")
+    normalize = _check_bool(normalize, "normalize")
+    threshold = None
+    values = y_score
+    if getattr(values, "ndim", np.ndim(values)) == 1:
+        threshold = _binary_threshold(values)
+    inputs = check_score_inputs(y_true, values, name="y_score", kind="decision",
+                                sample_weight=sample_weight, labels=labels,
+                                ignore_index=ignore_index, validate=validate,
+                                binary_threshold=threshold)
+    sums = _score_pass(inputs, from_logits=False, top_k=(k,))
+    return _output(F.top_k_accuracy(sums, normalize)[0], inputs)
+
+
+def _binary_threshold(scores):
+    """scikit-learn's binary rule (class 1 when the score exceeds 0.5 for
+    scores in [0, 1], else 0) as the score of a class-0 column: the next
+    float above the threshold, since equal scores rank class 1 first."""
+    from metrics_gpu._backend import resolve_backend
+
+    backend = resolve_backend(scores)
+    values = backend.asarray(scores)
+    dtype = values.dtype if values.dtype.kind == "f" else np.dtype(np.float64)
+    probabilities = bool((values.min() >= 0) & (values.max() <= 1))
+    threshold = np.asarray(0.5 if probabilities else 0.0, dtype=dtype)
+    return np.nextafter(threshold, np.asarray(np.inf, dtype=dtype))
+
+
+@on_caller_stream
+def expected_calibration_error(y_true, y_proba, *, n_bins=DEFAULT_BINS, norm="l1",
+                               sample_weight=None, from_logits=False, ignore_index=None,
+                               validate=True):
+    """Calibration error of the top-class probability over equal-width bins.
+
+    Each row's confidence is its largest probability (softmax of logits with
+    ``from_logits=True``) and it is correct when that class (the lowest index
+    on ties) is the target. Bin b holds confidences in ``[b/B, (b+1)/B)``
+    (1.0 in the last). ``norm="l1"`` is the expected calibration error
+    ``sum_b prop_b |acc_b - conf_b|``, ``"l2"`` its root-mean-square form and
+    ``"max"`` the maximum calibration error over non-empty bins, as
+    torchmetrics' ``MulticlassCalibrationError`` defines them. (N,) binary
+    probabilities are read as ``[1 - p, p]`` (top-class confidence, unlike
+    torchmetrics' binary variant, which bins p itself).
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from metrics_gpu import expected_calibration_error
+    >>> p = np.array([[0.9, 0.1], [0.8, 0.2], [0.3, 0.7], [0.4, 0.6]])
+    >>> round(float(expected_calibration_error(np.array([0, 1, 1, 1]), p, n_bins=5)), 6)
+    0.35
+    """
+    n_bins = _check_bins(n_bins)
+    check_option(norm, F.CALIBRATION_NORMS, "norm")
+    from_logits = _check_bool(from_logits, "from_logits")
+    inputs = check_score_inputs(y_true, y_proba, name="y_proba",
+                                kind="logits" if from_logits else "probabilities",
+                                sample_weight=sample_weight, ignore_index=ignore_index,
+                                validate=validate)
+    sums = _score_pass(inputs, from_logits=from_logits, n_bins=n_bins)
+    return _output(F.calibration_error(sums, norm, inputs.backend.xp), inputs)
+
+
+@dataclass(frozen=True)
+class LogitsReport:
+    """Every score metric of one read of the logits (see :func:`logits_report`).
+
+    Scalars and arrays live where the inputs live (NumPy, CuPy, torch).
+    """
+
+    accuracy: Any
+    top_k_accuracy: dict
+    cross_entropy: Any
+    perplexity: Any
+    brier_score: Any
+    hinge_loss: Any
+    expected_calibration_error: Any
+    max_calibration_error: Any
+    calibration_proportion: Any
+    calibration_confidence: Any
+    calibration_accuracy: Any
+    total_weight: Any
+    n_invalid: Any
+
+
+@on_caller_stream
+def logits_report(y_true, scores, *, from_logits=True, top_k=DEFAULT_TOP_K, n_bins=DEFAULT_BINS,
+                  sample_weight=None, ignore_index=None, validate=True) -> LogitsReport:
+    """Accuracy, top-k accuracy, cross-entropy, perplexity, Brier score, hinge
+    loss and calibration, from one read of ``(N, K)`` logits or probabilities.
+
+    What a validation step wants of a classifier's outputs, without the
+    softmax, argmax, top-k and binning passes (and their ``(N, K)``
+    temporaries) that computing them one by one costs. No host sync on a GPU
+    with ``validate=False``.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from metrics_gpu import logits_report
+    >>> logits = np.array([[2.0, 0.5, 0.1], [0.2, 0.1, 1.5], [0.3, 2.2, 0.0], [1.0, 1.1, 0.9]])
+    >>> report = logits_report(np.array([0, 2, 1, 0]), logits, top_k=(1, 2), n_bins=5)
+    >>> float(report.accuracy), float(report.top_k_accuracy[2])
+    (0.75, 1.0)
+    """
+    top_k = _check_top_k(top_k)
+    if len(top_k) > 8:
+        raise ValueError(f"top_k takes at most 8 values, got {len(top_k)}")
+    n_bins = _check_bins(n_bins)
+    from_logits = _check_bool(from_logits, "from_logits")
+    inputs = check_score_inputs(y_true, scores, name="scores",
+                                kind="logits" if from_logits else "probabilities",
+                                sample_weight=sample_weight, ignore_index=ignore_index,
+                                validate=validate)
+    sums = _score_pass(inputs, from_logits=from_logits, top_k=top_k, n_bins=n_bins)
+    xp = inputs.backend.xp
+    hits = F.top_k_accuracy(sums)
+    proportion, confidence, accuracy = F.calibration_bins(sums, xp)
+
+    def out(value):
+        return _output(value, inputs)
+
+    return LogitsReport(
+        accuracy=out(F.score_mean(sums, "correct")),
+        top_k_accuracy={k: out(hits[i]) for i, k in enumerate(top_k)},
+        cross_entropy=out(F.log_loss(sums)),
+        perplexity=out(F.perplexity(sums, xp)),
+        brier_score=out(F.brier_score(sums, False)),
+        hinge_loss=out(F.score_mean(sums, "hinge")),
+        expected_calibration_error=out(F.calibration_error(sums, "l1", xp)),
+        max_calibration_error=out(F.calibration_error(sums, "max", xp)),
+        calibration_proportion=out(proportion),
+        calibration_confidence=out(confidence),
+        calibration_accuracy=out(accuracy),
+        total_weight=out(sums.slot("weight")),
+        n_invalid=out(sums.slot("invalid")),
+    )
+
+
+__all__ = [
+    "LogitsReport", "brier_score_loss", "expected_calibration_error", "hinge_loss", "log_loss",
+    "logits_report", "top_k_accuracy_score",
+]

@@ -1,0 +1,321 @@
+"""Score metrics: scikit-learn parity on every backend, the fused pass's
+kernel against the NumPy reference, hand-worked calibration, and errors.
+
+References: scikit-learn 1.9 (log_loss, brier_score_loss, hinge_loss,
+top_k_accuracy_score); calibration error from its definition, binned here with
+``numpy.digitize`` (not the library's binning); the kernel (emulated, and cuda
+on a GPU) against ``NumpyBackend.fused_logits_pass``.
+"""
+
+from __future__ import annotations
+
+import warnings
+
+import numpy as np
+import pytest
+import sklearn.metrics as skm
+
+import metrics_gpu as mg
+from metrics_gpu.backends.numpy_backend import NUMPY_BACKEND
+
+RTOL = 1e-12
+# float32 probabilities: scikit-learn computes in float32, we in float64.
+RTOL_FLOAT32 = 1e-6
+
+
+def _softmax(z):
+    e = np.exp(z - z.max(axis=1, keepdims=True))
+    return e / e.sum(axis=1, keepdims=True)
+
+
+def _case(rng, n, k, *, ties=False, weighted=False):
+    logits = rng.normal(scale=2.0, size=(n, k))
+    if ties:
+        logits = np.round(logits)  # many equal scores in a row
+    y_true = rng.integers(0, k, n)
+    boost = rng.random(n) < 0.5
+    logits[boost, y_true[boost]] += 2.0
+    weight = None
+    if weighted:
+        weight = rng.random(n) * 3.0
+        weight[rng.random(n) < 0.1] = 0.0
+    return y_true, logits, weight
+
+
+def _close(backend, ours, expected, rtol=RTOL, atol=1e-14):
+    value = backend.to_numpy(ours)
+    assert value.dtype == np.float64, value.dtype
+    np.testing.assert_allclose(value, expected, rtol=rtol, atol=atol)
+
+
+CASES = {  # name -> (N, K, ties, weighted)
+    "K2": (300, 2, False, False),
+    "K3-weighted": (300, 3, False, True),
+    "K10-ties": (500, 10, True, False),
+    "K10-ties-weighted": (500, 10, True, True),
+    "K50-weighted": (200, 50, False, True),
+}
+
+
+@pytest.mark.parametrize("dtype", [np.float64, np.float32], ids=["f64", "f32"])
+@pytest.mark.parametrize("name", sorted(CASES))
+def test_log_loss_matches_sklearn(backend, rng, name, dtype):
+    n, k, ties, weighted = CASES[name]
+    y_true, logits, weight = _case(rng, n, k, ties=ties, weighted=weighted)
+    proba = _softmax(logits).astype(dtype)
+    rtol = RTOL if dtype == np.float64 else RTOL_FLOAT32
+    t, p = backend.asarray(y_true), backend.asarray(proba)
+    w = None if weight is None else backend.asarray(weight)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", UserWarning)  # float32 rows: sum within sqrt(eps)
+        for normalize in (True, False):
+            expected = skm.log_loss(y_true, proba, normalize=normalize, sample_weight=weight,
+                                    labels=np.arange(k))
+            _close(backend, mg.log_loss(t, p, normalize=normalize, sample_weight=w), expected,
+                   rtol)
+    # From logits: the softmax in the pass, against scikit-learn on float64 probabilities.
+    expected = skm.log_loss(y_true, _softmax(logits), sample_weight=weight, labels=np.arange(k))
+    ours = mg.log_loss(t, backend.asarray(logits.astype(dtype)), sample_weight=w,
+                       from_logits=True)
+    _close(backend, ours, expected, 1e-12 if dtype == np.float64 else 1e-5)
+
+
+def test_log_loss_clips_and_binary_column(backend, rng):
+    y_true = rng.integers(0, 2, 200)
+    p1 = rng.random(200)
+    p1[:10] = y_true[:10] == 0  # certain and wrong: clipped, not inf
+    expected = skm.log_loss(y_true, p1)
+    _close(backend, mg.log_loss(backend.asarray(y_true), backend.asarray(p1)), expected)
+    # labels= names the classes of the columns: codes 3 and 7.
+    codes = np.where(y_true == 1, 7, 3)
+    expected = skm.log_loss(codes, np.stack([1 - p1, p1], axis=1), labels=[3, 7])
+    ours = mg.log_loss(backend.asarray(codes), backend.asarray(np.stack([1 - p1, p1], axis=1)),
+                       labels=[7, 3])
+    _close(backend, ours, expected)
+
+
+@pytest.mark.parametrize("name", sorted(CASES))
+def test_brier_hinge_top_k_match_sklearn(backend, rng, name):
+    n, k, ties, weighted = CASES[name]
+    y_true, logits, weight = _case(rng, n, k, ties=ties, weighted=weighted)
+    proba = _softmax(logits)
+    t, p, z = backend.asarray(y_true), backend.asarray(proba), backend.asarray(logits)
+    w = None if weight is None else backend.asarray(weight)
+    labels = np.arange(k)
+    for half in ("auto", True, False):
+        expected = skm.brier_score_loss(y_true, proba, sample_weight=weight, labels=labels,
+                                        scale_by_half=half)
+        _close(backend, mg.brier_score_loss(t, p, sample_weight=w, scale_by_half=half), expected)
+    # scikit-learn takes K = 2 as one decision column: the margin z_1 - z_0.
+    decision = logits[:, 1] - logits[:, 0] if k == 2 else logits
+    expected = skm.hinge_loss(y_true, decision, labels=labels, sample_weight=weight)
+    _close(backend, mg.hinge_loss(t, z, sample_weight=w), expected)
+    for top in sorted({1, 2, 3, k - 1, k}):
+        for normalize in (True, False):
+            if k == 2:
+                # scikit-learn refuses (N, 2) scores for binary targets; its
+                # ranking rule by hand: class 1 first on ties.
+                hits = (np.where(logits[:, 1] >= logits[:, 0], 1, 0) == y_true) | (top >= 2)
+                expected = np.average(hits, weights=weight) if normalize else (
+                    hits * (1.0 if weight is None else weight)).sum()
+            else:
+                expected = skm.top_k_accuracy_score(y_true, logits, k=top, labels=labels,
+                                                    normalize=normalize, sample_weight=weight)
+            _close(backend, mg.top_k_accuracy_score(t, z, k=top, normalize=normalize,
+                                                    sample_weight=w), expected)
+
+
+@pytest.mark.parametrize("scores", ["probabilities", "decision", "ties-at-threshold"])
+def test_binary_column_matches_sklearn(backend, rng, scores):
+    y_true = rng.integers(0, 2, 400)
+    weight = rng.random(400)
+    column = rng.random(400) if scores == "probabilities" else rng.normal(size=400)
+    if scores == "ties-at-threshold":
+        column[::3] = 0.0  # exactly the decision threshold
+    t, c, w = backend.asarray(y_true), backend.asarray(column), backend.asarray(weight)
+    for top in (1, 2):
+        expected = skm.top_k_accuracy_score(y_true, column, k=top, sample_weight=weight)
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            _close(backend, mg.top_k_accuracy_score(t, c, k=top, sample_weight=w), expected)
+    _close(backend, mg.hinge_loss(t, c, sample_weight=w),
+           skm.hinge_loss(y_true, column, sample_weight=weight))
+    if scores == "probabilities":
+        for pos_label in (None, 0, 1):
+            expected = skm.brier_score_loss(y_true, column, sample_weight=weight,
+                                            pos_label=pos_label)
+            _close(backend, mg.brier_score_loss(t, c, sample_weight=w, pos_label=pos_label),
+                   expected)
+        _close(backend, mg.log_loss(t, c, sample_weight=w),
+               skm.log_loss(y_true, column, sample_weight=weight))
+
+
+def _calibration_reference(y_true, proba, weight, n_bins):
+    """ECE / RMS CE / MCE from the definition: np.digitize into [b/B, (b+1)/B)."""
+    confidence = proba.max(axis=1)
+    correct = (proba.argmax(axis=1) == y_true).astype(float)
+    weight = np.ones(len(y_true)) if weight is None else weight
+    edges = np.linspace(0.0, 1.0, n_bins + 1)[1:-1]
+    index = np.digitize(confidence, edges)
+    ece = l2 = mce = 0.0
+    for b in range(n_bins):
+        members = index == b
+        mass = weight[members].sum()
+        if mass == 0:
+            continue
+        gap = abs(np.average(correct[members], weights=weight[members])
+                  - np.average(confidence[members], weights=weight[members]))
+        ece += mass / weight.sum() * gap
+        l2 += mass / weight.sum() * gap * gap
+        mce = max(mce, gap)
+    return {"l1": ece, "l2": np.sqrt(l2), "max": mce}
+
+
+@pytest.mark.parametrize("n_bins", [1, 5, 15])
+@pytest.mark.parametrize("weighted", [False, True], ids=["unweighted", "weighted"])
+def test_calibration_error_from_definition(backend, rng, n_bins, weighted):
+    y_true, logits, weight = _case(rng, 400, 6, weighted=weighted)
+    proba = _softmax(logits)
+    expected = _calibration_reference(y_true, proba, weight, n_bins)
+    t, p = backend.asarray(y_true), backend.asarray(proba)
+    w = None if weight is None else backend.asarray(weight)
+    for norm, value in expected.items():
+        _close(backend, mg.expected_calibration_error(t, p, n_bins=n_bins, norm=norm,
+                                                      sample_weight=w), value, 1e-12)
+        ours = mg.expected_calibration_error(t, backend.asarray(logits), n_bins=n_bins,
+                                             norm=norm, sample_weight=w, from_logits=True)
+        _close(backend, ours, value, 1e-9)
+
+
+def test_logits_report_agrees_with_each_function(backend, rng):
+    y_true, logits, weight = _case(rng, 600, 20, ties=True, weighted=True)
+    t, z, w = backend.asarray(y_true), backend.asarray(logits), backend.asarray(weight)
+    report = mg.logits_report(t, z, sample_weight=w, top_k=(1, 3, 5), n_bins=10)
+    proba = _softmax(logits)
+    _close(backend, report.accuracy, skm.accuracy_score(y_true, logits.argmax(axis=1),
+                                                       sample_weight=weight))
+    for k in (3, 5):
+        _close(backend, report.top_k_accuracy[k], skm.top_k_accuracy_score(
+            y_true, logits, k=k, labels=np.arange(20), sample_weight=weight))
+    ce = skm.log_loss(y_true, proba, sample_weight=weight, labels=np.arange(20))
+    _close(backend, report.cross_entropy, ce, 1e-12)
+    _close(backend, report.perplexity, np.exp(ce), 1e-12)
+    _close(backend, report.brier_score, skm.brier_score_loss(
+        y_true, proba, sample_weight=weight, labels=np.arange(20), scale_by_half=False), 1e-12)
+    _close(backend, report.hinge_loss, skm.hinge_loss(y_true, logits, labels=np.arange(20),
+                                                      sample_weight=weight))
+    reference = _calibration_reference(y_true, proba, weight, 10)
+    _close(backend, report.expected_calibration_error, reference["l1"], 1e-12)
+    _close(backend, report.max_calibration_error, reference["max"], 1e-12)
+    _close(backend, report.total_weight, weight.sum())
+
+
+def test_ignore_index_skips_rows(backend, rng):
+    y_true, logits, _ = _case(rng, 300, 5)
+    y_true[::4] = -100
+    kept = y_true != -100
+    ours = mg.log_loss(backend.asarray(y_true), backend.asarray(logits), from_logits=True,
+                       ignore_index=-100)
+    expected = skm.log_loss(y_true[kept], _softmax(logits[kept]), labels=np.arange(5))
+    _close(backend, ours, expected, 1e-12)
+
+
+# -- the kernel against the NumPy reference -------------------------------------
+
+SCORE_DTYPES = ["float64", "float32", "float16", "bfloat16"]
+# Widened scores are the same numbers; the kernel's per-element exponentials
+# are float32 for 32-bit and narrower scores (sums in float64).
+KERNEL_RTOL = {"float64": 1e-12, "float32": 2e-6, "float16": 2e-6, "bfloat16": 2e-6}
+
+
+def _scores_of(dtype, values):
+    if dtype == "bfloat16":
+        ml_dtypes = pytest.importorskip("ml_dtypes")
+        return values.astype(ml_dtypes.bfloat16)
+    return values.astype(dtype)
+
+
+@pytest.mark.parametrize("weighted", [False, True], ids=["unweighted", "weighted"])
+@pytest.mark.parametrize("from_logits", [True, False], ids=["logits", "probabilities"])
+@pytest.mark.parametrize("dtype", SCORE_DTYPES)
+@pytest.mark.parametrize("shape", [(257, 2), (130, 3), (97, 33), (40, 1000)],
+                         ids=lambda s: f"N{s[0]}-K{s[1]}")
+def test_kernel_equals_reference(case, rng, shape, dtype, from_logits, weighted):
+    n, k = shape
+    y_true, logits, weight = _case(rng, n, k, ties=True, weighted=weighted)
+    values = logits if from_logits else _softmax(logits)
+    scores = _scores_of(dtype, values)
+    y_true[3] = k + 5       # out of range: counted invalid, never read
+    y_true[7] = -1          # ignored
+    options = dict(from_logits=from_logits, clip_eps=1e-7, top_k=(1, 2, 5), n_bins=7,
+                   one_vs_all=True, ignore_index=-1)
+    expected = NUMPY_BACKEND.fused_logits_pass(y_true, scores, sample_weight=weight, **options)
+    ours = case.impl.fused_logits_pass(case.put(y_true), case.put(scores),
+                                       sample_weight=case.put(weight), **options)
+    got = case.get(ours.buffer)
+    assert got.shape == expected.buffer.shape
+    assert got[6] == 1.0, "one out-of-range target"
+    np.testing.assert_allclose(got, expected.buffer, rtol=KERNEL_RTOL[dtype],
+                               atol=KERNEL_RTOL[dtype])
+
+
+def test_kernel_wide_vocabulary(case, rng):
+    """K = 50,000 (a vocabulary): one row per warp, strided columns."""
+    n, k = 24, 50_000
+    logits = rng.normal(scale=3.0, size=(n, k)).astype(np.float32)
+    y_true = rng.integers(0, k, n)
+    logits[np.arange(n)[::2], y_true[::2]] += 12.0
+    logits[5, 17] = logits[5, y_true[5]]  # a tie with the target
+    options = dict(from_logits=True, top_k=(1, 5, 100), n_bins=15, one_vs_all=True)
+    expected = NUMPY_BACKEND.fused_logits_pass(y_true, logits, **options)
+    ours = case.impl.fused_logits_pass(case.put(y_true), case.put(logits), **options)
+    np.testing.assert_allclose(case.get(ours.buffer), expected.buffer, rtol=2e-6, atol=2e-6)
+
+
+def test_kernel_strided_scores(case, rng):
+    """A transposed (column-major) view is read with its strides, not misread."""
+    y_true, logits, _ = _case(rng, 64, 9)
+    strided = np.asfortranarray(logits)
+    expected = NUMPY_BACKEND.fused_logits_pass(y_true, logits, top_k=(2,), n_bins=3)
+    ours = case.impl.fused_logits_pass(case.put(y_true), case.put(strided), top_k=(2,),
+                                       n_bins=3)
+    np.testing.assert_allclose(case.get(ours.buffer), expected.buffer, rtol=1e-12)
+
+
+# -- errors ------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    "call, match",
+    [
+        (lambda: mg.log_loss([0, 1], [[0.5, 0.6], [0.2, 1.2]]), r"y_proba.*\[0, 1\].*1\.2"),
+        (lambda: mg.log_loss([0, 1], [[0.5, 0.5], [np.nan, 0.5]]), r"y_proba.*finite.*nan"),
+        (lambda: mg.log_loss([0, 1, 1], [[0.5, 0.5], [0.5, 0.5]]), r"3 samples.*2 rows"),
+        (lambda: mg.log_loss([0, 2], [[0.5, 0.5], [0.5, 0.5]]), r"y_true.*2"),
+        (lambda: mg.log_loss([0, 1], [[0.5, 0.5], [0.5, 0.5]], labels=[0, 1, 2]),
+         r"labels has 3 classes.*2 columns"),
+        (lambda: mg.log_loss([0, 5], [[0.5, 0.5], [0.5, 0.5]], labels=[0, 1]),
+         r"y_true contains 5.*not in labels"),
+        (lambda: mg.log_loss([0, 1], None), r"y_proba is required"),
+        (lambda: mg.log_loss([0, 1], [[0.5, 0.5], [0.5, 0.5]], sample_weight=[1, -1]),
+         r"sample_weight"),
+        (lambda: mg.top_k_accuracy_score([0, 1], [[1.0, 0.0], [0.0, 1.0]], k=0), r"k must"),
+        (lambda: mg.expected_calibration_error([0], [[1.0, 0.0]], n_bins=0), r"n_bins"),
+        (lambda: mg.expected_calibration_error([0], [[1.0, 0.0]], norm="l3"), r"norm"),
+        (lambda: mg.logits_report([0], [[1.0, 0.0]], top_k=tuple(range(1, 10))), r"top_k"),
+        (lambda: mg.brier_score_loss([0, 1], [0.2, 0.7], pos_label=2), r"pos_label"),
+        (lambda: mg.hinge_loss([0, 1], np.zeros((2, 2, 2))), r"pred_decision.*shape"),
+    ],
+    ids=["above-1", "nan", "length", "target-out-of-range", "labels-length",
+         "target-not-in-labels", "missing", "negative-weight", "k-0", "bins-0", "norm",
+         "too-many-k", "pos-label", "3-d"],
+)
+def test_bad_input_raises(call, match):
+    with pytest.raises(ValueError, match=match):
+        call()
+
+
+def test_rows_not_summing_to_one_warn(backend):
+    with pytest.warns(UserWarning, match="do not sum to one"):
+        mg.log_loss(backend.asarray(np.array([0, 1])),
+                    backend.asarray(np.array([[0.5, 0.4], [0.2, 0.8]])))
