@@ -16,7 +16,7 @@ from typing import Any
 
 import numpy as np
 
-from metrics_gpu._backend import resolve_backend
+from metrics_gpu._backend import is_device_array, resolve_backend
 
 AVERAGE_OPTIONS = (None, "micro", "macro", "weighted", "binary")
 NORMALIZE_OPTIONS = (None, "true", "pred", "all")
@@ -76,9 +76,19 @@ def check_ignore_index(ignore_index) -> int | None:
     return int(ignore_index)
 
 
+def _to_backend(values, backend):
+    """``values`` on the backend. Host data no GPU can hold (strings, objects)
+    stays on the host, so that the dtype checks name it, not CuPy."""
+    if not is_device_array(values):
+        host = np.asarray(values)
+        if host.dtype.kind in "OUSV" and host.dtype.name != "bfloat16":
+            return host
+    return backend.asarray(values)
+
+
 def _as_label_array(values, name: str, backend, validate: bool):
     """1-D integer (or bool) label codes; (N, 1) columns are flattened."""
-    array = backend.asarray(values)
+    array = _to_backend(values, backend)
     if array.ndim == 2 and array.shape[1] == 1:
         array = array.reshape(-1)
     if array.ndim != 1:
@@ -109,7 +119,7 @@ def _as_label_array(values, name: str, backend, validate: bool):
 
 
 def _as_scores(values, name: str, backend, validate: bool):
-    array = backend.asarray(values)
+    array = _to_backend(values, backend)
     # bfloat16 (ml_dtypes, as JAX and torch export it to NumPy) has kind 'V'.
     bfloat16 = array.dtype.name == "bfloat16"
     if array.dtype.kind not in "fiu" and not bfloat16:
@@ -129,7 +139,7 @@ def _as_scores(values, name: str, backend, validate: bool):
 def check_sample_weight(sample_weight, n_samples: int, backend, validate: bool):
     if sample_weight is None:
         return None
-    weight = backend.asarray(sample_weight)
+    weight = _to_backend(sample_weight, backend)
     if weight.ndim != 1:
         raise ValueError(
             f"sample_weight must be 1-D, got shape {tuple(weight.shape)}"
@@ -402,7 +412,7 @@ def check_labels_argument(labels, num_classes: int | None, backend):
     """scikit-learn's ``labels=``: 1-D non-empty distinct class codes."""
     if labels is None:
         return None
-    array = np.asarray(backend.to_host(backend.asarray(labels)))
+    array = np.asarray(backend.to_host(_to_backend(labels, backend)))
     if array.ndim != 1 or array.size == 0:
         raise ValueError(f"labels must be a non-empty 1-D list of class codes, got {labels!r}")
     if array.dtype.kind not in "iub":
@@ -745,6 +755,31 @@ def check_cost_matrix(cost_matrix, num_classes: int) -> np.ndarray | None:
             f"found {diagonal[i]!r} at row {i}, column {i}"
         )
     return matrix
+
+
+def check_per_class_scores(inputs: RankingInputs, classes: np.ndarray) -> None:
+    """Multiclass average precision: one score column per class present in ``y_true``."""
+    shape = tuple(inputs.y_score.shape)
+    if shape != (inputs.y_true.shape[0], classes.size):
+        raise ValueError(
+            "`y_score` needs to be of shape `(n_samples, n_classes)`, since `y_true` contains "
+            f"multiple classes ({classes.size}: {classes.tolist()}). Got `y_score.shape={shape}`."
+        )
+
+
+def check_auc_mu_scores(inputs: RankingInputs, name: str = "y_score") -> int:
+    """AUC-mu ranks (N, K) per-class scores, K >= 2; returns K."""
+    shape = tuple(inputs.y_score.shape)
+    if len(shape) != 2 or shape[1] < 2:
+        raise ValueError(f"{name} must be (N, K) per-class scores with K >= 2, got shape {shape}")
+    return shape[1]
+
+
+def check_some_weight(inputs: RankingInputs) -> None:
+    """A curve needs a sample of non-zero weight (one flag read back)."""
+    weight = inputs.sample_weight
+    if weight is not None and not bool(inputs.backend.xp.any(weight != 0)):
+        raise ValueError("sample_weight is 0 for every sample: the curve has no points")
 
 
 def check_catboost_auc_type(auc_type) -> str:
