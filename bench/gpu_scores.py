@@ -1,0 +1,1040 @@
+"""GPU bench: the fused logits pass vs the PyTorch idiom and torchmetrics; exact AUC vs a sort.
+
+    python bench/gpu_scores.py [--cases 1e6x1000 32768x128000 1e8x10]
+        [--dtypes float32 bfloat16] [--repeat 5] [--auc-samples 1e8]
+        [--skip fused cupy-route torch-route idiom torchmetrics auc] [--quick]
+        [--seed 0] [--json PATH] [--write-results]
+
+GPU only (CuPy and a CUDA GPU; without them it prints why and exits with 2).
+In one run, for every (N, K) case and logits dtype, on the same GPU arrays
+(int64 targets; logits N(0, 1) plus a bump on a predicted class that is the
+target ~80% of the time):
+
+* ours: ``metrics_gpu.logits_report(y, logits, from_logits=True, top_k=(1, 5),
+  n_bins=15, validate=False)`` (cross-entropy, accuracy, top-5, Brier, hinge,
+  15-bin calibration in one read of the logits), on CuPy arrays (float32) and
+  on zero-copy torch views of the same memory when torch is importable.
+  bfloat16 logits are a torch.bfloat16 CUDA tensor (CuPy has no bfloat16):
+  the library's cuda path widens torch bfloat16 to float32 (an (N, K) float32
+  copy, inside the timed call);
+* the PyTorch idiom, on the same torch tensor: ``F.cross_entropy(logits, y)``,
+  ``(logits.argmax(1) == y).float().mean()``, top-5 membership from
+  ``logits.topk(5, dim=1)``, and ``softmax(logits, 1).max(1)`` binned into a
+  15-bin calibration histogram with ``torch.bucketize`` / ``torch.bincount``;
+* torchmetrics' functional ``multiclass_accuracy`` (top_k=1 and top_k=5) and
+  ``multiclass_calibration_error`` (n_bins=15), ``average='micro'``,
+  ``validate_args=False`` (each timed; "tm ms" is their sum);
+* the bandwidth limit: a device-to-device copy of the same score bytes. Ours
+  reads N * K * itemsize score bytes; its GB/s is that over its time. The
+  copy's GB/s counts read + write, 2 x bytes / time, so "of copy" = our read
+  rate / the copy's DRAM traffic rate (as bench/gpu_confusion.py).
+
+Then the exact AUC: ``--auc-samples`` float32 scores in [0, 1] (float32
+rounding makes ties) with int64 0/1 targets: ``metrics_gpu._ranking.roc_auc_score``
+on CuPy arrays, ``cupy.argsort(scores)`` alone, and torchmetrics'
+``binary_auroc(thresholds=None)`` on torch views; checked against an exact
+tie-averaged rank-sum computed here (integer arithmetic).
+
+Times are CUDA-event times on the current stream, best of ``--repeat`` after a
+warm-up call. Checks: our cross-entropy and accuracy against torch's (rtol
+1e-4 for float32, 1e-2 for bfloat16), against a chunked float64 CuPy
+reference (rtol 1e-4), the CuPy and torch routes against each other, and
+torchmetrics' top-1 accuracy against ours. Free GPU memory is checked before
+each case and baseline (skipped with a note when short). Targets (project
+issue), printed PASS/MISS from the measured numbers: the fused pass >= 70% of
+copy bandwidth; >= 3x the PyTorch idiom; exact AUC <= 1.5x the sort alone.
+
+``--quick`` is a small smoke run (small cases, AUC on 1e6, 2 repeats).
+``--write-results`` writes ``bench/results/<date>-<gpu>-scores.json`` and
+``.md`` (the output exactly as printed). Exit status: 0 when every check
+agrees and every one of our calls ran, 1 otherwise, 2 when no GPU or no
+``cuda`` backend is available.
+"""
+
+from __future__ import annotations
+
+import argparse
+import datetime
+import json
+import platform
+import re
+import shlex
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+
+REPO = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(REPO))
+
+import metrics_gpu as mg  # noqa: E402
+from metrics_gpu._backend import CUDA_INSTALL_HINT, get_backend_implementation  # noqa: E402
+
+DEFAULT_CASES = ((10**6, 1000), (32768, 128000), (10**8, 10))
+QUICK_CASES = ((10**5, 1000), (1024, 32000), (10**6, 10))
+DEFAULT_AUC_SAMPLES = 10**8
+QUICK_AUC_SAMPLES = 10**6
+DEFAULT_REPEAT, QUICK_REPEAT = 5, 2
+TOP_K = (1, 5)
+N_BINS = 15
+
+TARGET_FRACTION = 0.70      # fused pass, of copy bandwidth
+TARGET_SPEEDUP_IDIOM = 3.0  # vs the PyTorch idiom
+TARGET_AUC_RATIO = 1.5      # exact AUC time / cupy.argsort time
+
+RTOL_TORCH = {"float32": 1e-4, "bfloat16": 1e-2}
+RTOL_REFERENCE = 1e-4       # ours vs the float64 CuPy reference
+RTOL_ROUTES = 1e-6          # CuPy route vs torch route: the same kernel on the same bytes,
+                            # but the torch route returns float32 tensors for float32 logits
+RTOL_AUC = 1e-9             # ours vs the exact rank-sum AUC
+RTOL_AUC_TORCHMETRICS = 1e-4  # information only
+
+GENERATION_CHUNK = 1 << 24   # elements per chunk when making logits
+REFERENCE_CHUNK = 1 << 24    # elements per chunk of the untimed float64 reference
+MEMORY_MARGIN = 2 << 30      # free bytes left over after a case's or baseline's estimate
+TM_TOP5_BYTES_PER_SCORE = 20  # torchmetrics top_k=5: int32 one-hots x2, int64 one-hot, bools
+TM_CALIBRATION_BYTES_PER_SCORE = 3  # its [0, 1] check: three bool temporaries
+SCORE_BUMP = 4.0             # added to the logit of the predicted class
+ACCURACY = 0.8               # share of rows whose predicted class is the target
+AUC_POSITIVE_SHARE = 0.3
+COPY_CONVENTION = ("copy GB/s = 2 x bytes / time (read + write); ours GB/s = score bytes read / "
+                   "time; 'of copy' = ours GB/s / copy GB/s")
+BF16_NOTE = ("bfloat16: logits are a torch.bfloat16 CUDA tensor (CuPy has no bfloat16); the "
+             "library's cuda path widens torch bfloat16 to float32 inside the timed call (an "
+             "(N, K) float32 copy); GB/s counts the 2-byte bfloat16 scores")
+
+
+def progress(message: str) -> None:
+    print(f"[gpu_scores] {message}", file=sys.stderr, flush=True)
+
+
+class Printer:
+    """print(), and keep every line for the .md written by --write-results."""
+
+    def __init__(self) -> None:
+        self.lines: list[str] = []
+
+    def __call__(self, text: str = "") -> None:
+        print(text, flush=True)
+        self.lines.extend(str(text).split("\n"))
+
+
+# -- set-up ------------------------------------------------------------------
+
+
+def load_gpu():
+    """Return ``(cupy, None)``, or ``(None, reason)`` when no GPU can be used."""
+    try:
+        import cupy
+    except Exception as error:  # ImportError, or a broken CUDA install
+        return None, (f"CuPy is not importable ({type(error).__name__}: {error}); "
+                      f"{CUDA_INSTALL_HINT}")
+    try:
+        count = cupy.cuda.runtime.getDeviceCount()
+    except Exception as error:
+        return None, f"no usable CUDA GPU ({type(error).__name__}: {error})"
+    if count < 1:
+        return None, "no CUDA GPU found"
+    return cupy, None
+
+
+def load_torch(cp, notes: list[str]):
+    """Return ``(torch, torchmetrics_functions)``; either may be None, with a note."""
+    try:
+        import torch
+    except Exception as error:
+        notes.append(f"torch not importable ({type(error).__name__}): the torch route, the "
+                     "PyTorch idiom, torchmetrics and bfloat16 cases are not run")
+        return None, None
+    if not torch.cuda.is_available():
+        notes.append("torch has no CUDA here: the torch route, the PyTorch idiom, torchmetrics "
+                     "and bfloat16 cases are not run")
+        return None, None
+    # One stream for everything, so that CUDA events bracket torch's work too.
+    stream = cp.cuda.get_current_stream()
+    if torch.cuda.current_stream().cuda_stream != stream.ptr:
+        torch.cuda.set_stream(torch.cuda.ExternalStream(stream.ptr))
+    try:
+        import torchmetrics
+        from torchmetrics.functional.classification import (
+            binary_auroc,
+            multiclass_accuracy,
+            multiclass_calibration_error,
+        )
+    except Exception as error:
+        notes.append(f"torchmetrics not importable ({type(error).__name__}): its columns are null")
+        return torch, None
+    return torch, {"version": torchmetrics.__version__, "accuracy": multiclass_accuracy,
+                   "calibration": multiclass_calibration_error, "binary_auroc": binary_auroc}
+
+
+def environment(cp, torch, tm) -> dict:
+    device = cp.cuda.Device()
+    props = cp.cuda.runtime.getDeviceProperties(device.id)
+    name = props["name"]
+    name = name.decode() if isinstance(name, bytes) else str(name)
+
+    def version(number: int) -> str:
+        return f"{number // 1000}.{number % 1000 // 10}"
+
+    free, total = cp.cuda.runtime.memGetInfo()
+    return {
+        "gpu": name,
+        "gpu_memory_bytes": int(total),
+        "gpu_free_bytes_at_start": int(free),
+        "cupy": cp.__version__,
+        "cuda_runtime": version(cp.cuda.runtime.runtimeGetVersion()),
+        "cuda_driver": version(cp.cuda.runtime.driverGetVersion()),
+        "torch": None if torch is None else torch.__version__,
+        "torch_cuda": None if torch is None else torch.version.cuda,
+        "torchmetrics": None if tm is None else tm["version"],
+        "metrics_gpu": mg.__version__,
+        "commit": git_commit(),
+        "python": platform.python_version(),
+        "numpy": np.__version__,
+        "date": datetime.datetime.now(datetime.timezone.utc).date().isoformat(),
+    }
+
+
+def git_commit() -> str | None:
+    try:
+        head = subprocess.run(["git", "rev-parse", "--short", "HEAD"], cwd=REPO,
+                              capture_output=True, text=True, timeout=10)
+        dirty = subprocess.run(["git", "status", "--porcelain", "--untracked-files=no"],
+                               cwd=REPO, capture_output=True, text=True, timeout=10)
+    except (OSError, subprocess.SubprocessError):
+        return None
+    if head.returncode != 0:
+        return None
+    return head.stdout.strip() + ("+dirty" if dirty.stdout.strip() else "")
+
+
+class Context:
+    """What every case needs: CuPy, the stream, the optional libraries, the notes."""
+
+    def __init__(self, cp, torch, tm, args, notes):
+        self.cp = cp
+        self.torch = torch
+        self.tm = tm
+        self.args = args
+        self.notes = notes
+        self.stream = cp.cuda.get_current_stream()
+        oom = [cp.cuda.memory.OutOfMemoryError]
+        if torch is not None:
+            oom.append(torch.cuda.OutOfMemoryError)
+        self.oom_errors = tuple(oom)
+        self.failures = 0  # disagreements and errors of our calls
+        self._noted: set[str] = set()
+
+    def note(self, text: str, key: str | None = None) -> None:
+        """Add a note for the output; one per ``key`` when a key is given."""
+        if key is not None:
+            if key in self._noted:
+                return
+            self._noted.add(key)
+        self.notes.append(text)
+        progress(f"note: {text}")
+
+    def free_memory(self) -> None:
+        self.stream.synchronize()
+        self.cp.get_default_memory_pool().free_all_blocks()
+        if self.torch is not None:
+            self.torch.cuda.empty_cache()
+
+    def free_bytes(self) -> int:
+        self.free_memory()
+        return int(self.cp.cuda.runtime.memGetInfo()[0])
+
+    def fits(self, label: str, need: int) -> bool:
+        """Whether ``need`` bytes plus the margin are free; a note when not."""
+        free = self.free_bytes()
+        if need + MEMORY_MARGIN <= free:
+            return True
+        self.note(f"{label}: not run (needs about {need / 1e9:.1f} GB, {free / 1e9:.1f} GB of "
+                  f"GPU memory free, {MEMORY_MARGIN >> 30} GiB margin)")
+        return False
+
+
+# -- timing ------------------------------------------------------------------
+
+
+def time_gpu(ctx: Context, function, repeat: int):
+    """Best CUDA-event time in ms of ``function`` after one warm-up call."""
+    cp, stream = ctx.cp, ctx.stream
+    result = function()
+    stream.synchronize()
+    times = []
+    for _ in range(repeat):
+        start, end = cp.cuda.Event(), cp.cuda.Event()
+        start.record(stream)
+        result = function()
+        end.record(stream)
+        end.synchronize()
+        times.append(cp.cuda.get_elapsed_time(start, end))
+    return min(times), times, result
+
+
+def attempt(ctx: Context, label: str, function, convert):
+    """Time ``function``; return ``(timing dict, host copy of its result)``.
+
+    Out of memory (CuPy or torch) and any other error give ``ms: None`` and a
+    note; ``convert`` turns the last result into host values after timing.
+    """
+    progress(f"  {label}")
+    try:
+        best, times, result = time_gpu(ctx, function, ctx.args.repeat)
+        host = convert(result)
+        del result
+        return {"ms": best, "times_ms": times}, host
+    except ctx.oom_errors:
+        ctx.note(f"{label}: out of GPU memory, recorded null")
+        return {"ms": None, "error": "out of memory"}, None
+    except Exception as error:  # a missing feature of one library must not end the run
+        ctx.note(f"{label}: {type(error).__name__}: {error}".splitlines()[0][:300])
+        return {"ms": None, "error": f"{type(error).__name__}: {error}"[:1000]}, None
+    finally:
+        ctx.free_memory()
+
+
+def time_copy(ctx: Context, label: str, sources) -> dict:
+    """Device-to-device copy of ``sources`` (``(MemoryPointer, nbytes)`` pairs) into one buffer."""
+    cp, stream = ctx.cp, ctx.stream
+    total = sum(size for _, size in sources)
+    target = []  # the copy's destination, dropped before returning
+    try:
+        target.append(cp.empty(total, dtype=cp.uint8))
+    except ctx.oom_errors:
+        ctx.note(f"{label}: no memory for a {total / 1e9:.1f} GB copy target, recorded null")
+        return {"bytes": total, "ms": None, "gb_per_s": None, "error": "out of memory"}
+
+    def copy():
+        offset = 0
+        for pointer, size in sources:
+            (target[0].data + offset).copy_from_device_async(pointer, size, stream)
+            offset += size
+
+    timing, _ = attempt(ctx, label, copy, lambda result: None)
+    target.clear()
+    ctx.free_memory()
+    ms = timing["ms"]
+    timing.update(bytes=total, gb_per_s=None if ms is None else 2 * total / (ms * 1e-3) / 1e9)
+    return timing
+
+
+# -- inputs ------------------------------------------------------------------
+
+
+def make_targets(cp, n: int, k: int, seed: int):
+    """int64 targets (uniform) and the predicted class of each row (the target w.p. 0.8)."""
+    random = cp.random.RandomState(seed)
+    y = random.randint(0, k, size=n).astype(cp.int64, copy=False)
+    other = random.randint(0, k, size=n).astype(cp.int64, copy=False)
+    pred = cp.where(random.random_sample(n) < ACCURACY, y, other)
+    del other
+    return y, pred
+
+
+def make_logits(ctx: Context, pred, k: int, dtype: str, seed: int):
+    """(N, K) logits: N(0, 1) plus SCORE_BUMP on ``pred``; made chunk by chunk.
+
+    float32: a CuPy array. bfloat16: a torch tensor filled from the same
+    float32 values (rounded), so no float32 copy of the whole is held.
+    """
+    cp, torch = ctx.cp, ctx.torch
+    n = pred.shape[0]
+    random = cp.random.RandomState(seed + 1)
+    if dtype == "float32":
+        logits = cp.empty((n, k), dtype=cp.float32)
+    else:
+        logits = torch.empty((n, k), dtype=torch.bfloat16, device="cuda")
+    rows = max(1, GENERATION_CHUNK // k)
+    for start in range(0, n, rows):
+        stop = min(start + rows, n)
+        block = random.standard_normal((stop - start, k), dtype=cp.float32)
+        block[cp.arange(stop - start), pred[start:stop]] += SCORE_BUMP
+        if dtype == "float32":
+            logits[start:stop] = block
+        else:
+            logits[start:stop].copy_(torch.from_dlpack(block))
+        del block
+    return logits
+
+
+# -- results on the host -------------------------------------------------------
+
+
+def to_numpy(value):
+    if value is None:
+        return None
+    if isinstance(value, np.ndarray):
+        return value
+    if hasattr(value, "detach"):  # torch
+        return value.detach().float().cpu().numpy() if value.dtype.is_floating_point \
+            else value.detach().cpu().numpy()
+    if hasattr(value, "get") and hasattr(value, "__cuda_array_interface__"):  # CuPy
+        return value.get()
+    return np.asarray(value)
+
+
+def to_float(value) -> float:
+    return float(to_numpy(value))
+
+
+def report_host(report) -> dict:
+    return {
+        "cross_entropy": to_float(report.cross_entropy),
+        "accuracy": to_float(report.accuracy),
+        "top5_accuracy": to_float(report.top_k_accuracy[5]),
+        "expected_calibration_error": to_float(report.expected_calibration_error),
+        "brier_score": to_float(report.brier_score),
+        "n_invalid": to_float(report.n_invalid),
+    }
+
+
+def idiom_host(result) -> dict:
+    ce, acc, top5, ece, _count = result
+    return {"cross_entropy": to_float(ce), "accuracy": to_float(acc),
+            "top5_accuracy": to_float(top5), "expected_calibration_error": to_float(ece)}
+
+
+def close(a, b, rtol: float) -> bool | None:
+    if a is None or b is None:
+        return None
+    return bool(np.isclose(a, b, rtol=rtol, atol=0))
+
+
+# -- the fused pass --------------------------------------------------------------
+
+
+def fmt_n(n: int) -> str:
+    exponent = len(str(n)) - 1
+    return f"1e{exponent}" if n == 10**exponent else f"{n:,}".replace(",", "")
+
+
+def make_idiom(ctx: Context, logits, target, k: int):
+    """What a PyTorch user writes today: loss, accuracy, top-5 and a calibration histogram."""
+    torch = ctx.torch
+    functional = torch.nn.functional
+    boundaries = torch.linspace(0, 1, N_BINS + 1, device=logits.device)[1:-1].contiguous()
+    count = target.numel()
+
+    def idiom():
+        ce = functional.cross_entropy(logits, target)
+        accuracy = (logits.argmax(1) == target).float().mean()
+        top5 = (logits.topk(5, dim=1).indices == target[:, None]).any(1).float().mean()
+        confidence, predicted = torch.softmax(logits, dim=1).max(1)
+        confidence = confidence.float()
+        correct = (predicted == target).float()
+        bins = torch.bucketize(confidence, boundaries, right=True)  # [b/B, (b+1)/B)
+        in_bin = torch.bincount(bins, minlength=N_BINS)
+        confidence_sum = torch.bincount(bins, weights=confidence, minlength=N_BINS)
+        correct_sum = torch.bincount(bins, weights=correct, minlength=N_BINS)
+        ece = (correct_sum - confidence_sum).abs().sum() / count
+        return ce, accuracy, top5, ece, in_bin
+
+    return idiom
+
+
+def reference(ctx: Context, y, chunk_of, n: int, k: int) -> dict:
+    """Untimed float64 cross-entropy and accuracy (CuPy, chunked): the check without torch."""
+    cp = ctx.cp
+    rows = max(1, REFERENCE_CHUNK // k)
+    nll = cp.zeros((), dtype=cp.float64)
+    correct = cp.zeros((), dtype=cp.int64)
+    for start in range(0, n, rows):
+        stop = min(start + rows, n)
+        z = chunk_of(start, stop).astype(cp.float64)
+        t = y[start:stop]
+        top = z.max(axis=1)
+        lse = top + cp.log(cp.exp(z - top[:, None]).sum(axis=1))
+        nll += (lse - z[cp.arange(stop - start), t]).sum()
+        correct += (cp.argmax(z, axis=1) == t).sum()
+        del z, lse
+    result = {"cross_entropy": float(nll) / n, "accuracy": int(correct) / n}
+    ctx.free_memory()
+    return result
+
+
+def score_case(ctx: Context, n: int, k: int, dtype: str, y, pred) -> dict | bool:
+    torch = ctx.torch
+    short = {"float32": "f32", "bfloat16": "bf16"}[dtype]
+    name = f"N={fmt_n(n)} K={k} {short}"
+    if dtype == "bfloat16" and torch is None:
+        ctx.note("bfloat16 cases: not run (bfloat16 logits are made with torch)", key="bf16")
+        return False
+    itemsize = 4 if dtype == "float32" else 2
+    score_bytes = n * k * itemsize
+    # The logits, plus the largest of: the idiom's (N, K) temporaries
+    # (log_softmax, softmax; more than the copy's target), our float32
+    # widening of bfloat16.
+    need = score_bytes + max(2 * score_bytes, n * k * 4 if dtype == "bfloat16" else 0)
+    if not ctx.fits(name, need):
+        return False
+    progress(f"{name}: making logits")
+    logits = make_logits(ctx, pred, k, dtype, ctx.args.seed + k)
+    case = {"case": name, "n": n, "k": k, "dtype": dtype, "score_bytes": score_bytes}
+    try:
+        measure_case(ctx, case, y, logits)
+    finally:
+        del logits  # the inputs of the case go before the next one is made
+        ctx.free_memory()
+    return case
+
+
+def measure_case(ctx: Context, case: dict, y, logits) -> None:
+    cp, torch, tm, args = ctx.cp, ctx.torch, ctx.tm, ctx.args
+    name, n, k, dtype = case["case"], case["n"], case["k"], case["dtype"]
+    score_bytes = case["score_bytes"]
+    rtol = RTOL_TORCH[dtype]
+
+    if dtype == "float32":
+        logits_cp = logits
+        logits_t = None if torch is None else torch.from_dlpack(logits)
+        raw = logits
+    else:
+        logits_cp = None
+        logits_t = logits
+        raw = cp.from_dlpack(logits.view(torch.int16))  # the same bits, for the copy
+    y_t = None if torch is None else torch.from_dlpack(y)
+
+    # -- ours, by each route --
+    routes = []
+    if logits_cp is not None and "cupy-route" not in args.skip:
+        routes.append(("cupy", y, logits_cp))
+    if logits_t is not None and ("torch-route" not in args.skip or dtype == "bfloat16"):
+        routes.append(("torch (bf16 -> f32)" if dtype == "bfloat16" else "torch", y_t, logits_t))
+    case["ours_call"] = (f"logits_report(y, logits, from_logits=True, top_k={TOP_K}, "
+                         f"n_bins={N_BINS}, validate=False)")
+    case["ours"] = []
+    for route, target, scores in routes:
+        def call(target=target, scores=scores):
+            return mg.logits_report(target, scores, from_logits=True, top_k=TOP_K,
+                                    n_bins=N_BINS, validate=False)
+
+        with mg.use_backend("cuda"):
+            timing, values = attempt(ctx, f"{name}: ours ({route})", call, report_host)
+        if values is None:
+            ctx.failures += 1
+        case["ours"].append({"route": route, **timing, "values": values})
+
+    # -- the PyTorch idiom --
+    idiom_values = None
+    if torch is None:
+        case["idiom"] = {"ms": None, "error": "torch unavailable"}
+    elif "idiom" in args.skip:
+        case["idiom"] = {"ms": None, "error": "--skip idiom"}
+    else:
+        case["idiom"], idiom_values = attempt(ctx, f"{name}: PyTorch idiom",
+                                              make_idiom(ctx, logits_t, y_t, k), idiom_host)
+    case["idiom_values"] = idiom_values
+
+    # -- torchmetrics --
+    case["torchmetrics"] = {}
+    tm_values = {}
+    if tm is not None and "torchmetrics" not in args.skip:
+        parts = {
+            "multiclass_accuracy(top_k=1)": (0, lambda: tm["accuracy"](
+                logits_t, y_t, num_classes=k, top_k=1, average="micro", validate_args=False)),
+            "multiclass_accuracy(top_k=5)": (TM_TOP5_BYTES_PER_SCORE * n * k, lambda: tm[
+                "accuracy"](logits_t, y_t, num_classes=k, top_k=5, average="micro",
+                            validate_args=False)),
+            f"multiclass_calibration_error(n_bins={N_BINS})": (
+                TM_CALIBRATION_BYTES_PER_SCORE * n * k + score_bytes, lambda: tm["calibration"](
+                    logits_t, y_t, num_classes=k, n_bins=N_BINS, norm="l1",
+                    validate_args=False)),
+        }
+        for part, (need, function) in parts.items():
+            label = f"{name}: torchmetrics {part}"
+            if not ctx.fits(label, need):
+                case["torchmetrics"][part] = {"ms": None, "error": "not enough GPU memory"}
+                continue
+            case["torchmetrics"][part], tm_values[part] = attempt(ctx, label, function, to_float)
+    case["torchmetrics_values"] = tm_values
+    tm_times = [t["ms"] for t in case["torchmetrics"].values()]
+    case["torchmetrics_ms"] = (sum(tm_times) if len(tm_times) == 3
+                               and all(t is not None for t in tm_times) else None)
+
+    # -- the copy of the same score bytes --
+    case["copy"] = time_copy(ctx, f"{name}: copy", [(raw.data, score_bytes)])
+    del raw
+
+    # -- checks --
+    if dtype == "float32":
+        def chunk_of(a, b):
+            return logits_cp[a:b]
+    else:
+        def chunk_of(a, b):
+            return cp.from_dlpack(logits_t[a:b].float())
+    progress(f"  {name}: float64 reference")
+    case["reference_values"] = reference(ctx, y, chunk_of, n, k)
+    check_case(ctx, case, rtol)
+    derive(case)
+
+
+def check_case(ctx: Context, case: dict, rtol: float) -> None:
+    """``agree`` per route: ours vs torch's idiom, the reference, the other route, torchmetrics."""
+    ref = case["reference_values"]
+    idiom = case["idiom_values"]
+    top1 = case["torchmetrics_values"].get("multiclass_accuracy(top_k=1)")
+    values = [row["values"] for row in case["ours"] if row["values"] is not None]
+    for row in case["ours"]:
+        mine = row["values"]
+        if mine is None:
+            row["agree"], row["agree_detail"] = None, {}
+            continue
+        detail = {}
+        for key in ("cross_entropy", "accuracy"):
+            detail[f"{key} vs torch"] = close(mine[key], None if idiom is None else idiom[key],
+                                              rtol)
+            detail[f"{key} vs reference"] = close(mine[key], ref[key], RTOL_REFERENCE)
+        detail["accuracy vs torchmetrics top-1"] = close(mine["accuracy"], top1, rtol)
+        detail["n_invalid is 0"] = mine["n_invalid"] == 0
+        for other in values:
+            if other is not mine:
+                detail["cupy and torch routes equal"] = all(
+                    close(mine[key], other[key], RTOL_ROUTES) for key in mine)
+        row["agree_detail"] = detail
+        checked = [v for v in detail.values() if v is not None]
+        row["agree"] = all(checked)
+        if not row["agree"]:
+            ctx.failures += 1
+            failed = [key for key, value in detail.items() if value is False]
+            ctx.note(f"{case['case']} ({row['route']}): disagrees: {', '.join(failed)}")
+
+
+def derive(case: dict) -> None:
+    copy = case["copy"]
+    idiom, tm = case["idiom"]["ms"], case["torchmetrics_ms"]
+    for row in case["ours"]:
+        ms = row["ms"]
+        row["gb_per_s"] = None if ms is None else case["score_bytes"] / (ms * 1e-3) / 1e9
+        row["fraction_of_copy_bandwidth"] = (
+            None if ms is None or copy["gb_per_s"] is None else row["gb_per_s"] / copy["gb_per_s"])
+        row["speedup_vs_idiom"] = None if ms is None or idiom is None else idiom / ms
+        row["speedup_vs_torchmetrics"] = None if ms is None or tm is None else tm / ms
+
+
+# -- the exact AUC ------------------------------------------------------------------
+
+
+def exact_auc(ctx: Context, y, scores) -> float:
+    """AUC from tie-averaged ranks, in integers: (2 R - P (P + 1)) / (2 P Q)."""
+    cp = ctx.cp
+    n = scores.shape[0]
+    order = cp.argsort(scores)
+    ranked = scores[order]
+    positive = y[order]
+    del order
+    new = cp.empty(n, dtype=cp.bool_)
+    new[0] = True
+    cp.not_equal(ranked[1:], ranked[:-1], out=new[1:])
+    del ranked
+    starts = cp.flatnonzero(new)
+    group = cp.cumsum(new, dtype=cp.int64) - 1
+    del new
+    ends = cp.concatenate([starts[1:], cp.array([n], dtype=starts.dtype)])
+    twice_rank = (starts + ends + 1)[group]  # 2 x the mean 1-based rank of the tie group
+    del starts, ends, group
+    twice_sum = int((twice_rank * positive).sum())
+    p = int(positive.sum())
+    q = n - p
+    del twice_rank, positive
+    ctx.free_memory()
+    return (twice_sum - p * (p + 1)) / (2 * p * q)
+
+
+def auc_case(ctx: Context, n: int) -> dict | bool:
+    cp, torch, tm = ctx.cp, ctx.torch, ctx.tm
+    name = f"exact AUC N={fmt_n(n)} f32"
+    # scores + targets, then the sorts' keys, indices and temporaries (ours, argsort, reference).
+    if not ctx.fits(name, n * (4 + 8) + 6 * n * 8):
+        return False
+    progress(f"{name}: making scores")
+    random = cp.random.RandomState(ctx.args.seed + 7)
+    y = (random.random_sample(n) < AUC_POSITIVE_SHARE).astype(cp.int64)
+    scores = random.standard_normal(n, dtype=cp.float32)
+    scores *= 0.15
+    scores += 0.5 + 0.1 * (2 * y - 1).astype(cp.float32)
+    cp.clip(scores, 0, 1, out=scores)
+    case = {"case": name, "n": n, "score_dtype": "float32", "target_dtype": "int64"}
+    try:
+        try:
+            from metrics_gpu._ranking import roc_auc_score
+        except Exception as error:
+            roc_auc_score = None
+            ctx.note(f"exact AUC: ours not run, metrics_gpu._ranking is not importable "
+                     f"({type(error).__name__}: {error})".splitlines()[0][:300])
+        if roc_auc_score is None:
+            case["ours"], ours = {"ms": None, "error": "metrics_gpu._ranking not importable"}, None
+        else:
+            with mg.use_backend("cuda"):
+                case["ours"], ours = attempt(ctx, f"{name}: ours roc_auc_score",
+                                             lambda: roc_auc_score(y, scores), to_float)
+            if ours is None:
+                ctx.failures += 1
+        case["argsort"], _ = attempt(ctx, f"{name}: cupy.argsort",
+                                     lambda: cp.argsort(scores), lambda result: None)
+        theirs = None
+        if tm is None:
+            case["torchmetrics"] = {"ms": None, "error": "torchmetrics unavailable"}
+        elif "torchmetrics" in ctx.args.skip:
+            case["torchmetrics"] = {"ms": None, "error": "--skip torchmetrics"}
+        else:
+            preds_t, target_t = torch.from_dlpack(scores), torch.from_dlpack(y)
+            case["torchmetrics"], theirs = attempt(
+                ctx, f"{name}: torchmetrics binary_auroc",
+                lambda: tm["binary_auroc"](preds_t, target_t, thresholds=None,
+                                           validate_args=False),
+                to_float)
+            del preds_t, target_t
+        progress(f"  {name}: exact rank-sum reference")
+        exact = exact_auc(ctx, y, scores)
+    finally:
+        del y, scores
+        ctx.free_memory()
+    case.update(ours_value=ours, torchmetrics_value=theirs, exact_value=exact)
+    case["agree"] = close(ours, exact, RTOL_AUC)
+    case["torchmetrics_agrees"] = close(theirs, exact, RTOL_AUC_TORCHMETRICS)
+    if case["agree"] is False:
+        ctx.failures += 1
+        ctx.note(f"{name}: ours {ours!r} != exact {exact!r}")
+    ours_ms, sort_ms, tm_ms = (case[key]["ms"] for key in ("ours", "argsort", "torchmetrics"))
+    case["ours_over_argsort"] = None if ours_ms is None or sort_ms is None else ours_ms / sort_ms
+    case["speedup_vs_torchmetrics"] = None if ours_ms is None or tm_ms is None else tm_ms / ours_ms
+    return case
+
+
+# -- the run -------------------------------------------------------------------
+
+
+def guarded(ctx: Context, label: str, function, *args):
+    """``function(*args)``; an unexpected error becomes a note and a failure, not the end."""
+    try:
+        return function(*args)
+    except Exception as error:
+        ctx.failures += 1
+        ctx.note(f"{label}: not measured, {type(error).__name__}: {error}".splitlines()[0][:300])
+        ctx.free_memory()
+        return False
+
+
+def run_all(ctx: Context, results: dict) -> None:
+    cp, args = ctx.cp, ctx.args
+    if "fused" not in args.skip:
+        for n, k in args.cases:
+            label = f"N={fmt_n(n)} K={k}"
+            if not ctx.fits(f"{label} targets", 2 * n * 8):
+                continue
+            y, pred = make_targets(cp, n, k, args.seed + k)
+            for dtype in args.dtypes:
+                case = guarded(ctx, f"{label} {dtype}", score_case, ctx, n, k, dtype, y, pred)
+                if isinstance(case, dict):
+                    results["cases"].append(case)
+            del y, pred
+            ctx.free_memory()
+    if "auc" not in args.skip and args.auc_samples:
+        case = guarded(ctx, "exact AUC", auc_case, ctx, args.auc_samples)
+        if isinstance(case, dict):
+            results["auc"] = case
+
+
+# -- output ----------------------------------------------------------------------
+
+
+def fmt(value, spec: str, suffix: str = "") -> str:
+    return "-" if value is None else f"{value:{spec}}{suffix}"
+
+
+def agree_text(value) -> str:
+    return {True: "true", False: "FALSE", None: "-"}[value]
+
+
+def print_table(out: Printer, results: dict) -> None:
+    env = results["environment"]
+    out(f"GPU: {env['gpu']} ({env['gpu_memory_bytes'] / 2**30:.0f} GiB)   date: {env['date']}")
+    out(f"CuPy {env['cupy']}, CUDA runtime {env['cuda_runtime']} (driver {env['cuda_driver']}), "
+        f"torch {env['torch'] or '-'} (CUDA {env['torch_cuda'] or '-'}), "
+        f"torchmetrics {env['torchmetrics'] or '-'}, metrics-gpu {env['metrics_gpu']} "
+        f"({env['commit'] or 'no commit'})")
+    out(f"times: CUDA events, best of {results['settings']['repeat']} after a warm-up; "
+        f"{COPY_CONVENTION}")
+    out(f"ours: logits_report(y, logits, from_logits=True, top_k=(1, 5), n_bins={N_BINS}, "
+        "validate=False), int64 targets; route cupy = CuPy arrays, torch = torch views of them")
+    out("idiom: F.cross_entropy + (argmax == y).mean + topk(5) membership + softmax.max(1) and "
+        f"a {N_BINS}-bin bucketize/bincount histogram, on the same torch tensor")
+    out("tm: torchmetrics multiclass_accuracy(top_k=1) + multiclass_accuracy(top_k=5) + "
+        f"multiclass_calibration_error(n_bins={N_BINS}), average='micro', validate_args=False")
+    out(BF16_NOTE)
+    if results["cases"]:
+        out()
+        out(f"{'case':<24}{'route':<21}{'ours ms':>10}{'GB/s':>8}{'of copy':>9}"
+            f"{'idiom ms':>10}{'vs idiom':>10}{'tm ms':>10}{'vs tm':>8}  agree")
+        for case in results["cases"]:
+            if not case["ours"]:
+                out(f"{case['case']:<24}{'(ours not run)':<21}{'-':>10}{'-':>8}{'-':>9}"
+                    f"{fmt(case['idiom']['ms'], '.3f'):>10}{'-':>10}"
+                    f"{fmt(case['torchmetrics_ms'], '.3f'):>10}{'-':>8}  -")
+            for row in case["ours"]:
+                out(f"{case['case']:<24}{row['route']:<21}{fmt(row['ms'], '.3f'):>10}"
+                    f"{fmt(row['gb_per_s'], '.0f'):>8}"
+                    f"{fmt(row['fraction_of_copy_bandwidth'], '.0%'):>9}"
+                    f"{fmt(case['idiom']['ms'], '.3f'):>10}"
+                    f"{fmt(row['speedup_vs_idiom'], '.1f', 'x'):>10}"
+                    f"{fmt(case['torchmetrics_ms'], '.3f'):>10}"
+                    f"{fmt(row['speedup_vs_torchmetrics'], '.1f', 'x'):>8}"
+                    f"  {agree_text(row.get('agree'))}")
+        out()
+        parts = ("multiclass_accuracy(top_k=1)", "multiclass_accuracy(top_k=5)",
+                 f"multiclass_calibration_error(n_bins={N_BINS})")
+        out(f"{'baselines and copy, ms':<24}{'idiom':>10}{'tm top-1':>10}{'tm top-5':>10}"
+            f"{'tm calib':>10}{'score GB':>10}{'copy ms':>10}{'copy GB/s':>11}")
+        for case in results["cases"]:
+            tm = [case["torchmetrics"].get(part, {}).get("ms") for part in parts]
+            copy = case["copy"]
+            out(f"{case['case']:<24}{fmt(case['idiom']['ms'], '.3f'):>10}"
+                + "".join(f"{fmt(t, '.3f'):>10}" for t in tm)
+                + f"{case['score_bytes'] / 1e9:>10.2f}{fmt(copy['ms'], '.3f'):>10}"
+                  f"{fmt(copy['gb_per_s'], '.0f'):>11}")
+        out()
+        out(f"{'values':<24}{'route':<21}{'cross-ent':>11}{'accuracy':>10}{'top-5':>10}"
+            f"{'ECE':>10}")
+        for case in results["cases"]:
+            rows = [(row["route"], row["values"]) for row in case["ours"]]
+            rows += [("torch idiom", case["idiom_values"]),
+                     ("float64 reference", case["reference_values"])]
+            for label, values in rows:
+                if values is None:
+                    continue
+                out(f"{case['case']:<24}{label:<21}"
+                    f"{fmt(values.get('cross_entropy'), '.6f'):>11}"
+                    f"{fmt(values.get('accuracy'), '.6f'):>10}"
+                    f"{fmt(values.get('top5_accuracy'), '.6f'):>10}"
+                    f"{fmt(values.get('expected_calibration_error'), '.6f'):>10}")
+    auc = results.get("auc")
+    if auc:
+        out()
+        out(f"{auc['case']} scores in [0, 1] (ties from float32 rounding), int64 0/1 targets "
+            f"({AUC_POSITIVE_SHARE:.0%} positive), CuPy arrays")
+        out(f"  ours roc_auc_score          {fmt(auc['ours']['ms'], '.3f', ' ms'):>12}   "
+            f"= {fmt(auc['ours_over_argsort'], '.2f', 'x')} cupy.argsort   "
+            f"AUC {fmt(auc['ours_value'], '.9f')}")
+        out(f"  cupy.argsort(scores)        {fmt(auc['argsort']['ms'], '.3f', ' ms'):>12}")
+        out(f"  torchmetrics binary_auroc   {fmt(auc['torchmetrics']['ms'], '.3f', ' ms'):>12}   "
+            f"ours {fmt(auc['speedup_vs_torchmetrics'], '.1f', 'x')} faster   "
+            f"AUC {fmt(auc['torchmetrics_value'], '.9f')}")
+        out(f"  exact rank-sum AUC {auc['exact_value']:.12f}: ours agrees {agree_text(auc['agree'])}"
+            f" (rtol {RTOL_AUC:g}); torchmetrics within rtol {RTOL_AUC_TORCHMETRICS:g}: "
+            f"{agree_text(auc['torchmetrics_agrees'])}")
+
+
+def evaluate_targets(results: dict) -> list[dict]:
+    targets = []
+    rows = [(f"{case['case']} {row['route']}", row) for case in results["cases"]
+            for row in case["ours"]]
+
+    def add(text, chosen, key, passes, render):
+        if not chosen:
+            targets.append({"target": text, "case": None, "measured": None, "verdict": "NOT RUN"})
+        for label, row in chosen:
+            value = row[key]
+            verdict = "NOT RUN" if value is None else ("PASS" if passes(value) else "MISS")
+            targets.append({"target": text, "case": label, "measured": value,
+                            "verdict": verdict, "shown": render(value)})
+
+    add(f"fused pass >= {TARGET_FRACTION:.0%} of copy bandwidth", rows,
+        "fraction_of_copy_bandwidth", lambda v: v >= TARGET_FRACTION, lambda v: fmt(v, ".1%"))
+    add(f">= {TARGET_SPEEDUP_IDIOM:.0f}x the PyTorch idiom", rows, "speedup_vs_idiom",
+        lambda v: v >= TARGET_SPEEDUP_IDIOM, lambda v: fmt(v, ".2f", "x"))
+    auc = results.get("auc")
+    add(f"exact AUC <= {TARGET_AUC_RATIO:g}x the sort alone (cupy.argsort)",
+        [] if not auc else [(auc["case"], auc)], "ours_over_argsort",
+        lambda v: v <= TARGET_AUC_RATIO, lambda v: fmt(v, ".2f", "x"))
+    return targets
+
+
+def print_targets(out: Printer, targets: list[dict]) -> None:
+    out()
+    out("targets (project issue), from the numbers above:")
+    current = None
+    for target in targets:
+        if target["target"] != current:
+            current = target["target"]
+            out(f"  {current}")
+        if target["case"] is None:
+            out(f"    {target['verdict']:<8}(no such case measured)")
+        else:
+            out(f"    {target['verdict']:<8}{target['case']:<46}{target['shown']}")
+
+
+def plain(value):
+    """JSON-safe copy: NumPy scalars and arrays to Python values."""
+    if isinstance(value, dict):
+        return {str(k): plain(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [plain(v) for v in value]
+    if isinstance(value, np.generic):
+        return plain(value.item())
+    if isinstance(value, np.ndarray):
+        return value.tolist()
+    if isinstance(value, float) and not np.isfinite(value):
+        return None
+    return value
+
+
+def slug(text: str) -> str:
+    return re.sub(r"[^a-z0-9]+", "-", text.lower()).strip("-") or "gpu"
+
+
+def write_results(results: dict, out: Printer, argv: list[str]) -> list[Path]:
+    env = results["environment"]
+    folder = REPO / "bench" / "results"
+    folder.mkdir(parents=True, exist_ok=True)
+    stem = f"{env['date']}-{slug(env['gpu'])}-scores"
+    json_path, md_path = folder / f"{stem}.json", folder / f"{stem}.md"
+    json_path.write_text(json.dumps(plain(results), indent=2) + "\n")
+    command = shlex.join(["python", "bench/gpu_scores.py", *argv])
+    md_path.write_text(
+        f"# GPU scores bench, {env['date']}\n\n"
+        f"GPU: {env['gpu']}. Command: `{command}`. Output as printed:\n\n"
+        "```\n" + "\n".join(out.lines).strip("\n") + "\n```\n")
+    return [json_path, md_path]
+
+
+# -- command line ------------------------------------------------------------------
+
+
+def count(text: str) -> int:
+    """A positive integer, also written as 1e9."""
+    try:
+        value = float(text) if any(c in text.lower() for c in ".e") else int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not a number: {text!r}") from None
+    if value != int(value) or value < 1:
+        raise argparse.ArgumentTypeError(f"must be a positive integer, got {text}")
+    return int(value)
+
+
+def case_shape(text: str) -> tuple[int, int]:
+    """``NxK``, e.g. 1e6x1000."""
+    parts = text.lower().split("x")
+    if len(parts) != 2:
+        raise argparse.ArgumentTypeError(f"a case is NxK (e.g. 1e6x1000), got {text!r}")
+    n, k = count(parts[0]), count(parts[1])
+    if k < 5:
+        raise argparse.ArgumentTypeError(f"K must be >= 5 (top-5 accuracy), got {text!r}")
+    return n, k
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        description=__doc__.splitlines()[0],
+        epilog="Targets: fused pass >= 70% of copy bandwidth; >= 3x the PyTorch idiom; "
+               "exact AUC <= 1.5x cupy.argsort alone.")
+    parser.add_argument("--cases", type=case_shape, nargs="+", default=None,
+                        help="(N, K) cases as NxK (default 1e6x1000 32768x128000 1e8x10; "
+                             "--quick: 1e5x1000 1024x32000 1e6x10)")
+    parser.add_argument("--dtypes", nargs="+", choices=("float32", "bfloat16"),
+                        default=["float32", "bfloat16"],
+                        help="logits dtypes (default float32 bfloat16; bfloat16 needs torch)")
+    parser.add_argument("--repeat", type=count, default=None,
+                        help=f"timed runs per measurement, best kept (default {DEFAULT_REPEAT}; "
+                             f"--quick: {QUICK_REPEAT})")
+    parser.add_argument("--auc-samples", type=int, default=None,
+                        help="N of the exact AUC (default 1e8; --quick: 1e6; 0 skips it)")
+    parser.add_argument("--skip", nargs="+", default=[],
+                        choices=("fused", "cupy-route", "torch-route", "idiom", "torchmetrics",
+                                 "auc"),
+                        help="parts not to run (torch-route: float32 only; bfloat16 has no "
+                             "other route)")
+    parser.add_argument("--quick", action="store_true",
+                        help="small smoke run: small cases, AUC on 1e6, 2 repeats")
+    parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--json", help="also write the results to this JSON file")
+    parser.add_argument("--write-results", action="store_true",
+                        help="write bench/results/<date>-<gpu>-scores.json and .md "
+                             "(output as printed)")
+    return parser
+
+
+def main(argv=None) -> int:
+    argv = sys.argv[1:] if argv is None else list(argv)
+    args = build_parser().parse_args(argv)
+    if args.cases is None:
+        args.cases = list(QUICK_CASES if args.quick else DEFAULT_CASES)
+    if args.repeat is None:
+        args.repeat = QUICK_REPEAT if args.quick else DEFAULT_REPEAT
+    if args.auc_samples is None:
+        args.auc_samples = QUICK_AUC_SAMPLES if args.quick else DEFAULT_AUC_SAMPLES
+    if args.auc_samples < 0:
+        print("gpu_scores: --auc-samples must be >= 0", file=sys.stderr)
+        return 2
+
+    cp, reason = load_gpu()
+    if cp is None:
+        print(f"gpu_scores: needs a CUDA GPU: {reason}", file=sys.stderr)
+        return 2
+    try:
+        get_backend_implementation("cuda")
+    except Exception as error:
+        print(f"gpu_scores: the metrics_gpu 'cuda' backend cannot run: {error}", file=sys.stderr)
+        return 2
+
+    started = time.perf_counter()
+    notes: list[str] = []
+    torch, tm = load_torch(cp, notes)
+    ctx = Context(cp, torch, tm, args, notes)
+    results = {
+        "bench": "gpu_scores",
+        "environment": environment(cp, torch, tm),
+        "settings": {
+            "cases": [list(c) for c in args.cases], "dtypes": args.dtypes,
+            "repeat": args.repeat, "auc_samples": args.auc_samples, "top_k": list(TOP_K),
+            "n_bins": N_BINS, "seed": args.seed, "skip": args.skip, "quick": args.quick,
+        },
+        "conventions": {
+            "time": "CUDA events on the current stream, best of repeat after one warm-up call",
+            "bandwidth": COPY_CONVENTION,
+            "bytes_read": "N * K * itemsize of the logits (2 for bfloat16, 4 for float32)",
+            "speedup": "baseline time / our time; torchmetrics: the sum of its three calls",
+            "bfloat16": BF16_NOTE,
+            "agree": f"cross-entropy and accuracy vs torch's (rtol {RTOL_TORCH}), vs a float64 "
+                     f"CuPy reference (rtol {RTOL_REFERENCE:g}); accuracy vs torchmetrics "
+                     f"top-1; the two routes equal (rtol {RTOL_ROUTES:g}); n_invalid == 0. "
+                     f"AUC: ours vs an exact rank-sum (rtol {RTOL_AUC:g})",
+        },
+        "targets_spec": {
+            "fraction_of_copy": TARGET_FRACTION,
+            "speedup_vs_idiom": TARGET_SPEEDUP_IDIOM,
+            "auc_over_argsort": TARGET_AUC_RATIO,
+        },
+        "cases": [], "auc": None,
+    }
+    run_all(ctx, results)
+    results["targets"] = evaluate_targets(results)
+    results["notes"] = notes
+    results["failures"] = ctx.failures
+    results["wall_s"] = time.perf_counter() - started
+
+    out = Printer()
+    print_table(out, results)
+    print_targets(out, results["targets"])
+    if notes:
+        out()
+        out("notes:")
+        for note in notes:
+            out(f"  - {note}")
+    out()
+    out(f"total wall time {results['wall_s']:.0f} s")
+
+    if args.json:
+        Path(args.json).write_text(json.dumps(plain(results), indent=2) + "\n")
+    if args.write_results:
+        for path in write_results(results, out, argv):
+            progress(f"wrote {path.relative_to(REPO)}")
+    return 0 if ctx.failures == 0 else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())
