@@ -40,6 +40,13 @@ from metrics_gpu._seeds import (
     overall_performance,
     per_class_performance,
 )
+from metrics_gpu._ranking import (
+    average_precision_score,
+    multiclass_auc_mu,
+    precision_recall_curve,
+    roc_auc_score,
+    roc_curve,
+)
 from metrics_gpu._scores import (
     LogitsReport,
     brier_score_loss,
@@ -57,12 +64,14 @@ __all__ = [
     "BackendUnavailableError", "BinaryQualityMetrics", "LabelReport", "LogitsReport",
     "MulticlassQualityMetrics", "OVERALL_PERFORMANCE_NAMES", "PER_CLASS_METRICS",
     "PER_CLASS_PERFORMANCE_COLUMNS", "REPORT_METRICS", "UndefinedMetricWarning",
-    "accuracy_score", "balanced_accuracy_score", "balanced_accuracy_weighted",
+    "accuracy_score", "average_precision_score", "balanced_accuracy_score",
+    "balanced_accuracy_weighted",
     "binary_quality_metrics", "brier_score_loss", "catboost_metric", "classification_report",
     "cohen_kappa_score", "confusion_matrix", "encode_labels", "f1_score", "fbeta_score",
     "expected_calibration_error", "get_backend", "hamming_loss", "hinge_loss", "jaccard_score",
-    "label_report", "log_loss", "logits_report", "matthews_corrcoef",
+    "label_report", "log_loss", "logits_report", "matthews_corrcoef", "multiclass_auc_mu",
     "multiclass_quality_metrics", "overall_performance", "per_class_performance",
-    "precision_recall_fscore_support", "precision_score", "recall_score", "set_backend",
+    "precision_recall_curve", "precision_recall_fscore_support", "precision_score",
+    "recall_score", "roc_auc_score", "roc_curve", "set_backend",
     "specificity_score", "top_k_accuracy_score", "use_backend", "zero_one_loss",
 ]

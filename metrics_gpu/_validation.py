@@ -727,10 +727,19 @@ def check_ranking_class_codes(inputs: RankingInputs, num_classes: int) -> None:
     _label_range(inputs.y_true, "y_true", inputs.backend, num_classes, None)
 
 
-def check_cost_matrix(cost_matrix, num_classes: int) -> np.ndarray | None:
-    """AUC-mu's misclassification costs: K x K, finite, 0 on the diagonal (CatBoost's rule)."""
+def check_cost_matrix(cost_matrix, num_classes: int, backend=None) -> np.ndarray | None:
+    """AUC-mu's misclassification costs: K x K, finite, 0 on the diagonal (CatBoost's rule).
+
+    Returned on the host (K x K numbers; a device matrix is read back once). A
+    string is CatBoost's ``misclass_cost_matrix``: the K * K entries, row by
+    row, separated by ``/``.
+    """
     if cost_matrix is None:
         return None
+    if isinstance(cost_matrix, str):
+        cost_matrix = _parse_cost_matrix(cost_matrix)
+    if backend is not None and is_device_array(cost_matrix):
+        cost_matrix = backend.to_host(backend.asarray(cost_matrix))
     try:
         matrix = np.asarray(cost_matrix, dtype=np.float64)
     except (TypeError, ValueError):
@@ -745,14 +754,15 @@ def check_cost_matrix(cost_matrix, num_classes: int) -> np.ndarray | None:
     if bad.any():
         row, col = np.argwhere(bad)[0]
         raise ValueError(
-            f"cost_matrix must be finite; found {matrix[row, col]!r} at row {row}, column {col}"
+            f"cost_matrix must be finite; found {matrix[row, col].item()!r} at row {row}, "
+            f"column {col}"
         )
     diagonal = np.diagonal(matrix)
     if np.any(diagonal != 0):
         i = _first_index(diagonal != 0)
         raise ValueError(
             f"cost_matrix must be 0 on the diagonal (a correct prediction costs nothing); "
-            f"found {diagonal[i]!r} at row {i}, column {i}"
+            f"found {diagonal[i].item()!r} at row {i}, column {i}"
         )
     return matrix
 
@@ -780,6 +790,23 @@ def check_some_weight(inputs: RankingInputs) -> None:
     weight = inputs.sample_weight
     if weight is not None and not bool(inputs.backend.xp.any(weight != 0)):
         raise ValueError("sample_weight is 0 for every sample: the curve has no points")
+
+
+def _parse_cost_matrix(text: str) -> np.ndarray:
+    """CatBoost's ``M[0,0]/M[0,1]/.../M[K-1,K-1]`` as a K x K matrix."""
+    try:
+        values = [float(item) for item in text.split("/")]
+    except ValueError:
+        raise ValueError(
+            f"misclass_cost_matrix must be numbers separated by '/', got {text!r}"
+        ) from None
+    size = math.isqrt(len(values))
+    if size * size != len(values):
+        raise ValueError(
+            f"misclass_cost_matrix must hold K * K numbers (row by row), got {len(values)} "
+            f"in {text!r}"
+        )
+    return np.array(values, dtype=np.float64).reshape(size, size)
 
 
 def check_catboost_auc_type(auc_type) -> str:

@@ -1,0 +1,932 @@
+"""Exact ranking metrics: ROC and precision-recall curves, ROC AUC, average
+precision, and the multiclass AUC-mu.
+
+Everything is one pipeline, written once over the array namespace ``xp`` of the
+backend (NumPy; CuPy on a GPU):
+
+1. :func:`_ranked_scan` sorts the scores, descending and stable, and takes the
+   cumulative weights of positives (``tps``) and of negatives (``fps``) in
+   that order, in float64. A run of tied scores is one point of a curve, at
+   its last position (scikit-learn's ``_binary_clf_curve``).
+2. A curve keeps only those points (:func:`_curve_points`; its length depends
+   on the data, so that is one sync). A score needs no compaction:
+   :func:`_tie_group_totals` gives every position the totals of its tie
+   group's end, and the sums run over all positions, the zero-width steps
+   inside a group adding nothing: the trapezoid under the ROC curve
+   (:func:`_roc_area`, with McClish's standardised partial area for
+   ``max_fpr``) and the step sum of average precision
+   (:func:`_step_average_precision`). No host sync.
+3. One-vs-rest, one-vs-one (Hand & Till) and AUC-mu (Kleiman & Page) run the
+   binary stage per column or per pair of classes; a pair ranks only the
+   samples of its two classes (:func:`_class_members`).
+
+Memory is O(N) per binary problem, O(N K) for the micro average (all N K
+scores ranked at once) and for AUC-mu's expected costs.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from functools import lru_cache
+from itertools import combinations
+from typing import Any
+
+import numpy as np
+
+from metrics_gpu import _formulas as F
+from metrics_gpu._backend import on_caller_stream
+from metrics_gpu._classification import _output
+from metrics_gpu._validation import (
+    RANKING_AVERAGE_OPTIONS,
+    check_average_precision_pos_label,
+    check_binary_scores,
+    check_catboost_auc_type,
+    check_cost_matrix,
+    check_curve_pos_label,
+    check_drop_intermediate,
+    check_max_fpr,
+    check_multi_class,
+    check_multiclass_roc_labels,
+    check_multiclass_scores,
+    check_per_class_scores,
+    check_auc_mu_scores,
+    check_ranking_average,
+    check_ranking_class_codes,
+    check_ranking_inputs,
+    check_some_weight,
+    present_labels,
+)
+
+_ONE_CLASS = ("Only one class is present in y_true. ROC AUC score is not defined in that "
+              "case.")
+_NO_NEGATIVES = "No negative samples in y_true, false positive value should be meaningless"
+_NO_POSITIVES = "No positive samples in y_true, true positive value should be meaningless"
+_NO_POSITIVE_CLASS = ("No positive class found in y_true, recall is set to one for all "
+                      "thresholds.")
+
+
+# -- the core: one ranked scan ---------------------------------------------------
+
+
+@dataclass(frozen=True)
+class _RankedScan:
+    """Scores sorted descending, with the weights ranked at or above each position."""
+
+    scores: Any      # (n,) sorted descending, in the input's dtype
+    tps: Any         # (n,) float64 cumulative weight of positives
+    fps: Any         # (n,) float64 cumulative weight of negatives
+    group_last: Any  # (n,) bool: the last position of a run of equal scores
+    positives_seen: Any = None  # (n,) int64 count of positives of non-zero weight (curves)
+    negatives_seen: Any = None
+
+
+def _stable_argsort(values, xp):
+    # CuPy's sort is always stable (and takes no kind other than its default).
+    return xp.argsort(values, kind="stable") if xp is np else xp.argsort(values)
+
+
+def _descending_order(scores, xp):
+    """Stable descending order: tied scores keep their input order (as
+    scikit-learn's ``argsort(stable=True, descending=True)``, so cumulative
+    float weights add up in the same order)."""
+    last = scores.shape[0] - 1
+    return last - xp.flip(_stable_argsort(xp.flip(scores), xp))
+
+
+def _ranked_scan(scores, positive_weight, negative_weight, xp, *,
+                 count_samples: bool = False) -> _RankedScan:
+    order = _descending_order(scores, xp)
+    ranked = scores[order]
+    positive_weight, negative_weight = positive_weight[order], negative_weight[order]
+    # float64 sums: exact counts up to 2**53, and scikit-learn's dtype.
+    tps = xp.cumsum(positive_weight, dtype=np.float64)
+    fps = xp.cumsum(negative_weight, dtype=np.float64)
+    group_last = xp.concatenate([ranked[1:] != ranked[:-1],
+                                 xp.ones(min(ranked.shape[0], 1), dtype=bool)])
+    if not count_samples:
+        return _RankedScan(ranked, tps, fps, group_last)
+    return _RankedScan(ranked, tps, fps, group_last,
+                       xp.cumsum(positive_weight > 0, dtype=np.int64),
+                       xp.cumsum(negative_weight > 0, dtype=np.int64))
+
+
+def _tie_group_totals(scan: _RankedScan, xp):
+    """``tps`` and ``fps`` at the end of each position's tie group (no compaction, no sync).
+
+    The end of the group of the value at descending position i is where that
+    value first appears in the ascending (reversed) scores.
+    """
+    ascending = xp.flip(scan.scores)
+    group_end = (scan.scores.shape[0] - 1) - xp.searchsorted(ascending, scan.scores, side="left")
+    return scan.tps[group_end], scan.fps[group_end]
+
+
+def _curve_points(scan: _RankedScan, xp):
+    """``(fps, tps, thresholds)``: one point per distinct score. Syncs once (the
+    number of points is read back)."""
+    ends = xp.nonzero(scan.group_last)[0]
+    fps = _exact_runs(scan.fps[ends], scan.negatives_seen[ends], xp)
+    tps = _exact_runs(scan.tps[ends], scan.positives_seen[ends], xp)
+    return fps, tps, scan.scores[ends]
+
+
+def _exact_runs(sums, seen, xp):
+    """Points that add no weight repeat the sum of the last point that did, exactly.
+
+    A parallel scan (CuPy's cumsum) may round ``x + 0`` differently at different
+    positions; scikit-learn's sequential sums repeat ``x``, and drop_intermediate
+    looks for runs of equal values. ``seen`` counts the samples of non-zero
+    weight: equal counts, equal sums. A no-op for a sequential scan.
+    """
+    return sums[xp.searchsorted(seen, seen, side="left")]
+
+
+def _positive_negative_weights(is_positive, sample_weight, xp):
+    """Per-sample weight as a positive and as a negative, float64 (0/1 without weights)."""
+    positive = is_positive.astype(np.float64)
+    if sample_weight is None:
+        return positive, 1.0 - positive
+    weight = sample_weight.astype(np.float64)
+    return positive * weight, (1.0 - positive) * weight
+
+
+def _rate(counts, total, xp):
+    """``counts / total``; NaN everywhere when the total is 0 (scikit-learn's
+    undefined rate), without a division by zero."""
+    defined = total > 0
+    return xp.where(defined, counts / xp.where(defined, total, 1.0), xp.nan)
+
+
+# -- areas -------------------------------------------------------------------------
+
+
+def _roc_area(tps, fps, xp, max_fpr=None):
+    """Trapezoid under the ROC curve through (0, 0) and the given points; with
+    ``max_fpr`` < 1, McClish's standardised partial area up to it."""
+    start = xp.zeros(1, dtype=np.float64)
+    tpr = xp.concatenate([start, _rate(tps, tps[-1], xp)])
+    fpr = xp.concatenate([start, _rate(fps, fps[-1], xp)])
+    x0, x1, y0, y1 = fpr[:-1], fpr[1:], tpr[:-1], tpr[1:]
+    full = (x1 - x0) * (y1 + y0) / 2
+    if max_fpr is None or max_fpr == 1:
+        return xp.sum(full)
+    # Segments wholly left of max_fpr count in full; the one that crosses it is
+    # cut at max_fpr, its end interpolated linearly (as numpy.interp).
+    crossing = (x0 < max_fpr) & (x1 > max_fpr)
+    slope = (y1 - y0) / xp.where(crossing, x1 - x0, 1.0)
+    y_cut = slope * (max_fpr - x0) + y0
+    cut = (max_fpr - x0) * (y0 + y_cut) / 2
+    partial = xp.sum(xp.where(x1 <= max_fpr, full, xp.where(crossing, cut, 0.0)))
+    min_area, max_area = 0.5 * max_fpr ** 2, max_fpr
+    standardised = 0.5 * (1 + (partial - min_area) / (max_area - min_area))
+    # Undefined rates make the whole curve undefined, as scikit-learn's.
+    return xp.where(xp.isnan(tpr[-1]) | xp.isnan(fpr[-1]), xp.nan, standardised)
+
+
+def _step_average_precision(tps, fps, xp):
+    """Σ (R_n - R_{n-1}) P_n over the thresholds; 0 when there is no positive
+    weight (scikit-learn then sets recall to 1 and the last precision is 0)."""
+    predicted = tps + fps
+    precision = xp.where(predicted > 0, tps / xp.where(predicted > 0, predicted, 1.0), 0.0)
+    total = tps[-1]
+    recall = tps / xp.where(total > 0, total, 1.0)
+    gain = xp.diff(recall, prepend=xp.zeros(1, dtype=np.float64))
+    return xp.where(total > 0, xp.maximum(xp.sum(gain * precision), 0.0), 0.0)
+
+
+def _binary_roc_auc(scores, positive_weight, negative_weight, xp, max_fpr=None):
+    """ROC AUC of one binary problem, a 0-d array where the scores live (no sync).
+    NaN when the positive or the negative weight is 0."""
+    scan = _ranked_scan(scores, positive_weight, negative_weight, xp)
+    tps, fps = _tie_group_totals(scan, xp)
+    return _roc_area(tps, fps, xp, max_fpr)
+
+
+def _binary_average_precision(scores, positive_weight, negative_weight, xp):
+    scan = _ranked_scan(scores, positive_weight, negative_weight, xp)
+    tps, fps = _tie_group_totals(scan, xp)
+    return _step_average_precision(tps, fps, xp)
+
+
+def _two_class_auc(positive_scores, negative_scores, positive_weight, negative_weight, xp):
+    """P(positive ranked above negative) + ½ P(tie), weighted: the binary ROC
+    AUC of the two samples together. Weights None mean 1."""
+    scores = xp.concatenate([positive_scores, negative_scores])
+    n_pos, n_neg = positive_scores.shape[0], negative_scores.shape[0]
+    if positive_weight is None:
+        positive_weight = xp.ones(n_pos, dtype=np.float64)
+        negative_weight = xp.ones(n_neg, dtype=np.float64)
+    as_positive = xp.concatenate([positive_weight, xp.zeros(n_neg, dtype=np.float64)])
+    as_negative = xp.concatenate([xp.zeros(n_pos, dtype=np.float64), negative_weight])
+    return _binary_roc_auc(scores, as_positive, as_negative, xp)
+
+
+# -- curves --------------------------------------------------------------------------
+
+
+def _binary_curve(inputs, pos_label):
+    """``(fps, tps, thresholds)`` of ``y_true == pos_label``: one point per distinct
+    score among the samples of non-zero weight (scikit-learn leaves the others out)."""
+    xp = inputs.backend.xp
+    is_positive = inputs.y_true == pos_label
+    scores, weight = inputs.y_score, inputs.sample_weight
+    if weight is not None:
+        kept = weight != 0
+        is_positive, scores, weight = is_positive[kept], scores[kept], weight[kept]
+    positive_weight, negative_weight = _positive_negative_weights(is_positive, weight, xp)
+    scan = _ranked_scan(scores, positive_weight, negative_weight, xp, count_samples=True)
+    return _curve_points(scan, xp)
+
+
+def _keep(mask, xp):
+    """Indices where ``mask`` holds, the first and last point always kept."""
+    edge = xp.ones(1, dtype=bool)
+    return xp.nonzero(xp.concatenate([edge, mask, edge]))[0]
+
+
+@on_caller_stream
+def roc_curve(y_true, y_score, *, pos_label=None, sample_weight=None, drop_intermediate=True):
+    """Receiver operating characteristic: false and true positive rates per threshold.
+
+    As ``sklearn.metrics.roc_curve``: one point per distinct score (ties are
+    one point), a first point (0, 0) at threshold ``inf``, samples of zero
+    weight left out.
+
+    Parameters
+    ----------
+    y_true : (N,) array of labels
+        Binary labels; with ``pos_label`` given, any integer labels (that
+        class against the rest).
+    y_score : (N,) array of scores
+        Higher means more likely positive.
+    pos_label : int, optional
+        The positive class. ``None`` means 1, which needs labels within
+        {0, 1} or {-1, 1}.
+    sample_weight : (N,) array, optional
+        Non-negative weights.
+    drop_intermediate : bool, default True
+        Drop the thresholds whose point is collinear with its neighbours
+        (they change neither the area nor the plotted curve).
+
+    Returns
+    -------
+    fpr, tpr : (M + 1,) float64 arrays
+        Increasing rates; NaN (with an ``UndefinedMetricWarning``) when
+        ``y_true`` has no negatives (``fpr``) or no positives (``tpr``).
+    thresholds : (M + 1,) float64 array
+        Decreasing; ``thresholds[0]`` is ``inf``.
+
+    Arrays come back in the input's framework and on its device. Syncs: the
+    distinct labels, the number of points and the two totals are read back.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from metrics_gpu._ranking import roc_curve
+    >>> fpr, tpr, thresholds = roc_curve(np.array([0, 0, 1, 1]), np.array([0.1, 0.4, 0.35, 0.8]))
+    >>> fpr
+    array([0. , 0. , 0.5, 0.5, 1. ])
+    >>> tpr
+    array([0. , 0.5, 0.5, 1. , 1. ])
+    >>> thresholds
+    array([ inf, 0.8 , 0.4 , 0.35, 0.1 ])
+    """
+    drop_intermediate = check_drop_intermediate(drop_intermediate)
+    inputs = check_ranking_inputs(y_true, y_score, sample_weight)
+    check_binary_scores(inputs, "roc_curve")
+    pos_label = check_curve_pos_label(pos_label, present_labels(inputs))
+    check_some_weight(inputs)
+    xp = inputs.backend.xp
+    fps, tps, thresholds = _binary_curve(inputs, pos_label)
+    if drop_intermediate and fps.shape[0] > 2:
+        # A second difference of 0 in both rates: the point is on the line
+        # through its neighbours.
+        corners = _keep((xp.diff(fps, 2) != 0) | (xp.diff(tps, 2) != 0), xp)
+        fps, tps, thresholds = fps[corners], tps[corners], thresholds[corners]
+    start = xp.zeros(1, dtype=np.float64)
+    fps, tps = xp.concatenate([start, fps]), xp.concatenate([start, tps])
+    thresholds = xp.concatenate([xp.full(1, xp.inf), thresholds.astype(np.float64)])
+    if float(fps[-1]) <= 0:
+        F.warn(_NO_NEGATIVES, F.UndefinedMetricWarning)
+    if float(tps[-1]) <= 0:
+        F.warn(_NO_POSITIVES, F.UndefinedMetricWarning)
+    fpr, tpr = _rate(fps, fps[-1], xp), _rate(tps, tps[-1], xp)
+    return _output(fpr, inputs), _output(tpr, inputs), _output(thresholds, inputs)
+
+
+@on_caller_stream
+def precision_recall_curve(y_true, y_score, *, pos_label=None, sample_weight=None,
+                           drop_intermediate=False):
+    """Precision and recall per threshold, as ``sklearn.metrics.precision_recall_curve``.
+
+    Parameters
+    ----------
+    y_true, y_score, pos_label, sample_weight
+        As :func:`roc_curve`.
+    drop_intermediate : bool, default False
+        Keep only the first and last threshold of each run of equal recall
+        (the vertical segments of the plotted curve).
+
+    Returns
+    -------
+    precision : (M + 1,) float64 array
+        Precision of ``score >= thresholds[i]`` (0 where nothing is
+        predicted), then 1.
+    recall : (M + 1,) float64 array
+        Decreasing, then 0. All 1 (with a ``UserWarning``) when ``y_true`` has
+        no positive weight.
+    thresholds : (M,) array
+        The distinct scores, increasing, in ``y_score``'s dtype.
+
+    Arrays come back in the input's framework and on its device. Syncs: the
+    distinct labels, the number of points and the positive total are read back.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from metrics_gpu._ranking import precision_recall_curve
+    >>> precision, recall, thresholds = precision_recall_curve(
+    ...     np.array([0, 0, 1, 1]), np.array([0.1, 0.4, 0.35, 0.8]))
+    >>> precision
+    array([0.5       , 0.66666667, 0.5       , 1.        , 1.        ])
+    >>> recall
+    array([1. , 1. , 0.5, 0.5, 0. ])
+    >>> thresholds
+    array([0.1 , 0.35, 0.4 , 0.8 ])
+    """
+    drop_intermediate = check_drop_intermediate(drop_intermediate)
+    inputs = check_ranking_inputs(y_true, y_score, sample_weight)
+    check_binary_scores(inputs, "precision_recall_curve")
+    pos_label = check_curve_pos_label(pos_label, present_labels(inputs))
+    check_some_weight(inputs)
+    xp = inputs.backend.xp
+    fps, tps, thresholds = _binary_curve(inputs, pos_label)
+    if drop_intermediate and fps.shape[0] > 2:
+        # The first and last point of each run of equal true positives.
+        ends = _keep((xp.diff(tps[:-1]) != 0) | (xp.diff(tps[1:]) != 0), xp)
+        fps, tps, thresholds = fps[ends], tps[ends], thresholds[ends]
+    predicted = tps + fps
+    precision = xp.where(predicted != 0, tps / xp.where(predicted != 0, predicted, 1.0), 0.0)
+    if float(tps[-1]) == 0:
+        F.warn(_NO_POSITIVE_CLASS, UserWarning)
+        recall = xp.ones(tps.shape, dtype=np.float64)
+    else:
+        recall = tps / tps[-1]
+    precision = xp.concatenate([xp.flip(precision), xp.ones(1, dtype=np.float64)])
+    recall = xp.concatenate([xp.flip(recall), xp.zeros(1, dtype=np.float64)])
+    return _output(precision, inputs), _output(recall, inputs), _output(xp.flip(thresholds), inputs)
+
+
+# -- scores --------------------------------------------------------------------------
+
+
+@on_caller_stream
+def roc_auc_score(y_true, y_score, *, average="macro", sample_weight=None, max_fpr=None,
+                  multi_class="raise", labels=None):
+    """Area under the ROC curve, as ``sklearn.metrics.roc_auc_score``.
+
+    Parameters
+    ----------
+    y_true : (N,) array of class codes
+        Binary: the larger of the two labels is the positive class.
+        Multiclass: the score columns are the classes present, sorted (or
+        ``labels``).
+    y_score : (N,) or (N, K) array
+        Binary: the positive class's scores. Multiclass: probabilities whose
+        rows sum to 1 (``ValueError`` otherwise, as scikit-learn).
+    average : {'macro', 'weighted', 'micro', None}, default 'macro'
+        Multiclass averaging (ignored for binary ``y_true``): 'macro' the mean
+        over classes (or pairs), 'weighted' by class weight ('ovr') or pair
+        prevalence ('ovo'), 'micro' one problem over all N K scores ('ovr'
+        only), None the per-class AUCs ('ovr' only).
+    sample_weight : (N,) array, optional
+        Non-negative weights; not with ``multi_class='ovo'`` (as scikit-learn).
+    max_fpr : float in (0, 1], optional
+        Binary only: McClish's standardised partial AUC up to this false
+        positive rate.
+    multi_class : {'raise', 'ovr', 'ovo'}, default 'raise'
+        'ovr': each class against the rest; 'ovo': Hand & Till's mean of the
+        pairwise AUCs, each pair the mean of its two one-way AUCs.
+    labels : array of class codes, optional
+        Multiclass: the class of each score column, sorted; ``y_true`` must be
+        within them.
+
+    Returns
+    -------
+    float64 (0-d array on a GPU), or a (K,) array for ``average=None``. NaN
+    with an ``UndefinedMetricWarning`` when ``y_true`` has one class (as
+    scikit-learn 1.9, which no longer raises there) or a class of 'ovr' is
+    absent.
+
+    Syncs once to find the classes of ``y_true`` (and, with weights, the class
+    weight totals); the areas themselves are computed without a sync.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from metrics_gpu._ranking import roc_auc_score
+    >>> float(roc_auc_score(np.array([0, 0, 1, 1]), np.array([0.1, 0.4, 0.35, 0.8])))
+    0.75
+    >>> y_score = np.array([[0.7, 0.2, 0.1], [0.4, 0.3, 0.3], [0.1, 0.8, 0.1],
+    ...                     [0.2, 0.3, 0.5], [0.4, 0.4, 0.2], [0.1, 0.2, 0.7]])
+    >>> round(float(roc_auc_score(np.array([0, 0, 1, 1, 2, 2]), y_score, multi_class="ovr")), 6)
+    0.833333
+    """
+    check_ranking_average(average)
+    max_fpr = check_max_fpr(max_fpr)
+    multi_class = check_multi_class(multi_class)
+    inputs = check_ranking_inputs(y_true, y_score, sample_weight)
+    classes = present_labels(inputs)
+    scores = inputs.y_score
+    if classes.size > 2 or (scores.ndim == 2 and scores.shape[1] > 2):
+        if max_fpr is not None and max_fpr != 1:
+            raise ValueError(
+                "Partial AUC computation not available in multiclass setting, 'max_fpr' must be "
+                f"set to `None`, received `max_fpr={max_fpr}` instead"
+            )
+        if multi_class == "raise":
+            raise ValueError(
+                f"multi_class must be in ('ovo', 'ovr') for multiclass y_true (classes "
+                f"{classes.tolist()}, y_score of shape {tuple(scores.shape)})"
+            )
+        return _multiclass_roc_auc(inputs, classes, labels, multi_class, average)
+    if classes.size < 2:
+        F.warn(_ONE_CLASS, F.UndefinedMetricWarning)
+        return _output(math.nan, inputs)
+    check_binary_scores(inputs, "roc_auc_score")
+    xp = inputs.backend.xp
+    # scikit-learn's label_binarize: the larger label is the positive class.
+    positive_weight, negative_weight = _positive_negative_weights(
+        inputs.y_true == classes[-1], inputs.sample_weight, xp)
+    if inputs.sample_weight is not None:
+        totals = _host(xp.stack([xp.sum(negative_weight), xp.sum(positive_weight)]), inputs)
+        _warn_undefined_rates(*totals)
+    auc = _binary_roc_auc(inputs.y_score, positive_weight, negative_weight, xp, max_fpr)
+    return _output(auc, inputs)
+
+
+def _host(array, inputs) -> np.ndarray:
+    return np.asarray(inputs.backend.to_host(array))
+
+
+def _warn_undefined_rates(negative_total, positive_total) -> None:
+    """scikit-learn's roc_curve warnings, in its order."""
+    if negative_total <= 0:
+        F.warn(_NO_NEGATIVES, F.UndefinedMetricWarning)
+    if positive_total <= 0:
+        F.warn(_NO_POSITIVES, F.UndefinedMetricWarning)
+
+
+@dataclass(frozen=True)
+class _ClassTotals:
+    """Per score column, on the host: samples and weight (samples without weights)."""
+
+    counts: np.ndarray
+    weights: np.ndarray
+
+
+def _class_positions(inputs, columns: np.ndarray):
+    """Each sample's column: the position of its label in ``columns`` (sorted)."""
+    xp = inputs.backend.xp
+    return xp.searchsorted(inputs.backend.asarray(columns), inputs.y_true)
+
+
+def _class_totals(codes, sample_weight, num_classes: int, inputs) -> _ClassTotals:
+    """Class sizes and weights in one read-back (one sync)."""
+    xp = inputs.backend.xp
+    counts = xp.bincount(codes, minlength=num_classes).astype(np.float64)
+    if sample_weight is None:
+        host = _host(counts, inputs)
+        return _ClassTotals(host.astype(np.int64), host)
+    weights = xp.bincount(codes, weights=sample_weight.astype(np.float64), minlength=num_classes)
+    host = _host(xp.stack([counts, weights]), inputs)
+    return _ClassTotals(host[0].astype(np.int64), host[1])
+
+
+def _multiclass_roc_auc(inputs, classes, labels, multi_class, average):
+    """scikit-learn's ``_multiclass_roc_auc_score``, its checks in its order."""
+    check_multiclass_scores(inputs, classes)
+    options = (("micro",) if multi_class == "ovr" else ()) + ("macro", "weighted", None)
+    check_ranking_average(average, options, "multiclass")
+    if average is None and multi_class == "ovo":
+        raise NotImplementedError("average=None is not implemented for multi_class='ovo'.")
+    num_columns = inputs.y_score.shape[1]
+    columns = check_multiclass_roc_labels(labels, classes, num_columns)
+    codes = _class_positions(inputs, columns)
+    if multi_class == "ovo":
+        if inputs.sample_weight is not None:
+            raise ValueError(
+                "sample_weight is not supported for multiclass one-vs-one ROC AUC, "
+                "'sample_weight' must be None in this case."
+            )
+        totals = _class_totals(codes, None, num_columns, inputs)
+        return _output(_one_vs_one_roc_auc(inputs.y_score, codes, totals, average,
+                                           inputs.backend.xp), inputs)
+    totals = _class_totals(codes, inputs.sample_weight, num_columns, inputs)
+    if average == "micro":
+        return _output(_micro_average(inputs, codes, "roc_auc"), inputs)
+    return _output(_average_one_vs_rest(inputs, codes, totals, "roc_auc", average), inputs)
+
+
+def _one_vs_rest(inputs, codes, totals: _ClassTotals, metric: str):
+    """The binary metric of each score column against the rest, as a (K,) array.
+
+    ROC AUC of a class that is absent or alone is NaN without a pass (scikit-
+    learn's one-class case); zero-weight positives or negatives make it NaN too.
+    Average precision of a class with no positive weight is 0.
+    """
+    xp = inputs.backend.xp
+    n_samples = inputs.y_true.shape[0]
+    values = []
+    for column in range(inputs.y_score.shape[1]):
+        count, weight = totals.counts[column], totals.weights[column]
+        if metric == "roc_auc" and count in (0, n_samples):
+            F.warn(_ONE_CLASS, F.UndefinedMetricWarning)
+            values.append(xp.full((), xp.nan))
+            continue
+        positive_weight, negative_weight = _positive_negative_weights(
+            codes == column, inputs.sample_weight, xp)
+        scores = inputs.y_score[:, column]
+        if metric == "roc_auc":
+            if inputs.sample_weight is not None:
+                _warn_undefined_rates(totals.weights.sum() - weight, weight)
+            values.append(_binary_roc_auc(scores, positive_weight, negative_weight, xp))
+        else:
+            if weight <= 0:
+                F.warn(_NO_POSITIVE_CLASS, UserWarning)
+            values.append(_binary_average_precision(scores, positive_weight, negative_weight, xp))
+    return xp.stack(values)
+
+
+def _micro_average(inputs, codes, metric: str):
+    """One binary problem over all N K (sample, class) scores: the sample's own
+    class is the positive."""
+    xp = inputs.backend.xp
+    n_samples, num_columns = inputs.y_score.shape
+    is_positive = (codes[:, None] == xp.arange(num_columns)[None, :]).reshape(-1)
+    weight = inputs.sample_weight
+    if weight is not None:
+        weight = xp.repeat(weight, num_columns)
+    positive_weight, negative_weight = _positive_negative_weights(is_positive, weight, xp)
+    scores = inputs.y_score.reshape(-1)
+    if metric == "roc_auc":
+        if weight is not None:
+            total = float(_host(xp.sum(inputs.sample_weight.astype(np.float64)), inputs))
+            _warn_undefined_rates((num_columns - 1) * total, total)
+        return _binary_roc_auc(scores, positive_weight, negative_weight, xp)
+    if weight is not None and float(_host(xp.sum(positive_weight), inputs)) <= 0:
+        F.warn(_NO_POSITIVE_CLASS, UserWarning)
+    return _binary_average_precision(scores, positive_weight, negative_weight, xp)
+
+
+def _average_one_vs_rest(inputs, codes, totals: _ClassTotals, metric: str, average):
+    """scikit-learn's ``_average_binary_score``: per-class values (None), their
+    mean ('macro') or their mean weighted by each class's weight as the positive
+    ('weighted'), where classes of zero weight count 0 (their NaN must not
+    spread) and no weight at all gives 0 without computing anything."""
+    xp = inputs.backend.xp
+    if average == "weighted" and abs(totals.weights.sum()) <= 1e-8:
+        return 0.0
+    per_class = _one_vs_rest(inputs, codes, totals, metric)
+    if average is None:
+        return per_class
+    if average == "macro":
+        return xp.mean(per_class)
+    weight = xp.asarray(totals.weights)
+    per_class = xp.where(weight == 0, 0.0, per_class)
+    return xp.sum(per_class * weight) / xp.sum(weight)
+
+
+def _class_members(codes, counts: np.ndarray, xp) -> list:
+    """The sample indices of each class, in input order (one stable sort, no sync:
+    the class sizes are known on the host)."""
+    order = _stable_argsort(codes, xp)
+    bounds = np.concatenate([[0], np.cumsum(counts)])
+    return [order[bounds[c]:bounds[c + 1]] for c in range(counts.size)]
+
+
+def _one_vs_one_roc_auc(scores, codes, totals: _ClassTotals, average, xp):
+    """Hand & Till (2001): the mean over pairs of present classes (a, b) of
+    ½ (AUC of a against b on column a + AUC of b against a on column b);
+    'weighted' weighs a pair by the fraction of samples in a or b."""
+    members = _class_members(codes, totals.counts, xp)
+    present = np.flatnonzero(totals.counts)
+    n_samples = int(totals.counts.sum())
+    pair_values, prevalence = [], []
+    for a, b in combinations(present.tolist(), 2):
+        in_a, in_b = members[a], members[b]
+        a_over_b = _two_class_auc(scores[in_a, a], scores[in_b, a], None, None, xp)
+        b_over_a = _two_class_auc(scores[in_b, b], scores[in_a, b], None, None, xp)
+        pair_values.append((a_over_b + b_over_a) / 2)
+        prevalence.append((totals.counts[a] + totals.counts[b]) / n_samples)
+    pair_values = xp.stack(pair_values)
+    if average == "weighted":
+        weight = xp.asarray(np.asarray(prevalence))
+        return xp.sum(pair_values * weight) / xp.sum(weight)
+    return xp.mean(pair_values)
+
+
+@on_caller_stream
+def average_precision_score(y_true, y_score, *, average="macro", pos_label=1,
+                            sample_weight=None):
+    """Average precision Σ (R_n - R_{n-1}) P_n, as ``sklearn.metrics.average_precision_score``.
+
+    Not interpolated (no trapezoid): each threshold's precision weighted by
+    the recall it adds.
+
+    Parameters
+    ----------
+    y_true : (N,) array of class codes
+        Binary (``pos_label`` is the positive class), or multiclass: each
+        class present against the rest, the score columns being those classes,
+        sorted.
+    y_score : (N,) or (N, K) array
+        Binary: the positive class's scores. Multiclass: one column per class
+        present (any scores, not only probabilities).
+    average : {'macro', 'weighted', 'micro', 'samples', None}, default 'macro'
+        Multiclass averaging (ignored for binary ``y_true``); 'samples' averages
+        each sample's AP over the classes (1 / the rank of its own class).
+    pos_label : int, default 1
+        Binary only; must be 1 for multiclass ``y_true``.
+    sample_weight : (N,) array, optional
+        Non-negative weights.
+
+    Returns
+    -------
+    float64 (0-d array on a GPU), or a (K,) array for ``average=None``. 0 with a
+    ``UserWarning`` when the positive class has no weight.
+
+    Syncs once to find the classes of ``y_true`` (and, with weights, the class
+    weight totals); the sums themselves are computed without a sync.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from metrics_gpu._ranking import average_precision_score
+    >>> round(float(average_precision_score(np.array([0, 0, 1, 1]),
+    ...                                     np.array([0.1, 0.4, 0.35, 0.8]))), 6)
+    0.833333
+    >>> y_score = np.array([[0.7, 0.2, 0.1], [0.4, 0.3, 0.3], [0.1, 0.8, 0.1],
+    ...                     [0.2, 0.3, 0.5], [0.4, 0.4, 0.2], [0.1, 0.2, 0.7]])
+    >>> round(float(average_precision_score(np.array([0, 0, 1, 1, 2, 2]), y_score)), 6)
+    0.777778
+    """
+    check_ranking_average(average, RANKING_AVERAGE_OPTIONS)
+    inputs = check_ranking_inputs(y_true, y_score, sample_weight)
+    classes = present_labels(inputs)
+    pos_label = check_average_precision_pos_label(pos_label, classes)
+    xp = inputs.backend.xp
+    if classes.size > 2:
+        check_per_class_scores(inputs, classes)
+        codes = _class_positions(inputs, classes)
+        totals = _class_totals(codes, inputs.sample_weight, classes.size, inputs)
+        if average == "micro":
+            return _output(_micro_average(inputs, codes, "average_precision"), inputs)
+        if average == "samples":
+            return _output(_samples_average_precision(inputs, codes), inputs)
+        return _output(_average_one_vs_rest(inputs, codes, totals, "average_precision", average),
+                       inputs)
+    check_binary_scores(inputs, "average_precision_score")
+    positive_weight, negative_weight = _positive_negative_weights(
+        inputs.y_true == pos_label, inputs.sample_weight, xp)
+    if inputs.sample_weight is None:
+        has_positives = pos_label in classes
+    else:
+        has_positives = float(_host(xp.sum(positive_weight), inputs)) > 0
+    if not has_positives:
+        F.warn(_NO_POSITIVE_CLASS, UserWarning)
+    ap = _binary_average_precision(inputs.y_score, positive_weight, negative_weight, xp)
+    return _output(ap, inputs)
+
+
+def _samples_average_precision(inputs, codes):
+    """'samples': one positive per sample (its class), so its AP is 1 / the number
+    of classes scored at least as high; averaged with the sample weights."""
+    xp = inputs.backend.xp
+    scores = inputs.y_score
+    own = xp.take_along_axis(scores, codes[:, None], axis=1)
+    rank = xp.sum(scores >= own, axis=1)
+    per_sample = 1.0 / rank
+    weight = inputs.sample_weight
+    if weight is None:
+        return xp.mean(per_sample)
+    weight = weight.astype(np.float64)
+    return xp.sum(xp.where(weight == 0, 0.0, per_sample) * weight) / xp.sum(weight)
+
+
+# -- AUC-mu ---------------------------------------------------------------------------
+
+
+def _expected_costs(scores, cost_matrix, xp):
+    """``d[n, r] = Σ_k M[r, k] scores[n, k]``, the expected cost of predicting r.
+
+    Added in column order, as CatBoost's loop (the ties that AUC-mu sees
+    depend on the rounding). Without a matrix, CatBoost's shortcut for the
+    default costs (1 off the diagonal): the row total minus the class's score.
+    """
+    if cost_matrix is None:
+        total = scores[:, 0]
+        for k in range(1, scores.shape[1]):
+            total = total + scores[:, k]
+        return total[:, None] - scores
+    matrix = xp.asarray(cost_matrix)
+    costs = xp.zeros(scores.shape, dtype=np.float64)
+    for k in range(scores.shape[1]):
+        costs = costs + scores[:, k:k + 1] * matrix[:, k][None, :]
+    return costs
+
+
+def _auc_mu(scores, codes, sample_weight, counts: np.ndarray, cost_matrix, xp):
+    """AUC-mu (Kleiman & Page, ICML 2019) as CatBoost's ``CalcMuAuc``.
+
+    For each pair of classes i < j, samples of i and j are ranked by
+    ``d_i - d_j`` (the cost of predicting i minus that of predicting j, its sign
+    flipped when ``M[i, j] + M[j, i] < 0``) and A(i, j) is the weighted
+    probability that a sample of j ranks above one of i, ties counting ½
+    (exactly ½ when ``M[i, j] + M[j, i] = 0``). The result is
+    2 / (K (K - 1)) Σ A(i, j); pairs with an absent class add 0.
+    """
+    num_classes = scores.shape[1]
+    costs = _expected_costs(scores, cost_matrix, xp)
+    members = _class_members(codes, counts, xp)
+    weight = None if sample_weight is None else sample_weight.astype(np.float64)
+    total = xp.zeros((), dtype=np.float64)
+    for i, j in combinations(range(num_classes), 2):
+        if counts[i] == 0 or counts[j] == 0:
+            continue
+        direction = 2.0 if cost_matrix is None else cost_matrix[i, j] + cost_matrix[j, i]
+        if direction == 0:
+            total = total + 0.5
+            continue
+        margin = costs[:, i] - costs[:, j]
+        if direction < 0:
+            margin = -margin
+        in_i, in_j = members[i], members[j]
+        total = total + _two_class_auc(
+            margin[in_j], margin[in_i],
+            None if weight is None else weight[in_j], None if weight is None else weight[in_i],
+            xp,
+        )
+    return 2.0 * total / (num_classes * (num_classes - 1))
+
+
+@on_caller_stream
+def multiclass_auc_mu(y_true, y_score, cost_matrix=None, *, sample_weight=None):
+    """AUC-mu of Kleiman & Page (ICML 2019), as CatBoost's ``AUC:type=Mu``.
+
+    The mean over pairs of classes i < j of the AUC that separates class j
+    from class i when samples are ranked by ``d_i - d_j``, where
+    ``d_r = Σ_k M[r, k] y_score[:, k]`` is the expected cost of predicting
+    class r. Ties count ½.
+
+    Parameters
+    ----------
+    y_true : (N,) array of class codes 0..K-1
+    y_score : (N, K) array
+        Used as given, in float64: AUC-mu is not invariant to a softmax.
+        CatBoost's ``AUC:type=Mu`` ranks its raw approxes (pass those to
+        reproduce it); the paper ranks probability estimates.
+    cost_matrix : (K, K) array, optional
+        ``M[i, j]``: the cost of predicting class i when the truth is j; finite,
+        0 on the diagonal (CatBoost's ``"M00/M01/..."`` string is read too).
+        Default: 1 off the diagonal. A pair with
+        ``M[i, j] + M[j, i] = 0`` scores ½; a negative sum reverses its ranking.
+    sample_weight : (N,) array, optional
+        Non-negative weights (CatBoost stores them as float32; round them so to
+        reproduce it exactly).
+
+    Returns
+    -------
+    float64 (0-d array on a GPU). A class without samples leaves its pairs at
+    0 while still counting them, as CatBoost (with an
+    ``UndefinedMetricWarning``); a pair whose weights are all 0 makes the
+    result NaN.
+
+    Syncs once (the class sizes); the areas are computed without a sync.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from metrics_gpu._ranking import multiclass_auc_mu
+    >>> y_score = np.array([[0.7, 0.2, 0.1], [0.4, 0.3, 0.3], [0.1, 0.8, 0.1],
+    ...                     [0.2, 0.3, 0.5], [0.4, 0.4, 0.2], [0.1, 0.2, 0.7]])
+    >>> round(float(multiclass_auc_mu(np.array([0, 0, 1, 1, 2, 2]), y_score)), 6)
+    0.833333
+    """
+    inputs = check_ranking_inputs(y_true, y_score, sample_weight)
+    num_classes = check_auc_mu_scores(inputs)
+    check_ranking_class_codes(inputs, num_classes)
+    cost_matrix = check_cost_matrix(cost_matrix, num_classes, inputs.backend)
+    xp = inputs.backend.xp
+    codes = inputs.y_true.astype(np.int64)
+    counts = _class_totals(codes, None, num_classes, inputs).counts
+    absent = np.flatnonzero(counts == 0)
+    if absent.size:
+        F.warn(
+            f"AUC-mu: classes {absent.tolist()} have no samples in y_true; their pairs count "
+            "as 0 and still count in the mean over K (K - 1) / 2 pairs (CatBoost's convention)",
+            F.UndefinedMetricWarning,
+        )
+    value = _auc_mu(inputs.y_score.astype(np.float64), codes, inputs.sample_weight, counts,
+                    cost_matrix, xp)
+    return _output(value, inputs)
+
+
+# -- CatBoost's AUC ------------------------------------------------------------------
+
+# fmath's expd (herumi, BSD-3), CatBoost's vectorised exp: 2**(i / 2048) from a
+# table, times a third-degree correction. The steps below are the intrinsics'
+# steps, without fused multiply-adds, so the results are bit-identical.
+_EXPD_TABLE_BITS = 11
+_EXPD_SIZE = 1 << _EXPD_TABLE_BITS
+_EXPD_ADJUST = (1 << (_EXPD_TABLE_BITS + 10)) - (1 << _EXPD_TABLE_BITS)
+_EXPD_SCALE = _EXPD_SIZE / math.log(2.0)
+_EXPD_INVERSE_SCALE = 1 / _EXPD_SCALE
+_EXPD_ROUND = float(3 << 51)  # adding it leaves round(x * scale) in the low mantissa bits
+_EXPD_C1, _EXPD_C2, _EXPD_C3 = 1.0, 0.16666666685227835064, 3.0000000027955394
+_EXPD_VECTOR_MIN = -708.39641853226408
+# AVX2 lanes hold four doubles: CatBoost's row of K exps is done four at a
+# time, the last K % 4 one by one (which flush to 0 below the minimum).
+_EXPD_LANES = 4
+
+
+@lru_cache(maxsize=1)
+def _expd_table() -> np.ndarray:
+    mantissa = (1 << 52) - 1
+    return np.array([np.float64(math.pow(2.0, i * (1.0 / _EXPD_SIZE))).view(np.uint64)
+                     & np.uint64(mantissa) for i in range(_EXPD_SIZE)], dtype=np.uint64)
+
+
+def _fmath_expd(x, xp, *, lanes: bool):
+    """fmath's ``expd_v`` on float64 ``x`` (vector lanes clamp at the minimum,
+    the scalar tail returns 0 below it)."""
+    if lanes:
+        x = xp.maximum(x, _EXPD_VECTOR_MIN)
+    shifted = x * _EXPD_SCALE + _EXPD_ROUND
+    bits = shifted.view(np.uint64)
+    table = xp.asarray(_expd_table())
+    fraction = table[(bits & np.uint64(_EXPD_SIZE - 1)).astype(np.intp)]
+    t = (shifted - _EXPD_ROUND) * _EXPD_INVERSE_SCALE - x
+    exponent = ((bits + np.uint64(_EXPD_ADJUST)) >> np.uint64(_EXPD_TABLE_BITS)) << np.uint64(52)
+    y = (_EXPD_C3 - t) * (t * t) * _EXPD_C2 - t + _EXPD_C1
+    value = y * (exponent | fraction).view(np.float64)
+    if not lanes:
+        value = xp.where(x <= _EXPD_VECTOR_MIN, 0.0, value)
+    return value
+
+
+def _catboost_softmax(approx, xp):
+    """CatBoost's ``CalcSoftmax``: exp(a - max a) by fmath, summed in column order, divided."""
+    shifted = approx - xp.max(approx, axis=1, keepdims=True)
+    vector_columns = shifted.shape[1] - shifted.shape[1] % _EXPD_LANES
+    exps = xp.concatenate([_fmath_expd(shifted[:, :vector_columns], xp, lanes=True),
+                           _fmath_expd(shifted[:, vector_columns:], xp, lanes=False)], axis=1)
+    total = xp.zeros(exps.shape[0], dtype=np.float64)
+    for k in range(exps.shape[1]):
+        total = total + exps[:, k]
+    return exps / total[:, None]
+
+
+def _catboost_auc(y_true, approx, weight, auc_type, cost_matrix):
+    """What ``catboost.utils.eval_metric(y_true, approx, "AUC:type=...", weight=weight)`` returns.
+
+    ``auc_type="Mu"``: a float, :func:`multiclass_auc_mu` on the raw ``approx``
+    (``cost_matrix`` is ``misclass_cost_matrix``: CatBoost's string
+    ``"M00/M01/.../M(K-1)(K-1)"`` or a K x K array; None for CatBoost's default).
+    ``auc_type="OneVsAll"``: a list of K floats, class k's ROC AUC against the
+    rest ranked by CatBoost's softmax probability of k (computed with its fmath
+    exp, so that ties fall as in CatBoost); 0 for a class with no samples or
+    with every sample, NaN when the class's (or the rest's) weight is 0.
+
+    Weights are rounded to float32 first, as CatBoost stores them. Inputs are
+    CatBoost's: ``y_true`` (N,) class codes (float or int), ``approx`` (N, K) raw
+    scores, on the host. Syncs (the results are Python floats).
+    """
+    auc_type = check_catboost_auc_type(auc_type)
+    inputs = check_ranking_inputs(y_true, approx, weight)
+    num_classes = check_auc_mu_scores(inputs, name="approx")
+    check_ranking_class_codes(inputs, num_classes)
+    xp = inputs.backend.xp
+    codes = inputs.y_true.astype(np.int64)
+    counts = _class_totals(codes, None, num_classes, inputs).counts
+    weight = inputs.sample_weight
+    if weight is not None:
+        weight = weight.astype(np.float32).astype(np.float64)
+    scores = inputs.y_score.astype(np.float64)
+    if auc_type == "Mu":
+        cost_matrix = check_cost_matrix(cost_matrix, num_classes, inputs.backend)
+        return float(_auc_mu(scores, codes, weight, counts, cost_matrix, xp))
+    if cost_matrix is not None:
+        raise ValueError("cost_matrix (misclass_cost_matrix) applies to AUC:type=Mu only")
+    probabilities = _catboost_softmax(scores, xp)
+    n_samples = scores.shape[0]
+    values = []
+    for k in range(num_classes):
+        if counts[k] in (0, n_samples):
+            values.append(0.0)
+            continue
+        positive_weight, negative_weight = _positive_negative_weights(codes == k, weight, xp)
+        values.append(float(_binary_roc_auc(probabilities[:, k], positive_weight,
+                                            negative_weight, xp)))
+    return values

@@ -1,0 +1,718 @@
+"""Exact ranking metrics: parity with scikit-learn 1.9 and CatBoost, and the input checks.
+
+References:
+
+* scikit-learn's ``roc_curve``, ``precision_recall_curve``, ``roc_auc_score``
+  and ``average_precision_score`` on the same host arrays: the numbers (rtol
+  1e-12, NaN where scikit-learn has NaN; curve shapes, threshold values and
+  dtypes exactly) and the warnings (same category name and text, emitted
+  exactly when scikit-learn emits them).
+* CatBoost's ``catboost.utils.eval_metric`` for ``AUC:type=Mu`` (with and
+  without ``misclass_cost_matrix``) and ``AUC:type=OneVsAll``, rtol 1e-12. Its
+  weights are float32, so the weights passed to both are float32 values.
+* AUC-mu worked by hand from Kleiman & Page's definition, and a brute-force
+  pair count of that definition.
+
+Scores are rounded so that ties are frequent (a tie group is one point of the
+curves; ties inside a group count ½ in the AUC).
+"""
+
+from __future__ import annotations
+
+import warnings
+from itertools import combinations
+
+import numpy as np
+import pytest
+import sklearn.metrics as skm
+
+from metrics_gpu._ranking import (
+    _catboost_auc,
+    average_precision_score,
+    multiclass_auc_mu,
+    precision_recall_curve,
+    roc_auc_score,
+    roc_curve,
+)
+
+RTOL = 1e-12
+
+SIZES = (1, 2, 7, 100, 3000)
+TIES = ("distinct", "2-decimals", "1-decimal", "constant")
+WEIGHTS = ("unweighted", "float", "int", "with-zeros")
+
+
+# -- helpers ------------------------------------------------------------------------
+
+
+def _scores(rng, shape, ties):
+    values = rng.random(shape)
+    if ties == "2-decimals":
+        return np.round(values, 2)
+    if ties == "1-decimal":
+        return np.round(values, 1)
+    if ties == "constant":
+        return np.full(shape, 0.5)
+    return values
+
+
+def _weights(rng, n, kind):
+    if kind == "unweighted":
+        return None
+    if kind == "float":
+        return rng.uniform(0.1, 3.0, n)
+    if kind == "int":
+        return rng.integers(1, 5, n)
+    weight = rng.uniform(0.0, 2.0, n)
+    weight[rng.random(n) < 0.3] = 0.0
+    return weight
+
+
+def _binary_labels(rng, n):
+    y = rng.integers(0, 2, n)
+    if n >= 2:
+        y[:2] = (0, 1)  # both classes, so that most cases are defined
+        rng.shuffle(y)
+    return y
+
+
+def _call(function, *args, **kwargs):
+    """``function``'s result and its user-facing warnings as (category name, text)."""
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        result = function(*args, **kwargs)
+    runtime = [str(w.message) for w in caught if issubclass(w.category, RuntimeWarning)]
+    assert not runtime or function.__module__.startswith("sklearn"), runtime
+    shown = [(w.category.__name__, str(w.message)) for w in caught
+             if issubclass(w.category, UserWarning)]
+    return result, shown
+
+
+def _put(backend, *arrays):
+    return [None if a is None else backend.asarray(a) for a in arrays]
+
+
+def _assert_value(backend, ours, reference):
+    ours = np.asarray(backend.to_numpy(ours), dtype=np.float64)
+    reference = np.asarray(reference, dtype=np.float64)
+    assert ours.shape == reference.shape
+    np.testing.assert_allclose(ours, reference, rtol=RTOL, atol=0, equal_nan=True)
+
+
+def _assert_curve(backend, ours, reference):
+    for name, mine, theirs in zip(("x", "y", "thresholds"), ours, reference):
+        mine = backend.to_numpy(mine)
+        assert mine.shape == theirs.shape, name
+        assert mine.dtype == theirs.dtype, name
+        if name == "thresholds":
+            np.testing.assert_array_equal(mine, theirs)
+        else:
+            np.testing.assert_allclose(mine, theirs, rtol=RTOL, atol=0, equal_nan=True)
+
+
+def _both(backend, ours, reference, *args, **kwargs):
+    """Run our function on the backend and scikit-learn's on the host; return
+    both results and check that they warn alike."""
+    arrays = [backend.asarray(a) if isinstance(a, np.ndarray) else a for a in args]
+    device_kwargs = {k: backend.asarray(v) if k == "sample_weight" and v is not None else v
+                     for k, v in kwargs.items()}
+    mine, my_warnings = _call(ours, *arrays, **device_kwargs)
+    theirs, their_warnings = _call(reference, *args, **kwargs)
+    assert my_warnings == their_warnings
+    return mine, theirs
+
+
+def _binary_case(rng, n, ties, weights):
+    return _binary_labels(rng, n), _scores(rng, n, ties), _weights(rng, n, weights)
+
+
+BINARY_CASES = [(n, ties, weights) for n in SIZES for ties in TIES for weights in WEIGHTS
+                if not (n < 7 and ties != "1-decimal")]
+
+
+def _binary_id(case):
+    n, ties, weights = case
+    return f"N={n}-{ties}-{weights}"
+
+
+# -- binary: parity with scikit-learn -------------------------------------------------
+
+
+@pytest.mark.parametrize("case", BINARY_CASES, ids=_binary_id)
+def test_binary_metrics_match_sklearn(backend, rng, case):
+    y, s, w = _binary_case(rng, *case)
+    if w is not None and not w.any():
+        w[0] = 1.0  # a curve needs a point (all-zero weights: test_curve_of_zero_weights_...)
+    for drop in (True, False):
+        for ours, reference in ((roc_curve, skm.roc_curve),
+                                (precision_recall_curve, skm.precision_recall_curve)):
+            mine, theirs = _both(backend, ours, reference, y, s, sample_weight=w,
+                                 drop_intermediate=drop)
+            _assert_curve(backend, mine, theirs)
+    weight = np.ones(y.size) if w is None else w
+    both_weighted = weight[y == 0].sum() > 0 and weight[y == 1].sum() > 0
+    for max_fpr in (None, 0.3, 1.0):
+        if max_fpr is not None and not both_weighted:
+            continue  # scikit-learn fails there (test_partial_auc_of_an_undefined_curve_is_nan)
+        mine, theirs = _both(backend, roc_auc_score, skm.roc_auc_score, y, s, sample_weight=w,
+                             max_fpr=max_fpr)
+        _assert_value(backend, mine, theirs)
+    mine, theirs = _both(backend, average_precision_score, skm.average_precision_score, y, s,
+                         sample_weight=w)
+    _assert_value(backend, mine, theirs)
+
+
+LABEL_SETS = {
+    "0/1": (np.array([0, 1]), {}),
+    "-1/1": (np.array([-1, 1]), {}),
+    "bool": (np.array([False, True]), {}),
+    "1/2 pos_label=2": (np.array([1, 2]), {"pos_label": 2}),
+    "3/7 pos_label=3": (np.array([3, 7]), {"pos_label": 3}),
+}
+
+
+@pytest.mark.parametrize("labels", LABEL_SETS, ids=str)
+def test_binary_labels_and_pos_label_match_sklearn(backend, rng, labels):
+    classes, kwargs = LABEL_SETS[labels]
+    y = classes[_binary_labels(rng, 300)]
+    s = _scores(rng, 300, "2-decimals")
+    w = _weights(rng, 300, "float")
+    for ours, reference in ((roc_curve, skm.roc_curve),
+                            (precision_recall_curve, skm.precision_recall_curve)):
+        mine, theirs = _both(backend, ours, reference, y, s, sample_weight=w, **kwargs)
+        _assert_curve(backend, mine, theirs)
+    mine, theirs = _both(backend, roc_auc_score, skm.roc_auc_score, y, s, sample_weight=w)
+    _assert_value(backend, mine, theirs)
+    ap_kwargs = kwargs if kwargs or labels == "0/1" else {"pos_label": int(classes[-1])}
+    mine, theirs = _both(backend, average_precision_score, skm.average_precision_score, y, s,
+                         sample_weight=w, **ap_kwargs)
+    _assert_value(backend, mine, theirs)
+
+
+def test_curves_rank_one_class_of_multiclass_labels_with_pos_label(backend, rng):
+    y = rng.integers(0, 4, 500)
+    s = _scores(rng, 500, "1-decimal")
+    for ours, reference in ((roc_curve, skm.roc_curve),
+                            (precision_recall_curve, skm.precision_recall_curve)):
+        mine, theirs = _both(backend, ours, reference, y, s, pos_label=2)
+        _assert_curve(backend, mine, theirs)
+
+
+def test_integer_scores_keep_their_dtype_in_precision_recall_thresholds(backend, rng):
+    y = _binary_labels(rng, 200)
+    s = rng.integers(-5, 5, 200)
+    mine, theirs = _both(backend, precision_recall_curve, skm.precision_recall_curve, y, s)
+    _assert_curve(backend, mine, theirs)
+    mine, theirs = _both(backend, roc_curve, skm.roc_curve, y, s)
+    _assert_curve(backend, mine, theirs)
+
+
+@pytest.mark.parametrize("y", [[0, 0, 0], [1, 1, 1], [2, 2, 2]], ids=lambda y: f"all-{y[0]}")
+def test_one_class_warns_and_gives_nan_as_sklearn(backend, y):
+    """scikit-learn 1.9 returns NaN with an UndefinedMetricWarning for ROC AUC of
+    one class (it no longer raises); the ROC curve's undefined rate is NaN."""
+    y, s = np.array(y), np.array([0.1, 0.4, 0.4])
+    mine, theirs = _both(backend, roc_auc_score, skm.roc_auc_score, y, s)
+    assert np.isnan(theirs)
+    _assert_value(backend, mine, theirs)
+    kwargs = {"pos_label": 2} if y[0] == 2 else {}
+    mine, theirs = _both(backend, roc_curve, skm.roc_curve, y, s, **kwargs)
+    _assert_curve(backend, mine, theirs)
+    mine, theirs = _both(backend, precision_recall_curve, skm.precision_recall_curve, y, s,
+                         **kwargs)
+    _assert_curve(backend, mine, theirs)
+    mine, theirs = _both(backend, average_precision_score, skm.average_precision_score, y, s,
+                         **({"pos_label": 2} if y[0] == 2 else {}))
+    _assert_value(backend, mine, theirs)
+
+
+def test_zero_weight_positives_warn_and_give_nan_as_sklearn(backend):
+    y, s = np.array([0, 1, 1, 0, 0]), np.array([0.1, 0.4, 0.4, 0.3, 0.9])
+    w = np.array([1.0, 0.0, 0.0, 2.0, 1.0])
+    mine, theirs = _both(backend, roc_auc_score, skm.roc_auc_score, y, s, sample_weight=w)
+    assert np.isnan(theirs)
+    _assert_value(backend, mine, theirs)
+    mine, theirs = _both(backend, average_precision_score, skm.average_precision_score, y, s,
+                         sample_weight=w)
+    _assert_value(backend, mine, theirs)
+
+
+def test_partial_auc_of_an_undefined_curve_is_nan(backend):
+    """Deviation: scikit-learn's partial AUC fails ("At least 2 points are needed")
+    when the negatives weigh 0; ours is NaN with the ROC curve's warning."""
+    y, s = np.array([0, 1, 1, 0]), np.array([0.1, 0.4, 0.35, 0.8])
+    with pytest.warns(UserWarning, match="No negative samples in y_true"):
+        value = roc_auc_score(*_put(backend, y, s), max_fpr=0.5,
+                              sample_weight=backend.asarray(np.array([0.0, 1.0, 1.0, 0.0])))
+    assert np.isnan(backend.to_numpy(value))
+
+
+# -- multiclass: parity with scikit-learn ---------------------------------------------
+
+
+def _multiclass_case(rng, n, k, weights, ties=True):
+    y = rng.integers(0, k, n)
+    y[:k] = np.arange(k)  # every class present
+    rng.shuffle(y)
+    p = rng.dirichlet(np.full(k, 0.7), n)
+    if ties:
+        p = np.round(p, 2)
+        p[:, -1] = 1.0 - p[:, :-1].sum(axis=1)  # rows still sum to 1 (within allclose)
+    return y, p, _weights(rng, n, weights)
+
+
+MULTICLASS = [(k, n, weights) for k, n in ((3, 60), (5, 800), (50, 2000))
+              for weights in ("unweighted", "float", "int")]
+
+
+def _multiclass_id(case):
+    k, n, weights = case
+    return f"K={k}-N={n}-{weights}"
+
+
+@pytest.mark.parametrize("case", MULTICLASS, ids=_multiclass_id)
+def test_multiclass_roc_auc_ovr_matches_sklearn(backend, rng, case):
+    k, n, weights = case
+    y, p, w = _multiclass_case(rng, n, k, weights)
+    for average in ("macro", "weighted", "micro", None):
+        mine, theirs = _both(backend, roc_auc_score, skm.roc_auc_score, y, p, sample_weight=w,
+                             multi_class="ovr", average=average)
+        _assert_value(backend, mine, theirs)
+
+
+@pytest.mark.parametrize("case", [c for c in MULTICLASS if c[2] == "unweighted"],
+                         ids=_multiclass_id)
+def test_multiclass_roc_auc_ovo_matches_sklearn(backend, rng, case):
+    k, n, _ = case
+    y, p, _ = _multiclass_case(rng, n, k, "unweighted")
+    for average in ("macro", "weighted"):
+        mine, theirs = _both(backend, roc_auc_score, skm.roc_auc_score, y, p, multi_class="ovo",
+                             average=average)
+        _assert_value(backend, mine, theirs)
+
+
+@pytest.mark.parametrize("case", MULTICLASS, ids=_multiclass_id)
+def test_multiclass_average_precision_matches_sklearn(backend, rng, case):
+    k, n, weights = case
+    y, p, w = _multiclass_case(rng, n, k, weights)
+    for average in ("macro", "weighted", "micro", "samples", None):
+        mine, theirs = _both(backend, average_precision_score, skm.average_precision_score, y, p,
+                             sample_weight=w, average=average)
+        _assert_value(backend, mine, theirs)
+
+
+@pytest.mark.parametrize("multi_class", ["ovr", "ovo"])
+def test_labels_with_a_class_absent_from_y_true_match_sklearn(backend, rng, multi_class):
+    y, p, _ = _multiclass_case(rng, 200, 4, "unweighted")
+    y[y == 2] = 3  # class 2 absent: ovr gives it NaN (with a warning), ovo leaves its pairs out
+    for average in ("macro", "weighted"):
+        mine, theirs = _both(backend, roc_auc_score, skm.roc_auc_score, y, p,
+                             multi_class=multi_class, average=average, labels=[0, 1, 2, 3])
+        _assert_value(backend, mine, theirs)
+
+
+def test_sparse_class_codes_map_to_sorted_columns_as_sklearn(backend, rng):
+    y, p, w = _multiclass_case(rng, 300, 3, "float")
+    y = np.array([2, 5, 9])[y]  # the columns are the classes present, sorted
+    mine, theirs = _both(backend, roc_auc_score, skm.roc_auc_score, y, p, sample_weight=w,
+                         multi_class="ovr", average="weighted")
+    _assert_value(backend, mine, theirs)
+    mine, theirs = _both(backend, average_precision_score, skm.average_precision_score, y, p,
+                         sample_weight=w)
+    _assert_value(backend, mine, theirs)
+
+
+def test_weighted_average_of_zero_weight_gives_zero_as_sklearn(backend, rng):
+    y, p, _ = _multiclass_case(rng, 30, 3, "unweighted")
+    w = np.zeros(30)
+    mine, theirs = _both(backend, roc_auc_score, skm.roc_auc_score, y, p, sample_weight=w,
+                         multi_class="ovr", average="weighted")
+    _assert_value(backend, mine, theirs)
+
+
+# -- input checks -------------------------------------------------------------------------
+
+
+Y4, S4 = np.array([0, 1, 1, 0]), np.array([0.1, 0.4, 0.35, 0.8])
+P4 = np.array([[0.2, 0.3, 0.5], [0.1, 0.8, 0.1], [0.6, 0.2, 0.2], [0.3, 0.3, 0.4]])
+Y4_MULTI = np.array([2, 1, 0, 2])
+
+SCORE_FUNCTIONS = {
+    "roc_curve": roc_curve,
+    "precision_recall_curve": precision_recall_curve,
+    "roc_auc_score": roc_auc_score,
+    "average_precision_score": average_precision_score,
+}
+
+
+@pytest.mark.parametrize("function", SCORE_FUNCTIONS)
+def test_nan_score_is_named_with_its_index(backend, function):
+    s = S4.copy()
+    s[2] = np.nan
+    with pytest.raises(ValueError, match=r"y_score must hold finite scores; found nan at index 2"):
+        SCORE_FUNCTIONS[function](*_put(backend, Y4, s))
+
+
+def test_infinite_score_in_a_matrix_is_named_with_its_row_and_column(backend):
+    p = P4.copy()
+    p[1, 2] = np.inf
+    with pytest.raises(ValueError, match=r"y_score.*finite.*inf at row 1, column 2"):
+        roc_auc_score(*_put(backend, Y4_MULTI, p), multi_class="ovr")
+
+
+@pytest.mark.parametrize("function", SCORE_FUNCTIONS)
+def test_length_mismatch(backend, function):
+    with pytest.raises(ValueError, match=r"y_true has 4 samples but y_score has 3"):
+        SCORE_FUNCTIONS[function](*_put(backend, Y4, S4[:3]))
+
+
+@pytest.mark.parametrize("function", SCORE_FUNCTIONS)
+def test_empty_input(backend, function):
+    with pytest.raises(ValueError, match=r"empty"):
+        SCORE_FUNCTIONS[function](*_put(backend, np.array([], dtype=int), np.array([])))
+
+
+@pytest.mark.parametrize("function", SCORE_FUNCTIONS)
+def test_binary_y_true_needs_one_score_column(backend, function):
+    with pytest.raises(ValueError, match=r"1-D y_score for binary y_true.*shape \(4, 2\)"):
+        SCORE_FUNCTIONS[function](*_put(backend, Y4, np.stack([1 - S4, S4], axis=1)))
+
+
+def test_three_dimensional_scores(backend):
+    with pytest.raises(ValueError, match=r"y_score must be \(N,\) scores or \(N, K\).*\(4, 1, 2\)"):
+        roc_auc_score(*_put(backend, Y4, np.zeros((4, 1, 2))))
+
+
+@pytest.mark.parametrize("function", SCORE_FUNCTIONS)
+def test_negative_weight_is_named_with_its_index(backend, function):
+    w = np.array([1.0, -1.0, 1.0, 1.0])
+    with pytest.raises(ValueError,
+                       match=r"sample_weight must be non-negative; found -1.0 at index 1"):
+        SCORE_FUNCTIONS[function](*_put(backend, Y4, S4), sample_weight=backend.asarray(w))
+
+
+@pytest.mark.parametrize("function", SCORE_FUNCTIONS)
+def test_non_finite_weight_is_named_with_its_index(backend, function):
+    w = np.array([1.0, 1.0, np.inf, 1.0])
+    with pytest.raises(ValueError, match=r"sample_weight must be finite; found inf at index 2"):
+        SCORE_FUNCTIONS[function](*_put(backend, Y4, S4), sample_weight=backend.asarray(w))
+
+
+def test_weight_length_mismatch(backend):
+    with pytest.raises(ValueError, match=r"sample_weight has 3 entries but y_true has 4 samples"):
+        roc_auc_score(*_put(backend, Y4, S4), sample_weight=backend.asarray(np.ones(3)))
+
+
+@pytest.mark.parametrize("function", ["roc_curve", "precision_recall_curve"])
+def test_curve_of_zero_weights_has_no_points(backend, function):
+    with pytest.raises(ValueError, match=r"sample_weight is 0 for every sample"):
+        SCORE_FUNCTIONS[function](*_put(backend, Y4, S4),
+                                  sample_weight=backend.asarray(np.zeros(4)))
+
+
+def test_non_integer_labels(backend):
+    with pytest.raises(ValueError,
+                       match=r"y_true must hold integer class codes; found 0.5 at index 1"):
+        roc_auc_score(*_put(backend, np.array([0.0, 0.5, 1.0, 1.0]), S4))
+
+
+@pytest.mark.parametrize("function", ["roc_curve", "precision_recall_curve"])
+def test_curve_labels_outside_0_1_need_pos_label(backend, function):
+    with pytest.raises(ValueError, match=r"y_true takes value in \{1, 2\} and pos_label is not "
+                                         r"specified"):
+        SCORE_FUNCTIONS[function](*_put(backend, Y4 + 1, S4))
+
+
+@pytest.mark.parametrize("function", ["roc_curve", "precision_recall_curve"])
+def test_curve_of_multiclass_labels_needs_pos_label(backend, function):
+    with pytest.raises(ValueError, match=r"multiclass format is not supported"):
+        SCORE_FUNCTIONS[function](*_put(backend, np.array([0, 1, 2, 1]), S4))
+
+
+def test_rows_not_summing_to_one_name_the_row(backend):
+    p = P4.copy()
+    p[3] = [0.5, 0.5, 0.5]
+    with pytest.raises(ValueError, match=r"Target scores need to be probabilities for multiclass "
+                                         r"roc_auc.*row 3 of y_score sums to 1.5"):
+        roc_auc_score(*_put(backend, Y4_MULTI, p), multi_class="ovr")
+
+
+def test_multiclass_needs_multi_class(backend):
+    with pytest.raises(ValueError, match=r"multi_class must be in \('ovo', 'ovr'\)"):
+        roc_auc_score(*_put(backend, Y4_MULTI, P4))
+
+
+def test_multiclass_has_no_partial_auc(backend):
+    with pytest.raises(ValueError, match=r"Partial AUC computation not available in multiclass"):
+        roc_auc_score(*_put(backend, Y4_MULTI, P4), multi_class="ovr", max_fpr=0.5)
+
+
+@pytest.mark.parametrize("max_fpr", [0, -0.1, 1.5, "0.5"], ids=repr)
+def test_max_fpr_outside_0_1(backend, max_fpr):
+    with pytest.raises(ValueError, match=r"max_fpr must be a number in \(0, 1\] or None"):
+        roc_auc_score(*_put(backend, Y4, S4), max_fpr=max_fpr)
+
+
+def test_ovo_takes_no_sample_weight(backend):
+    with pytest.raises(ValueError, match=r"sample_weight is not supported for multiclass "
+                                         r"one-vs-one ROC AUC"):
+        roc_auc_score(*_put(backend, Y4_MULTI, P4), multi_class="ovo",
+                      sample_weight=backend.asarray(np.ones(4)))
+
+
+def test_ovo_has_no_per_class_values(backend):
+    with pytest.raises(NotImplementedError, match=r"average=None is not implemented for "
+                                                  r"multi_class='ovo'"):
+        roc_auc_score(*_put(backend, Y4_MULTI, P4), multi_class="ovo", average=None)
+
+
+@pytest.mark.parametrize("call", ["binary", "ovo-micro", "multi_class"])
+def test_bad_options(backend, call):
+    y, s = _put(backend, Y4, S4)
+    if call == "binary":
+        with pytest.raises(ValueError, match=r"average must be one of .* got 'binary'"):
+            roc_auc_score(y, s, average="binary")
+    elif call == "ovo-micro":
+        with pytest.raises(ValueError, match=r"average must be one of \('macro', 'weighted', "
+                                             r"None\) for multiclass problems, got 'micro'"):
+            roc_auc_score(*_put(backend, Y4_MULTI, P4), multi_class="ovo", average="micro")
+    else:
+        with pytest.raises(ValueError, match=r"multi_class must be one of .* got 'ovx'"):
+            roc_auc_score(y, s, multi_class="ovx")
+
+
+@pytest.mark.parametrize("labels, message", [
+    ([0, 1, 1], r"Parameter 'labels' must be unique"),
+    ([2, 1, 0], r"Parameter 'labels' must be ordered"),
+    ([0, 1, 2, 3],
+     r"Number of given labels, 4, not equal to the number of columns in 'y_score', 3"),
+    ([0, 1, 3], r"'y_true' contains labels not in parameter 'labels': \[2\]"),
+], ids=["repeated", "unordered", "too-many", "missing-2"])
+def test_bad_multiclass_labels(backend, labels, message):
+    with pytest.raises(ValueError, match=message):
+        roc_auc_score(*_put(backend, Y4_MULTI, P4), multi_class="ovr", labels=labels)
+
+
+def test_classes_must_match_score_columns(backend):
+    with pytest.raises(ValueError, match=r"Number of classes in y_true \(3: \[0, 1, 2\]\) "
+                                         r"not equal "
+                                         r"to the number of columns in 'y_score' \(4\)"):
+        roc_auc_score(*_put(backend, Y4_MULTI, np.full((4, 4), 0.25)), multi_class="ovr")
+
+
+def test_average_precision_pos_label_checks(backend):
+    with pytest.raises(ValueError, match=r"pos_label=5 is not a valid label. It should be one of "
+                                         r"\[0, 1\]"):
+        average_precision_score(*_put(backend, Y4, S4), pos_label=5)
+    with pytest.raises(ValueError, match=r"pos_label is fixed to 1 for multiclass y_true"):
+        average_precision_score(*_put(backend, Y4_MULTI, P4), pos_label=2)
+    with pytest.raises(ValueError, match=r"`y_score` needs to be of shape `\(n_samples, "
+                                         r"n_classes\)`.*\(4, 2\)"):
+        average_precision_score(*_put(backend, Y4_MULTI, P4[:, :2]))
+
+
+# -- AUC-mu ----------------------------------------------------------------------------------
+
+# Kleiman & Page's AUC-mu worked by hand. Default costs (1 off the diagonal), so
+# d_i - d_j = s_j - s_i: a pair (i, j) ranks its samples by s_j - s_i, and
+# A(i, j) = P(a sample of j ranks above one of i) + ½ P(tie).
+HAND_Y = np.array([0, 0, 1, 1, 2, 2])
+HAND_SCORES = np.array([
+    [0.6, 0.3, 0.1],   # class 0: s1 - s0 = -0.3, s2 - s0 = -0.5
+    [0.3, 0.3, 0.4],   # class 0: s1 - s0 =  0.0, s2 - s0 =  0.1
+    [0.2, 0.5, 0.3],   # class 1: s1 - s0 =  0.3, s2 - s1 = -0.2
+    [0.4, 0.4, 0.2],   # class 1: s1 - s0 =  0.0, s2 - s1 = -0.2
+    [0.1, 0.3, 0.6],   # class 2: s2 - s0 =  0.5, s2 - s1 =  0.3
+    [0.3, 0.2, 0.5],   # class 2: s2 - s0 =  0.2, s2 - s1 =  0.3
+])
+# A(0, 1): class-1 margins {0.3, 0.0} against class-0 {-0.3, 0.0}: 0.3 beats
+# both, 0.0 beats -0.3 and ties 0.0: 3.5 / 4. A(0, 2) = A(1, 2) = 1 (every
+# class-2 margin is above). AUC-mu = (3.5 / 4 + 1 + 1) / 3.
+HAND_AUC_MU = (3.5 / 4 + 1 + 1) / 3
+# Weight 2 on the second sample: A(0, 1) = (1·1 + 1·2 + 1·1 + ½·1·2) / (3 · 2) = 5 / 6.
+HAND_WEIGHT = np.array([1.0, 2.0, 1.0, 1.0, 1.0, 1.0])
+HAND_AUC_MU_WEIGHTED = (5 / 6 + 1 + 1) / 3
+
+
+def test_auc_mu_hand_worked_case(backend):
+    value = multiclass_auc_mu(*_put(backend, HAND_Y, HAND_SCORES))
+    np.testing.assert_allclose(backend.to_numpy(value), HAND_AUC_MU, rtol=RTOL)
+    value = multiclass_auc_mu(*_put(backend, HAND_Y, HAND_SCORES),
+                              sample_weight=backend.asarray(HAND_WEIGHT))
+    np.testing.assert_allclose(backend.to_numpy(value), HAND_AUC_MU_WEIGHTED, rtol=RTOL)
+
+
+def _auc_mu_by_pairs(y, scores, cost_matrix, weight):
+    """The paper's definition, counted pair by pair of samples (quadratic)."""
+    k = scores.shape[1]
+    costs = scores @ cost_matrix.T
+    total = 0.0
+    for i, j in combinations(range(k), 2):
+        direction = cost_matrix[i, j] + cost_matrix[j, i]
+        if direction == 0:  # mistakes between i and j cost nothing: ½ (CatBoost's rule)
+            total += 0.5
+            continue
+        margin = costs[:, i] - costs[:, j]
+        if direction < 0:
+            margin = -margin
+        a, b = np.flatnonzero(y == i), np.flatnonzero(y == j)
+        above = margin[b][:, None] > margin[a][None, :]
+        tied = margin[b][:, None] == margin[a][None, :]
+        pair_weight = weight[b][:, None] * weight[a][None, :]
+        total += ((above + 0.5 * tied) * pair_weight).sum() / pair_weight.sum()
+    return 2 * total / (k * (k - 1))
+
+
+def test_auc_mu_matches_the_pairwise_definition(backend, rng):
+    # Integer scores and costs: every margin is exact, so ties are the same
+    # whatever the order of the sums.
+    y = rng.integers(0, 4, 150)
+    scores = rng.integers(-3, 4, (150, 4)).astype(np.float64)
+    matrix = rng.integers(1, 4, (4, 4)).astype(np.float64)
+    np.fill_diagonal(matrix, 0)
+    matrix[2, 3] = matrix[3, 2] = 0  # a pair of free mistakes
+    weight = rng.integers(1, 4, 150).astype(np.float64)
+    value = multiclass_auc_mu(*_put(backend, y, scores), backend.asarray(matrix),
+                              sample_weight=backend.asarray(weight))
+    np.testing.assert_allclose(backend.to_numpy(value),
+                               _auc_mu_by_pairs(y, scores, matrix, weight), rtol=RTOL)
+
+
+def test_auc_mu_absent_class_counts_zero_and_warns(backend):
+    y = np.array([0, 0, 1, 1])
+    scores = np.array([[0.9, 0.1, 0.0], [0.6, 0.3, 0.1], [0.2, 0.7, 0.1], [0.3, 0.6, 0.1]])
+    with pytest.warns(UserWarning, match=r"classes \[2\] have no samples"):
+        value = multiclass_auc_mu(*_put(backend, y, scores))
+    # One pair present, perfectly separated; three pairs in the mean.
+    np.testing.assert_allclose(backend.to_numpy(value), 1 / 3, rtol=RTOL)
+
+
+@pytest.mark.parametrize("cost_matrix, message", [
+    (np.ones((3, 3)), r"cost_matrix must be 0 on the diagonal.*1.0 at row 0, column 0"),
+    (np.zeros((2, 2)), r"cost_matrix must be 3 x 3.*\(2, 2\)"),
+    (np.where(np.eye(3) == 1, 0, np.nan),
+     r"cost_matrix must be finite; found nan at row 0, column 1"),
+], ids=["diagonal", "shape", "nan"])
+def test_auc_mu_bad_cost_matrix(backend, cost_matrix, message):
+    with pytest.raises(ValueError, match=message):
+        multiclass_auc_mu(*_put(backend, HAND_Y, HAND_SCORES), cost_matrix)
+
+
+def test_auc_mu_label_outside_the_columns(backend):
+    with pytest.raises(ValueError, match=r"y_true contains the label 3 at index 5, outside 0..2"):
+        multiclass_auc_mu(*_put(backend, np.array([0, 0, 1, 1, 2, 3]), HAND_SCORES))
+
+
+def test_auc_mu_needs_per_class_scores(backend):
+    with pytest.raises(ValueError, match=r"y_score must be \(N, K\) per-class scores with K >= 2"):
+        multiclass_auc_mu(*_put(backend, Y4, S4))
+
+
+# -- CatBoost --------------------------------------------------------------------------------
+
+
+def _catboost_eval():
+    utils = pytest.importorskip("catboost.utils")
+    return utils.eval_metric
+
+
+def _catboost_case(rng, n, k, weights, decimals=1):
+    y = rng.integers(0, k, n)
+    y[:k] = np.arange(k)
+    approx = np.round(rng.normal(0, 2, (n, k)), decimals)  # raw scores, with ties
+    weight = None if weights == "unweighted" else rng.uniform(0, 3, n).astype(np.float32)
+    return y.astype(np.float64), approx, weight
+
+
+def _cost_spec(matrix):
+    return ";misclass_cost_matrix=" + "/".join(repr(float(v)) for v in matrix.ravel())
+
+
+def _cost_matrix(rng, k):
+    # Negative entries and pairs whose costs cancel: the sign and ½ branches.
+    matrix = np.round(rng.uniform(-1, 2, (k, k)), 1)
+    np.fill_diagonal(matrix, 0)
+    if k > 2:
+        matrix[0, 1], matrix[1, 0] = 0.5, -0.5
+    return matrix
+
+
+CATBOOST_CASES = [(k, n, weights, costs) for k, n in ((2, 300), (3, 500), (5, 1000), (50, 3000))
+                  for weights in ("unweighted", "float32") for costs in ("default", "matrix")]
+
+
+def _catboost_id(case):
+    k, n, weights, costs = case
+    return f"K={k}-N={n}-{weights}-{costs}"
+
+
+@pytest.mark.parametrize("case", CATBOOST_CASES, ids=_catboost_id)
+def test_auc_mu_matches_catboost(backend, rng, case):
+    eval_metric = _catboost_eval()
+    k, n, weights, costs = case
+    y, approx, weight = _catboost_case(rng, n, k, weights)
+    matrix = _cost_matrix(rng, k) if costs == "matrix" else None
+    spec = "AUC:type=Mu" + ("" if matrix is None else _cost_spec(matrix))
+    expected = eval_metric(y, approx, spec, weight=weight)[0]
+    ours = multiclass_auc_mu(*_put(backend, y, approx), None if matrix is None else matrix,
+                             sample_weight=None if weight is None else backend.asarray(weight))
+    np.testing.assert_allclose(backend.to_numpy(ours), expected, rtol=RTOL, atol=0)
+    np.testing.assert_allclose(_catboost_auc(y, approx, weight, "Mu", matrix), expected,
+                               rtol=RTOL, atol=0)
+
+
+@pytest.mark.parametrize("case", [c for c in CATBOOST_CASES if c[3] == "default"],
+                         ids=lambda c: _catboost_id(c)[:-len("-default")])
+def test_one_vs_all_auc_matches_catboost(rng, case):
+    """CatBoost ranks its softmax probabilities (fmath exp: ties fall as in CatBoost)."""
+    eval_metric = _catboost_eval()
+    k, n, weights, _ = case
+    y, approx, weight = _catboost_case(rng, n, k, weights)
+    expected = eval_metric(y, approx, "AUC:type=OneVsAll", weight=weight)
+    ours = _catboost_auc(y, approx, weight, "OneVsAll", None)
+    assert isinstance(ours, list) and len(ours) == k
+    np.testing.assert_allclose(ours, expected, rtol=RTOL, atol=0)
+
+
+@pytest.mark.parametrize("case", ["absent-class", "one-class", "zero-weight-class", "far-apart"])
+def test_catboost_auc_conventions(rng, case):
+    """No positives or no negatives: 0; zero weight: NaN; a row spread beyond
+    exp's range (fmath flushes the scalar tail to 0, clamps the vector lanes)."""
+    eval_metric = _catboost_eval()
+    y, approx, weight = _catboost_case(rng, 200, 5, "float32")
+    if case == "absent-class":
+        y[y == 3] = 0
+    elif case == "one-class":
+        y[:] = 2
+    elif case == "zero-weight-class":
+        weight[y == 1] = 0
+    else:
+        approx[::3, :] *= 400
+    for spec, auc_type in (("AUC:type=Mu", "Mu"), ("AUC:type=OneVsAll", "OneVsAll")):
+        expected = eval_metric(y, approx, spec, weight=weight)
+        ours = _catboost_auc(y, approx, weight, auc_type, None)
+        np.testing.assert_allclose(np.atleast_1d(ours), expected, rtol=RTOL, atol=0,
+                                   equal_nan=True)
+
+
+def test_catboost_auc_reads_catboost_cost_strings(rng):
+    eval_metric = _catboost_eval()
+    y, approx, weight = _catboost_case(rng, 400, 3, "float32")
+    text = "0/0.5/2/1/0/1/0/0.5/0"  # the SPEC's example
+    expected = eval_metric(y, approx, "AUC:type=Mu;misclass_cost_matrix=" + text, weight=weight)
+    np.testing.assert_allclose(_catboost_auc(y, approx, weight, "Mu", text), expected[0],
+                               rtol=RTOL, atol=0)
+    with pytest.raises(ValueError, match=r"K \* K numbers \(row by row\), got 8"):
+        _catboost_auc(y, approx, weight, "Mu", "0/1/1/1/0/1/1/1")
+    with pytest.raises(ValueError, match=r"cost_matrix must be 3 x 3.*\(2, 2\)"):
+        _catboost_auc(y, approx, weight, "Mu", "0/1/1/0")
+    with pytest.raises(ValueError, match=r"numbers separated by '/'"):
+        _catboost_auc(y, approx, weight, "Mu", "0,1,1,0")
+
+
+def test_catboost_auc_rejects_a_cost_matrix_for_one_vs_all():
+    y, approx, _ = _catboost_case(np.random.default_rng(0), 20, 3, "unweighted")
+    with pytest.raises(ValueError, match=r"AUC:type=Mu only"):
+        _catboost_auc(y, approx, None, "OneVsAll", np.ones((3, 3)) - np.eye(3))
+    with pytest.raises(ValueError, match=r"auc_type must be 'Mu' or 'OneVsAll'"):
+        _catboost_auc(y, approx, None, "Classic", None)
