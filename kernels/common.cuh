@@ -217,6 +217,28 @@ __device__ __forceinline__ int64 global_warp_base() {
 __device__ __forceinline__ int64 grid_threads() { return (int64)gridDim.x * blockDim.x; }
 __device__ __forceinline__ unsigned int lane_index() { return threadIdx.x % kWarpSize; }
 
+// Sum N values over the block; every thread gets the totals. Fixed order:
+// each thread's strided sum, a warp butterfly (commutative steps, so all
+// lanes hold the same bits), then the warps in index order.
+template <int N, typename T>
+__device__ void block_sum(T (&values)[N], T* scratch) {
+  const unsigned int lane = lane_index();
+  const unsigned int warp = threadIdx.x / kWarpSize;
+  const unsigned int warps = blockDim.x / kWarpSize;
+  for (int i = 0; i < N; ++i) {
+    for (int offset = kWarpSize / 2; offset > 0; offset >>= 1)
+      values[i] += __shfl_xor_sync(kFullWarp, values[i], offset);
+    if (lane == 0) scratch[i * kWarpSize + warp] = values[i];
+  }
+  __syncthreads();
+  for (int i = 0; i < N; ++i) {
+    T total = 0;
+    for (unsigned int w = 0; w < warps; ++w) total += scratch[i * kWarpSize + w];
+    values[i] = total;
+  }
+  __syncthreads();
+}
+
 // -inf without math.h (NVRTC has none).
 __device__ __forceinline__ float negative_infinity(float) { return __uint_as_float(0xff800000u); }
 __device__ __forceinline__ double negative_infinity(double) {

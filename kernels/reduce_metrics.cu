@@ -77,28 +77,6 @@ __device__ __forceinline__ T load_fresh(const T* p) {
   return *(const volatile T*)p;
 }
 
-// Sum N values over the block; every thread gets the totals. Fixed order:
-// each thread's strided sum, a warp butterfly (commutative steps, so all
-// lanes hold the same bits), then the warps in index order.
-template <int N, typename T>
-__device__ void block_sum(T (&values)[N], T* scratch) {
-  const unsigned int lane = lane_index();
-  const unsigned int warp = threadIdx.x / kWarpSize;
-  const unsigned int warps = blockDim.x / kWarpSize;
-  for (int i = 0; i < N; ++i) {
-    for (int offset = kWarpSize / 2; offset > 0; offset >>= 1)
-      values[i] += __shfl_xor_sync(kFullWarp, values[i], offset);
-    if (lane == 0) scratch[i * kWarpSize + warp] = values[i];
-  }
-  __syncthreads();
-  for (int i = 0; i < N; ++i) {
-    T total = 0;
-    for (unsigned int w = 0; w < warps; ++w) total += scratch[i * kWarpSize + w];
-    values[i] = total;
-  }
-  __syncthreads();
-}
-
 // Inclusive scan of N values over one tile of blockDim.x classes; `carry`
 // holds the totals of the tiles before and is advanced past this one.
 template <int N>

@@ -39,8 +39,7 @@ enum ScoreSlot {
   kScalarSlots
 };
 constexpr int kMaxTopK = 8;          // top_k values per pass (the host checks)
-constexpr int kScoreBlockThreads = 256;  // the block-reduction scratch's size
-constexpr int kScoreWarps = kScoreBlockThreads / kWarpSize;
+constexpr int kScoreBlockThreads = 256;  // the launch bound (the host launches no more)
 constexpr int kReducedSlots = kScalarSlots + kMaxTopK;
 
 __device__ __forceinline__ float exp_of(float x) { return expf(x); }
@@ -145,24 +144,6 @@ __device__ __forceinline__ RowScan<typename Widened<S>::type> scan_row(
   return r;
 }
 
-// Sum `value` over the block in a fixed order (warp shuffles, then warps in
-// index order); the result is valid in thread 0. `scratch` holds one double
-// per warp.
-__device__ __forceinline__ double block_sum(double value, double* scratch) {
-  for (int offset = kWarpSize / 2; offset > 0; offset /= 2) {
-    value += __shfl_xor_sync(kFullWarp, value, offset);
-  }
-  const unsigned int warp = threadIdx.x / kWarpSize;
-  __syncthreads();  // scratch is free (a previous call's reads are done)
-  if (lane_index() == 0) scratch[warp] = value;
-  __syncthreads();
-  double total = 0.0;
-  if (threadIdx.x == 0) {
-    for (unsigned int w = 0; w < blockDim.x / kWarpSize; ++w) total += scratch[w];
-  }
-  return total;
-}
-
 // partials: gridDim.x rows of (kScalarSlots + num_top_k + 3 * n_bins) doubles.
 template <typename TrueT, typename S, typename W>
 __global__ void __launch_bounds__(kScoreBlockThreads)
@@ -172,7 +153,7 @@ fused_logits_pass(const TrueT* y_true, const S* scores, const W* weight, int64 n
                   double clip_eps, int one_vs_all, const long long* top_k, int num_top_k,
                   int n_bins, double* partials) {
   typedef typename Widened<S>::type F;
-  __shared__ double scratch[kScoreWarps];
+  __shared__ double scratch[kReducedSlots * kWarpSize];  // block_sum
   MG_DYNAMIC_SHARED(double, bins);  // weight, confidence, correct: 3 * n_bins
   for (int i = threadIdx.x; i < 3 * n_bins; i += blockDim.x) bins[i] = 0.0;
   __syncthreads();
@@ -239,9 +220,9 @@ fused_logits_pass(const TrueT* y_true, const S* scores, const W* weight, int64 n
 
   const int slots = kScalarSlots + num_top_k + 3 * n_bins;
   double* out = partials + (int64)blockIdx.x * slots;
-  for (int i = 0; i < kScalarSlots + num_top_k; ++i) {
-    double total = block_sum(sums[i], scratch);
-    if (threadIdx.x == 0) out[i] = total;
+  block_sum(sums, scratch);
+  if (threadIdx.x == 0) {
+    for (int i = 0; i < kScalarSlots + num_top_k; ++i) out[i] = sums[i];
   }
   __syncthreads();  // every bin atomic is done
   for (int i = threadIdx.x; i < 3 * n_bins; i += blockDim.x) {

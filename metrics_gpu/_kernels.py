@@ -130,6 +130,24 @@ def score_pass_expression(true_type: str, score_type: str, weight_type: str) -> 
     return f"fused_logits_pass<{true_type}, {score_type}, {weight_type}>"
 
 
+# Exact ranking (kernels/ranking.cu): scores in an order-preserving type
+# (other integers are read as int64, other floats as float64), unweighted or
+# float64 weights.
+RANK_SCORE_TYPES = {
+    "float32": "float", "float64": "double", "float16": "mg::float16_bits",
+    "int64": "long long",
+}
+RANK_WEIGHT_TYPES = ("mg::unit_weight", "double")
+
+
+def rank_gather_expression(score_type: str, weight_type: str) -> str:
+    return f"rank_gather<{score_type}, {weight_type}>"
+
+
+def rank_areas_expression(score_type: str) -> str:
+    return f"rank_areas<{score_type}>"
+
+
 KERNEL_MODULES: tuple[KernelModule, ...] = (
     KernelModule("confusion.cu", _confusion_expressions()),
     KernelModule("reduce_metrics.cu", tuple(
@@ -139,4 +157,8 @@ KERNEL_MODULES: tuple[KernelModule, ...] = (
         score_pass_expression(true_type, score_type, weight_type)
         for true_type in SCORE_TARGET_TYPES for score_type in SCORE_TYPES.values()
         for weight_type in SCORE_WEIGHT_TYPES)),
+    KernelModule("ranking.cu", tuple(
+        [rank_gather_expression(score_type, weight_type)
+         for score_type in RANK_SCORE_TYPES.values() for weight_type in RANK_WEIGHT_TYPES]
+        + [rank_areas_expression(score_type) for score_type in RANK_SCORE_TYPES.values()])),
 )

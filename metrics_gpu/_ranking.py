@@ -1,23 +1,19 @@
 """Exact ranking metrics: ROC and precision-recall curves, ROC AUC, average
 precision, and the multiclass AUC-mu.
 
-Everything is one pipeline, written once over the array namespace ``xp`` of the
-backend (NumPy; CuPy on a GPU):
+Every metric here reduces to binary problems, each one ranked scan
+(:mod:`metrics_gpu._rank_scan`: scores sorted descending and stable, the
+cumulative weights of positives and negatives, a run of tied scores as one
+point):
 
-1. :func:`_ranked_scan` sorts the scores, descending and stable, and takes the
-   cumulative weights of positives (``tps``) and of negatives (``fps``) in
-   that order, in float64. A run of tied scores is one point of a curve, at
-   its last position (scikit-learn's ``_binary_clf_curve``).
-2. A curve keeps only those points (:func:`_curve_points`; its length depends
-   on the data, so that is one sync). A score needs no compaction:
-   :func:`_tie_group_totals` gives every position the totals of its tie
-   group's end, and the sums run over all positions, the zero-width steps
-   inside a group adding nothing: the trapezoid under the ROC curve
-   (:func:`_roc_area`, with McClish's standardised partial area for
-   ``max_fpr``) and the step sum of average precision
-   (:func:`_step_average_precision`). No host sync.
+1. A curve keeps one point per distinct score (:func:`_curve_points`; its
+   length depends on the data, so that is one sync), over ``xp``.
+2. ROC AUC (McClish's standardised partial area for ``max_fpr``) and average
+   precision come from the backend's ``binary_rank_areas``: the reference over
+   ``xp`` on the NumPy backend, a sort plus the segmented scans of
+   ``kernels/ranking.cu`` on the kernel backends. No host sync.
 3. One-vs-rest, one-vs-one (Hand & Till) and AUC-mu (Kleiman & Page) run the
-   binary stage per column or per pair of classes; a pair ranks only the
+   binary problem per column or per pair of classes; a pair ranks only the
    samples of its two classes (:func:`_class_members`).
 
 Memory is O(N) per binary problem, O(N K) for the micro average (all N K
@@ -30,13 +26,19 @@ import math
 from dataclasses import dataclass
 from functools import lru_cache
 from itertools import combinations
-from typing import Any
 
 import numpy as np
 
 from metrics_gpu import _formulas as F
 from metrics_gpu._backend import on_caller_stream
 from metrics_gpu._classification import _output
+from metrics_gpu._rank_scan import (
+    RankedScan,
+    positive_negative_weights,
+    rate,
+    ranked_scan,
+    stable_argsort,
+)
 from metrics_gpu._validation import (
     RANKING_AVERAGE_OPTIONS,
     check_average_precision_pos_label,
@@ -66,63 +68,10 @@ _NO_POSITIVE_CLASS = ("No positive class found in y_true, recall is set to one f
                       "thresholds.")
 
 
-# -- the core: one ranked scan ---------------------------------------------------
+# -- curves: points of the ranked scan -----------------------------------------
 
 
-@dataclass(frozen=True)
-class _RankedScan:
-    """Scores sorted descending, with the weights ranked at or above each position."""
-
-    scores: Any      # (n,) sorted descending, in the input's dtype
-    tps: Any         # (n,) float64 cumulative weight of positives
-    fps: Any         # (n,) float64 cumulative weight of negatives
-    group_last: Any  # (n,) bool: the last position of a run of equal scores
-    positives_seen: Any = None  # (n,) int64 count of positives of non-zero weight (curves)
-    negatives_seen: Any = None
-
-
-def _stable_argsort(values, xp):
-    # CuPy's sort is always stable (and takes no kind other than its default).
-    return xp.argsort(values, kind="stable") if xp is np else xp.argsort(values)
-
-
-def _descending_order(scores, xp):
-    """Stable descending order: tied scores keep their input order (as
-    scikit-learn's ``argsort(stable=True, descending=True)``, so cumulative
-    float weights add up in the same order)."""
-    last = scores.shape[0] - 1
-    return last - xp.flip(_stable_argsort(xp.flip(scores), xp))
-
-
-def _ranked_scan(scores, positive_weight, negative_weight, xp, *,
-                 count_samples: bool = False) -> _RankedScan:
-    order = _descending_order(scores, xp)
-    ranked = scores[order]
-    positive_weight, negative_weight = positive_weight[order], negative_weight[order]
-    # float64 sums: exact counts up to 2**53, and scikit-learn's dtype.
-    tps = xp.cumsum(positive_weight, dtype=np.float64)
-    fps = xp.cumsum(negative_weight, dtype=np.float64)
-    group_last = xp.concatenate([ranked[1:] != ranked[:-1],
-                                 xp.ones(min(ranked.shape[0], 1), dtype=bool)])
-    if not count_samples:
-        return _RankedScan(ranked, tps, fps, group_last)
-    return _RankedScan(ranked, tps, fps, group_last,
-                       xp.cumsum(positive_weight > 0, dtype=np.int64),
-                       xp.cumsum(negative_weight > 0, dtype=np.int64))
-
-
-def _tie_group_totals(scan: _RankedScan, xp):
-    """``tps`` and ``fps`` at the end of each position's tie group (no compaction, no sync).
-
-    The end of the group of the value at descending position i is where that
-    value first appears in the ascending (reversed) scores.
-    """
-    ascending = xp.flip(scan.scores)
-    group_end = (scan.scores.shape[0] - 1) - xp.searchsorted(ascending, scan.scores, side="left")
-    return scan.tps[group_end], scan.fps[group_end]
-
-
-def _curve_points(scan: _RankedScan, xp):
+def _curve_points(scan: RankedScan, xp):
     """``(fps, tps, thresholds)``: one point per distinct score. Syncs once (the
     number of points is read back)."""
     ends = xp.nonzero(scan.group_last)[0]
@@ -142,84 +91,31 @@ def _exact_runs(sums, seen, xp):
     return sums[xp.searchsorted(seen, seen, side="left")]
 
 
-def _positive_negative_weights(is_positive, sample_weight, xp):
-    """Per-sample weight as a positive and as a negative, float64 (0/1 without weights)."""
-    positive = is_positive.astype(np.float64)
-    if sample_weight is None:
-        return positive, 1.0 - positive
-    weight = sample_weight.astype(np.float64)
-    return positive * weight, (1.0 - positive) * weight
+# -- one binary problem: the backend's ranked scan ---------------------------------
 
 
-def _rate(counts, total, xp):
-    """``counts / total``; NaN everywhere when the total is 0 (scikit-learn's
-    undefined rate), without a division by zero."""
-    defined = total > 0
-    return xp.where(defined, counts / xp.where(defined, total, 1.0), xp.nan)
-
-
-# -- areas -------------------------------------------------------------------------
-
-
-def _roc_area(tps, fps, xp, max_fpr=None):
-    """Trapezoid under the ROC curve through (0, 0) and the given points; with
-    ``max_fpr`` < 1, McClish's standardised partial area up to it."""
-    start = xp.zeros(1, dtype=np.float64)
-    tpr = xp.concatenate([start, _rate(tps, tps[-1], xp)])
-    fpr = xp.concatenate([start, _rate(fps, fps[-1], xp)])
-    x0, x1, y0, y1 = fpr[:-1], fpr[1:], tpr[:-1], tpr[1:]
-    full = (x1 - x0) * (y1 + y0) / 2
-    if max_fpr is None or max_fpr == 1:
-        return xp.sum(full)
-    # Segments wholly left of max_fpr count in full; the one that crosses it is
-    # cut at max_fpr, its end interpolated linearly (as numpy.interp).
-    crossing = (x0 < max_fpr) & (x1 > max_fpr)
-    slope = (y1 - y0) / xp.where(crossing, x1 - x0, 1.0)
-    y_cut = slope * (max_fpr - x0) + y0
-    cut = (max_fpr - x0) * (y0 + y_cut) / 2
-    partial = xp.sum(xp.where(x1 <= max_fpr, full, xp.where(crossing, cut, 0.0)))
-    min_area, max_area = 0.5 * max_fpr ** 2, max_fpr
-    standardised = 0.5 * (1 + (partial - min_area) / (max_area - min_area))
-    # Undefined rates make the whole curve undefined, as scikit-learn's.
-    return xp.where(xp.isnan(tpr[-1]) | xp.isnan(fpr[-1]), xp.nan, standardised)
-
-
-def _step_average_precision(tps, fps, xp):
-    """Σ (R_n - R_{n-1}) P_n over the thresholds; 0 when there is no positive
-    weight (scikit-learn then sets recall to 1 and the last precision is 0)."""
-    predicted = tps + fps
-    precision = xp.where(predicted > 0, tps / xp.where(predicted > 0, predicted, 1.0), 0.0)
-    total = tps[-1]
-    recall = tps / xp.where(total > 0, total, 1.0)
-    gain = xp.diff(recall, prepend=xp.zeros(1, dtype=np.float64))
-    return xp.where(total > 0, xp.maximum(xp.sum(gain * precision), 0.0), 0.0)
-
-
-def _binary_roc_auc(scores, positive_weight, negative_weight, xp, max_fpr=None):
+def _binary_roc_auc(backend, scores, is_positive, sample_weight=None, max_fpr=None):
     """ROC AUC of one binary problem, a 0-d array where the scores live (no sync).
     NaN when the positive or the negative weight is 0."""
-    scan = _ranked_scan(scores, positive_weight, negative_weight, xp)
-    tps, fps = _tie_group_totals(scan, xp)
-    return _roc_area(tps, fps, xp, max_fpr)
+    return backend.binary_rank_areas(scores, is_positive, sample_weight, max_fpr)[0]
 
 
-def _binary_average_precision(scores, positive_weight, negative_weight, xp):
-    scan = _ranked_scan(scores, positive_weight, negative_weight, xp)
-    tps, fps = _tie_group_totals(scan, xp)
-    return _step_average_precision(tps, fps, xp)
+def _binary_average_precision(backend, scores, is_positive, sample_weight=None):
+    """Average precision of one binary problem (0 without positive weight)."""
+    return backend.binary_rank_areas(scores, is_positive, sample_weight)[1]
 
 
-def _two_class_auc(positive_scores, negative_scores, positive_weight, negative_weight, xp):
+def _two_class_auc(backend, positive_scores, negative_scores, positive_weight,
+                   negative_weight):
     """P(positive ranked above negative) + ½ P(tie), weighted: the binary ROC
     AUC of the two samples together. Weights None mean 1."""
+    xp = backend.xp
     scores = xp.concatenate([positive_scores, negative_scores])
-    n_pos, n_neg = positive_scores.shape[0], negative_scores.shape[0]
-    if positive_weight is None:
-        positive_weight = xp.ones(n_pos, dtype=np.float64)
-        negative_weight = xp.ones(n_neg, dtype=np.float64)
-    as_positive = xp.concatenate([positive_weight, xp.zeros(n_neg, dtype=np.float64)])
-    as_negative = xp.concatenate([xp.zeros(n_pos, dtype=np.float64), negative_weight])
-    return _binary_roc_auc(scores, as_positive, as_negative, xp)
+    is_positive = xp.concatenate([xp.ones(positive_scores.shape[0], dtype=bool),
+                                  xp.zeros(negative_scores.shape[0], dtype=bool)])
+    weight = (None if positive_weight is None
+              else xp.concatenate([positive_weight, negative_weight]))
+    return _binary_roc_auc(backend, scores, is_positive, weight)
 
 
 # -- curves --------------------------------------------------------------------------
@@ -234,8 +130,8 @@ def _binary_curve(inputs, pos_label):
     if weight is not None:
         kept = weight != 0
         is_positive, scores, weight = is_positive[kept], scores[kept], weight[kept]
-    positive_weight, negative_weight = _positive_negative_weights(is_positive, weight, xp)
-    scan = _ranked_scan(scores, positive_weight, negative_weight, xp, count_samples=True)
+    positive_weight, negative_weight = positive_negative_weights(is_positive, weight, xp)
+    scan = ranked_scan(scores, positive_weight, negative_weight, xp, count_samples=True)
     return _curve_points(scan, xp)
 
 
@@ -311,7 +207,7 @@ def roc_curve(y_true, y_score, *, pos_label=None, sample_weight=None, drop_inter
         F.warn(_NO_NEGATIVES, F.UndefinedMetricWarning)
     if float(tps[-1]) <= 0:
         F.warn(_NO_POSITIVES, F.UndefinedMetricWarning)
-    fpr, tpr = _rate(fps, fps[-1], xp), _rate(tps, tps[-1], xp)
+    fpr, tpr = rate(fps, fps[-1], xp), rate(tps, tps[-1], xp)
     return _output(fpr, inputs), _output(tpr, inputs), _output(thresholds, inputs)
 
 
@@ -457,12 +353,14 @@ def roc_auc_score(y_true, y_score, *, average="macro", sample_weight=None, max_f
     check_binary_scores(inputs, "roc_auc_score")
     xp = inputs.backend.xp
     # scikit-learn's label_binarize: the larger label is the positive class.
-    positive_weight, negative_weight = _positive_negative_weights(
-        inputs.y_true == classes[-1], inputs.sample_weight, xp)
+    is_positive = inputs.y_true == classes[-1]
     if inputs.sample_weight is not None:
+        positive_weight, negative_weight = positive_negative_weights(
+            is_positive, inputs.sample_weight, xp)
         totals = _host(xp.stack([xp.sum(negative_weight), xp.sum(positive_weight)]), inputs)
         _warn_undefined_rates(*totals)
-    auc = _binary_roc_auc(inputs.y_score, positive_weight, negative_weight, xp, max_fpr)
+    auc = _binary_roc_auc(inputs.backend, inputs.y_score, is_positive, inputs.sample_weight,
+                          max_fpr)
     return _output(auc, inputs)
 
 
@@ -521,8 +419,8 @@ def _multiclass_roc_auc(inputs, classes, labels, multi_class, average):
                 "'sample_weight' must be None in this case."
             )
         totals = _class_totals(codes, None, num_columns, inputs)
-        return _output(_one_vs_one_roc_auc(inputs.y_score, codes, totals, average,
-                                           inputs.backend.xp), inputs)
+        return _output(_one_vs_one_roc_auc(inputs.backend, inputs.y_score, codes, totals,
+                                           average), inputs)
     totals = _class_totals(codes, inputs.sample_weight, num_columns, inputs)
     if average == "micro":
         return _output(_micro_average(inputs, codes, "roc_auc"), inputs)
@@ -545,17 +443,18 @@ def _one_vs_rest(inputs, codes, totals: _ClassTotals, metric: str):
             F.warn(_ONE_CLASS, F.UndefinedMetricWarning)
             values.append(xp.full((), xp.nan))
             continue
-        positive_weight, negative_weight = _positive_negative_weights(
-            codes == column, inputs.sample_weight, xp)
+        is_positive = codes == column
         scores = inputs.y_score[:, column]
         if metric == "roc_auc":
             if inputs.sample_weight is not None:
                 _warn_undefined_rates(totals.weights.sum() - weight, weight)
-            values.append(_binary_roc_auc(scores, positive_weight, negative_weight, xp))
+            values.append(_binary_roc_auc(inputs.backend, scores, is_positive,
+                                          inputs.sample_weight))
         else:
             if weight <= 0:
                 F.warn(_NO_POSITIVE_CLASS, UserWarning)
-            values.append(_binary_average_precision(scores, positive_weight, negative_weight, xp))
+            values.append(_binary_average_precision(inputs.backend, scores, is_positive,
+                                                    inputs.sample_weight))
     return xp.stack(values)
 
 
@@ -568,16 +467,17 @@ def _micro_average(inputs, codes, metric: str):
     weight = inputs.sample_weight
     if weight is not None:
         weight = xp.repeat(weight, num_columns)
-    positive_weight, negative_weight = _positive_negative_weights(is_positive, weight, xp)
     scores = inputs.y_score.reshape(-1)
     if metric == "roc_auc":
         if weight is not None:
             total = float(_host(xp.sum(inputs.sample_weight.astype(np.float64)), inputs))
             _warn_undefined_rates((num_columns - 1) * total, total)
-        return _binary_roc_auc(scores, positive_weight, negative_weight, xp)
-    if weight is not None and float(_host(xp.sum(positive_weight), inputs)) <= 0:
-        F.warn(_NO_POSITIVE_CLASS, UserWarning)
-    return _binary_average_precision(scores, positive_weight, negative_weight, xp)
+        return _binary_roc_auc(inputs.backend, scores, is_positive, weight)
+    if weight is not None:
+        positive_total = xp.sum(xp.where(is_positive, weight.astype(np.float64), 0.0))
+        if float(_host(positive_total, inputs)) <= 0:
+            F.warn(_NO_POSITIVE_CLASS, UserWarning)
+    return _binary_average_precision(inputs.backend, scores, is_positive, weight)
 
 
 def _average_one_vs_rest(inputs, codes, totals: _ClassTotals, metric: str, average):
@@ -601,23 +501,24 @@ def _average_one_vs_rest(inputs, codes, totals: _ClassTotals, metric: str, avera
 def _class_members(codes, counts: np.ndarray, xp) -> list:
     """The sample indices of each class, in input order (one stable sort, no sync:
     the class sizes are known on the host)."""
-    order = _stable_argsort(codes, xp)
+    order = stable_argsort(codes, xp)
     bounds = np.concatenate([[0], np.cumsum(counts)])
     return [order[bounds[c]:bounds[c + 1]] for c in range(counts.size)]
 
 
-def _one_vs_one_roc_auc(scores, codes, totals: _ClassTotals, average, xp):
+def _one_vs_one_roc_auc(backend, scores, codes, totals: _ClassTotals, average):
     """Hand & Till (2001): the mean over pairs of present classes (a, b) of
     ½ (AUC of a against b on column a + AUC of b against a on column b);
     'weighted' weighs a pair by the fraction of samples in a or b."""
+    xp = backend.xp
     members = _class_members(codes, totals.counts, xp)
     present = np.flatnonzero(totals.counts)
     n_samples = int(totals.counts.sum())
     pair_values, prevalence = [], []
     for a, b in combinations(present.tolist(), 2):
         in_a, in_b = members[a], members[b]
-        a_over_b = _two_class_auc(scores[in_a, a], scores[in_b, a], None, None, xp)
-        b_over_a = _two_class_auc(scores[in_b, b], scores[in_a, b], None, None, xp)
+        a_over_b = _two_class_auc(backend, scores[in_a, a], scores[in_b, a], None, None)
+        b_over_a = _two_class_auc(backend, scores[in_b, b], scores[in_a, b], None, None)
         pair_values.append((a_over_b + b_over_a) / 2)
         prevalence.append((totals.counts[a] + totals.counts[b]) / n_samples)
     pair_values = xp.stack(pair_values)
@@ -688,15 +589,16 @@ def average_precision_score(y_true, y_score, *, average="macro", pos_label=1,
         return _output(_average_one_vs_rest(inputs, codes, totals, "average_precision", average),
                        inputs)
     check_binary_scores(inputs, "average_precision_score")
-    positive_weight, negative_weight = _positive_negative_weights(
-        inputs.y_true == pos_label, inputs.sample_weight, xp)
+    is_positive = inputs.y_true == pos_label
     if inputs.sample_weight is None:
         has_positives = pos_label in classes
     else:
+        positive_weight, _ = positive_negative_weights(is_positive, inputs.sample_weight, xp)
         has_positives = float(_host(xp.sum(positive_weight), inputs)) > 0
     if not has_positives:
         F.warn(_NO_POSITIVE_CLASS, UserWarning)
-    ap = _binary_average_precision(inputs.y_score, positive_weight, negative_weight, xp)
+    ap = _binary_average_precision(inputs.backend, inputs.y_score, is_positive,
+                                   inputs.sample_weight)
     return _output(ap, inputs)
 
 
@@ -737,7 +639,7 @@ def _expected_costs(scores, cost_matrix, xp):
     return costs
 
 
-def _auc_mu(scores, codes, sample_weight, counts: np.ndarray, cost_matrix, xp):
+def _auc_mu(backend, scores, codes, sample_weight, counts: np.ndarray, cost_matrix):
     """AUC-mu (Kleiman & Page, ICML 2019) as CatBoost's ``CalcMuAuc``.
 
     For each pair of classes i < j, samples of i and j are ranked by
@@ -747,6 +649,7 @@ def _auc_mu(scores, codes, sample_weight, counts: np.ndarray, cost_matrix, xp):
     (exactly ½ when ``M[i, j] + M[j, i] = 0``). The result is
     2 / (K (K - 1)) Σ A(i, j); pairs with an absent class add 0.
     """
+    xp = backend.xp
     num_classes = scores.shape[1]
     costs = _expected_costs(scores, cost_matrix, xp)
     members = _class_members(codes, counts, xp)
@@ -764,9 +667,8 @@ def _auc_mu(scores, codes, sample_weight, counts: np.ndarray, cost_matrix, xp):
             margin = -margin
         in_i, in_j = members[i], members[j]
         total = total + _two_class_auc(
-            margin[in_j], margin[in_i],
+            backend, margin[in_j], margin[in_i],
             None if weight is None else weight[in_j], None if weight is None else weight[in_i],
-            xp,
         )
     return 2.0 * total / (num_classes * (num_classes - 1))
 
@@ -818,7 +720,6 @@ def multiclass_auc_mu(y_true, y_score, cost_matrix=None, *, sample_weight=None):
     num_classes = check_auc_mu_scores(inputs)
     check_ranking_class_codes(inputs, num_classes)
     cost_matrix = check_cost_matrix(cost_matrix, num_classes, inputs.backend)
-    xp = inputs.backend.xp
     codes = inputs.y_true.astype(np.int64)
     counts = _class_totals(codes, None, num_classes, inputs).counts
     absent = np.flatnonzero(counts == 0)
@@ -828,8 +729,8 @@ def multiclass_auc_mu(y_true, y_score, cost_matrix=None, *, sample_weight=None):
             "as 0 and still count in the mean over K (K - 1) / 2 pairs (CatBoost's convention)",
             F.UndefinedMetricWarning,
         )
-    value = _auc_mu(inputs.y_score.astype(np.float64), codes, inputs.sample_weight, counts,
-                    cost_matrix, xp)
+    value = _auc_mu(inputs.backend, inputs.y_score.astype(np.float64), codes,
+                    inputs.sample_weight, counts, cost_matrix)
     return _output(value, inputs)
 
 
@@ -916,7 +817,7 @@ def _catboost_auc(y_true, approx, weight, auc_type, cost_matrix):
     scores = inputs.y_score.astype(np.float64)
     if auc_type == "Mu":
         cost_matrix = check_cost_matrix(cost_matrix, num_classes, inputs.backend)
-        return float(_auc_mu(scores, codes, weight, counts, cost_matrix, xp))
+        return float(_auc_mu(inputs.backend, scores, codes, weight, counts, cost_matrix))
     if cost_matrix is not None:
         raise ValueError("cost_matrix (misclass_cost_matrix) applies to AUC:type=Mu only")
     probabilities = _catboost_softmax(scores, xp)
@@ -926,7 +827,6 @@ def _catboost_auc(y_true, approx, weight, auc_type, cost_matrix):
         if counts[k] in (0, n_samples):
             values.append(0.0)
             continue
-        positive_weight, negative_weight = _positive_negative_weights(codes == k, weight, xp)
-        values.append(float(_binary_roc_auc(probabilities[:, k], positive_weight,
-                                            negative_weight, xp)))
+        values.append(float(_binary_roc_auc(inputs.backend, probabilities[:, k], codes == k,
+                                            weight)))
     return values

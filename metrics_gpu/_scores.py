@@ -38,11 +38,14 @@ def _clip_eps(scores) -> float:
 
 
 def _score_pass(inputs: ScoreInputs, *, from_logits: bool, top_k=(), n_bins: int = 0,
-                one_vs_all: bool = False) -> ScoreSums:
+                one_vs_all: bool = False, terms=None) -> ScoreSums:
+    """The fused pass; ``terms`` names the per-row terms read (None: all), which
+    the NumPy backend alone computes selectively."""
     return inputs.backend.fused_logits_pass(
         inputs.y_true, inputs.scores, sample_weight=inputs.sample_weight,
         ignore_index=inputs.ignore_index, from_logits=from_logits,
         clip_eps=_clip_eps(inputs.scores), top_k=top_k, n_bins=n_bins, one_vs_all=one_vs_all,
+        terms=terms,
     )
 
 
@@ -107,7 +110,7 @@ def log_loss(y_true, y_proba=None, *, normalize=True, sample_weight=None, labels
                                 kind="logits" if from_logits else "probabilities",
                                 sample_weight=sample_weight, labels=labels,
                                 ignore_index=ignore_index, validate=validate)
-    sums = _score_pass(inputs, from_logits=from_logits)
+    sums = _score_pass(inputs, from_logits=from_logits, terms=("nll",))
     return _output(F.log_loss(sums, normalize), inputs)
 
 
@@ -141,7 +144,7 @@ def brier_score_loss(y_true, y_proba, *, sample_weight=None, pos_label=None, lab
         inputs = _swap_binary_columns(inputs)
     half = (inputs.binary_column or inputs.num_classes < 3) if scale_by_half == "auto" \
         else bool(scale_by_half)
-    sums = _score_pass(inputs, from_logits=False)
+    sums = _score_pass(inputs, from_logits=False, terms=("brier",))
     return _output(F.brier_score(sums, half), inputs)
 
 
@@ -169,7 +172,7 @@ def hinge_loss(y_true, pred_decision, *, labels=None, sample_weight=None, ignore
     inputs = check_score_inputs(y_true, pred_decision, name="pred_decision", kind="decision",
                                 sample_weight=sample_weight, labels=labels,
                                 ignore_index=ignore_index, validate=validate)
-    sums = _score_pass(inputs, from_logits=False)
+    sums = _score_pass(inputs, from_logits=False, terms=("hinge",))
     return _output(F.score_mean(sums, "hinge"), inputs)
 
 
@@ -201,7 +204,7 @@ def top_k_accuracy_score(y_true, y_score, *, k=2, normalize=True, sample_weight=
                                 sample_weight=sample_weight, labels=labels,
                                 ignore_index=ignore_index, validate=validate,
                                 binary_threshold=threshold)
-    sums = _score_pass(inputs, from_logits=False, top_k=(k,))
+    sums = _score_pass(inputs, from_logits=False, top_k=(k,), terms=())
     return _output(F.top_k_accuracy(sums, normalize)[0], inputs)
 
 
@@ -250,7 +253,7 @@ def expected_calibration_error(y_true, y_proba, *, n_bins=DEFAULT_BINS, norm="l1
                                 kind="logits" if from_logits else "probabilities",
                                 sample_weight=sample_weight, ignore_index=ignore_index,
                                 validate=validate)
-    sums = _score_pass(inputs, from_logits=from_logits, n_bins=n_bins)
+    sums = _score_pass(inputs, from_logits=from_logits, n_bins=n_bins, terms=())
     return _output(F.calibration_error(sums, norm, inputs.backend.xp), inputs)
 
 

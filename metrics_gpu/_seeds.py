@@ -480,11 +480,12 @@ def _catboost_score_metric(name, params, spec, y_true, approx, weight, validate)
         )
     inputs = _catboost_weights(inputs)
     if name == "MultiClass":
-        return _output(F.log_loss(_score_pass(inputs, from_logits=True)), inputs)
+        return _output(F.log_loss(_score_pass(inputs, from_logits=True, terms=("nll",))), inputs)
     if name == "MultiClassOneVsAll":
-        sums = _score_pass(inputs, from_logits=True, one_vs_all=True)
+        sums = _score_pass(inputs, from_logits=True, one_vs_all=True, terms=("one_vs_all",))
         return _output(F.catboost_one_vs_all(sums), inputs)
-    return _output(F.score_mean(_score_pass(inputs, from_logits=False), "hinge"), inputs)
+    sums = _score_pass(inputs, from_logits=False, terms=("hinge",))
+    return _output(F.score_mean(sums, "hinge"), inputs)
 
 
 __all__ = [

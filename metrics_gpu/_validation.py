@@ -60,6 +60,20 @@ def _first_true(mask, backend) -> int | None:
     return int(backend.xp.flatnonzero(mask)[0])
 
 
+def _first_nonfinite(array, backend) -> int | None:
+    """Flat index of the first NaN or infinity in a float array, or None.
+
+    A sum is finite only if every term is (NaN and infinities propagate), so
+    the usual case costs one reduction and no temporary; a non-finite sum (or
+    one that overflowed) then looks for the index.
+    """
+    xp = backend.xp
+    total = array.sum(dtype=np.float32) if array.dtype.itemsize < 4 else array.sum()
+    if bool(xp.isfinite(total)):
+        return None
+    return _first_true(~xp.isfinite(array), backend)
+
+
 def check_num_classes(num_classes, name: str = "num_classes") -> int | None:
     if num_classes is None:
         return None
@@ -126,7 +140,7 @@ def _as_scores(values, name: str, backend, validate: bool):
         raise ValueError(f"{name} scores must be numeric, got dtype {array.dtype}")
     if validate and (array.dtype.kind == "f" or bfloat16):
         checked = array.astype(np.float32) if bfloat16 else array
-        i = _first_true(~backend.xp.isfinite(checked), backend)
+        i = _first_nonfinite(checked, backend)
         if i is not None:
             row, col = np.unravel_index(i, array.shape)
             raise ValueError(
@@ -151,7 +165,7 @@ def check_sample_weight(sample_weight, n_samples: int, backend, validate: bool):
     if weight.dtype.kind not in "fiub":
         raise ValueError(f"sample_weight must be numeric, got dtype {weight.dtype}")
     if validate and weight.dtype.kind == "f":
-        i = _first_true(~backend.xp.isfinite(weight), backend)
+        i = _first_nonfinite(weight, backend)
         if i is not None:
             raise ValueError(
                 f"sample_weight must be finite; found {weight[i].item()!r} at index {i}"
@@ -345,7 +359,8 @@ def check_score_inputs(y_true, scores, *, name: str = "y_score", kind: str = "pr
     if values.shape[0] != n:
         raise ValueError(f"y_true has {n} samples but {name} has {values.shape[0]} rows")
     weight = check_sample_weight(sample_weight, n, backend, validate)
-    if validate and kind == "probabilities":
+    if validate and kind == "probabilities" and values.size and bool(
+            (values.min() < 0) | (values.max() > 1)):  # two reductions, no temporaries
         i = _first_true((values < 0) | (values > 1), backend)
         if i is not None:
             index = np.unravel_index(i, values.shape)
@@ -366,7 +381,7 @@ def check_score_inputs(y_true, scores, *, name: str = "y_score", kind: str = "pr
             values = xp.stack([threshold, column], axis=1)
     num_classes = int(values.shape[1])
     if validate and kind == "probabilities" and not binary_column:
-        sums = values.astype(np.float64).sum(axis=1)
+        sums = values.sum(axis=1, dtype=np.float64)
         rtol = _PROBABILITY_SUM_RTOL.get(values.dtype, math.sqrt(np.finfo(np.float64).eps))
         if bool(xp.any(xp.abs(sums - 1) > rtol)):
             import warnings
@@ -551,7 +566,7 @@ def check_ranking_inputs(y_true, y_score, sample_weight=None) -> RankingInputs:
     if scores.shape[0] != n:
         raise ValueError(f"y_true has {n} samples but y_score has {scores.shape[0]}")
     if scores.dtype.kind == "f":
-        i = _first_true(~backend.xp.isfinite(scores), backend)
+        i = _first_nonfinite(scores, backend)
         if i is not None:
             raise ValueError(
                 f"y_score must hold finite scores; found {scores.reshape(-1)[i].item()!r} at "

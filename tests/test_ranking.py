@@ -716,3 +716,89 @@ def test_catboost_auc_rejects_a_cost_matrix_for_one_vs_all():
         _catboost_auc(y, approx, None, "OneVsAll", np.ones((3, 3)) - np.eye(3))
     with pytest.raises(ValueError, match=r"auc_type must be 'Mu' or 'OneVsAll'"):
         _catboost_auc(y, approx, None, "Classic", None)
+
+
+# -- kernels/ranking.cu against the NumPy reference ----------------------------------
+
+RANK_DTYPES = (np.float32, np.float64, np.float16, np.int32, np.uint64, np.bool_)
+RANK_LAYOUTS = ("distinct", "groups-across-tiles", "constant")
+
+
+def _rank_case(rng, n, dtype, layout):
+    """Scores of ``dtype`` whose tie groups are single positions, span several
+    kernel tiles, or are the whole input; labels with about 30% positives."""
+    if dtype == np.bool_:
+        scores = rng.random(n) < (0.0 if layout == "constant" else 0.5)
+    elif layout == "constant":
+        scores = np.full(n, 3, dtype=dtype)
+    elif layout == "groups-across-tiles":
+        scores = rng.integers(0, 4, n).astype(dtype)
+    elif np.dtype(dtype).kind == "f":
+        scores = rng.normal(size=n).astype(dtype)
+    else:
+        scores = rng.permutation(n).astype(dtype)
+    if dtype == np.uint64 and layout != "constant":
+        scores = scores + np.uint64(2 ** 63 - 2)  # unsigned order above the int64 range
+    return scores, rng.random(n) < 0.3
+
+
+def _rank_tile(case) -> int:
+    from metrics_gpu.backends.kernel_backend import RANK_ITEMS_PER_THREAD, RANK_MAX_BLOCK_THREADS
+    return min(case.device.block_threads, RANK_MAX_BLOCK_THREADS) * RANK_ITEMS_PER_THREAD
+
+
+@pytest.mark.parametrize("layout", RANK_LAYOUTS)
+@pytest.mark.parametrize("weighted", (False, True), ids=("unweighted", "with-zeros"))
+@pytest.mark.parametrize("dtype", RANK_DTYPES, ids=lambda d: np.dtype(d).name)
+def test_rank_kernels_equal_reference(case, launches, rng, dtype, weighted, layout):
+    """ROC AUC, partial AUC and average precision from the two passes of
+    kernels/ranking.cu equal the NumPy ranked scan, for ties inside one tile,
+    across tile boundaries and over the whole input."""
+    from metrics_gpu.backends.numpy_backend import NUMPY_BACKEND
+    n = 3 * _rank_tile(case) + 37  # a partial last tile
+    scores, is_positive = _rank_case(rng, n, dtype, layout)
+    weight = _weights(rng, n, "with-zeros") if weighted else None
+    for max_fpr in (None, 0.3):
+        expected = NUMPY_BACKEND.binary_rank_areas(scores, is_positive, weight, max_fpr)
+        got = case.impl.binary_rank_areas(case.put(scores), case.put(is_positive),
+                                          case.put(weight), max_fpr)
+        np.testing.assert_allclose(case.get(got), expected, rtol=RTOL, atol=1e-15)
+    assert [launch.kernel for launch in launches] == ["rank_gather", "rank_areas"] * 2
+    assert launches[0].grid == -(-n // _rank_tile(case))
+
+
+@pytest.mark.parametrize("n_offset", (-1, 0, 1))
+def test_rank_kernels_at_tile_edges_and_degenerate_classes(case, rng, n_offset):
+    """Inputs of a tile +- 1 and of one sample; all positive or all negative
+    (AUC NaN, AP 1 or 0 as the reference); all weight zero on one side."""
+    from metrics_gpu.backends.numpy_backend import NUMPY_BACKEND
+    n = _rank_tile(case) + n_offset
+    scores = np.round(rng.random(n), 2)
+    for is_positive, weight in [
+        (rng.random(n) < 0.5, None),
+        (np.ones(n, bool), None),
+        (np.zeros(n, bool), rng.random(n)),
+        (rng.random(n) < 0.5, np.where(rng.random(n) < 0.5, 0.0, 1.0) * (rng.random(n) < 0.5)),
+        (np.array([True]), None),
+    ]:
+        values = scores[:is_positive.shape[0]]
+        expected = NUMPY_BACKEND.binary_rank_areas(values, is_positive, weight)
+        got = case.impl.binary_rank_areas(case.put(values), case.put(is_positive),
+                                          case.put(weight))
+        np.testing.assert_allclose(case.get(got), expected, rtol=RTOL, atol=1e-15)
+
+
+def test_rank_reference_matches_a_hand_count():
+    """The reference against the pair count: P(pos > neg) + ½ P(tie), weighted,
+    and AP as Σ (ΔR) P over the distinct thresholds, worked by hand."""
+    from metrics_gpu.backends.numpy_backend import NUMPY_BACKEND
+    scores = np.array([0.9, 0.8, 0.8, 0.5, 0.5, 0.1])
+    is_positive = np.array([True, False, True, True, False, False])
+    weight = np.array([1.0, 2.0, 1.0, 1.0, 1.0, 3.0])
+    # Positive weight 3, negative weight 6. Pairs: 0.9 beats all 6; 0.8+ beats
+    # 0.5- and 0.1- (4) and ties 0.8- (2 x ½); 0.5+ beats 0.1- (3), ties 0.5- (½).
+    auc = (6 + 4 + 1 + 3 + 0.5) / (3 * 6)
+    # Thresholds 0.9, 0.8, 0.5: recall 1/3, 2/3, 1; precision 1, 2/4, 3/6.
+    ap = (1 / 3) * 1 + (1 / 3) * (2 / 4) + (1 / 3) * (3 / 6)
+    got = NUMPY_BACKEND.binary_rank_areas(scores, is_positive, weight)
+    np.testing.assert_allclose(got, [auc, ap], rtol=RTOL)

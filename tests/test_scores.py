@@ -259,6 +259,29 @@ def test_kernel_equals_reference(case, rng, shape, dtype, from_logits, weighted)
                                atol=KERNEL_RTOL[dtype])
 
 
+@pytest.mark.parametrize("terms", [("nll",), ("brier",), ("hinge",), ("one_vs_all",),
+                                   ("correct", "confidence"), ()], ids=str)
+@pytest.mark.parametrize("from_logits", [True, False], ids=["logits", "probabilities"])
+def test_reference_computes_only_the_terms_asked_for(rng, from_logits, terms):
+    """A function reads only its own terms; the NumPy pass computes only those,
+    and each equals the full pass's (the kernel always computes every term)."""
+    y_true, logits, weight = _case(rng, 300, 7, ties=True, weighted=True)
+    scores = logits if from_logits else _softmax(logits)
+    options = dict(sample_weight=weight, from_logits=from_logits, one_vs_all=True)
+    full = NUMPY_BACKEND.fused_logits_pass(y_true, scores, top_k=(1, 3), n_bins=5, **options)
+    selected = NUMPY_BACKEND.fused_logits_pass(y_true, scores, terms=terms, **options)
+    with_ranks = NUMPY_BACKEND.fused_logits_pass(y_true, scores, terms=terms, top_k=(1, 3),
+                                                 n_bins=5, **options)
+    for name in ("weight", "invalid", *(t for t in terms if t != "confidence")):
+        np.testing.assert_allclose(selected.slot(name), full.slot(name), rtol=RTOL)
+    for name in {"nll", "brier", "hinge", "one_vs_all", "correct"} - set(terms):
+        assert selected.slot(name) == 0.0, name
+    # top_k and n_bins bring their own terms, whatever else was asked for.
+    np.testing.assert_allclose(with_ranks.top_k_hits, full.top_k_hits, rtol=RTOL)
+    for ours, reference in zip(with_ranks.bins(), full.bins()):
+        np.testing.assert_allclose(ours, reference, rtol=RTOL)
+
+
 def test_kernel_wide_vocabulary(case, rng):
     """K = 50,000 (a vocabulary): one row per warp, strided columns."""
     n, k = 24, 50_000

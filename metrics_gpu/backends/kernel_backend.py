@@ -27,13 +27,17 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from metrics_gpu import _rank_scan
 from metrics_gpu._formulas import SLOT, label_metric_size
 from metrics_gpu._kernels import (
     COUNT_TYPES,
     LABEL_TYPES,
+    RANK_SCORE_TYPES,
     SCORE_TARGET_TYPES,
     SCORE_TYPES,
     accumulate_expression,
+    rank_areas_expression,
+    rank_gather_expression,
     reduce_expression,
     score_pass_expression,
 )
@@ -71,6 +75,12 @@ SCORE_MAX_BLOCK_THREADS = 256
 # Columns per lane before a row takes more lanes: about 8 keeps each lane's
 # loads independent while a warp still covers 4+ rows for K <= 32.
 SCORE_COLUMNS_PER_LANE = 8
+
+RANKING_SOURCE = "ranking.cu"
+# kernels/ranking.cu: positions per thread (kRankItems) and its launch bound
+# (kRankBlockThreads); a tile is block * RANK_ITEMS_PER_THREAD positions.
+RANK_ITEMS_PER_THREAD = 8
+RANK_MAX_BLOCK_THREADS = 256
 
 
 def score_group(num_columns: int) -> int:
@@ -497,13 +507,15 @@ class KernelBackend:
 
     def fused_logits_pass(self, y_true, scores, *, sample_weight=None, ignore_index=None,
                           from_logits=True, clip_eps=2.220446049250313e-16, top_k=(),
-                          n_bins=0, one_vs_all=False) -> ScoreSums:
+                          n_bins=0, one_vs_all=False, terms=None) -> ScoreSums:
         """Every score sum of ``(N, K)`` scores in one launch of kernels/scores.cu.
 
         The same sums as :meth:`NumpyBackend.fused_logits_pass`; each block
         writes its partial sums and the backend adds them in a fixed order
-        (no host sync).
+        (no host sync). ``terms`` is accepted and ignored: one read of the
+        scores gives every term.
         """
+        del terms
         device, xp = self.device, self.xp
         top_k = tuple(int(v) for v in top_k)
         if len(top_k) > SCORE_MAX_TOP_K:
@@ -535,3 +547,79 @@ class KernelBackend:
         )
         buffer = partials.reshape(grid, slots).sum(axis=0)
         return ScoreSums(buffer, top_k, n_bins, num_columns, bool(from_logits))
+
+    # -- ranking: a sort, then the tie-aware segmented scans ------------------
+
+    def _rank_scores(self, scores):
+        """Scores as kernels/ranking.cu reads them (an order-preserving type),
+        and the values to sort."""
+        xp = self.xp
+        scores = xp.ascontiguousarray(scores)
+        if scores.dtype == np.uint64:
+            # Flipping the top bit maps unsigned order onto signed order exactly.
+            scores = (scores ^ np.uint64(1 << 63)).view(np.int64)
+        elif scores.dtype.kind in "iub":
+            scores = scores.astype(np.int64)
+        elif scores.dtype.name not in RANK_SCORE_TYPES:
+            scores = scores.astype(np.float64)
+        kernel_view = scores.view(np.uint16) if scores.dtype == np.float16 else scores
+        return scores, kernel_view, RANK_SCORE_TYPES[scores.dtype.name]
+
+    def binary_rank_areas(self, scores, is_positive, sample_weight=None, max_fpr=None):
+        """``[ROC AUC, average precision]`` of ``(N,)`` scores, as
+        :meth:`NumpyBackend.binary_rank_areas`: a stable sort (CuPy/CUB on a
+        GPU), then the two passes of kernels/ranking.cu over tiles of ranked
+        positions, with an O(tiles) scan between them. O(N) memory, no sync."""
+        device, xp = self.device, self.xp
+        scores, kernel_scores, score_type = self._rank_scores(scores)
+        n = int(scores.shape[0])
+        positive = xp.ascontiguousarray(is_positive)
+        positive = positive.view(np.uint8) if positive.dtype == np.bool_ else (
+            positive != 0).view(np.uint8)
+        weight, weight_type = None, "mg::unit_weight"
+        if sample_weight is not None:
+            weight = xp.ascontiguousarray(sample_weight, dtype=np.float64)
+            weight_type = "double"
+        # Stable ascending order of the reversed scores: read backwards, a
+        # stable descending order (ties in input order, as scikit-learn's).
+        reversed_order = _rank_scan.stable_argsort(xp.flip(scores), xp).astype(np.int64, copy=False)
+        block = min(device.block_threads, RANK_MAX_BLOCK_THREADS)
+        tiles = -(-n // (block * RANK_ITEMS_PER_THREAD))
+        ranked_scores = xp.empty(n, dtype=kernel_scores.dtype)
+        ranked_positive = xp.empty(n, dtype=np.uint8)
+        ranked_weight = None if weight is None else xp.empty(n, dtype=np.float64)
+        tile_state = xp.empty((tiles, 4), dtype=np.float64)
+        device.launch(
+            RANKING_SOURCE, rank_gather_expression(score_type, weight_type), tiles, block,
+            [kernel_scores, positive, weight, reversed_order, np.int64(n), ranked_scores,
+             ranked_positive, ranked_weight, tile_state],
+        )
+        offsets, carry, totals = _rank_tile_scan(tile_state, xp)
+        tile_areas = xp.empty((tiles, 3), dtype=np.float64)
+        device.launch(
+            RANKING_SOURCE, rank_areas_expression(score_type), tiles, block,
+            [ranked_scores, ranked_positive, ranked_weight, np.int64(n), offsets, carry, totals,
+             np.float64(1.0 if max_fpr is None else max_fpr), tile_areas],
+        )
+        return _rank_scan.rank_areas_from_sums(tile_areas.sum(axis=0), totals, xp, max_fpr)
+
+
+def _rank_tile_scan(tile_state, xp):
+    """Between the passes of kernels/ranking.cu, over tiles (no sync):
+    ``(offsets, carry, totals)``: each tile's exclusive (positive, negative)
+    sums, the sums before the head of the group open at its first position,
+    and the totals.
+
+    The group open at tile t's start began at the last head of the last
+    earlier tile that has one (tile 0 always does: position 0 is a head).
+    """
+    sums, before_last_head = tile_state[:, :2], tile_state[:, 2:]
+    inclusive = xp.cumsum(sums, axis=0)
+    offsets = xp.concatenate([xp.zeros((1, 2)), inclusive[:-1]])
+    # The k-th tile with a head is where the count of such tiles first reaches k.
+    heads_so_far = xp.cumsum(before_last_head[:, 0] >= 0)
+    last = xp.searchsorted(heads_so_far, heads_so_far[:-1], side="left")
+    carry = xp.concatenate([xp.zeros((1, 2)), offsets[last] + before_last_head[last]])
+    return (xp.ascontiguousarray(offsets), xp.ascontiguousarray(carry),
+            xp.ascontiguousarray(inclusive[-1]))
+

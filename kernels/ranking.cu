@@ -1,0 +1,257 @@
+// Exact ROC AUC and average precision of one binary problem, after a sort:
+// the tie-aware segmented scans of metrics_gpu/_rank_scan.py (the reference)
+// as two passes over tiles of blockDim.x * kRankItems ranked positions.
+//
+// The host sorts first: `reversed_order` is the stable ascending argsort of
+// the reversed scores (CuPy/CUB), so descending position i holds sample
+// n - 1 - reversed_order[n - 1 - i], ties in input order.
+//
+// 1. rank_gather: gathers each position's score, class and weight into
+//    ranked arrays (coalesced for pass 2), and per tile writes the positive
+//    and negative weight sums and the prefix sums before the tile's last
+//    group head (-1 when no tie group starts in the tile). A group head is a
+//    position whose score differs from the one before it.
+// 2. The host (xp, no sync) scans the tile sums into exclusive offsets and
+//    finds, for each tile, the sums before the head of the group that is
+//    open at its first position (the last head in an earlier tile).
+// 3. rank_areas: a segmented scan per tile (each thread's kRankItems
+//    consecutive positions, then the block) gives every position the
+//    cumulative weights T, F and those at its group's head; each group's
+//    last position adds its trapezoid (F - F_head)(T + T_head) / 2, its
+//    partial-area piece up to max_fpr, and its precision step
+//    (T - T_head) T / (T + F), all in normalised rates. Per-tile sums go
+//    to tile_areas; the host adds them in tile order.
+//
+// Sums are float64 in a fixed order (no atomics): counts are exact up to
+// 2^53, and a run is reproducible. Scores compare as their values (-0 == +0;
+// the host has rejected NaN).
+#include "common.cuh"
+
+namespace mg {
+
+constexpr int kRankBlockThreads = 256;  // the launch bound (the host launches no more)
+constexpr int kRankItems = 8;           // positions per thread (the host's tile size)
+constexpr int kRankMaxTile = kRankBlockThreads * kRankItems;
+
+// Scores compare as values: half patterns widened; integers as themselves.
+__device__ __forceinline__ long long rank_value(long long x) { return x; }
+__device__ __forceinline__ double rank_value(double x) { return x; }
+__device__ __forceinline__ float rank_value(float x) { return x; }
+__device__ __forceinline__ float rank_value(float16_bits x) { return widen(x); }
+
+template <typename S>
+__device__ __forceinline__ bool same_score(S a, S b) {
+  return rank_value(a) == rank_value(b);
+}
+
+// tile_state: gridDim.x rows of (positive sum, negative sum, positive and
+// negative sums before the tile's last group head, or -1 for none).
+template <typename S, typename W>
+__global__ void __launch_bounds__(kRankBlockThreads)
+rank_gather(const S* scores, const unsigned char* positive, const W* weight,
+            const int64* reversed_order, int64 n, S* ranked_scores,
+            unsigned char* ranked_positive, double* ranked_weight, double* tile_state) {
+  __shared__ S tile_scores[kRankMaxTile];
+  __shared__ double scratch[4 * kWarpSize];  // block_sum
+  __shared__ int last_head;
+  const int64 start = (int64)blockIdx.x * blockDim.x * kRankItems;
+  if (threadIdx.x == 0) last_head = -1;
+
+  double positive_weight[kRankItems], negative_weight[kRankItems];
+#pragma unroll
+  for (int k = 0; k < kRankItems; ++k) {
+    const int j = k * blockDim.x + threadIdx.x;  // strided: coalesced writes
+    const int64 i = start + j;
+    positive_weight[k] = negative_weight[k] = 0.0;
+    if (i >= n) continue;
+    const int64 source = n - 1 - reversed_order[n - 1 - i];
+    const S s = scores[source];
+    const unsigned char p = positive[source] != 0;
+    const double w = weight_value(weight, source);
+    ranked_scores[i] = s;
+    ranked_positive[i] = p;
+    if (ranked_weight != nullptr) ranked_weight[i] = w;
+    tile_scores[j] = s;
+    (p ? positive_weight[k] : negative_weight[k]) = w;
+  }
+  __syncthreads();
+
+  int my_last_head = -1;
+#pragma unroll
+  for (int k = 0; k < kRankItems; ++k) {
+    const int j = k * blockDim.x + threadIdx.x;
+    const int64 i = start + j;
+    if (i >= n) continue;
+    bool head = i == 0;
+    if (!head) {
+      // The position before the tile's first is gathered again (one per tile).
+      const S before = j > 0 ? tile_scores[j - 1] : scores[n - 1 - reversed_order[n - i]];
+      head = !same_score(before, tile_scores[j]);
+    }
+    if (head) my_last_head = j;  // j grows with k
+  }
+  atomicMax(&last_head, my_last_head);
+  __syncthreads();
+
+  double sums[4] = {0.0, 0.0, 0.0, 0.0};
+#pragma unroll
+  for (int k = 0; k < kRankItems; ++k) {
+    const int j = k * blockDim.x + threadIdx.x;
+    sums[0] += positive_weight[k];
+    sums[1] += negative_weight[k];
+    if (j < last_head) {
+      sums[2] += positive_weight[k];
+      sums[3] += negative_weight[k];
+    }
+  }
+  block_sum(sums, scratch);
+  if (threadIdx.x == 0) {
+    double* out = tile_state + (int64)blockIdx.x * 4;
+    out[0] = sums[0];
+    out[1] = sums[1];
+    out[2] = last_head >= 0 ? sums[2] : -1.0;
+    out[3] = last_head >= 0 ? sums[3] : -1.0;
+  }
+}
+
+// A run of positions: its weight sums, and the sums before its last group
+// head (relative to the run's start) if a group starts in it.
+struct RankRun {
+  double positive, negative;
+  int has_head;
+  double head_positive, head_negative;
+};
+
+// `earlier` then `later`: sums add; the last head is the later run's if it
+// has one. Associative, so any bracketing gives the same value up to the
+// rounding of the sums.
+__device__ __forceinline__ RankRun combine(const RankRun& earlier, const RankRun& later) {
+  RankRun out;
+  out.positive = earlier.positive + later.positive;
+  out.negative = earlier.negative + later.negative;
+  out.has_head = earlier.has_head | later.has_head;
+  out.head_positive = later.has_head ? earlier.positive + later.head_positive : earlier.head_positive;
+  out.head_negative = later.has_head ? earlier.negative + later.head_negative : earlier.head_negative;
+  return out;
+}
+
+__device__ __forceinline__ RankRun shuffle_up(const RankRun& run, unsigned int delta) {
+  RankRun out;
+  out.positive = __shfl_up_sync(kFullWarp, run.positive, delta);
+  out.negative = __shfl_up_sync(kFullWarp, run.negative, delta);
+  out.has_head = __shfl_up_sync(kFullWarp, run.has_head, delta);
+  out.head_positive = __shfl_up_sync(kFullWarp, run.head_positive, delta);
+  out.head_negative = __shfl_up_sync(kFullWarp, run.head_negative, delta);
+  return out;
+}
+
+// The runs of the threads before this one in the block (exclusive scan):
+// Kogge-Stone in the warp, then the warps before in index order.
+__device__ __forceinline__ RankRun block_exclusive_runs(RankRun run, RankRun* warp_totals) {
+  const unsigned int lane = lane_index();
+  const unsigned int warp = threadIdx.x / kWarpSize;
+  const RankRun empty = {0.0, 0.0, 0, 0.0, 0.0};
+  RankRun inclusive = run;
+  for (unsigned int offset = 1; offset < kWarpSize; offset <<= 1) {
+    RankRun other = shuffle_up(inclusive, offset);
+    if (lane >= offset) inclusive = combine(other, inclusive);
+  }
+  RankRun exclusive = shuffle_up(inclusive, 1);
+  if (lane == 0) exclusive = empty;
+  if (lane == kWarpSize - 1) warp_totals[warp] = inclusive;
+  __syncthreads();
+  RankRun before = empty;
+  for (unsigned int w = 0; w < warp; ++w) before = combine(before, warp_totals[w]);
+  return combine(before, exclusive);
+}
+
+// tile_offsets, tile_carry: gridDim.x rows of (positive, negative): the sums
+// before the tile, and before the head of the group open at its first
+// position. totals: (positive, negative). tile_areas: gridDim.x rows of
+// (ROC area, ROC area up to max_fpr, average precision).
+template <typename S>
+__global__ void __launch_bounds__(kRankBlockThreads)
+rank_areas(const S* ranked_scores, const unsigned char* ranked_positive,
+           const double* ranked_weight, int64 n, const double* tile_offsets,
+           const double* tile_carry, const double* totals, double max_fpr,
+           double* tile_areas) {
+  __shared__ RankRun warp_totals[kRankBlockThreads / kWarpSize];
+  __shared__ double scratch[3 * kWarpSize];  // block_sum
+  const int64 start = (int64)blockIdx.x * blockDim.x * kRankItems;
+  const int64 first = start + (int64)threadIdx.x * kRankItems;  // blocked: a thread's run
+
+  double positive_weight[kRankItems], negative_weight[kRankItems];
+  bool head[kRankItems], tail[kRankItems];
+  RankRun run = {0.0, 0.0, 0, 0.0, 0.0};
+#pragma unroll
+  for (int k = 0; k < kRankItems; ++k) {
+    const int64 i = first + k;
+    positive_weight[k] = negative_weight[k] = 0.0;
+    head[k] = tail[k] = false;
+    if (i >= n) continue;
+    const S s = ranked_scores[i];
+    head[k] = i == 0 || !same_score(ranked_scores[i - 1], s);
+    tail[k] = i == n - 1 || !same_score(ranked_scores[i + 1], s);
+    const double w = ranked_weight != nullptr ? ranked_weight[i] : 1.0;
+    (ranked_positive[i] ? positive_weight[k] : negative_weight[k]) = w;
+    if (head[k]) {
+      run.has_head = 1;
+      run.head_positive = run.positive;
+      run.head_negative = run.negative;
+    }
+    run.positive += positive_weight[k];
+    run.negative += negative_weight[k];
+  }
+  const RankRun before = block_exclusive_runs(run, warp_totals);
+
+  const double* offset = tile_offsets + (int64)blockIdx.x * 2;
+  const double* carry = tile_carry + (int64)blockIdx.x * 2;
+  double cumulative_positive = offset[0] + before.positive;
+  double cumulative_negative = offset[1] + before.negative;
+  double head_positive = before.has_head ? offset[0] + before.head_positive : carry[0];
+  double head_negative = before.has_head ? offset[1] + before.head_negative : carry[1];
+  const double total_positive = totals[0], total_negative = totals[1];
+  // Rates of an undefined total are 0 here; the host returns NaN for them.
+  const bool tpr_defined = total_positive > 0.0, fpr_defined = total_negative > 0.0;
+
+  double areas[3] = {0.0, 0.0, 0.0};
+#pragma unroll
+  for (int k = 0; k < kRankItems; ++k) {
+    if (head[k]) {
+      head_positive = cumulative_positive;
+      head_negative = cumulative_negative;
+    }
+    cumulative_positive += positive_weight[k];
+    cumulative_negative += negative_weight[k];
+    if (!tail[k]) continue;
+    // Division, not a reciprocal's product: the reference's rounding.
+    const double x0 = fpr_defined ? head_negative / total_negative : 0.0;
+    const double x1 = fpr_defined ? cumulative_negative / total_negative : 0.0;
+    const double y0 = tpr_defined ? head_positive / total_positive : 0.0;
+    const double y1 = tpr_defined ? cumulative_positive / total_positive : 0.0;
+    const double trapezoid = (x1 - x0) * (y1 + y0) / 2;
+    areas[0] += trapezoid;
+    if (x1 <= max_fpr) {
+      areas[1] += trapezoid;
+    } else if (x0 < max_fpr) {
+      // The segment that crosses max_fpr, cut there (linear interpolation).
+      const double y_cut = (y1 - y0) / (x1 - x0) * (max_fpr - x0) + y0;
+      areas[1] += (max_fpr - x0) * (y0 + y_cut) / 2;
+    }
+    const double predicted = cumulative_positive + cumulative_negative;
+    const double precision = predicted > 0.0 ? cumulative_positive / predicted : 0.0;
+    areas[2] += (y1 - y0) * precision;
+  }
+  block_sum(areas, scratch);
+  if (threadIdx.x == 0) {
+    double* out = tile_areas + (int64)blockIdx.x * 3;
+    out[0] = areas[0];
+    out[1] = areas[1];
+    out[2] = areas[2];
+  }
+}
+
+}  // namespace mg
+
+using mg::rank_areas;
+using mg::rank_gather;
