@@ -2,15 +2,20 @@
 // the tie-aware segmented scans of metrics_gpu/_rank_scan.py (the reference)
 // as two passes over tiles of blockDim.x * kRankItems ranked positions.
 //
-// The host sorts first: `reversed_order` is the stable ascending argsort of
-// the reversed scores (CuPy/CUB), so descending position i holds sample
-// n - 1 - reversed_order[n - 1 - i], ties in input order.
+// The host sorts first, one of two ways:
+// * unweighted scores of at most 32 bits: rank_pack_keys packs (score bits,
+//   class) into 64-bit keys, the host sorts them (CUB radix sort), and pass 1
+//   is rank_unpack_keys, which reads them in order;
+// * otherwise `reversed_order` is the stable ascending argsort of the
+//   reversed scores, so descending position i holds sample
+//   n - 1 - reversed_order[n - 1 - i], ties in input order, and pass 1 is
+//   rank_gather.
 //
-// 1. rank_gather: gathers each position's score, class and weight into
-//    ranked arrays (coalesced for pass 2), and per tile writes the positive
-//    and negative weight sums and the prefix sums before the tile's last
-//    group head (-1 when no tie group starts in the tile). A group head is a
-//    position whose score differs from the one before it.
+// 1. Pass 1 writes each position's score, class and weight into ranked
+//    arrays (coalesced for pass 2), and per tile the positive and negative
+//    weight sums and the prefix sums before the tile's last group head (-1
+//    when no tie group starts in the tile). A group head is a position
+//    whose score differs from the one before it.
 // 2. The host (xp, no sync) scans the tile sums into exclusive offsets and
 //    finds, for each tile, the sums before the head of the group that is
 //    open at its first position (the last head in an earlier tile).
@@ -38,14 +43,58 @@ __device__ __forceinline__ long long rank_value(long long x) { return x; }
 __device__ __forceinline__ double rank_value(double x) { return x; }
 __device__ __forceinline__ float rank_value(float x) { return x; }
 __device__ __forceinline__ float rank_value(float16_bits x) { return widen(x); }
+__device__ __forceinline__ unsigned int rank_value(unsigned int x) { return x; }  // packed bits
 
 template <typename S>
 __device__ __forceinline__ bool same_score(S a, S b) {
   return rank_value(a) == rank_value(b);
 }
 
+// Pass 1's per-tile state once the tile's ranked scores are in shared memory
+// (`before_tile`: the score ranked just before the tile, unused in tile 0).
 // tile_state: gridDim.x rows of (positive sum, negative sum, positive and
 // negative sums before the tile's last group head, or -1 for none).
+template <typename S>
+__device__ void write_tile_state(const S* tile_scores, S before_tile, int64 start, int64 n,
+                                 const double (&positive_weight)[kRankItems],
+                                 const double (&negative_weight)[kRankItems],
+                                 int* last_head, double* scratch, double* tile_state) {
+  int my_last_head = -1;
+#pragma unroll
+  for (int k = 0; k < kRankItems; ++k) {
+    const int j = k * blockDim.x + threadIdx.x;
+    const int64 i = start + j;
+    if (i >= n) continue;
+    const bool head = i == 0 || !same_score(j > 0 ? tile_scores[j - 1] : before_tile,
+                                            tile_scores[j]);
+    if (head) my_last_head = j;  // j grows with k
+  }
+  atomicMax(last_head, my_last_head);
+  __syncthreads();
+
+  double sums[4] = {0.0, 0.0, 0.0, 0.0};
+#pragma unroll
+  for (int k = 0; k < kRankItems; ++k) {
+    const int j = k * blockDim.x + threadIdx.x;
+    sums[0] += positive_weight[k];
+    sums[1] += negative_weight[k];
+    if (j < *last_head) {
+      sums[2] += positive_weight[k];
+      sums[3] += negative_weight[k];
+    }
+  }
+  block_sum(sums, scratch);
+  if (threadIdx.x == 0) {
+    double* out = tile_state + (int64)blockIdx.x * 4;
+    out[0] = sums[0];
+    out[1] = sums[1];
+    out[2] = *last_head >= 0 ? sums[2] : -1.0;
+    out[3] = *last_head >= 0 ? sums[3] : -1.0;
+  }
+}
+
+// Pass 1 after an argsort: gathers each ranked position's score, class and
+// weight (strided over the tile, so the writes are coalesced).
 template <typename S, typename W>
 __global__ void __launch_bounds__(kRankBlockThreads)
 rank_gather(const S* scores, const unsigned char* positive, const W* weight,
@@ -60,7 +109,7 @@ rank_gather(const S* scores, const unsigned char* positive, const W* weight,
   double positive_weight[kRankItems], negative_weight[kRankItems];
 #pragma unroll
   for (int k = 0; k < kRankItems; ++k) {
-    const int j = k * blockDim.x + threadIdx.x;  // strided: coalesced writes
+    const int j = k * blockDim.x + threadIdx.x;
     const int64 i = start + j;
     positive_weight[k] = negative_weight[k] = 0.0;
     if (i >= n) continue;
@@ -74,44 +123,71 @@ rank_gather(const S* scores, const unsigned char* positive, const W* weight,
     tile_scores[j] = s;
     (p ? positive_weight[k] : negative_weight[k]) = w;
   }
+  // The score ranked before the tile, gathered again (one per tile).
+  const S before_tile = start > 0 ? scores[n - 1 - reversed_order[n - start]] : S();
   __syncthreads();
+  write_tile_state(tile_scores, before_tile, start, n, positive_weight, negative_weight,
+                   &last_head, scratch, tile_state);
+}
 
-  int my_last_head = -1;
+// -- the packed-key path: unweighted scores of at most 32 bits ------------------
+//
+// A key is the score's bits in descending order, then the class bit: a sort
+// of the keys alone (CUB radix sort of 64-bit words, no index payload) ranks
+// the scores, and pass 1 reads every ranked score and class in order instead
+// of gathering them. Within a tie group the keys order the classes, which
+// unweighted (integer) sums do not see. -0 is packed as +0, so equal scores
+// have equal bits.
+
+__device__ __forceinline__ unsigned int ascending_bits(float x) {
+  const unsigned int u = __float_as_uint(x == 0.0f ? 0.0f : x);
+  return (u & 0x80000000u) ? ~u : (u | 0x80000000u);
+}
+__device__ __forceinline__ unsigned int ascending_bits(float16_bits x) {
+  return ascending_bits(widen(x));
+}
+__device__ __forceinline__ unsigned int ascending_bits(int x) {
+  return (unsigned int)x ^ 0x80000000u;
+}
+
+template <typename S>
+__global__ void __launch_bounds__(kRankBlockThreads)
+rank_pack_keys(const S* scores, const unsigned char* positive, int64 n, uint64* keys) {
+  for (int64 i = (int64)blockIdx.x * blockDim.x + threadIdx.x; i < n; i += grid_threads()) {
+    keys[i] = ((uint64)~ascending_bits(scores[i]) << 1) | (uint64)(positive[i] != 0);
+  }
+}
+
+// Pass 1 on sorted keys: ranked scores are the keys' score bits (compared as
+// bits), classes their low bit, every weight 1.
+__global__ void __launch_bounds__(kRankBlockThreads)
+rank_unpack_keys(const uint64* sorted_keys, int64 n, unsigned int* ranked_scores,
+                 unsigned char* ranked_positive, double* tile_state) {
+  __shared__ unsigned int tile_scores[kRankMaxTile];
+  __shared__ double scratch[4 * kWarpSize];  // block_sum
+  __shared__ int last_head;
+  const int64 start = (int64)blockIdx.x * blockDim.x * kRankItems;
+  if (threadIdx.x == 0) last_head = -1;
+
+  double positive_weight[kRankItems], negative_weight[kRankItems];
 #pragma unroll
   for (int k = 0; k < kRankItems; ++k) {
     const int j = k * blockDim.x + threadIdx.x;
     const int64 i = start + j;
+    positive_weight[k] = negative_weight[k] = 0.0;
     if (i >= n) continue;
-    bool head = i == 0;
-    if (!head) {
-      // The position before the tile's first is gathered again (one per tile).
-      const S before = j > 0 ? tile_scores[j - 1] : scores[n - 1 - reversed_order[n - i]];
-      head = !same_score(before, tile_scores[j]);
-    }
-    if (head) my_last_head = j;  // j grows with k
+    const uint64 key = sorted_keys[i];
+    const unsigned int s = (unsigned int)(key >> 1);
+    const unsigned char p = (unsigned char)(key & 1u);
+    ranked_scores[i] = s;
+    ranked_positive[i] = p;
+    tile_scores[j] = s;
+    (p ? positive_weight[k] : negative_weight[k]) = 1.0;
   }
-  atomicMax(&last_head, my_last_head);
+  const unsigned int before_tile = start > 0 ? (unsigned int)(sorted_keys[start - 1] >> 1) : 0u;
   __syncthreads();
-
-  double sums[4] = {0.0, 0.0, 0.0, 0.0};
-#pragma unroll
-  for (int k = 0; k < kRankItems; ++k) {
-    const int j = k * blockDim.x + threadIdx.x;
-    sums[0] += positive_weight[k];
-    sums[1] += negative_weight[k];
-    if (j < last_head) {
-      sums[2] += positive_weight[k];
-      sums[3] += negative_weight[k];
-    }
-  }
-  block_sum(sums, scratch);
-  if (threadIdx.x == 0) {
-    double* out = tile_state + (int64)blockIdx.x * 4;
-    out[0] = sums[0];
-    out[1] = sums[1];
-    out[2] = last_head >= 0 ? sums[2] : -1.0;
-    out[3] = last_head >= 0 ? sums[3] : -1.0;
-  }
+  write_tile_state(tile_scores, before_tile, start, n, positive_weight, negative_weight,
+                   &last_head, scratch, tile_state);
 }
 
 // A run of positions: its weight sums, and the sums before its last group
@@ -255,3 +331,5 @@ rank_areas(const S* ranked_scores, const unsigned char* ranked_positive,
 
 using mg::rank_areas;
 using mg::rank_gather;
+using mg::rank_pack_keys;
+using mg::rank_unpack_keys;

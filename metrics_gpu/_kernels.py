@@ -138,6 +138,11 @@ RANK_SCORE_TYPES = {
     "int64": "long long",
 }
 RANK_WEIGHT_TYPES = ("mg::unit_weight", "double")
+# Unweighted scores of at most 32 bits take the packed-key path (one sort of
+# 64-bit keys, no gather): float32 and float16 as they are, small integers
+# and bools as int32. Its ranked scores are 32-bit key bits.
+PACKED_RANK_TYPES = {"float32": "float", "float16": "mg::float16_bits", "int32": "int"}
+PACKED_RANK_SCORE_TYPE = "unsigned int"
 
 
 def rank_gather_expression(score_type: str, weight_type: str) -> str:
@@ -160,5 +165,8 @@ KERNEL_MODULES: tuple[KernelModule, ...] = (
     KernelModule("ranking.cu", tuple(
         [rank_gather_expression(score_type, weight_type)
          for score_type in RANK_SCORE_TYPES.values() for weight_type in RANK_WEIGHT_TYPES]
-        + [rank_areas_expression(score_type) for score_type in RANK_SCORE_TYPES.values()])),
+        + [rank_areas_expression(score_type)
+           for score_type in (*RANK_SCORE_TYPES.values(), PACKED_RANK_SCORE_TYPE)]
+        + [f"rank_pack_keys<{score_type}>" for score_type in PACKED_RANK_TYPES.values()]
+        + ["rank_unpack_keys"])),
 )

@@ -720,7 +720,7 @@ def test_catboost_auc_rejects_a_cost_matrix_for_one_vs_all():
 
 # -- kernels/ranking.cu against the NumPy reference ----------------------------------
 
-RANK_DTYPES = (np.float32, np.float64, np.float16, np.int32, np.uint64, np.bool_)
+RANK_DTYPES = (np.float32, np.float64, np.float16, np.int32, np.int8, np.uint64, np.bool_)
 RANK_LAYOUTS = ("distinct", "groups-across-tiles", "constant")
 
 
@@ -763,8 +763,11 @@ def test_rank_kernels_equal_reference(case, launches, rng, dtype, weighted, layo
         got = case.impl.binary_rank_areas(case.put(scores), case.put(is_positive),
                                           case.put(weight), max_fpr)
         np.testing.assert_allclose(case.get(got), expected, rtol=RTOL, atol=1e-15)
-    assert [launch.kernel for launch in launches] == ["rank_gather", "rank_areas"] * 2
-    assert launches[0].grid == -(-n // _rank_tile(case))
+    # Unweighted scores of at most 32 bits sort packed keys; others gather.
+    packed = not weighted and np.dtype(dtype).itemsize <= 4 and dtype != np.uint64
+    path = ["rank_pack_keys", "rank_unpack_keys"] if packed else ["rank_gather"]
+    assert [launch.kernel for launch in launches] == (path + ["rank_areas"]) * 2
+    assert launches[len(path) - 1].grid == -(-n // _rank_tile(case))
 
 
 @pytest.mark.parametrize("n_offset", (-1, 0, 1))

@@ -32,6 +32,8 @@ from metrics_gpu._formulas import SLOT, label_metric_size
 from metrics_gpu._kernels import (
     COUNT_TYPES,
     LABEL_TYPES,
+    PACKED_RANK_SCORE_TYPE,
+    PACKED_RANK_TYPES,
     RANK_SCORE_TYPES,
     SCORE_TARGET_TYPES,
     SCORE_TYPES,
@@ -567,33 +569,36 @@ class KernelBackend:
 
     def binary_rank_areas(self, scores, is_positive, sample_weight=None, max_fpr=None):
         """``[ROC AUC, average precision]`` of ``(N,)`` scores, as
-        :meth:`NumpyBackend.binary_rank_areas`: a stable sort (CuPy/CUB on a
-        GPU), then the two passes of kernels/ranking.cu over tiles of ranked
-        positions, with an O(tiles) scan between them. O(N) memory, no sync."""
+        :meth:`NumpyBackend.binary_rank_areas`: a sort (CuPy/CUB on a GPU),
+        then the two passes of kernels/ranking.cu over tiles of ranked
+        positions, with an O(tiles) scan between them. O(N) memory, no sync.
+
+        Unweighted scores of at most 32 bits sort packed (score, class) keys
+        and read them in order; others take a stable argsort and a gather.
+        """
         device, xp = self.device, self.xp
-        scores, kernel_scores, score_type = self._rank_scores(scores)
-        n = int(scores.shape[0])
         positive = xp.ascontiguousarray(is_positive)
         positive = positive.view(np.uint8) if positive.dtype == np.bool_ else (
             positive != 0).view(np.uint8)
-        weight, weight_type = None, "mg::unit_weight"
-        if sample_weight is not None:
-            weight = xp.ascontiguousarray(sample_weight, dtype=np.float64)
-            weight_type = "double"
-        # Stable ascending order of the reversed scores: read backwards, a
-        # stable descending order (ties in input order, as scikit-learn's).
-        reversed_order = _rank_scan.stable_argsort(xp.flip(scores), xp).astype(np.int64, copy=False)
+        n = int(positive.shape[0])
         block = min(device.block_threads, RANK_MAX_BLOCK_THREADS)
         tiles = -(-n // (block * RANK_ITEMS_PER_THREAD))
-        ranked_scores = xp.empty(n, dtype=kernel_scores.dtype)
         ranked_positive = xp.empty(n, dtype=np.uint8)
-        ranked_weight = None if weight is None else xp.empty(n, dtype=np.float64)
         tile_state = xp.empty((tiles, 4), dtype=np.float64)
-        device.launch(
-            RANKING_SOURCE, rank_gather_expression(score_type, weight_type), tiles, block,
-            [kernel_scores, positive, weight, reversed_order, np.int64(n), ranked_scores,
-             ranked_positive, ranked_weight, tile_state],
-        )
+        packed = self._packed_rank_scores(scores) if sample_weight is None else None
+        if packed is not None:
+            values, packed_type = packed
+            keys = xp.empty(n, dtype=np.uint64)
+            device.launch(RANKING_SOURCE, f"rank_pack_keys<{packed_type}>", self._grid(n), block,
+                          [values, positive, np.int64(n), keys])
+            ranked_scores = xp.empty(n, dtype=np.uint32)
+            ranked_weight, score_type = None, PACKED_RANK_SCORE_TYPE
+            device.launch(RANKING_SOURCE, "rank_unpack_keys", tiles, block,
+                          [xp.sort(keys), np.int64(n), ranked_scores, ranked_positive,
+                           tile_state])
+        else:
+            ranked_scores, ranked_weight, score_type = self._gather_ranked(
+                scores, positive, sample_weight, block, tiles, ranked_positive, tile_state)
         offsets, carry, totals = _rank_tile_scan(tile_state, xp)
         tile_areas = xp.empty((tiles, 3), dtype=np.float64)
         device.launch(
@@ -602,6 +607,42 @@ class KernelBackend:
              np.float64(1.0 if max_fpr is None else max_fpr), tile_areas],
         )
         return _rank_scan.rank_areas_from_sums(tile_areas.sum(axis=0), totals, xp, max_fpr)
+
+    def _packed_rank_scores(self, scores):
+        """``(scores, C type)`` for the packed-key path, or None: float32 and
+        float16 as they are, integers and bools of at most 32 bits as int32."""
+        name = scores.dtype.name
+        if scores.dtype.kind in "iub" and scores.dtype.itemsize <= 4 and name != "uint32":
+            scores, name = scores.astype(np.int32), "int32"
+        if name not in PACKED_RANK_TYPES:
+            return None
+        scores = self.xp.ascontiguousarray(scores)
+        return (scores.view(np.uint16) if name == "float16" else scores), PACKED_RANK_TYPES[name]
+
+    def _gather_ranked(self, scores, positive, sample_weight, block, tiles, ranked_positive,
+                       tile_state):
+        """Pass 1 after a stable argsort: ``(ranked scores, ranked weights, C type)``."""
+        device, xp = self.device, self.xp
+        scores, kernel_scores, score_type = self._rank_scores(scores)
+        n = int(scores.shape[0])
+        weight, weight_type = None, "mg::unit_weight"
+        if sample_weight is not None:
+            weight = xp.ascontiguousarray(sample_weight, dtype=np.float64)
+            weight_type = "double"
+        # Stable ascending order of the reversed scores: read backwards, a
+        # stable descending order (ties in input order, as scikit-learn's).
+        # float16 is sorted as its exact float32 widening (same order and
+        # ties): a type every sort of CuPy's takes.
+        keys = scores.astype(np.float32) if scores.dtype == np.float16 else scores
+        reversed_order = _rank_scan.stable_argsort(xp.flip(keys), xp).astype(np.int64, copy=False)
+        ranked_scores = xp.empty(n, dtype=kernel_scores.dtype)
+        ranked_weight = None if weight is None else xp.empty(n, dtype=np.float64)
+        device.launch(
+            RANKING_SOURCE, rank_gather_expression(score_type, weight_type), tiles, block,
+            [kernel_scores, positive, weight, reversed_order, np.int64(n), ranked_scores,
+             ranked_positive, ranked_weight, tile_state],
+        )
+        return ranked_scores, ranked_weight, score_type
 
 
 def _rank_tile_scan(tile_state, xp):
