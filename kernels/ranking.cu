@@ -50,56 +50,46 @@ __device__ __forceinline__ bool same_score(S a, S b) {
   return rank_value(a) == rank_value(b);
 }
 
-// Pass 1's per-tile state once the tile's ranked scores are in shared memory
-// (`before_tile`: the score ranked just before the tile, unused in tile 0).
-// tile_state: gridDim.x rows of (positive sum, negative sum, positive and
-// negative sums before the tile's last group head, or -1 for none).
+// One ranked position as pass 1 reads it.
 template <typename S>
-__device__ void write_tile_state(const S* tile_scores, S before_tile, int64 start, int64 n,
-                                 const double (&positive_weight)[kRankItems],
-                                 const double (&negative_weight)[kRankItems],
-                                 int* last_head, double* scratch, double* tile_state) {
-  int my_last_head = -1;
-#pragma unroll
-  for (int k = 0; k < kRankItems; ++k) {
-    const int j = k * blockDim.x + threadIdx.x;
-    const int64 i = start + j;
-    if (i >= n) continue;
-    const bool head = i == 0 || !same_score(j > 0 ? tile_scores[j - 1] : before_tile,
-                                            tile_scores[j]);
-    if (head) my_last_head = j;  // j grows with k
-  }
-  atomicMax(last_head, my_last_head);
-  __syncthreads();
+struct RankedItem {
+  S score;
+  unsigned char positive;
+  double weight;
+};
 
-  double sums[4] = {0.0, 0.0, 0.0, 0.0};
-#pragma unroll
-  for (int k = 0; k < kRankItems; ++k) {
-    const int j = k * blockDim.x + threadIdx.x;
-    sums[0] += positive_weight[k];
-    sums[1] += negative_weight[k];
-    if (j < *last_head) {
-      sums[2] += positive_weight[k];
-      sums[3] += negative_weight[k];
-    }
-  }
-  block_sum(sums, scratch);
-  if (threadIdx.x == 0) {
-    double* out = tile_state + (int64)blockIdx.x * 4;
-    out[0] = sums[0];
-    out[1] = sums[1];
-    out[2] = *last_head >= 0 ? sums[2] : -1.0;
-    out[3] = *last_head >= 0 ? sums[3] : -1.0;
-  }
-}
-
-// Pass 1 after an argsort: gathers each ranked position's score, class and
-// weight (strided over the tile, so the writes are coalesced).
+// Pass 1 after an argsort: gathers ranked position i's score, class and weight.
 template <typename S, typename W>
-__global__ void __launch_bounds__(kRankBlockThreads)
-rank_gather(const S* scores, const unsigned char* positive, const W* weight,
-            const int64* reversed_order, int64 n, S* ranked_scores,
-            unsigned char* ranked_positive, double* ranked_weight, double* tile_state) {
+struct GatheredRanks {
+  const S* scores;
+  const unsigned char* positive;
+  const W* weight;
+  const int64* reversed_order;
+  int64 n;
+  __device__ __forceinline__ RankedItem<S> operator()(int64 i) const {
+    const int64 source = n - 1 - reversed_order[n - 1 - i];
+    return {scores[source], (unsigned char)(positive[source] != 0), weight_value(weight, source)};
+  }
+};
+
+// Pass 1 on sorted packed keys: the score bits (compared as bits), the class
+// bit, weight 1.
+struct PackedRanks {
+  const uint64* sorted_keys;
+  __device__ __forceinline__ RankedItem<unsigned int> operator()(int64 i) const {
+    const uint64 key = sorted_keys[i];
+    return {(unsigned int)(key >> 1), (unsigned char)(key & 1u), 1.0};
+  }
+};
+
+// Pass 1: writes each ranked position of the block's tile (strided, so the
+// writes are coalesced) and the tile's state. tile_state: gridDim.x rows of
+// (positive sum, negative sum, positive and negative sums before the tile's
+// last group head, or -1 for none).
+template <typename S, typename Ranks>
+__device__ void rank_tile_state(const Ranks& ranks, int64 n, S* ranked_scores,
+                                unsigned char* ranked_positive, double* ranked_weight,
+                                double* tile_state) {
   __shared__ S tile_scores[kRankMaxTile];
   __shared__ double scratch[4 * kWarpSize];  // block_sum
   __shared__ int last_head;
@@ -113,21 +103,58 @@ rank_gather(const S* scores, const unsigned char* positive, const W* weight,
     const int64 i = start + j;
     positive_weight[k] = negative_weight[k] = 0.0;
     if (i >= n) continue;
-    const int64 source = n - 1 - reversed_order[n - 1 - i];
-    const S s = scores[source];
-    const unsigned char p = positive[source] != 0;
-    const double w = weight_value(weight, source);
-    ranked_scores[i] = s;
-    ranked_positive[i] = p;
-    if (ranked_weight != nullptr) ranked_weight[i] = w;
-    tile_scores[j] = s;
-    (p ? positive_weight[k] : negative_weight[k]) = w;
+    const RankedItem<S> item = ranks(i);
+    ranked_scores[i] = item.score;
+    ranked_positive[i] = item.positive;
+    if (ranked_weight != nullptr) ranked_weight[i] = item.weight;
+    tile_scores[j] = item.score;
+    (item.positive ? positive_weight[k] : negative_weight[k]) = item.weight;
   }
-  // The score ranked before the tile, gathered again (one per tile).
-  const S before_tile = start > 0 ? scores[n - 1 - reversed_order[n - start]] : S();
+  // The score ranked before the tile, read again (one per tile).
+  const S before_tile = start > 0 ? ranks(start - 1).score : S();
   __syncthreads();
-  write_tile_state(tile_scores, before_tile, start, n, positive_weight, negative_weight,
-                   &last_head, scratch, tile_state);
+
+  int my_last_head = -1;
+#pragma unroll
+  for (int k = 0; k < kRankItems; ++k) {
+    const int j = k * blockDim.x + threadIdx.x;
+    const int64 i = start + j;
+    if (i >= n) continue;
+    const bool head = i == 0 || !same_score(j > 0 ? tile_scores[j - 1] : before_tile,
+                                            tile_scores[j]);
+    if (head) my_last_head = j;  // j grows with k
+  }
+  atomicMax(&last_head, my_last_head);
+  __syncthreads();
+
+  double sums[4] = {0.0, 0.0, 0.0, 0.0};
+#pragma unroll
+  for (int k = 0; k < kRankItems; ++k) {
+    const int j = k * blockDim.x + threadIdx.x;
+    sums[0] += positive_weight[k];
+    sums[1] += negative_weight[k];
+    if (j < last_head) {
+      sums[2] += positive_weight[k];
+      sums[3] += negative_weight[k];
+    }
+  }
+  block_sum(sums, scratch);
+  if (threadIdx.x == 0) {
+    double* out = tile_state + (int64)blockIdx.x * 4;
+    out[0] = sums[0];
+    out[1] = sums[1];
+    out[2] = last_head >= 0 ? sums[2] : -1.0;
+    out[3] = last_head >= 0 ? sums[3] : -1.0;
+  }
+}
+
+template <typename S, typename W>
+__global__ void __launch_bounds__(kRankBlockThreads)
+rank_gather(const S* scores, const unsigned char* positive, const W* weight,
+            const int64* reversed_order, int64 n, S* ranked_scores,
+            unsigned char* ranked_positive, double* ranked_weight, double* tile_state) {
+  const GatheredRanks<S, W> ranks = {scores, positive, weight, reversed_order, n};
+  rank_tile_state(ranks, n, ranked_scores, ranked_positive, ranked_weight, tile_state);
 }
 
 // -- the packed-key path: unweighted scores of at most 32 bits ------------------
@@ -158,36 +185,11 @@ rank_pack_keys(const S* scores, const unsigned char* positive, int64 n, uint64* 
   }
 }
 
-// Pass 1 on sorted keys: ranked scores are the keys' score bits (compared as
-// bits), classes their low bit, every weight 1.
 __global__ void __launch_bounds__(kRankBlockThreads)
 rank_unpack_keys(const uint64* sorted_keys, int64 n, unsigned int* ranked_scores,
                  unsigned char* ranked_positive, double* tile_state) {
-  __shared__ unsigned int tile_scores[kRankMaxTile];
-  __shared__ double scratch[4 * kWarpSize];  // block_sum
-  __shared__ int last_head;
-  const int64 start = (int64)blockIdx.x * blockDim.x * kRankItems;
-  if (threadIdx.x == 0) last_head = -1;
-
-  double positive_weight[kRankItems], negative_weight[kRankItems];
-#pragma unroll
-  for (int k = 0; k < kRankItems; ++k) {
-    const int j = k * blockDim.x + threadIdx.x;
-    const int64 i = start + j;
-    positive_weight[k] = negative_weight[k] = 0.0;
-    if (i >= n) continue;
-    const uint64 key = sorted_keys[i];
-    const unsigned int s = (unsigned int)(key >> 1);
-    const unsigned char p = (unsigned char)(key & 1u);
-    ranked_scores[i] = s;
-    ranked_positive[i] = p;
-    tile_scores[j] = s;
-    (p ? positive_weight[k] : negative_weight[k]) = 1.0;
-  }
-  const unsigned int before_tile = start > 0 ? (unsigned int)(sorted_keys[start - 1] >> 1) : 0u;
-  __syncthreads();
-  write_tile_state(tile_scores, before_tile, start, n, positive_weight, negative_weight,
-                   &last_head, scratch, tile_state);
+  const PackedRanks ranks = {sorted_keys};
+  rank_tile_state(ranks, n, ranked_scores, ranked_positive, (double*)nullptr, tile_state);
 }
 
 // A run of positions: its weight sums, and the sums before its last group

@@ -143,11 +143,25 @@ def step_average_precision(tps, fps, xp):
     return xp.where(total > 0, xp.maximum(xp.sum(gain * precision), 0.0), 0.0)
 
 
+def check_rank_arrays(scores, is_positive, sample_weight) -> int:
+    """The number of ranked samples: ``(N,)`` scores, mask and weights, N >= 1
+    (a kernel sized from one of them must not read past another)."""
+    n = int(scores.shape[0])
+    if n == 0 or scores.ndim != 1:
+        raise ValueError(f"scores must be (N,) with N >= 1, got shape {tuple(scores.shape)}")
+    for name, array in (("is_positive", is_positive), ("sample_weight", sample_weight)):
+        if array is not None and tuple(array.shape) != (n,):
+            raise ValueError(f"{name} must have shape ({n},) like the scores, got "
+                             f"{tuple(array.shape)}")
+    return n
+
+
 def binary_rank_areas(scores, is_positive, sample_weight, xp, max_fpr=None):
     """``[ROC AUC, average precision]`` of one binary problem, float64 where the
     scores live (no sync). ROC AUC is McClish's standardised partial area for
     ``max_fpr`` < 1, and NaN when the positive or the negative weight is 0;
     average precision is 0 when the positive weight is 0."""
+    check_rank_arrays(scores, is_positive, sample_weight)
     positive_weight, negative_weight = positive_negative_weights(is_positive, sample_weight, xp)
     scan = ranked_scan(scores, positive_weight, negative_weight, xp)
     tps, fps = tie_group_totals(scan, xp)

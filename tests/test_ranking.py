@@ -805,3 +805,15 @@ def test_rank_reference_matches_a_hand_count():
     ap = (1 / 3) * 1 + (1 / 3) * (2 / 4) + (1 / 3) * (3 / 6)
     got = NUMPY_BACKEND.binary_rank_areas(scores, is_positive, weight)
     np.testing.assert_allclose(got, [auc, ap], rtol=RTOL)
+
+
+def test_rank_areas_reject_empty_and_mismatched_arrays(case):
+    """A kernel sized from one array must never read past another."""
+    from metrics_gpu.backends.numpy_backend import NUMPY_BACKEND
+    for backend, put in ((NUMPY_BACKEND, np.asarray), (case.impl, case.put)):
+        with pytest.raises(ValueError, match="scores must be"):
+            backend.binary_rank_areas(put(np.zeros(0)), put(np.zeros(0, bool)))
+        with pytest.raises(ValueError, match="is_positive must have shape"):
+            backend.binary_rank_areas(put(np.zeros(5)), put(np.zeros(4, bool)))
+        with pytest.raises(ValueError, match="sample_weight must have shape"):
+            backend.binary_rank_areas(put(np.zeros(5)), put(np.zeros(5, bool)), put(np.ones(6)))

@@ -282,6 +282,12 @@ def test_reference_computes_only_the_terms_asked_for(rng, from_logits, terms):
         np.testing.assert_allclose(ours, reference, rtol=RTOL)
 
 
+def test_reference_rejects_unknown_terms(rng):
+    y_true, logits, _ = _case(rng, 10, 3)
+    with pytest.raises(ValueError, match="terms must be names"):
+        NUMPY_BACKEND.fused_logits_pass(y_true, logits, terms=("nll", "entropy"))
+
+
 def test_kernel_wide_vocabulary(case, rng):
     """K = 50,000 (a vocabulary): one row per warp, strided columns."""
     n, k = 24, 50_000

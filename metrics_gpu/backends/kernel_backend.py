@@ -577,10 +577,10 @@ class KernelBackend:
         and read them in order; others take a stable argsort and a gather.
         """
         device, xp = self.device, self.xp
+        n = _rank_scan.check_rank_arrays(scores, is_positive, sample_weight)
         positive = xp.ascontiguousarray(is_positive)
         positive = positive.view(np.uint8) if positive.dtype == np.bool_ else (
             positive != 0).view(np.uint8)
-        n = int(positive.shape[0])
         block = min(device.block_threads, RANK_MAX_BLOCK_THREADS)
         tiles = -(-n // (block * RANK_ITEMS_PER_THREAD))
         ranked_positive = xp.empty(n, dtype=np.uint8)
@@ -613,7 +613,7 @@ class KernelBackend:
         float16 as they are, integers and bools of at most 32 bits as int32."""
         name = scores.dtype.name
         if scores.dtype.kind in "iub" and scores.dtype.itemsize <= 4 and name != "uint32":
-            scores, name = scores.astype(np.int32), "int32"
+            scores, name = scores.astype(np.int32, copy=False), "int32"
         if name not in PACKED_RANK_TYPES:
             return None
         scores = self.xp.ascontiguousarray(scores)

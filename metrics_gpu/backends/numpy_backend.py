@@ -330,6 +330,9 @@ class NumpyBackend:
         the ranks and ``n_bins`` the confidences and correctness.
         """
         wanted = ROW_TERMS if terms is None else frozenset(terms)
+        if not wanted <= ROW_TERMS:
+            raise ValueError(f"terms must be names from {sorted(ROW_TERMS)}, got "
+                             f"{sorted(wanted - ROW_TERMS)}")
         if top_k:
             wanted |= {"rank"}
         if n_bins:
