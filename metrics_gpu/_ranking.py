@@ -64,6 +64,8 @@ _ONE_CLASS = ("Only one class is present in y_true. ROC AUC score is not defined
               "case.")
 _NO_NEGATIVES = "No negative samples in y_true, false positive value should be meaningless"
 _NO_POSITIVES = "No positive samples in y_true, true positive value should be meaningless"
+_NO_PAIR = ("Only one class of labels is present in y_true, so there is no pair of classes; "
+            "one-vs-one ROC AUC is not defined in that case.")
 _NO_POSITIVE_CLASS = ("No positive class found in y_true, recall is set to one for all "
                       "thresholds.")
 
@@ -312,8 +314,11 @@ def roc_auc_score(y_true, y_score, *, average="macro", sample_weight=None, max_f
     -------
     float64 (0-d array on a GPU), or a (K,) array for ``average=None``. NaN
     with an ``UndefinedMetricWarning`` when ``y_true`` has one class (as
-    scikit-learn 1.9, which no longer raises there) or a class of 'ovr' is
-    absent.
+    scikit-learn 1.9, which no longer raises there), a class of 'ovr' is
+    absent, or 'ovo' has no pair of present classes (scikit-learn: NaN for
+    'macro', ZeroDivisionError for 'weighted'). Weights that are all 0 raise
+    a ``ValueError`` as scikit-learn's, except the 'weighted' one-vs-rest
+    average, which is 0 as scikit-learn's.
 
     Syncs once to find the classes of ``y_true`` (and, with weights, the class
     weight totals); the areas themselves are computed without a sync.
@@ -355,6 +360,7 @@ def roc_auc_score(y_true, y_score, *, average="macro", sample_weight=None, max_f
     # scikit-learn's label_binarize: the larger label is the positive class.
     is_positive = inputs.y_true == classes[-1]
     if inputs.sample_weight is not None:
+        check_some_weight(inputs)
         positive_weight, negative_weight = positive_negative_weights(
             is_positive, inputs.sample_weight, xp)
         totals = _host(xp.stack([xp.sum(negative_weight), xp.sum(positive_weight)]), inputs)
@@ -443,6 +449,9 @@ def _one_vs_rest(inputs, codes, totals: _ClassTotals, metric: str):
             F.warn(_ONE_CLASS, F.UndefinedMetricWarning)
             values.append(xp.full((), xp.nan))
             continue
+        if inputs.sample_weight is not None and totals.weights.sum() <= 0:
+            # Where scikit-learn computes a weighted curve it rejects no weight.
+            check_some_weight(inputs)
         is_positive = codes == column
         scores = inputs.y_score[:, column]
         if metric == "roc_auc":
@@ -464,6 +473,7 @@ def _micro_average(inputs, codes, metric: str):
     xp = inputs.backend.xp
     n_samples, num_columns = inputs.y_score.shape
     is_positive = (codes[:, None] == xp.arange(num_columns)[None, :]).reshape(-1)
+    check_some_weight(inputs)
     weight = inputs.sample_weight
     if weight is not None:
         weight = xp.repeat(weight, num_columns)
@@ -514,6 +524,11 @@ def _one_vs_one_roc_auc(backend, scores, codes, totals: _ClassTotals, average):
     members = _class_members(codes, totals.counts, xp)
     present = np.flatnonzero(totals.counts)
     n_samples = int(totals.counts.sum())
+    if present.size < 2:
+        # scikit-learn averages an empty list of pairs: NaN for 'macro' (with a
+        # RuntimeWarning) and ZeroDivisionError for 'weighted'; both are NaN here.
+        F.warn(_NO_PAIR, F.UndefinedMetricWarning)
+        return xp.full((), xp.nan)
     pair_values, prevalence = [], []
     for a, b in combinations(present.tolist(), 2):
         in_a, in_b = members[a], members[b]
@@ -593,6 +608,7 @@ def average_precision_score(y_true, y_score, *, average="macro", pos_label=1,
     if inputs.sample_weight is None:
         has_positives = pos_label in classes
     else:
+        check_some_weight(inputs)
         positive_weight, _ = positive_negative_weights(is_positive, inputs.sample_weight, xp)
         has_positives = float(_host(xp.sum(positive_weight), inputs)) > 0
     if not has_positives:
@@ -610,6 +626,7 @@ def _samples_average_precision(inputs, codes):
     own = xp.take_along_axis(scores, codes[:, None], axis=1)
     rank = xp.sum(scores >= own, axis=1)
     per_sample = 1.0 / rank
+    check_some_weight(inputs)  # scikit-learn: a mean over no weight raises
     weight = inputs.sample_weight
     if weight is None:
         return xp.mean(per_sample)

@@ -160,7 +160,9 @@ def hinge_loss(y_true, pred_decision, *, labels=None, sample_weight=None, ignore
     Per row ``max(0, 1 - (z[t] - max_{j != t} z[j]))`` over the decision
     values ``pred_decision`` (N, K); (N,) binary decision values ``d`` give
     ``max(0, 1 - y d)`` with ``y`` in {-1, +1}. Unlike scikit-learn,
-    ``y_true`` need not hold every class (the columns are the classes).
+    ``y_true`` need not hold every class (the columns are the classes); so
+    binary ``y_true`` of class 1 only counts as +1 here, where scikit-learn's
+    LabelBinarizer, fitted on that one class, makes it -1.
 
     Examples
     --------
@@ -203,7 +205,13 @@ def top_k_accuracy_score(y_true, y_score, *, k=2, normalize=True, sample_weight=
     inputs = check_score_inputs(y_true, values, name="y_score", kind="decision",
                                 sample_weight=sample_weight, labels=labels,
                                 ignore_index=ignore_index, validate=validate,
-                                binary_threshold=threshold)
+                                binary_threshold=threshold,
+                                # scikit-learn counts 0 hits of no weight; a share of it raises.
+                                allow_all_zero_weight=not normalize)
+    if k >= inputs.num_classes:
+        F.warn(f"'k' ({k}) greater than or equal to 'n_classes' ({inputs.num_classes}) will "
+               "result in a perfect score and is therefore meaningless.",
+               F.UndefinedMetricWarning)
     sums = _score_pass(inputs, from_logits=False, top_k=(k,), terms=())
     return _output(F.top_k_accuracy(sums, normalize)[0], inputs)
 

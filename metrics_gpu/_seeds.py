@@ -415,12 +415,14 @@ def catboost_metric(spec, y_true, approx, *, weight=None, validate=True, determi
         raise ValueError(
             f"approx must be (N, K) raw scores with K >= 2 classes, got shape {tuple(scores.shape)}"
         )
+    # CatBoost evaluates weights that are all 0 (its 0 / 0 conventions apply).
     inputs = check_label_inputs(y_true, scores, sample_weight=weight if use_weights else None,
-                                validate=validate, deterministic=deterministic)
+                                validate=validate, deterministic=deterministic,
+                                allow_all_zero_weight=True)
     inputs = _catboost_weights(inputs)
     if weight is not None and not use_weights:  # still check it, as CatBoost would
         check_label_inputs(y_true, scores, sample_weight=weight, validate=validate,
-                           deterministic=deterministic)
+                           deterministic=deterministic, allow_all_zero_weight=True)
     stats, _ = _accumulate(inputs, moments=name == "WKappa")
     c = F.Counts.from_statistics(stats, np)
     if name == "Precision":
@@ -472,7 +474,8 @@ def _catboost_score_metric(name, params, spec, y_true, approx, weight, validate)
             raise ValueError(f"misclass_cost_matrix applies to AUC:type=Mu only, in {spec!r}")
         return _catboost_auc(y_true, approx, weight, auc_type, cost)
     inputs = check_score_inputs(y_true, approx, name="approx", kind="logits",
-                                sample_weight=weight, validate=validate)
+                                sample_weight=weight, validate=validate,
+                                allow_all_zero_weight=True)
     if inputs.binary_column or inputs.num_classes < 2:
         raise ValueError(
             f"approx must be (N, K) raw scores with K >= 2 classes, got shape "

@@ -150,7 +150,14 @@ def _as_scores(values, name: str, backend, validate: bool):
     return array
 
 
-def check_sample_weight(sample_weight, n_samples: int, backend, validate: bool):
+ALL_ZERO_WEIGHT = "sample_weight must hold at least one non-zero weight; all {n} are 0"
+
+
+def check_sample_weight(sample_weight, n_samples: int, backend, validate: bool,
+                        allow_all_zero: bool = False):
+    """``(N,)`` finite, non-negative weights on ``backend``. With ``validate``
+    and not ``allow_all_zero``, weights that are all 0 are rejected, as
+    scikit-learn 1.9 rejects them (a rate over no weight is undefined)."""
     if sample_weight is None:
         return None
     weight = _to_backend(sample_weight, backend)
@@ -176,6 +183,8 @@ def check_sample_weight(sample_weight, n_samples: int, backend, validate: bool):
             raise ValueError(
                 f"sample_weight must be non-negative; found {weight[i].item()!r} at index {i}"
             )
+    if validate and not allow_all_zero and n_samples > 0 and not bool(weight.any()):
+        raise ValueError(ALL_ZERO_WEIGHT.format(n=n_samples))
     return weight
 
 
@@ -231,7 +240,7 @@ def _largest_label(labels, backend, ignore_index) -> int:
 
 def check_label_inputs(y_true, y_pred, *, num_classes=None, sample_weight=None,
                        ignore_index=None, validate=True, extra_classes=0,
-                       deterministic=False) -> LabelInputs:
+                       deterministic=False, allow_all_zero_weight=False) -> LabelInputs:
     """Check ``y_true``/``y_pred`` (labels, or ``(N, K)`` scores reduced by argmax).
 
     ``extra_classes`` is the smallest K a caller needs regardless of the data
@@ -269,7 +278,7 @@ def check_label_inputs(y_true, y_pred, *, num_classes=None, sample_weight=None,
         raise ValueError(
             f"y_true has {n} samples but y_pred has {y_pred_labels.shape[0]}"
         )
-    weight = check_sample_weight(sample_weight, n, backend, validate)
+    weight = check_sample_weight(sample_weight, n, backend, validate, allow_all_zero_weight)
 
     if validate:
         high_true = _label_range(y_true, "y_true", backend, num_classes, ignore_index)
@@ -332,7 +341,7 @@ class ScoreInputs:
 
 def check_score_inputs(y_true, scores, *, name: str = "y_score", kind: str = "probabilities",
                        sample_weight=None, labels=None, ignore_index=None, validate=True,
-                       binary_threshold=None) -> ScoreInputs:
+                       binary_threshold=None, allow_all_zero_weight=False) -> ScoreInputs:
     """Check targets and ``(N, K)`` scores (or ``(N,)`` scores of class 1).
 
     ``kind`` says what the scores are: ``"probabilities"`` (in [0, 1]; rows
@@ -358,7 +367,7 @@ def check_score_inputs(y_true, scores, *, name: str = "y_score", kind: str = "pr
         raise ValueError("y_true is empty; at least one sample is required")
     if values.shape[0] != n:
         raise ValueError(f"y_true has {n} samples but {name} has {values.shape[0]} rows")
-    weight = check_sample_weight(sample_weight, n, backend, validate)
+    weight = check_sample_weight(sample_weight, n, backend, validate, allow_all_zero_weight)
     if validate and kind == "probabilities" and values.size and bool(
             (values.min() < 0) | (values.max() > 1)):  # two reductions, no temporaries
         i = _first_true((values < 0) | (values > 1), backend)
@@ -572,7 +581,7 @@ def check_ranking_inputs(y_true, y_score, sample_weight=None) -> RankingInputs:
                 f"y_score must hold finite scores; found {scores.reshape(-1)[i].item()!r} at "
                 f"{_position(i, scores.shape)}"
             )
-    weight = check_sample_weight(sample_weight, n, backend, validate=True)
+    weight = check_sample_weight(sample_weight, n, backend, validate=True, allow_all_zero=True)
     return RankingInputs(labels, scores, weight, backend, source=y_true)
 
 
@@ -801,10 +810,14 @@ def check_auc_mu_scores(inputs: RankingInputs, name: str = "y_score") -> int:
 
 
 def check_some_weight(inputs: RankingInputs) -> None:
-    """A curve needs a sample of non-zero weight (one flag read back)."""
+    """A ranked problem needs a sample of non-zero weight (one flag read back).
+
+    Ranking inputs allow all-zero weights at first, because scikit-learn
+    decides late: its weighted one-vs-rest average of no weight is 0, every
+    other ranking metric of no weight raises."""
     weight = inputs.sample_weight
-    if weight is not None and not bool(inputs.backend.xp.any(weight != 0)):
-        raise ValueError("sample_weight is 0 for every sample: the curve has no points")
+    if weight is not None and not bool(weight.any()):
+        raise ValueError(ALL_ZERO_WEIGHT.format(n=weight.shape[0]))
 
 
 def _parse_cost_matrix(text: str) -> np.ndarray:

@@ -26,6 +26,7 @@ import numpy as np
 import pytest
 import sklearn.metrics as skm
 
+from metrics_gpu._formulas import UndefinedMetricWarning
 from metrics_gpu._ranking import (
     _catboost_auc,
     average_precision_score,
@@ -311,6 +312,28 @@ def test_labels_with_a_class_absent_from_y_true_match_sklearn(backend, rng, mult
         _assert_value(backend, mine, theirs)
 
 
+@pytest.mark.parametrize("average", ["macro", "weighted"])
+def test_ovo_of_one_present_class_is_nan(backend, rng, average):
+    """No pair of present classes: scikit-learn averages an empty list (NaN with a
+    RuntimeWarning for 'macro', ZeroDivisionError for 'weighted'); ours is NaN
+    with an UndefinedMetricWarning for both."""
+    _, p, _ = _multiclass_case(rng, 20, 3, "unweighted")
+    y = np.full(20, 1)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        try:
+            theirs = skm.roc_auc_score(y, p, multi_class="ovo", average=average,
+                                       labels=[0, 1, 2])
+        except ZeroDivisionError:
+            theirs = None
+    assert (theirs is None) == (average == "weighted")
+    assert theirs is None or np.isnan(theirs)
+    with pytest.warns(UndefinedMetricWarning, match="no pair of classes"):
+        mine = roc_auc_score(*_put(backend, y, p), multi_class="ovo", average=average,
+                             labels=[0, 1, 2])
+    assert np.isnan(float(backend.to_numpy(mine)))
+
+
 def test_sparse_class_codes_map_to_sorted_columns_as_sklearn(backend, rng):
     y, p, w = _multiclass_case(rng, 300, 3, "float")
     y = np.array([2, 5, 9])[y]  # the columns are the classes present, sorted
@@ -405,7 +428,7 @@ def test_weight_length_mismatch(backend):
 
 @pytest.mark.parametrize("function", ["roc_curve", "precision_recall_curve"])
 def test_curve_of_zero_weights_has_no_points(backend, function):
-    with pytest.raises(ValueError, match=r"sample_weight is 0 for every sample"):
+    with pytest.raises(ValueError, match=r"sample_weight must hold at least one non-zero weight"):
         SCORE_FUNCTIONS[function](*_put(backend, Y4, S4),
                                   sample_weight=backend.asarray(np.zeros(4)))
 

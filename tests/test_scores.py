@@ -125,6 +125,24 @@ def test_brier_hinge_top_k_match_sklearn(backend, rng, name):
                                                     sample_weight=w), expected)
 
 
+@pytest.mark.parametrize("shape, k", [((30, 4), 4), ((30, 4), 6), ((30,), 2)],
+                         ids=["k=K", "k>K", "binary-column"])
+def test_top_k_of_every_class_warns_as_sklearn(backend, rng, shape, k):
+    y_true = rng.integers(0, shape[1] if len(shape) == 2 else 2, shape[0])
+    y_true[:4 if len(shape) == 2 else 2] = np.arange(4 if len(shape) == 2 else 2)
+    scores = rng.random(shape)
+    with pytest.warns(UserWarning, match=r"'k' \(\d\) greater than or equal "
+                                         r"to 'n_classes'") as theirs:
+        expected = skm.top_k_accuracy_score(y_true, scores, k=k)
+    with pytest.warns(mg.UndefinedMetricWarning) as mine:
+        _close(backend, mg.top_k_accuracy_score(backend.asarray(y_true), backend.asarray(scores),
+                                                k=k), expected)
+    assert [str(w.message) for w in mine] == [str(w.message) for w in theirs]
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        mg.top_k_accuracy_score(backend.asarray(y_true), backend.asarray(scores), k=1)
+
+
 @pytest.mark.parametrize("scores", ["probabilities", "decision", "ties-at-threshold"])
 def test_binary_column_matches_sklearn(backend, rng, scores):
     y_true = rng.integers(0, 2, 400)

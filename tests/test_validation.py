@@ -245,6 +245,84 @@ def test_bad_sample_weight(backend, metric, weight, pattern):
                         sample_weight=backend.asarray(np.asarray(weight)))
 
 
+Y_ZERO_WEIGHT = np.array([0, 1, 2, 1])
+PRED_ZERO_WEIGHT = np.array([0, 1, 1, 1])
+PROBA_ZERO_WEIGHT = np.array([[0.6, 0.3, 0.1], [0.2, 0.5, 0.3], [0.3, 0.3, 0.4],
+                              [0.5, 0.25, 0.25]])
+# Every function that scikit-learn 1.9 gives sample_weight, each as (ours, theirs,
+# scores, options); with all weights 0 scikit-learn raises (a ValueError, or for
+# hinge_loss and a normalised top-k share a ZeroDivisionError from np.average).
+ZERO_WEIGHT_CALLS = {
+    **{name: (name, PRED_ZERO_WEIGHT, {}) for name in (
+        "accuracy_score", "balanced_accuracy_score", "confusion_matrix", "cohen_kappa_score",
+        "matthews_corrcoef", "hamming_loss", "zero_one_loss", "classification_report")},
+    "f1_score-macro": ("f1_score", PRED_ZERO_WEIGHT, {"average": "macro"}),
+    "jaccard_score-micro": ("jaccard_score", PRED_ZERO_WEIGHT, {"average": "micro"}),
+    "accuracy_score-count": ("accuracy_score", PRED_ZERO_WEIGHT, {"normalize": False}),
+    "log_loss": ("log_loss", PROBA_ZERO_WEIGHT, {}),
+    "brier_score_loss": ("brier_score_loss", PROBA_ZERO_WEIGHT, {}),
+    "hinge_loss": ("hinge_loss", PROBA_ZERO_WEIGHT, {}),
+    "top_k_accuracy_score": ("top_k_accuracy_score", PROBA_ZERO_WEIGHT, {"k": 2}),
+    "roc_auc_score-ovr": ("roc_auc_score", PROBA_ZERO_WEIGHT, {"multi_class": "ovr"}),
+    "roc_auc_score-micro": ("roc_auc_score", PROBA_ZERO_WEIGHT,
+                            {"multi_class": "ovr", "average": "micro"}),
+    "average_precision_score": ("average_precision_score", PROBA_ZERO_WEIGHT, {}),
+    "average_precision_score-samples": ("average_precision_score", PROBA_ZERO_WEIGHT,
+                                        {"average": "samples"}),
+    "roc_auc_score-binary": ("roc_auc_score", PROBA_ZERO_WEIGHT[:, 1], {"binary": True}),
+    "average_precision_score-binary": ("average_precision_score", PROBA_ZERO_WEIGHT[:, 1],
+                                       {"binary": True}),
+    "roc_curve": ("roc_curve", PROBA_ZERO_WEIGHT[:, 1], {"binary": True}),
+}
+
+
+@pytest.mark.parametrize("call", sorted(ZERO_WEIGHT_CALLS))
+def test_all_zero_sample_weight_is_rejected_as_sklearn(backend, call):
+    name, scores, options = ZERO_WEIGHT_CALLS[call]
+    options = dict(options)
+    y = (Y_ZERO_WEIGHT > 0).astype(np.int64) if options.pop("binary", False) else Y_ZERO_WEIGHT
+    weight = np.zeros(y.size)
+    with pytest.raises((ValueError, ZeroDivisionError)), warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        getattr(sklearn_metrics, name)(y, scores, sample_weight=weight, **options)
+    with pytest.raises(ValueError, match=r"sample_weight must hold at least one non-zero "
+                                         r"weight; all 4 are 0"):
+        getattr(mg, name)(backend.asarray(y), backend.asarray(scores),
+                          sample_weight=backend.asarray(weight), **options)
+
+
+@pytest.mark.parametrize("call", ["top_k_accuracy_score-count", "roc_auc_score-ovr-weighted",
+                                  "average_precision_score-weighted"])
+def test_all_zero_sample_weight_where_sklearn_gives_zero(backend, call):
+    """The sums scikit-learn returns before it would divide by no weight: 0."""
+    name, options = {
+        "top_k_accuracy_score-count": ("top_k_accuracy_score", {"k": 2, "normalize": False}),
+        "roc_auc_score-ovr-weighted": ("roc_auc_score",
+                                       {"multi_class": "ovr", "average": "weighted"}),
+        "average_precision_score-weighted": ("average_precision_score",
+                                             {"average": "weighted"}),
+    }[call]
+    weight = np.zeros(Y_ZERO_WEIGHT.size)
+    theirs = getattr(sklearn_metrics, name)(Y_ZERO_WEIGHT, PROBA_ZERO_WEIGHT,
+                                            sample_weight=weight, **options)
+    mine = getattr(mg, name)(backend.asarray(Y_ZERO_WEIGHT), backend.asarray(PROBA_ZERO_WEIGHT),
+                             sample_weight=backend.asarray(weight), **options)
+    assert theirs == 0
+    assert float(backend.to_numpy(mine)) == 0
+
+
+@pytest.mark.parametrize("metric", ["accuracy_score", "label_report"])
+def test_all_zero_sample_weight_without_validation_is_nan(backend, metric):
+    """``validate=False`` skips the check (it would read back a flag): a rate
+    over no weight is then NaN, never an error."""
+    report = METRICS[metric](backend.asarray(Y_ZERO_WEIGHT), backend.asarray(PRED_ZERO_WEIGHT),
+                             sample_weight=backend.asarray(np.zeros(4)), validate=False)
+    value = report.metrics["accuracy"] if metric == "label_report" else report
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        assert np.isnan(float(backend.to_numpy(value)))
+
+
 def test_string_sample_weight(backend):
     with pytest.raises(ValueError, match=r"sample_weight.*dtype"):
         mg.accuracy_score(backend.asarray([0, 1]), backend.asarray([0, 1]),
