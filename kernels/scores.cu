@@ -12,15 +12,16 @@
 // inactive, never an early exit) so shuffles see converged warps.
 //
 // Precision: per-element exponentials in the widened score type (float for
-// float/half/bfloat16 scores, double for double); sums over a row and over
-// rows in double. With logits, the row's max m and s = sum exp(z - m) are
-// kept online (rescaled when the max grows), so the row is read once.
+// float/half/bfloat16 scores, double for double), summed in that type over a
+// lane's chunk of kScoreUnroll columns; sums over a row and over rows in
+// double. With logits, the row's max m and s = sum exp(z - m) are kept online
+// (rescaled when a chunk raises the max), so the row is read once.
 //
 // Output: each block writes its partial sums to partials[block * slots ...]
 // (no global atomics); the host adds the rows in a fixed order. The scalar
 // slots are reduced in a fixed order within the block; the calibration bins
-// are added with shared-memory atomics, whose order may vary run to run (the
-// last bits of the bin sums only).
+// are summed per bin within a warp, then added with shared-memory atomics,
+// whose order may vary run to run (the last bits of the bin sums only).
 //
 // Limits: K < 2^31 columns; top_k has at most kMaxTopK entries; 3 * n_bins
 // doubles of dynamic shared memory (the host checks the budget).
@@ -54,16 +55,16 @@ __device__ __forceinline__ F softplus(F v) {
   return (v > F(0) ? v : F(0)) + log1p_of(exp_of(-magnitude));
 }
 
-// What one lane has seen of its row.
+// What one lane has seen of its row. Columns are int: K < 2^31.
 template <typename F>
 struct RowScan {
   F best;            // max score (argmax_beats order), and its column
-  int64 best_index;
+  int best_index;
   F max_finite;      // logits: running max m of the softmax (ignores -inf)
   double exp_sum;    // logits: sum exp(z - m); probabilities: unused
   double square_sum; // logits: sum exp(2 (z - m)); probabilities: sum p^2
   F other_max;       // max over columns j != t (hinge)
-  int64 rank;        // columns that sort before t
+  int rank;          // columns that sort before t
   double softplus_sum;
 };
 
@@ -80,9 +81,16 @@ __device__ __forceinline__ void merge_softmax(F& m, double& s, double& s2, F m_o
   m = top;
 }
 
+// A lane reads its columns lane, lane + group, ... kScoreUnroll at a time:
+// the loads of a chunk are issued before any is used, so each lane keeps
+// several in flight (one at a time cannot cover the memory latency). The
+// chunk's terms are summed in F, then added to the row's double sums; with
+// logits the running max moves at most once per chunk.
+constexpr int kScoreUnroll = 4;
+
 template <typename S>
 __device__ __forceinline__ RowScan<typename Widened<S>::type> scan_row(
-    const S* row_scores, bool active, int64 t, typename Widened<S>::type z_t, int64 num_columns,
+    const S* row_scores, bool active, int64 t, typename Widened<S>::type z_t, int num_columns,
     int64 column_stride, int group, bool from_logits, bool one_vs_all) {
   typedef typename Widened<S>::type F;
   const F minus_inf = negative_infinity(F());
@@ -96,42 +104,70 @@ __device__ __forceinline__ RowScan<typename Widened<S>::type> scan_row(
   r.rank = 0;
   r.softplus_sum = 0.0;
   if (active) {
-    for (int64 c = (int64)(lane_index() % (unsigned int)group); c < num_columns; c += group) {
-      F v = widen(row_scores[c * column_stride]);
-      if (argmax_beats(v, c, r.best, r.best_index)) {
-        r.best = v;
-        r.best_index = c;
+    const int first = (int)(lane_index() % (unsigned int)group);
+    const int64 lane_step = (int64)group * column_stride;
+    const S* chunk = row_scores + (int64)first * column_stride;
+    for (int c0 = first; c0 < num_columns; c0 += kScoreUnroll * group) {
+      F v[kScoreUnroll];
+      bool in_row[kScoreUnroll];
+#pragma unroll
+      for (int u = 0; u < kScoreUnroll; ++u) {
+        in_row[u] = c0 + u * group < num_columns;
+        v[u] = in_row[u] ? widen(chunk[u * lane_step]) : minus_inf;
       }
-      if (from_logits) {
-        if (v > r.max_finite) {
-          double scale = r.max_finite == minus_inf ? 0.0 : (double)exp_of(r.max_finite - v);
-          r.exp_sum = r.exp_sum * scale + 1.0;
-          r.square_sum = r.square_sum * scale * scale + 1.0;
-          r.max_finite = v;
-        } else if (v != minus_inf) {
-          double e = (double)exp_of(v - r.max_finite);
-          r.exp_sum += e;
-          r.square_sum += e * e;
+      chunk += kScoreUnroll * lane_step;
+      F chunk_max = minus_inf;
+      F softplus_part = F(0);
+#pragma unroll
+      for (int u = 0; u < kScoreUnroll; ++u) {
+        if (!in_row[u]) continue;
+        const int c = c0 + u * group;
+        if (argmax_beats(v[u], (int64)c, r.best, (int64)r.best_index)) {
+          r.best = v[u];
+          r.best_index = c;
         }
-      } else {
-        r.square_sum += (double)v * (double)v;
+        if (v[u] > chunk_max) chunk_max = v[u];
+        if (c != t && v[u] > r.other_max) r.other_max = v[u];
+        if (v[u] > z_t || (v[u] == z_t && c > t)) ++r.rank;
+        if (one_vs_all) softplus_part += softplus(v[u]);
       }
-      if (c != t && v > r.other_max) r.other_max = v;
-      if (v > z_t || (v == z_t && c > t)) ++r.rank;
-      if (one_vs_all) r.softplus_sum += (double)softplus(v);
+      F part = F(0), square_part = F(0);
+      if (from_logits) {
+        if (chunk_max > r.max_finite) {
+          double scale =
+              r.max_finite == minus_inf ? 0.0 : (double)exp_of(r.max_finite - chunk_max);
+          r.exp_sum *= scale;
+          r.square_sum *= scale * scale;
+          r.max_finite = chunk_max;
+        }
+#pragma unroll
+        for (int u = 0; u < kScoreUnroll; ++u) {
+          if (in_row[u] && v[u] != minus_inf) {
+            F e = exp_of(v[u] - r.max_finite);
+            part += e;
+            square_part += e * e;
+          }
+        }
+        r.exp_sum += (double)part;
+      } else {
+#pragma unroll
+        for (int u = 0; u < kScoreUnroll; ++u) square_part += in_row[u] ? v[u] * v[u] : F(0);
+      }
+      r.square_sum += (double)square_part;
+      r.softplus_sum += (double)softplus_part;
     }
   }
   for (int offset = group / 2; offset > 0; offset /= 2) {
     F best = __shfl_xor_sync(kFullWarp, r.best, offset, group);
-    int64 best_index = __shfl_xor_sync(kFullWarp, r.best_index, offset, group);
-    if (argmax_beats(best, best_index, r.best, r.best_index)) {
+    int best_index = __shfl_xor_sync(kFullWarp, r.best_index, offset, group);
+    if (argmax_beats(best, (int64)best_index, r.best, (int64)r.best_index)) {
       r.best = best;
       r.best_index = best_index;
     }
-    F m = __shfl_xor_sync(kFullWarp, r.max_finite, offset, group);
-    double s = __shfl_xor_sync(kFullWarp, r.exp_sum, offset, group);
     double s2 = __shfl_xor_sync(kFullWarp, r.square_sum, offset, group);
     if (from_logits) {
+      F m = __shfl_xor_sync(kFullWarp, r.max_finite, offset, group);
+      double s = __shfl_xor_sync(kFullWarp, r.exp_sum, offset, group);
       merge_softmax(r.max_finite, r.exp_sum, r.square_sum, m, s, s2);
     } else {
       r.square_sum += s2;
@@ -139,9 +175,44 @@ __device__ __forceinline__ RowScan<typename Widened<S>::type> scan_row(
     F other = __shfl_xor_sync(kFullWarp, r.other_max, offset, group);
     if (other > r.other_max) r.other_max = other;
     r.rank += __shfl_xor_sync(kFullWarp, r.rank, offset, group);
-    r.softplus_sum += __shfl_xor_sync(kFullWarp, r.softplus_sum, offset, group);
+    if (one_vs_all) r.softplus_sum += __shfl_xor_sync(kFullWarp, r.softplus_sum, offset, group);
   }
   return r;
+}
+
+// Adds (weight, confidence, correct) to calibration bin `bin` of the block's
+// shared bins, once per distinct bin in the warp: lanes of one bin (found by
+// __match_any_sync) are summed in a tree over their ranks among themselves,
+// then the lowest of them adds the sums. Many rows of a warp fall in the same
+// few bins (K small, a row per lane or two), and double atomics on one shared
+// address serialise. Every lane of the warp calls this; bin < 0 adds nothing.
+__device__ __forceinline__ void add_to_bin(double* bins, int n_bins, int bin, double weight,
+                                           double confidence, double correct) {
+  const unsigned int lane = lane_index();
+  unsigned int peers = __match_any_sync(kFullWarp, bin);
+  const bool lowest = (peers & ((1u << lane) - 1u)) == 0u;
+  unsigned int rank = __popc(peers & ((1u << lane) - 1u));  // peers below this lane
+  peers = bin < 0 ? 0u : peers & ~((2u << lane) - 1u);       // peers above it (lane 31: none)
+  while (__any_sync(kFullWarp, peers != 0u)) {
+    const int next = __ffs((int)peers) - 1;  // the nearest peer above that is not done
+    const int source = next < 0 ? (int)lane : next;
+    double w = __shfl_sync(kFullWarp, weight, source);
+    double c = __shfl_sync(kFullWarp, confidence, source);
+    double k = __shfl_sync(kFullWarp, correct, source);
+    if (next >= 0) {
+      weight += w;
+      confidence += c;
+      correct += k;
+    }
+    // Odd ranks have just been added into their neighbour below: done.
+    peers &= ~__ballot_sync(kFullWarp, rank & 1u);
+    rank >>= 1;
+  }
+  if (bin >= 0 && lowest) {
+    atomicAdd(&bins[bin], weight);
+    atomicAdd(&bins[n_bins + bin], confidence);
+    atomicAdd(&bins[2 * n_bins + bin], correct);
+  }
 }
 
 // partials: gridDim.x rows of (kScalarSlots + num_top_k + 3 * n_bins) doubles.
@@ -177,44 +248,50 @@ fused_logits_pass(const TrueT* y_true, const S* scores, const W* weight, int64 n
     if (counted && !valid && leader) sums[kSlotInvalid] += 1.0;
     const S* row_scores = scores + (valid ? row : 0) * row_stride;
     F z_t = valid ? widen(row_scores[t * column_stride]) : F(0);
-    RowScan<F> r = scan_row(row_scores, valid, t, z_t, num_columns, column_stride, group,
+    RowScan<F> r = scan_row(row_scores, valid, t, z_t, (int)num_columns, column_stride, group,
                             from_logits != 0, one_vs_all != 0);
-    if (!(valid && leader)) continue;  // after the shuffles: the warp stays converged
-
-    double w = weight_value(weight, row);
-    double p_t, nll, confidence, squares;
-    if (from_logits) {
-      double m = (double)r.max_finite;
-      p_t = exp((double)z_t - m) / r.exp_sum;
-      nll = m + log(r.exp_sum) - (double)z_t;
-      confidence = 1.0 / r.exp_sum;
-      squares = r.square_sum / (r.exp_sum * r.exp_sum);
-    } else {
-      p_t = (double)z_t;
-      double clipped = p_t < clip_eps ? clip_eps : (p_t > 1.0 - clip_eps ? 1.0 - clip_eps : p_t);
-      nll = -log(clipped);
-      confidence = (double)r.best;
-      squares = r.square_sum;
-    }
-    double margin = (double)z_t - (double)r.other_max;
-    double hinge = 1.0 - margin > 0.0 ? 1.0 - margin : 0.0;
-    double correct = r.best_index == t ? 1.0 : 0.0;
-    sums[kSlotWeight] += w;
-    sums[kSlotCorrect] += w * correct;
-    sums[kSlotNll] += w * nll;
-    sums[kSlotBrier] += w * (squares - 2.0 * p_t + 1.0);
-    sums[kSlotHinge] += w * hinge;
-    sums[kSlotOneVsAll] += one_vs_all ? w * (r.softplus_sum - (double)z_t) : 0.0;
+    // After the shuffles every lane goes on (no early exit): add_to_bin below
+    // needs the whole warp.
+    const bool contributes = valid && leader;
+    double w = 0.0, confidence = 0.0, correct = 0.0;
+    if (contributes) {
+      w = weight_value(weight, row);
+      double p_t, nll, squares;
+      if (from_logits) {
+        double m = (double)r.max_finite;
+        p_t = exp((double)z_t - m) / r.exp_sum;
+        nll = m + log(r.exp_sum) - (double)z_t;
+        confidence = 1.0 / r.exp_sum;
+        squares = r.square_sum / (r.exp_sum * r.exp_sum);
+      } else {
+        p_t = (double)z_t;
+        double clipped =
+            p_t < clip_eps ? clip_eps : (p_t > 1.0 - clip_eps ? 1.0 - clip_eps : p_t);
+        nll = -log(clipped);
+        confidence = (double)r.best;
+        squares = r.square_sum;
+      }
+      double margin = (double)z_t - (double)r.other_max;
+      double hinge = 1.0 - margin > 0.0 ? 1.0 - margin : 0.0;
+      correct = r.best_index == t ? 1.0 : 0.0;
+      sums[kSlotWeight] += w;
+      sums[kSlotCorrect] += w * correct;
+      sums[kSlotNll] += w * nll;
+      sums[kSlotBrier] += w * (squares - 2.0 * p_t + 1.0);
+      sums[kSlotHinge] += w * hinge;
+      sums[kSlotOneVsAll] += one_vs_all ? w * (r.softplus_sum - (double)z_t) : 0.0;
 #pragma unroll
-    for (int i = 0; i < kMaxTopK; ++i) {
-      if (i < num_top_k && r.rank < limits[i]) sums[kScalarSlots + i] += w;
+      for (int i = 0; i < kMaxTopK; ++i) {
+        if (i < num_top_k && r.rank < limits[i]) sums[kScalarSlots + i] += w;
+      }
     }
     if (n_bins > 0) {
-      double scaled = (confidence == confidence ? confidence : 0.0) * (double)n_bins;
-      int b = scaled < 1.0 ? 0 : (scaled >= (double)(n_bins - 1) ? n_bins - 1 : (int)scaled);
-      atomicAdd(&bins[b], w);
-      atomicAdd(&bins[n_bins + b], w * confidence);
-      atomicAdd(&bins[2 * n_bins + b], w * correct);
+      int bin = -1;
+      if (contributes) {
+        double scaled = (confidence == confidence ? confidence : 0.0) * (double)n_bins;
+        bin = scaled < 1.0 ? 0 : (scaled >= (double)(n_bins - 1) ? n_bins - 1 : (int)scaled);
+      }
+      add_to_bin(bins, n_bins, bin, w, w * confidence, w * correct);
     }
   }
 
