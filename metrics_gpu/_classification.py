@@ -68,6 +68,7 @@ def _check(y_true, y_pred, *, num_classes, sample_weight, ignore_index, validate
         y_true, y_pred, num_classes=num_classes, sample_weight=sample_weight,
         ignore_index=ignore_index, validate=validate,
         deterministic=deterministic, extra_classes=extra,
+        allow_all_zero_weight=False,  # scikit-learn's functions reject no weight at all
     )
     checked_labels = check_labels_argument(labels, inputs.num_classes, inputs.backend)
     return inputs, checked_labels

@@ -109,7 +109,8 @@ def log_loss(y_true, y_proba=None, *, normalize=True, sample_weight=None, labels
     inputs = check_score_inputs(y_true, y_proba, name="y_proba",
                                 kind="logits" if from_logits else "probabilities",
                                 sample_weight=sample_weight, labels=labels,
-                                ignore_index=ignore_index, validate=validate)
+                                ignore_index=ignore_index, validate=validate,
+                                allow_all_zero_weight=False)
     sums = _score_pass(inputs, from_logits=from_logits, terms=("nll",))
     return _output(F.log_loss(sums, normalize), inputs)
 
@@ -138,7 +139,8 @@ def brier_score_loss(y_true, y_proba, *, sample_weight=None, pos_label=None, lab
         raise ValueError(f"pos_label must be 0 or 1 (class codes), got {pos_label!r}")
     inputs = check_score_inputs(y_true, y_proba, name="y_proba", kind="probabilities",
                                 sample_weight=sample_weight, labels=labels,
-                                ignore_index=ignore_index, validate=validate)
+                                ignore_index=ignore_index, validate=validate,
+                                allow_all_zero_weight=False)
     if pos_label == 0 and inputs.binary_column:
         # The column is class 0's probability: swap the two columns.
         inputs = _swap_binary_columns(inputs)
@@ -173,7 +175,8 @@ def hinge_loss(y_true, pred_decision, *, labels=None, sample_weight=None, ignore
     """
     inputs = check_score_inputs(y_true, pred_decision, name="pred_decision", kind="decision",
                                 sample_weight=sample_weight, labels=labels,
-                                ignore_index=ignore_index, validate=validate)
+                                ignore_index=ignore_index, validate=validate,
+                                allow_all_zero_weight=False)
     sums = _score_pass(inputs, from_logits=False, terms=("hinge",))
     return _output(F.score_mean(sums, "hinge"), inputs)
 
@@ -260,7 +263,8 @@ def expected_calibration_error(y_true, y_proba, *, n_bins=DEFAULT_BINS, norm="l1
     inputs = check_score_inputs(y_true, y_proba, name="y_proba",
                                 kind="logits" if from_logits else "probabilities",
                                 sample_weight=sample_weight, ignore_index=ignore_index,
-                                validate=validate)
+                                validate=validate,
+                                allow_all_zero_weight=False)
     sums = _score_pass(inputs, from_logits=from_logits, n_bins=n_bins, terms=())
     return _output(F.calibration_error(sums, norm, inputs.backend.xp), inputs)
 

@@ -154,10 +154,14 @@ ALL_ZERO_WEIGHT = "sample_weight must hold at least one non-zero weight; all {n}
 
 
 def check_sample_weight(sample_weight, n_samples: int, backend, validate: bool,
-                        allow_all_zero: bool = False):
-    """``(N,)`` finite, non-negative weights on ``backend``. With ``validate``
-    and not ``allow_all_zero``, weights that are all 0 are rejected, as
-    scikit-learn 1.9 rejects them (a rate over no weight is undefined)."""
+                        allow_all_zero: bool = True, labels=None, ignore_index=None):
+    """``(N,)`` finite, non-negative weights on ``backend``.
+
+    With ``validate`` and not ``allow_all_zero`` (the scikit-learn-compatible
+    functions), weights that are all 0 on the counted samples (``labels`` not
+    ``ignore_index``) are rejected, as scikit-learn 1.9 rejects them: a rate
+    over no weight is undefined. Streaming states and CatBoost's metrics allow
+    them (a batch of zero weight adds nothing)."""
     if sample_weight is None:
         return None
     weight = _to_backend(sample_weight, backend)
@@ -183,8 +187,12 @@ def check_sample_weight(sample_weight, n_samples: int, backend, validate: bool,
             raise ValueError(
                 f"sample_weight must be non-negative; found {weight[i].item()!r} at index {i}"
             )
-    if validate and not allow_all_zero and n_samples > 0 and not bool(weight.any()):
-        raise ValueError(ALL_ZERO_WEIGHT.format(n=n_samples))
+    if validate and not allow_all_zero:
+        counted = weight
+        if ignore_index is not None and labels is not None:
+            counted = weight[labels != ignore_index]
+        if counted.size and not bool(counted.any()):
+            raise ValueError(ALL_ZERO_WEIGHT.format(n=counted.size))
     return weight
 
 
@@ -240,7 +248,7 @@ def _largest_label(labels, backend, ignore_index) -> int:
 
 def check_label_inputs(y_true, y_pred, *, num_classes=None, sample_weight=None,
                        ignore_index=None, validate=True, extra_classes=0,
-                       deterministic=False, allow_all_zero_weight=False) -> LabelInputs:
+                       deterministic=False, allow_all_zero_weight=True) -> LabelInputs:
     """Check ``y_true``/``y_pred`` (labels, or ``(N, K)`` scores reduced by argmax).
 
     ``extra_classes`` is the smallest K a caller needs regardless of the data
@@ -278,7 +286,8 @@ def check_label_inputs(y_true, y_pred, *, num_classes=None, sample_weight=None,
         raise ValueError(
             f"y_true has {n} samples but y_pred has {y_pred_labels.shape[0]}"
         )
-    weight = check_sample_weight(sample_weight, n, backend, validate, allow_all_zero_weight)
+    weight = check_sample_weight(sample_weight, n, backend, validate, allow_all_zero_weight,
+                                 y_true, ignore_index)
 
     if validate:
         high_true = _label_range(y_true, "y_true", backend, num_classes, ignore_index)
@@ -341,7 +350,7 @@ class ScoreInputs:
 
 def check_score_inputs(y_true, scores, *, name: str = "y_score", kind: str = "probabilities",
                        sample_weight=None, labels=None, ignore_index=None, validate=True,
-                       binary_threshold=None, allow_all_zero_weight=False) -> ScoreInputs:
+                       binary_threshold=None, allow_all_zero_weight=True) -> ScoreInputs:
     """Check targets and ``(N, K)`` scores (or ``(N,)`` scores of class 1).
 
     ``kind`` says what the scores are: ``"probabilities"`` (in [0, 1]; rows
@@ -367,7 +376,8 @@ def check_score_inputs(y_true, scores, *, name: str = "y_score", kind: str = "pr
         raise ValueError("y_true is empty; at least one sample is required")
     if values.shape[0] != n:
         raise ValueError(f"y_true has {n} samples but {name} has {values.shape[0]} rows")
-    weight = check_sample_weight(sample_weight, n, backend, validate, allow_all_zero_weight)
+    weight = check_sample_weight(sample_weight, n, backend, validate, allow_all_zero_weight,
+                                 targets, ignore_index)
     if validate and kind == "probabilities" and values.size and bool(
             (values.min() < 0) | (values.max() > 1)):  # two reductions, no temporaries
         i = _first_true((values < 0) | (values > 1), backend)
