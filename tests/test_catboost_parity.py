@@ -189,6 +189,26 @@ def test_score_metrics_use_weights_false(backend, rng, spec):
     np.testing.assert_allclose(ours, _catboost(y_true, approx, spec)[0], rtol=RTOL, atol=ATOL)
 
 
+@pytest.mark.parametrize("auc_type", ["Mu", "OneVsAll"])
+@pytest.mark.parametrize("num_classes", [2, 4])
+def test_auc_spec_weights_as_catboost(backend, rng, auc_type, num_classes):
+    """Through the spec string: AUC ignores weights by default (CatBoost's
+    documented ``use_weights=false``) and applies them with
+    ``use_weights=true``, as ``eval_metric`` does. Coarse weights with zeros
+    and rounded approxes (ties between weighted samples)."""
+    y_true, approx, _ = _make_case(rng, num_classes, 90)
+    approx = np.round(approx)
+    weight = rng.choice([0.0, 0.5, 1.0, 2.0, 3.5], size=y_true.size)
+    weighted_spec = f"AUC:use_weights=true;type={auc_type}"
+    expected = _catboost(y_true, approx, weighted_spec, weight)
+    unweighted = _catboost(y_true, approx, f"AUC:type={auc_type}")
+    assert not np.allclose(expected, unweighted)  # the weights matter on this case
+    np.testing.assert_allclose(_ours(backend, weighted_spec, y_true, approx, weight).ravel(),
+                               expected, rtol=RTOL, atol=ATOL)
+    np.testing.assert_allclose(_ours(backend, f"AUC:type={auc_type}", y_true, approx,
+                                     weight).ravel(), unweighted, rtol=RTOL, atol=ATOL)
+
+
 def test_score_metrics_hand_worked(backend):
     """MultiClass, MultiClassOneVsAll and HingeLoss from the seed's formulas."""
     y_true = np.array([0.0, 2.0])

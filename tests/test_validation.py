@@ -311,6 +311,30 @@ def test_all_zero_sample_weight_where_sklearn_gives_zero(backend, call):
     assert float(backend.to_numpy(mine)) == 0
 
 
+def test_all_zero_sample_weight_on_counted_samples_ignores_ignored_weight(backend):
+    """The check is over the counted samples: weight on ``ignore_index``
+    samples is dropped with them (as filtering them out first, which scikit-
+    learn rejects), and one counted non-zero weight is enough."""
+    y_true = np.array([0, 1, -100, 2, -100])
+    y_pred = np.array([0, 2, 1, 2, 0])
+    zero_on_counted = np.array([0.0, 0.0, 3.0, 0.0, 1.0])
+    kept = y_true != -100
+    with pytest.raises(ValueError), warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        sklearn_metrics.accuracy_score(y_true[kept], y_pred[kept],
+                                       sample_weight=zero_on_counted[kept])
+    with pytest.raises(ValueError, match=r"non-zero weight; all 3 are 0"):
+        mg.accuracy_score(backend.asarray(y_true), backend.asarray(y_pred),
+                          sample_weight=backend.asarray(zero_on_counted), ignore_index=-100)
+    one_counted = zero_on_counted.copy()
+    one_counted[1] = 2.0  # a counted sample, predicted wrong: accuracy 0
+    mine = mg.accuracy_score(backend.asarray(y_true), backend.asarray(y_pred),
+                             sample_weight=backend.asarray(one_counted), ignore_index=-100)
+    theirs = sklearn_metrics.accuracy_score(y_true[kept], y_pred[kept],
+                                            sample_weight=one_counted[kept])
+    assert float(backend.to_numpy(mine)) == theirs == 0.0
+
+
 @pytest.mark.parametrize("metric", ["accuracy_score", "label_report"])
 def test_all_zero_sample_weight_without_validation_is_nan(backend, metric):
     """``validate=False`` skips the check (it would read back a flag): a rate
