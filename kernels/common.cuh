@@ -167,12 +167,6 @@ struct WeightCast<double, true> {
   }
 };
 
-template <typename W>
-__device__ __forceinline__ bool weight_is_zero(const W* weight, int64 i) {
-  return weight[i] == 0;
-}
-__device__ __forceinline__ bool weight_is_zero(const unit_weight*, int64) { return false; }
-
 // ---------------------------------------------------------------------------
 // 128-bit accumulation of products (exact kappa moments for any N and K).
 // ---------------------------------------------------------------------------

@@ -179,6 +179,19 @@ __device__ __forceinline__ void score_loop(const TrueT* y_true, const S* scores,
 // Sinks: where a counted sample goes.
 // ---------------------------------------------------------------------------
 
+// A counted sample whose accumulated weight is 0 leaves no trace in the sums,
+// so its classes are marked present here: a zero weight, and in fixed point
+// (deterministic=True) a weight too small to round to one unit. A class in
+// the data is in the results whatever its weight.
+template <typename Acc>
+__device__ __forceinline__ void mark_if_zero(Acc w, unsigned char* zero_weight_seen, int64 t,
+                                             int64 p) {
+  if (w == Acc(0)) {
+    zero_weight_seen[t] = 1;
+    zero_weight_seen[p] = 1;
+  }
+}
+
 // Dense matrix, privatised per block in shared memory (SharedAccumulator:
 // 32-bit counters for counts, whose per-block total the host keeps below
 // 2^32; 64-bit for integer/fixed-point weights; double for float weights),
@@ -207,11 +220,9 @@ struct SharedMatrixSink {
       return;
     }
     if (!counted) return;
-    atomicAdd(&cells[t * size + p], (SharedT)WeightCast<W, FIXED>::apply(weight, i, shift));
-    if (weight_is_zero(weight, i)) {
-      zero_weight_seen[t] = 1;
-      zero_weight_seen[p] = 1;
-    }
+    Acc w = WeightCast<W, FIXED>::apply(weight, i, shift);
+    atomicAdd(&cells[t * size + p], (SharedT)w);
+    mark_if_zero(w, zero_weight_seen, t, p);
   }
 };
 
@@ -226,11 +237,9 @@ struct GlobalMatrixSink {
 
   __device__ __forceinline__ void add(bool counted, int64 t, int64 p, int64 i) {
     if (!counted) return;
-    atomicAdd(&matrix[t * size + p], WeightCast<W, FIXED>::apply(weight, i, shift));
-    if (weight_is_zero(weight, i)) {
-      zero_weight_seen[t] = 1;
-      zero_weight_seen[p] = 1;
-    }
+    Acc w = WeightCast<W, FIXED>::apply(weight, i, shift);
+    atomicAdd(&matrix[t * size + p], w);
+    mark_if_zero(w, zero_weight_seen, t, p);
   }
 };
 
@@ -270,10 +279,7 @@ struct StatisticsSink {
     if (t == p) atomicAdd(&true_positives[t], w);
     atomicAdd(&support[t], w);
     atomicAdd(&predicted[p], w);
-    if (weight_is_zero(weight, i)) {
-      zero_weight_seen[t] = 1;
-      zero_weight_seen[p] = 1;
-    }
+    mark_if_zero(w, zero_weight_seen, t, p);
     if (moments && t != p) {
       uint64 gap = (uint64)(t > p ? t - p : p - t);
       add_moment(w, gap);

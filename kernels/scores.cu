@@ -19,12 +19,21 @@
 //
 // Output: each block writes its partial sums to partials[block * slots ...]
 // (no global atomics); the host adds the rows in a fixed order. The scalar
-// slots are reduced in a fixed order within the block; the calibration bins
-// are summed per bin within a warp, then added with shared-memory atomics,
-// whose order may vary run to run (the last bits of the bin sums only).
+// slots are reduced in a fixed order within the block. The calibration bins
+// are summed per bin within a warp, then added with shared-memory atomics:
+// with `fixed_bins` as 64-bit fixed point (integer atomics are associative,
+// so the sums are bit-identical run to run: unweighted rows always, weighted
+// rows with deterministic=True), else as doubles, whose order may vary run to
+// run (the last bits of weighted bin sums only).
+//
+// Bin b holds confidences c with b/B <= c < (b+1)/B, the edges being the
+// doubles nearest b/B (1.0 in the last bin): floor(c * B) alone puts c = b/B
+// into bin b - 1 when the product rounds down.
 //
 // Limits: K < 2^31 columns; top_k has at most kMaxTopK entries; 3 * n_bins
-// doubles of dynamic shared memory (the host checks the budget).
+// 8-byte cells of dynamic shared memory (the host checks the budget);
+// max_weight_bits (fixed-point bins of weighted rows) holds max|w| as
+// max_abs_weight of confusion.cu leaves it, null for unweighted rows.
 #include "common.cuh"
 
 namespace mg {
@@ -180,14 +189,45 @@ __device__ __forceinline__ RowScan<typename Widened<S>::type> scan_row(
   return r;
 }
 
+// The calibration bin of confidence c in [0, 1] (NaN: bin 0), edges as the
+// header says. NumpyBackend's calibration_bin is the same rule.
+__device__ __forceinline__ int calibration_bin(double confidence, int n_bins) {
+  const double c = confidence == confidence ? confidence : 0.0;
+  const double scaled = c * (double)n_bins;
+  int bin = scaled < 1.0 ? 0 : (scaled >= (double)(n_bins - 1) ? n_bins - 1 : (int)scaled);
+  if (bin + 1 < n_bins && c >= (double)(bin + 1) / (double)n_bins) {
+    ++bin;
+  } else if (bin > 0 && c < (double)bin / (double)n_bins) {
+    --bin;
+  }
+  return bin;
+}
+
+// A bin sum in shared memory: 64-bit fixed point (value * 2^shift, each row
+// rounded to the nearest unit) or a double.
+union BinCell {
+  unsigned long long fixed;
+  double value;
+};
+
+__device__ __forceinline__ void add_bin_cell(BinCell* cell, unsigned long long v) {
+  atomicAdd(&cell->fixed, v);
+}
+__device__ __forceinline__ void add_bin_cell(BinCell* cell, double v) {
+  atomicAdd(&cell->value, v);
+}
+
 // Adds (weight, confidence, correct) to calibration bin `bin` of the block's
 // shared bins, once per distinct bin in the warp: lanes of one bin (found by
 // __match_any_sync) are summed in a tree over their ranks among themselves,
 // then the lowest of them adds the sums. Many rows of a warp fall in the same
-// few bins (K small, a row per lane or two), and double atomics on one shared
+// few bins (K small, a row per lane or two), and atomics on one shared
 // address serialise. Every lane of the warp calls this; bin < 0 adds nothing.
-__device__ __forceinline__ void add_to_bin(double* bins, int n_bins, int bin, double weight,
-                                           double confidence, double correct) {
+// T is unsigned long long (fixed point: each row rounded before the tree,
+// so the sums are exact integers) or double.
+template <typename T>
+__device__ __forceinline__ void add_to_bin(BinCell* bins, int n_bins, int bin, T weight,
+                                           T confidence, T correct) {
   const unsigned int lane = lane_index();
   unsigned int peers = __match_any_sync(kFullWarp, bin);
   const bool lowest = (peers & ((1u << lane) - 1u)) == 0u;
@@ -196,9 +236,9 @@ __device__ __forceinline__ void add_to_bin(double* bins, int n_bins, int bin, do
   while (__any_sync(kFullWarp, peers != 0u)) {
     const int next = __ffs((int)peers) - 1;  // the nearest peer above that is not done
     const int source = next < 0 ? (int)lane : next;
-    double w = __shfl_sync(kFullWarp, weight, source);
-    double c = __shfl_sync(kFullWarp, confidence, source);
-    double k = __shfl_sync(kFullWarp, correct, source);
+    T w = __shfl_sync(kFullWarp, weight, source);
+    T c = __shfl_sync(kFullWarp, confidence, source);
+    T k = __shfl_sync(kFullWarp, correct, source);
     if (next >= 0) {
       weight += w;
       confidence += c;
@@ -209,10 +249,23 @@ __device__ __forceinline__ void add_to_bin(double* bins, int n_bins, int bin, do
     rank >>= 1;
   }
   if (bin >= 0 && lowest) {
-    atomicAdd(&bins[bin], weight);
-    atomicAdd(&bins[n_bins + bin], confidence);
-    atomicAdd(&bins[2 * n_bins + bin], correct);
+    add_bin_cell(&bins[bin], weight);
+    add_bin_cell(&bins[n_bins + bin], confidence);
+    add_bin_cell(&bins[2 * n_bins + bin], correct);
   }
+}
+
+__device__ __forceinline__ unsigned long long to_fixed(double value, int shift) {
+  return (unsigned long long)llrint(ldexp(value, shift));
+}
+
+// The fixed-point scale of the bins: 2^shift with 2^e > max|w| * N as in
+// fixed_point_shift (common.cuh), so no block's sum passes 2^62; unweighted
+// rows (max_weight_bits null) weigh 1.
+__device__ __forceinline__ int bin_fixed_shift(const unsigned long long* max_weight_bits,
+                                               int64 n) {
+  const unsigned long long one_bits = 0x3ff0000000000000ull;  // 1.0
+  return fixed_point_shift(max_weight_bits != nullptr ? max_weight_bits : &one_bits, n);
 }
 
 // partials: gridDim.x rows of (kScalarSlots + num_top_k + 3 * n_bins) doubles.
@@ -222,11 +275,13 @@ fused_logits_pass(const TrueT* y_true, const S* scores, const W* weight, int64 n
                   int64 num_columns, int64 row_stride, int64 column_stride, int group,
                   long long ignore_index, int has_ignore_index, int from_logits,
                   double clip_eps, int one_vs_all, const long long* top_k, int num_top_k,
-                  int n_bins, double* partials) {
+                  int n_bins, int fixed_bins, const unsigned long long* max_weight_bits,
+                  double* partials) {
   typedef typename Widened<S>::type F;
   __shared__ double scratch[kReducedSlots * kWarpSize];  // block_sum
-  MG_DYNAMIC_SHARED(double, bins);  // weight, confidence, correct: 3 * n_bins
-  for (int i = threadIdx.x; i < 3 * n_bins; i += blockDim.x) bins[i] = 0.0;
+  MG_DYNAMIC_SHARED(BinCell, bins);  // weight, confidence, correct: 3 * n_bins
+  for (int i = threadIdx.x; i < 3 * n_bins; i += blockDim.x) bins[i].fixed = 0ull;
+  const int shift = fixed_bins ? bin_fixed_shift(max_weight_bits, n) : 0;
   __syncthreads();
 
   long long limits[kMaxTopK];
@@ -286,12 +341,14 @@ fused_logits_pass(const TrueT* y_true, const S* scores, const W* weight, int64 n
       }
     }
     if (n_bins > 0) {
-      int bin = -1;
-      if (contributes) {
-        double scaled = (confidence == confidence ? confidence : 0.0) * (double)n_bins;
-        bin = scaled < 1.0 ? 0 : (scaled >= (double)(n_bins - 1) ? n_bins - 1 : (int)scaled);
+      const int bin = contributes ? calibration_bin(confidence, n_bins) : -1;
+      const double w_confidence = w * (confidence == confidence ? confidence : 0.0);
+      if (fixed_bins) {
+        add_to_bin(bins, n_bins, bin, to_fixed(w, shift), to_fixed(w_confidence, shift),
+                   to_fixed(w * correct, shift));
+      } else {
+        add_to_bin(bins, n_bins, bin, w, w_confidence, w * correct);
       }
-      add_to_bin(bins, n_bins, bin, w, w * confidence, w * correct);
     }
   }
 
@@ -303,7 +360,10 @@ fused_logits_pass(const TrueT* y_true, const S* scores, const W* weight, int64 n
   }
   __syncthreads();  // every bin atomic is done
   for (int i = threadIdx.x; i < 3 * n_bins; i += blockDim.x) {
-    out[kScalarSlots + num_top_k + i] = bins[i];
+    // Fixed point back to double: a power-of-two scale (exact) and one
+    // rounding of the block's integer sum, the same every run.
+    out[kScalarSlots + num_top_k + i] =
+        fixed_bins ? ldexp((double)bins[i].fixed, -shift) : bins[i].value;
   }
 }
 

@@ -38,14 +38,14 @@ def _clip_eps(scores) -> float:
 
 
 def _score_pass(inputs: ScoreInputs, *, from_logits: bool, top_k=(), n_bins: int = 0,
-                one_vs_all: bool = False, terms=None) -> ScoreSums:
+                one_vs_all: bool = False, terms=None, deterministic: bool = False) -> ScoreSums:
     """The fused pass; ``terms`` names the per-row terms read (None: all), which
     the NumPy backend alone computes selectively."""
     return inputs.backend.fused_logits_pass(
         inputs.y_true, inputs.scores, sample_weight=inputs.sample_weight,
         ignore_index=inputs.ignore_index, from_logits=from_logits,
         clip_eps=_clip_eps(inputs.scores), top_k=top_k, n_bins=n_bins, one_vs_all=one_vs_all,
-        terms=terms,
+        terms=terms, deterministic=deterministic,
     )
 
 
@@ -236,7 +236,7 @@ def _binary_threshold(scores):
 @on_caller_stream
 def expected_calibration_error(y_true, y_proba, *, n_bins=DEFAULT_BINS, norm="l1",
                                sample_weight=None, from_logits=False, ignore_index=None,
-                               validate=True):
+                               validate=True, deterministic=False):
     """Calibration error of the top-class probability over equal-width bins.
 
     Each row's confidence is its largest probability (softmax of logits with
@@ -249,6 +249,11 @@ def expected_calibration_error(y_true, y_proba, *, n_bins=DEFAULT_BINS, norm="l1
     probabilities are read as ``[1 - p, p]`` (top-class confidence, unlike
     torchmetrics' binary variant, which bins p itself).
 
+    On a GPU the bins of unweighted rows are summed in 64-bit fixed point,
+    bit-identical run to run; ``deterministic=True`` does the same for
+    weighted rows (each row's weighted terms off by at most
+    ``max|w| * N * 2**-61``), else their last bits may vary run to run.
+
     Examples
     --------
     >>> import numpy as np
@@ -260,12 +265,14 @@ def expected_calibration_error(y_true, y_proba, *, n_bins=DEFAULT_BINS, norm="l1
     n_bins = _check_bins(n_bins)
     check_option(norm, F.CALIBRATION_NORMS, "norm")
     from_logits = _check_bool(from_logits, "from_logits")
+    deterministic = _check_bool(deterministic, "deterministic")
     inputs = check_score_inputs(y_true, y_proba, name="y_proba",
                                 kind="logits" if from_logits else "probabilities",
                                 sample_weight=sample_weight, ignore_index=ignore_index,
                                 validate=validate,
                                 allow_all_zero_weight=False)
-    sums = _score_pass(inputs, from_logits=from_logits, n_bins=n_bins, terms=())
+    sums = _score_pass(inputs, from_logits=from_logits, n_bins=n_bins, terms=(),
+                       deterministic=deterministic)
     return _output(F.calibration_error(sums, norm, inputs.backend.xp), inputs)
 
 
@@ -293,14 +300,17 @@ class LogitsReport:
 
 @on_caller_stream
 def logits_report(y_true, scores, *, from_logits=True, top_k=DEFAULT_TOP_K, n_bins=DEFAULT_BINS,
-                  sample_weight=None, ignore_index=None, validate=True) -> LogitsReport:
+                  sample_weight=None, ignore_index=None, validate=True,
+                  deterministic=False) -> LogitsReport:
     """Accuracy, top-k accuracy, cross-entropy, perplexity, Brier score, hinge
     loss and calibration, from one read of ``(N, K)`` logits or probabilities.
 
     What a validation step wants of a classifier's outputs, without the
     softmax, argmax, top-k and binning passes (and their ``(N, K)``
     temporaries) that computing them one by one costs. No host sync on a GPU
-    with ``validate=False``.
+    with ``validate=False``. Every value is bit-identical run to run, except
+    the calibration bins of weighted rows without ``deterministic=True`` (see
+    :func:`expected_calibration_error`).
 
     Examples
     --------
@@ -316,11 +326,13 @@ def logits_report(y_true, scores, *, from_logits=True, top_k=DEFAULT_TOP_K, n_bi
         raise ValueError(f"top_k takes at most 8 values, got {len(top_k)}")
     n_bins = _check_bins(n_bins)
     from_logits = _check_bool(from_logits, "from_logits")
+    deterministic = _check_bool(deterministic, "deterministic")
     inputs = check_score_inputs(y_true, scores, name="scores",
                                 kind="logits" if from_logits else "probabilities",
                                 sample_weight=sample_weight, ignore_index=ignore_index,
                                 validate=validate)
-    sums = _score_pass(inputs, from_logits=from_logits, top_k=top_k, n_bins=n_bins)
+    sums = _score_pass(inputs, from_logits=from_logits, top_k=top_k, n_bins=n_bins,
+                       deterministic=deterministic)
     xp = inputs.backend.xp
     hits = F.top_k_accuracy(sums)
     proportion, confidence, accuracy = F.calibration_bins(sums, xp)

@@ -97,6 +97,11 @@ def _to_backend(values, backend):
         host = np.asarray(values)
         if host.dtype.kind in "OUSV" and host.dtype.name != "bfloat16":
             return host
+        if not host.dtype.isnative:
+            # Big-endian data ('>i4', '>f8'): one copy in native order, so that
+            # dtype tables and kernels downstream see the values.
+            host = host.astype(host.dtype.newbyteorder("="))
+        values = host
     return backend.asarray(values)
 
 
@@ -152,6 +157,30 @@ def _as_scores(values, name: str, backend, validate: bool):
 
 ALL_ZERO_WEIGHT = "sample_weight must hold at least one non-zero weight; all {n} are 0"
 
+# Integer weights are counted exactly in 64-bit integers while no sum can
+# reach 2**63 (max|w| * N below it); beyond, in float64, as scikit-learn counts
+# every weight. Never wrapped.
+EXACT_INTEGER_LIMIT = 1 << 63
+
+
+def _exact_or_float_weights(weight, backend):
+    """Integer ``weight`` as it is when its sums cannot pass 2**63, else float64.
+
+    The dtype's range proves it for most inputs (int32 weights below 2**32
+    samples); otherwise max|w| is reduced where the weights live (one number
+    read back, a sync on a GPU).
+    """
+    if weight.dtype.kind not in "iu":
+        return weight
+    n = int(weight.shape[0])
+    info = np.iinfo(weight.dtype)
+    if max(int(info.max), -int(info.min)) * n < EXACT_INTEGER_LIMIT:
+        return weight
+    largest = max(int(weight.max()), -int(weight.min())) if n else 0
+    if largest * n < EXACT_INTEGER_LIMIT:
+        return weight
+    return weight.astype(np.float64)
+
 
 def check_sample_weight(sample_weight, n_samples: int, backend, validate: bool,
                         allow_all_zero: bool = True, labels=None, ignore_index=None):
@@ -193,7 +222,7 @@ def check_sample_weight(sample_weight, n_samples: int, backend, validate: bool,
             counted = weight[labels != ignore_index]
         if counted.size and not bool(counted.any()):
             raise ValueError(ALL_ZERO_WEIGHT.format(n=counted.size))
-    return weight
+    return _exact_or_float_weights(weight, backend)
 
 
 def _label_range(labels, name: str, backend, num_classes, ignore_index) -> int:
@@ -265,7 +294,7 @@ def check_label_inputs(y_true, y_pred, *, num_classes=None, sample_weight=None,
     given = num_classes is not None
 
     y_true = _as_label_array(y_true, "y_true", backend, validate)
-    pred = backend.asarray(y_pred)
+    pred = _to_backend(y_pred, backend)
     if pred.ndim == 2 and pred.shape[1] > 1:
         scores = _as_scores(pred, "y_pred", backend, validate)
         if num_classes is not None and num_classes != scores.shape[1]:
@@ -567,7 +596,7 @@ def check_ranking_inputs(y_true, y_score, sample_weight=None) -> RankingInputs:
     """
     backend = resolve_backend(y_true, y_score, sample_weight)
     labels = _as_label_array(y_true, "y_true", backend, validate=True)
-    scores = backend.asarray(y_score)
+    scores = _to_backend(y_score, backend)
     if scores.dtype.name == "bfloat16":
         scores = scores.astype(np.float32)  # exact; NumPy cannot sort bfloat16
     if scores.dtype.kind not in "fiub":

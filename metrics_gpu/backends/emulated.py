@@ -69,6 +69,11 @@ def _run(entry, grid: int, block: int, args, shared_bytes: int) -> None:
         if value is None:
             holders.append(ctypes.c_void_p(None))
         elif isinstance(value, np.ndarray):
+            if not value.dtype.isnative:
+                # A GPU never sees one (CuPy arrays are native): the launch
+                # code must convert it, or the kernel reads swapped bytes.
+                raise EmulatedKernelError(
+                    f"kernel argument of dtype {value.dtype.str} is not in native byte order")
             holders.append(ctypes.c_void_p(value.ctypes.data))
         else:
             holders.append(_scalar_ctype(value))

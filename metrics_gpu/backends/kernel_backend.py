@@ -108,6 +108,16 @@ class RowArgmax:
         return self.shape[0]
 
 
+def native_byte_order(array):
+    """``array`` in the machine's byte order: kernels read raw memory, so a
+    big-endian NumPy array (``'>i4'``, ``'>f8'``) is converted first (one copy);
+    native arrays (every CuPy array) pass through."""
+    dtype = getattr(array, "dtype", None)
+    if dtype is None or dtype.isnative:
+        return array
+    return array.astype(dtype.newbyteorder("="))
+
+
 @dataclass(frozen=True)
 class _Weights:
     array: object          # device array, or None
@@ -192,7 +202,9 @@ class KernelBackend:
     # -- arrays --------------------------------------------------------------
 
     def asarray(self, array, dtype=None):
-        return self.device.asarray(array, dtype=dtype)
+        if isinstance(array, np.ndarray):
+            array = native_byte_order(array)
+        return native_byte_order(self.device.asarray(array, dtype=dtype))
 
     def to_host(self, array):
         if isinstance(array, RowArgmax):
@@ -212,7 +224,7 @@ class KernelBackend:
     def _labels(self, array):
         """A contiguous label array and its C type (bool read as unsigned char)."""
         xp = self.xp
-        array = xp.ascontiguousarray(array)
+        array = xp.ascontiguousarray(native_byte_order(array))
         if array.dtype == np.bool_:
             array = array.view(np.uint8)
         return array, LABEL_TYPES[array.dtype.name]
@@ -233,6 +245,7 @@ class KernelBackend:
 
     def _scores(self, scores):
         """Scores, their C type, and (row, column) strides in elements."""
+        scores = native_byte_order(scores)
         name = scores.dtype.name
         if name not in SCORE_TYPES:
             scores = scores.astype(np.float64 if scores.dtype.itemsize > 4 else np.float32)
@@ -250,7 +263,7 @@ class KernelBackend:
         if sample_weight is None:
             return _Weights(None, "mg::unit_weight", False)
         xp = self.xp
-        weight = xp.ascontiguousarray(sample_weight)
+        weight = xp.ascontiguousarray(native_byte_order(sample_weight))
         if weight.dtype.kind in "iub":
             if weight.dtype != np.int64:
                 weight = weight.astype(np.int64)
@@ -441,7 +454,7 @@ class KernelBackend:
     def _mask(self, selected):
         if selected is None:
             return None
-        mask = self.xp.ascontiguousarray(selected)
+        mask = self.xp.ascontiguousarray(native_byte_order(selected))
         return mask.view(np.uint8) if mask.dtype == np.bool_ else mask.astype(np.uint8)
 
     def label_metrics(self, stats: ClassStatistics, *, selected=None):
@@ -509,13 +522,20 @@ class KernelBackend:
 
     def fused_logits_pass(self, y_true, scores, *, sample_weight=None, ignore_index=None,
                           from_logits=True, clip_eps=2.220446049250313e-16, top_k=(),
-                          n_bins=0, one_vs_all=False, terms=None) -> ScoreSums:
+                          n_bins=0, one_vs_all=False, terms=None,
+                          deterministic=False) -> ScoreSums:
         """Every score sum of ``(N, K)`` scores in one launch of kernels/scores.cu.
 
         The same sums as :meth:`NumpyBackend.fused_logits_pass`; each block
         writes its partial sums and the backend adds them in a fixed order
         (no host sync). ``terms`` is accepted and ignored: one read of the
         scores gives every term.
+
+        Calibration bins of unweighted rows, and of weighted rows with
+        ``deterministic=True`` (one more launch: max|w|), are summed in 64-bit
+        fixed point: bit-identical run to run, counts exact, and each row's
+        terms off by at most ``max|w| * N * 2**-61``. Weighted bins are
+        otherwise double atomics (their last bits may vary run to run).
         """
         del terms
         device, xp = self.device, self.xp
@@ -539,12 +559,18 @@ class KernelBackend:
         slots = score_sums_size(len(top_k), n_bins)
         partials = device.zeros(grid * slots, np.float64)
         limits = device.asarray(np.array(top_k or (0,), dtype=np.int64))
+        fixed_bins = bool(n_bins) and (weight is None or deterministic)
+        max_weight_bits = None
+        if fixed_bins and weight is not None:
+            max_weight_bits = device.zeros(1, np.uint64)
+            device.launch(SOURCE, "max_abs_weight<double>", self._grid(n), device.block_threads,
+                          [weight, np.int64(n), max_weight_bits])
         device.launch(
             SCORES_SOURCE, score_pass_expression(true_type, score_type, weight_type), grid, block,
             [true, values, weight, np.int64(n), np.int64(num_columns), np.int64(row_stride),
              np.int64(column_stride), np.int32(group), *ignore, np.int32(bool(from_logits)),
              np.float64(clip_eps), np.int32(bool(one_vs_all)), limits, np.int32(len(top_k)),
-             np.int32(n_bins), partials],
+             np.int32(n_bins), np.int32(fixed_bins), max_weight_bits, partials],
             shared_bytes,
         )
         buffer = partials.reshape(grid, slots).sum(axis=0)
@@ -556,7 +582,7 @@ class KernelBackend:
         """Scores as kernels/ranking.cu reads them (an order-preserving type),
         and the values to sort."""
         xp = self.xp
-        scores = xp.ascontiguousarray(scores)
+        scores = xp.ascontiguousarray(native_byte_order(scores))
         if scores.dtype == np.uint64:
             # Flipping the top bit maps unsigned order onto signed order exactly.
             scores = (scores ^ np.uint64(1 << 63)).view(np.int64)
@@ -578,7 +604,7 @@ class KernelBackend:
         """
         device, xp = self.device, self.xp
         n = _rank_scan.check_rank_arrays(scores, is_positive, sample_weight)
-        positive = xp.ascontiguousarray(is_positive)
+        positive = xp.ascontiguousarray(native_byte_order(is_positive))
         positive = positive.view(np.uint8) if positive.dtype == np.bool_ else (
             positive != 0).view(np.uint8)
         block = min(device.block_threads, RANK_MAX_BLOCK_THREADS)
@@ -611,6 +637,7 @@ class KernelBackend:
     def _packed_rank_scores(self, scores):
         """``(scores, C type)`` for the packed-key path, or None: float32 and
         float16 as they are, integers and bools of at most 32 bits as int32."""
+        scores = native_byte_order(scores)
         name = scores.dtype.name
         if scores.dtype.kind in "iub" and scores.dtype.itemsize <= 4 and name != "uint32":
             scores, name = scores.astype(np.int32, copy=False), "int32"

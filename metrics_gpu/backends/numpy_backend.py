@@ -134,11 +134,47 @@ def score_row_terms(z, t, *, from_logits: bool, clip_eps: float, one_vs_all: boo
 
 
 def calibration_bin(confidence, n_bins: int):
-    """Equal-width bin of each confidence in [0, 1]: floor(c * B), 1.0 in the last."""
-    with np.errstate(invalid="ignore"):
-        index = np.floor(np.nan_to_num(confidence) * n_bins)
-    return np.clip(index, 0, n_bins - 1).astype(np.intp)
+    """Equal-width bin of each confidence c in [0, 1]: b with ``b/B <= c < (b+1)/B``,
+    the edges being the doubles nearest ``b/B`` (1.0 in the last bin; NaN in bin 0).
 
+    ``floor(c * B)`` alone puts ``c = b/B`` into bin ``b - 1`` when the
+    product rounds down (15/22 * 22 < 15); one step against the edge itself
+    corrects it. kernels/scores.cu ``calibration_bin`` is the same rule.
+    """
+    c = np.nan_to_num(np.asarray(confidence, dtype=np.float64), nan=0.0)
+    index = np.clip(np.floor(c * n_bins), 0, n_bins - 1).astype(np.intp)
+    up = (index + 1 < n_bins) & (c >= (index + 1) / n_bins)
+    down = ~up & (index > 0) & (c < index / n_bins)
+    return index + up - down
+
+
+
+# Integer weights are summed exactly: while every float64 partial sum of a
+# chunk stays below 2**53 one np.bincount is exact; beyond, the weights are
+# split into 21-bit limbs (a chunk's limb sums stay below 2**21 * CHUNK_SAMPLES
+# = 2**39) and recombined in int64, which validation keeps below 2**63.
+FLOAT_EXACT_LIMIT = 1 << 53
+WEIGHT_LIMB_BITS = 21
+
+
+def weighted_bincount(index, weights, size: int):
+    """``np.bincount(index, weights, size)``: float64 for float weights, exact
+    int64 for integer (and bool) weights, int64 counts for no weights."""
+    if weights is None:
+        return np.bincount(index, minlength=size)
+    if weights.dtype.kind not in "iub":
+        return np.bincount(index, weights, size)
+    w = weights.astype(np.int64, copy=False)
+    largest = max(int(w.max()), -int(w.min())) if w.size else 0
+    if largest * w.size < FLOAT_EXACT_LIMIT:
+        return np.bincount(index, w, size).astype(np.int64)
+    mask = (1 << WEIGHT_LIMB_BITS) - 1
+    total = np.zeros(size, dtype=np.int64)
+    for shift in (0, WEIGHT_LIMB_BITS, 2 * WEIGHT_LIMB_BITS):
+        # The top limb keeps the sign (arithmetic shift); every limb is exact.
+        limb = w >> shift if shift == 2 * WEIGHT_LIMB_BITS else (w >> shift) & mask
+        total += np.bincount(index, limb, size).astype(np.int64) << shift
+    return total
 
 
 class NumpyBackend:
@@ -226,7 +262,8 @@ class NumpyBackend:
         size = num_classes if class_lut is None else int(class_lut.max(initial=-1)) + 1
         cells = size * size
         weighted = sample_weight is not None
-        matrix = np.zeros(cells, dtype=np.float64 if weighted else np.int64)
+        float_weights = weighted and sample_weight.dtype.kind not in "iub"
+        matrix = np.zeros(cells, dtype=np.float64 if float_weights else np.int64)
         observed_zero = np.zeros(size, dtype=bool)
         n_invalid = 0
         for t, p, w, zero_weight, bad in self._chunks(
@@ -235,13 +272,11 @@ class NumpyBackend:
             n_invalid += bad
             index = t * size
             index += p
-            matrix += np.bincount(index, weights=w, minlength=cells)
+            matrix += weighted_bincount(index, w, cells)
             if zero_weight is not None:
                 observed_zero[zero_weight[0]] = True
                 observed_zero[zero_weight[1]] = True
-        matrix = matrix.reshape(size, size)
-        if weighted and sample_weight.dtype.kind in "iub":
-            matrix = matrix.astype(np.int64)  # scikit-learn's dtype for integer weights
+        matrix = matrix.reshape(size, size)  # int64 for integer weights, as scikit-learn
         observed = (matrix.sum(axis=0) > 0) | (matrix.sum(axis=1) > 0) | observed_zero
         return matrix, observed, n_invalid
 
@@ -255,7 +290,8 @@ class NumpyBackend:
         """
         size = num_classes if class_lut is None else int(class_lut.max(initial=-1)) + 1
         weighted = sample_weight is not None
-        count_dtype = np.float64 if weighted else np.int64
+        count_dtype = np.float64 if weighted and sample_weight.dtype.kind not in "iub" \
+            else np.int64
         true_positives = np.zeros(size, dtype=count_dtype)
         support = np.zeros(size, dtype=count_dtype)
         predicted = np.zeros(size, dtype=count_dtype)
@@ -268,11 +304,9 @@ class NumpyBackend:
         ):
             n_invalid += bad
             hit = t == p
-            true_positives += np.bincount(
-                t[hit], weights=None if w is None else w[hit], minlength=size
-            )
-            support += np.bincount(t, weights=w, minlength=size)
-            predicted += np.bincount(p, weights=w, minlength=size)
+            true_positives += weighted_bincount(t[hit], None if w is None else w[hit], size)
+            support += weighted_bincount(t, w, size)
+            predicted += weighted_bincount(p, w, size)
             if moments:
                 gap = t - p
                 np.abs(gap, out=gap)
@@ -287,10 +321,6 @@ class NumpyBackend:
             if zero_weight is not None:
                 observed_zero[zero_weight[0]] = True
                 observed_zero[zero_weight[1]] = True
-        if weighted and sample_weight.dtype.kind in "iub":
-            true_positives, support, predicted = (
-                a.astype(np.int64) for a in (true_positives, support, predicted)
-            )
         return ClassStatistics(
             true_positives=true_positives,
             support=support,
@@ -320,8 +350,11 @@ class NumpyBackend:
 
     def fused_logits_pass(self, y_true, scores, *, sample_weight=None, ignore_index=None,
                           from_logits=True, clip_eps=2.220446049250313e-16, top_k=(),
-                          n_bins=0, one_vs_all=False, terms=None) -> ScoreSums:
+                          n_bins=0, one_vs_all=False, terms=None,
+                          deterministic=False) -> ScoreSums:
         """Every score sum of ``(N, K)`` scores in one chunked pass (float64 math).
+
+        Sums run in a fixed order here, so ``deterministic`` changes nothing.
 
         Rows whose target is ``ignore_index`` are skipped; targets outside
         ``[0, K)`` are counted in the ``invalid`` slot and never index.
@@ -362,10 +395,11 @@ class NumpyBackend:
             for i, limit in enumerate(top_k):
                 buffer[first_hit + i] += w[row_terms["rank"] < limit].sum()
             if n_bins:
-                b = calibration_bin(row_terms["confidence"], n_bins)
+                confidence = np.nan_to_num(row_terms["confidence"], nan=0.0)
+                b = calibration_bin(confidence, n_bins)
                 buffer[first_bin:first_bin + n_bins] += np.bincount(b, w, n_bins)
                 buffer[first_bin + n_bins:first_bin + 2 * n_bins] += np.bincount(
-                    b, w * row_terms["confidence"], n_bins)
+                    b, w * confidence, n_bins)
                 buffer[first_bin + 2 * n_bins:first_bin + 3 * n_bins] += np.bincount(
                     b, w * row_terms["correct"], n_bins)
         return ScoreSums(buffer, top_k, n_bins, k, from_logits)
