@@ -333,6 +333,12 @@ SCORE_KINDS = ("probabilities", "logits", "decision")
 _PROBABILITY_SUM_RTOL = {np.dtype(np.float32): math.sqrt(np.finfo(np.float32).eps)}
 
 
+# With scikit-learn's labels=, targets become column positions; a row whose
+# target is ignore_index becomes this position (neither a column nor the -1
+# of a code not in labels), which the backends skip as their ignore_index.
+IGNORED_POSITION = -2
+
+
 @dataclass(frozen=True)
 class ScoreInputs:
     """Checked ``(y_true, scores)``, ready for the fused score pass."""
@@ -341,7 +347,7 @@ class ScoreInputs:
     scores: Any           # (N, K); 1-D binary scores arrive as two columns
     sample_weight: Any
     num_classes: int
-    ignore_index: int | None
+    ignore_index: int | None  # the target (with labels=, the position) of skipped rows
     guard: bool
     backend: Any
     source: Any = None    # the caller's y_true: results go back to its framework
@@ -358,7 +364,8 @@ def check_score_inputs(y_true, scores, *, name: str = "y_score", kind: str = "pr
     ``"decision"`` values (any finite number). One column of binary scores
     becomes two: ``[1 - p, p]`` for probabilities, ``[threshold, z]`` else
     (``binary_threshold``, default 0). ``labels`` (scikit-learn's) lists the
-    class codes of the columns; targets are mapped to column positions.
+    class codes of the columns; targets are mapped to column positions, and
+    the rows whose target is ``ignore_index`` to :data:`IGNORED_POSITION`.
     """
     if not isinstance(validate, bool):
         raise ValueError(f"validate must be True or False, got {validate!r}")
@@ -418,16 +425,15 @@ def check_score_inputs(y_true, scores, *, name: str = "y_score", kind: str = "pr
         codes = targets.astype(np.int64)
         # Codes outside the table read its last slot, -1 (not a column).
         outside = (codes < 0) | (codes > classes[-1])
-        if ignore_index is not None:
-            outside &= codes != ignore_index
         positions = xp.take(backend.asarray(lookup), xp.where(outside, -1, codes))
         if ignore_index is not None:
-            positions = xp.where(codes == ignore_index, ignore_index, positions)
+            # The ignored rows are those whose target (not column) is
+            # ignore_index; they get a position no column or unknown code has.
+            ignored = targets == ignore_index
+            positions = xp.where(ignored, IGNORED_POSITION, positions)
+            ignore_index = IGNORED_POSITION
         if validate:
-            bad = positions < 0
-            if ignore_index is not None:
-                bad &= codes != ignore_index
-            i = _first_true(bad, backend)
+            i = _first_true(positions == -1, backend)
             if i is not None:
                 raise ValueError(
                     f"y_true contains {targets[i].item()!r} at index {i}, which is not in "

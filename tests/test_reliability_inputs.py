@@ -1,0 +1,160 @@
+"""Issue 13, defects 1, 7, 9 and 10: score inputs with ``labels=`` and
+``ignore_index``, float16 precision, errors that name the argument, and the
+command line on broken files.
+
+References are scikit-learn 1.9 on the same data (the kept rows for
+``ignore_index``) or hand-worked values.
+"""
+
+from __future__ import annotations
+
+import math
+import subprocess
+import sys
+import warnings
+
+import numpy as np
+import pytest
+from sklearn import metrics as skm
+
+import metrics_gpu as mg
+from metrics_gpu.cli import main
+
+# -- defect 1: labels= and ignore_index in the score functions ------------------------------
+
+LABELS = np.array([1, 4, 7])
+
+
+def _score_case(n: int = 12, seed: int = 0):
+    rng = np.random.default_rng(seed)
+    # Every class present, so that scikit-learn's and our columns agree.
+    positions = np.concatenate([np.arange(3), rng.integers(0, 3, n - 3)])
+    proba = rng.dirichlet(np.ones(3), n)
+    decision = rng.normal(size=(n, 3))
+    return positions, proba, decision
+
+
+# name -> (ours, scikit-learn's, kind of scores); both take (y_true, scores, labels, **options)
+SCORE_FUNCTIONS = {
+    "log_loss": (
+        lambda t, s, labels, **kw: mg.log_loss(t, s, labels=labels, **kw),
+        lambda t, s, labels, **kw: skm.log_loss(t, s, labels=labels, **kw), "proba"),
+    "brier_score_loss": (
+        lambda t, s, labels, **kw: mg.brier_score_loss(t, s, labels=labels, **kw),
+        lambda t, s, labels, **kw: skm.brier_score_loss(t, s, labels=labels, **kw), "proba"),
+    "hinge_loss": (
+        lambda t, s, labels, **kw: mg.hinge_loss(t, s, labels=labels, **kw),
+        lambda t, s, labels, **kw: skm.hinge_loss(t, s, labels=labels, **kw), "decision"),
+    "top_k_accuracy_score": (
+        lambda t, s, labels, **kw: mg.top_k_accuracy_score(t, s, k=2, labels=labels, **kw),
+        lambda t, s, labels, **kw: skm.top_k_accuracy_score(t, s, k=2, labels=labels,
+                                                           **kw), "decision"),
+}
+
+# What ignore_index is, against labels=[1, 4, 7] (columns 0, 1, 2) and against no labels
+# (classes = columns 0, 1, 2).
+IGNORE_CASES = {
+    "none": (None, None),
+    "column-position": (2, 2),      # with labels: class 7's column, not a code
+    "code-and-column": (1, 1),      # with labels: a code, and class 4's column
+    "code-in-labels": (7, 0),       # without labels: a class code is its column
+    "code-not-in-labels": (5, 5),
+    "negative": (-100, -100),
+    "negative-small": (-1, -1),
+    "large": (10**12, 10**12),
+}
+
+
+def _targets(positions, labels, ignore_index, every: int = 4):
+    """Class codes of ``positions``, with every ``every``-th row's target set to ignore_index."""
+    y_true = (positions if labels is None else labels[positions]).astype(np.int64)
+    if ignore_index is not None:
+        y_true = y_true.copy()
+        y_true[1::every] = ignore_index
+    return y_true
+
+
+@pytest.mark.parametrize("ignore_case", list(IGNORE_CASES))
+@pytest.mark.parametrize("with_labels", [True, False], ids=["labels", "no-labels"])
+@pytest.mark.parametrize("function", list(SCORE_FUNCTIONS))
+def test_ignore_index_drops_rows_by_target(backend, function, with_labels, ignore_case):
+    ours, reference, kind = SCORE_FUNCTIONS[function]
+    labels = LABELS if with_labels else None
+    ignore_index = IGNORE_CASES[ignore_case][0 if with_labels else 1]
+    positions, proba, decision = _score_case()
+    scores = proba if kind == "proba" else decision
+    y_true = _targets(positions, labels, ignore_index)
+    kept = np.ones(y_true.size, bool) if ignore_index is None else y_true != ignore_index
+    # The columns' classes are given to scikit-learn: an ignored code in labels leaves
+    # its class without rows.
+    expected = reference(y_true[kept], scores[kept], LABELS if with_labels else np.arange(3))
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", UserWarning)  # rows of float64 noise: not the point
+        got = ours(backend.asarray(y_true), backend.asarray(scores), labels,
+                   ignore_index=ignore_index)
+    np.testing.assert_allclose(float(backend.to_numpy(got)), expected, rtol=1e-12,
+                               err_msg=f"{function}, ignore_index={ignore_index}")
+
+
+@pytest.mark.parametrize("function", list(SCORE_FUNCTIONS))
+def test_ignore_index_weighted_with_labels(backend, function):
+    """Weights of ignored rows count nowhere, whatever column the ignored code names."""
+    ours, reference, kind = SCORE_FUNCTIONS[function]
+    positions, proba, decision = _score_case(16, seed=1)
+    scores = proba if kind == "proba" else decision
+    y_true = _targets(positions, LABELS, 0)   # 0: a column position, not a code
+    weight = np.random.default_rng(2).uniform(0.5, 2.0, y_true.size)
+    kept = y_true != 0
+    expected = reference(y_true[kept], scores[kept], LABELS, sample_weight=weight[kept])
+    got = ours(backend.asarray(y_true), backend.asarray(scores), LABELS,
+               sample_weight=backend.asarray(weight), ignore_index=0)
+    np.testing.assert_allclose(float(backend.to_numpy(got)), expected, rtol=1e-12)
+
+
+def test_issue_example_log_loss_labels_3_7_ignore_0(backend):
+    """The issue's case: labels=[3, 7], ignore_index=0 dropped class 3's rows."""
+    y_true = np.array([3, 7, 0, 7, 3, 0])
+    proba = np.array([[0.9, 0.1], [0.2, 0.8], [0.5, 0.5], [0.6, 0.4], [0.7, 0.3], [0.1, 0.9]])
+    kept = y_true != 0
+    expected = skm.log_loss(y_true[kept], proba[kept], labels=[3, 7])
+    got = mg.log_loss(backend.asarray(y_true), backend.asarray(proba), labels=[3, 7],
+                      ignore_index=0)
+    np.testing.assert_allclose(float(backend.to_numpy(got)), expected, rtol=1e-12)
+
+
+@pytest.mark.parametrize("ignore_index", [5, -5, 2**40])
+def test_ignore_index_outside_the_lookup_is_no_index_error(backend, ignore_index):
+    y_true = np.array([0, 1, ignore_index, 1, 0])
+    proba = np.array([[0.8, 0.2], [0.3, 0.7], [0.5, 0.5], [0.4, 0.6], [0.6, 0.4]])
+    kept = y_true != ignore_index
+    got = mg.log_loss(backend.asarray(y_true), backend.asarray(proba), labels=[0, 1],
+                      ignore_index=ignore_index)
+    np.testing.assert_allclose(float(backend.to_numpy(got)),
+                               skm.log_loss(y_true[kept], proba[kept], labels=[0, 1]),
+                               rtol=1e-12)
+
+
+def test_code_not_in_labels_still_refused_with_ignore_index(backend):
+    """Only the ignored code is skipped: another unknown code is still an error."""
+    y_true = np.array([3, 7, 0, 5])
+    proba = np.full((4, 2), 0.5)
+    with pytest.raises(ValueError, match=r"y_true contains 5 at index 3.*not in labels"):
+        mg.log_loss(backend.asarray(y_true), backend.asarray(proba), labels=[3, 7],
+                    ignore_index=0)
+
+
+@pytest.mark.parametrize("with_labels", [True, False], ids=["labels", "no-labels"])
+def test_every_row_ignored_is_nan_as_the_label_functions(backend, with_labels):
+    """No counted sample: NaN, as accuracy_score with every target ignored."""
+    y_true = np.array([7, 7, 7]) if with_labels else np.array([1, 1, 1])
+    labels = LABELS if with_labels else None
+    ignore = int(y_true[0])
+    proba = np.full((3, 3), 1 / 3)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", RuntimeWarning)  # 0 / 0
+        got = mg.log_loss(backend.asarray(y_true), backend.asarray(proba), labels=labels,
+                          ignore_index=ignore)
+        accuracy = mg.accuracy_score(backend.asarray(y_true), backend.asarray(proba),
+                                     ignore_index=ignore)
+    assert math.isnan(float(backend.to_numpy(got)))
+    assert math.isnan(float(backend.to_numpy(accuracy)))
