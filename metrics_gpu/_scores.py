@@ -23,7 +23,9 @@ from metrics_gpu import _formulas as F
 from metrics_gpu._backend import on_caller_stream
 from metrics_gpu._classification import _output
 from metrics_gpu._state import ScoreSums
-from metrics_gpu._validation import ScoreInputs, _is_int, check_option, check_score_inputs
+from metrics_gpu._validation import (
+    ScoreInputs, _is_int, check_option, check_score_inputs, score_dtype_eps,
+)
 
 DEFAULT_TOP_K = (1, 5)
 DEFAULT_BINS = 15
@@ -32,9 +34,10 @@ MAX_BINS = 1024
 
 
 def _clip_eps(scores) -> float:
-    """scikit-learn's clip for log loss: the eps of float32 scores, else of float64
-    (it computes on float32 as float32 and on every other type as float64)."""
-    return float(np.finfo(np.float32 if scores.dtype == np.float32 else np.float64).eps)
+    """scikit-learn's clip for log loss: the eps of float16 and float32 scores,
+    else of float64 (it computes on those two types as they are and on every
+    other type as float64)."""
+    return score_dtype_eps(scores.dtype)
 
 
 def _score_pass(inputs: ScoreInputs, *, from_logits: bool, top_k=(), n_bins: int = 0,
@@ -87,9 +90,9 @@ def log_loss(y_true, y_proba=None, *, normalize=True, sample_weight=None, labels
     validate : check ranges, finiteness and row sums (each a reduction on the
         device with a few numbers read back); False checks nothing.
 
-    Probabilities are clipped to ``[eps, 1 - eps]`` with the eps of float32
-    for float32 input and of float64 otherwise, and rows that do not sum to 1
-    warn, as scikit-learn does. Unlike scikit-learn, ``y_true`` need not hold
+    Probabilities are clipped to ``[eps, 1 - eps]`` with the eps of float16
+    and float32 input (each its own) and of float64 otherwise, and rows that
+    do not sum to 1 warn, as scikit-learn 1.9 does. Unlike scikit-learn, ``y_true`` need not hold
     every class.
 
     Examples

@@ -328,9 +328,22 @@ def check_label_inputs(y_true, y_pred, *, num_classes=None, sample_weight=None,
 # -- (N, K) scores: the fused score pass ---------------------------------------
 
 SCORE_KINDS = ("probabilities", "logits", "decision")
-# scikit-learn's tolerance for probability rows that should sum to 1 (rtol
-# sqrt(eps) of the scores' float type).
-_PROBABILITY_SUM_RTOL = {np.dtype(np.float32): math.sqrt(np.finfo(np.float32).eps)}
+
+
+def float_eps(dtype) -> float:
+    """Machine epsilon of a float dtype (bfloat16 included); 0 for other (exact) types."""
+    dtype = np.dtype(dtype)
+    if dtype.name == "bfloat16":
+        return 2.0**-7  # 8 significand bits; np.finfo does not know ml_dtypes' types
+    return float(np.finfo(dtype).eps) if dtype.kind == "f" else 0.0
+
+
+def score_dtype_eps(dtype) -> float:
+    """The eps scikit-learn 1.9 uses for probabilities of ``dtype`` (clip of log
+    loss, tolerance of row sums): float16 and float32 keep their own type there,
+    every other type is converted to float64 first."""
+    dtype = np.dtype(dtype)
+    return float_eps(dtype if dtype in (np.float16, np.float32) else np.float64)
 
 
 # With scikit-learn's labels=, targets become column positions; a row whose
@@ -408,7 +421,7 @@ def check_score_inputs(y_true, scores, *, name: str = "y_score", kind: str = "pr
     num_classes = int(values.shape[1])
     if validate and kind == "probabilities" and not binary_column:
         sums = values.sum(axis=1, dtype=np.float64)
-        rtol = _PROBABILITY_SUM_RTOL.get(values.dtype, math.sqrt(np.finfo(np.float64).eps))
+        rtol = math.sqrt(score_dtype_eps(values.dtype))  # scikit-learn's tolerance
         if bool(xp.any(xp.abs(sums - 1) > rtol)):
             import warnings
 
@@ -551,7 +564,9 @@ def check_confusion_matrix(matrix, name: str = "confusion_matrix"):
 
 RANKING_AVERAGE_OPTIONS = (None, "micro", "macro", "samples", "weighted")
 MULTI_CLASS_OPTIONS = ("raise", "ovr", "ovo")
-# np.allclose(1, row_sum), scikit-learn's test that multiclass scores are probabilities.
+# np.allclose(1, row_sum), scikit-learn's test that multiclass scores are
+# probabilities; the relative tolerance widens to K * eps for scores of lower
+# precision (float16 rows rounded from sums of 1 reach 1 +- K * eps / 2).
 _ROW_SUM_RTOL, _ROW_SUM_ATOL = 1e-5, 1e-8
 
 
@@ -564,6 +579,7 @@ class RankingInputs:
     sample_weight: Any    # (N,) or None
     backend: Any
     source: Any = None    # the caller's y_true: results go back to its framework and device
+    score_eps: float = 0.0  # eps of the caller's score type (before any widening)
 
 
 def check_ranking_inputs(y_true, y_score, sample_weight=None) -> RankingInputs:
@@ -574,6 +590,7 @@ def check_ranking_inputs(y_true, y_score, sample_weight=None) -> RankingInputs:
     backend = resolve_backend(y_true, y_score, sample_weight)
     labels = _as_label_array(y_true, "y_true", backend, validate=True)
     scores = backend.asarray(y_score)
+    score_eps = float_eps(scores.dtype)
     if scores.dtype.name == "bfloat16":
         scores = scores.astype(np.float32)  # exact; NumPy cannot sort bfloat16
     if scores.dtype.kind not in "fiub":
@@ -598,7 +615,7 @@ def check_ranking_inputs(y_true, y_score, sample_weight=None) -> RankingInputs:
                 f"{_position(i, scores.shape)}"
             )
     weight = check_sample_weight(sample_weight, n, backend, validate=True, allow_all_zero=True)
-    return RankingInputs(labels, scores, weight, backend, source=y_true)
+    return RankingInputs(labels, scores, weight, backend, source=y_true, score_eps=score_eps)
 
 
 def _position(flat_index: int, shape) -> str:
@@ -710,8 +727,8 @@ def check_multiclass_scores(inputs: RankingInputs, classes: np.ndarray) -> None:
         )
     xp = inputs.backend.xp
     sums = scores.astype(np.float64).sum(axis=1)
-    i = _first_true(xp.abs(1 - sums) > _ROW_SUM_ATOL + _ROW_SUM_RTOL * xp.abs(sums),
-                    inputs.backend)
+    rtol = max(_ROW_SUM_RTOL, scores.shape[1] * inputs.score_eps)
+    i = _first_true(xp.abs(1 - sums) > _ROW_SUM_ATOL + rtol * xp.abs(sums), inputs.backend)
     if i is not None:
         raise ValueError(
             "Target scores need to be probabilities for multiclass roc_auc, i.e. they should "

@@ -158,3 +158,67 @@ def test_every_row_ignored_is_nan_as_the_label_functions(backend, with_labels):
                                      ignore_index=ignore)
     assert math.isnan(float(backend.to_numpy(got)))
     assert math.isnan(float(backend.to_numpy(accuracy)))
+
+
+# -- defect 7: float16 probabilities ---------------------------------------------------------
+
+
+def test_log_loss_float16_clips_with_float16_eps(backend):
+    """scikit-learn 1.9 clips float16 probabilities at float16's eps (the issue's case)."""
+    proba = np.array([[1, 0], [0, 1], [1, 0], [0.5, 0.5]], dtype=np.float16)
+    y_true = np.array([0, 1, 1, 0])
+    eps = float(np.finfo(np.float16).eps)
+    # By hand, in float64: two rows of -log(1 - eps), one of -log(eps), one of log 2.
+    expected = (-2 * math.log1p(-eps) - math.log(eps) + math.log(2)) / 4
+    got = float(backend.to_numpy(mg.log_loss(backend.asarray(y_true), backend.asarray(proba))))
+    np.testing.assert_allclose(got, expected, rtol=1e-12)
+    # scikit-learn computes in float16 itself: equal within float16's rounding.
+    np.testing.assert_allclose(got, skm.log_loss(y_true, proba), rtol=2 * eps)
+
+
+@pytest.mark.parametrize("dtype", ["float16", "float32", "float64"])
+def test_log_loss_clip_follows_each_float_type(backend, dtype):
+    proba = np.array([[1, 0, 0], [0, 1, 0], [0, 0, 1], [0.2, 0.3, 0.5]], dtype=dtype)
+    y_true = np.array([1, 0, 2, 2])
+    eps = float(np.finfo(dtype).eps)
+    clipped = np.clip(proba.astype(np.float64), eps, 1 - eps)
+    expected = -np.log(clipped[np.arange(4), y_true]).mean()
+    got = float(backend.to_numpy(mg.log_loss(backend.asarray(y_true), backend.asarray(proba))))
+    np.testing.assert_allclose(got, expected, rtol=1e-12)
+
+
+def _float16_rows(n: int, k: int, seed: int = 0):
+    """Probabilities rounded to float16: their float64 row sums miss 1 by up to ~K eps / 2."""
+    rng = np.random.default_rng(seed)
+    y_true = np.concatenate([np.arange(k), rng.integers(0, k, n - k)])
+    proba = rng.dirichlet(np.ones(k), n).astype(np.float16)
+    return y_true, proba
+
+
+def test_roc_auc_ovr_accepts_float16_rows_rounded_from_one(backend):
+    y_true, proba = _float16_rows(200, 3)
+    sums = proba.astype(np.float64).sum(axis=1)
+    assert np.abs(sums - 1).max() > 1e-4, "the case must hold rows off by float16 rounding"
+    got = mg.roc_auc_score(backend.asarray(y_true), backend.asarray(proba), multi_class="ovr")
+    # Independent reference: the mean of the classes' one-vs-rest binary AUCs.
+    expected = np.mean([skm.roc_auc_score(y_true == k, proba[:, k].astype(np.float64))
+                        for k in range(3)])
+    np.testing.assert_allclose(float(backend.to_numpy(got)), expected, rtol=1e-12)
+
+
+@pytest.mark.parametrize("dtype", ["float16", "float32", "float64"])
+def test_roc_auc_ovr_still_refuses_rows_that_are_not_probabilities(backend, dtype):
+    y_true = np.arange(20) % 3
+    proba = np.tile(np.array([0.5, 0.25, 0.25], dtype=dtype), (20, 1))  # exact sums of 1
+    proba[5] = np.array([0.5, 0.3, 0.3], dtype=dtype)   # sums to 1.1
+    with pytest.raises(ValueError, match=r"row 5 of y_score sums to 1\.(09|1)"):
+        mg.roc_auc_score(backend.asarray(y_true), backend.asarray(proba), multi_class="ovr")
+
+
+def test_roc_auc_ovr_float64_tolerance_unchanged(backend):
+    """float64 keeps scikit-learn's np.allclose tolerance: 1 + 1e-4 is refused."""
+    y_true = np.array([0, 1, 2, 0, 1, 2])
+    proba = np.full((6, 3), 1 / 3)
+    proba[2, 0] += 1e-4
+    with pytest.raises(ValueError, match=r"row 2 of y_score"):
+        mg.roc_auc_score(backend.asarray(y_true), backend.asarray(proba), multi_class="ovr")
