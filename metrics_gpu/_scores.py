@@ -14,6 +14,7 @@ need not contain every class: a validation batch rarely does.
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from dataclasses import dataclass, replace
 from typing import Any
 
@@ -58,10 +59,25 @@ def _check_bool(value, name: str) -> bool:
     return bool(value)
 
 
-def _check_top_k(top_k, name: str = "top_k") -> tuple:
-    values = (top_k,) if _is_int(top_k) else tuple(top_k)
+def _check_k(k) -> int:
+    """``k`` of :func:`top_k_accuracy_score`: one positive integer."""
+    if not _is_int(k) or k < 1:
+        raise ValueError(f"k must be a positive integer, got {k!r}")
+    return int(k)
+
+
+def _check_top_k(top_k) -> tuple:
+    """``top_k``: a positive integer or a non-empty sequence of them."""
+    if _is_int(top_k):
+        values = (top_k,)
+    elif isinstance(top_k, Iterable) and not isinstance(top_k, (str, bytes)):
+        values = tuple(top_k)
+    else:
+        values = ()
     if not values or any(not _is_int(k) or k < 1 for k in values):
-        raise ValueError(f"{name} must be positive integers, got {top_k!r}")
+        raise ValueError(
+            f"top_k must be a positive integer or a sequence of them, got {top_k!r}"
+        )
     return tuple(int(k) for k in values)
 
 
@@ -112,7 +128,7 @@ def log_loss(y_true, y_proba=None, *, normalize=True, sample_weight=None, labels
     inputs = check_score_inputs(y_true, y_proba, name="y_proba",
                                 kind="logits" if from_logits else "probabilities",
                                 sample_weight=sample_weight, labels=labels,
-                                ignore_index=ignore_index, validate=validate,
+                                ignore_index=ignore_index, validate=validate, takes_logits=True,
                                 allow_all_zero_weight=False)
     sums = _score_pass(inputs, from_logits=from_logits, terms=("nll",))
     return _output(F.log_loss(sums, normalize), inputs)
@@ -202,7 +218,7 @@ def top_k_accuracy_score(y_true, y_score, *, k=2, normalize=True, sample_weight=
     >>> float(top_k_accuracy_score(np.array([0, 1, 2, 2]), scores, k=2))
     0.75
     """
-    (k,) = _check_top_k(k, "k")
+    k = _check_k(k)
     normalize = _check_bool(normalize, "normalize")
     threshold = None
     values = y_score
@@ -266,7 +282,7 @@ def expected_calibration_error(y_true, y_proba, *, n_bins=DEFAULT_BINS, norm="l1
     inputs = check_score_inputs(y_true, y_proba, name="y_proba",
                                 kind="logits" if from_logits else "probabilities",
                                 sample_weight=sample_weight, ignore_index=ignore_index,
-                                validate=validate,
+                                validate=validate, takes_logits=True,
                                 allow_all_zero_weight=False)
     sums = _score_pass(inputs, from_logits=from_logits, n_bins=n_bins, terms=())
     return _output(F.calibration_error(sums, norm, inputs.backend.xp), inputs)
@@ -322,7 +338,7 @@ def logits_report(y_true, scores, *, from_logits=True, top_k=DEFAULT_TOP_K, n_bi
     inputs = check_score_inputs(y_true, scores, name="scores",
                                 kind="logits" if from_logits else "probabilities",
                                 sample_weight=sample_weight, ignore_index=ignore_index,
-                                validate=validate)
+                                validate=validate, takes_logits=True)
     sums = _score_pass(inputs, from_logits=from_logits, top_k=top_k, n_bins=n_bins)
     xp = inputs.backend.xp
     hits = F.top_k_accuracy(sums)

@@ -222,3 +222,184 @@ def test_roc_auc_ovr_float64_tolerance_unchanged(backend):
     proba[2, 0] += 1e-4
     with pytest.raises(ValueError, match=r"row 2 of y_score"):
         mg.roc_auc_score(backend.asarray(y_true), backend.asarray(proba), multi_class="ovr")
+
+
+# -- defect 9: errors that name the argument and say what to do ------------------------------
+
+Y5 = np.array([0, 1, 2, 2, 1])
+P5 = np.random.default_rng(5).dirichlet(np.ones(3), 5)
+
+
+@pytest.mark.parametrize(
+    "call, pattern",
+    [
+        (lambda b: mg.top_k_accuracy_score(b.asarray(Y5), b.asarray(P5), k=2.5),
+         r"^k must be a positive integer, got 2\.5$"),
+        (lambda b: mg.top_k_accuracy_score(b.asarray(Y5), b.asarray(P5), k=None),
+         r"^k must be a positive integer, got None$"),
+        (lambda b: mg.top_k_accuracy_score(b.asarray(Y5), b.asarray(P5), k=(1, 2)),
+         r"^k must be a positive integer, got \(1, 2\)$"),
+        (lambda b: mg.logits_report(b.asarray(Y5), b.asarray(P5), top_k=2.5),
+         r"^top_k must be a positive integer or a sequence of them, got 2\.5$"),
+        (lambda b: mg.logits_report(b.asarray(Y5), b.asarray(P5), top_k="5"),
+         r"^top_k must be a positive integer or a sequence of them, got '5'$"),
+    ],
+    ids=["k=2.5", "k=None", "k=tuple", "top_k=2.5", "top_k=str"],
+)
+def test_k_and_top_k_are_named(backend, call, pattern):
+    with pytest.raises(ValueError, match=pattern):
+        call(backend)
+
+
+def test_top_k_sequences_still_accepted(backend):
+    report = mg.logits_report(backend.asarray(Y5), backend.asarray(P5), from_logits=False,
+                              top_k=np.array([1, 2]))
+    assert sorted(report.top_k_accuracy) == [1, 2]
+
+
+NO_COLUMNS = {
+    "log_loss": (lambda t, s: mg.log_loss(t, s), "y_proba"),
+    "brier_score_loss": (lambda t, s: mg.brier_score_loss(t, s), "y_proba"),
+    "hinge_loss": (lambda t, s: mg.hinge_loss(t, s), "pred_decision"),
+    "top_k_accuracy_score": (lambda t, s: mg.top_k_accuracy_score(t, s), "y_score"),
+    "expected_calibration_error": (lambda t, s: mg.expected_calibration_error(t, s),
+                                   "y_proba"),
+    "logits_report": (lambda t, s: mg.logits_report(t, s), "scores"),
+}
+
+
+@pytest.mark.parametrize("function", list(NO_COLUMNS))
+def test_scores_without_columns_are_named(backend, function):
+    call, name = NO_COLUMNS[function]
+    with pytest.raises(ValueError, match=rf"^{name} has no score columns \(shape \(5, 0\)\); "
+                                         r"scores need at least one column"):
+        call(backend.asarray(Y5), backend.asarray(np.zeros((5, 0))))
+
+
+@pytest.mark.parametrize("spec", ["MultiClass", "Accuracy", "TotalF1:average=Macro",
+                                  "AUC:type=Mu", "AUC:type=OneVsAll"])
+def test_catboost_nan_in_approx_names_approx(backend, spec):
+    approx = np.random.default_rng(0).normal(size=(5, 3))
+    approx[3, 1] = np.nan
+    with pytest.raises(ValueError, match=r"^approx must hold finite scores; found nan at "
+                                         r"row 3, column 1"):
+        mg.catboost_metric(spec, backend.asarray(Y5), backend.asarray(approx))
+
+
+LABEL_FUNCTIONS = {
+    "accuracy_score": lambda t, p, k: mg.accuracy_score(t, p, num_classes=k),
+    "f1_score": lambda t, p, k: mg.f1_score(t, p, num_classes=k, average="macro"),
+    "matthews_corrcoef": lambda t, p, k: mg.matthews_corrcoef(t, p, num_classes=k),
+    "cohen_kappa_score": lambda t, p, k: mg.cohen_kappa_score(t, p, num_classes=k),
+    "classification_report": lambda t, p, k: mg.classification_report(t, p, num_classes=k),
+    "label_report": lambda t, p, k: mg.label_report(t, p, num_classes=k),
+    "confusion_matrix": lambda t, p, k: mg.confusion_matrix(t, p, num_classes=k),
+    "multiclass_quality_metrics": lambda t, p, k: mg.multiclass_quality_metrics(
+        t, p, num_classes=k),
+}
+
+
+@pytest.mark.parametrize("num_classes", [10**15, 2**64, 2**40], ids=["1e15", "2**64", "2**40"])
+@pytest.mark.parametrize("function", list(LABEL_FUNCTIONS))
+def test_num_classes_beyond_memory_says_what_it_needs(function, num_classes):
+    """Refused before any allocation (numpy backend: the check is shared, not per backend)."""
+    with pytest.raises(ValueError, match=rf"^num_classes={num_classes} needs per-class "
+                                         r"statistics .*\((\d|\.)+ (TiB|PiB|EiB)\), more than "
+                                         r"the 8\.0 GiB"):
+        LABEL_FUNCTIONS[function](Y5, Y5, num_classes)
+
+
+def test_confusion_matrix_beyond_memory_says_what_it_needs():
+    with pytest.raises(ValueError, match=r"^a confusion matrix of 50000 x 50000 classes needs "
+                                         r"2,500,000,000 cells \(18\.6 GiB\).*labels="):
+        mg.confusion_matrix(Y5, Y5, num_classes=50_000)
+
+
+def test_large_num_classes_within_memory_still_works():
+    value = mg.accuracy_score(Y5, Y5, num_classes=3_000_000)
+    assert float(value) == 1.0
+
+
+@pytest.mark.parametrize("where", ["y_true", "y_pred"])
+@pytest.mark.parametrize("values", ["probabilities", "logits"])
+def test_scores_passed_as_labels_get_no_encode_labels_advice(backend, where, values):
+    scores = P5[:, 0] if values == "probabilities" else np.array([1.3, -0.2, 2.1, 0.5, -1.7])
+    args = (scores, Y5) if where == "y_true" else (Y5, scores)
+    with pytest.raises(ValueError) as error:
+        mg.accuracy_score(*(backend.asarray(a) for a in args))
+    message = str(error.value)
+    assert message.startswith(f"{where} must hold integer class codes; found ")
+    assert "looks like a score or probability" in message
+    assert "encode_labels" not in message
+    if where == "y_pred":
+        assert "(N, K) scores" in message and "argmax" in message
+
+
+def test_huge_integral_float_labels_keep_encode_labels_advice(backend):
+    with pytest.raises(ValueError, match=r"y_true.*1e\+20.*index 1.*encode_labels"):
+        mg.accuracy_score(backend.asarray(np.array([0.0, 1e20])), backend.asarray([0, 1]))
+
+
+@pytest.mark.parametrize("padding", [-100, -1])
+@pytest.mark.parametrize("function", ["accuracy_score", "log_loss", "log_loss-labels"])
+def test_negative_targets_point_at_ignore_index(backend, function, padding):
+    y_true = Y5.copy()
+    y_true[2] = padding
+    t = backend.asarray(y_true)
+    with pytest.raises(ValueError) as error:
+        if function == "accuracy_score":
+            mg.accuracy_score(t, backend.asarray(Y5))
+        elif function == "log_loss":
+            mg.log_loss(t, backend.asarray(P5))
+        else:
+            mg.log_loss(t, backend.asarray(P5), labels=[0, 1, 2])
+    message = str(error.value)
+    named = "" if function == "log_loss-labels" else "the negative label "
+    assert message.startswith(f"y_true contains {named}{padding} at index 2")
+    assert f"pass ignore_index={padding}" in message
+
+
+def test_negative_predictions_say_ignore_index_is_by_target(backend):
+    y_pred = Y5.copy()
+    y_pred[2] = -100
+    with pytest.raises(ValueError, match=r"^y_pred contains the negative label -100 at index 2;"
+                                         r".*ignore_index leaves out samples by their y_true"):
+        mg.accuracy_score(backend.asarray(Y5), backend.asarray(y_pred))
+
+
+LOGITS = np.log(P5) * 3
+
+
+@pytest.mark.parametrize("function", ["log_loss", "expected_calibration_error",
+                                      "logits_report"])
+def test_logits_as_probabilities_suggest_from_logits(backend, function):
+    name = "scores" if function == "logits_report" else "y_proba"
+    options = {"from_logits": False} if function == "logits_report" else {}
+    with pytest.raises(ValueError, match=rf"^{name} must hold probabilities in \[0, 1\]; found "
+                                         r".*; for logits \(raw scores\), pass from_logits=True$"):
+        getattr(mg, function)(backend.asarray(Y5), backend.asarray(LOGITS), **options)
+
+
+def test_brier_has_no_from_logits_to_suggest(backend):
+    with pytest.raises(ValueError, match=r"^y_proba must hold probabilities") as error:
+        mg.brier_score_loss(backend.asarray(Y5), backend.asarray(LOGITS))
+    assert "from_logits" not in str(error.value)
+
+
+@pytest.mark.parametrize("function, alternative", [
+    ("roc_curve", r"roc_auc_score\(y_true, y_score, multi_class='ovr'\)"),
+    ("precision_recall_curve", r"average_precision_score\(y_true, y_score, average='macro'\)"),
+])
+def test_binary_curves_name_multiclass_y_true(backend, function, alternative):
+    y_true = np.arange(10) % 5
+    scores = np.random.default_rng(0).dirichlet(np.ones(5), 10)
+    with pytest.raises(ValueError, match=rf"^y_true has 5 classes \[0, 1, 2, 3, 4\], but "
+                                         rf"{function} is a binary metric: pass pos_label.*"
+                                         rf"{alternative}"):
+        getattr(mg, function)(backend.asarray(y_true), backend.asarray(scores))
+
+
+def test_binary_curve_of_two_column_scores_keeps_its_message(backend):
+    with pytest.raises(ValueError, match=r"roc_curve needs 1-D y_score for binary y_true"):
+        mg.roc_curve(backend.asarray(np.array([0, 1, 1, 0])),
+                     backend.asarray(np.full((4, 2), 0.5)))
