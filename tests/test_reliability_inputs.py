@@ -9,6 +9,7 @@ References are scikit-learn 1.9 on the same data (the kept rows for
 from __future__ import annotations
 
 import math
+import re
 import subprocess
 import sys
 import warnings
@@ -403,3 +404,92 @@ def test_binary_curve_of_two_column_scores_keeps_its_message(backend):
     with pytest.raises(ValueError, match=r"roc_curve needs 1-D y_score for binary y_true"):
         mg.roc_curve(backend.asarray(np.array([0, 1, 1, 0])),
                      backend.asarray(np.full((4, 2), 0.5)))
+
+
+# -- defect 10: the command line on broken files ----------------------------------------------
+
+
+@pytest.fixture
+def label_files(tmp_path):
+    y_true = np.arange(40) % 4
+    true_path = tmp_path / "t.npy"
+    np.save(true_path, y_true)
+    data = true_path.read_bytes()
+    files = {
+        "empty": b"",
+        "truncated-data": data[:-8],       # header intact, the last sample cut
+        "truncated-header": data[:40],
+        "not-npy": b"y_true,y_pred\n0,1\n",
+    }
+    paths = {}
+    for name, content in files.items():
+        paths[name] = tmp_path / f"{name}.npy"
+        paths[name].write_bytes(content)
+    paths["missing"] = tmp_path / "missing.npy"
+    np.save(tmp_path / "no-values.npy", np.zeros(0, dtype=np.int64))
+    paths["no-values"] = tmp_path / "no-values.npy"
+    return true_path, paths
+
+
+FILE_PROBLEMS = {
+    "empty": r"cannot read '.*empty\.npy': the file is empty",
+    "truncated-data": r"cannot read '.*truncated-data\.npy': the file is truncated",
+    "truncated-header": r"cannot read '.*truncated-header\.npy': the file is truncated",
+    "not-npy": r"cannot read '.*not-npy\.npy': not a \.npy file",
+    "missing": r"no such file '.*missing\.npy'",
+    "no-values": r"'.*no-values\.npy' holds no values",
+}
+
+
+@pytest.mark.parametrize("problem", list(FILE_PROBLEMS))
+@pytest.mark.parametrize("argument", ["--y-true", "--y-pred"])
+def test_report_file_problem_is_one_line_exit_2(label_files, capsys, problem, argument):
+    good, paths = label_files
+    files = {"--y-true": good, "--y-pred": good, argument: paths[problem]}
+    status = main(["report", "--y-true", str(files["--y-true"]),
+                   "--y-pred", str(files["--y-pred"])])
+    err = capsys.readouterr().err
+    assert status == 2
+    assert err.count("\n") == 1, err
+    assert re.search(rf"^metrics-gpu: error: {argument}: {FILE_PROBLEMS[problem]}", err)
+
+
+def test_report_file_too_large_for_memory(label_files, capsys, monkeypatch):
+    good, _ = label_files
+
+    def no_memory(*args, **kwargs):
+        raise MemoryError("Unable to allocate 7.11 PiB")
+
+    monkeypatch.setattr(np, "load", no_memory)
+    status = main(["report", "--y-true", str(good), "--y-pred", str(good)])
+    err = capsys.readouterr().err
+    assert status == 2
+    assert err.count("\n") == 1, err
+    assert re.search(r"^metrics-gpu: error: --y-true: '.*t\.npy' \([\d,]+ bytes\) does not fit "
+                    r"in memory$", err.strip())
+
+
+def test_report_out_of_memory_while_computing_is_one_line(label_files, capsys, monkeypatch):
+    good, _ = label_files
+
+    def no_memory(*args, **kwargs):
+        raise MemoryError()
+
+    monkeypatch.setattr("metrics_gpu.cli.label_report", no_memory)
+    assert main(["report", "--y-true", str(good), "--y-pred", str(good)]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith("metrics-gpu: error: not enough memory for the report") and \
+        err.count("\n") == 1
+
+
+def test_report_truncated_file_in_a_subprocess_has_no_traceback(label_files):
+    good, paths = label_files
+    done = subprocess.run(
+        [sys.executable, "-m", "metrics_gpu.cli", "report", "--y-true", str(good),
+         "--y-pred", str(paths["empty"])],
+        capture_output=True, text=True, timeout=120,
+    )
+    assert done.returncode == 2
+    assert "Traceback" not in done.stderr
+    assert done.stderr.strip().splitlines() == [
+        f"metrics-gpu: error: --y-pred: cannot read {str(paths['empty'])!r}: the file is empty"]
