@@ -144,6 +144,19 @@ def test_code_not_in_labels_still_refused_with_ignore_index(backend):
                     ignore_index=0)
 
 
+def test_unchecked_labels_skip_ignored_rows_and_leave_out_unknown_codes(backend):
+    """validate=False: the ignored rows are skipped, a code not in labels is left out
+    (counted invalid), and neither is read as a column."""
+    positions, proba, _ = _score_case(16, seed=3)
+    y_true = _targets(positions, LABELS, 2)     # 2: class 7's column, not a code
+    y_true[6] = 5                               # not in labels
+    counted = (y_true != 2) & (y_true != 5)
+    expected = skm.log_loss(y_true[counted], proba[counted], labels=LABELS)
+    got = mg.log_loss(backend.asarray(y_true), backend.asarray(proba), labels=LABELS,
+                      ignore_index=2, validate=False)
+    np.testing.assert_allclose(float(backend.to_numpy(got)), expected, rtol=1e-12)
+
+
 @pytest.mark.parametrize("with_labels", [True, False], ids=["labels", "no-labels"])
 def test_every_row_ignored_is_nan_as_the_label_functions(backend, with_labels):
     """No counted sample: NaN, as accuracy_score with every target ignored."""
