@@ -43,12 +43,9 @@ from metrics_gpu._validation import (
     check_label_inputs,
     check_labels_argument,
     check_option,
+    check_state_size,
     check_zero_division,
 )
-
-# A confusion matrix beyond this many cells (8 GiB of int64) is refused with
-# advice rather than left to fail in the allocator.
-MAX_MATRIX_CELLS = 1 << 30
 
 
 # -- stages ------------------------------------------------------------------
@@ -97,12 +94,8 @@ def _accumulate(inputs: LabelInputs, *, class_lut=None, moments=False,
         ignore_index=inputs.ignore_index, class_lut=class_lut, guard=inputs.guard,
         deterministic=inputs.deterministic,
     )
-    if matrix and size * size > MAX_MATRIX_CELLS:
-        raise ValueError(
-            f"a confusion matrix of {size} x {size} classes needs {size * size:,} cells; "
-            "pass labels= to select classes, or use the per-class metrics, which need "
-            "O(K) memory"
-        )
+    if matrix:
+        check_state_size(size, matrix=True)
     if matrix or use_dense_matrix(size):
         cm, observed, invalid = backend.accumulate_confusion(
             inputs.y_true, inputs.y_pred, **common

@@ -192,8 +192,9 @@ def roc_curve(y_true, y_score, *, pos_label=None, sample_weight=None, drop_inter
     """
     drop_intermediate = check_drop_intermediate(drop_intermediate)
     inputs = check_ranking_inputs(y_true, y_score, sample_weight)
-    check_binary_scores(inputs, "roc_curve")
-    pos_label = check_curve_pos_label(pos_label, present_labels(inputs))
+    classes = present_labels(inputs)
+    check_binary_scores(inputs, "roc_curve", classes)
+    pos_label = check_curve_pos_label(pos_label, classes)
     check_some_weight(inputs)
     xp = inputs.backend.xp
     fps, tps, thresholds = _binary_curve(inputs, pos_label)
@@ -255,8 +256,9 @@ def precision_recall_curve(y_true, y_score, *, pos_label=None, sample_weight=Non
     """
     drop_intermediate = check_drop_intermediate(drop_intermediate)
     inputs = check_ranking_inputs(y_true, y_score, sample_weight)
-    check_binary_scores(inputs, "precision_recall_curve")
-    pos_label = check_curve_pos_label(pos_label, present_labels(inputs))
+    classes = present_labels(inputs)
+    check_binary_scores(inputs, "precision_recall_curve", classes)
+    pos_label = check_curve_pos_label(pos_label, classes)
     check_some_weight(inputs)
     xp = inputs.backend.xp
     fps, tps, thresholds = _binary_curve(inputs, pos_label)
@@ -822,7 +824,7 @@ def _catboost_auc(y_true, approx, weight, auc_type, cost_matrix):
     scores, on the host. Syncs (the results are Python floats).
     """
     auc_type = check_catboost_auc_type(auc_type)
-    inputs = check_ranking_inputs(y_true, approx, weight)
+    inputs = check_ranking_inputs(y_true, approx, weight, score_name="approx")
     num_classes = check_auc_mu_scores(inputs, name="approx")
     check_ranking_class_codes(inputs, num_classes)
     xp = inputs.backend.xp

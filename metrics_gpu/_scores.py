@@ -14,6 +14,7 @@ need not contain every class: a validation batch rarely does.
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from dataclasses import dataclass, replace
 from typing import Any
 
@@ -23,7 +24,9 @@ from metrics_gpu import _formulas as F
 from metrics_gpu._backend import on_caller_stream
 from metrics_gpu._classification import _output
 from metrics_gpu._state import ScoreSums
-from metrics_gpu._validation import ScoreInputs, _is_int, check_option, check_score_inputs
+from metrics_gpu._validation import (
+    ScoreInputs, _is_int, check_option, check_score_inputs, score_dtype_eps,
+)
 
 DEFAULT_TOP_K = (1, 5)
 DEFAULT_BINS = 15
@@ -32,9 +35,10 @@ MAX_BINS = 1024
 
 
 def _clip_eps(scores) -> float:
-    """scikit-learn's clip for log loss: the eps of float32 scores, else of float64
-    (it computes on float32 as float32 and on every other type as float64)."""
-    return float(np.finfo(np.float32 if scores.dtype == np.float32 else np.float64).eps)
+    """scikit-learn's clip for log loss: the eps of float16 and float32 scores,
+    else of float64 (it computes on those two types as they are and on every
+    other type as float64)."""
+    return score_dtype_eps(scores.dtype)
 
 
 def _score_pass(inputs: ScoreInputs, *, from_logits: bool, top_k=(), n_bins: int = 0,
@@ -55,10 +59,25 @@ def _check_bool(value, name: str) -> bool:
     return bool(value)
 
 
-def _check_top_k(top_k, name: str = "top_k") -> tuple:
-    values = (top_k,) if _is_int(top_k) else tuple(top_k)
+def _check_k(k) -> int:
+    """``k`` of :func:`top_k_accuracy_score`: one positive integer."""
+    if not _is_int(k) or k < 1:
+        raise ValueError(f"k must be a positive integer, got {k!r}")
+    return int(k)
+
+
+def _check_top_k(top_k) -> tuple:
+    """``top_k``: a positive integer or a non-empty sequence of them."""
+    if _is_int(top_k):
+        values = (top_k,)
+    elif isinstance(top_k, Iterable) and not isinstance(top_k, (str, bytes)):
+        values = tuple(top_k)
+    else:
+        values = ()
     if not values or any(not _is_int(k) or k < 1 for k in values):
-        raise ValueError(f"{name} must be positive integers, got {top_k!r}")
+        raise ValueError(
+            f"top_k must be a positive integer or a sequence of them, got {top_k!r}"
+        )
     return tuple(int(k) for k in values)
 
 
@@ -87,9 +106,9 @@ def log_loss(y_true, y_proba=None, *, normalize=True, sample_weight=None, labels
     validate : check ranges, finiteness and row sums (each a reduction on the
         device with a few numbers read back); False checks nothing.
 
-    Probabilities are clipped to ``[eps, 1 - eps]`` with the eps of float32
-    for float32 input and of float64 otherwise, and rows that do not sum to 1
-    warn, as scikit-learn does. Unlike scikit-learn, ``y_true`` need not hold
+    Probabilities are clipped to ``[eps, 1 - eps]`` with the eps of float16
+    and float32 input (each its own) and of float64 otherwise, and rows that
+    do not sum to 1 warn, as scikit-learn 1.9 does. Unlike scikit-learn, ``y_true`` need not hold
     every class.
 
     Examples
@@ -109,7 +128,7 @@ def log_loss(y_true, y_proba=None, *, normalize=True, sample_weight=None, labels
     inputs = check_score_inputs(y_true, y_proba, name="y_proba",
                                 kind="logits" if from_logits else "probabilities",
                                 sample_weight=sample_weight, labels=labels,
-                                ignore_index=ignore_index, validate=validate,
+                                ignore_index=ignore_index, validate=validate, takes_logits=True,
                                 allow_all_zero_weight=False)
     sums = _score_pass(inputs, from_logits=from_logits, terms=("nll",))
     return _output(F.log_loss(sums, normalize), inputs)
@@ -199,7 +218,7 @@ def top_k_accuracy_score(y_true, y_score, *, k=2, normalize=True, sample_weight=
     >>> float(top_k_accuracy_score(np.array([0, 1, 2, 2]), scores, k=2))
     0.75
     """
-    (k,) = _check_top_k(k, "k")
+    k = _check_k(k)
     normalize = _check_bool(normalize, "normalize")
     threshold = None
     values = y_score
@@ -269,7 +288,7 @@ def expected_calibration_error(y_true, y_proba, *, n_bins=DEFAULT_BINS, norm="l1
     inputs = check_score_inputs(y_true, y_proba, name="y_proba",
                                 kind="logits" if from_logits else "probabilities",
                                 sample_weight=sample_weight, ignore_index=ignore_index,
-                                validate=validate,
+                                validate=validate, takes_logits=True,
                                 allow_all_zero_weight=False)
     sums = _score_pass(inputs, from_logits=from_logits, n_bins=n_bins, terms=(),
                        deterministic=deterministic)
@@ -330,7 +349,7 @@ def logits_report(y_true, scores, *, from_logits=True, top_k=DEFAULT_TOP_K, n_bi
     inputs = check_score_inputs(y_true, scores, name="scores",
                                 kind="logits" if from_logits else "probabilities",
                                 sample_weight=sample_weight, ignore_index=ignore_index,
-                                validate=validate)
+                                validate=validate, takes_logits=True)
     sums = _score_pass(inputs, from_logits=from_logits, top_k=top_k, n_bins=n_bins,
                        deterministic=deterministic)
     xp = inputs.backend.xp

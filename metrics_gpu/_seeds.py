@@ -418,11 +418,12 @@ def catboost_metric(spec, y_true, approx, *, weight=None, validate=True, determi
     # CatBoost evaluates weights that are all 0 (its 0 / 0 conventions apply).
     inputs = check_label_inputs(y_true, scores, sample_weight=weight if use_weights else None,
                                 validate=validate, deterministic=deterministic,
-                                allow_all_zero_weight=True)
+                                allow_all_zero_weight=True, pred_name="approx")
     inputs = _catboost_weights(inputs)
     if weight is not None and not use_weights:  # still check it, as CatBoost would
         check_label_inputs(y_true, scores, sample_weight=weight, validate=validate,
-                           deterministic=deterministic, allow_all_zero_weight=True)
+                           deterministic=deterministic, allow_all_zero_weight=True,
+                           pred_name="approx")
     stats, _ = _accumulate(inputs, moments=name == "WKappa")
     c = F.Counts.from_statistics(stats, np)
     if name == "Precision":

@@ -24,8 +24,16 @@ KAPPA_WEIGHTS = (None, "linear", "quadratic")
 
 # K inferred from the data beyond this (2**28: 2 GiB per per-class int64
 # array) means sparse ids rather than class codes; an explicit num_classes is
-# taken as asked.
+# taken as asked, within MAX_STATE_BYTES.
 MAX_INFERRED_CLASSES = 1 << 28
+
+# An accumulated state beyond this is refused, with what it would need, rather
+# than left to fail in the allocator (8 GiB: a dense matrix of 2**30 int64
+# cells, or per-class statistics for about 3.4e8 classes).
+MAX_STATE_BYTES = 8 << 30
+# Per-class statistics: true positives, support and predicted counts (8 bytes
+# each) and the observed flag, per class.
+CLASS_STATISTICS_BYTES = 3 * 8 + 1
 
 
 @dataclass(frozen=True)
@@ -82,6 +90,37 @@ def check_num_classes(num_classes, name: str = "num_classes") -> int | None:
     return int(num_classes)
 
 
+def _in_bytes(size: int) -> str:
+    for unit in ("bytes", "KiB", "MiB", "GiB", "TiB", "PiB", "EiB"):
+        if size < 1024 or unit == "EiB":
+            return f"{size:,} bytes" if unit == "bytes" else f"{size:,.1f} {unit}"
+        size /= 1024
+    raise AssertionError("unreachable")
+
+
+def check_state_size(num_classes: int, *, matrix: bool = False) -> None:
+    """Refuse a state for ``num_classes`` classes beyond :data:`MAX_STATE_BYTES`,
+    saying what it would need: the K x K matrix with ``matrix``, else the
+    per-class statistics every label metric needs."""
+    if matrix:
+        cells = num_classes * num_classes
+        need = 8 * cells
+        what = f"a confusion matrix of {num_classes} x {num_classes} classes needs {cells:,} cells"
+        advice = ("pass labels= to select classes, or use the per-class metrics, which need "
+                  "O(K) memory")
+    else:
+        need = CLASS_STATISTICS_BYTES * num_classes
+        what = (f"num_classes={num_classes} needs per-class statistics of "
+                f"{CLASS_STATISTICS_BYTES} bytes per class")
+        advice = ("num_classes is the number of classes K, labels being codes 0..K-1; map "
+                  "sparse ids to codes with metrics_gpu.encode_labels")
+    if need > MAX_STATE_BYTES:
+        raise ValueError(
+            f"{what} ({_in_bytes(need)}), more than the {_in_bytes(MAX_STATE_BYTES)} a "
+            f"metric state may take; {advice}"
+        )
+
+
 def check_ignore_index(ignore_index) -> int | None:
     if ignore_index is None:
         return None
@@ -105,6 +144,29 @@ def _to_backend(values, backend):
     return backend.asarray(values)
 
 
+def _float_label_hint(value: float, name: str) -> str:
+    """Why a float is no class code, and what to pass instead."""
+    if not math.isfinite(value):
+        return ""
+    if float(value).is_integer():  # beyond 2**62: an id, not a code
+        return " (map arbitrary labels, such as sparse ids, with metrics_gpu.encode_labels)"
+    if name == "y_true":
+        return (", which looks like a score or probability, not a class code: y_true takes "
+                "the true classes (as integer codes 0..K-1); scores go in the scores argument")
+    return (f", which looks like a score or probability, not a class code: pass (N, K) "
+            f"scores as {name} (their argmax is taken), or class codes such as "
+            "scores.argmax(axis=1) (or scores > threshold for binary scores)")
+
+
+def _negative_label_hint(value: int, name: str) -> str:
+    """Negative targets are usually padding, which ``ignore_index`` leaves out."""
+    if name == "y_true":
+        return (f"; to leave out the samples with this target (padding, such as -100), pass "
+                f"ignore_index={value}, or map arbitrary labels with metrics_gpu.encode_labels")
+    return ("; ignore_index leaves out samples by their y_true only, so predictions must be "
+            "class codes (map arbitrary labels with metrics_gpu.encode_labels)")
+
+
 def _as_label_array(values, name: str, backend, validate: bool):
     """1-D integer (or bool) label codes; (N, 1) columns are flattened."""
     array = _to_backend(values, backend)
@@ -124,9 +186,10 @@ def _as_label_array(values, name: str, backend, validate: bool):
         if validate:
             i = _first_true(~representable | (array != xp.round(array)), backend)
             if i is not None:
+                value = array[i].item()
                 raise ValueError(
-                    f"{name} must hold integer class codes; found {array[i].item()!r} at "
-                    f"index {i} (map arbitrary labels with metrics_gpu.encode_labels)"
+                    f"{name} must hold integer class codes; found {value!r} at index {i}"
+                    f"{_float_label_hint(value, name)}"
                 )
             return array.astype(np.int64)
         # Unchecked: what cannot be a code becomes -1, which the guard counts as invalid.
@@ -252,9 +315,10 @@ def _label_range(labels, name: str, backend, num_classes, ignore_index) -> int:
         if counts_ignored:
             bad &= labels != ignore_index
         i = _first_true(bad, backend)
+        value = labels[i].item()
         raise ValueError(
-            f"{name} contains the negative label {labels[i].item()!r} at index {i}; labels must be "
-            "class codes 0..K-1 (map arbitrary labels with metrics_gpu.encode_labels)"
+            f"{name} contains the negative label {value!r} at index {i}; labels must be class "
+            f"codes 0..K-1{_negative_label_hint(value, name)}"
         )
     if num_classes is not None and high >= num_classes:
         bad = labels >= num_classes
@@ -277,11 +341,13 @@ def _largest_label(labels, backend, ignore_index) -> int:
 
 def check_label_inputs(y_true, y_pred, *, num_classes=None, sample_weight=None,
                        ignore_index=None, validate=True, extra_classes=0,
-                       deterministic=False, allow_all_zero_weight=True) -> LabelInputs:
+                       deterministic=False, allow_all_zero_weight=True,
+                       pred_name: str = "y_pred") -> LabelInputs:
     """Check ``y_true``/``y_pred`` (labels, or ``(N, K)`` scores reduced by argmax).
 
     ``extra_classes`` is the smallest K a caller needs regardless of the data
-    (``max(labels) + 1`` for scikit-learn's ``labels=``).
+    (``max(labels) + 1`` for scikit-learn's ``labels=``). ``pred_name`` is the
+    caller's name of ``y_pred`` (CatBoost's ``approx``), for the messages.
     """
     if not isinstance(validate, bool):
         raise ValueError(f"validate must be True or False, got {validate!r}")
@@ -296,24 +362,24 @@ def check_label_inputs(y_true, y_pred, *, num_classes=None, sample_weight=None,
     y_true = _as_label_array(y_true, "y_true", backend, validate)
     pred = _to_backend(y_pred, backend)
     if pred.ndim == 2 and pred.shape[1] > 1:
-        scores = _as_scores(pred, "y_pred", backend, validate)
+        scores = _as_scores(pred, pred_name, backend, validate)
         if num_classes is not None and num_classes != scores.shape[1]:
             raise ValueError(
-                f"y_pred has {scores.shape[1]} score columns but num_classes={num_classes}"
+                f"{pred_name} has {scores.shape[1]} score columns but num_classes={num_classes}"
             )
         num_classes = int(scores.shape[1])
         y_pred_labels = backend.argmax_scores(scores)
         scores_given = True
     else:
-        y_pred_labels = _as_label_array(pred, "y_pred", backend, validate)
+        y_pred_labels = _as_label_array(pred, pred_name, backend, validate)
         scores_given = False
 
     n = y_true.shape[0]
     if n == 0 or y_pred_labels.shape[0] == 0:
-        raise ValueError("y_true and y_pred are empty; at least one sample is required")
+        raise ValueError(f"y_true and {pred_name} are empty; at least one sample is required")
     if y_pred_labels.shape[0] != n:
         raise ValueError(
-            f"y_true has {n} samples but y_pred has {y_pred_labels.shape[0]}"
+            f"y_true has {n} samples but {pred_name} has {y_pred_labels.shape[0]}"
         )
     weight = check_sample_weight(sample_weight, n, backend, validate, allow_all_zero_weight,
                                  y_true, ignore_index)
@@ -321,7 +387,7 @@ def check_label_inputs(y_true, y_pred, *, num_classes=None, sample_weight=None,
     if validate:
         high_true = _label_range(y_true, "y_true", backend, num_classes, ignore_index)
         high_pred = 0 if scores_given else _label_range(
-            y_pred_labels, "y_pred", backend, num_classes, None
+            y_pred_labels, pred_name, backend, num_classes, None
         )
         if num_classes is None:
             num_classes = max(high_true, high_pred, extra_classes, 1)
@@ -339,6 +405,7 @@ def check_label_inputs(y_true, y_pred, *, num_classes=None, sample_weight=None,
         )
     if y_true.dtype.kind == "b" or y_pred_labels.dtype.kind == "b":
         num_classes = max(num_classes, 2) if not given else num_classes
+    check_state_size(num_classes)
     return LabelInputs(
         y_true=y_true,
         y_pred=y_pred_labels,
@@ -357,9 +424,28 @@ def check_label_inputs(y_true, y_pred, *, num_classes=None, sample_weight=None,
 # -- (N, K) scores: the fused score pass ---------------------------------------
 
 SCORE_KINDS = ("probabilities", "logits", "decision")
-# scikit-learn's tolerance for probability rows that should sum to 1 (rtol
-# sqrt(eps) of the scores' float type).
-_PROBABILITY_SUM_RTOL = {np.dtype(np.float32): math.sqrt(np.finfo(np.float32).eps)}
+
+
+def float_eps(dtype) -> float:
+    """Machine epsilon of a float dtype (bfloat16 included); 0 for other (exact) types."""
+    dtype = np.dtype(dtype)
+    if dtype.name == "bfloat16":
+        return 2.0**-7  # 8 significand bits; np.finfo does not know ml_dtypes' types
+    return float(np.finfo(dtype).eps) if dtype.kind == "f" else 0.0
+
+
+def score_dtype_eps(dtype) -> float:
+    """The eps scikit-learn 1.9 uses for probabilities of ``dtype`` (clip of log
+    loss, tolerance of row sums): float16 and float32 keep their own type there,
+    every other type is converted to float64 first."""
+    dtype = np.dtype(dtype)
+    return float_eps(dtype if dtype in (np.float16, np.float32) else np.float64)
+
+
+# With scikit-learn's labels=, targets become column positions; a row whose
+# target is ignore_index becomes this position (neither a column nor the -1
+# of a code not in labels), which the backends skip as their ignore_index.
+IGNORED_POSITION = -2
 
 
 @dataclass(frozen=True)
@@ -370,7 +456,7 @@ class ScoreInputs:
     scores: Any           # (N, K); 1-D binary scores arrive as two columns
     sample_weight: Any
     num_classes: int
-    ignore_index: int | None
+    ignore_index: int | None  # the target (with labels=, the position) of skipped rows
     guard: bool
     backend: Any
     source: Any = None    # the caller's y_true: results go back to its framework
@@ -379,7 +465,8 @@ class ScoreInputs:
 
 def check_score_inputs(y_true, scores, *, name: str = "y_score", kind: str = "probabilities",
                        sample_weight=None, labels=None, ignore_index=None, validate=True,
-                       binary_threshold=None, allow_all_zero_weight=True) -> ScoreInputs:
+                       binary_threshold=None, allow_all_zero_weight=True,
+                       takes_logits: bool = False) -> ScoreInputs:
     """Check targets and ``(N, K)`` scores (or ``(N,)`` scores of class 1).
 
     ``kind`` says what the scores are: ``"probabilities"`` (in [0, 1]; rows
@@ -387,7 +474,10 @@ def check_score_inputs(y_true, scores, *, name: str = "y_score", kind: str = "pr
     ``"decision"`` values (any finite number). One column of binary scores
     becomes two: ``[1 - p, p]`` for probabilities, ``[threshold, z]`` else
     (``binary_threshold``, default 0). ``labels`` (scikit-learn's) lists the
-    class codes of the columns; targets are mapped to column positions.
+    class codes of the columns; targets are mapped to column positions, and
+    the rows whose target is ``ignore_index`` to :data:`IGNORED_POSITION`.
+    ``takes_logits`` says that the caller has ``from_logits=``, which a
+    probability out of [0, 1] then suggests.
     """
     if not isinstance(validate, bool):
         raise ValueError(f"validate must be True or False, got {validate!r}")
@@ -405,6 +495,12 @@ def check_score_inputs(y_true, scores, *, name: str = "y_score", kind: str = "pr
         raise ValueError("y_true is empty; at least one sample is required")
     if values.shape[0] != n:
         raise ValueError(f"y_true has {n} samples but {name} has {values.shape[0]} rows")
+    if values.ndim == 2 and values.shape[1] == 0:
+        raise ValueError(
+            f"{name} has no score columns (shape {tuple(values.shape)}); scores need at least "
+            "one column: (N, K) per-class scores, or the (N,) or (N, 1) scores of class 1 of "
+            "a binary problem"
+        )
     weight = check_sample_weight(sample_weight, n, backend, validate, allow_all_zero_weight,
                                  targets, ignore_index)
     if validate and kind == "probabilities" and values.size and bool(
@@ -412,10 +508,11 @@ def check_score_inputs(y_true, scores, *, name: str = "y_score", kind: str = "pr
         i = _first_true((values < 0) | (values > 1), backend)
         if i is not None:
             index = np.unravel_index(i, values.shape)
+            hint = "; for logits (raw scores), pass from_logits=True" if takes_logits else ""
             raise ValueError(
                 f"{name} must hold probabilities in [0, 1]; found {values[index].item()!r} at "
                 f"{'index' if values.ndim == 1 else 'row, column'} "
-                f"{index[0] if values.ndim == 1 else tuple(int(v) for v in index)}"
+                f"{index[0] if values.ndim == 1 else tuple(int(v) for v in index)}{hint}"
             )
     if binary_column:
         column = values.reshape(n)
@@ -430,7 +527,7 @@ def check_score_inputs(y_true, scores, *, name: str = "y_score", kind: str = "pr
     num_classes = int(values.shape[1])
     if validate and kind == "probabilities" and not binary_column:
         sums = values.sum(axis=1, dtype=np.float64)
-        rtol = _PROBABILITY_SUM_RTOL.get(values.dtype, math.sqrt(np.finfo(np.float64).eps))
+        rtol = math.sqrt(score_dtype_eps(values.dtype))  # scikit-learn's tolerance
         if bool(xp.any(xp.abs(sums - 1) > rtol)):
             import warnings
 
@@ -447,20 +544,21 @@ def check_score_inputs(y_true, scores, *, name: str = "y_score", kind: str = "pr
         codes = targets.astype(np.int64)
         # Codes outside the table read its last slot, -1 (not a column).
         outside = (codes < 0) | (codes > classes[-1])
-        if ignore_index is not None:
-            outside &= codes != ignore_index
         positions = xp.take(backend.asarray(lookup), xp.where(outside, -1, codes))
         if ignore_index is not None:
-            positions = xp.where(codes == ignore_index, ignore_index, positions)
+            # The ignored rows are those whose target (not column) is
+            # ignore_index; they get a position no column or unknown code has.
+            ignored = targets == ignore_index
+            positions = xp.where(ignored, IGNORED_POSITION, positions)
+            ignore_index = IGNORED_POSITION
         if validate:
-            bad = positions < 0
-            if ignore_index is not None:
-                bad &= codes != ignore_index
-            i = _first_true(bad, backend)
+            i = _first_true(positions == -1, backend)
             if i is not None:
+                value = targets[i].item()
+                hint = _negative_label_hint(value, "y_true") if value < 0 else ""
                 raise ValueError(
-                    f"y_true contains {targets[i].item()!r} at index {i}, which is not in "
-                    f"labels {classes.tolist()}"
+                    f"y_true contains {value!r} at index {i}, which is not in labels "
+                    f"{classes.tolist()}{hint}"
                 )
         targets = positions
     elif validate:
@@ -574,7 +672,9 @@ def check_confusion_matrix(matrix, name: str = "confusion_matrix"):
 
 RANKING_AVERAGE_OPTIONS = (None, "micro", "macro", "samples", "weighted")
 MULTI_CLASS_OPTIONS = ("raise", "ovr", "ovo")
-# np.allclose(1, row_sum), scikit-learn's test that multiclass scores are probabilities.
+# np.allclose(1, row_sum), scikit-learn's test that multiclass scores are
+# probabilities; the relative tolerance widens to K * eps for scores of lower
+# precision (float16 rows rounded from sums of 1 reach 1 +- K * eps / 2).
 _ROW_SUM_RTOL, _ROW_SUM_ATOL = 1e-5, 1e-8
 
 
@@ -587,41 +687,45 @@ class RankingInputs:
     sample_weight: Any    # (N,) or None
     backend: Any
     source: Any = None    # the caller's y_true: results go back to its framework and device
+    score_eps: float = 0.0  # eps of the caller's score type (before any widening)
 
 
-def check_ranking_inputs(y_true, y_score, sample_weight=None) -> RankingInputs:
+def check_ranking_inputs(y_true, y_score, sample_weight=None,
+                         score_name: str = "y_score") -> RankingInputs:
     """Labels, finite scores ((N,), (N, 1) flattened, or (N, K)) and weights of one length.
 
-    Reads back one flag per check (and an index when a check fails), never the data.
+    Reads back one flag per check (and an index when a check fails), never the
+    data. ``score_name`` is the caller's name of ``y_score``, for the messages.
     """
     backend = resolve_backend(y_true, y_score, sample_weight)
     labels = _as_label_array(y_true, "y_true", backend, validate=True)
     scores = _to_backend(y_score, backend)
+    score_eps = float_eps(scores.dtype)
     if scores.dtype.name == "bfloat16":
         scores = scores.astype(np.float32)  # exact; NumPy cannot sort bfloat16
     if scores.dtype.kind not in "fiub":
-        raise ValueError(f"y_score must hold numeric scores, got dtype {scores.dtype}")
+        raise ValueError(f"{score_name} must hold numeric scores, got dtype {scores.dtype}")
     if scores.ndim == 2 and scores.shape[1] == 1:
         scores = scores.reshape(-1)
     if scores.ndim not in (1, 2):
         raise ValueError(
-            f"y_score must be (N,) scores or (N, K) per-class scores, got shape "
+            f"{score_name} must be (N,) scores or (N, K) per-class scores, got shape "
             f"{tuple(scores.shape)}"
         )
     n = labels.shape[0]
     if n == 0:
-        raise ValueError("y_true and y_score are empty; at least one sample is required")
+        raise ValueError(f"y_true and {score_name} are empty; at least one sample is required")
     if scores.shape[0] != n:
-        raise ValueError(f"y_true has {n} samples but y_score has {scores.shape[0]}")
+        raise ValueError(f"y_true has {n} samples but {score_name} has {scores.shape[0]}")
     if scores.dtype.kind == "f":
         i = _first_nonfinite(scores, backend)
         if i is not None:
             raise ValueError(
-                f"y_score must hold finite scores; found {scores.reshape(-1)[i].item()!r} at "
+                f"{score_name} must hold finite scores; found {scores.reshape(-1)[i].item()!r} at "
                 f"{_position(i, scores.shape)}"
             )
     weight = check_sample_weight(sample_weight, n, backend, validate=True, allow_all_zero=True)
-    return RankingInputs(labels, scores, weight, backend, source=y_true)
+    return RankingInputs(labels, scores, weight, backend, source=y_true, score_eps=score_eps)
 
 
 def _position(flat_index: int, shape) -> str:
@@ -636,8 +740,27 @@ def present_labels(inputs: RankingInputs) -> np.ndarray:
     return np.asarray(inputs.backend.to_host(inputs.backend.xp.unique(inputs.y_true)))
 
 
-def check_binary_scores(inputs: RankingInputs, function: str) -> None:
-    """Binary metrics rank one score per sample (scikit-learn's column_or_1d)."""
+# What a binary ranking function's caller may want for multiclass y_true.
+_ONE_VS_REST = {
+    "roc_curve": "roc_auc_score(y_true, y_score, multi_class='ovr')",
+    "precision_recall_curve": "average_precision_score(y_true, y_score, average='macro')",
+}
+
+
+def check_binary_scores(inputs: RankingInputs, function: str, classes=None) -> None:
+    """Binary metrics rank one score per sample (scikit-learn's column_or_1d).
+
+    With the present ``classes`` given, (N, K) scores of multiclass ``y_true``
+    are named as such: a binary metric needs one class against the rest.
+    """
+    if inputs.y_score.ndim != 1 and classes is not None and classes.size > 2:
+        average = _ONE_VS_REST.get(function)
+        raise ValueError(
+            f"y_true has {classes.size} classes {classes.tolist()}, but {function} is a binary "
+            "metric: pass pos_label=k with the scores of class k (y_score[:, k]) to rank one "
+            "class against the rest"
+            + (f", or use {average} for a one-vs-rest average" if average else "")
+        )
     if inputs.y_score.ndim != 1:
         raise ValueError(
             f"{function} needs 1-D y_score for binary y_true (the scores of the positive "
@@ -733,8 +856,8 @@ def check_multiclass_scores(inputs: RankingInputs, classes: np.ndarray) -> None:
         )
     xp = inputs.backend.xp
     sums = scores.astype(np.float64).sum(axis=1)
-    i = _first_true(xp.abs(1 - sums) > _ROW_SUM_ATOL + _ROW_SUM_RTOL * xp.abs(sums),
-                    inputs.backend)
+    rtol = max(_ROW_SUM_RTOL, scores.shape[1] * inputs.score_eps)
+    i = _first_true(xp.abs(1 - sums) > _ROW_SUM_ATOL + rtol * xp.abs(sums), inputs.backend)
     if i is not None:
         raise ValueError(
             "Target scores need to be probabilities for multiclass roc_auc, i.e. they should "

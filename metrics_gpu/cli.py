@@ -10,6 +10,7 @@ from __future__ import annotations
 import argparse
 import sys
 import time
+import warnings
 from pathlib import Path
 
 import numpy as np
@@ -22,15 +23,47 @@ FORMATS = ("text", "json", "markdown")
 
 
 def _load_array(path: str, argument: str) -> np.ndarray:
+    """The array in ``path``; every problem with the file is a ValueError naming it."""
     file = Path(path)
     if not file.is_file():
         raise ValueError(f"{argument}: no such file {path!r}")
-    if file.suffix == ".npy":
-        return np.load(file, mmap_mode="r", allow_pickle=False)
-    if file.suffix in (".txt", ".csv"):
-        return np.loadtxt(file, dtype=np.int64, delimiter="," if file.suffix == ".csv" else None,
-                          ndmin=1)
-    raise ValueError(f"{argument}: unsupported file type {file.suffix!r} (use .npy, .txt or .csv)")
+    if file.suffix not in (".npy", ".txt", ".csv"):
+        raise ValueError(
+            f"{argument}: unsupported file type {file.suffix!r} (use .npy, .txt or .csv)"
+        )
+    try:
+        if file.suffix == ".npy":
+            array = np.load(file, mmap_mode="r", allow_pickle=False)
+        else:
+            with warnings.catch_warnings():
+                warnings.simplefilter("ignore", UserWarning)  # "no data": said below
+                array = np.loadtxt(file, dtype=np.int64, ndmin=1,
+                                   delimiter="," if file.suffix == ".csv" else None)
+    except MemoryError:
+        raise ValueError(
+            f"{argument}: {path!r} ({file.stat().st_size:,} bytes) does not fit in memory"
+        ) from None
+    except (OSError, EOFError, ValueError) as error:
+        raise ValueError(f"{argument}: cannot read {path!r}: {_file_problem(file, error)}") \
+            from None
+    if array.size == 0:
+        raise ValueError(f"{argument}: {path!r} holds no values")
+    return array
+
+
+def _file_problem(file: Path, error: Exception) -> str:
+    """What is wrong with ``file``, in a few words, from the error its loader raised."""
+    size = file.stat().st_size
+    if size == 0:
+        return "the file is empty"
+    message = str(error)
+    if file.suffix == ".npy" and not isinstance(error, PermissionError):
+        with open(file, "rb") as stream:
+            if stream.read(6) != b"\x93NUMPY":
+                return "not a .npy file (it does not start with NumPy's magic string)"
+        if isinstance(error, EOFError) or "mmap length" in message or message.startswith("EOF"):
+            return f"the file is truncated ({size:,} bytes): its header or data ends early"
+    return message or type(error).__name__
 
 
 def _print_report(report, output_format: str) -> None:
@@ -135,6 +168,10 @@ def main(argv: list[str] | None = None) -> int:
         return args.run(args)
     except (ValueError, BackendUnavailableError) as error:
         print(f"metrics-gpu: error: {error}", file=sys.stderr)
+        return 2
+    except MemoryError as error:
+        print(f"metrics-gpu: error: not enough memory for the {args.command} "
+              f"({error or 'MemoryError'})", file=sys.stderr)
         return 2
 
 

@@ -92,7 +92,8 @@ def test_ignore_index_is_not_out_of_range(backend):
 )
 def test_float_labels_not_integers(backend, y_true, shown):
     index = next(i for i, v in enumerate(y_true) if v != int(v))
-    with pytest.raises(ValueError, match=rf"y_true.*{shown}.*index {index}.*encode_labels"):
+    # Non-integer floats look like scores: no encode_labels advice (issue 13, defect 9).
+    with pytest.raises(ValueError, match=rf"y_true.*{shown}.*index {index}.*score or probability"):
         mg.accuracy_score(backend.asarray(np.array(y_true)), backend.asarray([0, 1, 1]))
 
 
