@@ -20,6 +20,7 @@ import functools
 import importlib.util
 import os
 import sys
+import threading
 from collections.abc import Iterator
 
 BACKEND_NAMES = ("auto", "numpy", "cuda", "emulated")
@@ -156,6 +157,9 @@ def resolve_backend(*arrays: object):
 
 
 _implementations: dict[str, object] = {}
+# Creating a kernel backend loads (or builds) libraries: threads asking for
+# one at once must share a single instance, so one lock guards creation.
+_implementations_lock = threading.Lock()
 
 
 def get_backend_implementation(name: str):
@@ -168,7 +172,10 @@ def get_backend_implementation(name: str):
         raise ValueError(f"backend must be one of {BACKEND_NAMES}, got {name!r}")
     backend = _implementations.get(name)
     if backend is None:
-        backend = _implementations[name] = _make_kernel_backend(name)
+        with _implementations_lock:
+            backend = _implementations.get(name)
+            if backend is None:
+                backend = _implementations[name] = _make_kernel_backend(name)
     return backend
 
 

@@ -104,6 +104,13 @@ def warn_undefined(metric: str, modifier: str, n_values: int) -> None:
     )
 
 
+def class_mean(values, xp):
+    """Mean over classes; NaN when there are none, without NumPy's empty-slice
+    warning (which only ``warnings.catch_warnings``, a process-wide and not
+    thread-safe switch, could silence)."""
+    return values.mean() if values.shape[0] else xp.float64(math.nan)
+
+
 def nan_average(values, xp, weights=None):
     """Mean ignoring NaN entries; NaN if all are NaN (scikit-learn ``_nanaverage``).
 
@@ -532,10 +539,10 @@ REPORT_METRICS: tuple[MetricDefinition, ...] = (
     _row("quadratic_weighted_kappa", lambda c, s: cohen_kappa(c, s, "quadratic"), True,
          "Cohen's kappa with (i - j)^2 weights", sklearn="cohen_kappa_score(weights='quadratic')",
          catboost="WKappa", overview="quadratic weighted kappa"),
-    _row("average_accuracy", lambda c, s: class_accuracy(c).mean(), True,
+    _row("average_accuracy", lambda c, s: class_mean(class_accuracy(c), c.xp), True,
          "mean one-vs-rest accuracy over classes", onedal="averageAccuracy",
          pyactlearn="average accuracy"),
-    _row("error_rate", lambda c, s: class_error_rate(c).mean(), False,
+    _row("error_rate", lambda c, s: class_mean(class_error_rate(c), c.xp), False,
          "mean one-vs-rest error over classes", onedal="errorRate"),
     _row("hamming_loss", lambda c, s: 1 - accuracy(c), False,
          "fraction of samples predicted wrongly", sklearn="hamming_loss", catboost="HammingLoss"),
@@ -599,8 +606,7 @@ def label_metric_values(stats: ClassStatistics, selected=None):
                          linear_disagreement=stats.linear_disagreement,
                          quadratic_disagreement=stats.quadratic_disagreement)
     c = Counts.from_statistics(chosen, np)
-    with _quiet(np), warnings.catch_warnings():
-        warnings.simplefilter("ignore", RuntimeWarning)  # means of no classes are NaN
+    with _quiet(np):
         metrics = [row.formula(c, chosen) for row in REPORT_METRICS]
         columns = [per_class[name](all_counts) for name in LABEL_METRIC_COLUMNS]
     counts = [

@@ -18,11 +18,32 @@ from __future__ import annotations
 from dataclasses import dataclass, replace
 from typing import Any
 
+import numpy as np
+
 # Dense confusion matrices are used up to this many cells (K <= 2048): at that
 # size the matrix is 32 MiB of int64, small next to the inputs that need it,
 # and the O(K^2) reductions cost less than one pass over 1e7 labels. Above it,
 # per-class statistics keep memory O(K) (SPEC "Scale of K").
 DENSE_MATRIX_MAX_CELLS = 2048 * 2048
+
+
+class RowArgmax:
+    """``y_pred`` given as ``(N, K)`` scores: a row argmax the backends take
+    while they accumulate (the kernels fuse it; NumPy reduces chunk by chunk),
+    so no ``(N,)`` labels are ever stored.
+
+    Stands in for the ``(N,)`` labels (shape, dtype) without computing them.
+    """
+
+    ndim = 1
+    dtype = np.dtype(np.int64)
+
+    def __init__(self, scores):
+        self.scores = scores
+        self.shape = (scores.shape[0],)
+
+    def __len__(self):
+        return self.shape[0]
 
 
 def use_dense_matrix(num_classes: int) -> bool:

@@ -26,6 +26,9 @@ KAPPA_WEIGHTS = (None, "linear", "quadratic")
 # array) means sparse ids rather than class codes; an explicit num_classes is
 # taken as asked, within MAX_STATE_BYTES.
 MAX_INFERRED_CLASSES = 1 << 28
+# A check that needs a mask over (N, K) scores builds it this many elements
+# at a time (16 MiB of bool): bounded memory for memory-mapped scores.
+CHECK_CHUNK_ELEMENTS = 1 << 24
 
 # An accumulated state beyond this is refused, with what it would need, rather
 # than left to fail in the allocator (8 GiB: a dense matrix of 2**30 int64
@@ -72,14 +75,24 @@ def _first_nonfinite(array, backend) -> int | None:
     """Flat index of the first NaN or infinity in a float array, or None.
 
     A sum is finite only if every term is (NaN and infinities propagate), so
-    the usual case costs one reduction and no temporary; a non-finite sum (or
-    one that overflowed) then looks for the index.
+    the usual case costs one reduction and no temporary (float16 and bfloat16
+    are summed as float32 in the reduction's buffer, not converted whole); a
+    non-finite sum (or one that overflowed) then looks for the index, a chunk
+    of rows at a time so that its masks stay small (memory-mapped scores).
     """
     xp = backend.xp
     total = array.sum(dtype=np.float32) if array.dtype.itemsize < 4 else array.sum()
     if bool(xp.isfinite(total)):
         return None
-    return _first_true(~xp.isfinite(array), backend)
+    if array.ndim < 2:
+        return _first_true(~xp.isfinite(array), backend)
+    row_size = math.prod(array.shape[1:])
+    rows = max(1, CHECK_CHUNK_ELEMENTS // max(row_size, 1))
+    for start in range(0, array.shape[0], rows):
+        i = _first_true(~xp.isfinite(array[start:start + rows]), backend)
+        if i is not None:
+            return start * row_size + i
+    return None
 
 
 def check_num_classes(num_classes, name: str = "num_classes") -> int | None:
@@ -207,8 +220,7 @@ def _as_scores(values, name: str, backend, validate: bool):
     if array.dtype.kind not in "fiu" and not bfloat16:
         raise ValueError(f"{name} scores must be numeric, got dtype {array.dtype}")
     if validate and (array.dtype.kind == "f" or bfloat16):
-        checked = array.astype(np.float32) if bfloat16 else array
-        i = _first_nonfinite(checked, backend)
+        i = _first_nonfinite(array, backend)
         if i is not None:
             row, col = np.unravel_index(i, array.shape)
             raise ValueError(
@@ -855,7 +867,7 @@ def check_multiclass_scores(inputs: RankingInputs, classes: np.ndarray) -> None:
             f"{tuple(scores.shape)}`."
         )
     xp = inputs.backend.xp
-    sums = scores.astype(np.float64).sum(axis=1)
+    sums = scores.sum(axis=1, dtype=np.float64)  # widened in the reduction, no (N, K) copy
     rtol = max(_ROW_SUM_RTOL, scores.shape[1] * inputs.score_eps)
     i = _first_true(xp.abs(1 - sums) > _ROW_SUM_ATOL + rtol * xp.abs(sums), inputs.backend)
     if i is not None:

@@ -225,9 +225,18 @@ class EmulatedDevice:
                 raise EmulatedKernelError(
                     f"compiling {name} for the emulated backend failed:\n{result.stderr}"
                 )
-            staged = target.with_suffix(f".{os.getpid()}.tmp")
-            shutil.copyfile(built, staged)
-            os.replace(staged, target)  # atomic: concurrent builders never see half a file
+            # A staging name of its own per builder (processes and threads of
+            # one process alike), then an atomic rename: concurrent builders
+            # of one library never see half a file, nor move each other's.
+            handle, staged = tempfile.mkstemp(prefix=target.name, suffix=".tmp",
+                                              dir=target.parent)
+            os.close(handle)
+            try:
+                shutil.copyfile(built, staged)
+                os.replace(staged, target)
+            except BaseException:
+                Path(staged).unlink(missing_ok=True)
+                raise
         return target
 
     @functools.cached_property

@@ -45,10 +45,12 @@ from metrics_gpu._kernels import (
 )
 from metrics_gpu._state import (
     ClassStatistics,
+    RowArgmax,
     ScoreSums,
     score_sums_size,
     statistics_from_matrix,
 )
+from metrics_gpu.backends.numpy_backend import row_argmax
 
 SOURCE = "confusion.cu"
 REDUCE_SOURCE = "reduce_metrics.cu"
@@ -89,23 +91,6 @@ def score_group(num_columns: int) -> int:
     """Lanes per row in the fused score pass: a power of two, at most a warp."""
     wanted = -(-num_columns // SCORE_COLUMNS_PER_LANE)
     return min(32, 1 << max(0, (wanted - 1).bit_length()))
-
-
-class RowArgmax:
-    """``y_pred`` given as ``(N, K)`` scores: the kernels fuse the row argmax.
-
-    Stands in for the ``(N,)`` labels (shape, dtype) without computing them.
-    """
-
-    ndim = 1
-    dtype = np.dtype(np.int64)
-
-    def __init__(self, scores):
-        self.scores = scores
-        self.shape = (scores.shape[0],)
-
-    def __len__(self):
-        return self.shape[0]
 
 
 def native_byte_order(array):
@@ -208,7 +193,7 @@ class KernelBackend:
 
     def to_host(self, array):
         if isinstance(array, RowArgmax):
-            return np.argmax(self.device.to_host(array.scores), axis=1)
+            return row_argmax(self.device.to_host(array.scores))
         return self.device.to_host(array)
 
     def to_framework(self, value, like):

@@ -25,6 +25,7 @@ from metrics_gpu._formulas import label_metric_values
 from metrics_gpu._state import (
     SCORE_SLOT,
     ClassStatistics,
+    RowArgmax,
     ScoreSums,
     score_sums_size,
     statistics_from_matrix,
@@ -34,12 +35,28 @@ from metrics_gpu._state import (
 # L2/L3 cache, and the per-chunk Python overhead is < 1% at this size.
 CHUNK_SAMPLES = 1 << 18
 # Score rows per chunk: about 2**20 float64 elements (8 MiB) of temporaries.
+# Every pass over (N, K) scores reads them this many elements at a time, so
+# memory stays bounded for memory-mapped files of any size.
 CHUNK_SCORE_ELEMENTS = 1 << 20
 # Up to this K a chunk is reduced class-major ((K, n)): each reduction is then
 # K long vector operations rather than n short rows (the fused terms 1.3-2x
 # faster at K = 10). The transposing copy costs more as K grows; measured on
 # 2 Xeon cores, row-major wins from K of about 40.
 CLASS_MAJOR_MAX_K = 32
+
+
+def row_argmax(scores, out=None):
+    """Row argmax of ``(N, K)`` scores as intp, ties to the lowest index (NumPy's
+    rule), in chunks of :data:`CHUNK_SCORE_ELEMENTS`: ``np.argmax`` copies a
+    read-only array whole (a memory-mapped file would be read into memory)."""
+    n, k = scores.shape
+    if out is None:
+        out = np.empty(n, dtype=np.intp)
+    rows = max(1, CHUNK_SCORE_ELEMENTS // max(k, 1))
+    for start in range(0, n, rows):
+        stop = min(n, start + rows)
+        np.argmax(scores[start:stop], axis=1, out=out[start:stop])
+    return out
 
 
 def widen_scores(scores, *, class_major: bool = False):
@@ -190,6 +207,8 @@ class NumpyBackend:
         return np.asarray(array, dtype=dtype)
 
     def to_host(self, array):
+        if isinstance(array, RowArgmax):
+            return row_argmax(array.scores)
         return np.asarray(array)
 
     def to_framework(self, value, like):
@@ -197,9 +216,10 @@ class NumpyBackend:
         del like
         return value
 
-    def argmax_scores(self, scores: np.ndarray) -> np.ndarray:
-        """Row argmax of ``(N, K)`` scores; ties go to the lowest index, as NumPy."""
-        return np.argmax(scores, axis=1)
+    def argmax_scores(self, scores: np.ndarray) -> RowArgmax:
+        """Defer the row argmax of ``(N, K)`` scores to the chunked pass (ties go
+        to the lowest index, as NumPy's): no ``(N,)`` labels are stored."""
+        return RowArgmax(scores)
 
     # -- the chunked pass ----------------------------------------------------
 
@@ -215,7 +235,8 @@ class NumpyBackend:
         for start in range(0, n, CHUNK_SAMPLES):
             stop = min(start + CHUNK_SAMPLES, n)
             t = y_true[start:stop]
-            p = y_pred[start:stop]
+            p = (row_argmax(y_pred.scores[start:stop]) if isinstance(y_pred, RowArgmax)
+                 else y_pred[start:stop])
             w = None if sample_weight is None else sample_weight[start:stop]
             keep = None
             n_invalid = 0
