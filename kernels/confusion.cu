@@ -209,8 +209,8 @@ struct SharedMatrixSink {
     if (!counted) return;
     atomicAdd(&cells[t * size + p], (SharedT)WeightCast<W, FIXED>::apply(weight, i, shift));
     if (weight_is_zero(weight, i)) {
-      zero_weight_seen[t] = 1;
-      zero_weight_seen[p] = 1;
+      raise_flag(&zero_weight_seen[t]);
+      raise_flag(&zero_weight_seen[p]);
     }
   }
 };
@@ -228,8 +228,8 @@ struct GlobalMatrixSink {
     if (!counted) return;
     atomicAdd(&matrix[t * size + p], WeightCast<W, FIXED>::apply(weight, i, shift));
     if (weight_is_zero(weight, i)) {
-      zero_weight_seen[t] = 1;
-      zero_weight_seen[p] = 1;
+      raise_flag(&zero_weight_seen[t]);
+      raise_flag(&zero_weight_seen[p]);
     }
   }
 };
@@ -271,8 +271,8 @@ struct StatisticsSink {
     atomicAdd(&support[t], w);
     atomicAdd(&predicted[p], w);
     if (weight_is_zero(weight, i)) {
-      zero_weight_seen[t] = 1;
-      zero_weight_seen[p] = 1;
+      raise_flag(&zero_weight_seen[t]);
+      raise_flag(&zero_weight_seen[p]);
     }
     if (moments && t != p) {
       uint64 gap = (uint64)(t > p ? t - p : p - t);
