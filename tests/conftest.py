@@ -128,13 +128,15 @@ def launches(case, monkeypatch):
 # -- tiers: which emulated cases run by default ----------------------------------------
 #
 # The emulated backend runs the CUDA sources on the CPU, slowly. A test run
-# with `backend` or `case` once per backend; on `emulated` the default (fast)
-# tier keeps, per test function, the cases that together take every value of
-# every parameter at least once (greedy, in collection order, so the choice is
-# the same in every xdist worker): every label dtype, weight kind, K regime,
-# option... still reaches the kernels, but the cross product of parity cases
-# (the same kernel instantiations launched again) is left to the exhaustive
-# tier. The others are marked `emulated_rerun` and deselected unless
+# with `backend` or `case` once per backend. On `emulated` the default (fast)
+# tier keeps every case of the kernel tests (the `case` fixture) and, of each
+# test through the public API (`backend`), the cases that together take every
+# value of every parameter at least once (greedy, in collection order, so the
+# choice is the same in every xdist worker): every label dtype, weight kind, K
+# regime, option... still reaches the kernels, but the cross product of parity
+# cases (the same kernel instantiations launched again) is left to the
+# exhaustive tier; a test whose combinations of values are kernel paths of
+# their own is marked `kernel_path`. The others are marked `emulated_rerun` and deselected unless
 # --emulated-exhaustive is given; CI runs them (`-m emulated_rerun
 # --emulated-exhaustive`). A test marked `kernel_path` keeps every case.
 # Coverage is checked, not assumed: with METRICS_GPU_RECORD_LAUNCHES=DIR every
@@ -181,10 +183,11 @@ def _mark_emulated_reruns(items):
     covered: dict[str, set] = {}  # test function -> (parameter, value) pairs run
     for item in items:
         fixture, value = _backend_parameter(item)
-        if value != "emulated" or item.get_closest_marker("kernel_path"):
+        # `case` tests are the kernel tests: each case is a kernel path.
+        if value != "emulated" or fixture == "case" or item.get_closest_marker("kernel_path"):
             continue
         function = item.nodeid.split("[", 1)[0]
-        values = {(name, _value_key(value)) for name, value in item.callspec.params.items()
+        values = {(name, _value_key(v)) for name, v in item.callspec.params.items()
                   if name != fixture}
         seen = covered.get(function)
         if seen is None or not values <= seen:
