@@ -211,8 +211,13 @@ def score_cases(draw, *, kind: str, max_k: int = 5, max_n: int = 30, min_k: int 
     if kind == "proba":
         exp = np.exp(raw - raw.max(axis=1, keepdims=True))
         raw = exp / exp.sum(axis=1, keepdims=True)
-        if draw(st.booleans()):  # exact 0/1 probabilities
+        choice = draw(st.sampled_from(("smooth", "one-hot", "grid")))
+        if choice == "one-hot":  # exact 0/1 probabilities
             raw = np.eye(k)[raw.argmax(axis=1)]
+        elif choice == "grid":  # multiples of 1/d: confidences on calibration bin edges b/B
+            d = draw(st.integers(2, 30))
+            raw = np.floor(raw * d) / d
+            raw[:, -1] = 1.0 - raw[:, :-1].sum(axis=1)
     scores = raw.astype(score_name)
     given_scores = lay_out(scores.astype(dtype_of(score_name, draw(byte_orders()))),
                            draw(st.sampled_from(LAYOUTS)))
