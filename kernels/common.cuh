@@ -167,6 +167,17 @@ struct WeightCast<double, true> {
   }
 };
 
+// A flag that many threads may raise at once: every writer stores 1, which
+// is well defined on a GPU. Under emulation the store is a relaxed atomic,
+// so that ThreadSanitizer does not take it for a data race.
+__device__ __forceinline__ void raise_flag(unsigned char* flag) {
+#ifdef METRICS_GPU_EMULATED
+  __atomic_store_n(flag, (unsigned char)1, __ATOMIC_RELAXED);
+#else
+  *flag = 1;
+#endif
+}
+
 // ---------------------------------------------------------------------------
 // 128-bit accumulation of products (exact kappa moments for any N and K).
 // ---------------------------------------------------------------------------

@@ -187,8 +187,8 @@ template <typename Acc>
 __device__ __forceinline__ void mark_if_zero(Acc w, unsigned char* zero_weight_seen, int64 t,
                                              int64 p) {
   if (w == Acc(0)) {
-    zero_weight_seen[t] = 1;
-    zero_weight_seen[p] = 1;
+    raise_flag(&zero_weight_seen[t]);
+    raise_flag(&zero_weight_seen[p]);
   }
 }
 

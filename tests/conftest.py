@@ -6,8 +6,11 @@ with the reason, so the same files run on CPU CI and on GPU machines.
 
 from __future__ import annotations
 
+import os
+import re
 import zlib
 from dataclasses import dataclass
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -122,10 +125,120 @@ def launches(case, monkeypatch):
     return records
 
 
-def pytest_collection_modifyitems(items):
+# -- tiers: which emulated cases run by default ----------------------------------------
+#
+# The emulated backend runs the CUDA sources on the CPU, slowly. A test run
+# with `backend` or `case` once per backend. On `emulated` the default (fast)
+# tier keeps every case of the kernel tests (the `case` fixture) and, of each
+# test through the public API (`backend`), the cases that together take every
+# value of every parameter at least once (greedy, in collection order, so the
+# choice is the same in every xdist worker): every label dtype, weight kind, K
+# regime, option... still reaches the kernels, but the cross product of parity
+# cases (the same kernel instantiations launched again) is left to the
+# exhaustive tier; a test whose combinations of values are kernel paths of
+# their own is marked `kernel_path`. The others are marked `emulated_rerun` and deselected unless
+# --emulated-exhaustive is given; CI runs them (`-m emulated_rerun
+# --emulated-exhaustive`). A test marked `kernel_path` keeps every case.
+# Coverage is checked, not assumed: with METRICS_GPU_RECORD_LAUNCHES=DIR every
+# launch on the emulated device is written to DIR (test id, kernel
+# instantiation), and `.ci/kernel_coverage.py` fails when the fast tier
+# launched fewer distinct instantiations than the exhaustive one.
+
+RECORD_VARIABLE = "METRICS_GPU_RECORD_LAUNCHES"
+
+
+def pytest_addoption(parser):
+    group = parser.getgroup("metrics-gpu")
+    group.addoption(
+        "--emulated-exhaustive", action="store_true", default=False,
+        help="run every case of the per-backend tests on the emulated backend, not only the "
+             "cases that cover each parameter value (the fast tier)",
+    )
+
+
+def pytest_configure(config):
+    # (the markers `emulated_rerun` and `kernel_path` are declared in pyproject.toml)
+    directory = os.environ.get(RECORD_VARIABLE)
+    if directory:
+        _record_emulated_launches(Path(directory), config)
+
+
+def _backend_parameter(item):
+    callspec = getattr(item, "callspec", None)
+    if callspec is None:
+        return None, None
+    for name in ("backend", "case"):
+        if name in callspec.params:
+            return name, callspec.params[name]
+    return None, None
+
+
+def _value_key(value) -> str:
+    """A parameter value as text that is the same in every process (no addresses)."""
+    return re.sub(r" at 0x[0-9a-fA-F]+", "", repr(value))[:300]
+
+
+def _mark_emulated_reruns(items):
+    """Mark the emulated cases the fast tier leaves out (see the comment above)."""
+    covered: dict[str, set] = {}  # test function -> (parameter, value) pairs run
+    for item in items:
+        fixture, value = _backend_parameter(item)
+        # `case` tests are the kernel tests: each case is a kernel path.
+        if value != "emulated" or fixture == "case" or item.get_closest_marker("kernel_path"):
+            continue
+        function = item.nodeid.split("[", 1)[0]
+        values = {(name, _value_key(v)) for name, v in item.callspec.params.items()
+                  if name != fixture}
+        seen = covered.get(function)
+        if seen is None or not values <= seen:
+            covered[function] = (seen or set()) | values
+        else:
+            item.add_marker(pytest.mark.emulated_rerun)
+
+
+def pytest_collection_modifyitems(config, items):
     # Tests that run once per backend (`backend`, or the kernel backends'
     # `case`) carry the `per_backend` marker, so that
     # CI's second pass (METRICS_GPU_BACKEND=emulated) can select the others.
     for item in items:
         if {"backend", "case"} & set(getattr(item, "fixturenames", ())):
             item.add_marker(pytest.mark.per_backend)
+    _mark_emulated_reruns(items)
+    if config.getoption("--emulated-exhaustive"):
+        return
+    kept, dropped = [], []
+    for item in items:
+        (dropped if item.get_closest_marker("emulated_rerun") else kept).append(item)
+    if dropped:
+        config.hook.pytest_deselected(items=dropped)
+        items[:] = kept
+
+
+# -- recording the kernel instantiations launched (the coverage check) -------------------
+
+_current_test = {"id": "(outside a test)"}
+
+
+def pytest_runtest_logstart(nodeid, location):
+    _current_test["id"] = nodeid
+
+
+def _record_emulated_launches(directory: Path, config) -> None:
+    """Append (test id, kernel instantiation) of every emulated launch to a file in ``directory``."""
+    from metrics_gpu.backends.emulated import EmulatedDevice
+
+    directory.mkdir(parents=True, exist_ok=True)
+    worker = getattr(config, "workerinput", {}).get("workerid", "main")
+    path = directory / f"launches-{worker}-{os.getpid()}.tsv"
+    seen: set[tuple[str, str]] = set()
+    original = EmulatedDevice.launch
+
+    def launch(self, source, expression, grid, block, args, shared_bytes=0):
+        key = (_current_test["id"], expression)
+        if key not in seen:
+            seen.add(key)
+            with path.open("a") as out:
+                out.write(f"{key[0]}\t{expression}\n")
+        return original(self, source, expression, grid, block, args, shared_bytes)
+
+    EmulatedDevice.launch = launch

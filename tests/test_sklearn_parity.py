@@ -873,6 +873,7 @@ def test_ignore_index(backend, rng, k, ignore, weight_kind, class_set):
 )
 @pytest.mark.parametrize("weight_kind", ("unweighted", "float"))
 @pytest.mark.parametrize("k", KS, ids=_k_id)
+@pytest.mark.kernel_path  # score dtype x weights x K: each a fused-argmax instantiation
 def test_scores_input(backend, rng, k, weight_kind, score_dtype, ties):
     """(N, K) scores: scikit-learn on the row argmax (ties to the lowest index)."""
     y_true, _ = make_labels(rng, k, missing="both")
@@ -932,6 +933,7 @@ DTYPE_CASES = (
 @pytest.mark.parametrize("class_set", CLASS_SETS)
 @pytest.mark.parametrize("weight_kind", ("unweighted", "int"))
 @pytest.mark.parametrize("dtypes", DTYPE_CASES, ids=lambda d: f"{d[0]}-{d[1]}")
+@pytest.mark.kernel_path  # label dtypes x weight kind: each an accumulation instantiation
 def test_label_dtypes(backend, rng, dtypes, weight_kind, class_set):
     true_dtype, pred_dtype = dtypes
     k = 2 if "bool" in dtypes else 10

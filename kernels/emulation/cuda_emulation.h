@@ -20,6 +20,14 @@
 //   as a deadlock naming the kernel, the block and the reason, never a hang.
 //   A barrier that makes no progress for kStallSeconds is reported too.
 // * Atomics are real (GCC __atomic builtins; float/double through CAS).
+// * Under ThreadSanitizer (METRICS_GPU_EMULATED_SANITIZE=thread), the
+//   emulator's own locking is hidden from it and only CUDA's orderings are
+//   declared: a barrier orders the threads of the block (a warp intrinsic the
+//   lanes of the warp), the end of a block orders it before the next one, a
+//   launch orders the host before the kernel and the kernel before the host.
+//   Two threads of a block touching the same memory between barriers, one
+//   of them writing and not atomically, is then reported as a data race.
+//   Blocks run one after another, so races between blocks are not seen.
 #pragma once
 
 #include <algorithm>
@@ -70,6 +78,59 @@ using std::min;
 
 namespace emu {
 
+#if defined(__SANITIZE_THREAD__)
+extern "C" {
+void __tsan_acquire(void* address);
+void __tsan_release(void* address);
+void AnnotateIgnoreSyncBegin(const char* file, int line);
+void AnnotateIgnoreSyncEnd(const char* file, int line);
+void AnnotateIgnoreReadsBegin(const char* file, int line);
+void AnnotateIgnoreReadsEnd(const char* file, int line);
+void AnnotateIgnoreWritesBegin(const char* file, int line);
+void AnnotateIgnoreWritesEnd(const char* file, int line);
+}
+namespace tsan {
+// The emulator's bookkeeping (one mutex per block, taken by every thread at
+// every barrier) would order the threads far more than CUDA does and hide
+// races: inside a Quiet scope ThreadSanitizer ignores its accesses and locks.
+struct Quiet {
+  Quiet() {
+    AnnotateIgnoreSyncBegin(__FILE__, __LINE__);
+    AnnotateIgnoreReadsBegin(__FILE__, __LINE__);
+    AnnotateIgnoreWritesBegin(__FILE__, __LINE__);
+  }
+  ~Quiet() {
+    AnnotateIgnoreWritesEnd(__FILE__, __LINE__);
+    AnnotateIgnoreReadsEnd(__FILE__, __LINE__);
+    AnnotateIgnoreSyncEnd(__FILE__, __LINE__);
+  }
+  Quiet(const Quiet&) = delete;
+  Quiet& operator=(const Quiet&) = delete;
+};
+inline void release(void* token) { __tsan_release(token); }
+inline void acquire(void* token) { __tsan_acquire(token); }
+}  // namespace tsan
+#else
+namespace tsan {
+struct Quiet {};
+inline void release(void*) {}
+inline void acquire(void*) {}
+}  // namespace tsan
+#endif
+
+// The order a barrier declares: every participant releases into the
+// barrier's token on arrival and acquires it on departure. All participants
+// meet the same barriers in the same order, so a thread's own count of them
+// names the instance; two tokens, alternating, so that a fast thread arriving
+// at the next barrier never feeds the departure from the current one.
+struct Tokens {
+  char token[2] = {0, 0};
+  void arrive(unsigned long long count) { tsan::release(&token[count & 1]); }
+  void depart(unsigned long long count) { tsan::acquire(&token[count & 1]); }
+};
+inline thread_local unsigned long long block_barriers_passed = 0;
+inline thread_local unsigned long long warp_barriers_passed = 0;
+
 constexpr int kWarpSize = 32;
 constexpr int kStallSeconds = 60;
 constexpr int kSpinYields = 2000;
@@ -88,6 +149,7 @@ struct Warp {
   unsigned long long value[kWarpSize];
   long long parameter[kWarpSize];
   unsigned long long result[kWarpSize];
+  Tokens order;               // what the rendezvous declares to ThreadSanitizer
 };
 
 struct Block {
@@ -106,6 +168,7 @@ struct Block {
   const char* kernel = "";
   unsigned int index = 0;
   unsigned char* dynamic_shared = nullptr;
+  Tokens order;               // what __syncthreads declares to ThreadSanitizer
 };
 
 inline thread_local Block* current_block = nullptr;
@@ -174,7 +237,7 @@ inline void advance_generation(unsigned long long& generation) {
 }
 
 // __syncthreads and its counting variants: every thread of the block.
-inline long long block_barrier(long long contribution, const char* where) {
+inline long long block_rendezvous(long long contribution, const char* where) {
   Block& block = *current_block;
   std::unique_lock<std::mutex> lock(block.mutex);
   if (block.failed) throw Abort{};
@@ -194,15 +257,27 @@ inline long long block_barrier(long long contribution, const char* where) {
   return block.count_result;
 }
 
+inline long long block_barrier(long long contribution, const char* where) {
+  Block& block = *current_block;
+  block.order.arrive(block_barriers_passed);
+  long long result;
+  {
+    tsan::Quiet quiet;
+    result = block_rendezvous(contribution, where);
+  }
+  block.order.depart(block_barriers_passed++);
+  return result;
+}
+
 // A rendezvous of all lanes of the warp. Each lane deposits a value and a
 // parameter; the last lane to arrive computes every lane's result with
 // `compute(warp)` and releases them. Results stay valid until the next
 // rendezvous completes, which needs this lane again, so reading after
 // release is race-free.
 template <typename Compute>
-inline unsigned long long warp_exchange(const char* op, unsigned int mask,
-                                        unsigned long long value, long long parameter,
-                                        Compute compute) {
+inline unsigned long long warp_rendezvous(const char* op, unsigned int mask,
+                                          unsigned long long value, long long parameter,
+                                          Compute compute) {
   Block& block = *current_block;
   Warp& warp = current_warp();
   unsigned int lane = lane_id();
@@ -238,6 +313,24 @@ inline unsigned long long warp_exchange(const char* op, unsigned int mask,
   wait_until(block, warp.released, lock,
              [&] { return load_generation(warp.generation) != generation; }, op);
   return warp.result[lane];
+}
+
+// Every intrinsic is declared a barrier of the warp (CUDA promises memory
+// order for __syncwarp only; taking it for all of them never reports a race
+// that a shuffle or vote would order on a GPU).
+template <typename Compute>
+inline unsigned long long warp_exchange(const char* op, unsigned int mask,
+                                        unsigned long long value, long long parameter,
+                                        Compute compute) {
+  Warp& warp = current_warp();
+  warp.order.arrive(warp_barriers_passed);
+  unsigned long long result;
+  {
+    tsan::Quiet quiet;
+    result = warp_rendezvous(op, mask, value, parameter, compute);
+  }
+  warp.order.depart(warp_barriers_passed++);
+  return result;
 }
 
 template <typename T>
@@ -294,7 +387,19 @@ class Pool {
   }
 
   // Run job(0..n-1) on n distinct threads; returns when all have finished.
+  // Under ThreadSanitizer the pool's lock is hidden (a thread that starts its
+  // job after another finished would otherwise be ordered after it): the
+  // caller's writes are declared before every job, every job before the
+  // caller's return.
   void run(unsigned int n, const std::function<void(unsigned int)>& job) {
+    tsan::release(&jobs_start_);
+    run_quietly(n, job);
+    tsan::acquire(&jobs_end_);
+  }
+
+ private:
+  void run_quietly(unsigned int n, const std::function<void(unsigned int)>& job) {
+    tsan::Quiet quiet;
     std::unique_lock<std::mutex> lock(mutex_);
     while (threads_ < n) {
       std::thread(&Pool::work, this, threads_).detach();
@@ -309,8 +414,8 @@ class Pool {
     job_ = nullptr;
   }
 
- private:
   void work(unsigned int index) {
+    tsan::Quiet quiet;  // for the thread's life, except while it runs a job
     unsigned long long seen = 0;
     std::unique_lock<std::mutex> lock(mutex_);
     while (true) {
@@ -319,10 +424,26 @@ class Pool {
       if (index >= job_threads_) continue;
       const std::function<void(unsigned int)>* job = job_;
       lock.unlock();
-      (*job)(index);
+      run_job(*job, index);
       lock.lock();
       if (++finished_ == job_threads_) done_.notify_all();
     }
+  }
+
+  void run_job(const std::function<void(unsigned int)>& job, unsigned int index) {
+#if defined(__SANITIZE_THREAD__)
+    AnnotateIgnoreWritesEnd(__FILE__, __LINE__);
+    AnnotateIgnoreReadsEnd(__FILE__, __LINE__);
+    AnnotateIgnoreSyncEnd(__FILE__, __LINE__);
+    tsan::acquire(&jobs_start_);
+#endif
+    job(index);
+#if defined(__SANITIZE_THREAD__)
+    tsan::release(&jobs_end_);
+    AnnotateIgnoreSyncBegin(__FILE__, __LINE__);
+    AnnotateIgnoreReadsBegin(__FILE__, __LINE__);
+    AnnotateIgnoreWritesBegin(__FILE__, __LINE__);
+#endif
   }
 
   std::mutex mutex_;
@@ -330,6 +451,7 @@ class Pool {
   unsigned int threads_ = 0;
   unsigned int job_threads_ = 0;
   unsigned int finished_ = 0;
+  char jobs_start_ = 0, jobs_end_ = 0;  // ThreadSanitizer's tokens for run()
   unsigned long long generation_ = 0;
   const std::function<void(unsigned int)>* job_ = nullptr;
 };
@@ -395,6 +517,8 @@ inline int launch(const char* name, void (*kernel)(Args...), void** args, unsign
     gridDim = {grid, 1, 1};
     for (unsigned int b = 0; b < grid; ++b) {
       blockIdx = {b, 0, 0};
+      block_barriers_passed = 0;
+      warp_barriers_passed = 0;
       try {
         call_kernel(kernel, args, std::index_sequence_for<Args...>{});
       } catch (const Abort&) {
@@ -468,6 +592,7 @@ inline void __syncwarp(unsigned int mask = 0xffffffffu) {
 }
 
 inline unsigned int __activemask() {
+  emu::tsan::Quiet quiet;
   emu::Block& block = *emu::current_block;
   std::lock_guard<std::mutex> lock(block.mutex);
   // Lanes that have not returned; the kernels only ask while converged.

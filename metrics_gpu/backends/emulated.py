@@ -10,13 +10,18 @@ It is a test device: slow, exact.
 Libraries are built lazily, one per group of instantiations (for the
 accumulation kernels, per ``y_true`` type), and cached under
 ``$METRICS_GPU_CACHE_DIR`` (default ``~/.cache/metrics-gpu``) by a hash of the
-sources, the flags and the compiler. ``METRICS_GPU_EMULATED_SANITIZE=address``
-builds with AddressSanitizer (the process must preload libasan).
+sources, the flags and the compiler; processes sharing the cache (pytest-xdist
+workers) build each library once. ``METRICS_GPU_EMULATED_SANITIZE=address``
+builds with AddressSanitizer (the process must preload libasan),
+``METRICS_GPU_EMULATED_SANITIZE=thread`` with ThreadSanitizer (preload
+libtsan; the emulation header then declares CUDA's orderings to it, so that a
+race between the threads of a block is reported).
 """
 
 from __future__ import annotations
 
 import ctypes
+import fcntl
 import functools
 import hashlib
 import os
@@ -213,6 +218,14 @@ class EmulatedDevice:
         if target.is_file():
             return target
         target.parent.mkdir(parents=True, exist_ok=True)
+        # One builder per library: others wait for it instead of compiling the same unit.
+        with open(target.with_suffix(".lock"), "w") as lock:
+            fcntl.flock(lock, fcntl.LOCK_EX)
+            if not target.is_file():
+                self._compile(name, flags, unit_text, target)
+        return target
+
+    def _compile(self, name: str, flags: list[str], unit_text: str, target: Path) -> None:
         with tempfile.TemporaryDirectory() as scratch:
             unit_path = Path(scratch) / "unit.cpp"
             unit_path.write_text(unit_text)
@@ -237,7 +250,6 @@ class EmulatedDevice:
             except BaseException:
                 Path(staged).unlink(missing_ok=True)
                 raise
-        return target
 
     @functools.cached_property
     def _compiler_version(self) -> str:

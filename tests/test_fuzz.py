@@ -1,0 +1,353 @@
+"""Differential fuzzing: every public metric against scikit-learn (or the seed formula).
+
+Hypothesis draws inputs as users hand them over (tests/fuzz_strategies.py:
+every integer and float dtype, both byte orders, strided, reversed, Fortran
+and memory-mapped arrays, weights up to their dtype's limit and zeros,
+`labels=` / `num_classes` / `ignore_index` in range, out of range, negative
+or equal to a column position) and each function runs on each backend. The
+reference runs on the plain copies of the same data (int64 labels, native
+scores, float64 weights), with the rows whose target is `ignore_index`
+removed and `num_classes=K` given as `labels=range(K)`. The oracle:
+
+* the reference returns a value: metrics-gpu returns the same value (NaN
+  where it is NaN; tolerance by score dtype), never an exception;
+* the reference refuses (ValueError, or ZeroDivisionError for weights that
+  sum to 0): metrics-gpu raises ValueError too, whatever its message, or
+  returns NaN (undefined), or anything when `ignore_index` left no sample;
+* anything else (another exception, a wrong value) fails, with the shrunk
+  input printed.
+
+Profiles (``METRICS_GPU_FUZZ_PROFILE``): ``ci`` (default; a few minutes in
+all), ``long`` (>= 10,000 cases per function on numpy, 2,000 on the kernel
+backends; run before each release with ``.ci/fuzz-long``, which records the
+counts in tests/fuzz-results/).
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+import warnings
+from collections import Counter
+from pathlib import Path
+
+import numpy as np
+import pytest
+import sklearn.metrics as skm
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+import metrics_gpu as mg
+from fuzz_strategies import Case, binary_score_cases, label_cases, score_cases
+
+PROFILE_VARIABLE = "METRICS_GPU_FUZZ_PROFILE"
+REPORT_VARIABLE = "METRICS_GPU_FUZZ_REPORT"
+PROFILE = os.environ.get(PROFILE_VARIABLE, "ci")
+# Examples per (function, backend): numpy is fast, the kernel backends are not.
+EXAMPLES = {
+    "ci": {"numpy": 30, "emulated": 4, "cuda": 30},
+    "long": {"numpy": 10_000, "emulated": 2_000, "cuda": 10_000},
+}[PROFILE]
+# (function, backend, outcome) -> examples run; outcome: compared, or refused by both.
+COUNTS: Counter = Counter()
+
+
+def _settings(backend: str):
+    return settings(
+        max_examples=EXAMPLES[backend], deadline=None, derandomize=PROFILE == "ci",
+        suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow,
+                               HealthCheck.data_too_large, HealthCheck.filter_too_much],
+        print_blob=True,
+    )
+
+
+@pytest.fixture(scope="module", autouse=True)
+def _write_counts():
+    """With METRICS_GPU_FUZZ_REPORT=DIR, each process writes its example counts there."""
+    yield
+    directory = os.environ.get(REPORT_VARIABLE)
+    if directory:
+        Path(directory).mkdir(parents=True, exist_ok=True)
+        (Path(directory) / f"counts-{os.getpid()}.json").write_text(json.dumps(
+            [[function, backend, outcome, count]
+             for (function, backend, outcome), count in sorted(COUNTS.items())]))
+
+
+# -- running both sides ---------------------------------------------------------------------
+
+
+def _quietly(call, refusals=(ValueError,), strict=True):
+    """``call()`` -> ("value", result) or ("refused", error); other exceptions propagate.
+
+    ``strict``: a RuntimeWarning (a NaN or overflow computed by accident) is an error.
+    """
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        if strict:
+            warnings.simplefilter("error", RuntimeWarning)
+        try:
+            return "value", call()
+        except refusals as error:
+            return "refused", error
+
+
+def _all_nan(value) -> bool:
+    if isinstance(value, dict):
+        return all(_all_nan(v) for v in value.values())
+    if isinstance(value, tuple):
+        return all(_all_nan(v) for v in value)
+    try:
+        return bool(np.all(np.isnan(np.asarray(value, dtype=np.float64))))
+    except (TypeError, ValueError):
+        return False
+
+
+def _reference_rows(case: Case):
+    """The plain data with the rows whose target is ``ignore_index`` removed."""
+    keep = np.ones(case.plain_true.shape[0], dtype=bool)
+    ignore = case.options.get("ignore_index")
+    if ignore is not None:
+        keep = case.plain_true != ignore
+    weights = None if case.plain_weights is None else case.plain_weights[keep]
+    return case.plain_true[keep], case.plain_second[keep], weights
+
+
+def _as_plain(value):
+    if isinstance(value, dict):
+        return {k: _as_plain(v) for k, v in value.items()}
+    if isinstance(value, tuple):
+        return tuple(_as_plain(v) for v in value)
+    if value is None or isinstance(value, str):
+        return value
+    return np.asarray(value, dtype=np.float64)
+
+
+def assert_same(got, expected, rtol, where=""):
+    got, expected = _as_plain(got), _as_plain(expected)
+    if isinstance(expected, dict):
+        assert isinstance(got, dict) and set(got) == set(expected), (where, got, expected)
+        for key in expected:
+            assert_same(got[key], expected[key], rtol, f"{where}[{key!r}]")
+        return
+    if isinstance(expected, tuple):
+        assert isinstance(got, tuple) and len(got) == len(expected), (where, got, expected)
+        for i, (g, e) in enumerate(zip(got, expected)):
+            assert_same(g, e, rtol, f"{where}[{i}]")
+        return
+    if expected is None:
+        assert got is None, (where, got)
+        return
+    assert got.shape == expected.shape, f"{where}: shape {got.shape} != {expected.shape}"
+    np.testing.assert_allclose(got, expected, rtol=rtol, atol=rtol * 1e-3, equal_nan=True,
+                               err_msg=where)
+
+
+def check(function: str, backend, case: Case, ours, reference, rtol=1e-9):
+    """Run both; compare by the oracle of the module docstring; count the outcome."""
+    # scikit-learn refuses some inputs with ZeroDivisionError (np.average of zero weights).
+    expected_kind, expected = _quietly(reference, (ValueError, ZeroDivisionError), strict=False)
+    got_kind, got = _quietly(ours)
+    if got_kind == "value":
+        got = backend.to_numpy(got) if not isinstance(got, (dict, tuple)) else got
+    if expected_kind == "refused":
+        ignored_all = ("ignore_index" in case.options
+                       and not np.any(case.plain_true != case.options["ignore_index"]))
+        # Accepted: the same refusal; NaN (undefined) where scikit-learn refuses; any
+        # answer when ignore_index left no sample (scikit-learn sees an empty input).
+        assert got_kind == "refused" or _all_nan(got) or ignored_all, (
+            f"{function}: scikit-learn refuses ({expected!r}) but metrics-gpu returned {got!r}")
+        COUNTS[(function, backend.name, "refused")] += 1
+        return
+    assert got_kind == "value", f"{function}: metrics-gpu refused ({got}); expected {expected!r}"
+    assert_same(got, expected, rtol, function)
+    COUNTS[(function, backend.name, "compared")] += 1
+
+
+def _score_rtol(case: Case) -> float:
+    # The reference computes in the scores' own precision (as scikit-learn
+    # does); metrics-gpu may widen first. Differences are of that precision.
+    return {2: 2e-2, 4: 1e-5}.get(np.dtype(case.second.dtype).itemsize, 1e-9)
+
+
+# -- label metrics ---------------------------------------------------------------------------
+
+AVERAGES = (None, "micro", "macro", "weighted")
+ZERO_DIVISION = ("warn", 0.0, 1.0, np.nan)
+
+# name -> (takes labels=, drawn options, scikit-learn's function)
+LABEL_FUNCTIONS = {
+    "confusion_matrix": (True, st.just({}), skm.confusion_matrix),
+    "accuracy_score": (False, st.fixed_dictionaries({"normalize": st.booleans()}),
+                       skm.accuracy_score),
+    "zero_one_loss": (False, st.fixed_dictionaries({"normalize": st.booleans()}),
+                      skm.zero_one_loss),
+    "hamming_loss": (False, st.just({}), skm.hamming_loss),
+    "balanced_accuracy_score": (False, st.fixed_dictionaries({"adjusted": st.booleans()}),
+                                skm.balanced_accuracy_score),
+    "matthews_corrcoef": (False, st.just({}), skm.matthews_corrcoef),
+    "cohen_kappa_score": (True, st.fixed_dictionaries(
+        {"weights": st.sampled_from((None, "linear", "quadratic"))}), skm.cohen_kappa_score),
+    "precision_recall_fscore_support": (True, st.fixed_dictionaries(
+        {"average": st.sampled_from(AVERAGES), "zero_division": st.sampled_from(ZERO_DIVISION),
+         "beta": st.sampled_from((0.5, 1.0, 2.0))}), skm.precision_recall_fscore_support),
+    "precision_score": (True, st.fixed_dictionaries(
+        {"average": st.sampled_from(AVERAGES), "zero_division": st.sampled_from(ZERO_DIVISION)}),
+        skm.precision_score),
+    "recall_score": (True, st.fixed_dictionaries(
+        {"average": st.sampled_from(AVERAGES), "zero_division": st.sampled_from(ZERO_DIVISION)}),
+        skm.recall_score),
+    "f1_score": (True, st.fixed_dictionaries(
+        {"average": st.sampled_from(AVERAGES), "zero_division": st.sampled_from(ZERO_DIVISION)}),
+        skm.f1_score),
+    "fbeta_score": (True, st.fixed_dictionaries(
+        {"average": st.sampled_from(AVERAGES), "zero_division": st.sampled_from(ZERO_DIVISION),
+         "beta": st.sampled_from((0.5, 2.0))}), skm.fbeta_score),
+    "jaccard_score": (True, st.fixed_dictionaries(
+        {"average": st.sampled_from(AVERAGES), "zero_division": st.sampled_from((0.0, 1.0))}),
+        skm.jaccard_score),
+    "classification_report": (True, st.fixed_dictionaries(
+        {"output_dict": st.just(True), "zero_division": st.sampled_from(ZERO_DIVISION)}),
+        skm.classification_report),
+}
+
+
+def _label_reference(function, case: Case, options: dict, takes_labels: bool):
+    y_true, y_pred, weights = _reference_rows(case)
+    reference_options = dict(options)
+    if "num_classes" in case.options and takes_labels:
+        reference_options["labels"] = list(range(case.options["num_classes"]))
+    if "labels" in case.options:
+        reference_options["labels"] = case.options["labels"]
+    if function is skm.cohen_kappa_score:
+        return lambda: function(y_true, y_pred, sample_weight=weights, **reference_options)
+    return lambda: function(y_true, y_pred, sample_weight=weights, **reference_options)
+
+
+@pytest.mark.parametrize("function", list(LABEL_FUNCTIONS))
+def test_label_metric_matches_scikit_learn(backend, function):
+    takes_labels, drawn_options, reference_function = LABEL_FUNCTIONS[function]
+
+    @_settings(backend.name)
+    @given(case=label_cases(takes_labels=takes_labels), options=drawn_options)
+    def run(case, options):
+        ours = getattr(mg, function)
+        call_options = {**case.options, **options}
+        check(function, backend, case,
+              lambda: ours(backend.asarray(case.y_true), backend.asarray(case.second),
+                           sample_weight=None if case.weights is None
+                           else backend.asarray(case.weights), **call_options),
+              _label_reference(reference_function, case, options, takes_labels))
+
+    run()
+
+
+# -- score metrics ---------------------------------------------------------------------------
+
+
+def _ece_reference(y_true, proba, weights, n_bins, norm):
+    """The seed formula: top-class confidence, bins [b/B, (b+1)/B), 1.0 in the last."""
+    proba = np.asarray(proba, dtype=np.float64)
+    confidence = proba.max(axis=1)
+    correct = (proba.argmax(axis=1) == y_true).astype(np.float64)
+    edges = np.arange(n_bins + 1, dtype=np.float64) / n_bins
+    bins = np.clip(np.searchsorted(edges, confidence, side="right") - 1, 0, n_bins - 1)
+    w = np.ones_like(confidence) if weights is None else weights
+    total = w.sum()
+    if y_true.size == 0 or total == 0:
+        raise ValueError("nothing to bin")
+    mass = np.bincount(bins, w, n_bins)
+    filled = mass > 0
+    conf = np.bincount(bins, w * confidence, n_bins)[filled] / mass[filled]
+    acc = np.bincount(bins, w * correct, n_bins)[filled] / mass[filled]
+    gap = np.abs(acc - conf)
+    if norm == "l1":
+        return float(np.sum(mass[filled] / total * gap))
+    if norm == "l2":
+        return float(math.sqrt(np.sum(mass[filled] / total * gap**2)))
+    return float(gap.max())
+
+
+def _score_reference(name: str, case: Case, options: dict):
+    y_true, scores, weights = _reference_rows(case)
+    codes = case.options.get("labels", list(range(case.k)))
+    if name == "log_loss":
+        return lambda: skm.log_loss(y_true, scores, labels=codes, sample_weight=weights)
+    if name == "brier_score_loss":
+        return lambda: skm.brier_score_loss(y_true, scores, labels=codes, sample_weight=weights)
+    if name == "hinge_loss":
+        return lambda: skm.hinge_loss(y_true, scores, labels=codes, sample_weight=weights)
+    if name == "top_k_accuracy_score":
+        return lambda: skm.top_k_accuracy_score(y_true, scores, labels=codes,
+                                                sample_weight=weights, **options)
+    if name == "roc_auc_score":
+        return lambda: skm.roc_auc_score(y_true, scores, labels=codes, sample_weight=weights,
+                                         **options)
+    if name == "expected_calibration_error":
+        return lambda: _ece_reference(y_true, scores, weights, **options)
+    raise AssertionError(name)
+
+
+# name -> (kind of scores, takes labels=, takes ignore_index, smallest K, drawn options)
+SCORE_FUNCTIONS = {
+    "log_loss": ("proba", True, True, 2, st.just({})),
+    "brier_score_loss": ("proba", True, True, 2, st.just({})),
+    "hinge_loss": ("decision", True, True, 3, st.just({})),
+    "top_k_accuracy_score": ("decision", True, True, 3,
+                             st.fixed_dictionaries({"k": st.integers(1, 3)})),
+    "roc_auc_score": ("proba", True, False, 3, st.fixed_dictionaries(
+        {"multi_class": st.sampled_from(("ovr", "ovo")),
+         "average": st.sampled_from(("macro", "weighted"))})),
+    "expected_calibration_error": ("proba", False, True, 2, st.fixed_dictionaries(
+        {"n_bins": st.integers(1, 25), "norm": st.sampled_from(("l1", "l2", "max"))})),
+}
+
+
+@pytest.mark.parametrize("function", list(SCORE_FUNCTIONS))
+def test_score_metric_matches_reference(backend, function):
+    kind, takes_labels, takes_ignore, min_k, drawn_options = SCORE_FUNCTIONS[function]
+
+    @_settings(backend.name)
+    @given(case=score_cases(kind=kind, min_k=min_k, labels=takes_labels,
+                            ignore_index=takes_ignore),
+           options=drawn_options)
+    def run(case, options):
+        if function == "roc_auc_score" and options["multi_class"] == "ovo" and (
+                case.weights is not None):
+            options = {**options, "multi_class": "ovr"}  # scikit-learn: ovo takes no weights
+        ours = getattr(mg, function)
+        check(function, backend, case,
+              lambda: ours(backend.asarray(case.y_true), backend.asarray(case.second),
+                           sample_weight=None if case.weights is None
+                           else backend.asarray(case.weights), **case.options, **options),
+              _score_reference(function, case, options), rtol=_score_rtol(case))
+
+    run()
+
+
+# -- binary ranking metrics ------------------------------------------------------------------
+
+BINARY_FUNCTIONS = {
+    "roc_auc_score[binary]": (mg.roc_auc_score, skm.roc_auc_score),
+    "average_precision_score": (mg.average_precision_score, skm.average_precision_score),
+    "roc_curve": (mg.roc_curve, skm.roc_curve),
+    "precision_recall_curve": (mg.precision_recall_curve, skm.precision_recall_curve),
+}
+
+
+@pytest.mark.parametrize("function", list(BINARY_FUNCTIONS))
+def test_binary_ranking_metric_matches_scikit_learn(backend, function):
+    ours, reference = BINARY_FUNCTIONS[function]
+
+    @_settings(backend.name)
+    @given(case=binary_score_cases())
+    def run(case):
+        check(function, backend, case,
+              lambda: ours(backend.asarray(case.y_true), backend.asarray(case.second),
+                           sample_weight=None if case.weights is None
+                           else backend.asarray(case.weights)),
+              lambda: reference(case.plain_true, case.plain_second,
+                                sample_weight=case.plain_weights),
+              rtol=_score_rtol(case))
+
+    run()
