@@ -239,12 +239,16 @@ EXACT_INTEGER_LIMIT = 1 << 63
 
 
 def _exact_or_float_weights(weight, backend):
-    """Integer ``weight`` as it is when its sums cannot pass 2**63, else float64.
+    """Integer ``weight`` as it is when its sums cannot pass 2**63, else float64;
+    float weights as float32 or float64 (float16 and long double are summed in
+    float64, as scikit-learn does).
 
-    The dtype's range proves it for most inputs (int32 weights below 2**32
-    samples); otherwise max|w| is reduced where the weights live (one number
-    read back, a sync on a GPU).
+    The dtype's range proves the integer bound for most inputs (int32 weights
+    below 2**32 samples); otherwise max|w| is reduced where the weights live
+    (one number read back, a sync on a GPU).
     """
+    if weight.dtype.kind == "f" and weight.dtype not in (np.float32, np.float64):
+        return weight.astype(np.float64)
     if weight.dtype.kind not in "iu":
         return weight
     n = int(weight.shape[0])

@@ -290,3 +290,16 @@ def test_calibration_bin_rule_against_edges():
                                      np.nextafter(edges, 1), [0.0, 1.0]])
         expected = np.searchsorted(edges, confidence, side="right")
         np.testing.assert_array_equal(calibration_bin(confidence, n_bins), expected)
+
+
+@pytest.mark.parametrize("dtype", [np.float16, np.longdouble, np.float32, np.uint8, np.bool_])
+def test_weights_of_every_numpy_type(backend, dtype):
+    if backend.name == "cuda" and dtype == np.longdouble:
+        pytest.skip("a GPU array has no long double")
+    y_true = np.array([0, 1, 1, 2, 2, 0])
+    y_pred = np.array([0, 1, 2, 2, 1, 0])
+    weight = np.array([1, 2, 1, 3, 0, 1]).astype(dtype)
+    expected = skm.accuracy_score(y_true, y_pred, sample_weight=weight.astype(np.float64))
+    got = mg.accuracy_score(backend.asarray(y_true), backend.asarray(y_pred),
+                            sample_weight=backend.asarray(weight))
+    assert float(backend.to_numpy(got)) == pytest.approx(expected, rel=1e-12)
