@@ -19,6 +19,8 @@ import warnings
 from dataclasses import dataclass, replace
 from typing import Any, Callable
 
+import numpy as np
+
 from metrics_gpu._state import ClassStatistics, ScoreSums
 
 
@@ -398,10 +400,16 @@ def catboost_kappa(c: Counts, stats: ClassStatistics, weights: str | None):
 # module the sums live in. Means are sums over the total weight (0/0 = NaN).
 
 
+def _per_weight(total, sums: ScoreSums):
+    """``total`` over the counted weight; 0/0 (every row ignored) is NaN, quietly."""
+    with _quiet(np):  # host sums warn; CuPy's never do
+        return total / sums.slot("weight")
+
+
 def score_mean(sums: ScoreSums, slot: str, normalize: bool = True):
     """The weighted mean of one per-row term (or its weighted sum)."""
     total = sums.slot(slot)
-    return total / sums.slot("weight") if normalize else total
+    return _per_weight(total, sums) if normalize else total
 
 
 def log_loss(sums: ScoreSums, normalize: bool = True):
@@ -424,7 +432,7 @@ def brier_score(sums: ScoreSums, scale_by_half: bool):
 def top_k_accuracy(sums: ScoreSums, normalize: bool = True):
     """Weighted share (or weight) of rows whose true class ranks within each k."""
     hits = sums.top_k_hits
-    return hits / sums.slot("weight") if normalize else hits
+    return _per_weight(hits, sums) if normalize else hits
 
 
 def catboost_one_vs_all(sums: ScoreSums):
@@ -439,7 +447,7 @@ def calibration_bins(sums: ScoreSums, xp):
     """``(proportion, confidence, accuracy)`` per bin; empty bins give NaN means."""
     weight, confidence, correct = sums.bins()
     with _quiet(xp):
-        return weight / sums.slot("weight"), confidence / weight, correct / weight
+        return _per_weight(weight, sums), confidence / weight, correct / weight
 
 
 def calibration_error(sums: ScoreSums, norm: str, xp):
@@ -594,8 +602,6 @@ def label_metric_values(stats: ClassStatistics, selected=None):
     moments must use their ranks as positions; the per-class columns cover
     all K classes. Conventions are the report's: a 0/0 rate is 0.
     """
-    import numpy as np
-
     all_counts = Counts.from_statistics(stats, np)
     per_class = dict(PER_CLASS_METRICS)
     if selected is None:
