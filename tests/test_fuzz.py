@@ -49,6 +49,10 @@ EXAMPLES = {
     "ci": {"numpy": 30, "emulated": 4, "cuda": 30},
     "long": {"numpy": 10_000, "emulated": 2_000, "cuda": 10_000},
 }[PROFILE]
+# METRICS_GPU_FUZZ_EXAMPLES_<BACKEND>=N overrides one backend's count (the
+# counts actually run are what tests/fuzz-results records).
+EXAMPLES = {backend: int(os.environ.get(f"METRICS_GPU_FUZZ_EXAMPLES_{backend.upper()}", count))
+            for backend, count in EXAMPLES.items()}
 # (function, backend, outcome) -> examples run; outcome: compared, or refused by both.
 COUNTS: Counter = Counter()
 
