@@ -6,7 +6,6 @@ once however many threads ask for it first.
 from __future__ import annotations
 
 import contextvars
-import shutil
 import threading
 import time
 import warnings
@@ -214,24 +213,26 @@ def test_concurrent_calls_leave_warning_filters_alone():
 
 
 def test_first_build_from_several_threads(tmp_path, monkeypatch):
-    """Threads building the same library into a fresh cache at once each get a
-    working library: their staging files never collide."""
+    """Threads building the same library into a fresh cache at once: one of them
+    compiles (the others wait on the library's file lock), each gets a working
+    library, and no staging file is left behind."""
     skip_unavailable("emulated")
     monkeypatch.setenv(emulated.CACHE_VARIABLE, str(tmp_path))
-    builders = 2
-    staged = threading.Barrier(builders, timeout=60)
-    copy = shutil.copyfile
+    builders = 3
+    started = threading.Barrier(builders, timeout=60)
+    compiles = []
+    compile_unit = emulated.EmulatedDevice._compile
 
-    def copy_then_wait(source, target):
-        result = copy(source, target)
-        staged.wait()  # every builder has staged its copy before any renames it
-        return result
+    def counted_compile(self, *args):
+        compiles.append(args[0])
+        return compile_unit(self, *args)
 
-    monkeypatch.setattr(emulated.shutil, "copyfile", copy_then_wait)
+    monkeypatch.setattr(emulated.EmulatedDevice, "_compile", counted_compile)
     device = emulated.EmulatedDevice()
     source = "__global__ void probe(long long* out) { out[threadIdx.x] = threadIdx.x + 1; }"
 
     def build(_):
+        started.wait()  # every builder asks at once
         launch = device.build_module(source, ["probe"])
         out = np.zeros(64, dtype=np.int64)
         launch("probe", 1, 64, [out])
@@ -241,7 +242,9 @@ def test_first_build_from_several_threads(tmp_path, monkeypatch):
         results = list(pool.map(build, range(builders)))
     for out in results:
         np.testing.assert_array_equal(out, np.arange(1, 65))
-    assert [p.suffix for p in (tmp_path / "emulated").iterdir()] == [".so"]
+    assert len(compiles) == 1
+    names = sorted(p.suffix for p in (tmp_path / "emulated").iterdir())
+    assert names == [".lock", ".so"]
 
 
 def test_each_library_is_built_once(tmp_path, monkeypatch):
