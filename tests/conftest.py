@@ -154,6 +154,11 @@ def pytest_addoption(parser):
         help="run every case of the per-backend tests on the emulated backend, not only the "
              "cases that cover each parameter value (the fast tier)",
     )
+    group.addoption(
+        "--nvrtc-gate", action="store_true", default=False,
+        help="compile every kernel instantiation with NVRTC for every supported architecture "
+             "(tests marked nvrtc_gate; minutes of CPU, so a step of .ci/run of its own)",
+    )
 
 
 def pytest_configure(config):
@@ -204,11 +209,15 @@ def pytest_collection_modifyitems(config, items):
         if {"backend", "case"} & set(getattr(item, "fixturenames", ())):
             item.add_marker(pytest.mark.per_backend)
     _mark_emulated_reruns(items)
-    if config.getoption("--emulated-exhaustive"):
+    exhaustive = config.getoption("--emulated-exhaustive")
+    gate = config.getoption("--nvrtc-gate")
+    if exhaustive and gate:
         return
     kept, dropped = [], []
     for item in items:
-        (dropped if item.get_closest_marker("emulated_rerun") else kept).append(item)
+        left_out = ((not exhaustive and item.get_closest_marker("emulated_rerun"))
+                    or (not gate and item.get_closest_marker("nvrtc_gate")))
+        (dropped if left_out else kept).append(item)
     if dropped:
         config.hook.pytest_deselected(items=dropped)
         items[:] = kept

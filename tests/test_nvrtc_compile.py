@@ -71,6 +71,10 @@ def _assert_compiled(result, expressions, architecture):
     assert result.cubin_size > 0
 
 
+# Every instantiation for every architecture: minutes of CPU, so it runs in a
+# step of .ci/run of its own (--nvrtc-gate, one process, NVRTC jobs in
+# parallel) rather than in every xdist worker of the fast tier.
+@pytest.mark.nvrtc_gate
 @pytest.mark.parametrize(
     "module, architecture",
     [(module, arch) for module in KERNEL_MODULES for arch in SUPPORTED_ARCHITECTURES],
