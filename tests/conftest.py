@@ -188,6 +188,11 @@ def _mark_emulated_reruns(items):
     covered: dict[str, set] = {}  # test function -> (parameter, value) pairs run
     for item in items:
         fixture, value = _backend_parameter(item)
+        if value == "emulated" and item.get_closest_marker("exhaustive_on_emulated"):
+            # Heavy on the emulator (large K or N, many hypothesis examples) and
+            # no kernel path of its own: the coverage check holds it to that.
+            item.add_marker(pytest.mark.emulated_rerun)
+            continue
         # `case` tests are the kernel tests: each case is a kernel path.
         if value != "emulated" or fixture == "case" or item.get_closest_marker("kernel_path"):
             continue

@@ -266,12 +266,19 @@ MULTICLASS = [(k, n, weights) for k, n in ((3, 60), (5, 800), (50, 2000))
               for weights in ("unweighted", "float", "int")]
 
 
+def _heavy_k_on_emulator(cases):
+    """K = 50 runs the kernels of K = 5 over 10-50x the pairs and columns: on
+    the emulator, a case of the exhaustive tier."""
+    return [pytest.param(c, marks=pytest.mark.exhaustive_on_emulated) if c[0] >= 50 else c
+            for c in cases]
+
+
 def _multiclass_id(case):
     k, n, weights = case
     return f"K={k}-N={n}-{weights}"
 
 
-@pytest.mark.parametrize("case", MULTICLASS, ids=_multiclass_id)
+@pytest.mark.parametrize("case", _heavy_k_on_emulator(MULTICLASS), ids=_multiclass_id)
 def test_multiclass_roc_auc_ovr_matches_sklearn(backend, rng, case):
     k, n, weights = case
     y, p, w = _multiclass_case(rng, n, k, weights)
@@ -281,7 +288,8 @@ def test_multiclass_roc_auc_ovr_matches_sklearn(backend, rng, case):
         _assert_value(backend, mine, theirs)
 
 
-@pytest.mark.parametrize("case", [c for c in MULTICLASS if c[2] == "unweighted"],
+@pytest.mark.parametrize("case", _heavy_k_on_emulator([c for c in MULTICLASS
+                                                        if c[2] == "unweighted"]),
                          ids=_multiclass_id)
 def test_multiclass_roc_auc_ovo_matches_sklearn(backend, rng, case):
     k, n, _ = case
@@ -292,7 +300,7 @@ def test_multiclass_roc_auc_ovo_matches_sklearn(backend, rng, case):
         _assert_value(backend, mine, theirs)
 
 
-@pytest.mark.parametrize("case", MULTICLASS, ids=_multiclass_id)
+@pytest.mark.parametrize("case", _heavy_k_on_emulator(MULTICLASS), ids=_multiclass_id)
 def test_multiclass_average_precision_matches_sklearn(backend, rng, case):
     k, n, weights = case
     y, p, w = _multiclass_case(rng, n, k, weights)
@@ -669,7 +677,7 @@ def _catboost_id(case):
     return f"K={k}-N={n}-{weights}-{costs}"
 
 
-@pytest.mark.parametrize("case", CATBOOST_CASES, ids=_catboost_id)
+@pytest.mark.parametrize("case", _heavy_k_on_emulator(CATBOOST_CASES), ids=_catboost_id)
 def test_auc_mu_matches_catboost(backend, rng, case):
     eval_metric = _catboost_eval()
     k, n, weights, costs = case

@@ -872,8 +872,10 @@ def test_ignore_index(backend, rng, k, ignore, weight_kind, class_set):
     ids=("float64", "float32", "float64-ties", "int32-ties"),
 )
 @pytest.mark.parametrize("weight_kind", ("unweighted", "float"))
-@pytest.mark.parametrize("k", KS, ids=_k_id)
-@pytest.mark.kernel_path  # score dtype x weights x K: each a fused-argmax instantiation
+# K = 100 on the emulator: the full-warp rows of K = 10's lanes, 20 launches a case.
+@pytest.mark.parametrize("k", [pytest.param(k, marks=pytest.mark.exhaustive_on_emulated)
+                               if k == 100 else k for k in KS], ids=_k_id)
+@pytest.mark.kernel_path  # score dtype x weights: each a fused-argmax instantiation
 def test_scores_input(backend, rng, k, weight_kind, score_dtype, ties):
     """(N, K) scores: scikit-learn on the row argmax (ties to the lowest index)."""
     y_true, _ = make_labels(rng, k, missing="both")
