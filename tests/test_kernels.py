@@ -614,11 +614,15 @@ def test_fused_argmax_identifies_every_row(case, rng, dtype):
     assert np.array_equal(np.argmax(matrix, axis=1), expected)
 
 
-def test_fused_argmax_weighted(case, rng):
-    k = 7
-    scores = make_scores(rng, 2000, k, "float64")
-    y_true = rng.integers(0, k, 2000)
-    weights = make_weights(rng, 2000, "float64")
+# K = 7: the shared-memory matrix; K = 100: 100 x 100 double cells pass the
+# shared budget, so the fused argmax feeds confusion_global.
+@pytest.mark.parametrize("k", [7, 100], ids=lambda k: f"K{k}")
+@pytest.mark.parametrize("dtype", ["float64", "float32"])
+def test_fused_argmax_weighted(case, rng, dtype, k):
+    n = 2000 if k < 100 else 300
+    scores = make_scores(rng, n, k, dtype)
+    y_true = rng.integers(0, k, n)
+    weights = make_weights(rng, n, "float64")
     compare_confusion(case, y_true, scores, scores=True, num_classes=k, sample_weight=weights)
     compare_confusion(case, y_true, scores, scores=True, num_classes=k,
                       sample_weight=weights.astype(np.int64))
