@@ -372,9 +372,13 @@ def confusion_matrix(y_true, y_pred, *, labels=None, num_classes=None, sample_we
 
 
 def _any_true_in(inputs: LabelInputs, labels: np.ndarray) -> bool:
-    """scikit-learn's check that some listed label occurs in y_true."""
+    """scikit-learn's check that some listed label occurs in y_true, among the
+    counted samples (a target equal to ignore_index is not in y_true)."""
     host = inputs.backend.to_host(inputs.y_true)
-    return bool(np.isin(host, labels).any())
+    found = np.isin(host, labels)
+    if inputs.ignore_index is not None:
+        found &= host != inputs.ignore_index
+    return bool(found.any())
 
 
 # -- counting metrics ---------------------------------------------------------

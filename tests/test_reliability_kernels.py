@@ -303,3 +303,12 @@ def test_weights_of_every_numpy_type(backend, dtype):
     got = mg.accuracy_score(backend.asarray(y_true), backend.asarray(y_pred),
                             sample_weight=backend.asarray(weight))
     assert float(backend.to_numpy(got)) == pytest.approx(expected, rel=1e-12)
+
+
+def test_labels_absent_from_counted_targets_are_refused(backend):
+    """scikit-learn's "at least one label in y_true" looks at the counted
+    samples: a target equal to ignore_index is not in y_true."""
+    y_true, y_pred = backend.asarray(np.array([0, 0, 1])), backend.asarray(np.array([0, 0, 0]))
+    with pytest.raises(ValueError, match="At least one label"):
+        mg.confusion_matrix(y_true, y_pred, labels=[0], ignore_index=0)
+    assert backend.to_numpy(mg.confusion_matrix(y_true, y_pred, labels=[0])).tolist() == [[2]]
