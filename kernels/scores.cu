@@ -75,6 +75,7 @@ struct RowScan {
   F other_max;       // max over columns j != t (hinge)
   int rank;          // columns that sort before t
   double softplus_sum;
+  bool nonfinite;    // a NaN or an infinity in the row (the streaming checks read it)
 };
 
 template <typename F>
@@ -112,6 +113,7 @@ __device__ __forceinline__ RowScan<typename Widened<S>::type> scan_row(
   r.other_max = minus_inf;
   r.rank = 0;
   r.softplus_sum = 0.0;
+  r.nonfinite = false;
   if (active) {
     const int first = (int)(lane_index() % (unsigned int)group);
     const int64 lane_step = (int64)group * column_stride;
@@ -136,6 +138,7 @@ __device__ __forceinline__ RowScan<typename Widened<S>::type> scan_row(
           r.best_index = c;
         }
         if (v[u] > chunk_max) chunk_max = v[u];
+        if (!(v[u] - v[u] == F(0))) r.nonfinite = true;  // NaN and +-inf give NaN
         if (c != t && v[u] > r.other_max) r.other_max = v[u];
         if (v[u] > z_t || (v[u] == z_t && c > t)) ++r.rank;
         if (one_vs_all) softplus_part += softplus(v[u]);
@@ -184,6 +187,7 @@ __device__ __forceinline__ RowScan<typename Widened<S>::type> scan_row(
     F other = __shfl_xor_sync(kFullWarp, r.other_max, offset, group);
     if (other > r.other_max) r.other_max = other;
     r.rank += __shfl_xor_sync(kFullWarp, r.rank, offset, group);
+    r.nonfinite |= __shfl_xor_sync(kFullWarp, (int)r.nonfinite, offset, group) != 0;
     if (one_vs_all) r.softplus_sum += __shfl_xor_sync(kFullWarp, r.softplus_sum, offset, group);
   }
   return r;

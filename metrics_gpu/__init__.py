@@ -56,12 +56,13 @@ from metrics_gpu._scores import (
     logits_report,
     top_k_accuracy_score,
 )
+from metrics_gpu._streaming import ClassificationMetrics, StreamingReport
 from metrics_gpu.report import LabelReport, label_report
 
 __version__ = "0.1.0"
 
 __all__ = [
-    "BackendUnavailableError", "BinaryQualityMetrics", "LabelReport", "LogitsReport",
+    "BackendUnavailableError", "BinaryQualityMetrics", "ClassificationMetrics", "LabelReport", "LogitsReport",
     "MulticlassQualityMetrics", "OVERALL_PERFORMANCE_NAMES", "PER_CLASS_METRICS",
     "PER_CLASS_PERFORMANCE_COLUMNS", "REPORT_METRICS", "UndefinedMetricWarning",
     "accuracy_score", "average_precision_score", "balanced_accuracy_score",
@@ -73,5 +74,6 @@ __all__ = [
     "multiclass_quality_metrics", "overall_performance", "per_class_performance",
     "precision_recall_curve", "precision_recall_fscore_support", "precision_score",
     "recall_score", "roc_auc_score", "roc_curve", "set_backend",
-    "specificity_score", "top_k_accuracy_score", "use_backend", "zero_one_loss",
+    "specificity_score", "StreamingReport", "top_k_accuracy_score", "use_backend",
+    "zero_one_loss",
 ]

@@ -245,7 +245,7 @@ def _output(value, inputs: LabelInputs):
         value = np.float64(value)
     backend = inputs.backend
     if backend.xp is np:
-        return value
+        return backend.to_framework(value, inputs.source)  # torch CPU inputs: tensors
     if isinstance(value, (np.ndarray, np.generic)):
         value = backend.asarray(np.asarray(value))
     return backend.to_framework(value, inputs.source)

@@ -622,3 +622,113 @@ def label_metric_values(stats: ClassStatistics, selected=None):
     ]
     head = np.array([float(v) for v in metrics + counts], dtype=np.float64)
     return np.concatenate([head, np.asarray(columns, dtype=np.float64).reshape(-1)])
+
+
+# -- the streaming state's score metrics (ClassificationMetrics.compute) -------
+
+# Layout of the score-metric buffer of a streaming state: kernels/streaming.cu
+# streaming_compute writes it in one launch and stream_score_values below is
+# its NumPy reference. These slots, then one value per k of top_k (top-k
+# accuracy), the calibration proportion, confidence and accuracy per bin
+# (n_bins each), and with thresholds five columns of K values: each class's
+# binned ROC AUC, average precision, their error bounds and its positives.
+STREAM_SCORE_SLOTS = (
+    "accuracy", "cross_entropy", "perplexity", "brier_score", "hinge_loss",
+    "expected_calibration_error", "max_calibration_error", "total_weight",
+    "roc_auc", "roc_auc_macro", "roc_auc_weighted", "roc_auc_micro", "roc_auc_error_bound",
+    "average_precision", "average_precision_macro", "average_precision_weighted",
+    "average_precision_micro", "average_precision_error_bound",
+)
+STREAM_SLOT = {name: index for index, name in enumerate(STREAM_SCORE_SLOTS)}
+STREAM_CLASS_COLUMNS = ("roc_auc", "average_precision", "roc_auc_error_bound",
+                        "average_precision_error_bound", "positives")
+
+
+def stream_score_size(num_top_k: int, n_bins: int, num_classes: int, thresholds: int) -> int:
+    columns = len(STREAM_CLASS_COLUMNS) * num_classes if thresholds else 0
+    return len(STREAM_SCORE_SLOTS) + num_top_k + 3 * n_bins + columns
+
+
+def binned_rank_areas(positive, negative):
+    """ROC AUC and average precision of one binary problem from score
+    histograms (bins in ascending score order), with their error bounds.
+
+    Thresholds sweep the bins from the top: a positive and a negative in one
+    bin count 1/2 (as tied scores), and AP is the step rule over bins,
+    sum_b (P_b / P) * precision at b. Against the exact values of the unbinned
+    scores: |AUC - exact| <= sum_b P_b N_b / (2 P N), and
+    |AP - exact| <= sum_b (P_b / P) (P_b + N_b) / (positives and negatives at
+    or above b), since a positive inside bin b has an exact precision that
+    differs from the bin's by at most (P_b + N_b) / (count at or above b).
+    Returns ``(auc, auc_bound, ap, ap_bound)``; NaN where undefined (no
+    positive, or for AUC no negative).
+    """
+    positive = np.asarray(positive, dtype=np.float64)
+    negative = np.asarray(negative, dtype=np.float64)
+    p_total, n_total = positive.sum(), negative.sum()
+    tp = np.cumsum(positive[::-1])[::-1]        # positives at or above each bin
+    fp = np.cumsum(negative[::-1])[::-1]
+    above = tp - positive                        # positives strictly above
+    area = (negative * (above + 0.5 * positive)).sum()
+    ties = (positive * negative).sum()
+    with _quiet(np):
+        precision = np.where(positive > 0, tp / (tp + fp), 0.0)
+        spread = np.where(positive > 0, (positive + negative) / (tp + fp), 0.0)
+        defined = p_total > 0 and n_total > 0
+        auc = area / (p_total * n_total) if defined else math.nan
+        auc_bound = 0.5 * ties / (p_total * n_total) if defined else math.nan
+        ap = (positive * precision).sum() / p_total if p_total > 0 else math.nan
+        ap_bound = (positive * spread).sum() / p_total if p_total > 0 else math.nan
+    return float(auc), float(auc_bound), float(ap), float(ap_bound)
+
+
+def stream_score_values(sums: ScoreSums, histogram=None):
+    """Every score metric of a streaming state as one float64 NumPy buffer
+    (layout :data:`STREAM_SCORE_SLOTS`), from its score sums and, with
+    thresholds, its ``(2, K, H)`` histogram (rows whose target is k, then
+    the others). Macro and weighted averages of the binned ranking metrics
+    run over the classes where they are defined (weighted: by positives);
+    micro pools every class's one-vs-rest histogram; ``roc_auc`` and
+    ``average_precision`` are class 1's for K = 2, else the macro average.
+    """
+    xp = np
+    k = sums.num_classes
+    values = np.full(stream_score_size(len(sums.top_k), sums.n_bins, k,
+                                       0 if histogram is None else histogram.shape[2]), math.nan)
+    slot = STREAM_SLOT
+    with _quiet(np):
+        values[slot["accuracy"]] = score_mean(sums, "correct")
+        values[slot["cross_entropy"]] = log_loss(sums)
+        values[slot["perplexity"]] = perplexity(sums, xp)
+        values[slot["brier_score"]] = brier_score(sums, False)
+        values[slot["hinge_loss"]] = score_mean(sums, "hinge")
+        values[slot["total_weight"]] = sums.slot("weight")
+        head = len(STREAM_SCORE_SLOTS)
+        values[head:head + len(sums.top_k)] = top_k_accuracy(sums)
+        head += len(sums.top_k)
+        if sums.n_bins:
+            values[slot["expected_calibration_error"]] = calibration_error(sums, "l1", xp)
+            values[slot["max_calibration_error"]] = calibration_error(sums, "max", xp)
+            proportion, confidence, accuracy_ = calibration_bins(sums, xp)
+            values[head:head + 3 * sums.n_bins] = np.concatenate([proportion, confidence,
+                                                                  accuracy_])
+        head += 3 * sums.n_bins
+    if histogram is None:
+        return values
+    histogram = np.asarray(histogram, dtype=np.float64)
+    columns = np.array([binned_rank_areas(histogram[0, c], histogram[1, c]) for c in range(k)])
+    positives = histogram[0].sum(axis=1)
+    auc, auc_bound, ap, ap_bound = columns.T
+    values[head:head + 5 * k] = np.concatenate([auc, ap, auc_bound, ap_bound, positives])
+    for name, per_class, bound in (("roc_auc", auc, auc_bound),
+                                   ("average_precision", ap, ap_bound)):
+        defined = ~np.isnan(per_class)
+        with _quiet(np):
+            values[slot[f"{name}_macro"]] = per_class[defined].sum() / defined.sum()
+            values[slot[f"{name}_weighted"]] = ((positives[defined] * per_class[defined]).sum()
+                                                / positives[defined].sum())
+            values[slot[f"{name}_error_bound"]] = bound[defined].sum() / defined.sum()
+        micro = binned_rank_areas(histogram[0].sum(axis=0), histogram[1].sum(axis=0))
+        values[slot[f"{name}_micro"]] = micro[0] if name == "roc_auc" else micro[2]
+        values[slot[name]] = per_class[1] if k == 2 else values[slot[f"{name}_macro"]]
+    return values

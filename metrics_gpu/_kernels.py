@@ -153,6 +153,33 @@ def rank_areas_expression(score_type: str) -> str:
     return f"rank_areas<{score_type}>"
 
 
+# The streaming state (kernels/streaming.cu): targets as training loops give
+# them, predictions as labels of the same type or scores of every type, and
+# (weight type, count type): counts and integer weights in exact 64-bit
+# integers, float weights in float64. Other types are converted first.
+STREAM_WEIGHT_COUNTS = (
+    ("mg::unit_weight", "unsigned long long"), ("long long", "unsigned long long"),
+    ("float", "double"), ("double", "double"),
+)
+STREAM_COUNT_TYPES = ("unsigned long long", "double")
+
+
+def stream_update_expression(true_type: str, pred_type: str, weight_type: str,
+                             count_type: str) -> str:
+    return f"streaming_update<{true_type}, {pred_type}, {weight_type}, {count_type}>"
+
+
+def _stream_expressions() -> tuple[str, ...]:
+    names = []
+    for true_type in SCORE_TARGET_TYPES:
+        for pred_type in (true_type, *SCORE_TYPES.values()):
+            for weight_type, count_type in STREAM_WEIGHT_COUNTS:
+                names.append(stream_update_expression(true_type, pred_type, weight_type,
+                                                      count_type))
+    names += [f"streaming_compute<{count_type}>" for count_type in STREAM_COUNT_TYPES]
+    return tuple(names)
+
+
 KERNEL_MODULES: tuple[KernelModule, ...] = (
     KernelModule("confusion.cu", _confusion_expressions()),
     KernelModule("reduce_metrics.cu", tuple(
@@ -169,4 +196,5 @@ KERNEL_MODULES: tuple[KernelModule, ...] = (
            for score_type in (*RANK_SCORE_TYPES.values(), PACKED_RANK_SCORE_TYPE)]
         + [f"rank_pack_keys<{score_type}>" for score_type in PACKED_RANK_TYPES.values()]
         + ["rank_unpack_keys"])),
+    KernelModule("streaming.cu", _stream_expressions()),
 )

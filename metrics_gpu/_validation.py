@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import math
 import numbers
+import sys
 from dataclasses import dataclass
 from typing import Any
 
@@ -142,9 +143,23 @@ def check_ignore_index(ignore_index) -> int | None:
     return int(ignore_index)
 
 
+def host_tensor(values):
+    """A torch CPU tensor as NumPy, as a model hands it over: detached from
+    autograd (read without a copy, as torchmetrics does) and bfloat16 widened
+    to float32 (exact; NumPy has no bfloat16). Anything else as it is."""
+    torch = sys.modules.get("torch")
+    if torch is None or not isinstance(values, torch.Tensor) or values.is_cuda:
+        return values
+    values = values.detach()
+    if values.dtype == torch.bfloat16:
+        values = values.float()
+    return values.numpy()
+
+
 def _to_backend(values, backend):
     """``values`` on the backend. Host data no GPU can hold (strings, objects)
     stays on the host, so that the dtype checks name it, not CuPy."""
+    values = host_tensor(values)
     if not is_device_array(values):
         host = np.asarray(values)
         if host.dtype.kind in "OUSV" and host.dtype.name != "bfloat16":
@@ -355,6 +370,32 @@ def _largest_label(labels, backend, ignore_index) -> int:
     return int(labels.max()) if labels.size else -1
 
 
+
+def flatten_positions(y_true, y_pred, backend, pred_name: str = "y_pred"):
+    """Channel-first batches as one sample per position (torchmetrics'
+    ``multidim_average="global"``): ``(N, K, d1, ...)`` scores with
+    ``(N, d1, ...)`` targets become ``(N * d1 * ..., K)`` and ``(N * d1 * ...,)``;
+    ``(N, d1, ...)`` label maps with targets of the same shape are flattened.
+    Other inputs are returned on the backend as they are (their own checks
+    name what is wrong with them)."""
+    true = _to_backend(y_true, backend)
+    pred = _to_backend(y_pred, backend)
+    if pred.ndim >= 3 and true.ndim == pred.ndim - 1:
+        expected = (pred.shape[0], *pred.shape[2:])
+        if tuple(true.shape) != expected:
+            raise ValueError(
+                f"{pred_name} of shape {tuple(pred.shape)} holds (N, K, d1, ...) scores, so "
+                f"y_true must have shape {expected} (one target per position), got "
+                f"{tuple(true.shape)}"
+            )
+        classes = pred.shape[1]
+        pred = backend.xp.moveaxis(pred, 1, -1).reshape(-1, classes)
+        true = true.reshape(-1)
+    elif (pred.ndim >= 2 and true.ndim == pred.ndim and pred.dtype.kind in "iub"
+          and tuple(true.shape) == tuple(pred.shape) and pred.shape[-1] != 1):
+        true, pred = true.reshape(-1), pred.reshape(-1)
+    return true, pred
+
 def check_label_inputs(y_true, y_pred, *, num_classes=None, sample_weight=None,
                        ignore_index=None, validate=True, extra_classes=0,
                        deterministic=False, allow_all_zero_weight=True,
@@ -375,8 +416,8 @@ def check_label_inputs(y_true, y_pred, *, num_classes=None, sample_weight=None,
     ignore_index = check_ignore_index(ignore_index)
     given = num_classes is not None
 
+    y_true, pred = flatten_positions(y_true, y_pred, backend, pred_name)
     y_true = _as_label_array(y_true, "y_true", backend, validate)
-    pred = _to_backend(y_pred, backend)
     if pred.ndim == 2 and pred.shape[1] > 1:
         scores = _as_scores(pred, pred_name, backend, validate)
         if num_classes is not None and num_classes != scores.shape[1]:
@@ -501,6 +542,8 @@ def check_score_inputs(y_true, scores, *, name: str = "y_score", kind: str = "pr
     backend = resolve_backend(y_true, scores, sample_weight)
     xp = backend.xp
     ignore_index = check_ignore_index(ignore_index)
+    source = y_true
+    y_true, scores = flatten_positions(y_true, scores, backend, name)
     targets = _as_label_array(y_true, "y_true", backend, validate)
     values = _as_scores(scores, name, backend, validate)
     binary_column = values.ndim == 1 or (values.ndim == 2 and values.shape[1] == 1)
@@ -581,7 +624,7 @@ def check_score_inputs(y_true, scores, *, name: str = "y_score", kind: str = "pr
         _label_range(targets, "y_true", backend, num_classes, ignore_index)
     return ScoreInputs(
         y_true=targets, scores=values, sample_weight=weight, num_classes=num_classes,
-        ignore_index=ignore_index, guard=not validate, backend=backend, source=y_true,
+        ignore_index=ignore_index, guard=not validate, backend=backend, source=source,
         binary_column=binary_column,
     )
 
@@ -1019,3 +1062,161 @@ def check_catboost_auc_type(auc_type) -> str:
     if auc_type not in ("Mu", "OneVsAll"):
         raise ValueError(f"auc_type must be 'Mu' or 'OneVsAll', got {auc_type!r}")
     return auc_type
+
+
+# -- batches of the streaming state (metrics_gpu.ClassificationMetrics) ---------
+
+# Targets the streaming kernels read as they are (training loops give int64, or
+# int32); other integer types are converted first (one copy of N values).
+STREAM_TARGET_DTYPES = (np.dtype(np.int32), np.dtype(np.int64))
+STREAM_SCORE_DTYPES = ("float16", "bfloat16", "float32", "float64")
+
+
+@dataclass(frozen=True)
+class StreamBatch:
+    """One update's inputs as the streaming state reads them (no value checked
+    unless the state validates eagerly)."""
+
+    y_true: Any            # (M,) int32 or int64, contiguous: one target per sample
+    preds: Any             # (M,) labels of y_true's dtype, or the scores as given
+    sample_weight: Any     # (M,) int64, float32 or float64, or None
+    n: int                 # M samples (positions, for channel-first scores)
+    score_dtype: str | None = None  # numpy name of the scores' type; None for labels
+    # Scores: element strides of (image, position, class) and positions per image.
+    inner: int = 1
+    image_stride: int = 0
+    inner_stride: int = 0
+    column_stride: int = 1
+
+    @property
+    def scores(self) -> bool:
+        return self.score_dtype is not None
+
+    def rows(self, xp):
+        """The scores as ``(M, K)`` rows, float (float16 and bfloat16 widened)."""
+        values = self.preds
+        if values.ndim > 2:
+            values = xp.moveaxis(values, 1, -1)
+        values = values.reshape(-1, values.shape[-1])
+        if self.score_dtype == "bfloat16":
+            values = values.astype(np.float32)
+        return values
+
+
+def _collapsed_positions(shape, strides):
+    """(positions, stride) of dims 2.. of a scores array when one stride walks
+    them all, else None."""
+    spatial_shape, spatial_strides = shape[2:], strides[2:]
+    if not spatial_shape:
+        return 1, 0
+    for i in range(len(spatial_shape) - 1):
+        if spatial_shape[i] > 1 and spatial_strides[i] != spatial_strides[i + 1] * spatial_shape[i + 1]:
+            return None
+    return math.prod(spatial_shape), spatial_strides[-1]
+
+
+def check_stream_batch(y_true, preds, sample_weight, *, num_classes: int, backend,
+                       ignore_index=None, eager: bool = False, contiguous=None) -> StreamBatch:
+    """Shapes and types of one streaming update (free: nothing is read); with
+    ``eager`` also the values (ranges, finiteness, weights: a few syncs on a
+    GPU), raising ``ValueError`` before anything is added.
+
+    ``contiguous(array)`` makes a contiguous copy (the caller counts it as an
+    allocation); it is needed only for layouts the kernels cannot stride.
+    """
+    contiguous = contiguous or backend.xp.ascontiguousarray
+    true = _to_backend(y_true, backend)
+    pred = _to_backend(preds, backend)
+    if true.dtype.kind not in "iub":
+        raise ValueError(
+            f"y_true must hold integer class codes 0..{num_classes - 1}, got dtype {true.dtype}"
+        )
+    score_name = pred.dtype.name
+    label_map = pred.ndim >= 2 and pred.ndim == true.ndim and pred.dtype.kind in "iub"
+    if pred.ndim >= 2 and not label_map:
+        if score_name not in STREAM_SCORE_DTYPES:
+            raise ValueError(
+                f"preds of shape {tuple(pred.shape)} are scores and must be floating point "
+                f"({', '.join(STREAM_SCORE_DTYPES)}), got dtype {pred.dtype}"
+            )
+        if pred.shape[1] != num_classes:
+            raise ValueError(
+                f"preds has {pred.shape[1]} score columns (axis 1) but num_classes={num_classes}"
+            )
+        expected = (pred.shape[0], *pred.shape[2:])
+        if tuple(true.shape) != expected and not (pred.ndim == 2 and true.shape == (pred.shape[0], 1)):
+            raise ValueError(
+                f"preds of shape {tuple(pred.shape)} needs y_true of shape {expected} (one "
+                f"target per {'row' if pred.ndim == 2 else 'position'}), got {tuple(true.shape)}"
+            )
+        itemsize = pred.dtype.itemsize
+        strides = [s // itemsize for s in pred.strides]
+        collapsed = (None if any(s % itemsize for s in pred.strides)
+                     else _collapsed_positions(pred.shape, strides))
+        if collapsed is None:
+            pred = contiguous(pred)
+            strides = [s // itemsize for s in pred.strides]
+            collapsed = _collapsed_positions(pred.shape, strides)
+        inner, inner_stride = collapsed
+        layout = dict(score_dtype=score_name, inner=inner, image_stride=strides[0],
+                      inner_stride=inner_stride, column_stride=strides[1])
+        n = math.prod(expected)
+    else:
+        if label_map:
+            if tuple(true.shape) != tuple(pred.shape):
+                raise ValueError(f"y_true of shape {tuple(true.shape)} and preds of shape "
+                                 f"{tuple(pred.shape)} must match")
+        elif pred.ndim != 1 or true.reshape(-1).shape[0] != pred.shape[0]:
+            raise ValueError(
+                f"preds must be (N,) labels, (N, K) scores or (N, K, d1, ...) scores; got shape "
+                f"{tuple(pred.shape)} for y_true of shape {tuple(true.shape)}"
+            )
+        if pred.dtype.kind not in "iub":
+            raise ValueError(f"preds given as labels must hold integer class codes, got dtype "
+                             f"{pred.dtype} (scores are (N, K))")
+        layout = {}
+        n = int(true.size)
+    if n == 0:
+        raise ValueError("y_true is empty; an update needs at least one sample")
+    true = true.reshape(-1)
+    if true.dtype not in STREAM_TARGET_DTYPES:
+        true = true.astype(np.int64)
+    elif not true.flags.c_contiguous:
+        true = contiguous(true)
+    if not layout:
+        pred = pred.reshape(-1)
+        if pred.dtype != true.dtype:
+            pred = pred.astype(true.dtype) if pred.dtype in STREAM_TARGET_DTYPES and \
+                true.dtype == np.int64 else pred.astype(np.int64)
+            if true.dtype != pred.dtype:
+                true = true.astype(np.int64)
+        elif not pred.flags.c_contiguous:
+            pred = contiguous(pred)
+    weight = None
+    if sample_weight is not None:
+        weight = _to_backend(sample_weight, backend)
+        if weight.size != n:
+            raise ValueError(f"sample_weight has {weight.size} entries but the batch has {n} "
+                             "samples (one weight per target)")
+        weight = weight.reshape(-1)
+        if weight.dtype.kind in "iub":
+            weight = weight.astype(np.int64, copy=False)
+        elif weight.dtype.kind != "f":
+            raise ValueError(f"sample_weight must be numeric, got dtype {weight.dtype}")
+        elif weight.dtype not in (np.float32, np.float64):
+            weight = weight.astype(np.float64)
+        if not weight.flags.c_contiguous:
+            weight = contiguous(weight)
+    if eager:
+        _label_range(true, "y_true", backend, num_classes, ignore_index)
+        if layout:
+            values = pred.astype(np.float32) if score_name == "bfloat16" else pred
+            i = _first_nonfinite(values, backend)
+            if i is not None:
+                raise ValueError(f"preds must hold finite scores; found "
+                                 f"{values.reshape(-1)[i].item()!r} at {_position(i, values.shape)}")
+        else:
+            _label_range(pred, "preds", backend, num_classes, None)
+        if weight is not None:
+            check_sample_weight(weight, n, backend, validate=True, allow_all_zero=True)
+    return StreamBatch(y_true=true, preds=pred, sample_weight=weight, n=n, **layout)

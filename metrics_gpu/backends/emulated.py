@@ -138,9 +138,10 @@ class EmulatedDevice:
         return np.asarray(array)
 
     def to_framework(self, value, like):
-        """Inputs are NumPy arrays here, and so are results."""
-        del like
-        return value
+        """Results on the host: NumPy, or torch CPU tensors for torch inputs."""
+        from metrics_gpu.backends.numpy_backend import host_framework
+
+        return host_framework(value, like)
 
     def zeros(self, shape, dtype):
         return np.zeros(shape, dtype=dtype)

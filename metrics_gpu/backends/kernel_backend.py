@@ -42,6 +42,7 @@ from metrics_gpu._kernels import (
     rank_gather_expression,
     reduce_expression,
     score_pass_expression,
+    stream_update_expression,
 )
 from metrics_gpu._state import (
     ClassStatistics,
@@ -51,6 +52,7 @@ from metrics_gpu._state import (
     statistics_from_matrix,
 )
 from metrics_gpu.backends.numpy_backend import row_argmax
+from metrics_gpu.testing import record
 
 SOURCE = "confusion.cu"
 REDUCE_SOURCE = "reduce_metrics.cu"
@@ -192,9 +194,34 @@ class KernelBackend:
         return native_byte_order(self.device.asarray(array, dtype=dtype))
 
     def to_host(self, array):
+        """A NumPy copy (on a GPU a device-to-host copy, and so a sync)."""
+        record(host_transfers=1)
         if isinstance(array, RowArgmax):
             return row_argmax(self.device.to_host(array.scores))
         return self.device.to_host(array)
+
+    # -- what a call costs: every launch and allocation goes through these -----
+
+    def launch(self, source: str, expression: str, grid: int, block: int, args,
+               shared_bytes: int = 0) -> None:
+        """Launch one kernel instantiation (counted by metrics_gpu.testing)."""
+        record(launches=1)
+        self.device.launch(source, expression, grid, block, args, shared_bytes)
+
+    def zeros(self, shape, dtype):
+        """A zeroed device array (counted as one allocation)."""
+        record(device_allocations=1)
+        return self.device.zeros(shape, dtype)
+
+    def contiguous(self, array):
+        """A C-contiguous copy of a device array (one allocation)."""
+        record(device_allocations=1)
+        return self.xp.ascontiguousarray(array)
+
+    def upload(self, host_array):
+        """A host NumPy array copied to the device (one allocation)."""
+        record(device_allocations=1)
+        return self.device.asarray(host_array)
 
     def to_framework(self, value, like):
         """A result in the framework and on the device of the caller's input ``like``."""
@@ -290,8 +317,8 @@ class KernelBackend:
         n = true.shape[0]
         max_weight_bits = None
         if weights.fixed:
-            max_weight_bits = self.device.zeros(1, np.uint64)
-            self.device.launch(SOURCE, "max_abs_weight<double>", self._grid(n),
+            max_weight_bits = self.zeros(1, np.uint64)
+            self.launch(SOURCE, "max_abs_weight<double>", self._grid(n),
                                self.device.block_threads,
                                [weights.array, np.int64(n), max_weight_bits])
         scores = isinstance(y_pred, RowArgmax)
@@ -308,12 +335,12 @@ class KernelBackend:
         )
 
     def _zero_weight_seen(self, weights, size):
-        return self.device.zeros(size if weights.array is not None else 1, np.uint8)
+        return self.zeros(size if weights.array is not None else 1, np.uint8)
 
     def _fixed_to_float(self, counts, max_weight_bits, total):
-        out = self.device.zeros(counts.shape, np.float64)
+        out = self.zeros(counts.shape, np.float64)
         count = int(np.prod(counts.shape))
-        self.device.launch(SOURCE, "fixed_point_to_float64", self._grid(count), self.device.block_threads,
+        self.launch(SOURCE, "fixed_point_to_float64", self._grid(count), self.device.block_threads,
                            [counts, np.int64(count), max_weight_bits, np.int64(total), out])
         return out
 
@@ -337,8 +364,8 @@ class KernelBackend:
                             ignore_index=ignore_index, class_lut=class_lut,
                             deterministic=deterministic)
         weights, size, n, max_bits = run.weights, run.size, run.n, run.max_weight_bits
-        invalid = device.zeros(1, np.uint64)
-        matrix = device.zeros(size * size,
+        invalid = self.zeros(1, np.uint64)
+        matrix = self.zeros(size * size,
                               np.uint64 if weights.integer_counts else np.float64)
         seen = self._zero_weight_seen(weights, size)
         shared_bytes = size * size * (4 if weights.array is None else 8)
@@ -354,7 +381,7 @@ class KernelBackend:
                                            weights.c_type, weights.fixed)
         grid = self._grid(run.work_items, shared)
         for start, stop in self._segments(n, grid):
-            device.launch(SOURCE, expression, grid, device.block_threads,
+            self.launch(SOURCE, expression, grid, device.block_threads,
                           run.arguments(start, stop) + extra, shared)
         if weights.fixed:
             matrix = self._fixed_to_float(matrix, max_bits, n)
@@ -382,18 +409,18 @@ class KernelBackend:
         weights, size, n, max_bits = run.weights, run.size, run.n, run.max_weight_bits
         integer_counts = weights.integer_counts
         count_dtype = np.uint64 if integer_counts else np.float64
-        true_positives = device.zeros(size, count_dtype)
-        support = device.zeros(size, count_dtype)
-        predicted = device.zeros(size, count_dtype)
+        true_positives = self.zeros(size, count_dtype)
+        support = self.zeros(size, count_dtype)
+        predicted = self.zeros(size, count_dtype)
         seen = self._zero_weight_seen(weights, size)
-        invalid = device.zeros(1, np.uint64)
-        exact_moments = device.zeros(4, np.uint64)
-        float_moments = device.zeros(2, np.float64)
+        invalid = self.zeros(1, np.uint64)
+        exact_moments = self.zeros(4, np.uint64)
+        float_moments = self.zeros(2, np.float64)
         grid = self._grid(run.work_items)
         expression = accumulate_expression("class_statistics", run.true_type, run.pred_type,
                                            weights.c_type, weights.fixed)
         for start, stop in self._segments(n, grid):
-            device.launch(SOURCE, expression, grid, device.block_threads,
+            self.launch(SOURCE, expression, grid, device.block_threads,
                           run.arguments(start, stop)
                           + [true_positives, support, predicted, seen, invalid,
                              np.int32(bool(moments)), exact_moments, float_moments])
@@ -458,8 +485,8 @@ class KernelBackend:
             return None if value is None else xp.asarray(value, dtype=np.float64).reshape(1)
 
         num_classes = stats.num_classes
-        out = device.zeros(label_metric_size(num_classes), np.float64)
-        device.launch(
+        out = self.zeros(label_metric_size(num_classes), np.float64)
+        self.launch(
             REDUCE_SOURCE, reduce_expression("label_metrics_from_statistics", COUNT_TYPES[dtype.name]),
             1, min(device.block_threads, REDUCE_MAX_BLOCK_THREADS),
             [counts(stats.true_positives), counts(stats.support), counts(stats.predicted),
@@ -485,14 +512,14 @@ class KernelBackend:
                                            selected=selected)
             return self.label_metrics(stats, selected=selected), stats
         grid = max(1, min(size, device.multiprocessor_count))
-        true_positives, support, predicted = (device.zeros(size, dtype) for _ in range(3))
-        out = device.zeros(label_metric_size(size), np.float64)
-        device.launch(
+        true_positives, support, predicted = (self.zeros(size, dtype) for _ in range(3))
+        out = self.zeros(label_metric_size(size), np.float64)
+        self.launch(
             REDUCE_SOURCE, reduce_expression("label_metrics_from_matrix", COUNT_TYPES[dtype.name]),
             grid, min(device.block_threads, REDUCE_MAX_BLOCK_THREADS),
             [matrix, np.int64(size), self._mask(selected), np.int32(bool(moments)),
-             true_positives, support, predicted, device.zeros(grid * size, dtype),
-             device.zeros(2 * grid, np.float64), device.zeros(1, np.uint32), out],
+             true_positives, support, predicted, self.zeros(grid * size, dtype),
+             self.zeros(2 * grid, np.float64), self.zeros(1, np.uint32), out],
             shared_bytes,
         )
         stats = ClassStatistics(
@@ -542,15 +569,15 @@ class KernelBackend:
         block = min(device.block_threads, SCORE_MAX_BLOCK_THREADS)
         grid = max(1, min(self._grid(n * group, shared_bytes), -(-n * group // block)))
         slots = score_sums_size(len(top_k), n_bins)
-        partials = device.zeros(grid * slots, np.float64)
+        partials = self.zeros(grid * slots, np.float64)
         limits = device.asarray(np.array(top_k or (0,), dtype=np.int64))
         fixed_bins = bool(n_bins) and (weight is None or deterministic)
         max_weight_bits = None
         if fixed_bins and weight is not None:
-            max_weight_bits = device.zeros(1, np.uint64)
-            device.launch(SOURCE, "max_abs_weight<double>", self._grid(n), device.block_threads,
+            max_weight_bits = self.zeros(1, np.uint64)
+            self.launch(SOURCE, "max_abs_weight<double>", self._grid(n), device.block_threads,
                           [weight, np.int64(n), max_weight_bits])
-        device.launch(
+        self.launch(
             SCORES_SOURCE, score_pass_expression(true_type, score_type, weight_type), grid, block,
             [true, values, weight, np.int64(n), np.int64(num_columns), np.int64(row_stride),
              np.int64(column_stride), np.int32(group), *ignore, np.int32(bool(from_logits)),
@@ -600,11 +627,11 @@ class KernelBackend:
         if packed is not None:
             values, packed_type = packed
             keys = xp.empty(n, dtype=np.uint64)
-            device.launch(RANKING_SOURCE, f"rank_pack_keys<{packed_type}>", self._grid(n), block,
+            self.launch(RANKING_SOURCE, f"rank_pack_keys<{packed_type}>", self._grid(n), block,
                           [values, positive, np.int64(n), keys])
             ranked_scores = xp.empty(n, dtype=np.uint32)
             ranked_weight, score_type = None, PACKED_RANK_SCORE_TYPE
-            device.launch(RANKING_SOURCE, "rank_unpack_keys", tiles, block,
+            self.launch(RANKING_SOURCE, "rank_unpack_keys", tiles, block,
                           [xp.sort(keys), np.int64(n), ranked_scores, ranked_positive,
                            tile_state])
         else:
@@ -612,7 +639,7 @@ class KernelBackend:
                 scores, positive, sample_weight, block, tiles, ranked_positive, tile_state)
         offsets, carry, totals = _rank_tile_scan(tile_state, xp)
         tile_areas = xp.empty((tiles, 3), dtype=np.float64)
-        device.launch(
+        self.launch(
             RANKING_SOURCE, rank_areas_expression(score_type), tiles, block,
             [ranked_scores, ranked_positive, ranked_weight, np.int64(n), offsets, carry, totals,
              np.float64(1.0 if max_fpr is None else max_fpr), tile_areas],
@@ -649,7 +676,7 @@ class KernelBackend:
         reversed_order = _rank_scan.stable_argsort(xp.flip(keys), xp).astype(np.int64, copy=False)
         ranked_scores = xp.empty(n, dtype=kernel_scores.dtype)
         ranked_weight = None if weight is None else xp.empty(n, dtype=np.float64)
-        device.launch(
+        self.launch(
             RANKING_SOURCE, rank_gather_expression(score_type, weight_type), tiles, block,
             [kernel_scores, positive, weight, reversed_order, np.int64(n), ranked_scores,
              ranked_positive, ranked_weight, tile_state],
@@ -676,3 +703,190 @@ def _rank_tile_scan(tile_state, xp):
     return (xp.ascontiguousarray(offsets), xp.ascontiguousarray(carry),
             xp.ascontiguousarray(inclusive[-1]))
 
+
+
+# -- the streaming state (metrics_gpu.ClassificationMetrics) -------------------
+
+STREAMING_SOURCE = "streaming.cu"
+# kernels/streaming.cu enum StreamConfig: the int64 config vector, packed once
+# per (state, input layout) and kept on the device.
+STREAM_CONFIG = (
+    "classes", "inner", "image_stride", "inner_stride", "column_stride", "group",
+    "ignore_index", "has_ignore", "from_logits", "clip_eps_bits", "num_top_k",
+    *(f"top_k_{i}" for i in range(SCORE_MAX_TOP_K)),
+    "bins", "thresholds", "matrix", "privatize",
+)
+# kernels/streaming.cu streaming_compute: classes per block of the binned
+# ranking areas (its block size).
+STREAM_COMPUTE_BLOCK = 256
+STREAM_WEIGHT_TYPES = {"int64": "long long", "float32": "float", "float64": "double"}
+
+
+class StreamWorkspace:
+    """What a streaming state owns on a kernel backend besides its state:
+    the per-block partials and tickets of the update, the packed configs, and
+    the compute outputs. Allocated once; an update allocates nothing more
+    unless a batch brings a new input layout (one config) or more rows than
+    any before (larger partials)."""
+
+    def __init__(self):
+        self.configs: dict[tuple, object] = {}
+        self.partials = None
+        self.partial_rows = 0
+        self.update_ticket = None
+        self.compute = None   # (moments, pooled, ticket, score out, label out)
+
+
+def _stream_scalar_args(spec, batch, group, clip_eps, privatize, thresholds):
+    """The config vector of one (state, input layout); ``batch`` None gives
+    the one compute reads for a state restored before any update."""
+    if batch is None:
+        from metrics_gpu._validation import StreamBatch
+
+        batch = StreamBatch(y_true=np.zeros(0, np.int64), preds=None, sample_weight=None, n=0,
+                            score_dtype="float64")
+    ignore, has_ignore = _ignore_arguments(spec["ignore_index"], batch.y_true.dtype)
+    top_k = list(spec["top_k"]) + [0] * (SCORE_MAX_TOP_K - len(spec["top_k"]))
+    values = dict(
+        classes=spec["num_classes"], inner=batch.inner, image_stride=batch.image_stride,
+        inner_stride=batch.inner_stride, column_stride=batch.column_stride, group=group,
+        ignore_index=int(ignore), has_ignore=int(has_ignore), from_logits=int(spec["from_logits"]),
+        clip_eps_bits=int(np.float64(clip_eps).view(np.int64)), num_top_k=len(spec["top_k"]),
+        bins=spec["n_bins"] if batch.scores else 0, thresholds=thresholds if batch.scores else 0,
+        matrix=int(spec["keep_matrix"]), privatize=int(privatize),
+        **{f"top_k_{i}": v for i, v in enumerate(top_k)},
+    )
+    return np.array([values[name] for name in STREAM_CONFIG], dtype=np.int64)
+
+
+def _stream_update(self, state: dict, workspace: StreamWorkspace, batch, *, spec: dict,
+                   ordinal: int, clip_eps: float) -> None:
+    """One launch of ``streaming_update``: the batch added to ``state``.
+
+    No host sync, and no allocation once the workspace has seen the batch's
+    layout and size.
+    """
+    device = self.device
+    k = spec["num_classes"]
+    integer = state["counts"].dtype == np.uint64
+    weight, weight_type = batch.sample_weight, "mg::unit_weight"
+    if weight is not None:
+        weight_type = STREAM_WEIGHT_TYPES[weight.dtype.name]
+        if integer and weight_type != "long long":
+            raise AssertionError("float weights reach an integer state")  # promoted before
+    elif not integer:
+        weight, weight_type = self._unit_float_weights(workspace, batch.n), "double"
+    if not integer and weight_type == "long long":
+        weight, weight_type = weight.astype(np.float64), "double"  # a float state: one copy
+    count_type = "unsigned long long" if integer else "double"
+    true_type = LABEL_TYPES[batch.y_true.dtype.name]
+    if batch.scores:
+        pred_type = SCORE_TYPES[batch.score_dtype]
+        preds = batch.preds.view(np.uint16) if batch.score_dtype in ("float16", "bfloat16") \
+            else batch.preds
+        group = score_group(k)
+    else:
+        pred_type, preds, group = true_type, batch.preds, 1
+    block = min(device.block_threads, SCORE_MAX_BLOCK_THREADS)
+    thresholds = spec["thresholds"]
+    n_bins = spec["n_bins"] if batch.scores else 0
+    cell_bytes = (3 * k + 1) * 8
+    bins_bytes = 3 * n_bins * 8
+    work = batch.n * group
+    grid = max(1, min(self._grid(work, bins_bytes), -(-work // block)))
+    # Privatised counts pay off when a block has many more rows than cells to flush.
+    privatize = (bins_bytes + cell_bytes <= device.shared_memory_per_block
+                 and batch.n >= grid * (3 * k + 1))
+    shared = bins_bytes + (cell_bytes if privatize else 0)
+    if privatize:
+        grid = max(1, min(grid, self._grid(work, shared)))
+    key = (batch.inner, batch.image_stride, batch.inner_stride, batch.column_stride, group,
+           str(batch.y_true.dtype), clip_eps, privatize, batch.scores)
+    config = workspace.configs.get(key)
+    if config is None:
+        config = workspace.configs[key] = self.upload(
+            _stream_scalar_args(spec, batch, group, clip_eps, privatize, thresholds))
+    if workspace.update_ticket is None:
+        workspace.update_ticket = self.zeros(1, np.uint32)
+    slots = score_sums_size(len(spec["top_k"]), n_bins)
+    if batch.scores and workspace.partial_rows < grid:
+        # Sized for the largest grid this device launches, once.
+        workspace.partial_rows = max(grid, self._grid(1 << 40, bins_bytes))
+        workspace.partials = self.zeros(workspace.partial_rows * slots, np.float64)
+    if batch.n >= 1 << STREAM_ROW_BITS:
+        raise ValueError(f"an update takes fewer than 2**{STREAM_ROW_BITS} samples, "
+                         f"got {batch.n}")
+    self.launch(
+        STREAMING_SOURCE, stream_update_expression(true_type, pred_type, weight_type, count_type),
+        grid, block,
+        [batch.y_true, preds, weight, np.int64(batch.n), np.int64(ordinal), config,
+         state["counts"], state.get("matrix"), state["moments"] if integer else None,
+         None if integer else state["moments"], state.get("histogram") if batch.scores else None,
+         state.get("scores"), workspace.partials if batch.scores else None,
+         workspace.update_ticket, state["checks"]],
+        shared,
+    )
+
+
+def _unit_float_weights(self, workspace: StreamWorkspace, n: int):
+    """Weights of 1.0 for an unweighted batch into a state of float counts
+    (kept and grown in the workspace)."""
+    ones = getattr(workspace, "ones", None)
+    if ones is None or ones.shape[0] < n:
+        ones = workspace.ones = self.upload(np.ones(max(n, 1), dtype=np.float64))
+    return ones[:n]
+
+
+def _stream_compute(self, state: dict, workspace: StreamWorkspace, *, spec: dict):
+    """Every metric of the state in two launches: ``streaming_compute`` (score
+    metrics, binned ranking, the kappa moments as doubles), then
+    ``label_metrics_from_statistics``. Returns ``(label values, score values)``
+    on the device (layouts of metrics_gpu._formulas)."""
+    from metrics_gpu._formulas import stream_score_size
+
+    device = self.device
+    k = spec["num_classes"]
+    integer = state["counts"].dtype == np.uint64
+    scores = state.get("scores")
+    top_k = len(spec["top_k"]) if scores is not None else 0
+    n_bins = spec["n_bins"] if scores is not None else 0
+    thresholds = spec["thresholds"] if scores is not None else 0
+    if workspace.compute is None:
+        workspace.compute = (
+            self.zeros(2, np.float64), self.zeros(max(2 * thresholds, 1), np.float64),
+            self.zeros(1, np.uint32),
+            self.zeros(stream_score_size(top_k, n_bins, k, thresholds), np.float64),
+            self.zeros(label_metric_size(k), np.float64),
+        )
+    moments, pooled, ticket, score_out, label_out = workspace.compute
+    # Any config of an update holds what compute reads (K, top_k, bins, thresholds).
+    config = next(iter(workspace.configs.values()), None)
+    if config is None:  # a restored state, before its first update here
+        config = workspace.configs[("compute",)] = self.upload(
+            _stream_scalar_args(spec, None, 1, 0.0, False, thresholds))
+    block = min(device.block_threads, STREAM_COMPUTE_BLOCK)
+    grid = max(1, -(-k // block)) if thresholds else 1
+    self.launch(
+        STREAMING_SOURCE, f"streaming_compute<{'unsigned long long' if integer else 'double'}>",
+        grid, block,
+        [config, scores, state.get("histogram") if thresholds else None,
+         state["moments"] if integer else None, None if integer else state["moments"],
+         moments, pooled, ticket, score_out],
+    )
+    counts = state["counts"].view(np.int64) if integer else state["counts"]
+    count_type = COUNT_TYPES[counts.dtype.name]
+    self.launch(
+        REDUCE_SOURCE, reduce_expression("label_metrics_from_statistics", count_type),
+        1, min(device.block_threads, REDUCE_MAX_BLOCK_THREADS),
+        [counts[:k], counts[k:2 * k], counts[2 * k:3 * k], counts[3 * k:], np.int64(k), None,
+         moments[0:1], moments[1:2], label_out],
+    )
+    return label_out, score_out
+
+
+# Rows per update the checks' keys hold (kernels/streaming.cu kOrdinalShift).
+STREAM_ROW_BITS = 40
+
+KernelBackend.stream_update = _stream_update
+KernelBackend.stream_compute = _stream_compute
+KernelBackend._unit_float_weights = _unit_float_weights

@@ -18,6 +18,8 @@ cache and memory stays bounded for any N.
 
 from __future__ import annotations
 
+import sys
+
 import numpy as np
 
 from metrics_gpu import _rank_scan
@@ -206,15 +208,17 @@ class NumpyBackend:
     def asarray(self, array, dtype=None):
         return np.asarray(array, dtype=dtype)
 
+    def zeros(self, shape, dtype):
+        return np.zeros(shape, dtype=dtype)
+
     def to_host(self, array):
         if isinstance(array, RowArgmax):
             return row_argmax(array.scores)
         return np.asarray(array)
 
     def to_framework(self, value, like):
-        """Host inputs, host results."""
-        del like
-        return value
+        """Host inputs, host results: NumPy, or torch CPU tensors for torch inputs."""
+        return host_framework(value, like)
 
     def argmax_scores(self, scores: np.ndarray) -> RowArgmax:
         """Defer the row argmax of ``(N, K)`` scores to the chunked pass (ties go
@@ -432,6 +436,16 @@ class NumpyBackend:
         ``is_positive`` mask, float64 (see :func:`metrics_gpu._rank_scan.binary_rank_areas`)."""
         return _rank_scan.binary_rank_areas(scores, is_positive, sample_weight, np, max_fpr)
 
+def host_framework(value, like):
+    """``value`` (NumPy) as a torch CPU tensor when ``like`` is a torch tensor
+    (shared memory, no copy), else as it is."""
+    torch = sys.modules.get("torch")
+    if torch is not None and isinstance(like, torch.Tensor) and isinstance(
+            value, (np.ndarray, np.generic)):
+        return torch.from_numpy(np.asarray(value))
+    return value
+
+
 def _in_range(labels: np.ndarray, num_classes: int) -> np.ndarray:
     if labels.dtype.kind == "b":
         return np.ones(labels.shape, dtype=bool) if num_classes >= 2 else ~labels
@@ -442,3 +456,119 @@ def _in_range(labels: np.ndarray, num_classes: int) -> np.ndarray:
 
 NUMPY_BACKEND = NumpyBackend()
 
+
+
+# -- the streaming state (metrics_gpu.ClassificationMetrics) -------------------
+
+# A check's first offending sample is kept as (update ordinal << 40) | sample,
+# as kernels/streaming.cu keeps it; this key means none.
+STREAM_NO_ERROR = (1 << 63) - 1
+STREAM_ORDINAL_SHIFT = 40
+
+
+def _first_key(mask, ordinal: int) -> int:
+    index = np.flatnonzero(mask)
+    return (ordinal << STREAM_ORDINAL_SHIFT) | int(index[0]) if index.size else STREAM_NO_ERROR
+
+
+def _exact_sum(weights, values) -> int:
+    """sum(w * v) as a Python int, exact for int64 weights and values."""
+    if weights is None:
+        return int(values.sum())
+    largest = max(int(np.abs(weights).max(initial=0)), 1) * max(int(values.max(initial=0)), 1)
+    if largest * values.size < (1 << 63):
+        return int(np.dot(weights, values))
+    return sum(int(w) * int(v) for w, v in zip(weights.tolist(), values.tolist()))
+
+
+def stream_update(state: dict, batch, *, num_classes: int, ignore_index, ordinal: int,
+                  from_logits: bool, clip_eps: float, top_k, n_bins: int,
+                  thresholds: int) -> None:
+    """Add one batch to a streaming state of NumPy arrays: the reference of
+    kernels/streaming.cu ``streaming_update`` (same state, same rules).
+
+    A counted sample (its target is not ``ignore_index``) is left out, and
+    counted in ``checks[0]``, when its target or prediction is outside
+    ``[0, K)``, a score of its row is not finite, or its weight is negative or
+    not finite; the first of each kind is kept in ``checks[1..3]``.
+    """
+    k = num_classes
+    t = batch.y_true.astype(np.int64, copy=False)
+    counted = np.ones(t.shape, bool) if ignore_index is None else t != ignore_index
+    target_ok = (t >= 0) & (t < k)
+    w = batch.sample_weight
+    if w is None:
+        weight_ok = np.ones(t.shape, bool)
+    elif w.dtype.kind == "f":
+        with np.errstate(invalid="ignore"):
+            weight_ok = np.isfinite(w) & (w >= 0)
+    else:
+        weight_ok = w >= 0
+    rows = None
+    if batch.scores:
+        rows = batch.rows(np)
+        pred_ok = np.ones(t.shape, bool)
+        scanned = counted & target_ok
+        pred_ok[scanned] = np.isfinite(rows[scanned]).all(axis=1)
+        p = np.zeros(t.shape, np.int64)
+        p[scanned] = row_argmax(rows[scanned])
+    else:
+        p = batch.preds.astype(np.int64, copy=False)
+        pred_ok = (p >= 0) & (p < k)
+    valid = counted & target_ok & pred_ok & weight_ok
+    bad = counted & ~valid
+    checks = state["checks"]
+    checks[0] += np.uint64(np.count_nonzero(bad))
+    for slot, mask in ((1, bad & ~target_ok), (2, bad & target_ok & ~pred_ok),
+                       (3, bad & ~weight_ok)):
+        checks[slot] = min(int(checks[slot]), _first_key(mask, ordinal))
+
+    tv, pv = t[valid], p[valid]
+    wv = None if w is None else w[valid]
+    integer = state["counts"].dtype.kind == "u"
+    if wv is not None and integer:
+        wv = wv.astype(np.int64)
+    counts = state["counts"]
+    hit = tv == pv
+
+    def add(target, index, weights, size):
+        summed = weighted_bincount(index, weights, size)
+        target += summed.astype(target.dtype) if integer else summed
+
+    add(counts[:k], tv[hit], None if wv is None else wv[hit], k)
+    add(counts[k:2 * k], tv, wv, k)
+    add(counts[2 * k:3 * k], pv, wv, k)
+    gap = np.abs(tv - pv)
+    if integer:
+        counts[3 * k] += np.uint64(tv.size if wv is None else _exact_sum(wv, np.ones_like(tv)))
+        words = state["moments"]
+        for i, moment in enumerate((_exact_sum(wv, gap), _exact_sum(wv, gap * gap))):
+            value = int(words[2 * i]) + (int(words[2 * i + 1]) << 64) + moment
+            words[2 * i], words[2 * i + 1] = value & ((1 << 64) - 1), value >> 64
+    else:
+        counts[3 * k] += wv.sum()
+        gap = gap.astype(np.float64)
+        state["moments"] += [np.dot(wv, gap), np.dot(wv, gap * gap)]
+    if "matrix" in state:
+        add(state["matrix"].reshape(-1), tv * k + pv, wv, k * k)
+    if rows is None:
+        return
+    chosen = rows[valid]
+    sums = NUMPY_BACKEND.fused_logits_pass(
+        tv, chosen, sample_weight=None if wv is None else wv.astype(np.float64),
+        from_logits=from_logits, clip_eps=clip_eps, top_k=top_k, n_bins=n_bins,
+        terms=("correct", "nll", "brier", "hinge"))
+    state["scores"] += sums.buffer
+    if thresholds:
+        z = widen_scores(chosen)
+        if from_logits:
+            e = np.exp(z - z.max(axis=1, keepdims=True))
+            z = e / e.sum(axis=1, keepdims=True)
+        bins = calibration_bin(z, thresholds) + np.arange(k) * thresholds
+        histogram = state["histogram"].reshape(2, k * thresholds)
+        every = weighted_bincount(bins.reshape(-1), None if wv is None else np.repeat(wv, k),
+                                  k * thresholds)
+        positive = weighted_bincount(bins[np.arange(tv.size), tv], wv, k * thresholds)
+        cast = (lambda a: a.astype(histogram.dtype)) if integer else (lambda a: a)
+        histogram[0] += cast(positive)
+        histogram[1] += cast(every - positive)

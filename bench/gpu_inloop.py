@@ -1,0 +1,137 @@
+"""GPU bench: one in-loop update of ClassificationMetrics vs torchmetrics and the PyTorch idiom.
+
+    python bench/gpu_inloop.py [--batches 256 4096 32768] [--classes 10 1000 128000]
+                               [--dtypes float32 bfloat16] [--steps 50] [--json PATH]
+
+For each (batch N, classes K, logits dtype), in one run on one GPU, with torch
+CUDA tensors as a training loop has them:
+
+* ours: ``ClassificationMetrics(K, top_k=(1, 5), n_bins=15, thresholds=100,
+  validate=False).update(y, logits)``;
+* torchmetrics: a ``MetricCollection`` of multiclass accuracy (top-1, top-5),
+  macro F1, calibration error and binned AUROC (100 thresholds) ``.update``;
+* the PyTorch idiom: argmax, top-k, softmax confidences, one ``bincount``
+  confusion update and a calibration-bin ``bincount``.
+
+Per update it prints the GPU time (CUDA events around ``--steps`` updates,
+divided) and the host time (wall clock of issuing them, before the sync),
+the ratio to each anchor, and the GPU time of one read of the logits
+(``logits.sum()``) as the memory floor. Targets (issue 14): at 4096 x 1000
+float32 an update <= 15 us of host time and <= 10 us of GPU time; >= 10x
+torchmetrics' collection. Needs a GPU, CuPy, torch and torchmetrics.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+import metrics_gpu as mg  # noqa: E402
+
+THRESHOLDS = 100
+
+
+def timed(function, steps: int) -> tuple[float, float]:
+    """(GPU seconds, host seconds) per call, over ``steps`` calls after a warm-up."""
+    import torch
+
+    function()
+    torch.cuda.synchronize()
+    start, stop = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+    start.record()
+    host = time.perf_counter()
+    for _ in range(steps):
+        function()
+    host = time.perf_counter() - host
+    stop.record()
+    torch.cuda.synchronize()
+    return start.elapsed_time(stop) / 1e3 / steps, host / steps
+
+
+def bench_one(n: int, k: int, dtype_name: str, steps: int) -> dict:
+    import torch
+    import torchmetrics
+    from torchmetrics import classification as tmc
+
+    dtype = getattr(torch, dtype_name)
+    generator = torch.Generator(device="cuda").manual_seed(n + k)
+    y = torch.randint(0, k, (n,), device="cuda", generator=generator)
+    logits = torch.randn(n, k, device="cuda", generator=generator, dtype=torch.float32)
+    logits = (logits + 2.0 * torch.nn.functional.one_hot(y, k)).to(dtype)
+    top = min(5, k)
+
+    ours = mg.ClassificationMetrics(k, top_k=(1, top), n_bins=15, thresholds=THRESHOLDS,
+                                    validate=False)
+    row = {"batch": n, "classes": k, "dtype": dtype_name}
+    row["ours_gpu_s"], row["ours_host_s"] = timed(lambda: ours.update(y, logits), steps)
+
+    collection = torchmetrics.MetricCollection({
+        "accuracy": tmc.MulticlassAccuracy(k, average="micro"),
+        "top5": tmc.MulticlassAccuracy(k, top_k=top, average="micro"),
+        "macro_f1": tmc.MulticlassF1Score(k, average="macro"),
+        "ece": tmc.MulticlassCalibrationError(k, n_bins=15),
+        "auroc": tmc.MulticlassAUROC(k, thresholds=THRESHOLDS),
+    }).cuda()
+    if k * THRESHOLDS * 2 * 8 < (1 << 31):
+        row["torchmetrics_gpu_s"], row["torchmetrics_host_s"] = timed(
+            lambda: collection.update(logits.float(), y), max(1, steps // 10))
+
+    matrix = torch.zeros(k * k, dtype=torch.int64, device="cuda")
+    bins = torch.zeros(15, dtype=torch.float64, device="cuda")
+
+    def idiom():
+        probabilities = logits.float().softmax(dim=1)
+        confidence, predicted = probabilities.max(dim=1)
+        matrix.add_(torch.bincount(y * k + predicted, minlength=k * k))
+        (logits.topk(top, dim=1).indices == y[:, None]).any(dim=1).sum()
+        bins.add_(torch.bincount((confidence * 15).long().clamp_(max=14), minlength=15))
+
+    row["idiom_gpu_s"], row["idiom_host_s"] = timed(idiom, steps)
+    row["read_gpu_s"], _ = timed(lambda: logits.sum(), steps)
+    return row
+
+
+def main(argv=None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--batches", type=int, nargs="+", default=[256, 4096, 32768])
+    parser.add_argument("--classes", type=int, nargs="+", default=[10, 1000, 128000])
+    parser.add_argument("--dtypes", nargs="+", default=["float32", "bfloat16"])
+    parser.add_argument("--steps", type=int, default=50)
+    parser.add_argument("--json", type=Path)
+    args = parser.parse_args(argv)
+    import torch
+
+    commit = subprocess.run(["git", "rev-parse", "--short", "HEAD"], capture_output=True,
+                            text=True, cwd=Path(__file__).parent).stdout.strip()
+    print(f"commit {commit}; {torch.cuda.get_device_name()}, torch {torch.__version__}")
+    print(f"{'N':>6} {'K':>7} {'dtype':>9} | {'ours gpu':>9} {'host':>8} | {'tm gpu':>9} "
+          f"{'ratio':>7} | {'idiom gpu':>9} {'ratio':>6} | {'read':>8}")
+    rows = []
+    for dtype in args.dtypes:
+        for n in args.batches:
+            for k in args.classes:
+                if n * k * 4 > (8 << 30):
+                    continue
+                row = bench_one(n, k, dtype, args.steps)
+                rows.append(row)
+                tm = row.get("torchmetrics_gpu_s")
+                ours_gpu = row["ours_gpu_s"]
+                tm_time = "-" if tm is None else f"{tm * 1e6:.1f}us"
+                tm_ratio = "-" if tm is None else f"{tm / ours_gpu:.1f}x"
+                print(f"{n:>6} {k:>7} {dtype:>9} | {ours_gpu * 1e6:>7.1f}us "
+                      f"{row['ours_host_s'] * 1e6:>6.1f}us | {tm_time:>9} {tm_ratio:>7} | "
+                      f"{row['idiom_gpu_s'] * 1e6:>7.1f}us {row['idiom_gpu_s'] / row['ours_gpu_s']:>5.1f}x"
+                      f" | {row['read_gpu_s'] * 1e6:>6.1f}us")
+    if args.json:
+        args.json.write_text(json.dumps({"commit": commit, "rows": rows}, indent=2) + "\n")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -1,0 +1,548 @@
+// The streaming state of metrics_gpu.ClassificationMetrics: one launch per
+// update adds a batch, one more (with reduce_metrics.cu) computes every metric.
+//
+// streaming_update<TrueT, PredT, W, C>: one read of a batch of labels, or of
+// (N, K) scores (channel-first (N, K, d1, ...) too: every position a row),
+// adds to the state the object owns:
+// * the per-class counts [true positives | support | predicted | total]
+//   (3K + 1 cells) and the weighted-kappa moments, privatised per block in
+//   shared memory when they fit (config kCfgPrivatize); with kCfgMatrix also
+//   the K x K matrix (global atomics: it is only read for confusion_matrix);
+// * for scores, the sums of scores.cu's fused pass (argmax correctness, -log
+//   p_t, Brier, hinge, top-k hits, calibration bins) per block, added to the
+//   state by the last block in block order (a ticket it resets itself), so a
+//   batch adds the same bits every run;
+// * with thresholds, the (2, K, H) histogram of each class's probability
+//   (rows whose target is k, then the others) for the binned ROC AUC and AP;
+// * the checks: rows left out (a target or prediction out of [0, K), a NaN
+//   or infinite score, a negative or non-finite weight) are counted, and the
+//   first of each kind is kept as (update ordinal << 40 | row) by atomicMin,
+//   so compute() can name the update call and the sample. A row left out
+//   adds nothing anywhere.
+// C is the count type: unsigned long long (counts, integer weights: exact)
+// or double (float weights). The state is never read back during an update.
+//
+// Launch shape: blocks of whole warps (<= kScoreBlockThreads); `group` lanes
+// per score row as in scores.cu (1 for labels); rows grid-strided, every lane
+// running the same trips. Dynamic shared memory: 3 * n_bins BinCells, then
+// the 3K + 1 privatised cells when config kCfgPrivatize is set.
+// Limits: rows per launch < 2^40 (checks keep the row in 40 bits), update
+// ordinals < 2^23; K < 2^31; top_k at most kMaxTopK values.
+//
+// streaming_compute<C>: one block per 256 classes reads the state and writes
+// the score metrics (formulas of metrics_gpu._formulas: score means,
+// calibration error, binned ROC AUC / AP and their error bounds) into `out`
+// (layout metrics_gpu._state.STREAM_SCORE_SLOTS), and the kappa moments as
+// two doubles for label_metrics_from_statistics; the last block (ticket,
+// reset by itself) computes the averages over classes in class order.
+#include "scores.cu"
+
+namespace mg {
+
+// Layout of the int64 config vector the host packs once per state
+// (metrics_gpu/backends/kernel_backend.py STREAM_CONFIG, same order).
+enum StreamConfig {
+  kCfgClasses = 0,
+  kCfgInner,          // positions per image (1 for (N, K) scores)
+  kCfgImageStride,    // score strides in elements: image, position, class
+  kCfgInnerStride,
+  kCfgColumnStride,
+  kCfgGroup,          // lanes per score row
+  kCfgIgnoreIndex,
+  kCfgHasIgnore,
+  kCfgFromLogits,
+  kCfgClipEpsBits,    // double bits
+  kCfgNumTopK,
+  kCfgTopK,           // kMaxTopK values
+  kCfgBins = kCfgTopK + kMaxTopK,
+  kCfgThresholds,
+  kCfgMatrix,         // also keep the K x K matrix
+  kCfgPrivatize,      // the 3K + 1 counts in shared memory
+  kCfgSize
+};
+
+enum StreamCheck { kCheckInvalid = 0, kCheckTarget, kCheckPrediction, kCheckWeight, kChecks };
+constexpr unsigned long long kNoError = 0x7fffffffffffffffull;
+constexpr int kOrdinalShift = 40;  // rows per batch < 2^40; the host caps the ordinal
+
+// The pred types that are (N, K) scores, not labels.
+template <typename T>
+struct is_stream_score {
+  static constexpr bool value = false;
+};
+template <>
+struct is_stream_score<float> {
+  static constexpr bool value = true;
+};
+template <>
+struct is_stream_score<double> {
+  static constexpr bool value = true;
+};
+template <>
+struct is_stream_score<float16_bits> {
+  static constexpr bool value = true;
+};
+template <>
+struct is_stream_score<bfloat16_bits> {
+  static constexpr bool value = true;
+};
+
+template <typename PredT, bool SCORES = is_stream_score<PredT>::value>
+struct StreamWiden {
+  typedef float type;  // labels: unused
+};
+template <typename PredT>
+struct StreamWiden<PredT, true> {
+  typedef typename Widened<PredT>::type type;
+};
+
+// A row's weight as a count of type C: exact integers for unit and integer
+// weights, the double itself for float weights.
+template <typename C, typename W>
+__device__ __forceinline__ C count_of(const W* weight, int64 row) {
+  return (C)weight[row];
+}
+template <>
+__device__ __forceinline__ unsigned long long count_of<unsigned long long, unit_weight>(
+    const unit_weight*, int64) {
+  return 1ull;
+}
+template <>
+__device__ __forceinline__ unsigned long long count_of<unsigned long long, long long>(
+    const long long* weight, int64 row) {
+  return (unsigned long long)weight[row];
+}
+
+template <typename T>
+__device__ __forceinline__ T read_fresh(const T* p) {
+  return *(const volatile T*)p;
+}
+
+// Kappa moments of a thread: exact 128-bit sums for integer counts, doubles else.
+template <typename C>
+struct StreamMoments {
+  U128 linear{0ull, 0ull}, quadratic{0ull, 0ull};
+  __device__ void add(C w, int64 gap) {
+    add_product(linear, (uint64)w, (uint64)gap);
+    add_product_3(quadratic, (uint64)w, (uint64)gap, (uint64)gap);
+  }
+  __device__ void flush(uint64* exact, double*) {
+    if (linear.low | linear.high) atomic_add_u128(&exact[0], linear);
+    if (quadratic.low | quadratic.high) atomic_add_u128(&exact[2], quadratic);
+  }
+};
+template <>
+struct StreamMoments<double> {
+  double linear = 0.0, quadratic = 0.0;
+  __device__ void add(double w, int64 gap) {
+    linear += w * (double)gap;
+    quadratic += w * (double)gap * (double)gap;
+  }
+  __device__ void flush(uint64*, double* floats) {
+    if (linear != 0.0) atomicAdd(&floats[0], linear);
+    if (quadratic != 0.0) atomicAdd(&floats[1], quadratic);
+  }
+};
+
+__device__ __forceinline__ void keep_first(unsigned long long& first, long long ordinal,
+                                           int64 row) {
+  unsigned long long key = ((unsigned long long)ordinal << kOrdinalShift) | (unsigned long long)row;
+  if (key < first) first = key;
+}
+
+template <typename TrueT, typename PredT, typename W, typename C>
+__global__ void __launch_bounds__(kScoreBlockThreads)
+streaming_update(const TrueT* y_true, const PredT* preds, const W* weight, int64 n,
+                 long long ordinal, const long long* config, C* counts, C* matrix,
+                 uint64* exact_moments, double* float_moments, C* histogram,
+                 double* score_state, double* partials, unsigned int* ticket,
+                 unsigned long long* checks) {
+  constexpr bool kScores = is_stream_score<PredT>::value;
+  typedef typename StreamWiden<PredT>::type F;
+  const int64 K = config[kCfgClasses];
+  const int n_bins = kScores ? (int)config[kCfgBins] : 0;
+  const int64 thresholds = kScores ? config[kCfgThresholds] : 0;
+  const bool keep_matrix = config[kCfgMatrix] != 0;
+  const bool privatize = config[kCfgPrivatize] != 0;
+  const int num_top_k = kScores ? (int)config[kCfgNumTopK] : 0;
+  const bool has_ignore = config[kCfgHasIgnore] != 0;
+  const long long ignore_index = config[kCfgIgnoreIndex];
+
+  __shared__ double scratch[kReducedSlots * kWarpSize];
+  __shared__ C count_scratch[kWarpSize];
+  __shared__ unsigned int last_block;
+  MG_DYNAMIC_SHARED(unsigned char, dynamic);
+  BinCell* bins = reinterpret_cast<BinCell*>(dynamic);
+  C* cells_shared = reinterpret_cast<C*>(dynamic + (size_t)3 * n_bins * sizeof(BinCell));
+  const int64 cell_count = 3 * K + 1;
+  for (int i = threadIdx.x; i < 3 * n_bins; i += blockDim.x) bins[i].fixed = 0ull;
+  if (privatize) {
+    for (int64 i = threadIdx.x; i < cell_count; i += blockDim.x) cells_shared[i] = C(0);
+  }
+  C* cells = privatize ? cells_shared : counts;
+  // Unweighted calibration bins in fixed point (exact, bit-identical); weighted ones as doubles.
+  const bool fixed_bins = n_bins > 0 && weight == nullptr;
+  const int shift = fixed_bins ? bin_fixed_shift(nullptr, n) : 0;
+  __syncthreads();
+
+  long long limits[kMaxTopK];
+#pragma unroll
+  for (int i = 0; i < kMaxTopK; ++i) limits[i] = i < num_top_k ? config[kCfgTopK + i] : 0;
+  double sums[kReducedSlots];
+#pragma unroll
+  for (int i = 0; i < kReducedSlots; ++i) sums[i] = 0.0;
+  unsigned long long invalid = 0ull;
+  unsigned long long first[kChecks] = {0ull, kNoError, kNoError, kNoError};
+  C total[1] = {C(0)};
+  StreamMoments<C> moments;
+
+  const int group = kScores ? (int)config[kCfgGroup] : 1;
+  const unsigned int lane = lane_index();
+  const bool leader = lane % (unsigned int)group == 0;
+  const int64 rows_per_step = grid_threads() / group;
+  for (int64 base = global_warp_base() / group; base < n; base += rows_per_step) {
+    const int64 row = base + lane / group;
+    const bool active = row < n;
+    const int64 t = active ? (int64)y_true[row] : 0;
+    const bool counted = active && !(has_ignore && t == (int64)ignore_index);
+    const bool target_ok = t >= 0 && t < K;
+    const double w = counted ? weight_value(weight, row) : 1.0;
+    const bool weight_ok = w >= 0.0 && w - w == 0.0;  // NaN and infinities fail
+    int64 p = 0;
+    bool pred_ok = true;
+    double confidence = 0.0, correct = 0.0;
+    bool valid = false;
+    if constexpr (kScores) {
+      const int64 inner = config[kCfgInner];
+      const int64 column_stride = config[kCfgColumnStride];
+      const bool scan = counted && target_ok;
+      const int64 image = scan ? row / inner : 0;
+      const PredT* row_scores =
+          preds + (scan ? image * config[kCfgImageStride] +
+                              (row - image * inner) * config[kCfgInnerStride]
+                        : 0);
+      const F z_t = scan ? widen(row_scores[t * column_stride]) : F(0);
+      const bool from_logits = config[kCfgFromLogits] != 0;
+      RowScan<F> r = scan_row(row_scores, scan, scan ? t : 0, z_t, (int)K, column_stride, group,
+                              from_logits, false);
+      p = r.best_index;
+      pred_ok = !r.nonfinite;
+      valid = scan && pred_ok && weight_ok;
+      if (valid && leader) {
+        // The per-row terms of fused_logits_pass (scores.cu), the same formulas.
+        double p_t, nll, squares;
+        if (from_logits) {
+          double m = (double)r.max_finite;
+          p_t = exp((double)z_t - m) / r.exp_sum;
+          nll = m + log(r.exp_sum) - (double)z_t;
+          confidence = 1.0 / r.exp_sum;
+          squares = r.square_sum / (r.exp_sum * r.exp_sum);
+        } else {
+          const double clip_eps = __longlong_as_double(config[kCfgClipEpsBits]);
+          p_t = (double)z_t;
+          double clipped =
+              p_t < clip_eps ? clip_eps : (p_t > 1.0 - clip_eps ? 1.0 - clip_eps : p_t);
+          nll = -log(clipped);
+          confidence = (double)r.best;
+          squares = r.square_sum;
+        }
+        double margin = (double)z_t - (double)r.other_max;
+        double hinge = 1.0 - margin > 0.0 ? 1.0 - margin : 0.0;
+        correct = r.best_index == t ? 1.0 : 0.0;
+        sums[kSlotWeight] += w;
+        sums[kSlotCorrect] += w * correct;
+        sums[kSlotNll] += w * nll;
+        sums[kSlotBrier] += w * (squares - 2.0 * p_t + 1.0);
+        sums[kSlotHinge] += w * hinge;
+#pragma unroll
+        for (int i = 0; i < kMaxTopK; ++i) {
+          if (i < num_top_k && r.rank < limits[i]) sums[kScalarSlots + i] += w;
+        }
+      }
+      if (n_bins > 0) {  // the whole warp: add_to_bin shuffles
+        const int bin = valid && leader ? calibration_bin(confidence, n_bins) : -1;
+        const double w_confidence = w * (confidence == confidence ? confidence : 0.0);
+        if (fixed_bins) {
+          add_to_bin(bins, n_bins, bin, valid && leader ? to_fixed(w, shift) : 0ull,
+                     valid && leader ? to_fixed(w_confidence, shift) : 0ull,
+                     valid && leader ? to_fixed(w * correct, shift) : 0ull);
+        } else {
+          add_to_bin(bins, n_bins, bin, valid && leader ? w : 0.0,
+                     valid && leader ? w_confidence : 0.0, valid && leader ? w * correct : 0.0);
+        }
+      }
+      if (thresholds > 0 && valid) {
+        // Every lane of the row's group bins its own columns' probabilities.
+        const C w_count = count_of<C>(weight, row);
+        const int first_column = (int)(lane % (unsigned int)group);
+        const double m = (double)r.max_finite;
+        for (int64 c = first_column; c < K; c += group) {
+          const double v = (double)widen(row_scores[c * column_stride]);
+          const double probability = from_logits ? exp(v - m) / r.exp_sum : v;
+          const int64 b = calibration_bin(probability, (int)thresholds);
+          atomicAdd(histogram + (c == t ? 0 : K * thresholds) + c * thresholds + b, w_count);
+        }
+      }
+    } else {
+      p = active ? (int64)preds[row] : 0;
+      pred_ok = p >= 0 && p < K;
+      valid = counted && target_ok && pred_ok && weight_ok;
+    }
+    if (counted && !valid && leader) {
+      ++invalid;
+      if (!target_ok) keep_first(first[kCheckTarget], ordinal, row);
+      if (target_ok && !pred_ok) keep_first(first[kCheckPrediction], ordinal, row);
+      if (!weight_ok) keep_first(first[kCheckWeight], ordinal, row);
+    }
+    if (valid && leader) {
+      const C w_count = count_of<C>(weight, row);
+      if (keep_matrix) atomicAdd(&matrix[t * K + p], w_count);
+      if (t == p) atomicAdd(&cells[t], w_count);
+      atomicAdd(&cells[K + t], w_count);
+      atomicAdd(&cells[2 * K + p], w_count);
+      total[0] += w_count;
+      moments.add(w_count, t > p ? t - p : p - t);
+    }
+  }
+
+  // The block's counts: shared cells to the state, moments, total, checks.
+  block_sum(total, count_scratch);
+  if (threadIdx.x == 0 && total[0] != C(0)) {
+    atomicAdd(privatize ? &cells_shared[3 * K] : &counts[3 * K], total[0]);
+  }
+  moments.flush(exact_moments, float_moments);
+  if (invalid) atomicAdd(&checks[kCheckInvalid], invalid);
+  for (int i = kCheckTarget; i < kChecks; ++i) {
+    if (first[i] != kNoError) atomicMin(&checks[i], first[i]);
+  }
+  __syncthreads();
+  if (privatize) {
+    for (int64 i = threadIdx.x; i < cell_count; i += blockDim.x) {
+      const C value = cells_shared[i];
+      if (value != C(0)) atomicAdd(&counts[i], value);
+    }
+  }
+  if constexpr (!kScores) return;
+
+  // Score sums: this block's row of partials, then the last block adds the
+  // rows in block order into the state.
+  const int slots = kScalarSlots + num_top_k + 3 * n_bins;
+  double* own = partials + (int64)blockIdx.x * slots;
+  block_sum(sums, scratch);
+  if (threadIdx.x == 0) {
+    for (int i = 0; i < kScalarSlots + num_top_k; ++i) own[i] = sums[i];
+  }
+  for (int i = threadIdx.x; i < 3 * n_bins; i += blockDim.x) {
+    own[kScalarSlots + num_top_k + i] =
+        fixed_bins ? ldexp((double)bins[i].fixed, -shift) : bins[i].value;
+  }
+  __threadfence();
+  __syncthreads();
+  if (threadIdx.x == 0) last_block = atomicAdd(ticket, 1u) == gridDim.x - 1;
+  __syncthreads();
+  if (!last_block) return;  // block-uniform
+  for (int i = threadIdx.x; i < slots; i += blockDim.x) {
+    double sum = 0.0;
+    for (unsigned int b = 0; b < gridDim.x; ++b) sum += read_fresh(partials + (int64)b * slots + i);
+    score_state[i] += sum;
+  }
+  if (threadIdx.x == 0) *ticket = 0u;
+}
+
+// ---------------------------------------------------------------------------
+// compute: score metrics and binned ranking metrics from the state.
+// ---------------------------------------------------------------------------
+
+// Output slots (metrics_gpu._state.STREAM_SCORE_SLOTS, same order), then
+// top-k accuracies, the calibration proportion / confidence / accuracy per
+// bin, and with thresholds the per-class ROC AUC, AP and their error bounds.
+enum StreamScoreSlot {
+  kOutAccuracy = 0,
+  kOutCrossEntropy,
+  kOutPerplexity,
+  kOutBrier,
+  kOutHinge,
+  kOutCalibration,
+  kOutMaxCalibration,
+  kOutTotalWeight,
+  kOutRocAuc,
+  kOutRocAucMacro,
+  kOutRocAucWeighted,
+  kOutRocAucMicro,
+  kOutRocAucBound,
+  kOutAveragePrecision,
+  kOutAveragePrecisionMacro,
+  kOutAveragePrecisionWeighted,
+  kOutAveragePrecisionMicro,
+  kOutAveragePrecisionBound,
+  kOutSlots
+};
+
+__device__ __forceinline__ double stream_nan() {
+  return __longlong_as_double(0x7ff8000000000000ll);
+}
+
+// ROC AUC and AP of one class from its histogram (bins ascending), by a sweep
+// of the thresholds from the top bin down: the trapezoid between thresholds
+// (pairs in one bin count 1/2, as tied scores), and AP = sum over bins of
+// (positives in bin / P) * precision at its threshold, as scikit-learn's
+// step rule. Error bounds against the exact values of the unbinned scores:
+// ROC AUC within sum_b P_b N_b / (2 P N); AP within
+// sum_b (P_b / P) (P_b + N_b) / (positives and negatives at or above b).
+struct RankAreas {
+  double positives, negatives, auc, auc_bound, ap, ap_bound;
+};
+
+template <typename C>
+__device__ RankAreas rank_areas(const C* positive, const C* negative, int64 stride, int64 bins) {
+  double p_total = 0.0, n_total = 0.0;
+  for (int64 b = 0; b < bins; ++b) {
+    p_total += (double)positive[b * stride];
+    n_total += (double)negative[b * stride];
+  }
+  double tp = 0.0, fp = 0.0, area = 0.0, ties = 0.0, ap = 0.0, ap_bound = 0.0;
+  for (int64 b = bins - 1; b >= 0; --b) {
+    const double pb = (double)positive[b * stride], nb = (double)negative[b * stride];
+    area += nb * (tp + 0.5 * pb);
+    ties += pb * nb;
+    tp += pb;
+    fp += nb;
+    if (pb > 0.0) {
+      ap += pb * (tp / (tp + fp));
+      ap_bound += pb * ((pb + nb) / (tp + fp));
+    }
+  }
+  RankAreas r;
+  r.positives = p_total;
+  r.negatives = n_total;
+  const bool defined = p_total > 0.0 && n_total > 0.0;
+  r.auc = defined ? area / (p_total * n_total) : stream_nan();
+  r.auc_bound = defined ? 0.5 * ties / (p_total * n_total) : stream_nan();
+  r.ap = p_total > 0.0 ? ap / p_total : stream_nan();
+  r.ap_bound = p_total > 0.0 ? ap_bound / p_total : stream_nan();
+  return r;
+}
+
+template <typename C>
+__global__ void __launch_bounds__(kScoreBlockThreads)
+streaming_compute(const long long* config, const double* score_state, const C* histogram,
+                  const uint64* exact_moments, const double* float_moments,
+                  double* moments_out, double* pooled, unsigned int* ticket, double* out) {
+  const int64 K = config[kCfgClasses];
+  const int num_top_k = (int)config[kCfgNumTopK];
+  const int n_bins = (int)config[kCfgBins];
+  const int64 H = config[kCfgThresholds];
+  const int64 per_class = kOutSlots + num_top_k + 3 * n_bins;
+  __shared__ unsigned int last_block;
+  __shared__ double scratch[kReducedSlots * kWarpSize];
+
+  // Per-class ranking areas, and the pooled histogram (micro average).
+  if (H > 0) {
+    for (int64 k = (int64)blockIdx.x * blockDim.x + threadIdx.x; k < K; k += grid_threads()) {
+      RankAreas r = rank_areas(histogram + k * H, histogram + K * H + k * H, 1, H);
+      out[per_class + k] = r.auc;
+      out[per_class + K + k] = r.ap;
+      out[per_class + 2 * K + k] = r.auc_bound;
+      out[per_class + 3 * K + k] = r.ap_bound;
+      out[per_class + 4 * K + k] = r.positives;
+    }
+    for (int64 b = (int64)blockIdx.x * blockDim.x + threadIdx.x; b < H; b += grid_threads()) {
+      double positive = 0.0, negative = 0.0;
+      for (int64 k = 0; k < K; ++k) {
+        positive += (double)histogram[k * H + b];
+        negative += (double)histogram[K * H + k * H + b];
+      }
+      pooled[b] = positive;
+      pooled[H + b] = negative;
+    }
+  }
+  __threadfence();
+  __syncthreads();
+  if (threadIdx.x == 0) last_block = atomicAdd(ticket, 1u) == gridDim.x - 1;
+  __syncthreads();
+  if (!last_block) return;
+
+  // Averages over the classes whose AUC (AP) is defined, in class order.
+  // AUC: sum, classes, positives-weighted sum, positives, bound sum; AP the same.
+  double acc[5] = {0.0, 0.0, 0.0, 0.0, 0.0};
+  double ap_acc[5] = {0.0, 0.0, 0.0, 0.0, 0.0};
+  if (H > 0) {
+    for (int64 k = threadIdx.x; k < K; k += blockDim.x) {
+      const double auc = read_fresh(out + per_class + k);
+      const double ap = read_fresh(out + per_class + K + k);
+      const double positives = read_fresh(out + per_class + 4 * K + k);
+      if (auc == auc) {
+        acc[0] += auc;
+        acc[1] += 1.0;
+        acc[2] += positives * auc;
+        acc[3] += positives;
+        acc[4] += read_fresh(out + per_class + 2 * K + k);
+      }
+      if (ap == ap) {
+        ap_acc[0] += ap;
+        ap_acc[1] += 1.0;
+        ap_acc[2] += positives * ap;
+        ap_acc[3] += positives;
+        ap_acc[4] += read_fresh(out + per_class + 3 * K + k);
+      }
+    }
+  }
+  block_sum(acc, scratch);
+  block_sum(ap_acc, scratch);
+  if (threadIdx.x != 0) return;
+
+  const double nan = stream_nan();
+  for (int i = 0; i < kOutSlots; ++i) out[i] = nan;
+  if (score_state != nullptr) {  // a state of labels has no score sums
+    const double weight = score_state[kSlotWeight];
+    out[kOutAccuracy] = score_state[kSlotCorrect] / weight;
+    out[kOutCrossEntropy] = score_state[kSlotNll] / weight;
+    out[kOutPerplexity] = exp(out[kOutCrossEntropy]);
+    out[kOutBrier] = score_state[kSlotBrier] / weight;
+    out[kOutHinge] = score_state[kSlotHinge] / weight;
+    out[kOutTotalWeight] = weight;
+    for (int i = 0; i < num_top_k; ++i) out[kOutSlots + i] = score_state[kScalarSlots + i] / weight;
+    const double* bin_weight = score_state + kScalarSlots + num_top_k;
+    double* proportion = out + kOutSlots + num_top_k;
+    double ece = 0.0, mce = 0.0;
+    for (int b = 0; b < n_bins; ++b) {
+      const double bw = bin_weight[b];
+      proportion[b] = bw / weight;
+      proportion[n_bins + b] = bin_weight[n_bins + b] / bw;
+      proportion[2 * n_bins + b] = bin_weight[2 * n_bins + b] / bw;
+      double gap = proportion[2 * n_bins + b] - proportion[n_bins + b];
+      gap = proportion[b] > 0.0 ? (gap < 0.0 ? -gap : gap) : 0.0;
+      ece += proportion[b] * gap;
+      if (gap > mce || b == 0) mce = gap;
+    }
+    out[kOutCalibration] = n_bins > 0 ? ece : nan;
+    out[kOutMaxCalibration] = n_bins > 0 ? mce : nan;
+  }
+  if (H > 0) {
+    out[kOutRocAucMacro] = acc[0] / acc[1];
+    out[kOutRocAucWeighted] = acc[2] / acc[3];
+    out[kOutRocAucBound] = acc[4] / acc[1];
+    out[kOutAveragePrecisionMacro] = ap_acc[0] / ap_acc[1];
+    out[kOutAveragePrecisionWeighted] = ap_acc[2] / ap_acc[3];
+    out[kOutAveragePrecisionBound] = ap_acc[4] / ap_acc[1];
+    RankAreas micro = rank_areas(pooled, pooled + H, 1, H);
+    out[kOutRocAucMicro] = micro.auc;
+    out[kOutAveragePrecisionMicro] = micro.ap;
+    out[kOutRocAuc] = K == 2 ? out[per_class + 1] : out[kOutRocAucMacro];
+    out[kOutAveragePrecision] = K == 2 ? out[per_class + K + 1] : out[kOutAveragePrecisionMacro];
+  }
+  // The kappa moments as doubles: exact 128-bit words, or the float sums.
+  if (exact_moments != nullptr) {
+    moments_out[0] = (double)exact_moments[0] + (double)exact_moments[1] * 18446744073709551616.0;
+    moments_out[1] = (double)exact_moments[2] + (double)exact_moments[3] * 18446744073709551616.0;
+  } else if (float_moments != nullptr) {
+    moments_out[0] = float_moments[0];
+    moments_out[1] = float_moments[1];
+  }
+  *ticket = 0u;
+}
+
+}  // namespace mg
+
+using mg::streaming_compute;
+using mg::streaming_update;

@@ -1,0 +1,682 @@
+"""In-loop validation: a streaming state that adds batches and computes every
+metric at the end, as a training loop needs it.
+
+:class:`ClassificationMetrics` keeps one state per object, on the device of
+its first update (NumPy arrays on the host backends, CuPy arrays on a GPU):
+
+* ``counts``: per-class true positives, support, predicted counts and the
+  total (3K + 1 cells; uint64 for counts and integer weights, float64 for
+  float weights), and ``moments``, the weighted-kappa disagreement sums
+  (exact 128-bit words, or two float64);
+* ``matrix``: the K x K confusion matrix, while K <= 2048 (or as asked);
+* ``scores``: the sums of the fused score pass (kernels/scores.cu layout:
+  :data:`metrics_gpu._state.SCORE_SLOTS`, top-k hits, calibration bins);
+* ``histogram``: with ``thresholds=H``, each class's probability histogram
+  (2, K, H), rows whose target is k then the others (binned ROC AUC, AP);
+* ``checks``: samples left out, and the first offending sample of each kind
+  (target, prediction, weight) as ``(update ordinal << 40) | sample``.
+
+Every state array adds (``checks`` takes the minimum of its keys), so merge
+and distributed sync are one rule for all. On the kernel backends an update
+is one launch of ``kernels/streaming.cu`` with no host sync and, after the
+first batch of a shape, no allocation; ``compute()`` is two launches. The
+NumPy backend runs the reference of the same update
+(:func:`metrics_gpu.backends.numpy_backend.stream_update`).
+"""
+
+from __future__ import annotations
+
+import math
+import numbers
+import sys
+from collections.abc import Iterable
+from typing import Any
+
+import numpy as np
+
+from metrics_gpu import _formulas as F
+from metrics_gpu._backend import caller_stream, get_backend_implementation, resolve_backend
+from metrics_gpu._state import ClassStatistics, ScoreSums, score_sums_size
+from metrics_gpu._validation import (
+    check_ignore_index,
+    check_num_classes,
+    check_stream_batch,
+    score_dtype_eps,
+)
+
+SCORE_KINDS = ("logits", "probabilities")
+VALIDATE_MODES = ("deferred", "eager", False)
+CONFUSION_MATRIX_OPTIONS = ("auto", True, False)
+# confusion_matrix="auto" keeps the K x K matrix up to this K (32 MiB of int64).
+AUTO_MATRIX_MAX_CLASSES = 2048
+MAX_TOP_K_VALUES = 8          # kernels/scores.cu kMaxTopK
+MAX_BINS = 1024               # calibration bins live in shared memory on a GPU
+MAX_THRESHOLDS = 1 << 16
+NO_ERROR = (1 << 63) - 1      # kernels/streaming.cu kNoError
+ORDINAL_SHIFT = 40            # kernels/streaming.cu kOrdinalShift
+MAX_ORDINAL = (1 << 23) - 1   # ordinals beyond saturate (keys stay below 2^63)
+CHECKED = ("y_true", "preds", "sample_weight")
+STATE_VERSION = 1
+
+
+def _check_top_k(top_k) -> tuple[int, ...]:
+    if isinstance(top_k, numbers.Integral) and not isinstance(top_k, bool):
+        top_k = (top_k,)
+    if top_k is None:
+        top_k = ()
+    if not isinstance(top_k, Iterable) or isinstance(top_k, (str, bytes)):
+        raise ValueError(f"top_k must be a positive integer or a sequence of them, got {top_k!r}")
+    values = tuple(top_k)
+    if any(not isinstance(v, numbers.Integral) or isinstance(v, bool) or v < 1 for v in values):
+        raise ValueError(f"top_k must hold positive integers, got {top_k!r}")
+    if len(values) > MAX_TOP_K_VALUES:
+        raise ValueError(f"top_k takes at most {MAX_TOP_K_VALUES} values, got {len(values)}")
+    return tuple(int(v) for v in values)
+
+
+def _check_count(value, name: str, low: int, high: int, allow_none: bool = False):
+    if value is None and allow_none:
+        return 0
+    if not isinstance(value, numbers.Integral) or isinstance(value, bool) or not low <= value <= high:
+        raise ValueError(f"{name} must be an integer in {low}..{high}"
+                         f"{' or None' if allow_none else ''}, got {value!r}")
+    return int(value)
+
+
+def _framework(like) -> str:
+    torch = sys.modules.get("torch")
+    if torch is not None and isinstance(like, torch.Tensor):
+        return "torch"
+    return "array"
+
+
+class ClassificationMetrics:
+    """Every classification metric of a stream of batches: update per batch,
+    compute at the end, reset (the torchmetrics way).
+
+    Parameters
+    ----------
+    num_classes : int
+        K: targets and label predictions are class codes 0..K-1.
+    top_k : int or sequence of int, default (1, 5)
+        Top-k accuracies reported from score batches (at most 8 values).
+    n_bins : int, default 15
+        Equal-width calibration bins of the top-class probability (ECE, MCE).
+    thresholds : int, optional
+        H: keep a ``(2, K, H)`` histogram of each class's probability, for the
+        binned ROC AUC (binary, one-vs-rest macro / weighted / micro) and
+        average precision, in O(K H) memory. The error against the exact
+        values of the same scores is reported with them
+        (``roc_auc_error_bound``, ``average_precision_error_bound``): for one
+        class, |AUC - exact| <= sum_b P_b N_b / (2 P N) and
+        |AP - exact| <= sum_b (P_b / P) (P_b + N_b) / (count at or above bin b),
+        with P_b, N_b the positives and negatives in bin b; the bounds of the
+        averages are the means of the per-class bounds.
+    confusion_matrix : {"auto", True, False}, default "auto"
+        Keep the K x K matrix: "auto" while K <= 2048. The label metrics never
+        need it (they come from O(K) per-class counts).
+    ignore_index : int, optional
+        Samples with this target are left out (padding, void pixels).
+    validate : {"deferred", "eager", False}, default "deferred"
+        "deferred": every check runs inside the update pass (no sync) and
+        ``compute()`` raises ``ValueError`` naming the argument, the update
+        call (its ordinal, from 0) and the first offending sample. "eager":
+        ``update`` checks first and raises before adding anything (a few host
+        syncs on a GPU). False: no error; bad samples are left out and
+        counted (``report.invalid``). In every mode a bad sample adds nothing
+        to the state.
+    deterministic : bool, default False
+        Bit-identical results run to run on a GPU. Counts, integer weights and
+        score sums (per-block partials added in block order) are always; float
+        weights go through float64 atomics, so with ``deterministic=True``
+        they are refused on the kernel backends (pass integer weights).
+    scores : {"logits", "probabilities"}, default "logits"
+        What ``(N, K)`` predictions are.
+
+    The first update fixes the state's device and kind: labels ``(N,)`` give
+    the label metrics; scores ``(N, K)`` or channel-first ``(N, K, d1, ...)``
+    (every position a sample, with targets ``(N, d1, ...)``) give the score
+    metrics too. Results come back in the framework of the first update's
+    ``y_true`` (torch tensors for torch inputs, on CPU or GPU).
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from metrics_gpu import ClassificationMetrics
+    >>> metrics = ClassificationMetrics(3, top_k=(1, 2), n_bins=5)
+    >>> for logits, y in [(np.array([[2.0, 0.1, 0.3], [0.2, 1.5, 0.1]]), np.array([0, 2])),
+    ...                   (np.array([[0.1, 0.2, 3.0]]), np.array([2]))]:
+    ...     metrics.update(y, logits)
+    >>> report = metrics.compute()
+    >>> round(float(report["accuracy"]), 4), round(float(report["top_2_accuracy"]), 4)
+    (0.6667, 0.6667)
+    >>> metrics.reset()
+    """
+
+    def __init__(self, num_classes, *, top_k=(1, 5), n_bins=15, thresholds=None,
+                 confusion_matrix="auto", ignore_index=None, validate="deferred",
+                 deterministic=False, scores="logits"):
+        num_classes = check_num_classes(num_classes)
+        if num_classes is None:
+            raise ValueError("num_classes is required: the state is sized by it")
+        if confusion_matrix not in CONFUSION_MATRIX_OPTIONS or confusion_matrix is None:
+            raise ValueError(f"confusion_matrix must be one of {CONFUSION_MATRIX_OPTIONS}, got "
+                             f"{confusion_matrix!r}")
+        if not (validate is False or validate in ("deferred", "eager")):
+            raise ValueError(f"validate must be one of {VALIDATE_MODES}, got {validate!r}")
+        if not isinstance(deterministic, bool):
+            raise ValueError(f"deterministic must be True or False, got {deterministic!r}")
+        if scores not in SCORE_KINDS:
+            raise ValueError(f"scores must be one of {SCORE_KINDS}, got {scores!r}")
+        keep_matrix = (num_classes <= AUTO_MATRIX_MAX_CLASSES if confusion_matrix == "auto"
+                       else bool(confusion_matrix))
+        if keep_matrix:
+            from metrics_gpu._validation import check_state_size
+            check_state_size(num_classes, matrix=True)
+        self._spec = dict(
+            num_classes=num_classes, top_k=_check_top_k(top_k),
+            n_bins=_check_count(n_bins, "n_bins", 1, MAX_BINS),
+            thresholds=_check_count(thresholds, "thresholds", 2, MAX_THRESHOLDS, True),
+            keep_matrix=keep_matrix, ignore_index=check_ignore_index(ignore_index),
+            from_logits=scores == "logits",
+        )
+        self.validate = validate
+        self.deterministic = deterministic
+        self.scores = scores
+        self.reset()
+
+    # -- state ------------------------------------------------------------------
+
+    @property
+    def num_classes(self) -> int:
+        return self._spec["num_classes"]
+
+    def reset(self) -> None:
+        """Forget every update. The state's buffers, device and kind stay and
+        are zeroed in place (no allocation in the next epoch's updates)."""
+        self._updates = 0
+        if getattr(self, "_state", None) is None:
+            self._state: dict[str, Any] | None = None
+            self._kind: str | None = None  # "labels" or "scores", set by the first update
+            self._workspace = None
+            self._backend = None
+            self._like = None
+            return
+        for name, array in self._state.items():
+            array[...] = 0
+        self._state["checks"][1:] = NO_ERROR
+
+    def _allocate(self, kind: str, integer: bool) -> None:
+        backend, k, spec = self._backend, self.num_classes, self._spec
+        count = np.uint64 if integer else np.float64
+        state = {
+            "counts": backend.zeros(3 * k + 1, count),
+            "moments": backend.zeros(4 if integer else 2, np.uint64 if integer else np.float64),
+            "checks": backend.zeros(4, np.uint64),
+        }
+        state["checks"][1:] = NO_ERROR
+        if spec["keep_matrix"]:
+            state["matrix"] = backend.zeros((k, k), count)
+        if kind == "scores":
+            state["scores"] = backend.zeros(score_sums_size(len(spec["top_k"]), spec["n_bins"]),
+                                            np.float64)
+            if spec["thresholds"]:
+                state["histogram"] = backend.zeros((2, k, spec["thresholds"]), count)
+        self._state = state
+        self._kind = kind
+        if backend.name != "numpy":
+            from metrics_gpu.backends.kernel_backend import StreamWorkspace
+            self._workspace = StreamWorkspace()
+
+    def _promote_to_float(self) -> None:
+        """Float weights reach a state of integer counts: the counts become
+        float64 (once), the exact moments their float values."""
+        xp, state = self._backend.xp, self._state
+        words = state["moments"].astype(np.float64)
+        for name in ("counts", "matrix", "histogram"):
+            if name in state:
+                state[name] = state[name].astype(np.float64)
+        state["moments"] = xp.stack([words[0] + words[1] * 2.0**64,
+                                     words[2] + words[3] * 2.0**64])
+
+    # -- update -----------------------------------------------------------------
+
+    def update(self, y_true, preds, sample_weight=None) -> None:
+        """Add a batch: targets ``y_true`` and labels ``(N,)`` or scores
+        ``(N, K)`` / ``(N, K, d1, ...)`` ``preds``; numpy, torch (CPU or CUDA,
+        requiring grad or not), CuPy or JAX arrays. On a GPU: one kernel
+        launch on the caller's stream, no host sync."""
+        if self._backend is None:
+            self._backend = resolve_backend(y_true, preds, sample_weight)
+            self._like = y_true
+        with caller_stream(y_true):
+            self._update(y_true, preds, sample_weight)
+
+    def _update(self, y_true, preds, sample_weight) -> None:
+        backend, spec = self._backend, self._spec
+        batch = check_stream_batch(
+            y_true, preds, sample_weight, num_classes=self.num_classes, backend=backend,
+            ignore_index=spec["ignore_index"], eager=self.validate == "eager",
+            contiguous=getattr(backend, "contiguous", None))
+        kind = "scores" if batch.scores else "labels"
+        float_weights = batch.sample_weight is not None and batch.sample_weight.dtype.kind == "f"
+        if float_weights and self.deterministic and backend.name != "numpy":
+            raise ValueError(
+                "sample_weight: float weights are summed with float64 atomics on the kernel "
+                "backends, which deterministic=True rules out; pass integer weights, or "
+                "deterministic=False")
+        if self._state is None:
+            self._allocate(kind, integer=not float_weights)
+        elif kind != self._kind:
+            raise ValueError(
+                f"preds: this state holds {self._kind} (set by its first update), got "
+                f"{'(N, K) scores' if batch.scores else '(N,) labels'}; use one "
+                "ClassificationMetrics per kind of prediction")
+        elif float_weights and self._state["counts"].dtype == np.uint64:
+            self._promote_to_float()
+        ordinal = min(self._updates, MAX_ORDINAL)
+        clip_eps = score_dtype_eps(np.float32 if batch.score_dtype == "bfloat16"
+                                   else batch.score_dtype or np.float64)
+        if backend.name == "numpy":
+            from metrics_gpu.backends.numpy_backend import stream_update
+            stream_update(self._state, batch, num_classes=self.num_classes,
+                          ignore_index=spec["ignore_index"], ordinal=ordinal,
+                          from_logits=spec["from_logits"], clip_eps=clip_eps,
+                          top_k=spec["top_k"], n_bins=spec["n_bins"],
+                          thresholds=spec["thresholds"])
+        else:
+            backend.stream_update(self._state, self._workspace, batch, spec=spec,
+                                  ordinal=ordinal, clip_eps=clip_eps)
+        self._updates += 1
+
+    # -- compute ----------------------------------------------------------------
+
+    def _raise_deferred(self, checks) -> None:
+        """The first offending sample of each kind, as a ValueError (deferred mode)."""
+        invalid = int(checks[0])
+        if not invalid:
+            return
+        k = self.num_classes
+        problems = {
+            "y_true": f"a target outside 0..{k - 1} (num_classes={k})",
+            "preds": (f"a prediction outside 0..{k - 1}" if self._kind == "labels"
+                      else "a row of scores with a NaN or an infinity"),
+            "sample_weight": "a negative or non-finite weight",
+        }
+        found = []
+        for name, key in zip(CHECKED, checks[1:]):
+            key = int(key)
+            if key != NO_ERROR:
+                found.append((key, name))
+        key, name = min(found)
+        raise ValueError(
+            f"{name} of update call {key >> ORDINAL_SHIFT} (counting from 0) holds "
+            f"{problems[name]} at sample {key & ((1 << ORDINAL_SHIFT) - 1)}; {invalid} "
+            "sample(s) were left out in all. The state holds the valid samples only: "
+            "reset() to start again, or build it with validate=False to report them as "
+            "invalid instead"
+        )
+
+    def compute(self) -> StreamingReport:
+        """Every metric the state supports, as one :class:`StreamingReport`.
+
+        Two launches on the kernel backends, whose values stay on the device
+        until read; with ``validate="deferred"`` the four check numbers are
+        read back (one sync) to raise for bad input.
+        """
+        if self._state is None:
+            raise ValueError("compute() before any update: there is nothing to report")
+        backend, spec, state = self._backend, self._spec, self._state
+        if self.validate == "deferred":
+            self._raise_deferred(np.asarray(backend.to_host(state["checks"])))
+        if backend.name == "numpy":
+            label_values, score_values = _numpy_compute(state, spec, self._kind)
+        else:
+            with caller_stream(self._like):
+                label_values, score_values = backend.stream_compute(
+                    state, self._workspace, spec=spec)
+        return StreamingReport(self, label_values, score_values)
+
+    # -- combining states ---------------------------------------------------------
+
+    def merge(self, other: ClassificationMetrics) -> None:
+        """Add ``other``'s state to this one (the state of both streams together)."""
+        if not isinstance(other, ClassificationMetrics) or other._spec != self._spec:
+            raise ValueError("other must be a ClassificationMetrics built with the same arguments")
+        if other._state is None:
+            return
+        if self._state is None:
+            self._backend, self._like = other._backend, other._like
+            self._allocate(other._kind, other._state["counts"].dtype == np.uint64)
+        if other._kind != self._kind:
+            raise ValueError(f"cannot merge a state of {other._kind} into one of {self._kind}")
+        theirs = other._state
+        if theirs["counts"].dtype != self._state["counts"].dtype:
+            if self._state["counts"].dtype == np.uint64:
+                self._promote_to_float()
+            else:
+                other = _promoted_copy(other)
+                theirs = other._state
+        xp = self._backend.xp
+        for name, mine in self._state.items():
+            value = self._backend.asarray(_to_numpy(theirs[name]))
+            if name == "checks":
+                mine[0] += value[0]
+                mine[1:] = xp.minimum(mine[1:], value[1:])
+            elif name == "moments" and mine.dtype == np.uint64:
+                _add_words(mine, value, xp)
+            else:
+                mine += value
+        self._updates += other._updates
+
+    def state_dict(self) -> dict[str, Any]:
+        """The state as plain arrays (torch tensors for torch inputs, so that
+        ``torch.save`` holds it), with the arguments it was built with."""
+        out: dict[str, Any] = {"version": STATE_VERSION, "spec": dict(self._spec),
+                               "kind": self._kind, "updates": self._updates}
+        if self._state is not None:
+            for name, value in self._state.items():
+                if value.dtype == np.uint64:
+                    value = value.view(np.int64)  # torch has no uint64 arithmetic
+                out[name] = self._backend.to_framework(value, self._like)
+        return out
+
+    def load_state_dict(self, state: dict[str, Any]) -> None:
+        """Restore a :meth:`state_dict` (onto this object's device, or the
+        host when it has none yet)."""
+        if state.get("version") != STATE_VERSION or dict(state.get("spec", {})) != self._spec:
+            raise ValueError("state: not a state_dict of a ClassificationMetrics with these "
+                             "arguments")
+        if state["kind"] is None:
+            self.reset()
+            return
+        if self._backend is None:
+            self._backend = get_backend_implementation("numpy")
+        integer = _to_numpy(state["counts"]).dtype.kind == "i"
+        self._allocate(state["kind"], integer)
+        for name, mine in self._state.items():
+            value = _to_numpy(state[name])
+            value = value.view(np.uint64) if mine.dtype == np.uint64 else value
+            mine[...] = self._backend.asarray(value)
+        self._updates = int(state["updates"])
+
+    def sync(self, group=None) -> None:
+        """All-reduce the state over ``torch.distributed`` (when it is
+        initialised; else nothing): SUM of every count and sum (integers
+        stay exact: they are reduced as int64 words), MIN of the check keys.
+        Every rank must call it, with a state of the same kind (a rank
+        without any update contributes zeros)."""
+        torch = sys.modules.get("torch")
+        if torch is None or not torch.distributed.is_available() or \
+                not torch.distributed.is_initialized():
+            return
+        dist = torch.distributed
+        kinds = [None] * dist.get_world_size(group)
+        integer = None if self._state is None else self._state["counts"].dtype == np.uint64
+        dist.all_gather_object(kinds, (self._kind, integer), group=group)
+        kind = next((k for k, _ in kinds if k is not None), None)
+        if kind is None:
+            return
+        any_float = any(i is False for _, i in kinds)
+        if self._state is None:
+            if self._backend is None:
+                self._backend = get_backend_implementation("numpy")
+            self._allocate(kind, not any_float)
+        elif any_float and self._state["counts"].dtype == np.uint64:
+            self._promote_to_float()
+        for name, value in self._state.items():
+            tensor = _as_torch(value.view(np.int64) if value.dtype == np.uint64 else value)
+            if name == "checks":
+                dist.all_reduce(tensor[:1], op=dist.ReduceOp.SUM, group=group)
+                dist.all_reduce(tensor[1:], op=dist.ReduceOp.MIN, group=group)
+            elif name == "moments" and value.dtype == np.uint64:
+                _all_reduce_words(tensor, dist, group)
+            else:
+                dist.all_reduce(tensor, op=dist.ReduceOp.SUM, group=group)
+        updates = torch.tensor([self._updates], dtype=torch.int64)
+        dist.all_reduce(updates, group=group)
+        self._updates = int(updates[0])
+
+    def to(self, device) -> ClassificationMetrics:
+        """Move the state: ``"cpu"`` / ``"numpy"`` to the host (NumPy backend),
+        ``"cuda"`` (or a torch device / index) to the current GPU."""
+        name = str(getattr(device, "type", device))
+        if name.startswith("cuda") or isinstance(device, int):
+            target = get_backend_implementation("cuda")
+        elif name in ("cpu", "numpy"):
+            target = get_backend_implementation("numpy")
+        else:
+            raise ValueError(f"device must be 'cpu' or 'cuda', got {device!r}")
+        if self._state is not None:
+            snapshot = self.state_dict()
+            self._backend = target
+            self._load_arrays(snapshot)
+        else:
+            self._backend = target
+        return self
+
+    def _load_arrays(self, snapshot) -> None:
+        kind, updates = snapshot["kind"], snapshot["updates"]
+        integer = _to_numpy(snapshot["counts"]).dtype.kind == "i"
+        self._allocate(kind, integer)
+        for name, mine in self._state.items():
+            value = _to_numpy(snapshot[name])
+            value = value.view(np.uint64) if mine.dtype == np.uint64 else value
+            mine[...] = self._backend.asarray(value)
+        self._updates = updates
+
+    def __repr__(self) -> str:
+        where = "empty" if self._state is None else f"{self._kind} on {self._backend.name}"
+        return (f"ClassificationMetrics(num_classes={self.num_classes}, updates={self._updates}, "
+                f"{where})")
+
+
+def _to_numpy(value):
+    torch = sys.modules.get("torch")
+    if torch is not None and isinstance(value, torch.Tensor):
+        return value.detach().cpu().numpy()
+    if hasattr(value, "get") and not isinstance(value, np.ndarray):
+        return value.get()
+    return np.asarray(value)
+
+
+def _as_torch(array):
+    """A state array as a torch tensor sharing its memory (host or device)."""
+    import torch
+
+    if isinstance(array, np.ndarray):
+        return torch.from_numpy(array)
+    return torch.from_dlpack(array)
+
+
+def _add_words(mine, theirs, xp) -> None:
+    """128-bit sums held as (low, high) uint64 word pairs: mine += theirs."""
+    for i in (0, 2):
+        low = mine[i:i + 1] + theirs[i:i + 1]          # wraps modulo 2^64
+        carry = (low < mine[i:i + 1]).astype(np.uint64)
+        mine[i + 1:i + 2] += theirs[i + 1:i + 2] + carry
+        mine[i:i + 1] = low
+
+
+def _all_reduce_words(tensor, dist, group) -> None:
+    """Sum 128-bit (low, high) words over ranks exactly: the low words are
+    split into 32-bit halves (no int64 sum of them can overflow for fewer
+    than 2^31 ranks), summed, and carried into the high words."""
+    import torch
+
+    words = tensor.cpu().numpy().view(np.uint64).copy()
+    parts = torch.tensor([int(words[i]) & 0xFFFFFFFF for i in (0, 2)]
+                         + [int(words[i]) >> 32 for i in (0, 2)]
+                         + [int(words[i]) for i in (1, 3)], dtype=torch.int64)
+    if tensor.is_cuda:
+        parts = parts.to(tensor.device)
+    dist.all_reduce(parts, group=group)
+    parts = [int(v) for v in parts.cpu().tolist()]
+    for j, i in enumerate((0, 2)):
+        value = parts[j] + (parts[2 + j] << 32) + ((parts[4 + j] % (1 << 64)) << 64)
+        value %= 1 << 128
+        words[i], words[i + 1] = value & ((1 << 64) - 1), value >> 64
+    tensor.copy_(torch.from_numpy(words.view(np.int64)).to(tensor.device))
+
+
+def _promoted_copy(metrics: ClassificationMetrics) -> ClassificationMetrics:
+    copy = ClassificationMetrics.__new__(ClassificationMetrics)
+    copy.__dict__.update(metrics.__dict__)
+    copy._state = dict(metrics._state)
+    copy._promote_to_float()
+    return copy
+
+
+def _numpy_compute(state: dict, spec: dict, kind: str):
+    """The reference of the two compute launches: label and score values."""
+    k = spec["num_classes"]
+    counts = state["counts"]
+    integer = counts.dtype == np.uint64
+    view = counts.view(np.int64) if integer else counts
+    if integer:
+        words = [int(v) for v in state["moments"]]
+        linear, quadratic = (float(words[0] + (words[1] << 64)),
+                             float(words[2] + (words[3] << 64)))
+    else:
+        linear, quadratic = (float(v) for v in state["moments"])
+    stats = ClassStatistics(
+        true_positives=view[:k], support=view[k:2 * k], predicted=view[2 * k:3 * k],
+        total=view[3 * k], observed=np.ones(k, bool), invalid=int(state["checks"][0]),
+        linear_disagreement=np.float64(linear), quadratic_disagreement=np.float64(quadratic),
+    )
+    label_values = F.label_metric_values(stats)
+    score_values = None
+    if kind == "scores":
+        sums = ScoreSums(state["scores"], spec["top_k"], spec["n_bins"], k, spec["from_logits"])
+        score_values = F.stream_score_values(sums, state.get("histogram"))
+    else:
+        score_values = F.stream_score_values(
+            ScoreSums(np.full(score_sums_size(0, 0), np.nan), (), 0, k, True))
+    return label_values, score_values
+
+
+class StreamingReport:
+    """Every metric of a :class:`ClassificationMetrics` state.
+
+    ``report[name]`` (and ``report.metrics``) gives each scalar metric in the
+    framework of the state's inputs, without a host sync (0-d CuPy arrays or
+    torch tensors on a GPU; NumPy scalars or torch CPU tensors on the host):
+    the label metrics of :data:`metrics_gpu.REPORT_METRICS`, and for score
+    states ``cross_entropy``, ``perplexity``, ``brier_score``, ``hinge_loss``,
+    ``top_{k}_accuracy``, ``expected_calibration_error``,
+    ``max_calibration_error`` and, with thresholds, the binned ``roc_auc`` /
+    ``average_precision`` (``_macro``, ``_weighted``, ``_micro``,
+    ``_error_bound``). ``per_class``, ``calibration`` and
+    ``confusion_matrix`` hold the arrays; :meth:`to_dict` reads everything
+    back as Python numbers.
+    """
+
+    def __init__(self, metrics: ClassificationMetrics, label_values, score_values):
+        self._backend = metrics._backend
+        self._like = metrics._like
+        self._spec = metrics._spec
+        self._kind = metrics._kind
+        self._label_values = label_values
+        self._score_values = score_values
+        state = metrics._state
+        k = metrics.num_classes
+        counts = state["counts"]
+        self._support = (counts.view(np.int64) if counts.dtype == np.uint64 else counts)[k:2 * k]
+        matrix = state.get("matrix")
+        self._matrix = None if matrix is None else (
+            matrix.view(np.int64) if matrix.dtype == np.uint64 else matrix).copy()
+        self._checks = state["checks"]
+
+    def _out(self, value):
+        return self._backend.to_framework(value, self._like)
+
+    @property
+    def metrics(self) -> dict[str, Any]:
+        """Every scalar metric by name (values in the inputs' framework)."""
+        out = {row.name: self._out(self._label_values[F.SLOT[row.name]])
+               for row in F.REPORT_METRICS}
+        if self._kind != "scores":
+            return out
+        values = self._score_values
+        for name in ("cross_entropy", "perplexity", "brier_score", "hinge_loss"):
+            out[name] = self._out(values[F.STREAM_SLOT[name]])
+        head = len(F.STREAM_SCORE_SLOTS)
+        for i, k in enumerate(self._spec["top_k"]):
+            out[f"top_{k}_accuracy"] = self._out(values[head + i])
+        out["expected_calibration_error"] = self._out(
+            values[F.STREAM_SLOT["expected_calibration_error"]])
+        out["max_calibration_error"] = self._out(values[F.STREAM_SLOT["max_calibration_error"]])
+        if self._spec["thresholds"]:
+            for name in F.STREAM_SCORE_SLOTS[F.STREAM_SLOT["roc_auc"]:]:
+                out[name] = self._out(values[F.STREAM_SLOT[name]])
+        return out
+
+    def __getitem__(self, name: str):
+        metrics = self.metrics
+        if name not in metrics:
+            raise KeyError(f"{name!r} is not a metric of this report; it has {sorted(metrics)}")
+        return metrics[name]
+
+    def keys(self):
+        return self.metrics.keys()
+
+    @property
+    def total(self):
+        """Counted samples (the sum of their weights when weighted)."""
+        return self._out(self._label_values[F.SLOT["total"]])
+
+    @property
+    def invalid(self):
+        """Samples left out (bad targets, predictions, scores or weights)."""
+        return self._out(self._checks[:1].view(np.int64)[0])
+
+    @property
+    def per_class(self) -> dict[str, Any]:
+        """Per-class arrays (K each): precision, recall, f1, specificity,
+        jaccard, support, and with thresholds roc_auc and average_precision."""
+        k = self._spec["num_classes"]
+        columns = F.label_metric_columns(self._label_values, k)
+        out = {name: self._out(columns[i]) for i, name in enumerate(F.LABEL_METRIC_COLUMNS)}
+        out["support"] = self._out(self._support)
+        if self._kind == "scores" and self._spec["thresholds"]:
+            head = (len(F.STREAM_SCORE_SLOTS) + len(self._spec["top_k"])
+                    + 3 * self._spec["n_bins"])
+            out["roc_auc"] = self._out(self._score_values[head:head + k])
+            out["average_precision"] = self._out(self._score_values[head + k:head + 2 * k])
+        return out
+
+    @property
+    def calibration(self) -> dict[str, Any] | None:
+        """Per calibration bin: proportion of the weight, mean confidence, accuracy."""
+        if self._kind != "scores":
+            return None
+        b = self._spec["n_bins"]
+        head = len(F.STREAM_SCORE_SLOTS) + len(self._spec["top_k"])
+        values = self._score_values
+        return {name: self._out(values[head + i * b:head + (i + 1) * b])
+                for i, name in enumerate(("proportion", "confidence", "accuracy"))}
+
+    @property
+    def confusion_matrix(self):
+        """The K x K matrix (rows actual, columns predicted), or None when not kept."""
+        return None if self._matrix is None else self._out(self._matrix)
+
+    def to_dict(self) -> dict[str, Any]:
+        """Every value as Python numbers (one read-back)."""
+        def plain(value):
+            return np.asarray(_to_numpy(value)).tolist()
+
+        out = {"total": plain(self.total), "invalid": plain(self.invalid),
+               "metrics": {name: plain(v) for name, v in self.metrics.items()},
+               "per_class": {name: plain(v) for name, v in self.per_class.items()}}
+        if self.calibration is not None:
+            out["calibration"] = {name: plain(v) for name, v in self.calibration.items()}
+        out["confusion_matrix"] = (None if self._matrix is None
+                                   else plain(self.confusion_matrix))
+        return out
+
+    def __repr__(self) -> str:
+        return f"StreamingReport({self._kind}, num_classes={self._spec['num_classes']})"
+
+
+__all__ = ["ClassificationMetrics", "StreamingReport"]

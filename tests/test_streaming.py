@@ -1,0 +1,285 @@
+"""The streaming state (ClassificationMetrics) against the functional API on
+the concatenated data, merge / state_dict / sync invariants, deferred and
+eager validation, and the per-call cost budget on the emulated backend."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+import metrics_gpu as mg
+from metrics_gpu._formulas import REPORT_METRICS
+from metrics_gpu.testing import operation_counter
+
+pytestmark = pytest.mark.kernel_path  # each case is a streaming_update instantiation
+
+
+def _batches(rng, k, sizes, *, weights=None, ignore=None, absent=(), dtype=np.float64):
+    """Uneven batches of targets, logits and weights; classes in ``absent`` never occur
+    as targets."""
+    present = np.setdiff1d(np.arange(k), absent)
+    out = []
+    for n in sizes:
+        y = rng.choice(present, n).astype(np.int64)
+        if ignore is not None:
+            y[rng.random(n) < 0.2] = ignore
+        z = rng.normal(size=(n, k)).astype(dtype)
+        z[np.arange(n), np.clip(y, 0, k - 1)] += rng.random(n)  # some skill
+        w = None
+        if weights == "int":
+            w = rng.integers(1, 5, n)
+        elif weights == "float":
+            w = rng.random(n) + 0.1
+        out.append((y, z, w))
+    return out
+
+
+def _concat(batches):
+    y = np.concatenate([b[0] for b in batches])
+    z = np.concatenate([b[1] for b in batches])
+    w = None if batches[0][2] is None else np.concatenate([b[2] for b in batches])
+    return y, z, w
+
+
+def _value(x):
+    return float(np.asarray(x))
+
+
+@pytest.mark.parametrize("k", [2, 6])
+@pytest.mark.parametrize("weights", [None, "int", "float"])
+@pytest.mark.parametrize("ignore", [None, -100])
+def test_stream_equals_functional(backend, rng, k, weights, ignore):
+    batches = _batches(rng, k, (17, 40, 1, 63), weights=weights, ignore=ignore,
+                       absent=(k - 1,) if k > 2 else ())
+    metrics = mg.ClassificationMetrics(k, top_k=(1, 2), n_bins=7, ignore_index=ignore)
+    for y, z, w in batches:
+        metrics.update(backend.asarray(y), backend.asarray(z),
+                       None if w is None else backend.asarray(w))
+    report = metrics.compute()
+    y, z, w = _concat(batches)
+    labels = mg.label_report(y, z, sample_weight=w, ignore_index=ignore)
+    scores = mg.logits_report(y, z, sample_weight=w, ignore_index=ignore, top_k=(1, 2), n_bins=7)
+    for row in REPORT_METRICS:
+        np.testing.assert_allclose(_value(report[row.name]), labels.metrics[row.name],
+                                   rtol=1e-12, atol=1e-12, err_msg=row.name)
+    for name, expected in (("cross_entropy", scores.cross_entropy),
+                           ("perplexity", scores.perplexity), ("brier_score", scores.brier_score),
+                           ("hinge_loss", scores.hinge_loss),
+                           ("top_2_accuracy", scores.top_k_accuracy[2]),
+                           ("expected_calibration_error", scores.expected_calibration_error),
+                           ("max_calibration_error", scores.max_calibration_error)):
+        np.testing.assert_allclose(_value(report[name]), _value(expected), rtol=1e-12,
+                                   atol=1e-12, err_msg=name)
+    np.testing.assert_allclose(np.asarray(report.calibration["accuracy"]),
+                               np.asarray(scores.calibration_accuracy), rtol=1e-12, atol=1e-12)
+    np.testing.assert_allclose(np.asarray(report.per_class["f1"]), labels.per_class["f1"],
+                               rtol=1e-12, atol=1e-12)
+    np.testing.assert_allclose(np.asarray(report.confusion_matrix),
+                               mg.confusion_matrix(y, z, sample_weight=w, ignore_index=ignore),
+                               rtol=1e-12)  # exact for counts and integer weights
+    assert _value(report.total) == pytest.approx(float(labels.total), rel=1e-12)
+
+
+def test_labels_stream_equals_functional(backend, rng):
+    k = 5
+    metrics = mg.ClassificationMetrics(k, confusion_matrix=False)
+    ys, ps = [], []
+    for n in (9, 30, 2):
+        y, p = rng.integers(0, k, n), rng.integers(0, k, n)
+        metrics.update(backend.asarray(y), backend.asarray(p))
+        ys.append(y)
+        ps.append(p)
+    report = metrics.compute()
+    expected = mg.label_report(np.concatenate(ys), np.concatenate(ps), num_classes=k)
+    for row in REPORT_METRICS:
+        np.testing.assert_allclose(_value(report[row.name]), expected.metrics[row.name],
+                                   rtol=1e-12, atol=1e-12, err_msg=row.name)
+    assert report.confusion_matrix is None and "cross_entropy" not in report.keys()
+
+
+@pytest.mark.parametrize("score_dtype", ["float32", "float16", "bfloat16"])
+def test_score_types_agree_with_numpy(rng, score_dtype):
+    """Every score type through the kernels (emulated) against the NumPy reference."""
+    ml_dtypes = pytest.importorskip("ml_dtypes")
+    dtype = ml_dtypes.bfloat16 if score_dtype == "bfloat16" else np.dtype(score_dtype)
+    batches = _batches(rng, 4, (31, 12), dtype=dtype)
+    reports = {}
+    for name in ("numpy", "emulated"):
+        with mg.use_backend(name):
+            metrics = mg.ClassificationMetrics(4, top_k=(1, 2), n_bins=5)
+            for y, z, _ in batches:
+                metrics.update(y.astype(np.int32), z)
+            reports[name] = metrics.compute().to_dict()
+    tolerance = 1e-6 if score_dtype == "float32" else 1e-3
+    for name, value in reports["numpy"]["metrics"].items():
+        np.testing.assert_allclose(reports["emulated"]["metrics"][name], value,
+                                   rtol=tolerance, atol=tolerance, err_msg=name)
+
+
+def test_merge_and_state_dict(backend, rng):
+    batches = _batches(rng, 4, (20, 11, 30, 7), weights="int")
+    whole = mg.ClassificationMetrics(4, n_bins=6, thresholds=8)
+    first, second = (mg.ClassificationMetrics(4, n_bins=6, thresholds=8) for _ in range(2))
+    for i, (y, z, w) in enumerate(batches):
+        args = (backend.asarray(y), backend.asarray(z), backend.asarray(w))
+        whole.update(*args)
+        (first if i % 2 else second).update(*args)
+    first.merge(second)
+    expected = whole.compute().to_dict()
+    _assert_reports_equal(first.compute().to_dict(), expected)  # score sums in another order
+    restored = mg.ClassificationMetrics(4, n_bins=6, thresholds=8)
+    restored.update(*(backend.asarray(a) for a in batches[0]))  # on this backend, then replaced
+    restored.load_state_dict(whole.state_dict())
+    _assert_reports_equal(restored.compute().to_dict(), expected, rtol=0)
+    host = mg.ClassificationMetrics(4, n_bins=6, thresholds=8)
+    host.load_state_dict(whole.state_dict())  # no device yet: the host
+    _assert_reports_equal(host.compute().to_dict(), expected)
+    with pytest.raises(ValueError, match="same arguments"):
+        first.merge(mg.ClassificationMetrics(5))
+
+
+def _assert_reports_equal(actual, expected, rtol=1e-12):
+    assert actual.keys() == expected.keys()
+    for key, value in expected.items():
+        if isinstance(value, dict):
+            _assert_reports_equal(actual[key], value, rtol)
+        else:
+            np.testing.assert_allclose(np.asarray(actual[key], dtype=float),
+                                       np.asarray(value, dtype=float), rtol=rtol, err_msg=key)
+
+
+def test_binned_ranking_within_its_bound(rng):
+    """Binned ROC AUC and AP lie within their stated bounds of scikit-learn's exact values."""
+    sklearn = pytest.importorskip("sklearn.metrics")
+    k, n = 4, 3000
+    y = rng.integers(0, k, n)
+    logits = rng.normal(size=(n, k)) + 1.5 * np.eye(k)[y]
+    probabilities = np.exp(logits) / np.exp(logits).sum(axis=1, keepdims=True)
+    for thresholds in (10, 100):
+        metrics = mg.ClassificationMetrics(k, thresholds=thresholds, scores="probabilities")
+        metrics.update(y, probabilities)
+        report = metrics.compute()
+        onehot = np.eye(k)[y]
+        for c in range(k):
+            exact_auc = sklearn.roc_auc_score(onehot[:, c], probabilities[:, c])
+            exact_ap = sklearn.average_precision_score(onehot[:, c], probabilities[:, c])
+            bounds = report.to_dict()
+            auc = bounds["per_class"]["roc_auc"][c]
+            ap = bounds["per_class"]["average_precision"][c]
+            assert abs(auc - exact_auc) <= F_bound(metrics, report, c, "roc_auc") + 1e-12
+            assert abs(ap - exact_ap) <= F_bound(metrics, report, c, "average_precision") + 1e-12
+        macro = sklearn.roc_auc_score(y, probabilities, multi_class="ovr")
+        assert abs(_value(report["roc_auc_macro"]) - macro) <= _value(
+            report["roc_auc_error_bound"]) + 1e-12
+        micro = sklearn.roc_auc_score(np.eye(k)[y].ravel(), probabilities.ravel())
+        assert abs(_value(report["roc_auc_micro"]) - micro) < 0.05
+
+
+def F_bound(metrics, report, c, name):
+    """The per-class error bound of the report's score buffer."""
+    from metrics_gpu import _formulas as F
+
+    spec = metrics._spec
+    k = spec["num_classes"]
+    head = len(F.STREAM_SCORE_SLOTS) + len(spec["top_k"]) + 3 * spec["n_bins"]
+    column = 2 if name == "roc_auc" else 3
+    return float(np.asarray(report._score_values)[head + column * k + c])
+
+
+def test_deferred_validation_names_update_and_sample(backend):
+    metrics = mg.ClassificationMetrics(3)
+    good = np.array([[1.0, 0.0, 0.0], [0.0, 2.0, 0.0]])
+    metrics.update(backend.asarray(np.array([0, 1])), backend.asarray(good))
+    metrics.update(backend.asarray(np.array([0, 5, 1])), backend.asarray(np.vstack([good, good[:1]])))
+    with pytest.raises(ValueError, match=r"y_true of update call 1 .* outside 0\.\.2 .* sample 1"):
+        metrics.compute()
+    bad_scores = good.copy()
+    bad_scores[1, 2] = np.nan
+    metrics.reset()
+    metrics.update(backend.asarray(np.array([0, 1])), backend.asarray(bad_scores))
+    with pytest.raises(ValueError, match=r"preds of update call 0 .* NaN .* sample 1"):
+        metrics.compute()
+    weighted = mg.ClassificationMetrics(3)
+    weighted.update(backend.asarray(np.array([0, 1])), backend.asarray(good),
+                    backend.asarray(np.array([1.0, -2.0])))
+    with pytest.raises(ValueError, match=r"sample_weight of update call 0 .* sample 1"):
+        weighted.compute()
+
+
+def test_bad_samples_add_nothing(backend):
+    """validate=False: bad samples are left out and counted; eager raises first."""
+    y = np.array([0, 7, 1, 2])
+    z = np.array([[2.0, 0, 0], [0, 1.0, 0], [0, 3.0, 0], [0, 0, np.inf]])
+    lax = mg.ClassificationMetrics(3, validate=False)
+    lax.update(backend.asarray(y), backend.asarray(z))
+    report = lax.compute()
+    assert int(np.asarray(report.invalid)) == 2 and _value(report.total) == 2
+    assert _value(report["accuracy"]) == 1.0
+    eager = mg.ClassificationMetrics(3, validate="eager")
+    with pytest.raises(ValueError, match="y_true contains the label 7 at index 1"):
+        eager.update(backend.asarray(y), backend.asarray(z))
+    with pytest.raises(ValueError, match="compute.. before any update"):
+        eager.compute()
+
+
+def test_arguments_are_checked():
+    for kwargs, message in ((dict(top_k=0), "top_k"), (dict(n_bins=0), "n_bins"),
+                            (dict(thresholds=1), "thresholds"), (dict(validate="yes"), "validate"),
+                            (dict(scores="odds"), "scores"), (dict(confusion_matrix="x"),
+                                                              "confusion_matrix")):
+        with pytest.raises(ValueError, match=message):
+            mg.ClassificationMetrics(3, **kwargs)
+    metrics = mg.ClassificationMetrics(3)
+    metrics.update(np.array([0, 1]), np.array([0, 1]))
+    with pytest.raises(ValueError, match="holds labels"):
+        metrics.update(np.array([0]), np.zeros((1, 3)))
+    with pytest.raises(ValueError, match="3 score columns|score columns"):
+        mg.ClassificationMetrics(4).update(np.array([0]), np.zeros((1, 3)))
+
+
+def test_update_costs_one_launch(rng):
+    """The latency budget, held on the emulated backend (the cuda code path)."""
+    with mg.use_backend("emulated"):
+        for thresholds in (None, 16):
+            metrics = mg.ClassificationMetrics(10, thresholds=thresholds)
+            batches = _batches(rng, 10, (64, 64, 64), dtype=np.float32)
+            metrics.update(*batches[0][:2])  # warm-up: the state and its workspace
+            for y, z, _ in batches[1:]:
+                with operation_counter() as counts:
+                    metrics.update(y, z)
+                assert (counts.launches, counts.host_transfers, counts.device_allocations) == \
+                    (1, 0, 0)
+            with operation_counter() as counts:
+                metrics.compute()
+            assert counts.launches <= 2
+            # deferred validation reads its four check numbers back, once
+            assert counts.host_transfers == 1
+        labels = mg.ClassificationMetrics(10, validate=False)
+        labels.update(np.arange(10), np.arange(10))
+        labels.compute()  # the first compute allocates its outputs
+        with operation_counter() as counts:
+            labels.update(np.arange(10), np.arange(10)[::-1].copy())
+            labels.compute()
+        assert (counts.launches, counts.host_transfers, counts.device_allocations) == (3, 0, 0)
+
+
+def test_deterministic_refuses_float_weights_on_kernels():
+    with mg.use_backend("emulated"):
+        metrics = mg.ClassificationMetrics(3, deterministic=True)
+        with pytest.raises(ValueError, match="sample_weight.*deterministic"):
+            metrics.update(np.array([0, 1]), np.array([0, 1]), np.array([0.5, 1.0]))
+        metrics.update(np.array([0, 1]), np.array([0, 1]), np.array([2, 3]))
+
+
+def test_weights_promote_an_integer_state(backend, rng):
+    """An unweighted first batch, then float weights: counts become float64."""
+    batches = _batches(rng, 3, (10, 12))
+    metrics = mg.ClassificationMetrics(3)
+    metrics.update(backend.asarray(batches[0][0]), backend.asarray(batches[0][1]))
+    w = rng.random(12) + 0.5
+    metrics.update(backend.asarray(batches[1][0]), backend.asarray(batches[1][1]),
+                   backend.asarray(w))
+    y, z, _ = _concat(batches)
+    expected = mg.label_report(y, z, sample_weight=np.concatenate([np.ones(10), w]))
+    np.testing.assert_allclose(_value(metrics.compute()["macro_f1"]),
+                               expected.metrics["macro_f1"], rtol=1e-12)
