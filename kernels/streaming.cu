@@ -150,13 +150,26 @@ __device__ __forceinline__ void keep_first(unsigned long long& first, long long 
   if (key < first) first = key;
 }
 
+// The kappa moments as doubles: the exact 128-bit words (low + high * 2^64),
+// or the float sums; read past L1 (other blocks added them atomically).
+__device__ __forceinline__ void write_moments(const uint64* exact, const double* floats,
+                                              double* out) {
+  if (exact != nullptr) {
+    out[0] = (double)read_fresh(exact) + (double)read_fresh(exact + 1) * 18446744073709551616.0;
+    out[1] = (double)read_fresh(exact + 2) + (double)read_fresh(exact + 3) * 18446744073709551616.0;
+  } else {
+    out[0] = read_fresh(floats);
+    out[1] = read_fresh(floats + 1);
+  }
+}
+
 template <typename TrueT, typename PredT, typename W, typename C>
 __global__ void __launch_bounds__(kScoreBlockThreads)
 streaming_update(const TrueT* y_true, const PredT* preds, const W* weight, int64 n,
                  long long ordinal, const long long* config, C* counts, C* matrix,
                  uint64* exact_moments, double* float_moments, C* histogram,
                  double* score_state, double* partials, unsigned int* ticket,
-                 unsigned long long* checks) {
+                 unsigned long long* checks, double* moments_out) {
   constexpr bool kScores = is_stream_score<PredT>::value;
   typedef typename StreamWiden<PredT>::type F;
   const int64 K = config[kCfgClasses];
@@ -322,31 +335,41 @@ streaming_update(const TrueT* y_true, const PredT* preds, const W* weight, int64
       if (value != C(0)) atomicAdd(&counts[i], value);
     }
   }
-  if constexpr (!kScores) return;
-
-  // Score sums: this block's row of partials, then the last block adds the
-  // rows in block order into the state.
+  // Score sums (score states only): this block's row of partials.
+  const bool score_sums = kScores && score_state != nullptr;  // uniform
   const int slots = kScalarSlots + num_top_k + 3 * n_bins;
-  double* own = partials + (int64)blockIdx.x * slots;
-  block_sum(sums, scratch);
-  if (threadIdx.x == 0) {
-    for (int i = 0; i < kScalarSlots + num_top_k; ++i) own[i] = sums[i];
+  if (score_sums) {
+    double* own = partials + (int64)blockIdx.x * slots;
+    block_sum(sums, scratch);
+    if (threadIdx.x == 0) {
+      for (int i = 0; i < kScalarSlots + num_top_k; ++i) own[i] = sums[i];
+    }
+    for (int i = threadIdx.x; i < 3 * n_bins; i += blockDim.x) {
+      own[kScalarSlots + num_top_k + i] =
+          fixed_bins ? ldexp((double)bins[i].fixed, -shift) : bins[i].value;
+    }
   }
-  for (int i = threadIdx.x; i < 3 * n_bins; i += blockDim.x) {
-    own[kScalarSlots + num_top_k + i] =
-        fixed_bins ? ldexp((double)bins[i].fixed, -shift) : bins[i].value;
-  }
+  // The last block to finish adds the partials in block order into the state
+  // and writes the state's kappa moments as two doubles (what
+  // label_metrics_from_statistics reads), then resets the ticket.
   __threadfence();
   __syncthreads();
   if (threadIdx.x == 0) last_block = atomicAdd(ticket, 1u) == gridDim.x - 1;
   __syncthreads();
   if (!last_block) return;  // block-uniform
-  for (int i = threadIdx.x; i < slots; i += blockDim.x) {
-    double sum = 0.0;
-    for (unsigned int b = 0; b < gridDim.x; ++b) sum += read_fresh(partials + (int64)b * slots + i);
-    score_state[i] += sum;
+  if (score_sums) {
+    for (int i = threadIdx.x; i < slots; i += blockDim.x) {
+      double sum = 0.0;
+      for (unsigned int b = 0; b < gridDim.x; ++b) {
+        sum += read_fresh(partials + (int64)b * slots + i);
+      }
+      score_state[i] += sum;
+    }
   }
-  if (threadIdx.x == 0) *ticket = 0u;
+  if (threadIdx.x == 0) {
+    write_moments(exact_moments, float_moments, moments_out);
+    *ticket = 0u;
+  }
 }
 
 // ---------------------------------------------------------------------------
@@ -531,14 +554,9 @@ streaming_compute(const long long* config, const double* score_state, const C* h
     out[kOutRocAuc] = K == 2 ? out[per_class + 1] : out[kOutRocAucMacro];
     out[kOutAveragePrecision] = K == 2 ? out[per_class + K + 1] : out[kOutAveragePrecisionMacro];
   }
-  // The kappa moments as doubles: exact 128-bit words, or the float sums.
-  if (exact_moments != nullptr) {
-    moments_out[0] = (double)exact_moments[0] + (double)exact_moments[1] * 18446744073709551616.0;
-    moments_out[1] = (double)exact_moments[2] + (double)exact_moments[3] * 18446744073709551616.0;
-  } else if (float_moments != nullptr) {
-    moments_out[0] = float_moments[0];
-    moments_out[1] = float_moments[1];
-  }
+  // The kappa moments as doubles (a state merged, synced or loaded since its
+  // last update has not had them written).
+  write_moments(exact_moments, float_moments, moments_out);
   *ticket = 0u;
 }
 

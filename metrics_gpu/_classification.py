@@ -1,9 +1,10 @@
 """scikit-learn-compatible functional API over label-coded predictions.
 
-Each public function is a short pipeline of private stages::
+Each public function is a short pipeline of the stages of
+:mod:`metrics_gpu._stages`::
 
     check (metrics_gpu._validation) -> accumulate (a backend, once)
-    -> select classes -> formulas (metrics_gpu._formulas)
+    -> select classes -> formulas (metrics_gpu._formulas) -> output
 
 Class selection follows scikit-learn: ``labels=`` if given, else all
 ``num_classes`` classes if that is given (or implied by ``(N, K)`` scores),
@@ -25,13 +26,21 @@ device; ``confusion_matrix`` stays on the device throughout.
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
-from typing import Any
 
 import numpy as np
 
 from metrics_gpu import _formulas as F
 from metrics_gpu._backend import on_caller_stream
+from metrics_gpu._stages import (
+    accumulate,
+    check_label_call,
+    class_positions,
+    evaluate,
+    host_counts,
+    one_pass,
+    output,
+    reduces_on_device,
+)
 from metrics_gpu._state import ClassStatistics, statistics_from_matrix, use_dense_matrix
 from metrics_gpu._validation import (
     AVERAGE_OPTIONS,
@@ -40,147 +49,9 @@ from metrics_gpu._validation import (
     LabelInputs,
     check_beta,
     check_class_weight,
-    check_label_inputs,
-    check_labels_argument,
     check_option,
-    check_state_size,
     check_zero_division,
 )
-
-
-# -- stages ------------------------------------------------------------------
-
-
-def _check(y_true, y_pred, *, num_classes, sample_weight, ignore_index, validate,
-           labels=None, pos_label=None,
-           deterministic=False) -> tuple[LabelInputs, np.ndarray | None]:
-    extra = 0
-    if labels is not None:
-        host_labels = np.asarray(labels)
-        if host_labels.dtype.kind in "iu" and host_labels.size:
-            extra = int(host_labels.max()) + 1
-    if isinstance(pos_label, (int, np.integer, np.bool_)) and pos_label >= 0:
-        extra = max(extra, int(pos_label) + 1)
-    inputs = check_label_inputs(
-        y_true, y_pred, num_classes=num_classes, sample_weight=sample_weight,
-        ignore_index=ignore_index, validate=validate,
-        deterministic=deterministic, extra_classes=extra,
-        allow_all_zero_weight=False,  # scikit-learn's functions reject no weight at all
-    )
-    checked_labels = check_labels_argument(labels, inputs.num_classes, inputs.backend)
-    return inputs, checked_labels
-
-
-def _host_counts(inputs: LabelInputs) -> F.Counts:
-    stats, _ = _accumulate(inputs)
-    return F.Counts.from_statistics(stats, np)
-
-
-def _class_lut(classes: np.ndarray, num_classes: int) -> np.ndarray:
-    """Map class codes to positions in ``classes``; -1 for codes not selected."""
-    lut = np.full(num_classes, -1, dtype=np.intp)
-    lut[classes] = np.arange(classes.size, dtype=np.intp)
-    return lut
-
-
-def _accumulate(inputs: LabelInputs, *, class_lut=None, moments=False,
-                matrix=False) -> tuple[ClassStatistics, object]:
-    """One backend pass: statistics on the host, plus the dense matrix (where the
-    backend keeps it) when it is the state."""
-    backend = inputs.backend
-    size = inputs.num_classes if class_lut is None else int(class_lut.max(initial=-1)) + 1
-    common = dict(
-        num_classes=inputs.num_classes, sample_weight=inputs.sample_weight,
-        ignore_index=inputs.ignore_index, class_lut=class_lut, guard=inputs.guard,
-        deterministic=inputs.deterministic,
-    )
-    if matrix:
-        check_state_size(size, matrix=True)
-    if matrix or use_dense_matrix(size):
-        cm, observed, invalid = backend.accumulate_confusion(
-            inputs.y_true, inputs.y_pred, **common
-        )
-        stats = backend.statistics_from_matrix(cm, observed, invalid=invalid, moments=moments)
-        return _on_host(stats, backend), cm
-    stats = backend.class_statistics(inputs.y_true, inputs.y_pred, moments=moments, **common)
-    return _on_host(stats, backend), None
-
-
-@dataclass(frozen=True)
-class _Evaluation:
-    """Every label metric of one pass, where the backend keeps it.
-
-    ``values`` is the float64 buffer of :data:`metrics_gpu._formulas.LABEL_METRIC_SLOTS`
-    (then the per-class columns) over the evaluated classes: all
-    ``num_classes`` codes when given (or implied by scores), else the classes
-    present, as scikit-learn. Per-class arrays are indexed by class code, or
-    by position in ``class_codes`` when that is set (huge K, absent classes).
-    """
-
-    values: Any
-    stats: ClassStatistics
-    matrix: Any
-    class_codes: np.ndarray | None
-
-    def slot(self, name: str):
-        return self.values[F.SLOT[name]]
-
-
-def _evaluate(inputs: LabelInputs, *, moments: bool = True) -> _Evaluation:
-    """One accumulation pass and one metric reduction (a kernel launch each on a GPU).
-
-    Nothing is read back to the host, except for huge K without
-    ``num_classes`` when some classes are absent: their positions (for kappa)
-    need the observed classes, and a second pass.
-    """
-    backend = inputs.backend
-    common = dict(
-        num_classes=inputs.num_classes, sample_weight=inputs.sample_weight,
-        ignore_index=inputs.ignore_index, guard=inputs.guard,
-        deterministic=inputs.deterministic,
-    )
-    if use_dense_matrix(inputs.num_classes):
-        cm, observed, invalid = backend.accumulate_confusion(inputs.y_true, inputs.y_pred,
-                                                             **common)
-        values, stats = backend.label_metrics_from_matrix(
-            cm, observed, selected=None if inputs.num_classes_given else observed,
-            invalid=invalid, moments=moments,
-        )
-        return _Evaluation(values, stats, cm, None)
-    stats = backend.class_statistics(inputs.y_true, inputs.y_pred, moments=moments, **common)
-    codes = None
-    if not inputs.num_classes_given:
-        observed = np.asarray(backend.to_host(stats.observed))
-        if not observed.all():
-            codes = np.flatnonzero(observed)
-            stats = backend.class_statistics(
-                inputs.y_true, inputs.y_pred, moments=moments,
-                class_lut=_class_lut(codes, inputs.num_classes), **common,
-            )
-    return _Evaluation(backend.label_metrics(stats), stats, None, codes)
-
-
-def _reduces_on_device(inputs: LabelInputs) -> bool:
-    """Kernel backends take every metric from the one-launch reduction; the
-    NumPy backend evaluates only the formula it is asked for (cheaper on a CPU)."""
-    return inputs.backend.reduces_on_device
-
-
-def _on_host(stats: ClassStatistics, backend) -> ClassStatistics:
-    """The state as NumPy arrays: the formulas below run on the host.
-
-    On the cuda backend this is the one device-to-host copy of a call (O(K)
-    numbers, one sync).
-    """
-    if backend.xp is np:
-        return stats
-    fields = {name: getattr(stats, name) for name in (
-        "true_positives", "support", "predicted", "total", "observed", "invalid",
-        "linear_disagreement", "quadratic_disagreement")}
-    host = {name: (None if value is None else backend.to_host(value))
-            for name, value in fields.items()}
-    host["invalid"] = int(host["invalid"])
-    return ClassStatistics(**host)
 
 
 def _selected_classes(inputs: LabelInputs, stats: ClassStatistics, labels) -> np.ndarray:
@@ -233,27 +104,6 @@ def _warn_prf_undefined(warn_for, undefined, n_values) -> None:
                                       ("predicted", "true", "true nor predicted"), undefined):
         if metric in warn_for and warn:
             F.warn_undefined(metric.capitalize(), modifier, n_values)
-
-
-def _output(value, inputs: LabelInputs):
-    """A result in the input's framework and on its device (SPEC "Backends and
-    dispatch"). Host backends: NumPy, a scalar as ``numpy.float64``. The cuda
-    backend: CuPy arrays (torch or JAX through DLPack) on the input's device;
-    a value the host computed is copied there (no sync), one from the
-    reduction buffer is returned as it is."""
-    if _is_host_scalar(value):
-        value = np.float64(value)
-    backend = inputs.backend
-    if backend.xp is np:
-        return backend.to_framework(value, inputs.source)  # torch CPU inputs: tensors
-    if isinstance(value, (np.ndarray, np.generic)):
-        value = backend.asarray(np.asarray(value))
-    return backend.to_framework(value, inputs.source)
-
-
-def _is_host_scalar(value) -> bool:
-    return (isinstance(value, (float, int, np.floating, np.integer))
-            or (isinstance(value, np.ndarray) and value.ndim == 0))
 
 
 def _prfs(stats: ClassStatistics, classes, *, beta, average, warn_for, zero_division,
@@ -341,7 +191,7 @@ def confusion_matrix(y_true, y_pred, *, labels=None, num_classes=None, sample_we
            [0, 1, 1]])
     """
     check_option(normalize, NORMALIZE_OPTIONS, "normalize")
-    inputs, labels = _check(y_true, y_pred, num_classes=num_classes,
+    inputs, labels = check_label_call(y_true, y_pred, num_classes=num_classes,
                             sample_weight=sample_weight, ignore_index=ignore_index,
                             validate=validate, deterministic=deterministic, labels=labels)
     xp = inputs.backend.xp
@@ -349,14 +199,14 @@ def confusion_matrix(y_true, y_pred, *, labels=None, num_classes=None, sample_we
     if labels is None and not inputs.num_classes_given:
         # scikit-learn's default: the classes present in either input (their
         # flags are read back: the shape depends on them).
-        stats, cm = _accumulate(inputs)
+        stats, cm = accumulate(inputs)
         classes = np.flatnonzero(stats.observed)
         if cm is not None and classes.size < cm.shape[0]:
             index = xp.asarray(classes)
             cm = cm[index[:, None], index[None, :]]
     if cm is None:
-        lut = None if classes is None else _class_lut(classes, inputs.num_classes)
-        _, cm = _accumulate(inputs, class_lut=lut, matrix=True)
+        lut = None if classes is None else class_positions(classes, inputs.num_classes)
+        _, cm = accumulate(inputs, class_lut=lut, matrix=True)
     if labels is not None and inputs.y_true.size and not _any_true_in(inputs, labels):
         raise ValueError("At least one label specified must be in y_true")
     if normalize is not None:
@@ -368,7 +218,7 @@ def confusion_matrix(y_true, y_pred, *, labels=None, num_classes=None, sample_we
             else:
                 cm = cm / cm.sum()
         cm = xp.nan_to_num(cm)
-    return _output(cm, inputs)
+    return output(cm, inputs)
 
 
 def _any_true_in(inputs: LabelInputs, labels: np.ndarray) -> bool:
@@ -396,13 +246,20 @@ def accuracy_score(y_true, y_pred, *, normalize=True, sample_weight=None,
     >>> float(accuracy_score(np.array([0, 1, 2, 3]), np.array([0, 2, 1, 3])))
     0.5
     """
-    inputs, _ = _check(y_true, y_pred, num_classes=num_classes, sample_weight=sample_weight,
-                       ignore_index=ignore_index, validate=validate, deterministic=deterministic)
-    if _reduces_on_device(inputs):
-        evaluation = _evaluate(inputs, moments=False)
-        return _output(evaluation.slot("accuracy" if normalize else "correct"), inputs)
-    c = _host_counts(inputs)
-    return _output(F.accuracy(c) if normalize else c.tp.sum(), inputs)
+    passed = one_pass(y_true, y_pred, kind="labels", num_classes=num_classes,
+                      sample_weight=sample_weight, ignore_index=ignore_index, validate=validate,
+                      deterministic=deterministic)
+    if passed is not None:  # validate=False, K known: one update and one reduction launch
+        values, _ = passed.state.compute(scores=False)
+        return output(values[F.SLOT["accuracy" if normalize else "correct"]], passed)
+    inputs, _ = check_label_call(y_true, y_pred, num_classes=num_classes,
+                                 sample_weight=sample_weight, ignore_index=ignore_index,
+                                 validate=validate, deterministic=deterministic)
+    if reduces_on_device(inputs):
+        evaluation = evaluate(inputs, moments=False)
+        return output(evaluation.slot("accuracy" if normalize else "correct"), inputs)
+    c = host_counts(inputs)
+    return output(F.accuracy(c) if normalize else c.tp.sum(), inputs)
 
 
 @on_caller_stream
@@ -417,15 +274,15 @@ def zero_one_loss(y_true, y_pred, *, normalize=True, sample_weight=None,
     >>> float(zero_one_loss(np.array([1, 2, 3, 4]), np.array([2, 2, 3, 4])))
     0.25
     """
-    inputs, _ = _check(y_true, y_pred, num_classes=num_classes, sample_weight=sample_weight,
+    inputs, _ = check_label_call(y_true, y_pred, num_classes=num_classes, sample_weight=sample_weight,
                        ignore_index=ignore_index, validate=validate, deterministic=deterministic)
-    if _reduces_on_device(inputs):
-        evaluation = _evaluate(inputs, moments=False)
+    if reduces_on_device(inputs):
+        evaluation = evaluate(inputs, moments=False)
         loss = (evaluation.slot("zero_one_loss") if normalize
                 else evaluation.slot("total") - evaluation.slot("correct"))
-        return _output(loss, inputs)
-    c = _host_counts(inputs)
-    return _output(1 - F.accuracy(c) if normalize else F.misclassified(c), inputs)
+        return output(loss, inputs)
+    c = host_counts(inputs)
+    return output(1 - F.accuracy(c) if normalize else F.misclassified(c), inputs)
 
 
 @on_caller_stream
@@ -460,22 +317,22 @@ def balanced_accuracy_score(y_true, y_pred, *, sample_weight=None, adjusted=Fals
     >>> float(balanced_accuracy_score(np.array([0, 1, 0, 0, 1, 0]), np.array([0, 1, 0, 0, 0, 1])))
     0.625
     """
-    inputs, _ = _check(y_true, y_pred, num_classes=num_classes, sample_weight=sample_weight,
+    inputs, _ = check_label_call(y_true, y_pred, num_classes=num_classes, sample_weight=sample_weight,
                        ignore_index=ignore_index, validate=validate, deterministic=deterministic)
-    if _reduces_on_device(inputs):
-        evaluation = _evaluate(inputs, moments=False)
+    if reduces_on_device(inputs):
+        evaluation = evaluate(inputs, moments=False)
         stats = evaluation.stats
         score = evaluation.slot("balanced_accuracy")
         if adjusted:
             score = F.adjust_for_chance(score, evaluation.slot("supported_classes"),
                                         inputs.backend.xp)
     else:
-        stats, _ = _accumulate(inputs)
+        stats, _ = accumulate(inputs)
         score = F.balanced_accuracy(F.Counts.from_statistics(stats, np), adjusted=adjusted)
     # scikit-learn's warning; on a device this reads one flag back.
     if bool((stats.observed & (stats.support == 0)).any()):
         F.warn("y_pred contains classes not in y_true", UserWarning)
-    return _output(score, inputs)
+    return output(score, inputs)
 
 
 @on_caller_stream
@@ -501,11 +358,11 @@ def balanced_accuracy_weighted(y_true, y_pred, *, class_weight=None, sample_weig
     >>> float(balanced_accuracy_weighted(y_true, y_pred, class_weight=[1.0, 1.0]))
     0.8333333333333333
     """
-    inputs, _ = _check(y_true, y_pred, num_classes=num_classes, sample_weight=sample_weight,
+    inputs, _ = check_label_call(y_true, y_pred, num_classes=num_classes, sample_weight=sample_weight,
                        ignore_index=ignore_index, validate=validate, deterministic=deterministic)
-    c = _host_counts(inputs)
+    c = host_counts(inputs)
     weights = check_class_weight(class_weight, inputs.num_classes)
-    return _output(F.weighted_recall_average(c, weights), inputs)
+    return output(F.weighted_recall_average(c, weights), inputs)
 
 
 @on_caller_stream
@@ -520,11 +377,11 @@ def matthews_corrcoef(y_true, y_pred, *, sample_weight=None, num_classes=None,
     >>> round(float(matthews_corrcoef(np.array([1, 1, 1, 0]), np.array([1, 0, 1, 1]))), 4)
     -0.3333
     """
-    inputs, _ = _check(y_true, y_pred, num_classes=num_classes, sample_weight=sample_weight,
+    inputs, _ = check_label_call(y_true, y_pred, num_classes=num_classes, sample_weight=sample_weight,
                        ignore_index=ignore_index, validate=validate, deterministic=deterministic)
-    if _reduces_on_device(inputs):
-        return _output(_evaluate(inputs, moments=False).slot("matthews_corrcoef"), inputs)
-    return _output(F.matthews_corrcoef(_host_counts(inputs)), inputs)
+    if reduces_on_device(inputs):
+        return output(evaluate(inputs, moments=False).slot("matthews_corrcoef"), inputs)
+    return output(F.matthews_corrcoef(host_counts(inputs)), inputs)
 
 
 @on_caller_stream
@@ -546,18 +403,18 @@ def cohen_kappa_score(y1, y2, *, labels=None, weights=None, sample_weight=None,
     0.6875
     """
     check_option(weights, KAPPA_WEIGHTS, "weights")
-    inputs, labels = _check(y1, y2, num_classes=num_classes, sample_weight=sample_weight,
+    inputs, labels = check_label_call(y1, y2, num_classes=num_classes, sample_weight=sample_weight,
                             ignore_index=ignore_index, validate=validate,
                             deterministic=deterministic, labels=labels)
-    if labels is None and _reduces_on_device(inputs):
-        evaluation = _evaluate(inputs, moments=weights is not None)
+    if labels is None and reduces_on_device(inputs):
+        evaluation = evaluate(inputs, moments=weights is not None)
         # The undefined case is decided (and warned about) on the host: one flag.
         if bool(evaluation.slot("kappa_undefined")):
             _warn_kappa_undefined(replace_undefined_by)
-            return _output(np.float64(replace_undefined_by), inputs)
+            return output(np.float64(replace_undefined_by), inputs)
         slot = {None: "cohen_kappa", "linear": "linear_weighted_kappa",
                 "quadratic": "quadratic_weighted_kappa"}[weights]
-        return _output(evaluation.slot(slot), inputs)
+        return output(evaluation.slot(slot), inputs)
     stats = _kappa_statistics(inputs, labels, moments=weights is not None)
     if labels is not None and not _any_true_in(inputs, labels):
         raise ValueError(
@@ -567,7 +424,7 @@ def cohen_kappa_score(y1, y2, *, labels=None, weights=None, sample_weight=None,
     c = F.Counts.from_statistics(stats, np)
     if F.kappa_undefined(c):
         _warn_kappa_undefined(replace_undefined_by)
-    return _output(F.cohen_kappa(c, stats, weights, replace_undefined_by), inputs)
+    return output(F.cohen_kappa(c, stats, weights, replace_undefined_by), inputs)
 
 
 def _warn_kappa_undefined(replace_undefined_by) -> None:
@@ -582,10 +439,10 @@ def _kappa_statistics(inputs: LabelInputs, labels, *, moments: bool) -> ClassSta
     """Statistics over the selected classes only, positions 0..m-1 (for kappa)."""
     backend = inputs.backend
     if labels is not None:
-        return _accumulate(inputs, class_lut=_class_lut(labels, inputs.num_classes),
+        return accumulate(inputs, class_lut=class_positions(labels, inputs.num_classes),
                            moments=moments)[0]
     if use_dense_matrix(inputs.num_classes):
-        stats, cm = _accumulate(inputs)
+        stats, cm = accumulate(inputs)
         cm = np.asarray(backend.to_host(cm))
         classes = (np.arange(inputs.num_classes) if inputs.num_classes_given
                    else np.flatnonzero(stats.observed))
@@ -593,12 +450,12 @@ def _kappa_statistics(inputs: LabelInputs, labels, *, moments: bool) -> ClassSta
             cm[np.ix_(classes, classes)], stats.observed[classes], np,
             invalid=stats.invalid, moments=moments,
         )
-    stats, _ = _accumulate(inputs, moments=moments)
+    stats, _ = accumulate(inputs, moments=moments)
     if inputs.num_classes_given or bool(stats.observed.all()):
         return stats
     # Huge K with absent classes: positions must skip them, a second pass.
     classes = np.flatnonzero(stats.observed)
-    return _accumulate(inputs, class_lut=_class_lut(classes, inputs.num_classes),
+    return accumulate(inputs, class_lut=class_positions(classes, inputs.num_classes),
                        moments=moments)[0]
 
 
@@ -632,21 +489,21 @@ def precision_recall_fscore_support(y_true, y_pred, *, beta=1.0, labels=None, po
     check_option(average, AVERAGE_OPTIONS, "average")
     beta = check_beta(beta)
     zero_division = check_zero_division(zero_division)
-    inputs, labels = _check(y_true, y_pred, num_classes=num_classes,
+    inputs, labels = check_label_call(y_true, y_pred, num_classes=num_classes,
                             sample_weight=sample_weight, ignore_index=ignore_index,
                             validate=validate, deterministic=deterministic, labels=labels,
                             pos_label=pos_label if average == "binary" else None)
-    if (_reduces_on_device(inputs) and labels is None and beta == 1.0
+    if (reduces_on_device(inputs) and labels is None and beta == 1.0
             and average in ("micro", "macro", "weighted")
             and (zero_division == "warn" or zero_division == 0.0)):
         _warn_pos_label_ignored(pos_label, average)
         return _prfs_from_reduction(inputs, average, warn_for, zero_division)
-    stats, _ = _accumulate(inputs)
+    stats, _ = accumulate(inputs)
     classes = _set_wise_classes(inputs, stats, labels, average, pos_label)
     result = _prfs(stats, classes, beta=beta, average=average, warn_for=warn_for,
                    weighted=inputs.sample_weight is not None,
                    zero_division=zero_division)
-    return tuple(None if value is None else _output(value, inputs) for value in result)
+    return tuple(None if value is None else output(value, inputs) for value in result)
 
 
 def _prfs_from_reduction(inputs, average, warn_for, zero_division):
@@ -655,7 +512,7 @@ def _prfs_from_reduction(inputs, average, warn_for, zero_division):
     With ``zero_division='warn'`` the class counts behind scikit-learn's
     warnings are read back (eight numbers); otherwise nothing is.
     """
-    evaluation = _evaluate(inputs, moments=False)
+    evaluation = evaluate(inputs, moments=False)
     if zero_division == "warn":
         counts = dict(zip(F.LABEL_METRIC_COUNTS, np.asarray(inputs.backend.to_host(
             evaluation.values[len(F.REPORT_METRICS):len(F.LABEL_METRIC_SLOTS)])).tolist()))
@@ -669,7 +526,7 @@ def _prfs_from_reduction(inputs, average, warn_for, zero_division):
                          counts["supported_classes"] < selected,
                          counts["absent_classes"] > 0)
         _warn_prf_undefined(warn_for, undefined, 1 if average == "micro" else int(selected))
-    return tuple(_output(evaluation.slot(f"{average}_{name}"), inputs)
+    return tuple(output(evaluation.slot(f"{average}_{name}"), inputs)
                  for name in ("precision", "recall", "f1")) + (None,)
 
 
@@ -782,11 +639,11 @@ def _rate_score(terms, name, modifier, y_true, y_pred, *, labels,
     """Shared pipeline of Jaccard and specificity: a per-class rate, averaged."""
     check_option(average, AVERAGE_OPTIONS, "average")
     zero_division = check_zero_division(zero_division)
-    inputs, labels = _check(y_true, y_pred, num_classes=num_classes,
+    inputs, labels = check_label_call(y_true, y_pred, num_classes=num_classes,
                             sample_weight=sample_weight, ignore_index=ignore_index,
                             validate=validate, deterministic=deterministic, labels=labels,
                             pos_label=pos_label if average == "binary" else None)
-    stats, _ = _accumulate(inputs)
+    stats, _ = accumulate(inputs)
     classes = _set_wise_classes(inputs, stats, labels, average, pos_label)
     c = F.Counts.from_statistics(stats.take(classes), np)
     num, den = terms(c)
@@ -796,9 +653,9 @@ def _rate_score(terms, name, modifier, y_true, y_pred, *, labels,
     if zero_division == "warn" and zero.any():
         F.warn_undefined(name, modifier, zero.size)
     if average is None:
-        return _output(values, inputs)
+        return output(values, inputs)
     weights = c.support if average == "weighted" else None
-    return _output(F.nan_average(values, np, weights), inputs)
+    return output(F.nan_average(values, np, weights), inputs)
 
 
 @on_caller_stream
@@ -877,10 +734,10 @@ def classification_report(y_true, y_pred, *, labels=None, target_names=None,
     if not isinstance(digits, (int, np.integer)) or isinstance(digits, bool) or digits < 0:
         raise ValueError(f"digits must be a non-negative integer, got {digits!r}")
     labels_given = labels is not None
-    inputs, labels = _check(y_true, y_pred, num_classes=num_classes,
+    inputs, labels = check_label_call(y_true, y_pred, num_classes=num_classes,
                             sample_weight=sample_weight, ignore_index=ignore_index,
                             validate=validate, deterministic=deterministic, labels=labels)
-    stats, _ = _accumulate(inputs)
+    stats, _ = accumulate(inputs)
     classes = _selected_classes(inputs, stats, labels)
     present = np.flatnonzero(stats.observed)
     micro_is_accuracy = not labels_given or set(classes.tolist()) >= set(present.tolist())

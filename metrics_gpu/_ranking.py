@@ -31,7 +31,7 @@ import numpy as np
 
 from metrics_gpu import _formulas as F
 from metrics_gpu._backend import on_caller_stream
-from metrics_gpu._classification import _output
+from metrics_gpu._stages import output
 from metrics_gpu._rank_scan import (
     RankedScan,
     positive_negative_weights,
@@ -211,7 +211,7 @@ def roc_curve(y_true, y_score, *, pos_label=None, sample_weight=None, drop_inter
     if float(tps[-1]) <= 0:
         F.warn(_NO_POSITIVES, F.UndefinedMetricWarning)
     fpr, tpr = rate(fps, fps[-1], xp), rate(tps, tps[-1], xp)
-    return _output(fpr, inputs), _output(tpr, inputs), _output(thresholds, inputs)
+    return output(fpr, inputs), output(tpr, inputs), output(thresholds, inputs)
 
 
 @on_caller_stream
@@ -275,7 +275,7 @@ def precision_recall_curve(y_true, y_score, *, pos_label=None, sample_weight=Non
         recall = tps / tps[-1]
     precision = xp.concatenate([xp.flip(precision), xp.ones(1, dtype=np.float64)])
     recall = xp.concatenate([xp.flip(recall), xp.zeros(1, dtype=np.float64)])
-    return _output(precision, inputs), _output(recall, inputs), _output(xp.flip(thresholds), inputs)
+    return output(precision, inputs), output(recall, inputs), output(xp.flip(thresholds), inputs)
 
 
 # -- scores --------------------------------------------------------------------------
@@ -356,7 +356,7 @@ def roc_auc_score(y_true, y_score, *, average="macro", sample_weight=None, max_f
         return _multiclass_roc_auc(inputs, classes, labels, multi_class, average)
     if classes.size < 2:
         F.warn(_ONE_CLASS, F.UndefinedMetricWarning)
-        return _output(math.nan, inputs)
+        return output(math.nan, inputs)
     check_binary_scores(inputs, "roc_auc_score")
     xp = inputs.backend.xp
     # scikit-learn's label_binarize: the larger label is the positive class.
@@ -369,7 +369,7 @@ def roc_auc_score(y_true, y_score, *, average="macro", sample_weight=None, max_f
         _warn_undefined_rates(*totals)
     auc = _binary_roc_auc(inputs.backend, inputs.y_score, is_positive, inputs.sample_weight,
                           max_fpr)
-    return _output(auc, inputs)
+    return output(auc, inputs)
 
 
 def _host(array, inputs) -> np.ndarray:
@@ -427,12 +427,12 @@ def _multiclass_roc_auc(inputs, classes, labels, multi_class, average):
                 "'sample_weight' must be None in this case."
             )
         totals = _class_totals(codes, None, num_columns, inputs)
-        return _output(_one_vs_one_roc_auc(inputs.backend, inputs.y_score, codes, totals,
+        return output(_one_vs_one_roc_auc(inputs.backend, inputs.y_score, codes, totals,
                                            average), inputs)
     totals = _class_totals(codes, inputs.sample_weight, num_columns, inputs)
     if average == "micro":
-        return _output(_micro_average(inputs, codes, "roc_auc"), inputs)
-    return _output(_average_one_vs_rest(inputs, codes, totals, "roc_auc", average), inputs)
+        return output(_micro_average(inputs, codes, "roc_auc"), inputs)
+    return output(_average_one_vs_rest(inputs, codes, totals, "roc_auc", average), inputs)
 
 
 def _one_vs_rest(inputs, codes, totals: _ClassTotals, metric: str):
@@ -600,10 +600,10 @@ def average_precision_score(y_true, y_score, *, average="macro", pos_label=1,
         codes = _class_positions(inputs, classes)
         totals = _class_totals(codes, inputs.sample_weight, classes.size, inputs)
         if average == "micro":
-            return _output(_micro_average(inputs, codes, "average_precision"), inputs)
+            return output(_micro_average(inputs, codes, "average_precision"), inputs)
         if average == "samples":
-            return _output(_samples_average_precision(inputs, codes), inputs)
-        return _output(_average_one_vs_rest(inputs, codes, totals, "average_precision", average),
+            return output(_samples_average_precision(inputs, codes), inputs)
+        return output(_average_one_vs_rest(inputs, codes, totals, "average_precision", average),
                        inputs)
     check_binary_scores(inputs, "average_precision_score")
     is_positive = inputs.y_true == pos_label
@@ -617,7 +617,7 @@ def average_precision_score(y_true, y_score, *, average="macro", pos_label=1,
         F.warn(_NO_POSITIVE_CLASS, UserWarning)
     ap = _binary_average_precision(inputs.backend, inputs.y_score, is_positive,
                                    inputs.sample_weight)
-    return _output(ap, inputs)
+    return output(ap, inputs)
 
 
 def _samples_average_precision(inputs, codes):
@@ -750,7 +750,7 @@ def multiclass_auc_mu(y_true, y_score, cost_matrix=None, *, sample_weight=None):
         )
     value = _auc_mu(inputs.backend, inputs.y_score.astype(np.float64), codes,
                     inputs.sample_weight, counts, cost_matrix)
-    return _output(value, inputs)
+    return output(value, inputs)
 
 
 # -- CatBoost's AUC ------------------------------------------------------------------

@@ -22,7 +22,7 @@ import numpy as np
 
 from metrics_gpu import _formulas as F
 from metrics_gpu._backend import on_caller_stream
-from metrics_gpu._classification import _output
+from metrics_gpu._stages import one_pass, output
 from metrics_gpu._state import ScoreSums
 from metrics_gpu._validation import (
     ScoreInputs, _is_int, check_option, check_score_inputs, score_dtype_eps,
@@ -131,7 +131,7 @@ def log_loss(y_true, y_proba=None, *, normalize=True, sample_weight=None, labels
                                 ignore_index=ignore_index, validate=validate, takes_logits=True,
                                 allow_all_zero_weight=False)
     sums = _score_pass(inputs, from_logits=from_logits, terms=("nll",))
-    return _output(F.log_loss(sums, normalize), inputs)
+    return output(F.log_loss(sums, normalize), inputs)
 
 
 @on_caller_stream
@@ -166,7 +166,7 @@ def brier_score_loss(y_true, y_proba, *, sample_weight=None, pos_label=None, lab
     half = (inputs.binary_column or inputs.num_classes < 3) if scale_by_half == "auto" \
         else bool(scale_by_half)
     sums = _score_pass(inputs, from_logits=False, terms=("brier",))
-    return _output(F.brier_score(sums, half), inputs)
+    return output(F.brier_score(sums, half), inputs)
 
 
 def _swap_binary_columns(inputs: ScoreInputs) -> ScoreInputs:
@@ -197,7 +197,7 @@ def hinge_loss(y_true, pred_decision, *, labels=None, sample_weight=None, ignore
                                 ignore_index=ignore_index, validate=validate,
                                 allow_all_zero_weight=False)
     sums = _score_pass(inputs, from_logits=False, terms=("hinge",))
-    return _output(F.score_mean(sums, "hinge"), inputs)
+    return output(F.score_mean(sums, "hinge"), inputs)
 
 
 @on_caller_stream
@@ -235,7 +235,7 @@ def top_k_accuracy_score(y_true, y_score, *, k=2, normalize=True, sample_weight=
                "result in a perfect score and is therefore meaningless.",
                F.UndefinedMetricWarning)
     sums = _score_pass(inputs, from_logits=False, top_k=(k,), terms=())
-    return _output(F.top_k_accuracy(sums, normalize)[0], inputs)
+    return output(F.top_k_accuracy(sums, normalize)[0], inputs)
 
 
 def _binary_threshold(scores):
@@ -292,7 +292,7 @@ def expected_calibration_error(y_true, y_proba, *, n_bins=DEFAULT_BINS, norm="l1
                                 allow_all_zero_weight=False)
     sums = _score_pass(inputs, from_logits=from_logits, n_bins=n_bins, terms=(),
                        deterministic=deterministic)
-    return _output(F.calibration_error(sums, norm, inputs.backend.xp), inputs)
+    return output(F.calibration_error(sums, norm, inputs.backend.xp), inputs)
 
 
 @dataclass(frozen=True)
@@ -346,6 +346,11 @@ def logits_report(y_true, scores, *, from_logits=True, top_k=DEFAULT_TOP_K, n_bi
     n_bins = _check_bins(n_bins)
     from_logits = _check_bool(from_logits, "from_logits")
     deterministic = _check_bool(deterministic, "deterministic")
+    passed = one_pass(y_true, scores, kind="scores", sample_weight=sample_weight,
+                      ignore_index=ignore_index, validate=validate, deterministic=deterministic,
+                      top_k=top_k, n_bins=n_bins, from_logits=from_logits, pred_name="scores")
+    if passed is not None:
+        return _one_pass_logits_report(passed, top_k, n_bins)
     inputs = check_score_inputs(y_true, scores, name="scores",
                                 kind="logits" if from_logits else "probabilities",
                                 sample_weight=sample_weight, ignore_index=ignore_index,
@@ -357,7 +362,7 @@ def logits_report(y_true, scores, *, from_logits=True, top_k=DEFAULT_TOP_K, n_bi
     proportion, confidence, accuracy = F.calibration_bins(sums, xp)
 
     def out(value):
-        return _output(value, inputs)
+        return output(value, inputs)
 
     return LogitsReport(
         accuracy=out(F.score_mean(sums, "correct")),
@@ -373,6 +378,33 @@ def logits_report(y_true, scores, *, from_logits=True, top_k=DEFAULT_TOP_K, n_bi
         calibration_accuracy=out(accuracy),
         total_weight=out(sums.slot("weight")),
         n_invalid=out(sums.slot("invalid")),
+    )
+
+
+def _one_pass_logits_report(passed, top_k, n_bins) -> LogitsReport:
+    """The report from a one-pass streaming state (two launches on a GPU, no sync)."""
+    _, values = passed.state.compute(labels=False)
+    slot = F.STREAM_SLOT
+    head = len(F.STREAM_SCORE_SLOTS)
+    bins = head + len(top_k)
+
+    def out(value):
+        return output(value, passed)
+
+    return LogitsReport(
+        accuracy=out(values[slot["accuracy"]]),
+        top_k_accuracy={k: out(values[head + i]) for i, k in enumerate(top_k)},
+        cross_entropy=out(values[slot["cross_entropy"]]),
+        perplexity=out(values[slot["perplexity"]]),
+        brier_score=out(values[slot["brier_score"]]),
+        hinge_loss=out(values[slot["hinge_loss"]]),
+        expected_calibration_error=out(values[slot["expected_calibration_error"]]),
+        max_calibration_error=out(values[slot["max_calibration_error"]]),
+        calibration_proportion=out(values[bins:bins + n_bins]),
+        calibration_confidence=out(values[bins + n_bins:bins + 2 * n_bins]),
+        calibration_accuracy=out(values[bins + 2 * n_bins:bins + 3 * n_bins]),
+        total_weight=out(values[slot["total_weight"]]),
+        n_invalid=out(passed.state.statistics().invalid),
     )
 
 

@@ -14,7 +14,7 @@ import numpy as np
 
 from metrics_gpu import _formulas as F
 from metrics_gpu._backend import is_device_array, on_caller_stream, resolve_backend
-from metrics_gpu._classification import _accumulate, _output
+from metrics_gpu._stages import accumulate, output
 from metrics_gpu._scores import _score_pass
 from metrics_gpu._state import ClassStatistics
 from metrics_gpu._validation import (
@@ -82,7 +82,7 @@ def multiclass_quality_metrics(y_true, y_pred, *, num_classes=None, beta=1.0,
     inputs = check_label_inputs(y_true, y_pred, num_classes=num_classes,
                                 sample_weight=sample_weight, ignore_index=ignore_index,
                                 validate=validate, deterministic=deterministic)
-    stats, cm = _accumulate(inputs, matrix=True)
+    stats, cm = accumulate(inputs, matrix=True)
     c = F.Counts.from_statistics(stats, np)
     with F._quiet(np):
         micro_p = F.micro_rate(F.precision_terms(c), np)
@@ -100,8 +100,8 @@ def multiclass_quality_metrics(y_true, y_pred, *, num_classes=None, beta=1.0,
         macro_fscore=F.fbeta_from_rates(macro_p, macro_r, beta, np),
     )
     return MulticlassQualityMetrics(
-        confusion_matrix=_output(cm, inputs),
-        **{name: _output(value, inputs) for name, value in values.items()},
+        confusion_matrix=output(cm, inputs),
+        **{name: output(value, inputs) for name, value in values.items()},
     )
 
 
@@ -153,7 +153,7 @@ def binary_quality_metrics(y_true, y_pred, *, beta=1.0, pos_label=1, sample_weig
     check_option(pos_label, (0, 1), "pos_label")
     inputs = check_label_inputs(y_true, y_pred, num_classes=2, sample_weight=sample_weight,
                                 validate=validate, deterministic=deterministic)
-    stats, cm = _accumulate(inputs, matrix=True)
+    stats, cm = accumulate(inputs, matrix=True)
     negative = 1 - pos_label
     order = inputs.backend.xp.asarray([pos_label, negative])
     layout = cm[order[:, None], order[None, :]]
@@ -167,8 +167,8 @@ def binary_quality_metrics(y_true, y_pred, *, beta=1.0, pos_label=1, sample_weig
             "specificity": F.specificity(c)[0],
         }
         rates["auc"] = (rates["recall"] + rates["specificity"]) / 2
-    return BinaryQualityMetrics(confusion_matrix=_output(layout, inputs),
-                                **{k: _output(v, inputs) for k, v in rates.items()})
+    return BinaryQualityMetrics(confusion_matrix=output(layout, inputs),
+                                **{k: output(v, inputs) for k, v in rates.items()})
 
 
 # -- pyActLearn --------------------------------------------------------------
@@ -230,7 +230,7 @@ def per_class_performance(cm) -> np.ndarray:
            [3.  , 1.  , 0.  , 0.75]])
     """
     matrix, place = _matrix_on_host(cm)
-    return _output(_per_class_table(_counts_of_matrix(matrix)), place)
+    return output(_per_class_table(_counts_of_matrix(matrix)), place)
 
 
 def _per_class_table(c: F.Counts) -> np.ndarray:
@@ -289,7 +289,7 @@ def overall_performance(cm) -> np.ndarray:
             F.fbeta_from_rates(macro_p, macro_r, 1.0, np),
             F.accuracy(c),
         )
-    return _output(np.array(values, dtype=np.float64), place)
+    return output(np.array(values, dtype=np.float64), place)
 
 
 # -- CatBoost ----------------------------------------------------------------
@@ -424,14 +424,14 @@ def catboost_metric(spec, y_true, approx, *, weight=None, validate=True, determi
         check_label_inputs(y_true, scores, sample_weight=weight, validate=validate,
                            deterministic=deterministic, allow_all_zero_weight=True,
                            pred_name="approx")
-    stats, _ = _accumulate(inputs, moments=name == "WKappa")
+    stats, _ = accumulate(inputs, moments=name == "WKappa")
     c = F.Counts.from_statistics(stats, np)
     if name == "Precision":
-        return _output(F.precision(c, 0.0), inputs)
+        return output(F.precision(c, 0.0), inputs)
     if name == "Recall":
-        return _output(F.recall(c, 1.0), inputs)
+        return output(F.recall(c, 1.0), inputs)
     if name == "F1":
-        return _output(F.catboost_f(c, 1.0), inputs)
+        return output(F.catboost_f(c, 1.0), inputs)
     if name == "F":
         if "beta" not in params:
             raise ValueError(f"CatBoost metric F needs beta, e.g. 'F:beta=2', got {spec!r}")
@@ -439,18 +439,18 @@ def catboost_metric(spec, y_true, approx, *, weight=None, validate=True, determi
             beta = float(params["beta"])
         except ValueError:
             raise ValueError(f"beta must be a number in {spec!r}") from None
-        return _output(F.catboost_f(c, check_beta(beta)), inputs)
+        return output(F.catboost_f(c, check_beta(beta)), inputs)
     if name == "TotalF1":
         average = check_option(params.get("average", "Weighted"),
                                ("Weighted", "Macro", "Micro"), "average")
-        return _output(F.catboost_total_f1(c, average), inputs)
+        return output(F.catboost_total_f1(c, average), inputs)
     if name == "MCC":
-        return _output(F.matthews_corrcoef(c), inputs)
+        return output(F.matthews_corrcoef(c), inputs)
     if name == "Accuracy":
-        return _output(F.accuracy(c), inputs)
+        return output(F.accuracy(c), inputs)
     if name in ("HammingLoss", "ZeroOneLoss"):
-        return _output(1 - F.accuracy(c), inputs)
-    return _output(F.catboost_kappa(c, stats, "quadratic" if name == "WKappa" else None),
+        return output(1 - F.accuracy(c), inputs)
+    return output(F.catboost_kappa(c, stats, "quadratic" if name == "WKappa" else None),
                    inputs)
 
 
@@ -484,12 +484,12 @@ def _catboost_score_metric(name, params, spec, y_true, approx, weight, validate)
         )
     inputs = _catboost_weights(inputs)
     if name == "MultiClass":
-        return _output(F.log_loss(_score_pass(inputs, from_logits=True, terms=("nll",))), inputs)
+        return output(F.log_loss(_score_pass(inputs, from_logits=True, terms=("nll",))), inputs)
     if name == "MultiClassOneVsAll":
         sums = _score_pass(inputs, from_logits=True, one_vs_all=True, terms=("one_vs_all",))
-        return _output(F.catboost_one_vs_all(sums), inputs)
+        return output(F.catboost_one_vs_all(sums), inputs)
     sums = _score_pass(inputs, from_logits=False, terms=("hinge",))
-    return _output(F.score_mean(sums, "hinge"), inputs)
+    return output(F.score_mean(sums, "hinge"), inputs)
 
 
 __all__ = [

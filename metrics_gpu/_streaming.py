@@ -26,7 +26,6 @@ NumPy backend runs the reference of the same update
 
 from __future__ import annotations
 
-import math
 import numbers
 import sys
 from collections.abc import Iterable
@@ -36,13 +35,8 @@ import numpy as np
 
 from metrics_gpu import _formulas as F
 from metrics_gpu._backend import caller_stream, get_backend_implementation, resolve_backend
-from metrics_gpu._state import ClassStatistics, ScoreSums, score_sums_size
-from metrics_gpu._validation import (
-    check_ignore_index,
-    check_num_classes,
-    check_stream_batch,
-    score_dtype_eps,
-)
+from metrics_gpu._stages import NO_ERROR, ORDINAL_SHIFT, StreamState, stream_spec
+from metrics_gpu._validation import check_ignore_index, check_num_classes, check_stream_batch
 
 SCORE_KINDS = ("logits", "probabilities")
 VALIDATE_MODES = ("deferred", "eager", False)
@@ -52,9 +46,6 @@ AUTO_MATRIX_MAX_CLASSES = 2048
 MAX_TOP_K_VALUES = 8          # kernels/scores.cu kMaxTopK
 MAX_BINS = 1024               # calibration bins live in shared memory on a GPU
 MAX_THRESHOLDS = 1 << 16
-NO_ERROR = (1 << 63) - 1      # kernels/streaming.cu kNoError
-ORDINAL_SHIFT = 40            # kernels/streaming.cu kOrdinalShift
-MAX_ORDINAL = (1 << 23) - 1   # ordinals beyond saturate (keys stay below 2^63)
 CHECKED = ("y_true", "preds", "sample_weight")
 STATE_VERSION = 1
 
@@ -173,8 +164,8 @@ class ClassificationMetrics:
         if keep_matrix:
             from metrics_gpu._validation import check_state_size
             check_state_size(num_classes, matrix=True)
-        self._spec = dict(
-            num_classes=num_classes, top_k=_check_top_k(top_k),
+        self._spec = stream_spec(
+            num_classes, top_k=_check_top_k(top_k),
             n_bins=_check_count(n_bins, "n_bins", 1, MAX_BINS),
             thresholds=_check_count(thresholds, "thresholds", 2, MAX_THRESHOLDS, True),
             keep_matrix=keep_matrix, ignore_index=check_ignore_index(ignore_index),
@@ -192,52 +183,22 @@ class ClassificationMetrics:
         return self._spec["num_classes"]
 
     def reset(self) -> None:
-        """Forget every update. The state's buffers, device and kind stay and
-        are zeroed in place (no allocation in the next epoch's updates)."""
+        """Forget every update. The state's buffers, device and kind stay and are
+        zeroed in place (memsets: the next epoch's updates allocate nothing)."""
         self._updates = 0
-        if getattr(self, "_state", None) is None:
-            self._state: dict[str, Any] | None = None
-            self._kind: str | None = None  # "labels" or "scores", set by the first update
-            self._workspace = None
-            self._backend = None
-            self._like = None
+        if getattr(self, "_state", None) is not None:
+            self._state.clear()
             return
-        for name, array in self._state.items():
-            array[...] = 0
-        self._state["checks"][1:] = NO_ERROR
+        self._state: StreamState | None = None
+        self._backend = None
+        self._like = None
 
     def _allocate(self, kind: str, integer: bool) -> None:
-        backend, k, spec = self._backend, self.num_classes, self._spec
-        count = np.uint64 if integer else np.float64
-        state = {
-            "counts": backend.zeros(3 * k + 1, count),
-            "moments": backend.zeros(4 if integer else 2, np.uint64 if integer else np.float64),
-            "checks": backend.zeros(4, np.uint64),
-        }
-        state["checks"][1:] = NO_ERROR
-        if spec["keep_matrix"]:
-            state["matrix"] = backend.zeros((k, k), count)
-        if kind == "scores":
-            state["scores"] = backend.zeros(score_sums_size(len(spec["top_k"]), spec["n_bins"]),
-                                            np.float64)
-            if spec["thresholds"]:
-                state["histogram"] = backend.zeros((2, k, spec["thresholds"]), count)
-        self._state = state
-        self._kind = kind
-        if backend.name != "numpy":
-            from metrics_gpu.backends.kernel_backend import StreamWorkspace
-            self._workspace = StreamWorkspace()
+        self._state = StreamState(self._backend, self._spec, kind, integer)
 
-    def _promote_to_float(self) -> None:
-        """Float weights reach a state of integer counts: the counts become
-        float64 (once), the exact moments their float values."""
-        xp, state = self._backend.xp, self._state
-        words = state["moments"].astype(np.float64)
-        for name in ("counts", "matrix", "histogram"):
-            if name in state:
-                state[name] = state[name].astype(np.float64)
-        state["moments"] = xp.stack([words[0] + words[1] * 2.0**64,
-                                     words[2] + words[3] * 2.0**64])
+    @property
+    def _kind(self) -> str | None:
+        return None if self._state is None else self._state.kind
 
     # -- update -----------------------------------------------------------------
 
@@ -272,21 +233,9 @@ class ClassificationMetrics:
                 f"preds: this state holds {self._kind} (set by its first update), got "
                 f"{'(N, K) scores' if batch.scores else '(N,) labels'}; use one "
                 "ClassificationMetrics per kind of prediction")
-        elif float_weights and self._state["counts"].dtype == np.uint64:
-            self._promote_to_float()
-        ordinal = min(self._updates, MAX_ORDINAL)
-        clip_eps = score_dtype_eps(np.float32 if batch.score_dtype == "bfloat16"
-                                   else batch.score_dtype or np.float64)
-        if backend.name == "numpy":
-            from metrics_gpu.backends.numpy_backend import stream_update
-            stream_update(self._state, batch, num_classes=self.num_classes,
-                          ignore_index=spec["ignore_index"], ordinal=ordinal,
-                          from_logits=spec["from_logits"], clip_eps=clip_eps,
-                          top_k=spec["top_k"], n_bins=spec["n_bins"],
-                          thresholds=spec["thresholds"])
-        else:
-            backend.stream_update(self._state, self._workspace, batch, spec=spec,
-                                  ordinal=ordinal, clip_eps=clip_eps)
+        elif float_weights and self._state.integer:
+            self._state.promote_to_float()
+        self._state.update(batch, self._updates)
         self._updates += 1
 
     # -- compute ----------------------------------------------------------------
@@ -303,11 +252,8 @@ class ClassificationMetrics:
                       else "a row of scores with a NaN or an infinity"),
             "sample_weight": "a negative or non-finite weight",
         }
-        found = []
-        for name, key in zip(CHECKED, checks[1:]):
-            key = int(key)
-            if key != NO_ERROR:
-                found.append((key, name))
+        found = [(int(key), name) for name, key in zip(CHECKED, checks[1:])
+                 if int(key) != NO_ERROR]
         key, name = min(found)
         raise ValueError(
             f"{name} of update call {key >> ORDINAL_SHIFT} (counting from 0) holds "
@@ -320,21 +266,17 @@ class ClassificationMetrics:
     def compute(self) -> StreamingReport:
         """Every metric the state supports, as one :class:`StreamingReport`.
 
-        Two launches on the kernel backends, whose values stay on the device
-        until read; with ``validate="deferred"`` the four check numbers are
-        read back (one sync) to raise for bad input.
+        On the kernel backends at most two launches (one for a state of
+        labels), whose values stay on the device until read; with
+        ``validate="deferred"`` the four check numbers are read back (one
+        sync) to raise for bad input.
         """
         if self._state is None:
             raise ValueError("compute() before any update: there is nothing to report")
-        backend, spec, state = self._backend, self._spec, self._state
         if self.validate == "deferred":
-            self._raise_deferred(np.asarray(backend.to_host(state["checks"])))
-        if backend.name == "numpy":
-            label_values, score_values = _numpy_compute(state, spec, self._kind)
-        else:
-            with caller_stream(self._like):
-                label_values, score_values = backend.stream_compute(
-                    state, self._workspace, spec=spec)
+            self._raise_deferred(np.asarray(self._backend.to_host(self._state.arrays["checks"])))
+        with caller_stream(self._like):
+            label_values, score_values = self._state.compute()
         return StreamingReport(self, label_values, score_values)
 
     # -- combining states ---------------------------------------------------------
@@ -347,26 +289,25 @@ class ClassificationMetrics:
             return
         if self._state is None:
             self._backend, self._like = other._backend, other._like
-            self._allocate(other._kind, other._state["counts"].dtype == np.uint64)
+            self._allocate(other._kind, other._state.integer)
         if other._kind != self._kind:
             raise ValueError(f"cannot merge a state of {other._kind} into one of {self._kind}")
-        theirs = other._state
-        if theirs["counts"].dtype != self._state["counts"].dtype:
-            if self._state["counts"].dtype == np.uint64:
-                self._promote_to_float()
-            else:
-                other = _promoted_copy(other)
-                theirs = other._state
+        theirs = {name: _to_numpy(value) for name, value in other._state.arrays.items()}
+        if self._state.integer and not other._state.integer:
+            self._state.promote_to_float()
+        elif other._state.integer and not self._state.integer:
+            theirs = _float_arrays(theirs)
         xp = self._backend.xp
-        for name, mine in self._state.items():
-            value = self._backend.asarray(_to_numpy(theirs[name]))
+        for name, mine in self._state.arrays.items():
+            value = self._backend.asarray(theirs[name])
             if name == "checks":
-                mine[0] += value[0]
+                mine[:1] += value[:1]
                 mine[1:] = xp.minimum(mine[1:], value[1:])
             elif name == "moments" and mine.dtype == np.uint64:
-                _add_words(mine, value, xp)
+                _add_words(mine, value)
             else:
                 mine += value
+        self._state.moments_fresh = False
         self._updates += other._updates
 
     def state_dict(self) -> dict[str, Any]:
@@ -375,7 +316,7 @@ class ClassificationMetrics:
         out: dict[str, Any] = {"version": STATE_VERSION, "spec": dict(self._spec),
                                "kind": self._kind, "updates": self._updates}
         if self._state is not None:
-            for name, value in self._state.items():
+            for name, value in self._state.arrays.items():
                 if value.dtype == np.uint64:
                     value = value.view(np.int64)  # torch has no uint64 arithmetic
                 out[name] = self._backend.to_framework(value, self._like)
@@ -388,31 +329,35 @@ class ClassificationMetrics:
             raise ValueError("state: not a state_dict of a ClassificationMetrics with these "
                              "arguments")
         if state["kind"] is None:
-            self.reset()
+            self._state, self._updates = None, 0
             return
         if self._backend is None:
             self._backend = get_backend_implementation("numpy")
-        integer = _to_numpy(state["counts"]).dtype.kind == "i"
-        self._allocate(state["kind"], integer)
-        for name, mine in self._state.items():
-            value = _to_numpy(state[name])
-            value = value.view(np.uint64) if mine.dtype == np.uint64 else value
+        self._load_arrays(state)
+
+    def _load_arrays(self, snapshot) -> None:
+        arrays = {name: _to_numpy(snapshot[name]) for name in snapshot
+                  if name not in ("version", "spec", "kind", "updates")}
+        integer = arrays["counts"].dtype.kind in "iu"
+        self._allocate(snapshot["kind"], integer)
+        for name, mine in self._state.arrays.items():
+            value = arrays[name].view(np.uint64) if mine.dtype == np.uint64 else arrays[name]
             mine[...] = self._backend.asarray(value)
-        self._updates = int(state["updates"])
+        self._updates = int(snapshot["updates"])
 
     def sync(self, group=None) -> None:
         """All-reduce the state over ``torch.distributed`` (when it is
-        initialised; else nothing): SUM of every count and sum (integers
-        stay exact: they are reduced as int64 words), MIN of the check keys.
-        Every rank must call it, with a state of the same kind (a rank
-        without any update contributes zeros)."""
+        initialised; else nothing): SUM of every count and sum (integer counts
+        stay exact: they are reduced as int64, the 128-bit moments by 32-bit
+        halves), MIN of the check keys. Every rank must call it; a rank
+        without any update contributes zeros."""
         torch = sys.modules.get("torch")
         if torch is None or not torch.distributed.is_available() or \
                 not torch.distributed.is_initialized():
             return
         dist = torch.distributed
         kinds = [None] * dist.get_world_size(group)
-        integer = None if self._state is None else self._state["counts"].dtype == np.uint64
+        integer = None if self._state is None else self._state.integer
         dist.all_gather_object(kinds, (self._kind, integer), group=group)
         kind = next((k for k, _ in kinds if k is not None), None)
         if kind is None:
@@ -422,9 +367,9 @@ class ClassificationMetrics:
             if self._backend is None:
                 self._backend = get_backend_implementation("numpy")
             self._allocate(kind, not any_float)
-        elif any_float and self._state["counts"].dtype == np.uint64:
-            self._promote_to_float()
-        for name, value in self._state.items():
+        elif any_float and self._state.integer:
+            self._state.promote_to_float()
+        for name, value in self._state.arrays.items():
             tensor = _as_torch(value.view(np.int64) if value.dtype == np.uint64 else value)
             if name == "checks":
                 dist.all_reduce(tensor[:1], op=dist.ReduceOp.SUM, group=group)
@@ -433,6 +378,7 @@ class ClassificationMetrics:
                 _all_reduce_words(tensor, dist, group)
             else:
                 dist.all_reduce(tensor, op=dist.ReduceOp.SUM, group=group)
+        self._state.moments_fresh = False
         updates = torch.tensor([self._updates], dtype=torch.int64)
         dist.all_reduce(updates, group=group)
         self._updates = int(updates[0])
@@ -447,23 +393,11 @@ class ClassificationMetrics:
             target = get_backend_implementation("numpy")
         else:
             raise ValueError(f"device must be 'cpu' or 'cuda', got {device!r}")
-        if self._state is not None:
-            snapshot = self.state_dict()
-            self._backend = target
+        snapshot = self.state_dict() if self._state is not None else None
+        self._backend = target
+        if snapshot is not None:
             self._load_arrays(snapshot)
-        else:
-            self._backend = target
         return self
-
-    def _load_arrays(self, snapshot) -> None:
-        kind, updates = snapshot["kind"], snapshot["updates"]
-        integer = _to_numpy(snapshot["counts"]).dtype.kind == "i"
-        self._allocate(kind, integer)
-        for name, mine in self._state.items():
-            value = _to_numpy(snapshot[name])
-            value = value.view(np.uint64) if mine.dtype == np.uint64 else value
-            mine[...] = self._backend.asarray(value)
-        self._updates = updates
 
     def __repr__(self) -> str:
         where = "empty" if self._state is None else f"{self._kind} on {self._backend.name}"
@@ -480,6 +414,18 @@ def _to_numpy(value):
     return np.asarray(value)
 
 
+def _float_arrays(arrays: dict) -> dict:
+    """Host arrays of an integer state as a float state's (exact moments as floats)."""
+    out = dict(arrays)
+    words = [int(v) for v in arrays["moments"]]
+    out["moments"] = np.array([words[0] + (words[1] << 64), words[2] + (words[3] << 64)],
+                              dtype=np.float64)
+    for name in ("counts", "matrix", "histogram"):
+        if name in out:
+            out[name] = out[name].astype(np.float64)
+    return out
+
+
 def _as_torch(array):
     """A state array as a torch tensor sharing its memory (host or device)."""
     import torch
@@ -489,7 +435,7 @@ def _as_torch(array):
     return torch.from_dlpack(array)
 
 
-def _add_words(mine, theirs, xp) -> None:
+def _add_words(mine, theirs) -> None:
     """128-bit sums held as (low, high) uint64 word pairs: mine += theirs."""
     for i in (0, 2):
         low = mine[i:i + 1] + theirs[i:i + 1]          # wraps modulo 2^64
@@ -507,7 +453,8 @@ def _all_reduce_words(tensor, dist, group) -> None:
     words = tensor.cpu().numpy().view(np.uint64).copy()
     parts = torch.tensor([int(words[i]) & 0xFFFFFFFF for i in (0, 2)]
                          + [int(words[i]) >> 32 for i in (0, 2)]
-                         + [int(words[i]) for i in (1, 3)], dtype=torch.int64)
+                         + [int(np.int64(words[i].view(np.int64))) for i in (1, 3)],
+                         dtype=torch.int64)
     if tensor.is_cuda:
         parts = parts.to(tensor.device)
     dist.all_reduce(parts, group=group)
@@ -517,42 +464,6 @@ def _all_reduce_words(tensor, dist, group) -> None:
         value %= 1 << 128
         words[i], words[i + 1] = value & ((1 << 64) - 1), value >> 64
     tensor.copy_(torch.from_numpy(words.view(np.int64)).to(tensor.device))
-
-
-def _promoted_copy(metrics: ClassificationMetrics) -> ClassificationMetrics:
-    copy = ClassificationMetrics.__new__(ClassificationMetrics)
-    copy.__dict__.update(metrics.__dict__)
-    copy._state = dict(metrics._state)
-    copy._promote_to_float()
-    return copy
-
-
-def _numpy_compute(state: dict, spec: dict, kind: str):
-    """The reference of the two compute launches: label and score values."""
-    k = spec["num_classes"]
-    counts = state["counts"]
-    integer = counts.dtype == np.uint64
-    view = counts.view(np.int64) if integer else counts
-    if integer:
-        words = [int(v) for v in state["moments"]]
-        linear, quadratic = (float(words[0] + (words[1] << 64)),
-                             float(words[2] + (words[3] << 64)))
-    else:
-        linear, quadratic = (float(v) for v in state["moments"])
-    stats = ClassStatistics(
-        true_positives=view[:k], support=view[k:2 * k], predicted=view[2 * k:3 * k],
-        total=view[3 * k], observed=np.ones(k, bool), invalid=int(state["checks"][0]),
-        linear_disagreement=np.float64(linear), quadratic_disagreement=np.float64(quadratic),
-    )
-    label_values = F.label_metric_values(stats)
-    score_values = None
-    if kind == "scores":
-        sums = ScoreSums(state["scores"], spec["top_k"], spec["n_bins"], k, spec["from_logits"])
-        score_values = F.stream_score_values(sums, state.get("histogram"))
-    else:
-        score_values = F.stream_score_values(
-            ScoreSums(np.full(score_sums_size(0, 0), np.nan), (), 0, k, True))
-    return label_values, score_values
 
 
 class StreamingReport:
@@ -578,7 +489,7 @@ class StreamingReport:
         self._kind = metrics._kind
         self._label_values = label_values
         self._score_values = score_values
-        state = metrics._state
+        state = metrics._state.arrays
         k = metrics.num_classes
         counts = state["counts"]
         self._support = (counts.view(np.int64) if counts.dtype == np.uint64 else counts)[k:2 * k]

@@ -1103,6 +1103,18 @@ class StreamBatch:
         return values
 
 
+def _device_bfloat16_bits(values, backend):
+    """A torch CUDA bfloat16 tensor as its 16-bit patterns on the device
+    (zero-copy through DLPack; CuPy has no bfloat16), else None. The kernels
+    widen the patterns themselves, so a training loop's bf16 logits are read
+    in place, never converted."""
+    torch = sys.modules.get("torch")
+    if (torch is None or backend.name != "cuda" or not isinstance(values, torch.Tensor)
+            or not values.is_cuda or values.dtype != torch.bfloat16):
+        return None
+    return backend.asarray(values.detach().view(torch.int16)).view(np.uint16)
+
+
 def _collapsed_positions(shape, strides):
     """(positions, stride) of dims 2.. of a scores array when one stride walks
     them all, else None."""
@@ -1116,7 +1128,8 @@ def _collapsed_positions(shape, strides):
 
 
 def check_stream_batch(y_true, preds, sample_weight, *, num_classes: int, backend,
-                       ignore_index=None, eager: bool = False, contiguous=None) -> StreamBatch:
+                       ignore_index=None, eager: bool = False, contiguous=None,
+                       pred_name: str = "preds") -> StreamBatch:
     """Shapes and types of one streaming update (free: nothing is read); with
     ``eager`` also the values (ranges, finiteness, weights: a few syncs on a
     GPU), raising ``ValueError`` before anything is added.
@@ -1126,27 +1139,32 @@ def check_stream_batch(y_true, preds, sample_weight, *, num_classes: int, backen
     """
     contiguous = contiguous or backend.xp.ascontiguousarray
     true = _to_backend(y_true, backend)
-    pred = _to_backend(preds, backend)
+    bits = _device_bfloat16_bits(preds, backend)
+    pred = _to_backend(preds, backend) if bits is None else bits
     if true.dtype.kind not in "iub":
         raise ValueError(
             f"y_true must hold integer class codes 0..{num_classes - 1}, got dtype {true.dtype}"
         )
-    score_name = pred.dtype.name
-    label_map = pred.ndim >= 2 and pred.ndim == true.ndim and pred.dtype.kind in "iub"
+    score_name = pred.dtype.name if bits is None else "bfloat16"
+    label_map = (bits is None and pred.ndim >= 2 and pred.ndim == true.ndim
+                 and pred.dtype.kind in "iub")
     if pred.ndim >= 2 and not label_map:
         if score_name not in STREAM_SCORE_DTYPES:
             raise ValueError(
-                f"preds of shape {tuple(pred.shape)} are scores and must be floating point "
+                f"{pred_name} of shape {tuple(pred.shape)} are scores and must be floating point "
                 f"({', '.join(STREAM_SCORE_DTYPES)}), got dtype {pred.dtype}"
             )
         if pred.shape[1] != num_classes:
             raise ValueError(
-                f"preds has {pred.shape[1]} score columns (axis 1) but num_classes={num_classes}"
+                f"{pred_name} has {pred.shape[1]} score columns but num_classes={num_classes}"
             )
         expected = (pred.shape[0], *pred.shape[2:])
+        if pred.ndim == 2 and true.ndim == 1 and true.shape[0] != pred.shape[0]:
+            raise ValueError(f"y_true has {true.shape[0]} samples but {pred_name} has "
+                             f"{pred.shape[0]}")
         if tuple(true.shape) != expected and not (pred.ndim == 2 and true.shape == (pred.shape[0], 1)):
             raise ValueError(
-                f"preds of shape {tuple(pred.shape)} needs y_true of shape {expected} (one "
+                f"{pred_name} of shape {tuple(pred.shape)} needs y_true of shape {expected} (one "
                 f"target per {'row' if pred.ndim == 2 else 'position'}), got {tuple(true.shape)}"
             )
         itemsize = pred.dtype.itemsize
@@ -1164,20 +1182,23 @@ def check_stream_batch(y_true, preds, sample_weight, *, num_classes: int, backen
     else:
         if label_map:
             if tuple(true.shape) != tuple(pred.shape):
-                raise ValueError(f"y_true of shape {tuple(true.shape)} and preds of shape "
+                raise ValueError(f"y_true of shape {tuple(true.shape)} and {pred_name} of shape "
                                  f"{tuple(pred.shape)} must match")
-        elif pred.ndim != 1 or true.reshape(-1).shape[0] != pred.shape[0]:
+        elif pred.ndim != 1:
             raise ValueError(
-                f"preds must be (N,) labels, (N, K) scores or (N, K, d1, ...) scores; got shape "
-                f"{tuple(pred.shape)} for y_true of shape {tuple(true.shape)}"
+                f"{pred_name} must be (N,) labels, (N, K) scores or (N, K, d1, ...) scores; got "
+                f"shape {tuple(pred.shape)} for y_true of shape {tuple(true.shape)}"
             )
+        elif true.size != pred.shape[0]:
+            raise ValueError(f"y_true has {true.size} samples but {pred_name} has "
+                             f"{pred.shape[0]}")
         if pred.dtype.kind not in "iub":
-            raise ValueError(f"preds given as labels must hold integer class codes, got dtype "
-                             f"{pred.dtype} (scores are (N, K))")
+            raise ValueError(f"{pred_name} given as labels must hold integer class codes, got "
+                             f"dtype {pred.dtype} (scores are (N, K))")
         layout = {}
         n = int(true.size)
     if n == 0:
-        raise ValueError("y_true is empty; an update needs at least one sample")
+        raise ValueError(f"y_true and {pred_name} are empty; at least one sample is required")
     true = true.reshape(-1)
     if true.dtype not in STREAM_TARGET_DTYPES:
         true = true.astype(np.int64)
@@ -1210,13 +1231,17 @@ def check_stream_batch(y_true, preds, sample_weight, *, num_classes: int, backen
     if eager:
         _label_range(true, "y_true", backend, num_classes, ignore_index)
         if layout:
-            values = pred.astype(np.float32) if score_name == "bfloat16" else pred
+            values = pred
+            if bits is not None:  # bfloat16 patterns: the top half of a float32
+                values = (pred.astype(np.uint32) << 16).view(np.float32)
+            elif score_name == "bfloat16":
+                values = pred.astype(np.float32)
             i = _first_nonfinite(values, backend)
             if i is not None:
-                raise ValueError(f"preds must hold finite scores; found "
+                raise ValueError(f"{pred_name} must hold finite scores; found "
                                  f"{values.reshape(-1)[i].item()!r} at {_position(i, values.shape)}")
         else:
-            _label_range(pred, "preds", backend, num_classes, None)
+            _label_range(pred, pred_name, backend, num_classes, None)
         if weight is not None:
             check_sample_weight(weight, n, backend, validate=True, allow_all_zero=True)
     return StreamBatch(y_true=true, preds=pred, sample_weight=weight, n=n, **layout)

@@ -10,13 +10,14 @@ kernel launch on the cuda and emulated backends, ``reduce_metrics.cu``).
 from __future__ import annotations
 
 import json
+from dataclasses import replace
 from typing import Any, Callable
 
 import numpy as np
 
 from metrics_gpu import _formulas as F
 from metrics_gpu._backend import on_caller_stream
-from metrics_gpu._classification import _evaluate
+from metrics_gpu._stages import Evaluation, accumulate, evaluate, one_pass
 from metrics_gpu._validation import check_label_inputs
 
 # The text report lists per-class rows and the matrix only up to this many
@@ -127,15 +128,27 @@ def _plain(value):
     return value
 
 
+CONFUSION_MATRIX_OPTIONS = ("auto", True, False)
+
+
 @on_caller_stream
 def label_report(y_true, y_pred, *, num_classes=None, sample_weight=None,
                  ignore_index=None, validate=True,
-                 deterministic=False, class_names=None) -> LabelReport:
+                 deterministic=False, class_names=None, confusion_matrix="auto") -> LabelReport:
     """Every label metric of ``y_true`` vs ``y_pred`` from one pass over the data.
 
     Classes covered: all ``num_classes`` codes if given (or implied by
     ``(N, K)`` scores), else the classes present in either input. Averages
     and kappa positions are over those classes, as in scikit-learn.
+
+    ``confusion_matrix``: keep the K x K matrix in the report ("auto": while
+    K <= 2048; no label metric needs it). With ``validate=False`` and K known
+    (scores, or ``num_classes``), the report is one pass of the streaming
+    state: on a GPU one update launch and one reduction launch, no host sync
+    (pass ``confusion_matrix=False`` in a training loop: no K x K buffer).
+    Samples a check would refuse are then left out and counted in
+    ``invalid``: labels out of range, rows of scores with a NaN or an
+    infinity, negative or non-finite weights.
 
     Examples
     --------
@@ -145,11 +158,29 @@ def label_report(y_true, y_pred, *, num_classes=None, sample_weight=None,
     >>> round(r.metrics["accuracy"], 2), round(r.metrics["macro_f1"], 4)
     (0.6, 0.4889)
     """
-    inputs = check_label_inputs(y_true, y_pred, num_classes=num_classes,
-                                sample_weight=sample_weight, ignore_index=ignore_index,
-                                validate=validate, deterministic=deterministic)
-    backend = inputs.backend
-    evaluation = _evaluate(inputs)
+    if confusion_matrix not in CONFUSION_MATRIX_OPTIONS or confusion_matrix is None:
+        raise ValueError(f"confusion_matrix must be one of {CONFUSION_MATRIX_OPTIONS}, got "
+                         f"{confusion_matrix!r}")
+    passed = one_pass(y_true, y_pred, kind="labels", num_classes=num_classes,
+                      sample_weight=sample_weight, ignore_index=ignore_index, validate=validate,
+                      deterministic=deterministic, keep_matrix=confusion_matrix)
+    if passed is not None:
+        backend, all_classes = passed.backend, True
+        label_values, _ = passed.state.compute(scores=False)
+        matrix = passed.state.arrays.get("matrix")
+        if matrix is not None and matrix.dtype == np.uint64:
+            matrix = matrix.view(np.int64)
+        evaluation = Evaluation(label_values, passed.state.statistics(), matrix, None)
+    else:
+        inputs = check_label_inputs(y_true, y_pred, num_classes=num_classes,
+                                    sample_weight=sample_weight, ignore_index=ignore_index,
+                                    validate=validate, deterministic=deterministic)
+        backend, all_classes = inputs.backend, inputs.num_classes_given
+        evaluation = evaluate(inputs)
+        if confusion_matrix is False:
+            evaluation = replace(evaluation, matrix=None)
+        elif confusion_matrix is True and evaluation.matrix is None:
+            evaluation = replace(evaluation, matrix=accumulate(inputs, matrix=True)[1])
     stats = evaluation.stats
     size = stats.num_classes
     if class_names is not None:
@@ -160,7 +191,7 @@ def label_report(y_true, y_pred, *, num_classes=None, sample_weight=None,
         values = np.asarray(backend.to_host(evaluation.values))
         if evaluation.class_codes is not None:
             classes, positions = evaluation.class_codes, np.arange(size)
-        elif inputs.num_classes_given:
+        elif all_classes:
             classes = positions = np.arange(size)
         else:
             classes = positions = np.flatnonzero(np.asarray(backend.to_host(stats.observed)))
@@ -187,6 +218,6 @@ def label_report(y_true, y_pred, *, num_classes=None, sample_weight=None,
         }
 
     report = LabelReport(resolve)
-    if class_names is not None and not (inputs.num_classes_given and len(class_names) == size):
+    if class_names is not None and not (all_classes and len(class_names) == size):
         report._field("class_names")  # a wrong class_names fails here, not at first use
     return report

@@ -31,7 +31,8 @@ from hypothesis.extra.numpy import arrays
 
 import metrics_gpu as mg
 import metrics_gpu._classification as classification
-from metrics_gpu._classification import _accumulate
+import metrics_gpu._stages as stages
+from metrics_gpu._stages import accumulate
 from metrics_gpu._state import ClassStatistics
 from metrics_gpu._validation import check_label_inputs
 
@@ -112,8 +113,10 @@ def put(backend, *arrays_):
 
 @contextlib.contextmanager
 def statistics_path():
-    """Force the O(K) per-class statistics path for every K."""
-    with mock.patch.object(classification, "use_dense_matrix", lambda k: False):
+    """Force the O(K) per-class statistics path for every K (the stages and
+    kappa's class selection each ask)."""
+    with mock.patch.object(classification, "use_dense_matrix", lambda k: False), \
+            mock.patch.object(stages, "use_dense_matrix", lambda k: False):
         yield
 
 
@@ -334,7 +337,7 @@ def test_unit_weights_equal_unweighted(backend, sample, num_classes_given, ones_
 def _state(backend, y_true, y_pred, weights, k, validate):
     t, p, w = put(backend, y_true, y_pred, weights)
     inputs = check_label_inputs(t, p, num_classes=k, sample_weight=w, validate=validate)
-    return _accumulate(inputs, moments=True)[0]
+    return accumulate(inputs, moments=True)[0]
 
 
 @st.composite
@@ -389,9 +392,9 @@ def test_statistics_path_is_really_taken(backend):
     """The patch reaches the backend's per-class pass (no dense matrix built)."""
     t, p = put(backend, np.array([0, 1, 2, 2]), np.array([0, 2, 2, 1]))
     inputs = check_label_inputs(t, p, num_classes=3)
-    assert _accumulate(inputs)[1] is not None
+    assert accumulate(inputs)[1] is not None
     with statistics_path():
-        assert _accumulate(inputs)[1] is None
+        assert accumulate(inputs)[1] is None
 
 
 # -- statistics path == dense path, every public function ------------------------------

@@ -95,25 +95,43 @@ def test_labels_stream_equals_functional(backend, rng):
         np.testing.assert_allclose(_value(report[row.name]), expected.metrics[row.name],
                                    rtol=1e-12, atol=1e-12, err_msg=row.name)
     assert report.confusion_matrix is None and "cross_entropy" not in report.keys()
+    # Merged halves (their moments written by no update since): the same kappas.
+    halves = [mg.ClassificationMetrics(k, confusion_matrix=False) for _ in range(2)]
+    for i, (y, p) in enumerate(zip(ys, ps)):
+        halves[i % 2].update(backend.asarray(y), backend.asarray(p))
+    halves[0].merge(halves[1])
+    merged = halves[0].compute()
+    for name in ("linear_weighted_kappa", "quadratic_weighted_kappa", "macro_f1"):
+        assert _value(merged[name]) == pytest.approx(expected.metrics[name], rel=1e-12)
 
 
-@pytest.mark.parametrize("score_dtype", ["float32", "float16", "bfloat16"])
-def test_score_types_agree_with_numpy(rng, score_dtype):
-    """Every score type through the kernels (emulated) against the NumPy reference."""
+@pytest.mark.parametrize("target_dtype", ["int32", "int64"])
+@pytest.mark.parametrize("pred_kind", ["labels", "float32", "float64", "float16", "bfloat16"])
+@pytest.mark.parametrize("weight_dtype", [None, "int64", "float32", "float64"])
+def test_every_update_instantiation_agrees_with_numpy(rng, target_dtype, pred_kind,
+                                                      weight_dtype):
+    """Each streaming_update instantiation (target type x labels or score type x
+    weight type) on the emulated backend against the NumPy reference, with
+    thresholds, bins and an ignored target."""
     ml_dtypes = pytest.importorskip("ml_dtypes")
-    dtype = ml_dtypes.bfloat16 if score_dtype == "bfloat16" else np.dtype(score_dtype)
-    batches = _batches(rng, 4, (31, 12), dtype=dtype)
+    k = 4
+    (y, z, _), = _batches(rng, k, (45,), ignore=-1,
+                          dtype=ml_dtypes.bfloat16 if pred_kind == "bfloat16" else
+                          np.float64 if pred_kind == "labels" else np.dtype(pred_kind))
+    preds = np.argmax(z.astype(np.float64), axis=1).astype(target_dtype) \
+        if pred_kind == "labels" else z
+    w = None if weight_dtype is None else (rng.integers(1, 4, y.size) if weight_dtype == "int64"
+                                           else rng.random(y.size) + 0.25).astype(weight_dtype)
     reports = {}
     for name in ("numpy", "emulated"):
         with mg.use_backend(name):
-            metrics = mg.ClassificationMetrics(4, top_k=(1, 2), n_bins=5)
-            for y, z, _ in batches:
-                metrics.update(y.astype(np.int32), z)
+            metrics = mg.ClassificationMetrics(k, top_k=(1, 2), n_bins=5, thresholds=4,
+                                               ignore_index=-1)
+            metrics.update(y.astype(target_dtype), preds, w)
             reports[name] = metrics.compute().to_dict()
-    tolerance = 1e-6 if score_dtype == "float32" else 1e-3
-    for name, value in reports["numpy"]["metrics"].items():
-        np.testing.assert_allclose(reports["emulated"]["metrics"][name], value,
-                                   rtol=tolerance, atol=tolerance, err_msg=name)
+    tolerance = 1e-12 if pred_kind in ("labels", "float64") else (
+        1e-6 if pred_kind == "float32" else 1e-3)
+    _assert_reports_equal(reports["emulated"], reports["numpy"], rtol=tolerance)
 
 
 def test_merge_and_state_dict(backend, rng):
@@ -145,7 +163,8 @@ def _assert_reports_equal(actual, expected, rtol=1e-12):
             _assert_reports_equal(actual[key], value, rtol)
         else:
             np.testing.assert_allclose(np.asarray(actual[key], dtype=float),
-                                       np.asarray(value, dtype=float), rtol=rtol, err_msg=key)
+                                       np.asarray(value, dtype=float), rtol=rtol, atol=rtol,
+                                       err_msg=key)
 
 
 def test_binned_ranking_within_its_bound(rng):
@@ -259,8 +278,13 @@ def test_update_costs_one_launch(rng):
         labels.compute()  # the first compute allocates its outputs
         with operation_counter() as counts:
             labels.update(np.arange(10), np.arange(10)[::-1].copy())
-            labels.compute()
-        assert (counts.launches, counts.host_transfers, counts.device_allocations) == (3, 0, 0)
+            labels.compute()  # labels: the update wrote the moments, one launch is left
+        assert (counts.launches, counts.host_transfers, counts.device_allocations) == (2, 0, 0)
+        labels.reset()  # zeroed in place: the next epoch allocates nothing
+        with operation_counter() as counts:
+            labels.update(np.arange(10), np.arange(10))
+        assert (counts.launches, counts.host_transfers, counts.device_allocations) == (1, 0, 0)
+        assert float(labels.compute()["accuracy"]) == 1.0
 
 
 def test_deterministic_refuses_float_weights_on_kernels():
@@ -283,3 +307,82 @@ def test_weights_promote_an_integer_state(backend, rng):
     expected = mg.label_report(y, z, sample_weight=np.concatenate([np.ones(10), w]))
     np.testing.assert_allclose(_value(metrics.compute()["macro_f1"]),
                                expected.metrics["macro_f1"], rtol=1e-12)
+
+
+# -- the functional API's one-pass path (validate=False, K known) ----------------------
+
+
+@pytest.mark.parametrize("weights", [None, "int", "float"])
+@pytest.mark.parametrize("ignore", [None, 3])
+def test_one_pass_functions_equal_checked_path(backend, rng, weights, ignore):
+    """validate=False with K known takes one pass of the streaming state: on valid
+    input it gives what the checked path gives."""
+    (y, z, w), = _batches(rng, 5, (70,), weights=weights, ignore=ignore)
+    args = [backend.asarray(a) for a in (y, z)]
+    weight = None if w is None else backend.asarray(w)
+    fast = mg.label_report(*args, sample_weight=weight, ignore_index=ignore, validate=False)
+    checked = mg.label_report(*args, sample_weight=weight, ignore_index=ignore)
+    for row in REPORT_METRICS:
+        assert fast.metrics[row.name] == pytest.approx(checked.metrics[row.name], rel=1e-12,
+                                                       abs=1e-12), row.name
+    np.testing.assert_allclose(fast.confusion_matrix, checked.confusion_matrix, rtol=1e-12)
+    assert fast.total == pytest.approx(checked.total, rel=1e-12)
+    fast_scores = mg.logits_report(*args, sample_weight=weight, ignore_index=ignore,
+                                   validate=False, top_k=(1, 3), n_bins=6)
+    checked_scores = mg.logits_report(*args, sample_weight=weight, ignore_index=ignore,
+                                      top_k=(1, 3), n_bins=6)
+    for name in ("accuracy", "cross_entropy", "perplexity", "brier_score", "hinge_loss",
+                 "expected_calibration_error", "max_calibration_error", "total_weight"):
+        assert _value(getattr(fast_scores, name)) == pytest.approx(
+            _value(getattr(checked_scores, name)), rel=1e-12, abs=1e-12), name
+    assert _value(fast_scores.top_k_accuracy[3]) == pytest.approx(
+        _value(checked_scores.top_k_accuracy[3]), rel=1e-12)
+    labels = backend.asarray(np.argmax(z, axis=1))
+    assert _value(mg.accuracy_score(args[0], labels, sample_weight=weight, num_classes=5,
+                                    ignore_index=ignore, validate=False)) == pytest.approx(
+        _value(mg.accuracy_score(args[0], args[1], sample_weight=weight,
+                                 ignore_index=ignore)), rel=1e-12)
+
+
+def test_one_pass_leaves_bad_samples_out(backend):
+    """validate=False: out-of-range targets, NaN rows and negative weights are
+    counted as invalid, on every backend alike."""
+    y = np.array([0, 1, 9, 2, 1])
+    z = np.array([[3.0, 0, 0], [0, 2.0, 0], [1.0, 0, 0], [0, np.nan, 1.0], [0, 0, 1.0]])
+    w = np.array([1.0, 2.0, 1.0, 1.0, -1.0])
+    report = mg.label_report(backend.asarray(y), backend.asarray(z),
+                             sample_weight=backend.asarray(w), validate=False)
+    assert report.invalid == 3 and report.total == 3.0
+    assert report.metrics["accuracy"] == 1.0
+    scores = mg.logits_report(backend.asarray(y), backend.asarray(z), validate=False)
+    assert _value(scores.n_invalid) == 2 and _value(scores.total_weight) == 3.0
+
+
+def test_one_pass_budget(rng, monkeypatch):
+    """label_report, logits_report and accuracy_score with validate=False: at most
+    two launches, no host transfer, and no K x K buffer unless asked."""
+    k = 100
+    (y, z, _), = _batches(rng, k, (96,), dtype=np.float32)
+    with mg.use_backend("emulated"):
+        backend = mg._backend.get_backend_implementation("emulated")
+        shapes = []
+        original = type(backend).zeros
+
+        def zeros(self, shape, dtype):
+            shapes.append(shape)
+            return original(self, shape, dtype)
+
+        monkeypatch.setattr(type(backend), "zeros", zeros)
+        calls = {
+            "label_report": lambda: mg.label_report(y, z, validate=False, confusion_matrix=False),
+            "logits_report": lambda: mg.logits_report(y, z, validate=False),
+            "accuracy_score": lambda: mg.accuracy_score(y, z, validate=False),
+        }
+        for name, call in calls.items():
+            shapes.clear()
+            with operation_counter() as counts:
+                result = call()
+            assert counts.launches <= 2 and counts.host_transfers == 0, name
+            assert all(np.prod(shape) < k * k for shape in shapes), (name, shapes)
+        assert result is not None
+        assert mg.label_report(y, z, validate=False, confusion_matrix=False).confusion_matrix is None

@@ -138,6 +138,14 @@ class CudaDevice:
     def data_pointer(self, array) -> int:
         return array.data.ptr
 
+    def clear(self, array) -> None:
+        """Zero in place: cudaMemsetAsync on the current stream (no kernel)."""
+        array.data.memset_async(0, array.nbytes)
+
+    def copy_into(self, target, source) -> None:
+        """cudaMemcpyAsync of a contiguous array of the same size (no kernel)."""
+        target.data.copy_from_device_async(source.data, source.nbytes)
+
     def scalar(self, array):
         """A 0-d result stays on the device (no sync)."""
         return array

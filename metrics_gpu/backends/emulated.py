@@ -149,6 +149,12 @@ class EmulatedDevice:
     def data_pointer(self, array) -> int:
         return array.ctypes.data
 
+    def clear(self, array) -> None:
+        array[...] = 0
+
+    def copy_into(self, target, source) -> None:
+        target[...] = source
+
     def scalar(self, array):
         """A 0-d result as the caller's type: a Python int on the host devices."""
         return int(array)

@@ -175,6 +175,64 @@ class _Pass:
         ]
 
 
+# -- the streaming state (metrics_gpu.ClassificationMetrics) -------------------
+
+STREAMING_SOURCE = "streaming.cu"
+# Rows per update the checks' keys hold (kernels/streaming.cu kOrdinalShift).
+STREAM_ROW_BITS = 40
+# kernels/streaming.cu enum StreamConfig: the int64 config vector, packed once
+# per (state, input layout) and kept on the device.
+STREAM_CONFIG = (
+    "classes", "inner", "image_stride", "inner_stride", "column_stride", "group",
+    "ignore_index", "has_ignore", "from_logits", "clip_eps_bits", "num_top_k",
+    *(f"top_k_{i}" for i in range(SCORE_MAX_TOP_K)),
+    "bins", "thresholds", "matrix", "privatize",
+)
+# kernels/streaming.cu streaming_compute: classes per block of the binned
+# ranking areas (its block size).
+STREAM_COMPUTE_BLOCK = 256
+STREAM_WEIGHT_TYPES = {"int64": "long long", "float32": "float", "float64": "double"}
+
+
+class StreamWorkspace:
+    """What a streaming state owns on a kernel backend besides its state:
+    the per-block partials and tickets of the update, the packed configs, and
+    the compute outputs. Allocated once; an update allocates nothing more
+    unless a batch brings a new input layout (one config) or more rows than
+    any before (larger partials)."""
+
+    def __init__(self):
+        self.configs: dict[tuple, object] = {}
+        self.partials = None
+        self.partial_rows = 0
+        self.update_ticket = None
+        self.moments = None   # the kappa moments as doubles, written by each update
+        self.ones = None      # weights of 1.0 for unweighted batches into float counts
+        self.compute = None   # (pooled, ticket, score out, label out)
+
+
+def _stream_scalar_args(spec, batch, group, clip_eps, privatize, thresholds, score_sums=True):
+    """The config vector of one (state, input layout); ``batch`` None gives
+    the one compute reads for a state restored before any update."""
+    if batch is None:
+        from metrics_gpu._validation import StreamBatch
+
+        batch = StreamBatch(y_true=np.zeros(0, np.int64), preds=None, sample_weight=None, n=0,
+                            score_dtype="float64")
+    ignore, has_ignore = _ignore_arguments(spec["ignore_index"], batch.y_true.dtype)
+    top_k = list(spec["top_k"]) + [0] * (SCORE_MAX_TOP_K - len(spec["top_k"]))
+    values = dict(
+        classes=spec["num_classes"], inner=batch.inner, image_stride=batch.image_stride,
+        inner_stride=batch.inner_stride, column_stride=batch.column_stride, group=group,
+        ignore_index=int(ignore), has_ignore=int(has_ignore), from_logits=int(spec["from_logits"]),
+        clip_eps_bits=int(np.float64(clip_eps).view(np.int64)), num_top_k=len(spec["top_k"]),
+        bins=spec["n_bins"] if score_sums else 0, thresholds=thresholds if score_sums else 0,
+        matrix=int(spec["keep_matrix"]), privatize=int(privatize),
+        **{f"top_k_{i}": v for i, v in enumerate(top_k)},
+    )
+    return np.array([values[name] for name in STREAM_CONFIG], dtype=np.int64)
+
+
 class KernelBackend:
     """A backend whose heavy primitives are the raw kernels of ``kernels/``."""
 
@@ -661,7 +719,7 @@ class KernelBackend:
     def _gather_ranked(self, scores, positive, sample_weight, block, tiles, ranked_positive,
                        tile_state):
         """Pass 1 after a stable argsort: ``(ranked scores, ranked weights, C type)``."""
-        device, xp = self.device, self.xp
+        xp = self.xp
         scores, kernel_scores, score_type = self._rank_scores(scores)
         n = int(scores.shape[0])
         weight, weight_type = None, "mg::unit_weight"
@@ -683,6 +741,146 @@ class KernelBackend:
         )
         return ranked_scores, ranked_weight, score_type
 
+    # -- the streaming state (metrics_gpu.ClassificationMetrics) --------------
+
+    def stream_update(self, state: dict, workspace: StreamWorkspace, batch, *, spec: dict,
+                      ordinal: int, clip_eps: float) -> None:
+        """One launch of ``streaming_update``: the batch added to ``state``.
+
+        No host sync, and no allocation once the workspace has seen the
+        batch's layout and size. The launch's last block also writes the
+        state's kappa moments as doubles into the workspace.
+        """
+        device = self.device
+        k = spec["num_classes"]
+        integer = state["counts"].dtype == np.uint64
+        score_sums = state.get("scores") is not None
+        weight, weight_type = batch.sample_weight, "mg::unit_weight"
+        if weight is not None:
+            weight_type = STREAM_WEIGHT_TYPES[weight.dtype.name]
+            if not integer and weight_type == "long long":
+                weight, weight_type = self.contiguous(weight.astype(np.float64)), "double"
+        elif not integer:
+            weight, weight_type = self._unit_float_weights(workspace, batch.n), "double"
+        count_type = "unsigned long long" if integer else "double"
+        true_type = LABEL_TYPES[batch.y_true.dtype.name]
+        if batch.scores:
+            pred_type = SCORE_TYPES[batch.score_dtype]
+            half = batch.score_dtype in ("float16", "bfloat16")
+            preds = batch.preds.view(np.uint16) if half else batch.preds
+            group = score_group(k)
+        else:
+            pred_type, preds, group = true_type, batch.preds, 1
+        if batch.n >= 1 << STREAM_ROW_BITS:
+            raise ValueError(f"an update takes fewer than 2**{STREAM_ROW_BITS} samples, "
+                             f"got {batch.n}")
+        block = min(device.block_threads, SCORE_MAX_BLOCK_THREADS)
+        n_bins = spec["n_bins"] if score_sums else 0
+        bins_bytes = 3 * n_bins * 8
+        cell_bytes = (3 * k + 1) * 8
+        work = batch.n * group
+        grid = max(1, min(self._grid(work, bins_bytes), -(-work // block)))
+        # Privatised counts pay off when a block has many more rows than cells
+        # to flush into the state at its end.
+        privatize = (bins_bytes + cell_bytes <= device.shared_memory_per_block
+                     and batch.n >= grid * (3 * k + 1))
+        shared = bins_bytes + (cell_bytes if privatize else 0)
+        if privatize:
+            grid = max(1, min(grid, self._grid(work, shared)))
+        key = (batch.inner, batch.image_stride, batch.inner_stride, batch.column_stride, group,
+               str(batch.y_true.dtype), clip_eps, privatize, batch.scores)
+        config = workspace.configs.get(key)
+        if config is None:
+            config = workspace.configs[key] = self.upload(_stream_scalar_args(
+                spec, batch, group, clip_eps, privatize, spec["thresholds"], score_sums))
+        if workspace.update_ticket is None:
+            workspace.update_ticket = self.zeros(1, np.uint32)
+            workspace.moments = self.zeros(2, np.float64)
+        if score_sums and workspace.partial_rows < grid:
+            # Sized once for the largest grid this device launches.
+            workspace.partial_rows = max(grid, self._grid(1 << 40, bins_bytes))
+            workspace.partials = self.zeros(
+                workspace.partial_rows * score_sums_size(len(spec["top_k"]), n_bins), np.float64)
+        self.launch(
+            STREAMING_SOURCE,
+            stream_update_expression(true_type, pred_type, weight_type, count_type),
+            grid, block,
+            [batch.y_true, preds, weight, np.int64(batch.n), np.int64(ordinal), config,
+             state["counts"], state.get("matrix"), state["moments"] if integer else None,
+             None if integer else state["moments"], state.get("histogram"),
+             state.get("scores"), workspace.partials if score_sums else None,
+             workspace.update_ticket, state["checks"], workspace.moments],
+            shared,
+        )
+
+    def _unit_float_weights(self, workspace: StreamWorkspace, n: int):
+        """Weights of 1.0 for an unweighted batch into a state of float counts
+        (kept and grown in the workspace)."""
+        ones = workspace.ones
+        if ones is None or ones.shape[0] < n:
+            ones = workspace.ones = self.upload(np.ones(max(n, 1), dtype=np.float64))
+        return ones[:n]
+
+    def stream_compute(self, state: dict, workspace: StreamWorkspace, *, spec: dict,
+                       labels: bool = True, scores: bool = True):
+        """A state's metrics in at most two launches: ``streaming_compute``
+        (score metrics, binned ranking, and the kappa moments as doubles) when
+        ``scores``, then ``label_metrics_from_statistics`` when ``labels``.
+        Returns ``(label values, score values)`` on the device (layouts of
+        :mod:`metrics_gpu._formulas`)."""
+        from metrics_gpu._formulas import stream_score_size
+
+        device = self.device
+        k = spec["num_classes"]
+        integer = state["counts"].dtype == np.uint64
+        score_state = state.get("scores")
+        top_k = len(spec["top_k"]) if score_state is not None else 0
+        n_bins = spec["n_bins"] if score_state is not None else 0
+        thresholds = spec["thresholds"] if score_state is not None else 0
+        if workspace.moments is None:
+            workspace.moments = self.zeros(2, np.float64)
+        if workspace.compute is None:
+            workspace.compute = (
+                self.zeros(max(2 * thresholds, 1), np.float64), self.zeros(1, np.uint32),
+                self.zeros(stream_score_size(top_k, n_bins, k, thresholds), np.float64),
+                self.zeros(label_metric_size(k), np.float64),
+            )
+        pooled, ticket, score_out, label_out = workspace.compute
+        if scores:
+            # Any config of an update holds what compute reads (K, top_k, bins,
+            # thresholds); a state loaded before its first update gets its own.
+            config = next(iter(workspace.configs.values()), None)
+            if config is None:
+                config = workspace.configs[("compute",)] = self.upload(_stream_scalar_args(
+                    spec, None, 1, 0.0, False, thresholds, score_state is not None))
+            block = min(device.block_threads, STREAM_COMPUTE_BLOCK)
+            grid = max(1, -(-k // block)) if thresholds else 1
+            self.launch(
+                STREAMING_SOURCE,
+                f"streaming_compute<{'unsigned long long' if integer else 'double'}>",
+                grid, block,
+                [config, score_state, state.get("histogram") if thresholds else None,
+                 state["moments"] if integer else None, None if integer else state["moments"],
+                 workspace.moments, pooled, ticket, score_out],
+            )
+        if labels:
+            counts = state["counts"].view(np.int64) if integer else state["counts"]
+            self.launch(
+                REDUCE_SOURCE,
+                reduce_expression("label_metrics_from_statistics", COUNT_TYPES[counts.dtype.name]),
+                1, min(device.block_threads, REDUCE_MAX_BLOCK_THREADS),
+                [counts[:k], counts[k:2 * k], counts[2 * k:3 * k], counts[3 * k:], np.int64(k),
+                 None, workspace.moments[0:1], workspace.moments[1:2], label_out],
+            )
+        return label_out, score_out
+
+    def clear(self, array) -> None:
+        """Zero a device array in place (a memset, no kernel)."""
+        self.device.clear(array)
+
+    def copy_into(self, target, source) -> None:
+        """Copy a device array into another of the same size (no kernel)."""
+        self.device.copy_into(target, source)
 
 def _rank_tile_scan(tile_state, xp):
     """Between the passes of kernels/ranking.cu, over tiles (no sync):
@@ -702,191 +900,3 @@ def _rank_tile_scan(tile_state, xp):
     carry = xp.concatenate([xp.zeros((1, 2)), offsets[last] + before_last_head[last]])
     return (xp.ascontiguousarray(offsets), xp.ascontiguousarray(carry),
             xp.ascontiguousarray(inclusive[-1]))
-
-
-
-# -- the streaming state (metrics_gpu.ClassificationMetrics) -------------------
-
-STREAMING_SOURCE = "streaming.cu"
-# kernels/streaming.cu enum StreamConfig: the int64 config vector, packed once
-# per (state, input layout) and kept on the device.
-STREAM_CONFIG = (
-    "classes", "inner", "image_stride", "inner_stride", "column_stride", "group",
-    "ignore_index", "has_ignore", "from_logits", "clip_eps_bits", "num_top_k",
-    *(f"top_k_{i}" for i in range(SCORE_MAX_TOP_K)),
-    "bins", "thresholds", "matrix", "privatize",
-)
-# kernels/streaming.cu streaming_compute: classes per block of the binned
-# ranking areas (its block size).
-STREAM_COMPUTE_BLOCK = 256
-STREAM_WEIGHT_TYPES = {"int64": "long long", "float32": "float", "float64": "double"}
-
-
-class StreamWorkspace:
-    """What a streaming state owns on a kernel backend besides its state:
-    the per-block partials and tickets of the update, the packed configs, and
-    the compute outputs. Allocated once; an update allocates nothing more
-    unless a batch brings a new input layout (one config) or more rows than
-    any before (larger partials)."""
-
-    def __init__(self):
-        self.configs: dict[tuple, object] = {}
-        self.partials = None
-        self.partial_rows = 0
-        self.update_ticket = None
-        self.compute = None   # (moments, pooled, ticket, score out, label out)
-
-
-def _stream_scalar_args(spec, batch, group, clip_eps, privatize, thresholds):
-    """The config vector of one (state, input layout); ``batch`` None gives
-    the one compute reads for a state restored before any update."""
-    if batch is None:
-        from metrics_gpu._validation import StreamBatch
-
-        batch = StreamBatch(y_true=np.zeros(0, np.int64), preds=None, sample_weight=None, n=0,
-                            score_dtype="float64")
-    ignore, has_ignore = _ignore_arguments(spec["ignore_index"], batch.y_true.dtype)
-    top_k = list(spec["top_k"]) + [0] * (SCORE_MAX_TOP_K - len(spec["top_k"]))
-    values = dict(
-        classes=spec["num_classes"], inner=batch.inner, image_stride=batch.image_stride,
-        inner_stride=batch.inner_stride, column_stride=batch.column_stride, group=group,
-        ignore_index=int(ignore), has_ignore=int(has_ignore), from_logits=int(spec["from_logits"]),
-        clip_eps_bits=int(np.float64(clip_eps).view(np.int64)), num_top_k=len(spec["top_k"]),
-        bins=spec["n_bins"] if batch.scores else 0, thresholds=thresholds if batch.scores else 0,
-        matrix=int(spec["keep_matrix"]), privatize=int(privatize),
-        **{f"top_k_{i}": v for i, v in enumerate(top_k)},
-    )
-    return np.array([values[name] for name in STREAM_CONFIG], dtype=np.int64)
-
-
-def _stream_update(self, state: dict, workspace: StreamWorkspace, batch, *, spec: dict,
-                   ordinal: int, clip_eps: float) -> None:
-    """One launch of ``streaming_update``: the batch added to ``state``.
-
-    No host sync, and no allocation once the workspace has seen the batch's
-    layout and size.
-    """
-    device = self.device
-    k = spec["num_classes"]
-    integer = state["counts"].dtype == np.uint64
-    weight, weight_type = batch.sample_weight, "mg::unit_weight"
-    if weight is not None:
-        weight_type = STREAM_WEIGHT_TYPES[weight.dtype.name]
-        if integer and weight_type != "long long":
-            raise AssertionError("float weights reach an integer state")  # promoted before
-    elif not integer:
-        weight, weight_type = self._unit_float_weights(workspace, batch.n), "double"
-    if not integer and weight_type == "long long":
-        weight, weight_type = weight.astype(np.float64), "double"  # a float state: one copy
-    count_type = "unsigned long long" if integer else "double"
-    true_type = LABEL_TYPES[batch.y_true.dtype.name]
-    if batch.scores:
-        pred_type = SCORE_TYPES[batch.score_dtype]
-        preds = batch.preds.view(np.uint16) if batch.score_dtype in ("float16", "bfloat16") \
-            else batch.preds
-        group = score_group(k)
-    else:
-        pred_type, preds, group = true_type, batch.preds, 1
-    block = min(device.block_threads, SCORE_MAX_BLOCK_THREADS)
-    thresholds = spec["thresholds"]
-    n_bins = spec["n_bins"] if batch.scores else 0
-    cell_bytes = (3 * k + 1) * 8
-    bins_bytes = 3 * n_bins * 8
-    work = batch.n * group
-    grid = max(1, min(self._grid(work, bins_bytes), -(-work // block)))
-    # Privatised counts pay off when a block has many more rows than cells to flush.
-    privatize = (bins_bytes + cell_bytes <= device.shared_memory_per_block
-                 and batch.n >= grid * (3 * k + 1))
-    shared = bins_bytes + (cell_bytes if privatize else 0)
-    if privatize:
-        grid = max(1, min(grid, self._grid(work, shared)))
-    key = (batch.inner, batch.image_stride, batch.inner_stride, batch.column_stride, group,
-           str(batch.y_true.dtype), clip_eps, privatize, batch.scores)
-    config = workspace.configs.get(key)
-    if config is None:
-        config = workspace.configs[key] = self.upload(
-            _stream_scalar_args(spec, batch, group, clip_eps, privatize, thresholds))
-    if workspace.update_ticket is None:
-        workspace.update_ticket = self.zeros(1, np.uint32)
-    slots = score_sums_size(len(spec["top_k"]), n_bins)
-    if batch.scores and workspace.partial_rows < grid:
-        # Sized for the largest grid this device launches, once.
-        workspace.partial_rows = max(grid, self._grid(1 << 40, bins_bytes))
-        workspace.partials = self.zeros(workspace.partial_rows * slots, np.float64)
-    if batch.n >= 1 << STREAM_ROW_BITS:
-        raise ValueError(f"an update takes fewer than 2**{STREAM_ROW_BITS} samples, "
-                         f"got {batch.n}")
-    self.launch(
-        STREAMING_SOURCE, stream_update_expression(true_type, pred_type, weight_type, count_type),
-        grid, block,
-        [batch.y_true, preds, weight, np.int64(batch.n), np.int64(ordinal), config,
-         state["counts"], state.get("matrix"), state["moments"] if integer else None,
-         None if integer else state["moments"], state.get("histogram") if batch.scores else None,
-         state.get("scores"), workspace.partials if batch.scores else None,
-         workspace.update_ticket, state["checks"]],
-        shared,
-    )
-
-
-def _unit_float_weights(self, workspace: StreamWorkspace, n: int):
-    """Weights of 1.0 for an unweighted batch into a state of float counts
-    (kept and grown in the workspace)."""
-    ones = getattr(workspace, "ones", None)
-    if ones is None or ones.shape[0] < n:
-        ones = workspace.ones = self.upload(np.ones(max(n, 1), dtype=np.float64))
-    return ones[:n]
-
-
-def _stream_compute(self, state: dict, workspace: StreamWorkspace, *, spec: dict):
-    """Every metric of the state in two launches: ``streaming_compute`` (score
-    metrics, binned ranking, the kappa moments as doubles), then
-    ``label_metrics_from_statistics``. Returns ``(label values, score values)``
-    on the device (layouts of metrics_gpu._formulas)."""
-    from metrics_gpu._formulas import stream_score_size
-
-    device = self.device
-    k = spec["num_classes"]
-    integer = state["counts"].dtype == np.uint64
-    scores = state.get("scores")
-    top_k = len(spec["top_k"]) if scores is not None else 0
-    n_bins = spec["n_bins"] if scores is not None else 0
-    thresholds = spec["thresholds"] if scores is not None else 0
-    if workspace.compute is None:
-        workspace.compute = (
-            self.zeros(2, np.float64), self.zeros(max(2 * thresholds, 1), np.float64),
-            self.zeros(1, np.uint32),
-            self.zeros(stream_score_size(top_k, n_bins, k, thresholds), np.float64),
-            self.zeros(label_metric_size(k), np.float64),
-        )
-    moments, pooled, ticket, score_out, label_out = workspace.compute
-    # Any config of an update holds what compute reads (K, top_k, bins, thresholds).
-    config = next(iter(workspace.configs.values()), None)
-    if config is None:  # a restored state, before its first update here
-        config = workspace.configs[("compute",)] = self.upload(
-            _stream_scalar_args(spec, None, 1, 0.0, False, thresholds))
-    block = min(device.block_threads, STREAM_COMPUTE_BLOCK)
-    grid = max(1, -(-k // block)) if thresholds else 1
-    self.launch(
-        STREAMING_SOURCE, f"streaming_compute<{'unsigned long long' if integer else 'double'}>",
-        grid, block,
-        [config, scores, state.get("histogram") if thresholds else None,
-         state["moments"] if integer else None, None if integer else state["moments"],
-         moments, pooled, ticket, score_out],
-    )
-    counts = state["counts"].view(np.int64) if integer else state["counts"]
-    count_type = COUNT_TYPES[counts.dtype.name]
-    self.launch(
-        REDUCE_SOURCE, reduce_expression("label_metrics_from_statistics", count_type),
-        1, min(device.block_threads, REDUCE_MAX_BLOCK_THREADS),
-        [counts[:k], counts[k:2 * k], counts[2 * k:3 * k], counts[3 * k:], np.int64(k), None,
-         moments[0:1], moments[1:2], label_out],
-    )
-    return label_out, score_out
-
-
-# Rows per update the checks' keys hold (kernels/streaming.cu kOrdinalShift).
-STREAM_ROW_BITS = 40
-
-KernelBackend.stream_update = _stream_update
-KernelBackend.stream_compute = _stream_compute
-KernelBackend._unit_float_weights = _unit_float_weights

@@ -211,6 +211,12 @@ class NumpyBackend:
     def zeros(self, shape, dtype):
         return np.zeros(shape, dtype=dtype)
 
+    def clear(self, array) -> None:
+        array[...] = 0
+
+    def copy_into(self, target, source) -> None:
+        target[...] = source
+
     def to_host(self, array):
         if isinstance(array, RowArgmax):
             return row_argmax(array.scores)
@@ -526,8 +532,8 @@ def stream_update(state: dict, batch, *, num_classes: int, ignore_index, ordinal
     tv, pv = t[valid], p[valid]
     wv = None if w is None else w[valid]
     integer = state["counts"].dtype.kind == "u"
-    if wv is not None and integer:
-        wv = wv.astype(np.int64)
+    if wv is not None:  # integers exactly, floats summed in float64 (as the kernels)
+        wv = wv.astype(np.int64 if integer else np.float64, copy=False)
     counts = state["counts"]
     hit = tv == pv
 
@@ -551,7 +557,7 @@ def stream_update(state: dict, batch, *, num_classes: int, ignore_index, ordinal
         state["moments"] += [np.dot(wv, gap), np.dot(wv, gap * gap)]
     if "matrix" in state:
         add(state["matrix"].reshape(-1), tv * k + pv, wv, k * k)
-    if rows is None:
+    if rows is None or "scores" not in state:  # labels, or the argmax of scores only
         return
     chosen = rows[valid]
     sums = NUMPY_BACKEND.fused_logits_pass(
