@@ -8,10 +8,10 @@
 //   (3K + 1 cells) and the weighted-kappa moments, privatised per block in
 //   shared memory when they fit (config kCfgPrivatize); with kCfgMatrix also
 //   the K x K matrix (global atomics: it is only read for confusion_matrix);
-// * for scores, the sums of scores.cu's fused pass (argmax correctness, -log
-//   p_t, Brier, hinge, top-k hits, calibration bins) per block, added to the
-//   state by the last block in block order (a ticket it resets itself), so a
-//   batch adds the same bits every run;
+// * for score states, the sums of scores.cu's fused pass (argmax correctness,
+//   -log p_t, Brier, hinge, top-k hits, calibration bins) per block, added to
+//   the state by the last block in block order, so a batch adds the same bits
+//   every run (score_state null: the argmax only, for label states fed scores);
 // * with thresholds, the (2, K, H) histogram of each class's probability
 //   (rows whose target is k, then the others) for the binned ROC AUC and AP;
 // * the checks: rows left out (a target or prediction out of [0, K), a NaN
@@ -19,6 +19,10 @@
 //   first of each kind is kept as (update ordinal << 40 | row) by atomicMin,
 //   so compute() can name the update call and the sample. A row left out
 //   adds nothing anywhere.
+// The last block to finish (a ticket it resets itself) also writes the
+// state's kappa moments as two doubles (moments_out), which is all
+// label_metrics_from_statistics needs beside the counts: a state of labels
+// is computed in one more launch.
 // C is the count type: unsigned long long (counts, integer weights: exact)
 // or double (float weights). The state is never read back during an update.
 //
@@ -32,15 +36,16 @@
 // streaming_compute<C>: one block per 256 classes reads the state and writes
 // the score metrics (formulas of metrics_gpu._formulas: score means,
 // calibration error, binned ROC AUC / AP and their error bounds) into `out`
-// (layout metrics_gpu._state.STREAM_SCORE_SLOTS), and the kappa moments as
-// two doubles for label_metrics_from_statistics; the last block (ticket,
+// (layout metrics_gpu._formulas.STREAM_SCORE_SLOTS; its NumPy reference is
+// stream_score_values), and the kappa moments as two doubles (for a state
+// merged, synced or loaded since its last update); the last block (ticket,
 // reset by itself) computes the averages over classes in class order.
 #include "scores.cu"
 
 namespace mg {
 
-// Layout of the int64 config vector the host packs once per state
-// (metrics_gpu/backends/kernel_backend.py STREAM_CONFIG, same order).
+// Layout of the int64 config vector the host packs once per state and input
+// layout (metrics_gpu/backends/kernel_backend.py STREAM_CONFIG, same order).
 enum StreamConfig {
   kCfgClasses = 0,
   kCfgInner,          // positions per image (1 for (N, K) scores)
@@ -376,7 +381,7 @@ streaming_update(const TrueT* y_true, const PredT* preds, const W* weight, int64
 // compute: score metrics and binned ranking metrics from the state.
 // ---------------------------------------------------------------------------
 
-// Output slots (metrics_gpu._state.STREAM_SCORE_SLOTS, same order), then
+// Output slots (metrics_gpu._formulas.STREAM_SCORE_SLOTS, same order), then
 // top-k accuracies, the calibration proportion / confidence / accuracy per
 // bin, and with thresholds the per-class ROC AUC, AP and their error bounds.
 enum StreamScoreSlot {

@@ -14,7 +14,6 @@ need not contain every class: a validation batch rarely does.
 
 from __future__ import annotations
 
-from collections.abc import Iterable
 from dataclasses import dataclass, replace
 from typing import Any
 
@@ -25,13 +24,18 @@ from metrics_gpu._backend import on_caller_stream
 from metrics_gpu._stages import one_pass, output
 from metrics_gpu._state import ScoreSums
 from metrics_gpu._validation import (
-    ScoreInputs, _is_int, check_option, check_score_inputs, score_dtype_eps,
+    ScoreInputs,
+    check_bins,
+    check_bool,
+    check_k,
+    check_option,
+    check_score_inputs,
+    check_top_k,
+    score_dtype_eps,
 )
 
 DEFAULT_TOP_K = (1, 5)
 DEFAULT_BINS = 15
-# Calibration bins live in shared memory (3 doubles each) on the GPU.
-MAX_BINS = 1024
 
 
 def _clip_eps(scores) -> float:
@@ -51,40 +55,6 @@ def _score_pass(inputs: ScoreInputs, *, from_logits: bool, top_k=(), n_bins: int
         clip_eps=_clip_eps(inputs.scores), top_k=top_k, n_bins=n_bins, one_vs_all=one_vs_all,
         terms=terms, deterministic=deterministic,
     )
-
-
-def _check_bool(value, name: str) -> bool:
-    if not isinstance(value, (bool, np.bool_)):
-        raise ValueError(f"{name} must be True or False, got {value!r}")
-    return bool(value)
-
-
-def _check_k(k) -> int:
-    """``k`` of :func:`top_k_accuracy_score`: one positive integer."""
-    if not _is_int(k) or k < 1:
-        raise ValueError(f"k must be a positive integer, got {k!r}")
-    return int(k)
-
-
-def _check_top_k(top_k) -> tuple:
-    """``top_k``: a positive integer or a non-empty sequence of them."""
-    if _is_int(top_k):
-        values = (top_k,)
-    elif isinstance(top_k, Iterable) and not isinstance(top_k, (str, bytes)):
-        values = tuple(top_k)
-    else:
-        values = ()
-    if not values or any(not _is_int(k) or k < 1 for k in values):
-        raise ValueError(
-            f"top_k must be a positive integer or a sequence of them, got {top_k!r}"
-        )
-    return tuple(int(k) for k in values)
-
-
-def _check_bins(n_bins) -> int:
-    if not _is_int(n_bins) or not 1 <= n_bins <= MAX_BINS:
-        raise ValueError(f"n_bins must be an integer in 1..{MAX_BINS}, got {n_bins!r}")
-    return int(n_bins)
 
 
 @on_caller_stream
@@ -123,8 +93,8 @@ def log_loss(y_true, y_proba=None, *, normalize=True, sample_weight=None, labels
     """
     if y_proba is None:
         raise ValueError("y_proba is required: (N, K) probabilities or logits")
-    from_logits = _check_bool(from_logits, "from_logits")
-    normalize = _check_bool(normalize, "normalize")
+    from_logits = check_bool(from_logits, "from_logits")
+    normalize = check_bool(normalize, "normalize")
     inputs = check_score_inputs(y_true, y_proba, name="y_proba",
                                 kind="logits" if from_logits else "probabilities",
                                 sample_weight=sample_weight, labels=labels,
@@ -153,7 +123,7 @@ def brier_score_loss(y_true, y_proba, *, sample_weight=None, pos_label=None, lab
     0.06
     """
     if scale_by_half != "auto":
-        _check_bool(scale_by_half, "scale_by_half")
+        check_bool(scale_by_half, "scale_by_half")
     if pos_label is not None and pos_label not in (0, 1):
         raise ValueError(f"pos_label must be 0 or 1 (class codes), got {pos_label!r}")
     inputs = check_score_inputs(y_true, y_proba, name="y_proba", kind="probabilities",
@@ -218,8 +188,8 @@ def top_k_accuracy_score(y_true, y_score, *, k=2, normalize=True, sample_weight=
     >>> float(top_k_accuracy_score(np.array([0, 1, 2, 2]), scores, k=2))
     0.75
     """
-    k = _check_k(k)
-    normalize = _check_bool(normalize, "normalize")
+    k = check_k(k)
+    normalize = check_bool(normalize, "normalize")
     threshold = None
     values = y_score
     if getattr(values, "ndim", np.ndim(values)) == 1:
@@ -281,10 +251,10 @@ def expected_calibration_error(y_true, y_proba, *, n_bins=DEFAULT_BINS, norm="l1
     >>> round(float(expected_calibration_error(np.array([0, 1, 1, 1]), p, n_bins=5)), 6)
     0.35
     """
-    n_bins = _check_bins(n_bins)
+    n_bins = check_bins(n_bins)
     check_option(norm, F.CALIBRATION_NORMS, "norm")
-    from_logits = _check_bool(from_logits, "from_logits")
-    deterministic = _check_bool(deterministic, "deterministic")
+    from_logits = check_bool(from_logits, "from_logits")
+    deterministic = check_bool(deterministic, "deterministic")
     inputs = check_score_inputs(y_true, y_proba, name="y_proba",
                                 kind="logits" if from_logits else "probabilities",
                                 sample_weight=sample_weight, ignore_index=ignore_index,
@@ -340,12 +310,10 @@ def logits_report(y_true, scores, *, from_logits=True, top_k=DEFAULT_TOP_K, n_bi
     >>> float(report.accuracy), float(report.top_k_accuracy[2])
     (0.75, 1.0)
     """
-    top_k = _check_top_k(top_k)
-    if len(top_k) > 8:
-        raise ValueError(f"top_k takes at most 8 values, got {len(top_k)}")
-    n_bins = _check_bins(n_bins)
-    from_logits = _check_bool(from_logits, "from_logits")
-    deterministic = _check_bool(deterministic, "deterministic")
+    top_k = check_top_k(top_k)
+    n_bins = check_bins(n_bins)
+    from_logits = check_bool(from_logits, "from_logits")
+    deterministic = check_bool(deterministic, "deterministic")
     passed = one_pass(y_true, scores, kind="scores", sample_weight=sample_weight,
                       ignore_index=ignore_index, validate=validate, deterministic=deterministic,
                       top_k=top_k, n_bins=n_bins, from_logits=from_logits, pred_name="scores")

@@ -26,9 +26,7 @@ NumPy backend runs the reference of the same update
 
 from __future__ import annotations
 
-import numbers
 import sys
-from collections.abc import Iterable
 from typing import Any
 
 import numpy as np
@@ -36,49 +34,25 @@ import numpy as np
 from metrics_gpu import _formulas as F
 from metrics_gpu._backend import caller_stream, get_backend_implementation, resolve_backend
 from metrics_gpu._stages import NO_ERROR, ORDINAL_SHIFT, StreamState, stream_spec
-from metrics_gpu._validation import check_ignore_index, check_num_classes, check_stream_batch
+from metrics_gpu._validation import (
+    MAX_BINS,
+    check_bool,
+    check_ignore_index,
+    check_int_range,
+    check_num_classes,
+    check_stream_batch,
+    check_top_k,
+)
 
 SCORE_KINDS = ("logits", "probabilities")
 VALIDATE_MODES = ("deferred", "eager", False)
 CONFUSION_MATRIX_OPTIONS = ("auto", True, False)
 # confusion_matrix="auto" keeps the K x K matrix up to this K (32 MiB of int64).
 AUTO_MATRIX_MAX_CLASSES = 2048
-MAX_TOP_K_VALUES = 8          # kernels/scores.cu kMaxTopK
-MAX_BINS = 1024               # calibration bins live in shared memory on a GPU
+# Thresholds of the binned ranking metrics: a (2, K, H) histogram.
 MAX_THRESHOLDS = 1 << 16
 CHECKED = ("y_true", "preds", "sample_weight")
 STATE_VERSION = 1
-
-
-def _check_top_k(top_k) -> tuple[int, ...]:
-    if isinstance(top_k, numbers.Integral) and not isinstance(top_k, bool):
-        top_k = (top_k,)
-    if top_k is None:
-        top_k = ()
-    if not isinstance(top_k, Iterable) or isinstance(top_k, (str, bytes)):
-        raise ValueError(f"top_k must be a positive integer or a sequence of them, got {top_k!r}")
-    values = tuple(top_k)
-    if any(not isinstance(v, numbers.Integral) or isinstance(v, bool) or v < 1 for v in values):
-        raise ValueError(f"top_k must hold positive integers, got {top_k!r}")
-    if len(values) > MAX_TOP_K_VALUES:
-        raise ValueError(f"top_k takes at most {MAX_TOP_K_VALUES} values, got {len(values)}")
-    return tuple(int(v) for v in values)
-
-
-def _check_count(value, name: str, low: int, high: int, allow_none: bool = False):
-    if value is None and allow_none:
-        return 0
-    if not isinstance(value, numbers.Integral) or isinstance(value, bool) or not low <= value <= high:
-        raise ValueError(f"{name} must be an integer in {low}..{high}"
-                         f"{' or None' if allow_none else ''}, got {value!r}")
-    return int(value)
-
-
-def _framework(like) -> str:
-    torch = sys.modules.get("torch")
-    if torch is not None and isinstance(like, torch.Tensor):
-        return "torch"
-    return "array"
 
 
 class ClassificationMetrics:
@@ -155,8 +129,7 @@ class ClassificationMetrics:
                              f"{confusion_matrix!r}")
         if not (validate is False or validate in ("deferred", "eager")):
             raise ValueError(f"validate must be one of {VALIDATE_MODES}, got {validate!r}")
-        if not isinstance(deterministic, bool):
-            raise ValueError(f"deterministic must be True or False, got {deterministic!r}")
+        deterministic = check_bool(deterministic, "deterministic")
         if scores not in SCORE_KINDS:
             raise ValueError(f"scores must be one of {SCORE_KINDS}, got {scores!r}")
         keep_matrix = (num_classes <= AUTO_MATRIX_MAX_CLASSES if confusion_matrix == "auto"
@@ -165,9 +138,10 @@ class ClassificationMetrics:
             from metrics_gpu._validation import check_state_size
             check_state_size(num_classes, matrix=True)
         self._spec = stream_spec(
-            num_classes, top_k=_check_top_k(top_k),
-            n_bins=_check_count(n_bins, "n_bins", 1, MAX_BINS),
-            thresholds=_check_count(thresholds, "thresholds", 2, MAX_THRESHOLDS, True),
+            num_classes, top_k=check_top_k(top_k, allow_empty=True),
+            n_bins=check_int_range(n_bins, "n_bins", 1, MAX_BINS),
+            thresholds=check_int_range(thresholds, "thresholds", 2, MAX_THRESHOLDS,
+                                       allow_none=True),
             keep_matrix=keep_matrix, ignore_index=check_ignore_index(ignore_index),
             from_logits=scores == "logits",
         )

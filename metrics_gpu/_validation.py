@@ -12,6 +12,7 @@ from __future__ import annotations
 import math
 import numbers
 import sys
+from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Any
 
@@ -1245,3 +1246,62 @@ def check_stream_batch(y_true, preds, sample_weight, *, num_classes: int, backen
         if weight is not None:
             check_sample_weight(weight, n, backend, validate=True, allow_all_zero=True)
     return StreamBatch(y_true=true, preds=pred, sample_weight=weight, n=n, **layout)
+
+
+# -- arguments of the score metrics and of the streaming state ------------------
+
+# Calibration bins live in shared memory (3 doubles each) on the GPU.
+MAX_BINS = 1024
+# top_k values per pass (kernels/scores.cu kMaxTopK).
+MAX_TOP_K_VALUES = 8
+
+
+def check_bool(value, name: str) -> bool:
+    if not isinstance(value, (bool, np.bool_)):
+        raise ValueError(f"{name} must be True or False, got {value!r}")
+    return bool(value)
+
+
+def check_k(k) -> int:
+    """``k`` of :func:`top_k_accuracy_score`: one positive integer."""
+    if not _is_int(k) or k < 1:
+        raise ValueError(f"k must be a positive integer, got {k!r}")
+    return int(k)
+
+
+def check_top_k(top_k, *, allow_empty: bool = False) -> tuple:
+    """``top_k``: a positive integer or a sequence of them (at most
+    :data:`MAX_TOP_K_VALUES`: the kernels keep them in registers); empty (or
+    None) only with ``allow_empty``."""
+    if _is_int(top_k):
+        values = (top_k,)
+    elif top_k is None and allow_empty:
+        values = ()
+    elif isinstance(top_k, Iterable) and not isinstance(top_k, (str, bytes)):
+        values = tuple(top_k)
+    else:
+        values = None
+    if values is None or (not values and not allow_empty) or any(
+            not _is_int(k) or k < 1 for k in values):
+        raise ValueError(
+            f"top_k must be a positive integer or a sequence of them, got {top_k!r}"
+        )
+    if len(values) > MAX_TOP_K_VALUES:
+        raise ValueError(f"top_k takes at most {MAX_TOP_K_VALUES} values, got {len(values)}")
+    return tuple(int(k) for k in values)
+
+
+def check_bins(n_bins) -> int:
+    if not _is_int(n_bins) or not 1 <= n_bins <= MAX_BINS:
+        raise ValueError(f"n_bins must be an integer in 1..{MAX_BINS}, got {n_bins!r}")
+    return int(n_bins)
+
+
+def check_int_range(value, name: str, low: int, high: int, *, allow_none: bool = False):
+    """An integer in ``low..high`` (None gives 0 with ``allow_none``)."""
+    if value is None and allow_none:
+        return 0
+    if not _is_int(value) or not low <= value <= high:
+        raise ValueError(f"{name} must be an integer in {low}..{high}"
+                         f"{' or None' if allow_none else ''}, got {value!r}")
+    return int(value)
