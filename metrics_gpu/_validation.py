@@ -19,6 +19,7 @@ from typing import Any
 import numpy as np
 
 from metrics_gpu._backend import is_device_array, resolve_backend
+from metrics_gpu.testing import record
 
 AVERAGE_OPTIONS = (None, "micro", "macro", "weighted", "binary")
 NORMALIZE_OPTIONS = (None, "true", "pred", "all")
@@ -396,6 +397,7 @@ def flatten_positions(y_true, y_pred, backend, pred_name: str = "y_pred"):
           and tuple(true.shape) == tuple(pred.shape) and pred.shape[-1] != 1):
         true, pred = true.reshape(-1), pred.reshape(-1)
     return true, pred
+
 
 def check_label_inputs(y_true, y_pred, *, num_classes=None, sample_weight=None,
                        ignore_index=None, validate=True, extra_classes=0,
@@ -1123,7 +1125,8 @@ def _collapsed_positions(shape, strides):
     if not spatial_shape:
         return 1, 0
     for i in range(len(spatial_shape) - 1):
-        if spatial_shape[i] > 1 and spatial_strides[i] != spatial_strides[i + 1] * spatial_shape[i + 1]:
+        step = spatial_strides[i + 1] * spatial_shape[i + 1]
+        if spatial_shape[i] > 1 and spatial_strides[i] != step:
             return None
     return math.prod(spatial_shape), spatial_strides[-1]
 
@@ -1139,6 +1142,15 @@ def check_stream_batch(y_true, preds, sample_weight, *, num_classes: int, backen
     allocation); it is needed only for layouts the kernels cannot stride.
     """
     contiguous = contiguous or backend.xp.ascontiguousarray
+
+    def converted(array, dtype):
+        """``array`` as ``dtype``: a copy, counted as an allocation on a device."""
+        if array.dtype == dtype:
+            return array
+        if backend.name != "numpy":
+            record(device_allocations=1)
+        return array.astype(dtype)
+
     true = _to_backend(y_true, backend)
     bits = _device_bfloat16_bits(preds, backend)
     pred = _to_backend(preds, backend) if bits is None else bits
@@ -1163,7 +1175,8 @@ def check_stream_batch(y_true, preds, sample_weight, *, num_classes: int, backen
         if pred.ndim == 2 and true.ndim == 1 and true.shape[0] != pred.shape[0]:
             raise ValueError(f"y_true has {true.shape[0]} samples but {pred_name} has "
                              f"{pred.shape[0]}")
-        if tuple(true.shape) != expected and not (pred.ndim == 2 and true.shape == (pred.shape[0], 1)):
+        column = pred.ndim == 2 and tuple(true.shape) == (pred.shape[0], 1)
+        if tuple(true.shape) != expected and not column:
             raise ValueError(
                 f"{pred_name} of shape {tuple(pred.shape)} needs y_true of shape {expected} (one "
                 f"target per {'row' if pred.ndim == 2 else 'position'}), got {tuple(true.shape)}"
@@ -1200,35 +1213,33 @@ def check_stream_batch(y_true, preds, sample_weight, *, num_classes: int, backen
         n = int(true.size)
     if n == 0:
         raise ValueError(f"y_true and {pred_name} are empty; at least one sample is required")
+    # Targets (and labels) of another type, or not contiguous: one copy each.
+    if not true.flags.c_contiguous:
+        true = contiguous(true)
     true = true.reshape(-1)
     if true.dtype not in STREAM_TARGET_DTYPES:
-        true = true.astype(np.int64)
-    elif not true.flags.c_contiguous:
-        true = contiguous(true)
+        true = converted(true, np.dtype(np.int64))
     if not layout:
-        pred = pred.reshape(-1)
-        if pred.dtype != true.dtype:
-            pred = pred.astype(true.dtype) if pred.dtype in STREAM_TARGET_DTYPES and \
-                true.dtype == np.int64 else pred.astype(np.int64)
-            if true.dtype != pred.dtype:
-                true = true.astype(np.int64)
-        elif not pred.flags.c_contiguous:
+        if not pred.flags.c_contiguous:
             pred = contiguous(pred)
+        pred = pred.reshape(-1)
+        if pred.dtype != true.dtype:  # the kernels read both as one type
+            true, pred = converted(true, np.dtype(np.int64)), converted(pred, np.dtype(np.int64))
     weight = None
     if sample_weight is not None:
         weight = _to_backend(sample_weight, backend)
         if weight.size != n:
             raise ValueError(f"sample_weight has {weight.size} entries but the batch has {n} "
                              "samples (one weight per target)")
+        if not weight.flags.c_contiguous:
+            weight = contiguous(weight)
         weight = weight.reshape(-1)
         if weight.dtype.kind in "iub":
-            weight = weight.astype(np.int64, copy=False)
+            weight = converted(weight, np.dtype(np.int64))
         elif weight.dtype.kind != "f":
             raise ValueError(f"sample_weight must be numeric, got dtype {weight.dtype}")
         elif weight.dtype not in (np.float32, np.float64):
-            weight = weight.astype(np.float64)
-        if not weight.flags.c_contiguous:
-            weight = contiguous(weight)
+            weight = converted(weight, np.dtype(np.float64))
     if eager:
         _label_range(true, "y_true", backend, num_classes, ignore_index)
         if layout:
@@ -1239,8 +1250,9 @@ def check_stream_batch(y_true, preds, sample_weight, *, num_classes: int, backen
                 values = pred.astype(np.float32)
             i = _first_nonfinite(values, backend)
             if i is not None:
-                raise ValueError(f"{pred_name} must hold finite scores; found "
-                                 f"{values.reshape(-1)[i].item()!r} at {_position(i, values.shape)}")
+                found = values.reshape(-1)[i].item()
+                raise ValueError(f"{pred_name} must hold finite scores; found {found!r} at "
+                                 f"{_position(i, values.shape)}")
         else:
             _label_range(pred, pred_name, backend, num_classes, None)
         if weight is not None:

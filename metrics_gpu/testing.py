@@ -62,7 +62,7 @@ def operation_counter() -> Iterator[OperationCounts]:
     >>> import numpy as np
     >>> import metrics_gpu
     >>> from metrics_gpu.testing import operation_counter
-    >>> with operation_counter() as counts:
+    >>> with metrics_gpu.use_backend("numpy"), operation_counter() as counts:
     ...     _ = metrics_gpu.accuracy_score(np.array([0, 1]), np.array([0, 1]))
     >>> counts.launches  # the numpy backend launches nothing
     0

@@ -209,7 +209,8 @@ def test_deferred_validation_names_update_and_sample(backend):
     metrics = mg.ClassificationMetrics(3)
     good = np.array([[1.0, 0.0, 0.0], [0.0, 2.0, 0.0]])
     metrics.update(backend.asarray(np.array([0, 1])), backend.asarray(good))
-    metrics.update(backend.asarray(np.array([0, 5, 1])), backend.asarray(np.vstack([good, good[:1]])))
+    metrics.update(backend.asarray(np.array([0, 5, 1])),
+                   backend.asarray(np.vstack([good, good[:1]])))
     with pytest.raises(ValueError, match=r"y_true of update call 1 .* outside 0\.\.2 .* sample 1"):
         metrics.compute()
     bad_scores = good.copy()
@@ -385,4 +386,50 @@ def test_one_pass_budget(rng, monkeypatch):
             assert counts.launches <= 2 and counts.host_transfers == 0, name
             assert all(np.prod(shape) < k * k for shape in shapes), (name, shapes)
         assert result is not None
-        assert mg.label_report(y, z, validate=False, confusion_matrix=False).confusion_matrix is None
+        report = mg.label_report(y, z, validate=False, confusion_matrix=False)
+        assert report.confusion_matrix is None
+
+
+def test_layouts_and_huge_k(backend, rng):
+    """Channel-first scores whose positions one stride walks (read in place) or
+    not (one copy), targets given as a column, and K past the dense matrix."""
+    n, k, h, w = 3, 4, 6, 5
+    logits = rng.normal(size=(n, k, h, w))
+    target = rng.integers(0, k, (n, h, w))
+    flat = np.moveaxis(logits, 1, -1).reshape(-1, k)
+    expected = mg.label_report(target.reshape(-1), flat)
+    for scores, targets in ((logits, target),                           # contiguous
+                            (logits[:, :, ::2], target[:, ::2]),        # one stride per position
+                            (np.swapaxes(logits, 2, 3), np.swapaxes(target, 1, 2))):  # a copy
+        metrics = mg.ClassificationMetrics(k)
+        metrics.update(backend.asarray(targets), backend.asarray(scores))
+        reference = mg.label_report(targets.reshape(-1),
+                                    np.moveaxis(scores, 1, -1).reshape(-1, k))
+        assert _value(metrics.compute()["macro_f1"]) == pytest.approx(
+            reference.metrics["macro_f1"], rel=1e-12)
+    column = mg.ClassificationMetrics(k)
+    column.update(backend.asarray(target.reshape(-1, 1)), backend.asarray(flat))
+    assert _value(column.compute()["accuracy"]) == pytest.approx(expected.metrics["accuracy"])
+    huge = 2500
+    y, p = rng.integers(0, huge, 400), rng.integers(0, huge, 400)
+    metrics = mg.ClassificationMetrics(huge)
+    metrics.update(backend.asarray(y), backend.asarray(p))
+    report = metrics.compute()
+    assert report.confusion_matrix is None
+    reference = mg.label_report(y, p, num_classes=huge)
+    for name in ("macro_f1", "quadratic_weighted_kappa", "balanced_accuracy"):
+        assert _value(report[name]) == pytest.approx(reference.metrics[name], rel=1e-12), name
+
+
+def test_moves_between_host_and_backend(rng):
+    """to("cpu") carries an emulated state to the host backend unchanged."""
+    (y, z, w), = _batches(rng, 3, (40,), weights="int")
+    with mg.use_backend("emulated"):
+        metrics = mg.ClassificationMetrics(3, thresholds=5)
+        metrics.update(y, z, w)
+        expected = metrics.compute().to_dict()
+    metrics.to("cpu")
+    assert "numpy" in repr(metrics)
+    _assert_reports_equal(metrics.compute().to_dict(), expected)
+    with pytest.raises(ValueError, match="device must be"):
+        metrics.to("tpu")

@@ -220,15 +220,15 @@ def _stream_scalar_args(spec, batch, group, clip_eps, privatize, thresholds, sco
         batch = StreamBatch(y_true=np.zeros(0, np.int64), preds=None, sample_weight=None, n=0,
                             score_dtype="float64")
     ignore, has_ignore = _ignore_arguments(spec["ignore_index"], batch.y_true.dtype)
-    top_k = list(spec["top_k"]) + [0] * (SCORE_MAX_TOP_K - len(spec["top_k"]))
+    top_k = list(spec["top_k"]) if score_sums else []  # a state without score sums has none
     values = dict(
         classes=spec["num_classes"], inner=batch.inner, image_stride=batch.image_stride,
         inner_stride=batch.inner_stride, column_stride=batch.column_stride, group=group,
         ignore_index=int(ignore), has_ignore=int(has_ignore), from_logits=int(spec["from_logits"]),
-        clip_eps_bits=int(np.float64(clip_eps).view(np.int64)), num_top_k=len(spec["top_k"]),
+        clip_eps_bits=int(np.float64(clip_eps).view(np.int64)), num_top_k=len(top_k),
         bins=spec["n_bins"] if score_sums else 0, thresholds=thresholds if score_sums else 0,
         matrix=int(spec["keep_matrix"]), privatize=int(privatize),
-        **{f"top_k_{i}": v for i, v in enumerate(top_k)},
+        **{f"top_k_{i}": v for i, v in enumerate(top_k + [0] * (SCORE_MAX_TOP_K - len(top_k)))},
     )
     return np.array([values[name] for name in STREAM_CONFIG], dtype=np.int64)
 
