@@ -650,8 +650,9 @@ def stream_score_size(num_top_k: int, n_bins: int, num_classes: int, thresholds:
 
 
 def binned_rank_areas(positive, negative):
-    """ROC AUC and average precision of one binary problem from score
-    histograms (bins in ascending score order), with their error bounds.
+    """ROC AUC and average precision of binary problems from score histograms
+    (bins in ascending score order along the last axis; one problem per row of
+    2-D input), with their error bounds.
 
     Thresholds sweep the bins from the top: a positive and a negative in one
     bin count 1/2 (as tied scores), and AP is the step rule over bins,
@@ -665,21 +666,21 @@ def binned_rank_areas(positive, negative):
     """
     positive = np.asarray(positive, dtype=np.float64)
     negative = np.asarray(negative, dtype=np.float64)
-    p_total, n_total = positive.sum(), negative.sum()
-    tp = np.cumsum(positive[::-1])[::-1]        # positives at or above each bin
-    fp = np.cumsum(negative[::-1])[::-1]
-    above = tp - positive                        # positives strictly above
-    area = (negative * (above + 0.5 * positive)).sum()
-    ties = (positive * negative).sum()
+    p_total, n_total = positive.sum(axis=-1), negative.sum(axis=-1)
+    tp = np.flip(np.cumsum(np.flip(positive, -1), axis=-1), -1)  # positives at or above
+    fp = np.flip(np.cumsum(np.flip(negative, -1), axis=-1), -1)
+    above = tp - positive                                          # positives strictly above
+    area = (negative * (above + 0.5 * positive)).sum(axis=-1)
+    ties = (positive * negative).sum(axis=-1)
     with _quiet(np):
         precision = np.where(positive > 0, tp / (tp + fp), 0.0)
         spread = np.where(positive > 0, (positive + negative) / (tp + fp), 0.0)
-        defined = p_total > 0 and n_total > 0
-        auc = area / (p_total * n_total) if defined else math.nan
-        auc_bound = 0.5 * ties / (p_total * n_total) if defined else math.nan
-        ap = (positive * precision).sum() / p_total if p_total > 0 else math.nan
-        ap_bound = (positive * spread).sum() / p_total if p_total > 0 else math.nan
-    return float(auc), float(auc_bound), float(ap), float(ap_bound)
+        defined = (p_total > 0) & (n_total > 0)
+        auc = np.where(defined, area / (p_total * n_total), math.nan)
+        auc_bound = np.where(defined, 0.5 * ties / (p_total * n_total), math.nan)
+        ap = np.where(p_total > 0, (positive * precision).sum(axis=-1) / p_total, math.nan)
+        ap_bound = np.where(p_total > 0, (positive * spread).sum(axis=-1) / p_total, math.nan)
+    return auc, auc_bound, ap, ap_bound
 
 
 def stream_score_values(sums: ScoreSums, histogram=None):
@@ -716,9 +717,8 @@ def stream_score_values(sums: ScoreSums, histogram=None):
     if histogram is None:
         return values
     histogram = np.asarray(histogram, dtype=np.float64)
-    columns = np.array([binned_rank_areas(histogram[0, c], histogram[1, c]) for c in range(k)])
+    auc, auc_bound, ap, ap_bound = binned_rank_areas(histogram[0], histogram[1])
     positives = histogram[0].sum(axis=1)
-    auc, auc_bound, ap, ap_bound = columns.T
     values[head:head + 5 * k] = np.concatenate([auc, ap, auc_bound, ap_bound, positives])
     for name, per_class, bound in (("roc_auc", auc, auc_bound),
                                    ("average_precision", ap, ap_bound)):
@@ -729,6 +729,6 @@ def stream_score_values(sums: ScoreSums, histogram=None):
                                                 / positives[defined].sum())
             values[slot[f"{name}_error_bound"]] = bound[defined].sum() / defined.sum()
         micro = binned_rank_areas(histogram[0].sum(axis=0), histogram[1].sum(axis=0))
-        values[slot[f"{name}_micro"]] = micro[0] if name == "roc_auc" else micro[2]
+        values[slot[f"{name}_micro"]] = float(micro[0] if name == "roc_auc" else micro[2])
         values[slot[name]] = per_class[1] if k == 2 else values[slot[f"{name}_macro"]]
     return values
