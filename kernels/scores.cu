@@ -272,6 +272,47 @@ __device__ __forceinline__ int bin_fixed_shift(const unsigned long long* max_wei
   return fixed_point_shift(max_weight_bits != nullptr ? max_weight_bits : &one_bits, n);
 }
 
+// One scanned row's terms, weighted by w, added to `sums` (ScoreSlot order,
+// then the top-k hits): -log p_t (softmax of logits, or the clipped
+// probability), the Brier sum, the Crammer-Singer hinge, the argmax hit and
+// CatBoost's one-vs-all loss. Returns the row's confidence (its max
+// probability) and correctness for the calibration bins. Shared by
+// fused_logits_pass and streaming.cu's streaming_update: the formulas live here.
+template <typename F>
+__device__ __forceinline__ void add_row_terms(const RowScan<F>& r, int64 t, F z_t, double w,
+                                              bool from_logits, double clip_eps,
+                                              bool one_vs_all, const long long* limits,
+                                              int num_top_k, double* sums, double& confidence,
+                                              double& correct) {
+  double p_t, nll, squares;
+  if (from_logits) {
+    double m = (double)r.max_finite;
+    p_t = exp((double)z_t - m) / r.exp_sum;
+    nll = m + log(r.exp_sum) - (double)z_t;
+    confidence = 1.0 / r.exp_sum;
+    squares = r.square_sum / (r.exp_sum * r.exp_sum);
+  } else {
+    p_t = (double)z_t;
+    double clipped = p_t < clip_eps ? clip_eps : (p_t > 1.0 - clip_eps ? 1.0 - clip_eps : p_t);
+    nll = -log(clipped);
+    confidence = (double)r.best;
+    squares = r.square_sum;
+  }
+  double margin = (double)z_t - (double)r.other_max;
+  double hinge = 1.0 - margin > 0.0 ? 1.0 - margin : 0.0;
+  correct = r.best_index == t ? 1.0 : 0.0;
+  sums[kSlotWeight] += w;
+  sums[kSlotCorrect] += w * correct;
+  sums[kSlotNll] += w * nll;
+  sums[kSlotBrier] += w * (squares - 2.0 * p_t + 1.0);
+  sums[kSlotHinge] += w * hinge;
+  sums[kSlotOneVsAll] += one_vs_all ? w * (r.softplus_sum - (double)z_t) : 0.0;
+#pragma unroll
+  for (int i = 0; i < kMaxTopK; ++i) {
+    if (i < num_top_k && r.rank < limits[i]) sums[kScalarSlots + i] += w;
+  }
+}
+
 // partials: gridDim.x rows of (kScalarSlots + num_top_k + 3 * n_bins) doubles.
 template <typename TrueT, typename S, typename W>
 __global__ void __launch_bounds__(kScoreBlockThreads)
@@ -315,34 +356,8 @@ fused_logits_pass(const TrueT* y_true, const S* scores, const W* weight, int64 n
     double w = 0.0, confidence = 0.0, correct = 0.0;
     if (contributes) {
       w = weight_value(weight, row);
-      double p_t, nll, squares;
-      if (from_logits) {
-        double m = (double)r.max_finite;
-        p_t = exp((double)z_t - m) / r.exp_sum;
-        nll = m + log(r.exp_sum) - (double)z_t;
-        confidence = 1.0 / r.exp_sum;
-        squares = r.square_sum / (r.exp_sum * r.exp_sum);
-      } else {
-        p_t = (double)z_t;
-        double clipped =
-            p_t < clip_eps ? clip_eps : (p_t > 1.0 - clip_eps ? 1.0 - clip_eps : p_t);
-        nll = -log(clipped);
-        confidence = (double)r.best;
-        squares = r.square_sum;
-      }
-      double margin = (double)z_t - (double)r.other_max;
-      double hinge = 1.0 - margin > 0.0 ? 1.0 - margin : 0.0;
-      correct = r.best_index == t ? 1.0 : 0.0;
-      sums[kSlotWeight] += w;
-      sums[kSlotCorrect] += w * correct;
-      sums[kSlotNll] += w * nll;
-      sums[kSlotBrier] += w * (squares - 2.0 * p_t + 1.0);
-      sums[kSlotHinge] += w * hinge;
-      sums[kSlotOneVsAll] += one_vs_all ? w * (r.softplus_sum - (double)z_t) : 0.0;
-#pragma unroll
-      for (int i = 0; i < kMaxTopK; ++i) {
-        if (i < num_top_k && r.rank < limits[i]) sums[kScalarSlots + i] += w;
-      }
+      add_row_terms(r, t, z_t, w, from_logits != 0, clip_eps, one_vs_all != 0, limits,
+                    num_top_k, sums, confidence, correct);
     }
     if (n_bins > 0) {
       const int bin = contributes ? calibration_bin(confidence, n_bins) : -1;

@@ -247,35 +247,9 @@ streaming_update(const TrueT* y_true, const PredT* preds, const W* weight, int64
       pred_ok = !r.nonfinite;
       valid = scan && pred_ok && weight_ok;
       if (valid && leader) {
-        // The per-row terms of fused_logits_pass (scores.cu), the same formulas.
-        double p_t, nll, squares;
-        if (from_logits) {
-          double m = (double)r.max_finite;
-          p_t = exp((double)z_t - m) / r.exp_sum;
-          nll = m + log(r.exp_sum) - (double)z_t;
-          confidence = 1.0 / r.exp_sum;
-          squares = r.square_sum / (r.exp_sum * r.exp_sum);
-        } else {
-          const double clip_eps = __longlong_as_double(config[kCfgClipEpsBits]);
-          p_t = (double)z_t;
-          double clipped =
-              p_t < clip_eps ? clip_eps : (p_t > 1.0 - clip_eps ? 1.0 - clip_eps : p_t);
-          nll = -log(clipped);
-          confidence = (double)r.best;
-          squares = r.square_sum;
-        }
-        double margin = (double)z_t - (double)r.other_max;
-        double hinge = 1.0 - margin > 0.0 ? 1.0 - margin : 0.0;
-        correct = r.best_index == t ? 1.0 : 0.0;
-        sums[kSlotWeight] += w;
-        sums[kSlotCorrect] += w * correct;
-        sums[kSlotNll] += w * nll;
-        sums[kSlotBrier] += w * (squares - 2.0 * p_t + 1.0);
-        sums[kSlotHinge] += w * hinge;
-#pragma unroll
-        for (int i = 0; i < kMaxTopK; ++i) {
-          if (i < num_top_k && r.rank < limits[i]) sums[kScalarSlots + i] += w;
-        }
+        // The per-row terms of fused_logits_pass (scores.cu add_row_terms).
+        add_row_terms(r, t, z_t, w, from_logits, __longlong_as_double(config[kCfgClipEpsBits]),
+                      false, limits, num_top_k, sums, confidence, correct);
       }
       if (n_bins > 0) {  // the whole warp: add_to_bin shuffles
         const int bin = valid && leader ? calibration_bin(confidence, n_bins) : -1;
