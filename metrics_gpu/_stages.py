@@ -195,6 +195,23 @@ def is_host_scalar(value) -> bool:
 
 # -- the streaming state ----------------------------------------------------------
 
+
+def keeps_matrix(option, num_classes: int) -> bool:
+    """Whether a state keeps the K x K matrix for ``confusion_matrix=option``:
+    "auto" while it is the dense state (K <= 2048), else as asked (a matrix
+    beyond the state-size limit is refused)."""
+    keep = use_dense_matrix(num_classes) if option == "auto" else bool(option)
+    if keep:
+        check_state_size(num_classes, matrix=True)
+    return keep
+
+
+def moments_as_float(words, xp):
+    """Exact 128-bit kappa moments (low, high uint64 word pairs) as two float64,
+    low + high * 2^64, as kernels/streaming.cu write_moments converts them."""
+    words = words.astype(np.float64)
+    return xp.stack([words[0] + words[1] * 2.0**64, words[2] + words[3] * 2.0**64])
+
 # A check's first offending sample is kept as (update ordinal << 40) | sample
 # (kernels/streaming.cu kOrdinalShift, kNoError); ordinals beyond saturate.
 NO_ERROR = (1 << 63) - 1
@@ -266,13 +283,11 @@ class StreamState:
     def promote_to_float(self) -> None:
         """Float weights reach integer counts: the counts become float64 (once),
         the exact moments their float values."""
-        arrays, xp = self.arrays, self.backend.xp
-        words = arrays["moments"].astype(np.float64)
+        arrays = self.arrays
         for name in ("counts", "matrix", "histogram"):
             if name in arrays:
                 arrays[name] = arrays[name].astype(np.float64)
-        arrays["moments"] = xp.stack([words[0] + words[1] * 2.0**64,
-                                      words[2] + words[3] * 2.0**64])
+        arrays["moments"] = moments_as_float(arrays["moments"], self.backend.xp)
         self.moments_fresh = False
 
     def update(self, batch: StreamBatch, ordinal: int) -> None:
@@ -320,12 +335,8 @@ class StreamState:
                                observed=None, invalid=self.arrays["checks"][:1].view(np.int64)[0])
 
     def _numpy_label_values(self):
-        if self.integer:
-            words = [int(v) for v in self.arrays["moments"]]
-            linear, quadratic = (float(words[0] + (words[1] << 64)),
-                                 float(words[2] + (words[3] << 64)))
-        else:
-            linear, quadratic = (float(v) for v in self.arrays["moments"])
+        moments = self.arrays["moments"]
+        linear, quadratic = moments_as_float(moments, np) if self.integer else moments
         stats = self.statistics()
         stats = ClassStatistics(
             true_positives=stats.true_positives, support=stats.support,
@@ -405,10 +416,7 @@ def one_pass(y_true, y_pred, *, kind: str, num_classes=None, sample_weight=None,
     float_weights = batch.sample_weight is not None and batch.sample_weight.dtype.kind == "f"
     if deterministic and float_weights and backend.name != "numpy":
         return None  # fixed-point weights: the accumulation path has them
-    if keep_matrix == "auto":
-        keep_matrix = use_dense_matrix(k)
-    if keep_matrix:
-        check_state_size(k, matrix=True)
+    keep_matrix = keeps_matrix(keep_matrix, k)
     spec = stream_spec(k, top_k=top_k, n_bins=n_bins, keep_matrix=keep_matrix,
                        ignore_index=check_ignore_index(ignore_index), from_logits=from_logits)
     state = StreamState(backend, spec, kind, integer=not float_weights)

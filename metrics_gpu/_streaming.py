@@ -33,10 +33,18 @@ import numpy as np
 
 from metrics_gpu import _formulas as F
 from metrics_gpu._backend import caller_stream, get_backend_implementation, resolve_backend
-from metrics_gpu._stages import NO_ERROR, ORDINAL_SHIFT, StreamState, stream_spec
+from metrics_gpu._stages import (
+    NO_ERROR,
+    ORDINAL_SHIFT,
+    StreamState,
+    keeps_matrix,
+    moments_as_float,
+    stream_spec,
+)
 from metrics_gpu._validation import (
     MAX_BINS,
     check_bool,
+    check_confusion_matrix_option,
     check_ignore_index,
     check_int_range,
     check_num_classes,
@@ -46,9 +54,6 @@ from metrics_gpu._validation import (
 
 SCORE_KINDS = ("logits", "probabilities")
 VALIDATE_MODES = ("deferred", "eager", False)
-CONFUSION_MATRIX_OPTIONS = ("auto", True, False)
-# confusion_matrix="auto" keeps the K x K matrix up to this K (32 MiB of int64).
-AUTO_MATRIX_MAX_CLASSES = 2048
 # Thresholds of the binned ranking metrics: a (2, K, H) histogram.
 MAX_THRESHOLDS = 1 << 16
 CHECKED = ("y_true", "preds", "sample_weight")
@@ -124,19 +129,13 @@ class ClassificationMetrics:
         num_classes = check_num_classes(num_classes)
         if num_classes is None:
             raise ValueError("num_classes is required: the state is sized by it")
-        if confusion_matrix not in CONFUSION_MATRIX_OPTIONS or confusion_matrix is None:
-            raise ValueError(f"confusion_matrix must be one of {CONFUSION_MATRIX_OPTIONS}, got "
-                             f"{confusion_matrix!r}")
+        confusion_matrix = check_confusion_matrix_option(confusion_matrix)
         if not (validate is False or validate in ("deferred", "eager")):
             raise ValueError(f"validate must be one of {VALIDATE_MODES}, got {validate!r}")
         deterministic = check_bool(deterministic, "deterministic")
         if scores not in SCORE_KINDS:
             raise ValueError(f"scores must be one of {SCORE_KINDS}, got {scores!r}")
-        keep_matrix = (num_classes <= AUTO_MATRIX_MAX_CLASSES if confusion_matrix == "auto"
-                       else bool(confusion_matrix))
-        if keep_matrix:
-            from metrics_gpu._validation import check_state_size
-            check_state_size(num_classes, matrix=True)
+        keep_matrix = keeps_matrix(confusion_matrix, num_classes)
         self._spec = stream_spec(
             num_classes, top_k=check_top_k(top_k, allow_empty=True),
             n_bins=check_int_range(n_bins, "n_bins", 1, MAX_BINS),
@@ -391,9 +390,7 @@ def _to_numpy(value):
 def _float_arrays(arrays: dict) -> dict:
     """Host arrays of an integer state as a float state's (exact moments as floats)."""
     out = dict(arrays)
-    words = [int(v) for v in arrays["moments"]]
-    out["moments"] = np.array([words[0] + (words[1] << 64), words[2] + (words[3] << 64)],
-                              dtype=np.float64)
+    out["moments"] = moments_as_float(arrays["moments"], np)
     for name in ("counts", "matrix", "histogram"):
         if name in out:
             out[name] = out[name].astype(np.float64)

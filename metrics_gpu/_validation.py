@@ -1317,3 +1317,16 @@ def check_int_range(value, name: str, low: int, high: int, *, allow_none: bool =
         raise ValueError(f"{name} must be an integer in {low}..{high}"
                          f"{' or None' if allow_none else ''}, got {value!r}")
     return int(value)
+
+
+CONFUSION_MATRIX_OPTIONS = ("auto", True, False)
+
+
+def check_confusion_matrix_option(value) -> str | bool:
+    """``confusion_matrix`` of the reports and the streaming state: "auto"
+    (the K x K matrix while it is the dense state, K <= 2048), True or False."""
+    if value is None or value not in CONFUSION_MATRIX_OPTIONS or isinstance(value, (int, float)) \
+            and not isinstance(value, bool):
+        raise ValueError(f"confusion_matrix must be one of {CONFUSION_MATRIX_OPTIONS}, got "
+                         f"{value!r}")
+    return value

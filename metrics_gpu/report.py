@@ -18,7 +18,7 @@ import numpy as np
 from metrics_gpu import _formulas as F
 from metrics_gpu._backend import on_caller_stream
 from metrics_gpu._stages import Evaluation, accumulate, evaluate, one_pass
-from metrics_gpu._validation import check_label_inputs
+from metrics_gpu._validation import check_confusion_matrix_option, check_label_inputs
 
 # The text report lists per-class rows and the matrix only up to this many
 # classes; beyond it they are in to_dict() but would drown the summary.
@@ -128,9 +128,6 @@ def _plain(value):
     return value
 
 
-CONFUSION_MATRIX_OPTIONS = ("auto", True, False)
-
-
 @on_caller_stream
 def label_report(y_true, y_pred, *, num_classes=None, sample_weight=None,
                  ignore_index=None, validate=True,
@@ -158,9 +155,7 @@ def label_report(y_true, y_pred, *, num_classes=None, sample_weight=None,
     >>> round(r.metrics["accuracy"], 2), round(r.metrics["macro_f1"], 4)
     (0.6, 0.4889)
     """
-    if confusion_matrix not in CONFUSION_MATRIX_OPTIONS or confusion_matrix is None:
-        raise ValueError(f"confusion_matrix must be one of {CONFUSION_MATRIX_OPTIONS}, got "
-                         f"{confusion_matrix!r}")
+    confusion_matrix = check_confusion_matrix_option(confusion_matrix)
     passed = one_pass(y_true, y_pred, kind="labels", num_classes=num_classes,
                       sample_weight=sample_weight, ignore_index=ignore_index, validate=validate,
                       deterministic=deterministic, keep_matrix=confusion_matrix)

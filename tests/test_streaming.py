@@ -246,7 +246,8 @@ def test_arguments_are_checked():
     for kwargs, message in ((dict(top_k=0), "top_k"), (dict(n_bins=0), "n_bins"),
                             (dict(thresholds=1), "thresholds"), (dict(validate="yes"), "validate"),
                             (dict(scores="odds"), "scores"), (dict(confusion_matrix="x"),
-                                                              "confusion_matrix")):
+                                                              "confusion_matrix"),
+                            (dict(confusion_matrix=1), "confusion_matrix")):
         with pytest.raises(ValueError, match=message):
             mg.ClassificationMetrics(3, **kwargs)
     metrics = mg.ClassificationMetrics(3)
