@@ -156,6 +156,19 @@ def resolve_backend(*arrays: object):
     return get_backend_implementation(name)
 
 
+def backend_for_host_data(name: str) -> str:
+    """The backend that computes on data read from the host (files): ``"auto"``
+    is ``cuda`` when CuPy and a GPU are present, else ``numpy``; a named one
+    must be able to run (:class:`BackendUnavailableError` otherwise)."""
+    name = _check_name(name)
+    if name == "auto":
+        from metrics_gpu.backends.cuda import cuda_unavailable_reason
+
+        return "numpy" if cuda_unavailable_reason() is not None else "cuda"
+    get_backend_implementation(name)
+    return name
+
+
 _implementations: dict[str, object] = {}
 # Creating a kernel backend loads (or builds) libraries: threads asking for
 # one at once must share a single instance, so one lock guards creation.

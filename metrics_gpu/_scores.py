@@ -286,6 +286,19 @@ class LogitsReport:
     total_weight: Any
     n_invalid: Any
 
+    def plot_reliability(self, ax=None, **kwargs):
+        """Draw the reliability diagram of the calibration bins, with the
+        expected calibration error (:func:`metrics_gpu.plot.plot_reliability`,
+        the ``[plot]`` extra; ``kwargs`` go to it). Returns the matplotlib Axes."""
+        from metrics_gpu._streaming import _to_numpy
+        from metrics_gpu.plot import plot_reliability
+
+        kwargs.setdefault("expected_calibration_error",
+                          float(_to_numpy(self.expected_calibration_error)))
+        return plot_reliability(_to_numpy(self.calibration_proportion),
+                                _to_numpy(self.calibration_confidence),
+                                _to_numpy(self.calibration_accuracy), ax=ax, **kwargs)
+
 
 @on_caller_stream
 def logits_report(y_true, scores, *, from_logits=True, top_k=DEFAULT_TOP_K, n_bins=DEFAULT_BINS,

@@ -213,11 +213,17 @@ class ClassificationMetrics:
 
     # -- compute ----------------------------------------------------------------
 
-    def _raise_deferred(self, checks) -> None:
-        """The first offending sample of each kind, as a ValueError (deferred mode)."""
+    def first_invalid(self) -> tuple[str, int, int, str, int] | None:
+        """The first bad sample added, or None: ``(argument, update call, sample,
+        problem, samples left out in all)``; argument is ``"y_true"``,
+        ``"preds"`` or ``"sample_weight"``, the update call counts from 0 and
+        the sample is its index in that call's batch (one host read)."""
+        if self._state is None:
+            return None
+        checks = np.asarray(self._backend.to_host(self._state.arrays["checks"]))
         invalid = int(checks[0])
         if not invalid:
-            return
+            return None
         k = self.num_classes
         problems = {
             "y_true": f"a target outside 0..{k - 1} (num_classes={k})",
@@ -228,9 +234,18 @@ class ClassificationMetrics:
         found = [(int(key), name) for name, key in zip(CHECKED, checks[1:])
                  if int(key) != NO_ERROR]
         key, name = min(found)
+        return (name, key >> ORDINAL_SHIFT, key & ((1 << ORDINAL_SHIFT) - 1), problems[name],
+                invalid)
+
+    def _raise_deferred(self) -> None:
+        """The first offending sample of each kind, as a ValueError (deferred mode)."""
+        first = self.first_invalid()
+        if first is None:
+            return
+        name, call, sample, problem, invalid = first
         raise ValueError(
-            f"{name} of update call {key >> ORDINAL_SHIFT} (counting from 0) holds "
-            f"{problems[name]} at sample {key & ((1 << ORDINAL_SHIFT) - 1)}; {invalid} "
+            f"{name} of update call {call} (counting from 0) holds "
+            f"{problem} at sample {sample}; {invalid} "
             "sample(s) were left out in all. The state holds the valid samples only: "
             "reset() to start again, or build it with validate=False to report them as "
             "invalid instead"
@@ -247,7 +262,7 @@ class ClassificationMetrics:
         if self._state is None:
             raise ValueError("compute() before any update: there is nothing to report")
         if self.validate == "deferred":
-            self._raise_deferred(np.asarray(self._backend.to_host(self._state.arrays["checks"])))
+            self._raise_deferred()
         with caller_stream(self._like):
             label_values, score_values = self._state.compute()
         return StreamingReport(self, label_values, score_values)
@@ -468,6 +483,7 @@ class StreamingReport:
         self._matrix = None if matrix is None else (
             matrix.view(np.int64) if matrix.dtype == np.uint64 else matrix).copy()
         self._checks = state["checks"]
+        self._histogram = None if "histogram" not in state else state["histogram"].copy()
 
     def _out(self, value):
         return self._backend.to_framework(value, self._like)
@@ -559,6 +575,74 @@ class StreamingReport:
 
     def __repr__(self) -> str:
         return f"StreamingReport({self._kind}, num_classes={self._spec['num_classes']})"
+
+    # -- pictures (metrics_gpu.plot, the [plot] extra) ----------------------------------
+
+    def plot_confusion_matrix(self, ax=None, normalize=None, max_classes=20, **kwargs):
+        """Draw the confusion matrix (:func:`metrics_gpu.plot.plot_confusion_matrix`;
+        ``kwargs`` go to it). Returns the matplotlib Axes. Raises ``ValueError``
+        when the state kept no matrix."""
+        from metrics_gpu.plot import plot_confusion_matrix
+
+        if self._matrix is None:
+            raise ValueError("confusion_matrix: this state kept no K x K matrix; build "
+                             "ClassificationMetrics with confusion_matrix=True")
+        return plot_confusion_matrix(_to_numpy(self._matrix), ax=ax, normalize=normalize,
+                                     max_classes=max_classes, **kwargs)
+
+    def plot_reliability(self, ax=None, **kwargs):
+        """Draw the reliability diagram of the calibration bins, with the
+        expected calibration error (:func:`metrics_gpu.plot.plot_reliability`;
+        ``kwargs`` go to it). Returns the matplotlib Axes. States of scores only."""
+        from metrics_gpu.plot import plot_reliability
+
+        if self._kind != "scores":
+            raise ValueError("preds: a reliability diagram needs a state of (N, K) scores; "
+                             "this one holds labels")
+        bins = {name: _to_numpy(values) for name, values in self.calibration.items()}
+        kwargs.setdefault("expected_calibration_error",
+                          float(_to_numpy(self.metrics["expected_calibration_error"])))
+        return plot_reliability(bins["proportion"], bins["confidence"], bins["accuracy"],
+                                ax=ax, **kwargs)
+
+    def curves(self) -> tuple[list[dict], list[dict]]:
+        """Each class's binned ROC and precision-recall curve,
+        :func:`metrics_gpu.plot.binned_curves` of the state's histogram (NumPy
+        arrays), with ``"auc"`` and ``"average_precision"`` added from
+        ``per_class``. Needs a state of scores built with ``thresholds=H``."""
+        from metrics_gpu.plot import binned_curves
+
+        if self._histogram is None:
+            held = "holds labels" if self._kind != "scores" else "has no score histogram"
+            raise ValueError(f"thresholds: this state {held}; build ClassificationMetrics "
+                             "with thresholds=H and update it with (N, K) scores for the "
+                             "ROC and precision-recall curves")
+        roc, pr = binned_curves(_to_numpy(self._histogram))
+        per_class = self.per_class
+        auc, ap = _to_numpy(per_class["roc_auc"]), _to_numpy(per_class["average_precision"])
+        for k, (roc_curve, pr_curve) in enumerate(zip(roc, pr)):
+            roc_curve["auc"], pr_curve["average_precision"] = float(auc[k]), float(ap[k])
+        return roc, pr
+
+    def plot_roc(self, ax=None, classes=None, **kwargs):
+        """Draw the binned ROC curves (:meth:`curves`, through
+        :func:`metrics_gpu.plot.plot_roc`; ``kwargs`` go to it): class 1 for
+        K = 2, every class and the macro average for K <= 10, the macro
+        average of all classes alone beyond, or the class codes ``classes``.
+        Returns the matplotlib Axes."""
+        from metrics_gpu.plot import chosen_curves, plot_roc
+
+        roc, _ = self.curves()
+        return plot_roc(chosen_curves(roc, classes, kwargs), ax=ax, **kwargs)
+
+    def plot_precision_recall(self, ax=None, classes=None, **kwargs):
+        """Draw the binned precision-recall curves, as :meth:`plot_roc` draws
+        the ROC curves (:func:`metrics_gpu.plot.plot_precision_recall`).
+        Returns the matplotlib Axes."""
+        from metrics_gpu.plot import chosen_curves, plot_precision_recall
+
+        _, pr = self.curves()
+        return plot_precision_recall(chosen_curves(pr, classes, kwargs), ax=ax, **kwargs)
 
 
 __all__ = ["ClassificationMetrics", "StreamingReport"]

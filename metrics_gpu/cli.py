@@ -1,69 +1,101 @@
 """Command line: ``metrics-gpu report`` on prediction files, ``metrics-gpu demo``.
 
-Built on the standard library's argparse, so the command needs nothing
-beyond NumPy. ``.npy`` files are memory-mapped, so a file larger than memory
-is read chunk by chunk by the backend's pass.
+Built on the standard library's argparse. The report streams its files in
+chunks (:mod:`metrics_gpu.files`): any size, bounded memory, a tqdm progress
+bar on a terminal.
 """
 
 from __future__ import annotations
 
 import argparse
+import importlib.util
+import os
 import sys
 import time
-import warnings
 from pathlib import Path
 
 import numpy as np
 
 import metrics_gpu
 from metrics_gpu._backend import BACKEND_NAMES, BackendUnavailableError, resolve_backend
+from metrics_gpu.files import AUC_MODES, SUFFIXES, report_files, split_source
 from metrics_gpu.report import label_report
 
 FORMATS = ("text", "json", "markdown")
 
 
-def _load_array(path: str, argument: str) -> np.ndarray:
-    """The array in ``path``; every problem with the file is a ValueError naming it."""
-    file = Path(path)
-    if not file.is_file():
-        raise ValueError(f"{argument}: no such file {path!r}")
-    if file.suffix not in (".npy", ".txt", ".csv"):
-        raise ValueError(
-            f"{argument}: unsupported file type {file.suffix!r} (use .npy, .txt or .csv)"
-        )
+def _top_k(text: str) -> tuple[int, ...]:
     try:
-        if file.suffix == ".npy":
-            array = np.load(file, mmap_mode="r", allow_pickle=False)
-        else:
-            with warnings.catch_warnings():
-                warnings.simplefilter("ignore", UserWarning)  # "no data": said below
-                array = np.loadtxt(file, dtype=np.int64, ndmin=1,
-                                   delimiter="," if file.suffix == ".csv" else None)
-    except MemoryError:
-        raise ValueError(
-            f"{argument}: {path!r} ({file.stat().st_size:,} bytes) does not fit in memory"
-        ) from None
-    except (OSError, EOFError, ValueError) as error:
-        raise ValueError(f"{argument}: cannot read {path!r}: {_file_problem(file, error)}") \
+        values = tuple(int(v) for v in text.split(",") if v.strip())
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"must be integers separated by commas, got {text!r}") \
             from None
-    if array.size == 0:
-        raise ValueError(f"{argument}: {path!r} holds no values")
-    return array
+    if not values or min(values) < 1:
+        raise argparse.ArgumentTypeError(f"must be positive integers, got {text!r}")
+    return values
 
 
-def _file_problem(file: Path, error: Exception) -> str:
-    """What is wrong with ``file``, in a few words, from the error its loader raised."""
-    size = file.stat().st_size
-    if size == 0:
-        return "the file is empty"
-    message = str(error)
-    if file.suffix == ".npy" and not isinstance(error, PermissionError):
-        with open(file, "rb") as stream:
-            if stream.read(6) != b"\x93NUMPY":
-                return "not a .npy file (it does not start with NumPy's magic string)"
-        if isinstance(error, EOFError) or "mmap length" in message or message.startswith("EOF"):
-            return f"the file is truncated ({size:,} bytes): its header or data ends early"
-    return message or type(error).__name__
+def _pred_holds_scores(source: str | None) -> bool:
+    """``--y-pred`` naming (N, K) floating-point scores in a .npy / .npz file (read
+    as ``--scores``, as the command did before it had that option)."""
+    if source is None:
+        return False
+    path, selector = split_source(source)
+    if path.suffix != ".npy" or not path.is_file():
+        return False
+    try:
+        with open(path, "rb") as stream:
+            version = np.lib.format.read_magic(stream)
+            read_header = (np.lib.format.read_array_header_1_0 if version == (1, 0)
+                           else np.lib.format.read_array_header_2_0)
+            shape, _, dtype = read_header(stream)
+    except (ValueError, OSError, EOFError):
+        return False  # the reader says what is wrong with it
+    return len(shape) == 2 and shape[1] > 1 and dtype.kind == "f"
+
+
+def _progress_bars(quiet: bool):
+    """Progress bars on stderr (rows, rows/s, ETA) when it is a terminal."""
+    bars = []
+    if quiet or not sys.stderr.isatty():
+        return None, bars
+    from tqdm import tqdm
+
+    def progress(description: str, total: int | None):
+        bar = tqdm(total=total, desc=description, unit="rows", unit_scale=True,
+                   file=sys.stderr, leave=False, dynamic_ncols=True)
+        bars.append(bar)
+        return bar.update
+
+    return progress, bars
+
+
+def _command_report(args: argparse.Namespace) -> int:
+    sources = {"y_true": args.y_true, "y_pred": args.y_pred, "scores": args.scores,
+               "sample_weight": args.sample_weight}
+    if args.scores is None and _pred_holds_scores(args.y_pred):
+        sources["y_pred"], sources["scores"] = None, args.y_pred
+    if sources["y_pred"] is None and sources["scores"] is None:
+        raise ValueError("give --y-pred (predicted labels) or --scores (or both)")
+    if args.plot is not None:
+        _check_plot_directory(args.plot)
+    progress, bars = _progress_bars(args.quiet)
+    try:
+        report = report_files(
+            sources, num_classes=args.num_classes, ignore_index=args.ignore_index,
+            scores_are=args.scores_are, top_k=args.top_k, n_bins=args.n_bins, auc=args.auc,
+            thresholds=args.thresholds, backend=args.backend, chunk_rows=args.chunk_size,
+            curves=args.plot is not None, progress=progress)
+        report.labels.metrics  # read back before the bars close
+    finally:
+        for bar in bars:
+            bar.close()
+    if args.plot is not None:
+        written = report.save_plots(args.plot)
+    _print_report(report, args.format)
+    if args.plot is not None and not args.quiet:
+        print(f"metrics-gpu: wrote {len(written)} pictures to {args.plot}", file=sys.stderr)
+    return 0
 
 
 def _print_report(report, output_format: str) -> None:
@@ -75,16 +107,13 @@ def _print_report(report, output_format: str) -> None:
         print(report.to_text(), end="")
 
 
-def _command_report(args: argparse.Namespace) -> int:
-    y_true = _load_array(args.y_true, "--y-true")
-    y_pred = _load_array(args.y_pred, "--y-pred")
-    weight = None if args.sample_weight is None else _load_array(args.sample_weight,
-                                                                 "--sample-weight")
-    with metrics_gpu.use_backend(args.backend):
-        report = label_report(y_true, y_pred, num_classes=args.num_classes,
-                              sample_weight=weight, ignore_index=args.ignore_index)
-    _print_report(report, args.format)
-    return 0
+def _check_plot_directory(directory: str) -> None:
+    """--plot needs matplotlib and a directory it can write: said before any reading."""
+    if importlib.util.find_spec("matplotlib") is None:
+        raise ValueError("--plot needs matplotlib: pip install 'metrics-gpu[plot]'")
+    path = Path(directory)
+    if path.exists() and not path.is_dir():
+        raise ValueError(f"--plot {directory}: exists and is not a directory")
 
 
 def synthetic_predictions(n_samples: int, num_classes: int, *, accuracy: float = 0.8,
@@ -140,15 +169,44 @@ def build_parser() -> argparse.ArgumentParser:
                         version=f"metrics-gpu {metrics_gpu.__version__}")
     commands = parser.add_subparsers(dest="command", required=True)
 
-    report = commands.add_parser("report", help="every label metric of a prediction file")
-    report.add_argument("--y-true", required=True, help="true class codes (.npy, .txt, .csv)")
-    report.add_argument("--y-pred", required=True,
-                        help="predicted class codes, or (N, K) scores (.npy)")
-    report.add_argument("--sample-weight", help="per-sample weights (.npy)")
-    report.add_argument("--num-classes", type=_positive_int, help="K (default: inferred)")
+    report = commands.add_parser(
+        "report", help="every metric of prediction files of any size, streamed in chunks",
+        description="Every label metric of --y-true vs --y-pred (or the argmax of --scores) "
+        "and, with --scores, the score metrics and ROC AUC / average precision, read in "
+        "chunks (files larger than memory are fine). A column is PATH or PATH:NAME "
+        f"({', '.join(SUFFIXES)}; Parquet / Arrow need the [io] extra).")
+    report.add_argument("--y-true", required=True, metavar="FILE[:COLUMN]",
+                        help="true class codes")
+    report.add_argument("--y-pred", metavar="FILE[:COLUMN]",
+                        help="predicted class codes (an (N, K) float .npy is read as --scores)")
+    report.add_argument("--scores", metavar="FILE[:COLUMNS]",
+                        help="(N, K) scores (a list column, or COLUMNS as a,b,c), or (N,) "
+                        "scores of the positive class")
+    report.add_argument("--scores-are", choices=("logits", "probabilities"), default="logits")
+    report.add_argument("--sample-weight", metavar="FILE[:COLUMN]", help="per-sample weights")
+    report.add_argument("--num-classes", type=_positive_int,
+                        help="K (default: the scores' width, or the classes present: one "
+                        "extra pass over the label files)")
     report.add_argument("--ignore-index", type=int, help="leave out samples with this target")
+    report.add_argument("--top-k", type=_top_k, default=(1, 5), metavar="K1,K2",
+                        help="top-k accuracies of the scores (default 1,5)")
+    report.add_argument("--n-bins", type=_positive_int, default=15,
+                        help="calibration bins (default 15)")
+    report.add_argument("--auc", choices=AUC_MODES, default="auto",
+                        help="ROC AUC / average precision: exact (every score kept in memory), "
+                        "binned (--thresholds bins, error bound printed), auto: exact when it "
+                        "fits in half the free memory (default)")
+    report.add_argument("--thresholds", type=_positive_int, default=1000,
+                        help="bins of the binned AUC and of the curves (default 1000)")
     report.add_argument("--format", choices=FORMATS, default="text")
-    report.add_argument("--backend", choices=BACKEND_NAMES, default="auto")
+    report.add_argument("--plot", metavar="DIR",
+                        help="write the pictures as PNG files (needs the [plot] extra)")
+    report.add_argument("--backend", choices=BACKEND_NAMES,
+                        help="default: METRICS_GPU_BACKEND, else auto: cuda when CuPy and a "
+                        "GPU are present, else numpy")
+    report.add_argument("--chunk-size", type=_positive_int, metavar="ROWS",
+                        help="rows per chunk (default: up to 2^20, 64 MB per chunk)")
+    report.add_argument("--quiet", action="store_true", help="no progress bar")
     report.set_defaults(run=_command_report)
 
     demo = commands.add_parser("demo", help="the report on generated predictions, timed")
@@ -166,6 +224,9 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     try:
         return args.run(args)
+    except BrokenPipeError:  # the reader of stdout left (| head): not an error of ours
+        sys.stdout = open(os.devnull, "w")
+        return 0
     except (ValueError, BackendUnavailableError) as error:
         print(f"metrics-gpu: error: {error}", file=sys.stderr)
         return 2

@@ -120,6 +120,23 @@ class LabelReport:
         lines += [f"| {name} | {value:.{digits}f} |" for name, value in self.metrics.items()]
         return "\n".join(lines) + "\n"
 
+    def plot_confusion_matrix(self, ax=None, normalize=None, max_classes=20, **kwargs):
+        """Draw the report's confusion matrix, ticks named by ``class_names``
+        (:func:`metrics_gpu.plot.plot_confusion_matrix`, the ``[plot]`` extra;
+        ``kwargs`` go to it). Returns the matplotlib Axes.
+
+        Raises ``ValueError`` when the report kept no matrix (pass
+        ``confusion_matrix=True`` to :func:`label_report`).
+        """
+        from metrics_gpu.plot import plot_confusion_matrix
+
+        if self.confusion_matrix is None:
+            raise ValueError("confusion_matrix: this report kept no K x K matrix; build it "
+                             "with label_report(..., confusion_matrix=True)")
+        kwargs.setdefault("class_names", self.class_names)
+        return plot_confusion_matrix(self.confusion_matrix, ax=ax, normalize=normalize,
+                                     max_classes=max_classes, **kwargs)
+
 
 def _plain(value):
     value = np.asarray(value).item()
@@ -161,11 +178,7 @@ def label_report(y_true, y_pred, *, num_classes=None, sample_weight=None,
                       deterministic=deterministic, keep_matrix=confusion_matrix)
     if passed is not None:
         backend, all_classes = passed.backend, True
-        label_values, _ = passed.state.compute(scores=False)
-        matrix = passed.state.arrays.get("matrix")
-        if matrix is not None and matrix.dtype == np.uint64:
-            matrix = matrix.view(np.int64)
-        evaluation = Evaluation(label_values, passed.state.statistics(), matrix, None)
+        evaluation = _stream_evaluation(passed.state, None)
     else:
         inputs = check_label_inputs(y_true, y_pred, num_classes=num_classes,
                                     sample_weight=sample_weight, ignore_index=ignore_index,
@@ -176,6 +189,13 @@ def label_report(y_true, y_pred, *, num_classes=None, sample_weight=None,
             evaluation = replace(evaluation, matrix=None)
         elif confusion_matrix is True and evaluation.matrix is None:
             evaluation = replace(evaluation, matrix=accumulate(inputs, matrix=True)[1])
+    return _report(backend, evaluation, all_classes=all_classes, class_names=class_names)
+
+
+def _report(backend, evaluation: Evaluation, *, all_classes: bool, class_names) -> LabelReport:
+    """The report of an evaluation, read back on first access. Per-class values
+    and the matrix are indexed by position among the evaluated classes (the
+    class codes themselves unless ``evaluation.class_codes`` names them)."""
     stats = evaluation.stats
     size = stats.num_classes
     if class_names is not None:
@@ -195,7 +215,7 @@ def label_report(y_true, y_pred, *, num_classes=None, sample_weight=None,
         per_class["support"] = np.asarray(backend.to_host(stats.support))[positions]
         cm = None
         if evaluation.matrix is not None:
-            cm = np.asarray(backend.to_host(evaluation.matrix))[np.ix_(classes, classes)]
+            cm = np.asarray(backend.to_host(evaluation.matrix))[np.ix_(positions, positions)]
         names = class_names
         if names is None:
             names = [str(code) for code in classes.tolist()]
@@ -216,3 +236,23 @@ def label_report(y_true, y_pred, *, num_classes=None, sample_weight=None,
     if class_names is not None and not (all_classes and len(class_names) == size):
         report._field("class_names")  # a wrong class_names fails here, not at first use
     return report
+
+
+def stream_label_report(metrics, *, class_codes=None, class_names=None) -> LabelReport:
+    """The label report of a :class:`metrics_gpu.ClassificationMetrics` state
+    (its K classes; ``class_codes``: the class each position stands for, when
+    the stream's labels were remapped to positions)."""
+    if metrics._state is None:
+        raise ValueError("the stream holds no update: there is nothing to report")
+    evaluation = _stream_evaluation(metrics._state,
+                                    None if class_codes is None else np.asarray(class_codes))
+    return _report(metrics._backend, evaluation, all_classes=True, class_names=class_names)
+
+
+def _stream_evaluation(state, class_codes) -> Evaluation:
+    """The label metrics of a streaming state (one reduction launch on a GPU)."""
+    values, _ = state.compute(scores=False)
+    matrix = state.arrays.get("matrix")
+    if matrix is not None and matrix.dtype == np.uint64:
+        matrix = matrix.view(np.int64)
+    return Evaluation(values, state.statistics(), matrix, class_codes)

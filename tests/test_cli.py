@@ -66,7 +66,7 @@ def test_demo_runs_and_times(capsys):
 
 
 @pytest.mark.parametrize("argv, message", [
-    (["report", "--y-true", "missing.npy", "--y-pred", "missing.npy"], "--y-true: no such file"),
+    (["report", "--y-true", "missing.npy", "--y-pred", "missing.npy"], "--y-true missing.npy: no such file"),
 ])
 def test_errors_exit_2_with_message(argv, message, capsys):
     assert main(argv) == 2
@@ -78,7 +78,8 @@ def test_out_of_range_label_in_file_is_reported(tmp_path, capsys):
     np.save(tmp_path / "p.npy", np.array([0, 1, 9]))
     assert main(["report", "--y-true", str(tmp_path / "t.npy"), "--y-pred",
                  str(tmp_path / "p.npy"), "--num-classes", "3"]) == 2
-    assert "y_pred contains the label 9 at index 2" in capsys.readouterr().err
+    assert ("--y-pred " + str(tmp_path / "p.npy") + ": row 2 holds a prediction outside 0..2"
+            in capsys.readouterr().err)
 
 
 def test_bad_num_classes_is_rejected_by_the_parser(capsys):

@@ -445,12 +445,12 @@ def label_files(tmp_path):
 
 
 FILE_PROBLEMS = {
-    "empty": r"cannot read '.*empty\.npy': the file is empty",
-    "truncated-data": r"cannot read '.*truncated-data\.npy': the file is truncated",
-    "truncated-header": r"cannot read '.*truncated-header\.npy': the file is truncated",
-    "not-npy": r"cannot read '.*not-npy\.npy': not a \.npy file",
-    "missing": r"no such file '.*missing\.npy'",
-    "no-values": r"'.*no-values\.npy' holds no values",
+    "empty": r".*empty\.npy: the file is empty",
+    "truncated-data": r".*truncated-data\.npy: the file is truncated",
+    "truncated-header": r".*truncated-header\.npy: the file is truncated",
+    "not-npy": r".*not-npy\.npy: not a \.npy file",
+    "missing": r".*missing\.npy: no such file",
+    "no-values": r".*no-values\.npy: holds no values",
 }
 
 
@@ -464,22 +464,7 @@ def test_report_file_problem_is_one_line_exit_2(label_files, capsys, problem, ar
     err = capsys.readouterr().err
     assert status == 2
     assert err.count("\n") == 1, err
-    assert re.search(rf"^metrics-gpu: error: {argument}: {FILE_PROBLEMS[problem]}", err)
-
-
-def test_report_file_too_large_for_memory(label_files, capsys, monkeypatch):
-    good, _ = label_files
-
-    def no_memory(*args, **kwargs):
-        raise MemoryError("Unable to allocate 7.11 PiB")
-
-    monkeypatch.setattr(np, "load", no_memory)
-    status = main(["report", "--y-true", str(good), "--y-pred", str(good)])
-    err = capsys.readouterr().err
-    assert status == 2
-    assert err.count("\n") == 1, err
-    assert re.search(r"^metrics-gpu: error: --y-true: '.*t\.npy' \([\d,]+ bytes\) does not fit "
-                    r"in memory$", err.strip())
+    assert re.search(rf"^metrics-gpu: error: {argument} {FILE_PROBLEMS[problem]}", err)
 
 
 def test_report_out_of_memory_while_computing_is_one_line(label_files, capsys, monkeypatch):
@@ -488,7 +473,7 @@ def test_report_out_of_memory_while_computing_is_one_line(label_files, capsys, m
     def no_memory(*args, **kwargs):
         raise MemoryError()
 
-    monkeypatch.setattr("metrics_gpu.cli.label_report", no_memory)
+    monkeypatch.setattr("metrics_gpu.cli.report_files", no_memory)
     assert main(["report", "--y-true", str(good), "--y-pred", str(good)]) == 2
     err = capsys.readouterr().err
     assert err.startswith("metrics-gpu: error: not enough memory for the report") and \
@@ -505,4 +490,4 @@ def test_report_truncated_file_in_a_subprocess_has_no_traceback(label_files):
     assert done.returncode == 2
     assert "Traceback" not in done.stderr
     assert done.stderr.strip().splitlines() == [
-        f"metrics-gpu: error: --y-pred: cannot read {str(paths['empty'])!r}: the file is empty"]
+        f"metrics-gpu: error: --y-pred {paths['empty']}: the file is empty"]

@@ -1,0 +1,777 @@
+"""Classification metrics of ``dask.array`` inputs: a small state per chunk,
+merged in a tree, the metric computed on the merged state.
+
+Install with ``pip install 'metrics-gpu[dask]'``. Importing :mod:`metrics_gpu`
+never imports Dask; only this module does.
+
+Every function builds a graph of three stages and gathers nothing but the
+last, small state:
+
+    one state per chunk (on the worker that holds the chunk, with the chunk's
+    array module: NumPy, or CuPy on a GPU) -> a tree of merges (up to
+    :data:`SPLIT_EVERY` states per task) -> the metric of the merged state
+
+A chunk of the data never travels to the client: only the per-chunk states,
+copied to the host as small NumPy arrays, travel between workers, and the
+merged state (or the metric) to the client.
+
+**Label metrics** (:func:`accuracy_score` ... :func:`label_report`) take the
+arguments of their in-memory namesakes in :mod:`metrics_gpu` and give the
+same results. Each is a function of the weighted confusion matrix, so a
+chunk's state is its confusion *cells*: the distinct (true, predicted) pairs
+present, each with its sample count and its weight sum (a pair whose weights
+are all 0 is present, as in memory). Merging concatenates the cells and sums
+the counts and weights of equal pairs. The metric is the in-memory function
+applied to the merged cells as samples: ``y_true`` the cells' true codes,
+``y_pred`` their predicted codes, ``sample_weight`` their weight sums (their
+counts without weights). ``(N, K)`` scores as ``y_pred`` are reduced by a
+row argmax in each chunk (ties to the first maximum, as in memory), which
+makes K the number of classes. Inputs are validated chunk by chunk with the
+in-memory checks (a ``ValueError`` names the chunk and its first sample's
+position); what only the whole data decides (``labels=`` present,
+``average='binary'`` on multiclass data, weights all 0) is checked on the
+merged cells.
+
+**Score metrics** (:func:`classification_metrics`, :func:`log_loss`,
+:func:`brier_score_loss`, :func:`top_k_accuracy_score`,
+:func:`expected_calibration_error`, and the binned :func:`roc_auc_score` and
+:func:`average_precision_score`) keep one
+:class:`metrics_gpu.ClassificationMetrics` state per chunk, merged with
+``merge``; see each function for the arguments the state supports. The
+exact ROC AUC and average precision rank every score against every other,
+which needs all N scores in one place: on Dask they are the binned values of
+``thresholds=H`` probability bins, whose error against the exact values is
+bounded (``roc_auc_error_bound``, ``average_precision_error_bound`` in
+:func:`classification_metrics`).
+
+Every function is lazy: it returns a ``dask.delayed.Delayed`` whose
+``compute()`` gives the value, or the value itself with ``compute=True``
+(then only the merged state is gathered, and the metric, with its warnings,
+runs in the client). Lazily, the last step runs on a worker: its warnings
+(``UndefinedMetricWarning`` ...) are emitted there, and its errors are
+raised by ``compute()``. Results are NumPy values on the host.
+
+Chunks and alignment: the data must have known chunk sizes along axis 0.
+``y_pred``, scores and ``sample_weight`` are rechunked to ``y_true``'s
+chunks along axis 0, and to whole rows along the other axes (rechunking
+moves data between workers, not to the client); arrays that are not Dask
+arrays are chunked like ``y_true``.
+
+GPUs: start a ``dask_cuda.LocalCUDACluster`` (one worker per GPU) and make
+the chunks CuPy arrays, ``x.map_blocks(cupy.asarray)``; each chunk's state is
+then computed on its worker's GPU (one pass of the kernels, as in memory)
+and copied to the host as a few small arrays. This path is written for CuPy
+chunks but is untested here without a GPU.
+
+Examples
+--------
+>>> import dask.array as da
+>>> import numpy as np
+>>> from metrics_gpu import dask as mgd
+>>> y_true = da.from_array(np.array([0, 1, 2, 2, 1, 0]), chunks=4)
+>>> y_pred = da.from_array(np.array([0, 2, 2, 2, 1, 1]), chunks=4)
+>>> lazy = mgd.accuracy_score(y_true, y_pred)
+>>> round(float(lazy.compute()), 4)
+0.6667
+>>> mgd.confusion_matrix(y_true, y_pred, compute=True)
+array([[1, 1, 0],
+       [0, 1, 1],
+       [0, 0, 2]])
+"""
+
+from __future__ import annotations
+
+import functools
+import inspect
+import math
+from dataclasses import dataclass
+
+import numpy as np
+
+try:
+    import dask
+    import dask.array as da
+    from dask.delayed import Delayed, delayed
+except ImportError as error:  # pragma: no cover - the [dask] extra is missing
+    raise ImportError(
+        "metrics_gpu.dask needs Dask: pip install 'metrics-gpu[dask]' "
+        f"(importing it failed: {error})"
+    ) from error
+
+from metrics_gpu import _classification
+from metrics_gpu._stages import NO_ERROR, ORDINAL_SHIFT
+from metrics_gpu._state import RowArgmax
+from metrics_gpu._streaming import ClassificationMetrics, _to_numpy
+from metrics_gpu._validation import (
+    check_bool,
+    check_k,
+    check_label_inputs,
+    check_option,
+    check_score_inputs,
+)
+from metrics_gpu.report import LabelReport
+from metrics_gpu.report import label_report as _label_report
+
+# States merged by one task of the tree: a chunk's state is O(K^2) numbers at
+# most (K x K cells, or the streaming state), so eight of them are a small task.
+SPLIT_EVERY = 8
+
+__all__ = [
+    "SPLIT_EVERY", "accuracy_score", "average_precision_score", "balanced_accuracy_score",
+    "brier_score_loss", "classification_metrics", "classification_report",
+    "cohen_kappa_score", "confusion_matrix", "expected_calibration_error", "f1_score",
+    "fbeta_score", "hamming_loss", "jaccard_score", "label_report", "log_loss",
+    "matthews_corrcoef", "precision_recall_fscore_support", "precision_score",
+    "recall_score", "roc_auc_score", "specificity_score", "top_k_accuracy_score",
+    "zero_one_loss",
+]
+
+
+# -- the graph: aligned chunks -> a state per chunk -> a tree of merges -> a value ------
+
+
+def _as_dask(array, name: str, rows=None):
+    """``array`` as a Dask array with known chunk sizes along axis 0."""
+    if array is None:
+        return None
+    if not isinstance(array, da.Array):
+        array = da.asarray(array) if rows is None else da.from_array(
+            array, chunks=(rows,) + tuple(-1 for _ in np.shape(array)[1:]))
+    if array.ndim == 0:
+        raise ValueError(f"{name} must be an array of one entry per sample, got a scalar")
+    if any(math.isnan(size) for size in array.chunks[0]):
+        raise ValueError(
+            f"{name} has unknown chunk sizes along axis 0 (after boolean indexing, for "
+            f"example); call {name}.compute_chunk_sizes() first"
+        )
+    return array
+
+
+def _aligned(y_true, others: dict):
+    """``y_true`` and the other inputs chunked alike along axis 0 (``y_true``'s
+    chunks), whole along the other axes; the first sample of each chunk."""
+    y_true = _as_dask(y_true, "y_true")
+    rows = y_true.chunks[0]
+    n = y_true.shape[0]
+    aligned = {}
+    for name, array in others.items():
+        array = _as_dask(array, name, rows)
+        if array is not None:
+            if array.shape[0] != n:
+                raise ValueError(f"y_true has {n} samples but {name} has {array.shape[0]}")
+            array = array.rechunk((rows,) + tuple((size,) for size in array.shape[1:]))
+        aligned[name] = array
+    y_true = y_true.rechunk((rows,) + tuple((size,) for size in y_true.shape[1:]))
+    offsets = tuple(int(v) for v in np.concatenate([[0], np.cumsum(rows)[:-1]]))
+    return y_true, aligned, offsets
+
+
+def _per_chunk(state_of_chunk, arrays, offsets, **options) -> list:
+    """One task per chunk: ``state_of_chunk(*chunks, index=, offset=, **options)``."""
+    blocks = [None if a is None else a.to_delayed().ravel() for a in arrays]
+    return [
+        delayed(state_of_chunk, pure=True)(
+            *(None if b is None else b[i] for b in blocks), index=i, offset=offsets[i],
+            **options)
+        for i in range(len(offsets))
+    ]
+
+
+def _tree(states: list, merge, *args):
+    """Merge the states ``SPLIT_EVERY`` at a time, level by level, to one
+    (``merge(*args, *states)``)."""
+    while len(states) > 1:
+        states = [
+            group[0] if len(group) == 1 else delayed(merge, pure=True)(*args, *group)
+            for group in (states[i:i + SPLIT_EVERY] for i in range(0, len(states), SPLIT_EVERY))
+        ]
+    return states[0]
+
+
+def _result(merged: Delayed, finish, *args, compute: bool):
+    """The value of ``finish(merged state, *args)``: lazily, one more task; with
+    ``compute=True`` the merged state is gathered and finished here."""
+    if not isinstance(compute, bool):
+        raise ValueError(f"compute must be True or False, got {compute!r}")
+    if compute:
+        (state,) = dask.compute(merged)
+        return finish(state, *args)
+    return delayed(finish, pure=True)(merged, *args)
+
+
+def _in_chunk(error: ValueError, index: int, offset: int) -> ValueError:
+    return ValueError(f"{error} [positions within chunk {index} along axis 0, which starts at "
+                      f"sample {offset} of the whole array]")
+
+
+# -- label metrics: confusion cells ------------------------------------------------
+
+
+@dataclass(frozen=True)
+class ConfusionCells:
+    """The distinct (true, predicted) pairs of some samples, sorted, with the
+    number of samples of each pair and (weighted) their weight sum. Host arrays."""
+
+    true: np.ndarray
+    pred: np.ndarray
+    count: np.ndarray             # int64
+    weight: np.ndarray | None     # int64 for integer weights, else float64
+
+    @property
+    def nbytes(self) -> int:
+        return sum(a.nbytes for a in (self.true, self.pred, self.count, self.weight)
+                   if a is not None)
+
+
+def _segment_sums(values, starts, cell, n_cells: int, xp):
+    """Sums of ``values`` (sorted by cell) per cell: exact in int64 for integers
+    (a running sum, differenced), float64 for floats."""
+    if values.dtype.kind == "f":
+        return xp.bincount(cell, weights=values, minlength=n_cells)
+    running = xp.cumsum(values.astype(np.int64))
+    ends = running[xp.concatenate([starts[1:], xp.asarray([values.shape[0]])]) - 1]
+    ends[1:] -= ends[:-1].copy()
+    return ends
+
+
+def _group_cells(true, pred, count, weight, xp, to_host) -> ConfusionCells:
+    """Group samples (or cells) by their (true, predicted) pair."""
+    order = xp.lexsort(xp.stack([pred.astype(np.int64), true.astype(np.int64)]))
+    true, pred = true[order], pred[order]
+    first = xp.ones(true.shape[0], dtype=bool)
+    first[1:] = (true[1:] != true[:-1]) | (pred[1:] != pred[:-1])
+    starts = xp.flatnonzero(first)
+    cell = xp.cumsum(first) - 1
+    n_cells = int(starts.shape[0])
+    if count is None:
+        count = xp.diff(xp.concatenate([starts, xp.asarray([true.shape[0]])])).astype(np.int64)
+    else:
+        count = _segment_sums(count[order], starts, cell, n_cells, xp)
+    if weight is not None:
+        weight = _segment_sums(weight[order], starts, cell, n_cells, xp)
+    return ConfusionCells(
+        np.asarray(to_host(true[starts])), np.asarray(to_host(pred[starts])),
+        np.asarray(to_host(count)), None if weight is None else np.asarray(to_host(weight)))
+
+
+def _cells_of_chunk(y_true, y_pred, sample_weight, *, index, offset, num_classes,
+                    ignore_index, validate, deterministic) -> ConfusionCells | None:
+    """The confusion cells of one chunk, computed where it lives (NumPy or CuPy),
+    after the in-memory checks of its labels, scores and weights."""
+    if y_true.shape[0] == 0:
+        return None
+    try:
+        inputs = check_label_inputs(y_true, y_pred, num_classes=num_classes,
+                                    sample_weight=sample_weight, ignore_index=ignore_index,
+                                    validate=validate, deterministic=deterministic,
+                                    allow_all_zero_weight=True)
+    except ValueError as error:
+        raise _in_chunk(error, index, offset) from error
+    backend = inputs.backend
+    xp = backend.xp
+    pred = inputs.y_pred
+    if isinstance(pred, RowArgmax):
+        pred = xp.argmax(pred.scores, axis=1)  # ties to the first maximum, as in memory
+    return _group_cells(inputs.y_true, pred, None, inputs.sample_weight, xp, backend.to_host)
+
+
+def _merge_cells(*parts) -> ConfusionCells | None:
+    parts = [p for p in parts if p is not None]
+    if len(parts) <= 1:
+        return parts[0] if parts else None
+    weighted = parts[0].weight is not None
+
+    def joined(field):
+        return np.concatenate([getattr(p, field) for p in parts])
+
+    return _group_cells(joined("true"), joined("pred"), joined("count"),
+                        joined("weight") if weighted else None, np, np.asarray)
+
+
+def _integer_support(result, arguments):
+    """precision_recall_fscore_support: int64 supports, as without weights in memory."""
+    precision, recall, fscore, support = result
+    return precision, recall, fscore, None if support is None else support.astype(np.int64)
+
+
+def _integer_support_text(result, arguments):
+    """classification_report: integer supports in the text, as without weights."""
+    if arguments.get("output_dict", False):
+        return result
+    lines = []
+    for line in result.split("\n"):
+        last = line.rpartition(" ")[2]
+        try:
+            support = float(last)
+        except ValueError:
+            lines.append(line)
+            continue
+        lines.append(line[:len(line) - max(9, len(last))] + f"{int(support):>9}")
+    return "\n".join(lines)
+
+
+# The in-memory result of counts as integer weights differs from the unweighted
+# one only in these types (every other function gives the same type either way).
+_AS_UNWEIGHTED = {
+    "precision_recall_fscore_support": _integer_support,
+    "classification_report": _integer_support_text,
+}
+
+
+def _metric_of_cells(cells, metric, arguments: dict, weighted: bool):
+    """The in-memory ``metric`` of the merged cells, as of the samples."""
+    if cells is None:  # no sample at all: the in-memory error
+        empty = np.zeros(0, dtype=np.int64)
+        return metric(empty, empty, **arguments)
+    weight = cells.weight if weighted else cells.count
+    result = metric(cells.true, cells.pred, sample_weight=weight, **arguments)
+    if metric is _label_report:
+        return _resolved_report(result, cells, arguments, weighted)
+    fix = _AS_UNWEIGHTED.get(metric.__name__)
+    return result if weighted or fix is None else fix(result, arguments)
+
+
+def _resolved_report(report: LabelReport, cells, arguments, weighted) -> LabelReport:
+    """A :class:`LabelReport` read to the host (it travels from a worker). With
+    ``validate=False``, ``invalid`` counts samples, not cells."""
+    fields = {name: getattr(report, name) for name in (
+        "metrics", "per_class", "classes", "total", "invalid", "confusion_matrix",
+        "class_names")}
+    if arguments.get("validate", True) is False and fields["invalid"]:
+        counted = cells.count
+        if arguments.get("ignore_index") is not None:
+            counted = counted[cells.true != arguments["ignore_index"]]
+        valid = report if not weighted else _label_report(
+            cells.true, cells.pred, sample_weight=cells.count, **arguments)
+        fields["invalid"] = int(counted.sum()) - int(valid.total)
+    return LabelReport(functools.partial(dict, fields))
+
+
+_CHUNK_ARGUMENTS = {"num_classes": None, "ignore_index": None, "validate": True,
+                    "deterministic": False}
+_COMPUTE = inspect.Parameter("compute", inspect.Parameter.KEYWORD_ONLY, default=False)
+
+
+def _label_metric(metric):
+    """The Dask version of the in-memory label function ``metric``: same
+    arguments, plus ``compute``."""
+    signature = inspect.signature(metric)
+    first, second = list(signature.parameters)[:2]
+
+    def function(*args, compute=False, **kwargs):
+        arguments = dict(signature.bind(*args, **kwargs).arguments)
+        y_true, y_pred = arguments.pop(first), arguments.pop(second)
+        sample_weight = arguments.pop("sample_weight", None)
+        y_true, aligned, offsets = _aligned(y_true, {"y_pred": y_pred,
+                                                     "sample_weight": sample_weight})
+        y_true, y_pred = _label_vector(y_true, "y_true"), aligned["y_pred"]
+        if y_pred.ndim == 2 and y_pred.shape[1] == 1:
+            y_pred = y_pred[:, 0]
+        if y_pred.ndim == 2:  # (N, K) scores: K classes
+            k = int(y_pred.shape[1])
+            given = arguments.get("num_classes")
+            if given is not None and given != k:
+                raise ValueError(f"y_pred has {k} score columns but num_classes={given}")
+            arguments["num_classes"] = k
+        elif y_pred.ndim != 1:
+            raise ValueError(f"y_pred must be (N,) class codes or (N, K) scores, got shape "
+                             f"{y_pred.shape}")
+        chunk = {name: arguments.get(name, default) for name, default in _CHUNK_ARGUMENTS.items()}
+        weight = aligned["sample_weight"]
+        states = _per_chunk(_cells_of_chunk, (y_true, y_pred, weight), offsets, **chunk)
+        return _result(_tree(states, _merge_cells), _metric_of_cells, metric, arguments,
+                       weight is not None, compute=compute)
+
+    name = metric.__name__
+    summary = inspect.getdoc(metric).split("\n\n")[0]
+    function.__name__ = function.__qualname__ = name
+    function.__module__ = __name__
+    function.__signature__ = signature.replace(
+        parameters=[*signature.parameters.values(), _COMPUTE])
+    function.__doc__ = (
+        f"{summary}\n\nThe Dask version of :func:`metrics_gpu.{name}`: the same arguments "
+        "and result, from the confusion cells of each chunk (see :mod:`metrics_gpu.dask`). "
+        "``y_pred`` and ``sample_weight`` (Dask arrays, or arrays chunked here) are rechunked "
+        "to ``y_true``'s chunks along axis 0 when theirs differ.\n\n"
+        "compute : bool, default False\n    False: a ``dask.delayed.Delayed`` of the result; "
+        "True: the result.\n"
+    )
+    return function
+
+
+def _label_vector(array, name: str):
+    """(N,) class codes; an (N, 1) column is flattened."""
+    if array.ndim == 2 and array.shape[1] == 1:
+        return array[:, 0]
+    if array.ndim != 1:
+        raise ValueError(f"{name} must be a 1-D array of class codes, got shape {array.shape} "
+                         "(flatten label maps first: y.reshape(-1))")
+    return array
+
+
+accuracy_score = _label_metric(_classification.accuracy_score)
+balanced_accuracy_score = _label_metric(_classification.balanced_accuracy_score)
+cohen_kappa_score = _label_metric(_classification.cohen_kappa_score)
+confusion_matrix = _label_metric(_classification.confusion_matrix)
+f1_score = _label_metric(_classification.f1_score)
+fbeta_score = _label_metric(_classification.fbeta_score)
+hamming_loss = _label_metric(_classification.hamming_loss)
+jaccard_score = _label_metric(_classification.jaccard_score)
+matthews_corrcoef = _label_metric(_classification.matthews_corrcoef)
+precision_recall_fscore_support = _label_metric(_classification.precision_recall_fscore_support)
+precision_score = _label_metric(_classification.precision_score)
+recall_score = _label_metric(_classification.recall_score)
+specificity_score = _label_metric(_classification.specificity_score)
+zero_one_loss = _label_metric(_classification.zero_one_loss)
+classification_report = _label_metric(_classification.classification_report)
+label_report = _label_metric(_label_report)
+
+
+# -- score metrics: the streaming state ----------------------------------------------
+
+_COLUMNS_ARE_CLASSES = "the score columns are the classes 0..K-1"
+
+
+def _host_state(state: dict) -> dict:
+    """A state_dict with host NumPy arrays (a CuPy state is copied off the GPU)."""
+    return {name: value if name in ("version", "spec", "kind", "updates") else
+            np.asarray(_to_numpy(value)) for name, value in state.items()}
+
+
+def _state_of_chunk(y_true, preds, sample_weight, *, index, offset, spec,
+                    check) -> dict | None:
+    """One chunk's :class:`ClassificationMetrics` state, as host arrays.
+
+    ``check``: the arguments of the in-memory checks of scores to run first
+    (None: the state's deferred checks only). The check keys of the state
+    name the chunk as the update ordinal."""
+    if y_true.shape[0] == 0:
+        return None
+    if check is not None:
+        try:
+            inputs = check_score_inputs(y_true, preds, sample_weight=sample_weight,
+                                        ignore_index=spec["ignore_index"], **check)
+        except ValueError as error:
+            raise _in_chunk(error, index, offset) from error
+        y_true, preds, sample_weight = inputs.y_true, inputs.scores, inputs.sample_weight
+    metrics = ClassificationMetrics(**spec)
+    metrics.update(y_true, preds, sample_weight)
+    state = _host_state(metrics.state_dict())
+    checks = state["checks"].copy()
+    found = checks[1:] != NO_ERROR
+    checks[1:][found] |= np.int64(index) << np.int64(ORDINAL_SHIFT)
+    state["checks"] = checks
+    return state
+
+
+def _merge_states(spec: dict, *states) -> dict | None:
+    states = [s for s in states if s is not None]
+    if len(states) <= 1:
+        return states[0] if states else None
+    merged = ClassificationMetrics(**spec)
+    merged.load_state_dict(states[0])
+    for state in states[1:]:
+        other = ClassificationMetrics(**spec)
+        other.load_state_dict(state)
+        merged.merge(other)
+    return merged.state_dict()
+
+
+def _report_of_state(state, spec: dict, offsets: tuple, positions: int, pick=None,
+                     options=None):
+    """``StreamingReport.to_dict()`` of the merged state, or ``pick(report,
+    **options)`` of it. A deferred check's error names the sample's position
+    in the whole array (``positions`` samples per row of ``y_true``)."""
+    if state is None:
+        raise ValueError("y_true and preds are empty; at least one sample is required")
+    metrics = ClassificationMetrics(**spec)
+    metrics.load_state_dict(state)
+    try:
+        report = metrics.compute().to_dict()
+    except ValueError as error:
+        keys = [int(key) for key in state["checks"][1:] if int(key) != NO_ERROR]
+        if not keys:
+            raise
+        key = min(keys)
+        chunk, sample = key >> ORDINAL_SHIFT, key & ((1 << ORDINAL_SHIFT) - 1)
+        raise ValueError(
+            f"{error} [metrics_gpu.dask: update call {chunk} is chunk {chunk} along axis 0; "
+            f"its sample {sample} is sample {offsets[chunk] * positions + sample} of the whole "
+            "array, counting every position]") from None
+    return report if pick is None else pick(report, **options)
+
+
+def _score_graph(y_true, preds, sample_weight, *, spec, check, compute, pick=None,
+                 options=None):
+    """The graph of a streaming-state metric: a state per chunk, merged, reported."""
+    y_true, aligned, offsets = _aligned(y_true, {"preds": preds, "sample_weight": sample_weight})
+    states = _per_chunk(_state_of_chunk, (y_true, aligned["preds"], aligned["sample_weight"]),
+                        offsets, spec=spec, check=check)
+    return _result(_tree(states, _merge_states, spec), _report_of_state, spec, offsets,
+                   math.prod(y_true.shape[1:]), pick, options, compute=compute)
+
+
+def classification_metrics(y_true, preds, num_classes, *, sample_weight=None, top_k=(1, 5),
+                           n_bins=15, thresholds=None, scores="logits", ignore_index=None,
+                           confusion_matrix="auto", compute=False):
+    """Every metric of :class:`metrics_gpu.ClassificationMetrics` over Dask arrays,
+    as plain Python numbers (:meth:`StreamingReport.to_dict`).
+
+    One state per chunk (``update`` of the chunk, ``validate="deferred"``),
+    merged in a tree, computed once. ``preds``: ``(N,)`` labels, ``(N, K)``
+    scores, or channel-first ``(N, K, d1, ...)`` scores with ``(N, d1, ...)``
+    targets (chunked along axis 0 only). A bad sample raises ``ValueError`` at
+    compute time, naming its chunk and its position in the whole array.
+    ``thresholds=H`` adds the binned ROC AUC and average precision with their
+    error bounds (``roc_auc_error_bound``, ``average_precision_error_bound``).
+
+    Parameters
+    ----------
+    y_true, preds, sample_weight : Dask arrays (others are chunked like ``y_true``)
+    num_classes, top_k, n_bins, thresholds, scores, ignore_index, confusion_matrix
+        As :class:`metrics_gpu.ClassificationMetrics` (the K x K matrix,
+        kept while K <= 2048 with "auto", is part of every chunk's state:
+        pass ``confusion_matrix=False`` for large K).
+    compute : bool, default False
+        False: a ``Delayed`` of the dictionary; True: the dictionary.
+    """
+    spec = dict(num_classes=num_classes, top_k=top_k, n_bins=n_bins, thresholds=thresholds,
+                scores=scores, ignore_index=ignore_index, confusion_matrix=confusion_matrix,
+                validate="deferred")
+    ClassificationMetrics(**spec)  # the arguments' errors, now
+    return _score_graph(y_true, preds, sample_weight, spec=spec, check=None, compute=compute)
+
+
+def _shape(array) -> tuple:
+    return tuple(getattr(array, "shape", np.shape(array)))
+
+
+def _score_columns(y_score, name: str) -> int:
+    """K of (N, K) scores; 2 for (N,) scores of class 1."""
+    shape = _shape(y_score)
+    if len(shape) == 1 or (len(shape) == 2 and shape[1] == 1):
+        return 2
+    if len(shape) != 2 or shape[1] < 2:
+        raise ValueError(f"{name} must be (N,) or (N, K) scores, got shape {shape}")
+    return int(shape[1])
+
+
+def _unsupported(name: str, value, supported: str, why: str) -> ValueError:
+    return ValueError(f"{name}={value!r} is not supported by metrics_gpu.dask ({why}); "
+                      f"{supported}")
+
+
+def _score_metric(y_true, y_score, *, name, kind, sample_weight, ignore_index, validate,
+                  compute, pick, options, top_k=(), n_bins=1, thresholds=None):
+    """A scikit-learn-style score metric from the merged streaming state."""
+    validate = check_bool(validate, "validate")
+    spec = dict(num_classes=_score_columns(y_score, name), top_k=top_k, n_bins=n_bins,
+                thresholds=thresholds, scores="logits" if kind == "logits" else "probabilities",
+                ignore_index=ignore_index, confusion_matrix=False,
+                validate="deferred" if validate else False)
+    ClassificationMetrics(**spec)
+    check = dict(name=name, kind=kind, validate=True) if validate else None
+    options = dict(options, weighted=sample_weight is not None)
+    return _score_graph(y_true, y_score, sample_weight, spec=spec, check=check, compute=compute,
+                        pick=pick, options=options)
+
+
+def _mean_or_sum(report, *, metric, normalize=True, weighted, half=False, count=False):
+    """A mean metric of the report; its weighted sum with ``normalize=False``
+    (a whole number of samples for a ``count`` without weights)."""
+    total = report["total"]
+    if weighted and total == 0:
+        raise ValueError("sample_weight must hold at least one non-zero weight; all are 0")
+    value = report["metrics"][metric] / (2 if half else 1)
+    if normalize:
+        return np.float64(value)
+    value *= total
+    return np.float64(round(value) if count and not weighted else value)
+
+
+def log_loss(y_true, y_proba, *, normalize=True, sample_weight=None, labels=None,
+             from_logits=False, ignore_index=None, validate=True, compute=False):
+    """Log loss (cross-entropy) of Dask arrays, as :func:`metrics_gpu.log_loss`.
+
+    ``y_proba``: (N, K) probabilities or (N,) probabilities of class 1; with
+    ``from_logits=True``, logits. Each chunk is checked as in memory
+    (``validate``); the value is the merged streaming state's
+    ``cross_entropy``. ``labels`` is not supported (the columns are the
+    classes 0..K-1).
+    """
+    if labels is not None:
+        raise _unsupported("labels", labels, "leave labels=None", _COLUMNS_ARE_CLASSES)
+    from_logits = check_bool(from_logits, "from_logits")
+    normalize = check_bool(normalize, "normalize")
+    return _score_metric(y_true, y_proba, name="y_proba",
+                         kind="logits" if from_logits else "probabilities",
+                         sample_weight=sample_weight, ignore_index=ignore_index,
+                         validate=validate, compute=compute, pick=_mean_or_sum,
+                         options=dict(metric="cross_entropy", normalize=normalize))
+
+
+def brier_score_loss(y_true, y_proba, *, sample_weight=None, pos_label=None, labels=None,
+                     scale_by_half="auto", ignore_index=None, validate=True, compute=False):
+    """Brier score of Dask arrays, as :func:`metrics_gpu.brier_score_loss`.
+
+    (N, K) probabilities or (N,) probabilities of class 1; ``scale_by_half``
+    as in memory ("auto": halved for (N,) input and K = 2). ``pos_label``
+    (None or 1) and ``labels`` (None) are as in memory's defaults only.
+    """
+    if pos_label not in (None, 1):
+        raise _unsupported("pos_label", pos_label, "pass pos_label=None or 1",
+                           "(N,) scores are class 1's, (N, K) the classes 0..K-1")
+    if labels is not None:
+        raise _unsupported("labels", labels, "leave labels=None", _COLUMNS_ARE_CLASSES)
+    if scale_by_half != "auto":
+        check_bool(scale_by_half, "scale_by_half")
+    k = _score_columns(y_proba, "y_proba")
+    half = k < 3 if scale_by_half == "auto" else bool(scale_by_half)
+    return _score_metric(y_true, y_proba, name="y_proba", kind="probabilities",
+                         sample_weight=sample_weight, ignore_index=ignore_index,
+                         validate=validate, compute=compute, pick=_mean_or_sum,
+                         options=dict(metric="brier_score", half=half))
+
+
+def top_k_accuracy_score(y_true, y_score, *, k=2, normalize=True, sample_weight=None,
+                         labels=None, ignore_index=None, validate=True, compute=False):
+    """Top-k accuracy of Dask arrays, as :func:`metrics_gpu.top_k_accuracy_score`,
+    for (N, K) scores (any real values; (N,) binary scores are not supported).
+    Ties as in memory: among equal scores the higher class index ranks first."""
+    k = check_k(k)
+    normalize = check_bool(normalize, "normalize")
+    if labels is not None:
+        raise _unsupported("labels", labels, "leave labels=None", _COLUMNS_ARE_CLASSES)
+    shape = _shape(y_score)
+    if len(shape) != 2 or shape[1] < 2:
+        raise ValueError(f"y_score must be (N, K) scores with K >= 2 on Dask, got shape {shape}")
+    if k >= shape[1]:
+        from metrics_gpu import _formulas as F
+
+        F.warn(f"'k' ({k}) greater than or equal to 'n_classes' ({shape[1]}) will "
+               "result in a perfect score and is therefore meaningless.",
+               F.UndefinedMetricWarning)
+    return _score_metric(y_true, y_score, name="y_score", kind="decision",
+                         sample_weight=sample_weight, ignore_index=ignore_index,
+                         validate=validate, compute=compute, pick=_mean_or_sum,
+                         options=dict(metric=f"top_{k}_accuracy", normalize=normalize,
+                                      count=True),
+                         top_k=(k,))
+
+
+def expected_calibration_error(y_true, y_proba, *, n_bins=15, norm="l1", sample_weight=None,
+                               from_logits=False, ignore_index=None, validate=True,
+                               deterministic=False, compute=False):
+    """Calibration error of Dask arrays, as :func:`metrics_gpu.expected_calibration_error`,
+    for ``norm="l1"`` (expected) and ``norm="max"`` (maximum); the state keeps
+    no ``"l2"``. ``deterministic`` is accepted for the signature's sake (each
+    chunk's host state is deterministic; a GPU chunk's weighted bins follow
+    the streaming state's rule)."""
+    check_option(norm, ("l1", "l2", "max"), "norm")
+    if norm == "l2":
+        raise ValueError("norm='l2' is not supported by metrics_gpu.dask (the streaming state "
+                         "reports the 'l1' and 'max' calibration errors); pass norm='l1' or "
+                         "norm='max'")
+    check_bool(deterministic, "deterministic")
+    from_logits = check_bool(from_logits, "from_logits")
+    metric = "expected_calibration_error" if norm == "l1" else "max_calibration_error"
+    return _score_metric(y_true, y_proba, name="y_proba",
+                         kind="logits" if from_logits else "probabilities",
+                         sample_weight=sample_weight, ignore_index=ignore_index,
+                         validate=validate, compute=compute, pick=_mean_or_sum,
+                         options=dict(metric=metric), n_bins=n_bins)
+
+
+_EXACT_RANKING = (
+    "{function} on Dask arrays needs thresholds=H: the exact value ranks every score against "
+    "every other, which needs all N scores in one place, and metrics_gpu.dask never gathers "
+    "the data. Pass thresholds (e.g. thresholds=1024) for the binned value from a (2, K, H) "
+    "histogram of each class's probability per chunk; its error against the exact value is "
+    "bounded by {metric}_error_bound, which classification_metrics(..., thresholds=H) "
+    "reports, and shrinks as H grows"
+)
+
+
+def _ranked(report, *, metric, average, binary, weighted, pos_label=1):
+    """A binned ranking metric of the report: class 1's for K = 2, else the
+    average asked (None: per class)."""
+    if weighted and report["total"] == 0:
+        raise ValueError("sample_weight must hold at least one non-zero weight; all are 0")
+    if binary:
+        return np.float64(report["per_class"][metric][pos_label])
+    if average is None:
+        return np.asarray(report["per_class"][metric], dtype=np.float64)
+    return np.float64(report["metrics"][f"{metric}_{average}"])
+
+
+def roc_auc_score(y_true, y_score, *, average="macro", sample_weight=None, max_fpr=None,
+                  multi_class="raise", labels=None, thresholds=None, scores="probabilities",
+                  ignore_index=None, validate=True, compute=False):
+    """Binned ROC AUC of Dask arrays (``thresholds=H`` required).
+
+    Binary (K = 2: (N,) probabilities of class 1, or (N, 2) scores): class 1's
+    AUC. Multiclass (N, K) scores: one-vs-rest (``multi_class="ovr"``),
+    ``average`` 'macro', 'weighted' or 'micro', or None for each class's.
+    ``scores``: what the columns are, "probabilities" (binned as they are)
+    or "logits" (softmax per row). The error against the exact
+    ``metrics_gpu.roc_auc_score`` of the same scores is bounded by
+    ``roc_auc_error_bound`` of :func:`classification_metrics` with the same
+    ``thresholds``. Not supported: ``max_fpr``, ``multi_class="ovo"``,
+    ``labels``. Unlike in memory, classes absent from ``y_true`` leave the
+    averages (they are not an error).
+    """
+    if thresholds is None:
+        raise ValueError(_EXACT_RANKING.format(function="roc_auc_score", metric="roc_auc"))
+    if max_fpr is not None:
+        raise _unsupported("max_fpr", max_fpr, "leave max_fpr=None",
+                           "the binned AUC is the full area")
+    if labels is not None:
+        raise _unsupported("labels", labels, "leave labels=None", _COLUMNS_ARE_CLASSES)
+    check_option(multi_class, ("raise", "ovr", "ovo"), "multi_class")
+    check_option(average, (None, "micro", "macro", "weighted"), "average")
+    binary = _score_columns(y_score, "y_score") == 2
+    if not binary and multi_class == "raise":
+        raise ValueError(f"multi_class must be in ('ovo', 'ovr') for multiclass y_score of "
+                         f"shape {_shape(y_score)}")
+    if not binary and multi_class == "ovo":
+        raise _unsupported("multi_class", multi_class, "pass multi_class='ovr'",
+                           "the state holds one-vs-rest histograms")
+    check_option(scores, ("probabilities", "logits"), "scores")
+    return _score_metric(y_true, y_score, name="y_score", kind=scores,
+                         sample_weight=sample_weight, ignore_index=ignore_index,
+                         validate=validate, compute=compute, pick=_ranked,
+                         options=dict(metric="roc_auc", average=average, binary=binary),
+                         thresholds=thresholds)
+
+
+def average_precision_score(y_true, y_score, *, average="macro", pos_label=1,
+                            sample_weight=None, thresholds=None, scores="probabilities",
+                            ignore_index=None, validate=True, compute=False):
+    """Binned average precision of Dask arrays (``thresholds=H`` required).
+
+    Binary (K = 2: (N,) probabilities of class 1, or (N, 2) scores): class
+    ``pos_label``'s AP. Multiclass (N, K): one-vs-rest, ``average`` 'macro',
+    'weighted', 'micro', or None for each class's. The error against the
+    exact values is bounded by ``average_precision_error_bound`` of
+    :func:`classification_metrics`. Not supported: ``average="samples"``;
+    ``pos_label`` other than 1 for multiclass scores (as in memory) or (N,)
+    scores.
+    """
+    if thresholds is None:
+        raise ValueError(_EXACT_RANKING.format(function="average_precision_score",
+                                               metric="average_precision"))
+    if average == "samples":
+        raise ValueError("average='samples' is not supported by metrics_gpu.dask (it ranks "
+                         "the classes of each sample, which the binned state does not keep)")
+    check_option(average, (None, "micro", "macro", "weighted"), "average")
+    check_option(scores, ("probabilities", "logits"), "scores")
+    k = _score_columns(y_score, "y_score")
+    if pos_label not in (0, 1) or (pos_label == 0 and (k != 2 or len(_shape(y_score)) == 1)):
+        raise _unsupported("pos_label", pos_label, "pass pos_label=1",
+                           "pos_label=0 needs (N, 2) scores")
+    return _score_metric(y_true, y_score, name="y_score", kind=scores,
+                         sample_weight=sample_weight, ignore_index=ignore_index,
+                         validate=validate, compute=compute, pick=_ranked,
+                         options=dict(metric="average_precision", average=average,
+                                      binary=k == 2, pos_label=int(pos_label)),
+                         thresholds=thresholds)

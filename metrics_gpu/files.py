@@ -1,0 +1,1254 @@
+"""Prediction files of any size: one reader per format, and the chunk loop that
+streams them through the accumulators of :class:`metrics_gpu.ClassificationMetrics`.
+
+A column is named ``path`` or ``path:selector``:
+
+* ``.npy``: read with ``readinto`` in chunks (not memory-mapped: mapped pages
+  would count in the resident memory of a file larger than it);
+* ``.npz``: ``file.npz:name`` (the member, read as a stream, compressed or not);
+* ``.csv`` / ``.txt``: comma- or whitespace-separated, an optional header row;
+  ``file.csv:name`` picks a column by its header name, ``file.csv:a,b,c``
+  several (the columns of ``(N, K)`` scores); no selector: every column;
+* ``.parquet`` / ``.pq``, ``.arrow`` / ``.feather`` / ``.ipc`` (Arrow IPC file
+  or stream): through pyarrow (the ``[io]`` extra); ``file.parquet:column``,
+  a list or fixed-size-list column for ``(N, K)`` scores, or ``a,b,c``.
+
+Every problem with a file is a :class:`FileProblem` (a ``ValueError``) whose
+message names the option, the file and the problem, in one line.
+
+The loop (:func:`evaluate_files`) reads chunk ``i + 1`` in a background thread
+while chunk ``i`` is computed. On the ``cuda`` backend each chunk is read
+straight into a pinned host buffer, copied to the device on a stream of its
+own and added on the compute stream once the copy's event fires (two buffer
+sets: the read, the copy and the update of consecutive chunks overlap, with no
+host sync in the loop). Memory is bounded by the chunk size, whatever the
+file size: only the O(K) (or K x K) state and two chunks live at once.
+"""
+
+from __future__ import annotations
+
+import itertools
+import math
+import os
+import queue
+import threading
+import zipfile
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Callable
+
+import numpy as np
+
+ARROW_SUFFIXES = (".parquet", ".pq", ".arrow", ".feather", ".ipc")
+TEXT_SUFFIXES = (".csv", ".txt")
+SUFFIXES = (".npy", ".npz", *TEXT_SUFFIXES, *ARROW_SUFFIXES)
+IO_INSTALL_HINT = "install the [io] extra: pip install 'metrics-gpu[io]'"
+ROLES = ("labels", "scores", "weights")
+SCORE_DTYPES = (np.float16, np.float32, np.float64)
+# Rows per chunk: at most 2^20, and at most 64 MB per buffer set (two sets
+# live at once: read and computed), so memory is bounded at any K.
+MAX_CHUNK_ROWS = 1 << 20
+CHUNK_BYTES = 64 << 20
+# The binned ranking histogram (2, K, H) of float64 / uint64 counts: at most 256 MB.
+HISTOGRAM_BYTES = 256 << 20
+# Text rows are parsed in pieces of this many lines.
+TEXT_BLOCK_ROWS = 1 << 16
+
+
+class FileProblem(ValueError):
+    """A prediction file that cannot be used: missing, unreadable, wrong type or shape."""
+
+
+# -- naming a column --------------------------------------------------------------
+
+
+def split_source(text: str) -> tuple[Path, str | None]:
+    """``"path"`` or ``"path:selector"`` -> ``(path, selector)``. A path that
+    exists as given is never split (file names may hold a colon)."""
+    path = Path(text)
+    if path.is_file() or ":" not in text:
+        return path, None
+    head, selector = text.rsplit(":", 1)
+    return Path(head), (selector or None)
+
+
+# -- readers ------------------------------------------------------------------------
+
+
+class ColumnReader:
+    """One column of a prediction file, read front to back in chunks.
+
+    ``rows`` is the number of rows (None when only a full read can tell: text
+    files, Arrow streams); ``width`` is None for a ``(N,)`` column, K for
+    ``(N, K)`` scores; ``dtype`` is the type :meth:`read` returns (labels come
+    out as integers, whatever the file held).
+    """
+
+    rows: int | None
+    width: int | None
+    dtype: np.dtype
+
+    def __init__(self, argument: str, path: Path, selector: str | None, role: str):
+        self.argument, self.path, self.selector, self.role = argument, path, selector, role
+        self.position = 0  # rows read so far
+
+    def problem(self, message: str) -> FileProblem:
+        return FileProblem(f"{self.argument} {self.path}: {message}")
+
+    @property
+    def shape_tail(self) -> tuple[int, ...]:
+        return () if self.width is None else (self.width,)
+
+    def empty(self, rows: int) -> np.ndarray:
+        return np.empty((rows, *self.shape_tail), self.dtype)
+
+    def read(self, out: np.ndarray) -> int:
+        """Fill ``out[:m]`` with the next ``m <= len(out)`` rows; 0 at the end."""
+        raise NotImplementedError
+
+    def close(self) -> None:
+        pass
+
+    # Shared checks of the values read, by role.
+    def _checked(self, values: np.ndarray) -> np.ndarray:
+        """Values of a block as this column's dtype and shape, with the checks of its role."""
+        if self.role == "labels":
+            if values.dtype.kind == "f":
+                finite = np.isfinite(values)
+                if not finite.all():
+                    row = self.position + int(np.argmin(finite))
+                    raise self.problem(f"row {row} holds {values[row - self.position].item()} "
+                                       "where a label should be")
+                whole = values == np.floor(values)
+                if not whole.all():
+                    row = self.position + int(np.argmin(whole))
+                    raise self.problem(f"row {row} holds the non-integer label "
+                                       f"{values[row - self.position].item()}")
+            return values.astype(self.dtype, copy=False)
+        if self.role == "scores" and values.ndim == 1:
+            return _binary_scores(values, self.from_logits).astype(self.dtype, copy=False)
+        return values.astype(self.dtype, copy=False)
+
+    def _set_layout(self, dtype: np.dtype, shape_tail: tuple[int, ...]) -> None:
+        """Check the file's dtype and shape for this column's role; set ``dtype``, ``width``."""
+        kind = dtype.kind
+        self.binary_column = self.role == "scores" and shape_tail in ((), (1,))
+        if self.role == "labels":
+            if kind not in "iubf":
+                raise self.problem(f"labels must be integer class codes, got dtype {dtype}")
+            if shape_tail not in ((), (1,)):
+                raise self.problem(f"labels must be one column, got rows of shape {shape_tail}")
+            self.dtype = np.dtype(np.int64) if kind in "fb" or dtype.itemsize > 8 else dtype
+            if kind == "u" and dtype.itemsize == 8:
+                self.dtype = np.dtype(np.int64)
+            self.width = None
+        elif self.role == "weights":
+            if kind not in "iuf":
+                raise self.problem(f"weights must be numbers, got dtype {dtype}")
+            if shape_tail not in ((), (1,)):
+                raise self.problem(f"weights must be one column, got rows of shape {shape_tail}")
+            self.dtype = np.dtype(np.float64) if kind == "f" and dtype.itemsize < 4 else dtype
+            self.width = None
+        else:
+            if kind != "f":
+                raise self.problem(f"scores must be floating point, got dtype {dtype}")
+            if len(shape_tail) > 1:
+                raise self.problem(f"scores must be (N,) or (N, K), got rows of shape "
+                                   f"{shape_tail}")
+            # (N,) scores: the positive class's, as (N, 2) rows the state reads.
+            self.width = 2 if self.binary_column else shape_tail[0]
+            if self.width < 2:
+                raise self.problem("scores need at least 2 columns (one per class)")
+            self.dtype = dtype  # float16 too: the state reads it in place
+
+
+def _binary_scores(values: np.ndarray, from_logits: bool) -> np.ndarray:
+    """``(N,)`` scores of the positive class as ``(N, 2)`` rows: ``[1 - p, p]``
+    for probabilities, ``[0, z]`` for a logit (softmax of it is sigmoid(z))."""
+    out = np.empty((values.size, 2), values.dtype)
+    out[:, 1] = values
+    out[:, 0] = 0 if from_logits else 1 - values
+    return out
+
+
+def _npy_header_problem(error: Exception) -> str:
+    message = str(error)
+    if "magic string" in message:
+        return "not a .npy file (it does not start with NumPy's magic string)"
+    if isinstance(error, EOFError) or message.startswith("EOF"):
+        return "the file is truncated: its header ends early"
+    return f"not a readable .npy array ({message or type(error).__name__})"
+
+
+def _readinto(stream, out: np.ndarray) -> int:
+    """Read bytes into ``out`` until it is full or the stream ends; bytes read."""
+    view = memoryview(out.reshape(-1).view(np.uint8))
+    done = 0
+    while done < view.nbytes:
+        got = stream.readinto(view[done:])
+        if not got:
+            break
+        done += got
+    return done
+
+
+class NpyReader(ColumnReader):
+    """A ``.npy`` file, or a member of an ``.npz`` archive, read as a byte stream."""
+
+    def __init__(self, argument, path, selector, role, *, from_logits=True):
+        super().__init__(argument, path, selector, role)
+        self.from_logits = from_logits
+        self.stream = self._open()
+        try:
+            version = np.lib.format.read_magic(self.stream)
+            if version == (1, 0):
+                shape, fortran, dtype = np.lib.format.read_array_header_1_0(self.stream)
+            else:
+                shape, fortran, dtype = np.lib.format.read_array_header_2_0(self.stream)
+        except (ValueError, OSError, EOFError) as error:
+            self.close()
+            raise self.problem(_npy_header_problem(error)) from None
+        if dtype.hasobject:
+            self.close()
+            raise self.problem("holds Python objects (pickled), which are not read")
+        if not shape or shape[0] == 0:
+            self.close()
+            raise self.problem("holds no values" if shape else "holds a scalar, not a column")
+        if fortran and len(shape) > 1:
+            self.close()
+            raise self.problem("is Fortran-ordered; save it C-ordered (np.ascontiguousarray)")
+        self.file_dtype = dtype
+        self.rows = int(shape[0])
+        self._set_layout(dtype, tuple(shape[1:]))
+        self._row_bytes = dtype.itemsize * math.prod(shape[1:])
+        # No conversion (same dtype, no (N,) binary scores to widen): read in place.
+        self._direct = dtype == self.dtype and not (role == "scores" and self.binary_column)
+        self._check_size()
+
+    def _open(self):
+        if self.path.suffix == ".npz":
+            try:
+                archive = zipfile.ZipFile(self.path)
+            except (zipfile.BadZipFile, OSError) as error:
+                raise self.problem(f"not a readable .npz archive ({error})") from None
+            names = [n[:-4] for n in archive.namelist() if n.endswith(".npy")]
+            name = self.selector
+            if name is None:
+                if len(names) != 1:
+                    archive.close()
+                    raise self.problem(f"name the array: {self.path}:NAME, one of {names}")
+                name = names[0]
+            if name not in names:
+                archive.close()
+                raise self.problem(f"has no array {name!r}; it holds {names}")
+            self.archive = archive
+            return archive.open(name + ".npy")
+        if self.selector is not None:
+            raise self.problem(".npy files hold one array: no ':name' to select")
+        return open(self.path, "rb", buffering=0)
+
+    def _check_size(self) -> None:
+        if self.path.suffix != ".npy":
+            return
+        expected = self.stream.tell() + self.rows * self._row_bytes
+        size = self.path.stat().st_size
+        if size < expected:
+            self.close()
+            raise self.problem(f"the file is truncated: {size:,} bytes where its header "
+                               f"promises {expected:,}")
+
+    def read(self, out: np.ndarray) -> int:
+        rows = min(len(out), self.rows - self.position)
+        if rows <= 0:
+            return 0
+        if self._direct:  # straight from the file into the caller's (pinned) buffer
+            got = _readinto(self.stream, out[:rows])
+        else:
+            raw = np.empty((rows, self._row_bytes // self.file_dtype.itemsize), self.file_dtype)
+            got = _readinto(self.stream, raw)
+        if got != rows * self._row_bytes:
+            raise self.problem(f"the file is truncated: it ends inside row "
+                               f"{self.position + got // self._row_bytes}")
+        if not self._direct:
+            out[:rows] = self._checked(raw[:, 0] if raw.shape[1] == 1 else raw)
+        self.position += rows
+        return rows
+
+    def close(self) -> None:
+        self.stream.close()
+        archive = getattr(self, "archive", None)
+        if archive is not None:
+            archive.close()
+
+
+class TextReader(ColumnReader):
+    """A ``.csv`` (comma) or ``.txt`` (whitespace) file, with an optional header row."""
+
+    def __init__(self, argument, path, selector, role, *, from_logits=True):
+        super().__init__(argument, path, selector, role)
+        self.from_logits = from_logits
+        self.delimiter = "," if path.suffix == ".csv" else None
+        try:
+            self.file = open(path, encoding="utf-8")
+            first = self.file.readline()
+        except (OSError, UnicodeDecodeError) as error:
+            raise self.problem(f"cannot read it ({error})") from None
+        fields = [f.strip() for f in first.split(self.delimiter)]
+        if not first.strip():
+            self.file.close()
+            raise self.problem("holds no values (the first line is empty)")
+        header = not all(_is_number(f) for f in fields)
+        self.line = 2 if header else 1
+        self.pending = [] if header else [first]
+        if selector is None:
+            self.columns = list(range(len(fields)))
+        else:
+            if not header:
+                self.file.close()
+                raise self.problem(f"has no header row to find {selector!r} in")
+            names = selector.split(",")
+            missing = [n for n in names if n not in fields]
+            if missing:
+                self.file.close()
+                raise self.problem(f"has no column {missing[0]!r}; its columns are {fields}")
+            self.columns = [fields.index(n) for n in names]
+        tail = () if len(self.columns) == 1 else (len(self.columns),)
+        if len(self.columns) > 1 and role != "scores":
+            self.file.close()
+            raise self.problem(f"has {len(self.columns)} columns {fields if header else ''}; "
+                               f"name one: {path}:COLUMN")
+        self.rows = None
+        self._set_layout(np.dtype(np.int64 if role == "labels" else np.float64), tail)
+        self._parse_dtype = np.float64
+
+    def read(self, out: np.ndarray) -> int:
+        lines = self.pending + list(itertools.islice(self.file, len(out) - len(self.pending)))
+        self.pending = []
+        lines = [line for line in lines if line.strip()]
+        if not lines:
+            return 0
+        try:
+            values = np.loadtxt(lines, dtype=self._parse_dtype, delimiter=self.delimiter,
+                                usecols=self.columns, ndmin=2)
+        except ValueError as error:
+            raise self.problem(f"cannot parse the rows from line {self.line}: {error}") from None
+        values = values[:, 0] if values.shape[1] == 1 else values
+        rows = len(lines)
+        out[:rows] = self._checked(values)
+        self.line += rows
+        self.position += rows
+        return rows
+
+    def close(self) -> None:
+        self.file.close()
+
+
+def _is_number(text: str) -> bool:
+    try:
+        float(text)
+    except ValueError:
+        return False
+    return True
+
+
+def _pyarrow():
+    try:
+        import pyarrow
+        import pyarrow.ipc
+        import pyarrow.parquet
+    except ImportError:
+        raise FileProblem(f"reading Parquet / Arrow files needs pyarrow: {IO_INSTALL_HINT}") \
+            from None
+    return pyarrow
+
+
+class ArrowReader(ColumnReader):
+    """Parquet, Arrow IPC (file or stream) and Feather, batch by batch, through pyarrow."""
+
+    def __init__(self, argument, path, selector, role, *, from_logits=True):
+        super().__init__(argument, path, selector, role)
+        self.from_logits = from_logits
+        pa = _pyarrow()
+        self.pa = pa
+        try:
+            if path.suffix in (".parquet", ".pq"):
+                self.parquet = pa.parquet.ParquetFile(path)
+                schema = self.parquet.schema_arrow
+                self.rows = self.parquet.metadata.num_rows
+            else:
+                self.parquet = None
+                source = pa.memory_map(str(path))
+                try:
+                    self.ipc = pa.ipc.open_file(source)
+                    self.rows = sum(self.ipc.get_batch(i).num_rows
+                                    for i in range(self.ipc.num_record_batches))
+                except pa.ArrowInvalid:
+                    source.seek(0)
+                    self.ipc = pa.ipc.open_stream(source)
+                    self.rows = None
+                schema = self.ipc.schema
+        except (pa.ArrowException, OSError) as error:
+            raise self.problem(f"not a readable {path.suffix[1:]} file ({error})") from None
+        names = schema.names
+        if selector is None:
+            if len(names) != 1:
+                raise self.problem(f"has {len(names)} columns {names}; name one: {path}:COLUMN")
+            self.names = names
+        else:
+            self.names = selector.split(",")
+            missing = [n for n in self.names if n not in names]
+            if missing:
+                raise self.problem(f"has no column {missing[0]!r}; its columns are {names}")
+        types = [schema.field(n).type for n in self.names]
+        if len(self.names) > 1:
+            if role != "scores":
+                raise self.problem(f"{len(self.names)} columns name (N, K) scores; {role} are "
+                                   "one column")
+            dtype, tail = self._numpy_type(types[0]), (len(self.names),)
+            if any(self._numpy_type(t) != dtype for t in types):
+                raise self.problem(f"the score columns {self.names} differ in type: "
+                                   f"{[str(t) for t in types]}")
+        elif pa.types.is_list(types[0]) or pa.types.is_large_list(types[0]) or \
+                pa.types.is_fixed_size_list(types[0]):
+            dtype = self._numpy_type(types[0].value_type)
+            tail = (types[0].list_size,) if pa.types.is_fixed_size_list(types[0]) else None
+        else:
+            dtype, tail = self._numpy_type(types[0]), ()
+        if tail is None:  # a variable-size list: its width from the first row
+            tail = (self._first_list_length(),)
+        self._set_layout(dtype, tail)
+        self._batches = self._batch_iterator()
+        self._left = None  # rows of the last batch not handed out yet
+
+    def _numpy_type(self, arrow_type) -> np.dtype:
+        try:
+            return np.dtype(arrow_type.to_pandas_dtype())
+        except (NotImplementedError, TypeError):
+            return np.dtype(object)
+
+    def _first_list_length(self) -> int:
+        for batch in self._batch_iterator():
+            if batch.num_rows:
+                return len(batch.column(0)[0])
+        raise self.problem("holds no rows")
+
+    def _batch_iterator(self):
+        if self.parquet is not None:
+            yield from self.parquet.iter_batches(batch_size=TEXT_BLOCK_ROWS * 4,
+                                                 columns=self.names)
+        elif hasattr(self.ipc, "get_batch"):
+            for i in range(self.ipc.num_record_batches):
+                yield self.ipc.get_batch(i).select(self.names)
+        else:
+            for batch in self.ipc:
+                yield batch.select(self.names)
+
+    def _values(self, batch) -> np.ndarray:
+        """A record batch's selected columns as a NumPy array (checks nulls and list widths)."""
+        pa = self.pa
+        columns = []
+        for i, name in enumerate(self.names):
+            column = batch.column(i)
+            if column.null_count:
+                row = self.position + int(np.argmax(
+                    np.asarray(column.is_null().to_numpy(zero_copy_only=False))))
+                raise self.problem(f"column {name!r} holds a null at row {row}")
+            if pa.types.is_list(column.type) or pa.types.is_large_list(column.type) or \
+                    pa.types.is_fixed_size_list(column.type):
+                flat = column.flatten().to_numpy(zero_copy_only=False)
+                width = self.width
+                if flat.size != len(column) * width or (
+                        not pa.types.is_fixed_size_list(column.type)
+                        and (np.diff(np.asarray(column.offsets)) != width).any()):
+                    raise self.problem(f"the lists of column {name!r} are not all {width} long")
+                columns.append(flat.reshape(len(column), width))
+            else:
+                columns.append(column.to_numpy(zero_copy_only=False))
+        return columns[0] if len(columns) == 1 else np.stack(columns, axis=1)
+
+    def read(self, out: np.ndarray) -> int:
+        done = 0
+        while done < len(out):
+            if self._left is None or not len(self._left):
+                batch = next(self._batches, None)
+                if batch is None:
+                    break
+                try:
+                    values = self._values(batch)
+                except self.pa.ArrowException as error:
+                    raise self.problem(f"cannot read it ({error})") from None
+                self._left = self._checked(values)
+            take = min(len(out) - done, len(self._left))
+            out[done:done + take] = self._left[:take]
+            self._left = self._left[take:]
+            done += take
+            self.position += take
+        return done
+
+
+def open_column(source: str, argument: str, role: str, *, from_logits: bool = True) -> ColumnReader:
+    """The reader of ``source`` (``path`` or ``path:selector``) for an option of the
+    command line (``argument``, named in every error) and a ``role`` of
+    :data:`ROLES`."""
+    path, selector = split_source(source)
+    if not path.is_file():
+        raise FileProblem(f"{argument} {path}: no such file")
+    suffix = path.suffix.lower()
+    if suffix not in SUFFIXES:
+        raise FileProblem(f"{argument} {path}: unsupported file type {suffix or '(none)'!r} "
+                          f"(use one of {', '.join(SUFFIXES)})")
+    if not os.access(path, os.R_OK):
+        raise FileProblem(f"{argument} {path}: permission denied")
+    if path.stat().st_size == 0:
+        raise FileProblem(f"{argument} {path}: the file is empty")
+    reader_type = (NpyReader if suffix in (".npy", ".npz")
+                   else TextReader if suffix in TEXT_SUFFIXES else ArrowReader)
+    return reader_type(argument, path, selector, role, from_logits=from_logits)
+
+
+# -- the chunk loop -----------------------------------------------------------------
+
+OPTIONS = {"y_true": "--y-true", "y_pred": "--y-pred", "scores": "--scores",
+           "sample_weight": "--sample-weight"}
+ROLE_OF = {"y_true": "labels", "y_pred": "labels", "scores": "scores",
+           "sample_weight": "weights"}
+AUC_MODES = ("auto", "exact", "binned")
+# Fraction of the free memory (host, or GPU) that exact ranking may take.
+EXACT_MEMORY_FRACTION = 0.5
+
+
+def open_columns(sources: dict[str, str | None], *, from_logits: bool = True
+                 ) -> dict[str, ColumnReader]:
+    """Readers of the named columns (``y_true``, ``y_pred``, ``scores``,
+    ``sample_weight``; None ones left out), with their row counts checked."""
+    readers: dict[str, ColumnReader] = {}
+    try:
+        for name, source in sources.items():
+            if source is not None:
+                readers[name] = open_column(source, OPTIONS[name], ROLE_OF[name],
+                                            from_logits=from_logits)
+        known = [(name, r) for name, r in readers.items() if r.rows is not None]
+        for name, reader in known[1:]:
+            first_name, first = known[0]
+            if reader.rows != first.rows:
+                raise FileProblem(
+                    f"{OPTIONS[name]} {reader.path}: {reader.rows:,} rows, but "
+                    f"{OPTIONS[first_name]} {first.path} has {first.rows:,}")
+    except BaseException:
+        for reader in readers.values():
+            reader.close()
+        raise
+    return readers
+
+
+class _Prefetch:
+    """Reads chunk after chunk into rotating buffer sets in a background thread.
+
+    ``free`` holds the sets the loop has handed back (with, on a GPU, the event
+    after which its pinned memory may be written again); ``filled`` the sets
+    read, in order. The last item is 0 rows (the end) or the reader's error.
+    """
+
+    def __init__(self, readers: dict[str, ColumnReader], buffer_sets: list[dict]):
+        self.readers, self.buffer_sets = readers, buffer_sets
+        self.free: queue.Queue = queue.Queue()
+        self.filled: queue.Queue = queue.Queue()
+        for i in range(len(buffer_sets)):
+            self.free.put((i, None))
+        self.thread = threading.Thread(target=self._run, name="metrics-gpu-reader",
+                                       daemon=True)
+        self.thread.start()
+
+    def _run(self) -> None:
+        try:
+            while True:
+                i, ready = self.free.get()
+                if i is None:
+                    return
+                if ready is not None:
+                    ready.synchronize()  # the copy out of this pinned set is done
+                rows = {name: reader.read(self.buffer_sets[i][name])
+                        for name, reader in self.readers.items()}
+                counts = set(rows.values())
+                if len(counts) > 1:
+                    short = min(rows, key=rows.get)
+                    long_ = max(rows, key=rows.get)
+                    raise FileProblem(
+                        f"{OPTIONS[short]} {self.readers[short].path}: ends after "
+                        f"{self.readers[short].position:,} rows, but "
+                        f"{OPTIONS[long_]} {self.readers[long_].path} has more")
+                count = counts.pop()
+                self.filled.put((i, count))
+                if count == 0:
+                    return
+        except BaseException as error:  # handed to the loop, raised there
+            self.filled.put((None, error))
+
+    def __iter__(self):
+        while True:
+            i, rows = self.filled.get()
+            if i is None:
+                raise rows
+            if rows == 0:
+                return
+            yield i, rows
+
+    def release(self, i: int, ready=None) -> None:
+        self.free.put((i, ready))
+
+    def close(self) -> None:
+        self.free.put((None, None))
+        self.thread.join()
+
+
+class _HostStaging:
+    """numpy and emulated backends: the chunk as read is the batch."""
+
+    depth = 2
+
+    def __init__(self, readers: dict[str, ColumnReader], rows: int):
+        self.buffer_sets = [{name: r.empty(rows) for name, r in readers.items()}
+                            for _ in range(self.depth)]
+
+    def batch(self, i: int, rows: int) -> dict[str, Any]:
+        return {name: buffer[:rows] for name, buffer in self.buffer_sets[i].items()}
+
+    def done(self, i: int):
+        return None
+
+
+class _CudaStaging:
+    """cuda: pinned host buffers, host-to-device copies on their own stream,
+    two buffer sets. The update of chunk i (compute stream), the copy of chunk
+    i + 1 (copy stream) and the read of chunk i + 2 (reader thread) overlap;
+    events order them, the host never waits on the GPU in the loop."""
+
+    depth = 2
+
+    def __init__(self, readers: dict[str, ColumnReader], rows: int):
+        import cupy
+        import cupyx
+
+        self.cupy = cupy
+        self.buffer_sets = [{name: cupyx.empty_pinned((rows, *r.shape_tail), r.dtype)
+                             for name, r in readers.items()} for _ in range(self.depth)]
+        self.device_sets = [{name: cupy.empty((rows, *r.shape_tail), r.dtype)
+                             for name, r in readers.items()} for _ in range(self.depth)]
+        self.copy_stream = cupy.cuda.Stream(non_blocking=True)
+        self.copied = [None] * self.depth
+        self.consumed = [None] * self.depth
+
+    def batch(self, i: int, rows: int) -> dict[str, Any]:
+        stream = self.copy_stream
+        if self.consumed[i] is not None:  # the update that read these device buffers
+            stream.wait_event(self.consumed[i])
+        out = {}
+        for name, host in self.buffer_sets[i].items():
+            device = self.device_sets[i][name][:rows]
+            device.set(host[:rows], stream=stream)  # async: the source is pinned
+            out[name] = device
+        self.copied[i] = stream.record()
+        self.cupy.cuda.get_current_stream().wait_event(self.copied[i])
+        return out
+
+    def done(self, i: int):
+        self.consumed[i] = self.cupy.cuda.get_current_stream().record()
+        return self.copied[i]  # the pinned set may be refilled once its copy is done
+
+
+def _free_memory(backend_name: str) -> int:
+    """Bytes free where exact ranking would run: the GPU's, or the host's."""
+    if backend_name == "cuda":
+        import cupy
+
+        return int(cupy.cuda.runtime.memGetInfo()[0])
+    try:
+        with open("/proc/meminfo") as meminfo:
+            for line in meminfo:
+                if line.startswith("MemAvailable:"):
+                    return int(line.split()[1]) * 1024
+    except OSError:
+        pass
+    return os.sysconf("SC_AVPHYS_PAGES") * os.sysconf("SC_PAGE_SIZE")
+
+
+def exact_auc_bytes(rows: int, num_classes: int, score_itemsize: int) -> int:
+    """Memory exact ROC AUC / AP take for ``rows`` x K scores: the probabilities,
+    targets and weights kept, the one-vs-rest flattening of the micro average,
+    and a sort's keys, order and running sums per class."""
+    return rows * (num_classes * (score_itemsize + 1 + 8) + 16 + 40)
+
+
+def _format_bytes(count: float) -> str:
+    for unit in ("bytes", "KB", "MB", "GB", "TB"):
+        if count < 1024 or unit == "TB":
+            return f"{count:,.0f} {unit}" if unit == "bytes" else f"{count:,.1f} {unit}"
+        count /= 1024
+    return ""
+
+
+class _ExactScores:
+    """Every row's targets, probabilities and weights, kept where the backend
+    computes, for the exact ranking metrics at the end."""
+
+    def __init__(self, xp, rows: int | None, num_classes: int, dtype, weighted: bool,
+                 from_logits: bool):
+        self.xp, self.from_logits, self.filled = xp, from_logits, 0
+        self.parts = None if rows is not None else []
+        if rows is not None:
+            self.targets = xp.empty(rows, np.int64)
+            self.probabilities = xp.empty((rows, num_classes), dtype)
+            self.weights = xp.empty(rows, np.float64) if weighted else None
+
+    def add(self, y_true, scores, weight) -> None:
+        xp = self.xp
+        probabilities = scores
+        if self.from_logits:
+            shifted = xp.exp(scores - scores.max(axis=1, keepdims=True))
+            probabilities = shifted / shifted.sum(axis=1, keepdims=True)
+        if self.parts is not None:
+            self.parts.append((y_true.astype(np.int64), probabilities.astype(scores.dtype),
+                               None if weight is None else weight.astype(np.float64)))
+            return
+        stop = self.filled + len(y_true)
+        self.targets[self.filled:stop] = y_true
+        self.probabilities[self.filled:stop] = probabilities
+        if self.weights is not None:
+            self.weights[self.filled:stop] = weight
+        self.filled = stop
+
+    def arrays(self):
+        if self.parts is not None:
+            xp = self.xp
+            targets = xp.concatenate([p[0] for p in self.parts])
+            probabilities = xp.concatenate([p[1] for p in self.parts])
+            weights = (None if self.parts[0][2] is None
+                       else xp.concatenate([p[2] for p in self.parts]))
+            return targets, probabilities, weights
+        return self.targets, self.probabilities, self.weights
+
+
+def exact_ranking(y_true, probabilities, sample_weight=None, *, ignore_index=None
+                  ) -> dict[str, Any]:
+    """Exact ROC AUC and average precision of every class against the rest, and
+    their averages, with the names and conventions of the binned ones of
+    :class:`metrics_gpu.StreamingReport`: macro over the classes where a value
+    is defined, weighted by the positives' weight, micro over every class's
+    one-vs-rest pairs pooled; ``roc_auc`` / ``average_precision`` are class
+    1's for K = 2, else the macro averages. Error bounds are 0."""
+    from metrics_gpu._ranking import average_precision_score, roc_auc_score
+    from metrics_gpu._streaming import _to_numpy
+
+    xp = np if isinstance(probabilities, np.ndarray) else _array_module(probabilities)
+    if ignore_index is not None:
+        keep = y_true != ignore_index
+        y_true, probabilities = y_true[keep], probabilities[keep]
+        sample_weight = None if sample_weight is None else sample_weight[keep]
+    k = probabilities.shape[1]
+    weight = xp.ones(len(y_true)) if sample_weight is None else sample_weight
+    positives = np.array([float(_to_numpy(weight[y_true == c].sum())) for c in range(k)])
+    negatives = float(_to_numpy(weight.sum())) - positives
+    auc = np.full(k, math.nan)
+    ap = np.full(k, math.nan)
+    for c in range(k):
+        is_c = y_true == c
+        if positives[c] > 0:
+            ap[c] = float(_to_numpy(average_precision_score(is_c, probabilities[:, c],
+                                                            sample_weight=sample_weight)))
+            if negatives[c] > 0:
+                auc[c] = float(_to_numpy(roc_auc_score(is_c, probabilities[:, c],
+                                                       sample_weight=sample_weight)))
+    onehot = (y_true[:, None] == xp.arange(k)[None, :]).ravel()
+    flat_weight = None if sample_weight is None else xp.repeat(sample_weight, k)
+    micro_auc = float(_to_numpy(roc_auc_score(onehot, probabilities.ravel(),
+                                              sample_weight=flat_weight)))
+    micro_ap = float(_to_numpy(average_precision_score(onehot, probabilities.ravel(),
+                                                       sample_weight=flat_weight)))
+    out: dict[str, Any] = {}
+    for name, per_class, micro in (("roc_auc", auc, micro_auc),
+                                   ("average_precision", ap, micro_ap)):
+        defined = ~np.isnan(per_class)
+        macro = per_class[defined].mean() if defined.any() else math.nan
+        weighted = ((positives[defined] * per_class[defined]).sum()
+                    / positives[defined].sum()) if defined.any() else math.nan
+        out[name] = per_class[1] if k == 2 else macro
+        out[f"{name}_macro"], out[f"{name}_weighted"] = macro, weighted
+        out[f"{name}_micro"], out[f"{name}_error_bound"] = micro, 0.0
+        out[f"per_class_{name}"] = per_class
+    return out
+
+
+def _array_module(array):
+    import cupy
+
+    return cupy.get_array_module(array)
+
+
+@dataclass
+class FileEvaluation:
+    """What :func:`evaluate_files` read: the streaming states, the exact ranking
+    values (when computed), and how the rows map to classes."""
+
+    labels: Any                    # ClassificationMetrics of (y_true, y_pred), or None
+    scores: Any                    # ClassificationMetrics of (y_true, scores), or None
+    exact: dict | None
+    class_codes: np.ndarray | None  # the class of each position, when remapped
+    rows: int
+    backend: str
+    auc: str | None                # "exact", "binned" or None (no scores)
+    chunk_rows: int
+    readers: dict = field(default_factory=dict)
+
+
+def find_classes(sources: dict[str, str | None], *, ignore_index=None, chunk_rows: int,
+                 progress: Callable | None = None) -> tuple[int, np.ndarray | None]:
+    """One pass over the label files (``y_true`` and ``y_pred``) for the classes
+    present: ``(K, None)`` when they are 0..K-1, else ``(P, codes)`` with the
+    P codes present (the report is over those, as scikit-learn's)."""
+    readers = open_columns({name: sources.get(name) for name in ("y_true", "y_pred")})
+    try:
+        present = np.zeros(0, bool)
+        prefetch = _Prefetch(readers, _HostStaging(readers, chunk_rows).buffer_sets)
+        staging = prefetch.buffer_sets
+        try:
+            for i, rows in prefetch:
+                seen = []
+                keep = None
+                y_true = staging[i]["y_true"][:rows]
+                if ignore_index is not None:
+                    keep = y_true != ignore_index
+                for name in readers:
+                    values = staging[i][name][:rows]
+                    values = values if keep is None else values[keep]
+                    if values.size and values.min() < 0:
+                        first = int(np.argmax(values < 0))
+                        raise FileProblem(
+                            f"{OPTIONS[name]} {readers[name].path}: holds the negative label "
+                            f"{values[first]} (labels are class codes 0..K-1; pass "
+                            "--ignore-index for a padding value)")
+                    seen.append(values)
+                for values in seen:
+                    if values.size:
+                        counts = np.bincount(values, minlength=present.size)
+                        if counts.size > present.size:
+                            present = np.concatenate(
+                                [present, np.zeros(counts.size - present.size, bool)])
+                        present |= counts > 0
+                prefetch.release(i)
+                if progress is not None:
+                    progress(rows)
+        finally:
+            prefetch.close()
+    finally:
+        for reader in readers.values():
+            reader.close()
+    if not present.any():
+        raise FileProblem(f"--y-true {readers['y_true'].path}: every row is --ignore-index "
+                          f"{ignore_index}: there is nothing to report")
+    if present.all():
+        return present.size, None
+    return int(present.sum()), np.flatnonzero(present)
+
+
+def evaluate_files(sources: dict[str, str | None], *, num_classes: int | None = None,
+                   ignore_index: int | None = None, scores_are: str = "logits",
+                   top_k=(1, 5), n_bins: int = 15, auc: str = "auto", thresholds: int = 1000,
+                   backend: str | None = None, chunk_rows: int | None = None, curves: bool = False,
+                   progress: Callable[[str, int | None], Callable[[int], None]] | None = None
+                   ) -> FileEvaluation:
+    """Stream prediction files through :class:`metrics_gpu.ClassificationMetrics`.
+
+    ``sources`` names the columns (``y_true``, and ``y_pred`` and / or
+    ``scores``, optionally ``sample_weight``) as ``path[:selector]``. Label
+    metrics come from ``y_pred`` when given, else from the argmax of the
+    scores. K is ``num_classes``, or the scores' width, or found by a first
+    pass over the label files (the classes present, as scikit-learn). With
+    scores, ROC AUC / average precision are exact (every row kept where the
+    backend computes) when ``auc="exact"``, or ``"auto"`` and they fit in
+    half the free memory; otherwise binned over ``thresholds`` bins with the
+    error bound beside them (the binned histogram is kept with exact AUC too
+    when ``curves``: the ROC and precision-recall curves are drawn from it).
+    ``chunk_rows``: rows per chunk (default: 2^20, less where a chunk's
+    columns would pass 64 MB). ``progress(description, total)`` makes a
+    callback that is told the rows of each chunk. ``backend``: None for the
+    one in force (:func:`metrics_gpu.get_backend`); "auto" is the GPU when
+    CuPy and a device are present.
+    """
+    from metrics_gpu._backend import backend_for_host_data, get_backend, use_backend
+    from metrics_gpu._streaming import ClassificationMetrics
+
+    if auc not in AUC_MODES:
+        raise ValueError(f"auc must be one of {AUC_MODES}, got {auc!r}")
+    if sources.get("y_pred") is None and sources.get("scores") is None:
+        raise ValueError("give --y-pred (labels) or --scores (or both)")
+    backend = backend_for_host_data(get_backend() if backend is None else backend)
+    from_logits = scores_are == "logits"
+    readers = open_columns(sources, from_logits=from_logits)
+    try:
+        score_reader = readers.get("scores")
+        class_codes = None
+        if num_classes is None and score_reader is not None:
+            num_classes = score_reader.width
+        if score_reader is not None and num_classes != score_reader.width:
+            raise FileProblem(f"--scores {score_reader.path}: {score_reader.width} score "
+                              f"columns, but --num-classes is {num_classes}")
+        if num_classes is None:
+            rows = readers["y_true"].rows
+            num_classes, class_codes = find_classes(
+                sources, ignore_index=ignore_index, chunk_rows=chunk_rows or MAX_CHUNK_ROWS,
+                progress=None if progress is None else progress("finding the classes", rows))
+        rows = next((r.rows for r in readers.values() if r.rows is not None), None)
+        if chunk_rows is None:
+            row_bytes = sum(r.dtype.itemsize * math.prod(r.shape_tail) for r in readers.values())
+            chunk_rows = max(1, min(MAX_CHUNK_ROWS, CHUNK_BYTES // row_bytes))
+        auc_mode = None
+        if score_reader is not None:
+            auc_mode = _auc_mode(auc, rows, num_classes, score_reader, backend, readers)
+        # Remapped codes are positions 0..P-1: ignored targets become -1.
+        state_ignore = ignore_index if class_codes is None or ignore_index is None else -1
+        common = dict(ignore_index=state_ignore, validate="deferred")
+        label_state = (ClassificationMetrics(num_classes, **common)
+                       if "y_pred" in readers else None)
+        score_state = None
+        if score_reader is not None:
+            score_state = ClassificationMetrics(
+                num_classes, top_k=tuple(k for k in top_k if k <= num_classes), n_bins=n_bins,
+                thresholds=(histogram_thresholds(thresholds, num_classes)
+                            if auc_mode == "binned" or curves else None),
+                scores=scores_are, **common)
+        lut = None
+        if class_codes is not None:
+            lut = np.full(int(class_codes.max()) + 1, -1, np.int64)
+            lut[class_codes] = np.arange(class_codes.size)
+        with use_backend(backend):
+            exact = _stream(readers, backend, chunk_rows, label_state, score_state, lut,
+                            ignore_index, auc_mode, from_logits, num_classes,
+                            None if progress is None else progress("reading", rows))
+        for name, state in (("y_pred", label_state), ("scores", score_state)):
+            _raise_first_invalid(state, readers, name, chunk_rows)
+        exact_values = None
+        if exact is not None:
+            with use_backend(backend):
+                exact_values = exact_ranking(*exact.arrays(), ignore_index=ignore_index)
+        total_rows = readers["y_true"].position
+    finally:
+        for reader in readers.values():
+            reader.close()
+    return FileEvaluation(label_state, score_state, exact_values, class_codes, total_rows,
+                          backend, auc_mode, chunk_rows, readers)
+
+
+def _auc_mode(auc: str, rows: int | None, num_classes: int, score_reader: ColumnReader,
+              backend: str, readers) -> str:
+    if auc == "binned":
+        return "binned"
+    if rows is None:
+        if auc == "exact":
+            return "exact"  # no row count to check: the memory error, if any, says it
+        return "binned"
+    needed = exact_auc_bytes(rows, num_classes, score_reader.dtype.itemsize)
+    free = _free_memory(backend)
+    fits = needed <= EXACT_MEMORY_FRACTION * free
+    if auc == "exact" and not fits:
+        where = "the GPU" if backend == "cuda" else "this machine"
+        raise FileProblem(
+            f"--scores {score_reader.path}: --auc exact needs about {_format_bytes(needed)} "
+            f"for {rows:,} x {num_classes} scores, and {_format_bytes(free)} are free on "
+            f"{where} (it takes at most {EXACT_MEMORY_FRACTION:.0%}); use --auc binned "
+            "(the error bound is printed beside each value)")
+    return "exact" if fits else "binned"
+
+
+def _stream(readers, backend: str, chunk_rows: int, label_state, score_state, lut,
+            ignore_index, auc_mode, from_logits: bool, num_classes: int, progress):
+    """The loop: each chunk into the states (and the exact-ranking store)."""
+    staging = (_CudaStaging if backend == "cuda" else _HostStaging)(readers, chunk_rows)
+    exact = None
+    if auc_mode == "exact":
+        xp = np
+        if backend == "cuda":
+            import cupy as xp
+        score_reader = readers["scores"]
+        exact = _ExactScores(xp, score_reader.rows, num_classes, score_reader.dtype,
+                             "sample_weight" in readers, from_logits)
+    device_lut = None
+    prefetch = _Prefetch(readers, staging.buffer_sets)
+    try:
+        for i, rows in prefetch:
+            batch = staging.batch(i, rows)
+            y_true, weight = batch["y_true"], batch.get("sample_weight")
+            if lut is not None:
+                if device_lut is None:
+                    device_lut = _to_device(lut, backend)
+                y_true = _remap(y_true, device_lut, ignore_index)  # ignored -> -1
+            if label_state is not None:
+                y_pred = batch["y_pred"]
+                if lut is not None:
+                    y_pred = _remap(y_pred, device_lut, None)
+                label_state.update(y_true, y_pred, weight)
+            if score_state is not None:
+                score_state.update(y_true, batch["scores"], weight)
+                if exact is not None:
+                    exact.add(y_true, batch["scores"], weight)
+            prefetch.release(i, staging.done(i))
+            if progress is not None:
+                progress(rows)
+    finally:
+        prefetch.close()
+    return exact
+
+
+def _to_device(array: np.ndarray, backend: str):
+    if backend == "cuda":
+        import cupy
+
+        return cupy.asarray(array)
+    return array
+
+
+def _remap(codes, lut, ignore_index):
+    """Class codes -> positions among the classes present; ``ignore_index`` -> -1
+    (a position may equal the code being ignored)."""
+    xp = np if isinstance(codes, np.ndarray) else _array_module(codes)
+    inside = (codes >= 0) & (codes < lut.size)
+    positions = xp.where(inside, lut[xp.clip(codes, 0, lut.size - 1)], -1)
+    if ignore_index is not None:
+        positions = xp.where(codes == ignore_index, -1, positions)
+    return positions
+
+
+def histogram_thresholds(thresholds: int, num_classes: int) -> int:
+    """The binned ranking histogram's H: ``thresholds``, less where (2, K, H)
+    counts would pass :data:`HISTOGRAM_BYTES`."""
+    return max(2, min(thresholds, HISTOGRAM_BYTES // (16 * num_classes)))
+
+
+def _raise_first_invalid(state, readers, name: str, chunk_rows: int) -> None:
+    """A bad value the states found, as the file and row it came from."""
+    if state is None:
+        return
+    first = state.first_invalid()
+    if first is None:
+        return
+    argument, call, sample, problem, invalid = first
+    column = {"y_true": "y_true", "preds": name, "sample_weight": "sample_weight"}[argument]
+    reader = readers[column]
+    raise FileProblem(f"{OPTIONS[column]} {reader.path}: row {call * chunk_rows + sample:,} "
+                      f"holds {problem} ({invalid:,} bad rows in all)")
+
+
+# -- the report of a file evaluation -------------------------------------------------
+
+class PredictionReport:
+    """The report of prediction files (:func:`evaluate_files`): every label
+    metric (:attr:`labels`, a :class:`metrics_gpu.LabelReport`), and with
+    scores the score metrics, calibration bins and ROC AUC / average precision
+    (exact, or binned with their error bounds).
+
+    ``plot_confusion_matrix``, ``plot_roc``, ``plot_precision_recall`` and
+    ``plot_reliability`` draw with matplotlib (the ``[plot]`` extra) and
+    return the Axes; :meth:`save_plots` writes them all as PNG files.
+    """
+
+    def __init__(self, evaluation: FileEvaluation, class_names=None):
+        from metrics_gpu.report import stream_label_report
+
+        self.evaluation = evaluation
+        codes = evaluation.class_codes
+        if class_names is None and codes is not None:
+            class_names = [str(code) for code in codes.tolist()]
+        self.labels = stream_label_report(evaluation.labels or evaluation.scores,
+                                          class_codes=codes, class_names=class_names)
+        self.streaming = None if evaluation.scores is None else evaluation.scores.compute()
+        self._scores = None
+
+    @property
+    def rows(self) -> int:
+        return self.evaluation.rows
+
+    @property
+    def auc(self) -> str | None:
+        """How ROC AUC / AP were computed: "exact", "binned", or None without scores."""
+        return self.evaluation.auc
+
+    @property
+    def scores(self) -> dict[str, Any] | None:
+        """Score metrics by name as Python numbers (None without scores):
+        cross-entropy, perplexity, Brier, hinge, top-k accuracies, calibration
+        errors, ROC AUC and average precision (binary / macro / weighted /
+        micro, with ``..._error_bound``), and ``per_class`` ROC AUC / AP."""
+        if self.streaming is None:
+            return None
+        if self._scores is None:
+            stream = self.streaming.to_dict()
+            label_names = {row.name for row in _report_metrics()}
+            values = {name: value for name, value in stream["metrics"].items()
+                      if name not in label_names}
+            per_class = {name: stream["per_class"][name]
+                         for name in ("roc_auc", "average_precision")
+                         if name in stream["per_class"]}
+            exact = self.evaluation.exact
+            if exact is not None:
+                for name in list(values):
+                    if name.startswith(("roc_auc", "average_precision")):
+                        del values[name]  # binned ones kept for the curves only
+                for name, value in exact.items():
+                    if name.startswith("per_class_"):
+                        per_class[name[len("per_class_"):]] = np.asarray(value).tolist()
+                    else:
+                        values[name] = float(value)
+            values["per_class"] = per_class
+            values["calibration"] = stream.get("calibration")
+            self._scores = values
+        return self._scores
+
+    def to_dict(self) -> dict[str, Any]:
+        out = self.labels.to_dict()
+        out["rows"] = self.rows
+        out["backend"] = self.evaluation.backend
+        if self.streaming is not None:
+            out["auc_method"] = self.auc
+            out["scores"] = self.scores
+        return out
+
+    def to_json(self, **kwargs) -> str:
+        import json
+
+        return json.dumps(self.to_dict(), **kwargs)
+
+    def _score_lines(self, digits: int) -> list[tuple[str, str]]:
+        rows = []
+        values = self.scores
+        for name, value in values.items():
+            if name in ("per_class", "calibration") or name.endswith("_error_bound"):
+                continue
+            text = f"{value:.{digits}f}"
+            bound = values.get(_bound_name(name))
+            if bound is not None and self.auc == "binned" and bound == bound:
+                text += f" ± {bound:.{digits}f}"
+            rows.append((name, text))
+        return rows
+
+    def to_text(self, digits: int = 4) -> str:
+        text = self.labels.to_text(digits)
+        if self.streaming is None:
+            return text
+        lines = ["", f"scores (ROC AUC and average precision: {self.auc}"
+                 + (", ± the error bound of the binning)" if self.auc == "binned" else ")")]
+        rows = self._score_lines(digits)
+        width = max(len(name) for name, _ in rows)
+        lines += [f"{name:<{width}}  {value}" for name, value in rows]
+        return text + "\n".join(lines) + "\n"
+
+    def to_markdown(self, digits: int = 4) -> str:
+        text = self.labels.to_markdown(digits)
+        if self.streaming is None:
+            return text
+        return text + "".join(f"| {name} | {value} |\n"
+                              for name, value in self._score_lines(digits))
+
+    # -- pictures -------------------------------------------------------------------
+
+    def plot_confusion_matrix(self, ax=None, **kwargs):
+        """The confusion matrix (see :func:`metrics_gpu.plot.plot_confusion_matrix`)."""
+        return self.labels.plot_confusion_matrix(ax=ax, **kwargs)
+
+    def curves(self) -> tuple[list[dict], list[dict]]:
+        """Each class's ROC and precision-recall curve, at the bin edges of the
+        binned histogram (:meth:`metrics_gpu.StreamingReport.curves`), with the
+        report's ROC AUC / AP (exact ones when computed) in ``"auc"`` and
+        ``"average_precision"``."""
+        if self.streaming is None:
+            raise ValueError("the ROC and precision-recall curves need scores (--scores)")
+        roc, pr = self.streaming.curves()
+        per_class = self.scores["per_class"]
+        for k, (roc_curve, pr_curve) in enumerate(zip(roc, pr)):
+            roc_curve["auc"] = per_class["roc_auc"][k]
+            pr_curve["average_precision"] = per_class["average_precision"][k]
+        return roc, pr
+
+    def plot_roc(self, ax=None, classes=None, **kwargs):
+        """ROC curves (:func:`metrics_gpu.plot.plot_roc`): class 1 for K = 2,
+        every class and the macro average up to K = 10, the macro average alone
+        beyond, or the class positions ``classes``. Returns the Axes."""
+        from metrics_gpu import plot
+
+        roc, _ = self.curves()
+        chosen = plot.chosen_curves(roc, classes, kwargs, names=self.labels.class_names)
+        return plot.plot_roc(chosen, ax=ax, **kwargs)
+
+    def plot_precision_recall(self, ax=None, classes=None, **kwargs):
+        """Precision-recall curves, chosen as :meth:`plot_roc`'s. Returns the Axes."""
+        from metrics_gpu import plot
+
+        _, pr = self.curves()
+        chosen = plot.chosen_curves(pr, classes, kwargs, names=self.labels.class_names)
+        return plot.plot_precision_recall(chosen, ax=ax, **kwargs)
+
+    def plot_reliability(self, ax=None, **kwargs):
+        """The reliability diagram of the calibration bins."""
+        from metrics_gpu import plot
+
+        if self.streaming is None:
+            raise ValueError("the reliability diagram needs scores (--scores)")
+        bins = self.scores["calibration"]
+        kwargs.setdefault("expected_calibration_error",
+                          self.scores["expected_calibration_error"])
+        return plot.plot_reliability(np.asarray(bins["proportion"]),
+                                     np.asarray(bins["confidence"]),
+                                     np.asarray(bins["accuracy"]), ax=ax, **kwargs)
+
+    def figures(self) -> dict[str, Any]:
+        """Every picture this report has, by file stem: the confusion matrix
+        (counts and row-normalized) and, with scores, ROC, precision-recall and
+        the reliability diagram."""
+        drawings = {}
+        if self.labels.confusion_matrix is not None:
+            drawings["confusion_matrix"] = lambda: self.plot_confusion_matrix()
+            drawings["confusion_matrix_normalized"] = \
+                lambda: self.plot_confusion_matrix(normalize="true")
+        if self.streaming is not None:
+            drawings["reliability"] = self.plot_reliability
+            if self.streaming._histogram is not None:
+                drawings["roc"] = self.plot_roc
+                drawings["precision_recall"] = self.plot_precision_recall
+        return drawings
+
+    def save_plots(self, directory, *, dpi: int = 100) -> list[Path]:
+        """Write every picture as ``directory/<name>.png``. Every one is drawn
+        before any is written: a failure leaves the directory as it was."""
+        import io as bytes_io
+
+        rendered = {}
+        for name, draw in self.figures().items():
+            ax = draw()
+            buffer = bytes_io.BytesIO()
+            ax.figure.savefig(buffer, format="png", dpi=dpi, bbox_inches="tight")
+            rendered[name] = buffer.getvalue()
+        directory = Path(directory)
+        directory.mkdir(parents=True, exist_ok=True)
+        paths = []
+        for name, data in rendered.items():
+            path = directory / f"{name}.png"
+            path.write_bytes(data)
+            paths.append(path)
+        return paths
+
+
+def _bound_name(name: str) -> str:
+    for family in ("roc_auc", "average_precision"):
+        if name.startswith(family):
+            return f"{family}_error_bound"
+    return ""
+
+
+def _report_metrics():
+    from metrics_gpu._formulas import REPORT_METRICS
+
+    return REPORT_METRICS
+
+
+def report_files(sources: dict[str, str | None], *, class_names=None, **options
+                 ) -> PredictionReport:
+    """:func:`evaluate_files`, as a :class:`PredictionReport`."""
+    return PredictionReport(evaluate_files(sources, **options), class_names=class_names)

@@ -1,0 +1,408 @@
+"""`metrics-gpu report` on prediction files: every format, chunked streaming
+equal to the in-memory functions, bounded memory, pictures, and one-line
+errors for bad files."""
+
+from __future__ import annotations
+
+import json
+import re
+import subprocess
+import sys
+import textwrap
+import zipfile
+
+import numpy as np
+import pytest
+from sklearn import metrics as sk
+
+import metrics_gpu
+from metrics_gpu._backend import BackendUnavailableError, get_backend_implementation
+from metrics_gpu.cli import main
+from metrics_gpu.files import FileProblem, exact_auc_bytes, report_files
+
+pa = pytest.importorskip("pyarrow")
+import pyarrow.feather  # noqa: E402
+import pyarrow.parquet  # noqa: E402
+
+N, K = 5003, 4
+CHUNK = 700  # several chunks, the last one short
+
+
+def softmax(logits):
+    shifted = np.exp(logits - logits.max(axis=1, keepdims=True))
+    return shifted / shifted.sum(axis=1, keepdims=True)
+
+
+@pytest.fixture(scope="module")
+def data():
+    rng = np.random.default_rng(7)
+    y_true = rng.integers(0, K, N)
+    logits = rng.normal(size=(N, K)).astype(np.float32)
+    logits[np.arange(N), y_true] += 1.0
+    y_pred = logits.argmax(axis=1)
+    wrong = rng.random(N) < 0.1
+    y_pred[wrong] = rng.integers(0, K, wrong.sum())
+    weight = rng.integers(1, 4, N).astype(np.float64)
+    return y_true, y_pred, logits, weight
+
+
+def write_all_formats(directory, y_true, y_pred, logits, weight):
+    """The same columns in every format: {format: (y_true, y_pred, scores, weight)} sources."""
+    d = directory
+    np.save(d / "t.npy", y_true)
+    np.save(d / "p.npy", y_pred)
+    np.save(d / "s.npy", logits)
+    np.save(d / "w.npy", weight)
+    np.savez(d / "all.npz", y_true=y_true, y_pred=y_pred, scores=logits, weight=weight)
+    np.savez_compressed(d / "packed.npz", y_true=y_true, y_pred=y_pred, scores=logits,
+                        weight=weight)
+    header = "y_true,y_pred,weight," + ",".join(f"s{k}" for k in range(K))
+    rows = np.column_stack([y_true, y_pred, weight, logits])
+    np.savetxt(d / "all.csv", rows, delimiter=",", header=header, comments="",
+               fmt=["%d", "%d", "%.1f"] + ["%.9g"] * K)
+    np.savetxt(d / "t.txt", y_true, fmt="%d")
+    np.savetxt(d / "p.txt", y_pred, fmt="%d")
+    np.savetxt(d / "s.txt", logits, fmt="%.9g")
+    np.savetxt(d / "w.txt", weight, fmt="%.1f")
+    columns = {"y_true": pa.array(y_true), "y_pred": pa.array(y_pred),
+               "weight": pa.array(weight),
+               "scores": pa.FixedSizeListArray.from_arrays(pa.array(logits.ravel()), K)}
+    columns.update({f"s{k}": pa.array(logits[:, k]) for k in range(K)})
+    table = pa.table(columns)
+    pa.parquet.write_table(table, d / "all.parquet", row_group_size=1000)
+    listed = table.set_column(3, "scores", pa.array(list(logits.astype(np.float64))))
+    pa.parquet.write_table(listed, d / "lists.parquet", row_group_size=1500)
+    pa.feather.write_feather(table, d / "all.feather", chunksize=900)
+    with pa.ipc.new_stream(d / "all.arrows.arrow", table.schema) as writer:
+        for batch in table.to_batches(max_chunksize=1100):
+            writer.write_batch(batch)
+    scores_columns = ",".join(f"s{k}" for k in range(K))
+    return {
+        "npy": ("t.npy", "p.npy", "s.npy", "w.npy"),
+        "npz": ("all.npz:y_true", "all.npz:y_pred", "all.npz:scores", "all.npz:weight"),
+        "npz-compressed": ("packed.npz:y_true", "packed.npz:y_pred", "packed.npz:scores",
+                           "packed.npz:weight"),
+        "csv": ("all.csv:y_true", "all.csv:y_pred", f"all.csv:{scores_columns}",
+                "all.csv:weight"),
+        "txt": ("t.txt", "p.txt", "s.txt", "w.txt"),
+        "parquet": ("all.parquet:y_true", "all.parquet:y_pred", "all.parquet:scores",
+                    "all.parquet:weight"),
+        "parquet-lists": ("lists.parquet:y_true", "lists.parquet:y_pred",
+                          "lists.parquet:scores", "lists.parquet:weight"),
+        "parquet-columns": ("all.parquet:y_true", "all.parquet:y_pred",
+                            f"all.parquet:{scores_columns}", "all.parquet:weight"),
+        "feather": ("all.feather:y_true", "all.feather:y_pred", "all.feather:scores",
+                    "all.feather:weight"),
+        "arrow-stream": ("all.arrows.arrow:y_true", "all.arrows.arrow:y_pred",
+                         "all.arrows.arrow:scores", "all.arrows.arrow:weight"),
+    }
+
+
+@pytest.fixture(scope="module")
+def formats(tmp_path_factory, data):
+    directory = tmp_path_factory.mktemp("formats")
+    sources = write_all_formats(directory, *data)
+    return {name: tuple(str(directory / s) for s in paths) for name, paths in sources.items()}
+
+
+def run_json(capsys, *argv) -> dict:
+    assert main(["report", "--format", "json", "--quiet", *argv]) == 0, capsys.readouterr().err
+    return json.loads(capsys.readouterr().out)
+
+
+def check_label_metrics(report: dict, y_true, y_pred, weight=None):
+    expected = metrics_gpu.label_report(y_true, y_pred, sample_weight=weight,
+                                        num_classes=K)
+    assert report["total"] == pytest.approx(expected.total, rel=1e-12)
+    for name, value in expected.metrics.items():
+        assert report["metrics"][name] == pytest.approx(value, rel=1e-9, abs=1e-12), name
+    np.testing.assert_array_equal(np.array(report["confusion_matrix"]),
+                                  sk.confusion_matrix(y_true, y_pred, sample_weight=weight))
+
+
+def check_score_metrics(scores: dict, y_true, logits, weight=None):
+    probabilities = softmax(logits.astype(np.float64))
+    assert scores["cross_entropy"] == pytest.approx(
+        sk.log_loss(y_true, probabilities, sample_weight=weight), rel=1e-6)
+    assert scores["top_2_accuracy"] == pytest.approx(
+        sk.top_k_accuracy_score(y_true, probabilities, k=2, sample_weight=weight), rel=1e-12)
+    assert scores["roc_auc_macro"] == pytest.approx(
+        sk.roc_auc_score(y_true, probabilities, multi_class="ovr", sample_weight=weight),
+        rel=1e-6)
+    assert scores["roc_auc_weighted"] == pytest.approx(
+        sk.roc_auc_score(y_true, probabilities, multi_class="ovr", average="weighted",
+                         sample_weight=weight), rel=1e-6)
+    onehot = np.eye(K)[y_true]
+    assert scores["average_precision_macro"] == pytest.approx(
+        sk.average_precision_score(onehot, probabilities, sample_weight=weight), rel=1e-6)
+
+
+@pytest.mark.parametrize("name", ["npy", "npz", "npz-compressed", "csv", "txt", "parquet",
+                                  "parquet-lists", "parquet-columns", "feather",
+                                  "arrow-stream"])
+def test_every_format_equals_in_memory(formats, data, capsys, name):
+    y_true, y_pred, logits, weight = data
+    t, p, s, w = formats[name]
+    labels_only = run_json(capsys, "--y-true", t, "--y-pred", p, "--chunk-size", str(CHUNK))
+    check_label_metrics(labels_only, y_true, y_pred)
+    assert "scores" not in labels_only
+    report = run_json(capsys, "--y-true", t, "--y-pred", p, "--scores", s, "--sample-weight", w,
+                      "--top-k", "1,2", "--auc", "exact", "--chunk-size", str(CHUNK))
+    check_label_metrics(report, y_true, y_pred, weight)
+    assert report["auc_method"] == "exact"
+    check_score_metrics(report["scores"], y_true, logits, weight)
+
+
+@pytest.mark.parametrize("backend", ["numpy", "emulated"])
+def test_scores_only_argmax_labels_and_binned_auc_within_bound(formats, data, capsys, backend):
+    y_true, _, logits, _ = data
+    t, _, s, _ = formats["npy"]
+    report = run_json(capsys, "--y-true", t, "--scores", s, "--auc", "binned", "--top-k", "1,2",
+                      "--thresholds", "200", "--backend", backend, "--chunk-size", str(CHUNK))
+    check_label_metrics(report, y_true, logits.argmax(axis=1))
+    scores = report["scores"]
+    assert report["auc_method"] == "binned"
+    probabilities = softmax(logits.astype(np.float64))
+    exact = sk.roc_auc_score(y_true, probabilities, multi_class="ovr")
+    assert 0 < scores["roc_auc_error_bound"] < 0.01
+    assert abs(scores["roc_auc_macro"] - exact) <= scores["roc_auc_error_bound"] + 1e-12
+    assert scores["cross_entropy"] == pytest.approx(sk.log_loss(y_true, probabilities),
+                                                    rel=1e-6)
+    in_memory = metrics_gpu.logits_report(y_true, logits, top_k=(1, 2))
+    assert scores["expected_calibration_error"] == pytest.approx(
+        float(in_memory.expected_calibration_error), rel=1e-6)
+
+
+def test_binary_positive_scores_column(tmp_path, capsys):
+    rng = np.random.default_rng(3)
+    y_true = rng.integers(0, 2, 3001)
+    probability = np.clip(0.3 * y_true + 0.7 * rng.random(3001), 0, 1)
+    np.save(tmp_path / "t.npy", y_true)
+    np.save(tmp_path / "p.npy", probability)
+    report = run_json(capsys, "--y-true", str(tmp_path / "t.npy"), "--scores",
+                      str(tmp_path / "p.npy"), "--scores-are", "probabilities",
+                      "--chunk-size", "500", "--top-k", "1")
+    scores = report["scores"]
+    assert scores["roc_auc"] == pytest.approx(sk.roc_auc_score(y_true, probability), rel=1e-12)
+    assert scores["average_precision"] == pytest.approx(
+        sk.average_precision_score(y_true, probability), rel=1e-12)
+    assert report["metrics"]["accuracy"] == pytest.approx(
+        sk.accuracy_score(y_true, probability > 0.5), rel=1e-12)
+
+
+def test_classes_found_by_a_first_pass_equal_label_report(tmp_path, capsys):
+    """Without --num-classes: the classes present, as label_report (and sklearn)."""
+    rng = np.random.default_rng(5)
+    codes = np.array([0, 3, 4, 9])  # 1, 2, 5..8 absent: averages over the 4 present
+    y_true = codes[rng.integers(0, 4, 2500)]
+    y_pred = np.where(rng.random(2500) < 0.7, y_true, codes[rng.integers(0, 4, 2500)])
+    y_true[::97] = 255  # ignored, and 255 is not a class
+    np.save(tmp_path / "t.npy", y_true.astype(np.int16))
+    np.save(tmp_path / "p.npy", y_pred.astype(np.int16))
+    report = run_json(capsys, "--y-true", str(tmp_path / "t.npy"), "--y-pred",
+                      str(tmp_path / "p.npy"), "--ignore-index", "255", "--chunk-size", "300")
+    keep = y_true != 255
+    expected = metrics_gpu.label_report(y_true[keep], y_pred[keep])
+    assert report["num_classes"] == 4
+    assert list(report["per_class"]) == ["0", "3", "4", "9"]
+    for name, value in expected.metrics.items():
+        assert report["metrics"][name] == pytest.approx(value, rel=1e-9, abs=1e-12), name
+    assert report["confusion_matrix"] == sk.confusion_matrix(y_true[keep], y_pred[keep]).tolist()
+
+
+def test_file_larger_than_its_memory_streams_in_bounded_memory(tmp_path):
+    """200 MB of scores and labels through a process whose peak resident memory
+    stays far below the files' size (chunks of 32k rows)."""
+    rows, k = 4_000_000, 12
+    rng = np.random.default_rng(0)
+    y_true = rng.integers(0, k, rows, dtype=np.int32)
+    scores = np.lib.format.open_memmap(tmp_path / "s.npy", "w+", np.float32, (rows, k))
+    for start in range(0, rows, 500_000):
+        block = rng.normal(size=(min(500_000, rows - start), k)).astype(np.float32)
+        block[np.arange(len(block)), y_true[start:start + len(block)]] += 1
+        scores[start:start + len(block)] = block
+    scores.flush()
+    del scores
+    np.save(tmp_path / "t.npy", y_true)
+    file_bytes = (tmp_path / "s.npy").stat().st_size + (tmp_path / "t.npy").stat().st_size
+    script = textwrap.dedent(f"""
+        import json, resource, sys
+        from metrics_gpu.cli import main
+        baseline = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024
+        status = main(["report", "--y-true", {str(tmp_path / "t.npy")!r}, "--scores",
+                       {str(tmp_path / "s.npy")!r}, "--auc", "binned", "--format", "json",
+                       "--backend", "numpy",
+                       "--chunk-size", "32768", "--quiet"])
+        peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024
+        print(json.dumps({{"status": status, "baseline": baseline, "peak": peak}}),
+              file=sys.stderr)
+    """)
+    done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True,
+                          timeout=600)
+    measured = json.loads(done.stderr.strip().splitlines()[-1])
+    assert measured["status"] == 0, done.stderr
+    report = json.loads(done.stdout)
+    grown = measured["peak"] - measured["baseline"]
+    assert grown < file_bytes / 4, (grown, file_bytes)
+    assert report["total"] == rows
+    # The same numbers as the in-memory functions on the whole arrays.
+    scores = np.load(tmp_path / "s.npy", mmap_mode="r")
+    with metrics_gpu.use_backend("numpy"):
+        expected = metrics_gpu.logits_report(y_true, scores, top_k=(1, 5))
+    assert report["scores"]["cross_entropy"] == pytest.approx(float(expected.cross_entropy),
+                                                              rel=1e-9)
+    assert report["metrics"]["accuracy"] == pytest.approx(float(expected.accuracy), rel=1e-12)
+
+
+def test_exact_auc_refused_when_it_does_not_fit(formats, capsys, monkeypatch):
+    t, p, s, _ = formats["npy"]
+    monkeypatch.setattr("metrics_gpu.files._free_memory", lambda backend: 1000)
+    assert main(["report", "--y-true", t, "--scores", s, "--auc", "exact", "--quiet"]) == 2
+    err = capsys.readouterr().err
+    assert re.match(r"metrics-gpu: error: --scores .*s\.npy: --auc exact needs about "
+                    r"[\d.,]+ [KMG]?B for 5,003 x 4 scores, and 1,000 bytes are free", err)
+    assert "--auc binned" in err and err.count("\n") == 1
+    # auto takes the binned path instead, and says so.
+    report = run_json(capsys, "--y-true", t, "--scores", s)
+    assert report["auc_method"] == "binned"
+    assert exact_auc_bytes(N, K, 4) > 1000
+
+
+def test_plots_written_and_checked(formats, tmp_path, capsys):
+    matplotlib = pytest.importorskip("matplotlib")
+    matplotlib.use("Agg")
+    import matplotlib.image
+
+    t, p, s, _ = formats["npy"]
+    out = tmp_path / "pictures"
+    assert main(["report", "--y-true", t, "--y-pred", p, "--scores", s, "--plot", str(out),
+                 "--quiet"]) == 0
+    names = sorted(path.name for path in out.iterdir())
+    assert names == ["confusion_matrix.png", "confusion_matrix_normalized.png",
+                     "precision_recall.png", "reliability.png", "roc.png"]
+    for path in out.iterdir():
+        image = matplotlib.image.imread(path)
+        assert image.shape[0] > 200 and image.shape[1] > 200, path
+        assert image[..., :3].std() > 0.05, f"{path.name} is blank"
+
+
+def test_report_object_plots_return_axes(formats):
+    pytest.importorskip("matplotlib")
+    t, p, s, _ = formats["npy"]
+    report = report_files({"y_true": t, "y_pred": p, "scores": s}, curves=True)
+    for draw in ("plot_confusion_matrix", "plot_roc", "plot_precision_recall",
+                 "plot_reliability"):
+        ax = getattr(report, draw)()
+        assert ax.get_xlabel() and ax.get_ylabel(), draw
+    legend = [text.get_text() for text in report.plot_roc().get_legend().get_texts()]
+    auc = report.scores["per_class"]["roc_auc"][0]
+    assert any(f"{auc:.2f}" in line for line in legend), legend
+
+
+# -- bad files: one line on stderr naming the file, exit 2, nothing written --------------
+
+
+@pytest.fixture(scope="module")
+def bad_files(tmp_path_factory):
+    d = tmp_path_factory.mktemp("bad")
+    np.save(d / "t.npy", np.arange(100) % 3)
+    np.save(d / "short.npy", np.arange(90) % 3)
+    np.save(d / "float.npy", (np.arange(100) % 3).astype(np.float64) + 0.5)
+    nan = (np.arange(100) % 3).astype(np.float64)
+    nan[17] = np.nan
+    np.save(d / "nan.npy", nan)
+    np.save(d / "matrix.npy", np.zeros((100, 2), np.int64))
+    np.save(d / "strings.npy", np.array(["a"] * 100))
+    (d / "t.csv").write_text("label\n" + "\n".join(str(i % 3) for i in range(100)) + "\n")
+    (d / "short.csv").write_text("label\n" + "\n".join(str(i % 3) for i in range(60)) + "\n")
+    (d / "words.csv").write_text("label\n" + "\n".join(["1", "2", "cat"] * 3) + "\n")
+    (d / "data.bin").write_bytes(b"\0" * 10)
+    pa.parquet.write_table(pa.table({"y": pa.array([0, 1, None, 2] * 25)}), d / "nulls.parquet")
+    pa.parquet.write_table(pa.table({"y": pa.array(np.arange(100) % 3)}), d / "t.parquet")
+    (d / "broken.parquet").write_bytes(b"PAR1 not really")
+    with zipfile.ZipFile(d / "two.npz", "w") as archive:
+        archive.writestr("a.npy", b"")
+        archive.writestr("b.npy", b"")
+    return d
+
+
+BAD = {
+    "missing": (["--y-pred", "{d}/none.npy"], r"--y-pred .*none\.npy: no such file"),
+    "suffix": (["--y-pred", "{d}/data.bin"], r"--y-pred .*data\.bin: unsupported file type"),
+    "lengths": (["--y-pred", "{d}/short.npy"],
+                r"--y-pred .*short\.npy: 90 rows, but --y-true .*t\.npy has 100"),
+    "lengths-unknown": (["--y-pred", "{d}/short.csv"],
+                        r"--y-pred .*short\.csv: ends after 60 rows, but --y-true .*t\.npy has "
+                        r"more"),
+    "non-integer": (["--y-pred", "{d}/float.npy"],
+                    r"--y-pred .*float\.npy: row 0 holds the non-integer label 0\.5"),
+    "nan": (["--y-pred", "{d}/nan.npy"], r"--y-pred .*nan\.npy: row 17 holds nan"),
+    "shape": (["--y-pred", "{d}/matrix.npy"], r"--y-pred .*matrix\.npy: labels must be one "
+                                              r"column"),
+    "dtype": (["--y-pred", "{d}/strings.npy"], r"--y-pred .*strings\.npy: labels must be integer"),
+    "unparsable": (["--y-pred", "{d}/words.csv"], r"--y-pred .*words\.csv: cannot parse"),
+    "column": (["--y-pred", "{d}/t.parquet:label"],
+               r"--y-pred .*t\.parquet: has no column 'label'; its columns are \['y'\]"),
+    "null": (["--y-pred", "{d}/nulls.parquet"], r"--y-pred .*nulls\.parquet: column 'y' holds "
+                                                r"a null at row 2"),
+    "unreadable": (["--y-pred", "{d}/broken.parquet"],
+                   r"--y-pred .*broken\.parquet: not a readable parquet file"),
+    "npz-name": (["--y-pred", "{d}/two.npz"], r"--y-pred .*two\.npz: name the array"),
+    "weights-dtype": (["--y-pred", "{d}/t.npy", "--sample-weight", "{d}/strings.npy"],
+                      r"--sample-weight .*strings\.npy: weights must be numbers"),
+    "label-range": (["--y-pred", "{d}/t.npy", "--num-classes", "2"],
+                    r"--y-true .*t\.npy: row 2 holds a target outside 0\.\.1"),
+    "scores-width": (["--scores", "{d}/float.npy", "--num-classes", "3"],
+                     r"--scores .*float\.npy: 2 score columns, but --num-classes is 3"),
+}
+
+
+@pytest.mark.parametrize("case", list(BAD))
+def test_bad_file_one_line_exit_2_nothing_written(bad_files, tmp_path, capsys, case):
+    argv, pattern = BAD[case]
+    argv = [a.format(d=bad_files) for a in argv]
+    out = tmp_path / "pictures"
+    status = main(["report", "--y-true", str(bad_files / "t.npy"), *argv, "--quiet",
+                   *(["--plot", str(out)] if _has_matplotlib() else [])])
+    err = capsys.readouterr().err
+    assert status == 2, err
+    assert err.count("\n") == 1, err
+    assert re.match(rf"metrics-gpu: error: {pattern}", err), err
+    assert not out.exists()
+
+
+def _has_matplotlib() -> bool:
+    import importlib.util
+
+    return importlib.util.find_spec("matplotlib") is not None
+
+
+def test_missing_pyarrow_names_the_extra(bad_files, capsys, monkeypatch):
+    import builtins
+
+    real_import = builtins.__import__
+
+    def no_pyarrow(name, *args, **kwargs):
+        if name.startswith("pyarrow"):
+            raise ImportError("No module named 'pyarrow'")
+        return real_import(name, *args, **kwargs)
+
+    monkeypatch.setattr(builtins, "__import__", no_pyarrow)
+    assert main(["report", "--y-true", str(bad_files / "t.parquet"), "--y-pred",
+                 str(bad_files / "t.npy"), "--quiet"]) == 2
+    assert "pip install 'metrics-gpu[io]'" in capsys.readouterr().err
+
+
+def test_cuda_backend_without_a_gpu_is_one_line(formats, capsys):
+    try:
+        get_backend_implementation("cuda")
+        pytest.skip("a GPU is present")
+    except BackendUnavailableError:
+        pass
+    t, p, *_ = formats["npy"]
+    assert main(["report", "--y-true", t, "--y-pred", p, "--backend", "cuda", "--quiet"]) == 2
+    assert capsys.readouterr().err.count("\n") == 1
+
+
+def test_reader_error_type_is_value_error():
+    assert issubclass(FileProblem, ValueError)
