@@ -486,18 +486,14 @@ def _report_of_state(state, spec: dict, offsets: tuple, positions: int, pick=Non
         raise ValueError("y_true and preds are empty; at least one sample is required")
     metrics = ClassificationMetrics(**spec)
     metrics.load_state_dict(state)
-    try:
-        report = metrics.compute().to_dict()
-    except ValueError as error:
-        keys = [int(key) for key in state["checks"][1:] if int(key) != NO_ERROR]
-        if not keys:
-            raise
-        key = min(keys)
-        chunk, sample = key >> ORDINAL_SHIFT, key & ((1 << ORDINAL_SHIFT) - 1)
+    first = metrics.first_invalid() if metrics.validate == "deferred" else None
+    if first is not None:
+        name, chunk, sample, problem, invalid = first
         raise ValueError(
-            f"{error} [metrics_gpu.dask: update call {chunk} is chunk {chunk} along axis 0; "
-            f"its sample {sample} is sample {offsets[chunk] * positions + sample} of the whole "
-            "array, counting every position]") from None
+            f"{name} of chunk {chunk} along axis 0 holds {problem} at sample "
+            f"{offsets[chunk] * positions + sample} of the whole array (counting every "
+            f"position); {invalid} sample(s) were left out in all")
+    report = metrics.compute().to_dict()
     return report if pick is None else pick(report, **options)
 
 

@@ -372,8 +372,9 @@ def test_refusals_name_the_argument(client, data):
 def test_score_validation_errors(client, data):
     y_true = data["y_true"].copy()
     y_true[3000] = K + 4
-    with pytest.raises(ValueError, match=r"update call 3 is chunk 3 along axis 0; its sample 9 "
-                                         r"is sample 3000 of the whole array"):
+    with pytest.raises(ValueError, match=r"y_true of chunk 3 along axis 0 holds a target "
+                                         r"outside 0\.\.4 \(num_classes=5\) at sample 3000 of "
+                                         r"the whole array"):
         mgd.classification_metrics(chunked(y_true), chunked(data["scores"]), K).compute()
     probabilities = softmax(data["scores"])
     probabilities[6001, 2] = 1.5
