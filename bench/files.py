@@ -103,14 +103,24 @@ def time_numpy_read(files: list[Path], cold: bool) -> float:
     return time.perf_counter() - start
 
 
-REPORT = """
-import json, resource, sys, time
+# Peak resident memory of this process: VmHWM (ru_maxrss would carry the
+# parent's high-water mark across fork and exec).
+PEAK_RSS = """
+def peak_rss():
+    with open("/proc/self/status") as status:
+        for line in status:
+            if line.startswith("VmHWM:"):
+                return int(line.split()[1]) * 1024
+"""
+
+REPORT = PEAK_RSS + """
+import json, sys, time
 from metrics_gpu.cli import main
 start = time.perf_counter()
 status = main(sys.argv[1:])
 elapsed = time.perf_counter() - start
 print(json.dumps({"status": status, "seconds": elapsed,
-                  "peak": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024}),
+                  "peak": peak_rss()}),
       file=sys.stderr)
 """
 

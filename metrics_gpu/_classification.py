@@ -210,14 +210,7 @@ def confusion_matrix(y_true, y_pred, *, labels=None, num_classes=None, sample_we
     if labels is not None and inputs.y_true.size and not _any_true_in(inputs, labels):
         raise ValueError("At least one label specified must be in y_true")
     if normalize is not None:
-        with np.errstate(all="ignore"):
-            if normalize == "true":
-                cm = cm / cm.sum(axis=1, keepdims=True)
-            elif normalize == "pred":
-                cm = cm / cm.sum(axis=0, keepdims=True)
-            else:
-                cm = cm / cm.sum()
-        cm = xp.nan_to_num(cm)
+        cm = F.normalized_confusion(cm, normalize, xp)
     return output(cm, inputs)
 
 

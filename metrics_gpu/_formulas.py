@@ -87,6 +87,19 @@ def divide(numerator, denominator, xp, zero_division: Any = float("nan")):
 _PACKAGE_DIRECTORY = os.path.dirname(os.path.abspath(__file__))
 
 
+def normalized_confusion(cm, normalize: str, xp):
+    """scikit-learn's ``normalize`` of a confusion matrix: over rows ("true"),
+    columns ("pred") or everything ("all"); 0/0 is 0."""
+    with np.errstate(all="ignore"):
+        if normalize == "true":
+            cm = cm / cm.sum(axis=1, keepdims=True)
+        elif normalize == "pred":
+            cm = cm / cm.sum(axis=0, keepdims=True)
+        else:
+            cm = cm / cm.sum()
+    return xp.nan_to_num(cm)
+
+
 def warn(message: str, category: type[Warning]) -> None:
     """``warnings.warn`` attributed to the first caller outside metrics_gpu,
     however deep in the package (and its decorators) the warning is raised."""

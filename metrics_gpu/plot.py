@@ -25,6 +25,8 @@ from collections.abc import Mapping
 
 import numpy as np
 
+from metrics_gpu._formulas import normalized_confusion
+
 INSTALL_HINT = "metrics_gpu.plot needs matplotlib: pip install 'metrics-gpu[plot]'"
 NORMALIZE_OPTIONS = (None, "true", "pred", "all")
 NORMALIZED_TITLES = {"true": "true labels", "pred": "predicted labels", "all": "all samples"}
@@ -59,19 +61,6 @@ def _check_max_classes(max_classes) -> int:
             or max_classes < 1:
         raise ValueError(f"max_classes must be a positive integer, got {max_classes!r}")
     return int(max_classes)
-
-
-def _normalized(counts: np.ndarray, normalize: str) -> np.ndarray:
-    """scikit-learn's normalisation: over rows, columns or everything; 0/0 is 0."""
-    counts = counts.astype(np.float64)
-    with np.errstate(divide="ignore", invalid="ignore"):
-        if normalize == "true":
-            values = counts / counts.sum(axis=1, keepdims=True)
-        elif normalize == "pred":
-            values = counts / counts.sum(axis=0, keepdims=True)
-        else:
-            values = counts / counts.sum()
-    return np.nan_to_num(values, nan=0.0, posinf=0.0, neginf=0.0)
 
 
 def most_confused_classes(matrix, max_classes: int) -> np.ndarray:
@@ -153,7 +142,8 @@ def plot_confusion_matrix(matrix, *, class_names=None, normalize=None, max_class
     if len(names) != k:
         raise ValueError(f"class_names has {len(names)} names for a matrix of {k} classes")
 
-    values = counts if normalize is None else _normalized(counts, normalize)
+    values = counts if normalize is None else normalized_confusion(
+        counts.astype(np.float64), normalize, np)
     shown = np.arange(k) if k <= max_classes else most_confused_classes(counts, max_classes)
     values = values[np.ix_(shown, shown)]
     n = shown.size
