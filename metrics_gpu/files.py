@@ -377,14 +377,17 @@ class ArrowReader(ColumnReader):
                 self.rows = self.parquet.metadata.num_rows
             else:
                 self.parquet = None
-                source = pa.memory_map(str(path))
+                # Rows counted through a memory map (only the batches' headers are
+                # touched), data read through a plain file: the pages of a mapped
+                # file would count in the resident memory.
                 try:
-                    self.ipc = pa.ipc.open_file(source)
-                    self.rows = sum(self.ipc.get_batch(i).num_rows
-                                    for i in range(self.ipc.num_record_batches))
+                    with pa.memory_map(str(path)) as mapped:
+                        counter = pa.ipc.open_file(mapped)
+                        self.rows = sum(counter.get_batch(i).num_rows
+                                        for i in range(counter.num_record_batches))
+                    self.ipc = pa.ipc.open_file(pa.OSFile(str(path)))
                 except pa.ArrowInvalid:
-                    source.seek(0)
-                    self.ipc = pa.ipc.open_stream(source)
+                    self.ipc = pa.ipc.open_stream(pa.OSFile(str(path)))
                     self.rows = None
                 schema = self.ipc.schema
         except (pa.ArrowException, OSError) as error:
