@@ -372,7 +372,9 @@ class ArrowReader(ColumnReader):
         self.pa = pa
         try:
             if path.suffix in (".parquet", ".pq"):
-                self.parquet = pa.parquet.ParquetFile(path)
+                # No pre-buffering: it would keep every column chunk read in the pool.
+                self.parquet = pa.parquet.ParquetFile(path, pre_buffer=False,
+                                                      buffer_size=1 << 22)
                 schema = self.parquet.schema_arrow
                 self.rows = self.parquet.metadata.num_rows
             else:
@@ -437,7 +439,7 @@ class ArrowReader(ColumnReader):
 
     def _batch_iterator(self):
         if self.parquet is not None:
-            yield from self.parquet.iter_batches(batch_size=TEXT_BLOCK_ROWS * 4,
+            yield from self.parquet.iter_batches(batch_size=self._batch_rows(),
                                                  columns=self.names)
         elif hasattr(self.ipc, "get_batch"):
             for i in range(self.ipc.num_record_batches):
@@ -445,6 +447,11 @@ class ArrowReader(ColumnReader):
         else:
             for batch in self.ipc:
                 yield batch.select(self.names)
+
+    def _batch_rows(self) -> int:
+        """Rows per Parquet batch: about 8 MB of values."""
+        width = getattr(self, "width", None) or 1
+        return max(1024, min(TEXT_BLOCK_ROWS, (8 << 20) // (8 * width)))
 
     def _values(self, batch) -> np.ndarray:
         """A record batch's selected columns as a NumPy array (checks nulls and list widths)."""
