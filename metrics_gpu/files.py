@@ -51,6 +51,9 @@ MAX_CHUNK_ROWS = 1 << 20
 CHUNK_BYTES = 64 << 20
 # The binned ranking histogram (2, K, H) of float64 / uint64 counts: at most 256 MB.
 HISTOGRAM_BYTES = 256 << 20
+# Without --num-classes, the first pass marks the codes present in a table of
+# this size at most.
+MAX_FOUND_CLASSES = 1 << 24
 # Text rows are parsed in pieces of this many lines.
 TEXT_BLOCK_ROWS = 1 << 16
 
@@ -132,6 +135,7 @@ class ColumnReader:
     def _set_layout(self, dtype: np.dtype, shape_tail: tuple[int, ...]) -> None:
         """Check the file's dtype and shape for this column's role; set ``dtype``, ``width``."""
         kind = dtype.kind
+        dtype = dtype.newbyteorder("=")  # big-endian files come out in native order
         self.binary_column = self.role == "scores" and shape_tail in ((), (1,))
         if self.role == "labels":
             if kind not in "iubf":
@@ -223,6 +227,7 @@ class NpyReader(ColumnReader):
         self._row_bytes = dtype.itemsize * math.prod(shape[1:])
         # No conversion (same dtype, no (N,) binary scores to widen): read in place.
         self._direct = dtype == self.dtype and not (role == "scores" and self.binary_column)
+        # (a big-endian file's dtype differs from its native output dtype: converted)
         self._check_size()
 
     def _open(self):
@@ -836,6 +841,11 @@ def find_classes(sources: dict[str, str | None], *, ignore_index=None, chunk_row
                             f"{OPTIONS[name]} {readers[name].path}: holds the negative label "
                             f"{values[first]} (labels are class codes 0..K-1; pass "
                             "--ignore-index for a padding value)")
+                    if values.size and values.max() >= MAX_FOUND_CLASSES:
+                        raise FileProblem(
+                            f"{OPTIONS[name]} {readers[name].path}: holds the label "
+                            f"{values.max()}; pass --num-classes for class codes beyond "
+                            f"{MAX_FOUND_CLASSES - 1:,} (the classes are not searched for)")
                     seen.append(values)
                 for values in seen:
                     if values.size:

@@ -173,6 +173,17 @@ def test_scores_only_argmax_labels_and_binned_auc_within_bound(formats, data, ca
         float(in_memory.expected_calibration_error), rel=1e-6)
 
 
+def test_big_endian_and_narrow_label_files(tmp_path, capsys, data):
+    y_true, y_pred, _, weight = data
+    np.save(tmp_path / "t.npy", y_true.astype(">i4"))
+    np.save(tmp_path / "p.npy", y_pred.astype(np.uint8))
+    np.save(tmp_path / "w.npy", weight.astype(">f8"))
+    report = run_json(capsys, "--y-true", str(tmp_path / "t.npy"), "--y-pred",
+                      str(tmp_path / "p.npy"), "--sample-weight", str(tmp_path / "w.npy"),
+                      "--chunk-size", str(CHUNK))
+    check_label_metrics(report, y_true, y_pred, weight)
+
+
 def test_binary_positive_scores_column(tmp_path, capsys):
     rng = np.random.default_rng(3)
     y_true = rng.integers(0, 2, 3001)
@@ -358,6 +369,7 @@ def bad_files(tmp_path_factory):
     np.save(d / "nan.npy", nan)
     np.save(d / "matrix.npy", np.zeros((100, 2), np.int64))
     np.save(d / "strings.npy", np.array(["a"] * 100))
+    np.save(d / "huge.npy", np.where(np.arange(100) == 50, 1 << 30, np.arange(100) % 3))
     (d / "t.csv").write_text("label\n" + "\n".join(str(i % 3) for i in range(100)) + "\n")
     (d / "short.csv").write_text("label\n" + "\n".join(str(i % 3) for i in range(60)) + "\n")
     (d / "words.csv").write_text("label\n" + "\n".join(["1", "2", "cat"] * 3) + "\n")
@@ -393,6 +405,8 @@ BAD = {
     "unreadable": (["--y-pred", "{d}/broken.parquet"],
                    r"--y-pred .*broken\.parquet: not a readable parquet file"),
     "npz-name": (["--y-pred", "{d}/two.npz"], r"--y-pred .*two\.npz: name the array"),
+    "huge-label": (["--y-pred", "{d}/huge.npy"],
+                   r"--y-pred .*huge\.npy: holds the label 1073741824; pass --num-classes"),
     "weights-dtype": (["--y-pred", "{d}/t.npy", "--sample-weight", "{d}/strings.npy"],
                       r"--sample-weight .*strings\.npy: weights must be numbers"),
     "label-range": (["--y-pred", "{d}/t.npy", "--num-classes", "2"],
