@@ -373,7 +373,10 @@ class ArrowReader(ColumnReader):
     def __init__(self, argument, path, selector, role, *, from_logits=True):
         super().__init__(argument, path, selector, role)
         self.from_logits = from_logits
-        pa = _pyarrow()
+        try:
+            pa = _pyarrow()
+        except FileProblem as error:
+            raise self.problem(str(error)) from None
         self.pa = pa
         try:
             if path.suffix in (".parquet", ".pq"):
