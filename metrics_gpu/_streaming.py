@@ -605,6 +605,12 @@ class StreamingReport:
         return plot_reliability(bins["proportion"], bins["confidence"], bins["accuracy"],
                                 ax=ax, **kwargs)
 
+    @property
+    def histogram(self):
+        """The ``(2, K, H)`` probability histogram of a state built with
+        ``thresholds=H`` (as the state held it at compute), or None."""
+        return self._histogram
+
     def curves(self) -> tuple[list[dict], list[dict]]:
         """Each class's binned ROC and precision-recall curve,
         :func:`metrics_gpu.plot.binned_curves` of the state's histogram (NumPy

@@ -189,7 +189,8 @@ def build_parser() -> argparse.ArgumentParser:
                         "extra pass over the label files)")
     report.add_argument("--ignore-index", type=int, help="leave out samples with this target")
     report.add_argument("--top-k", type=_top_k, default=(1, 5), metavar="K1,K2",
-                        help="top-k accuracies of the scores (default 1,5)")
+                        help="top-k accuracies of the scores (default 1,5; values above K "
+                        "are left out)")
     report.add_argument("--n-bins", type=_positive_int, default=15,
                         help="calibration bins (default 15)")
     report.add_argument("--auc", choices=AUC_MODES, default="auto",

@@ -1232,7 +1232,7 @@ class PredictionReport:
                 lambda: self.plot_confusion_matrix(normalize="true")
         if self.streaming is not None:
             drawings["reliability"] = self.plot_reliability
-            if self.streaming._histogram is not None:
+            if self.streaming.histogram is not None:
                 drawings["roc"] = self.plot_roc
                 drawings["precision_recall"] = self.plot_precision_recall
         return drawings
