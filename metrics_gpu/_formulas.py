@@ -100,6 +100,23 @@ def normalized_confusion(cm, normalize: str, xp):
     return xp.nan_to_num(cm)
 
 
+def softmax_rows(z, xp):
+    """Each row's softmax, exp(z - max z) / sum (the probabilities of logits)."""
+    e = xp.exp(z - z.max(axis=1, keepdims=True))
+    return e / e.sum(axis=1, keepdims=True)
+
+
+def defined_averages(per_class, positives):
+    """``(macro, weighted)`` of a per-class ranking metric (NumPy): over the
+    classes where it is defined (not NaN), weighted by their positives' weight."""
+    per_class, positives = np.asarray(per_class), np.asarray(positives)
+    defined = ~np.isnan(per_class)
+    with _quiet(np):
+        macro = per_class[defined].sum() / defined.sum()
+        weighted = (positives[defined] * per_class[defined]).sum() / positives[defined].sum()
+    return macro, weighted
+
+
 def warn(message: str, category: type[Warning]) -> None:
     """``warnings.warn`` attributed to the first caller outside metrics_gpu,
     however deep in the package (and its decorators) the warning is raised."""
@@ -735,12 +752,10 @@ def stream_score_values(sums: ScoreSums, histogram=None):
     values[head:head + 5 * k] = np.concatenate([auc, ap, auc_bound, ap_bound, positives])
     for name, per_class, bound in (("roc_auc", auc, auc_bound),
                                    ("average_precision", ap, ap_bound)):
-        defined = ~np.isnan(per_class)
-        with _quiet(np):
-            values[slot[f"{name}_macro"]] = per_class[defined].sum() / defined.sum()
-            values[slot[f"{name}_weighted"]] = ((positives[defined] * per_class[defined]).sum()
-                                                / positives[defined].sum())
-            values[slot[f"{name}_error_bound"]] = bound[defined].sum() / defined.sum()
+        values[slot[f"{name}_macro"]], values[slot[f"{name}_weighted"]] = \
+            defined_averages(per_class, positives)
+        # The bound of an average: the mean of the per-class bounds.
+        values[slot[f"{name}_error_bound"]] = defined_averages(bound, positives)[0]
         micro = binned_rank_areas(histogram[0].sum(axis=0), histogram[1].sum(axis=0))
         values[slot[f"{name}_micro"]] = float(micro[0] if name == "roc_auc" else micro[2])
         values[slot[name]] = per_class[1] if k == 2 else values[slot[f"{name}_macro"]]

@@ -39,6 +39,8 @@ from typing import Any, Callable
 
 import numpy as np
 
+from metrics_gpu._formulas import defined_averages, softmax_rows
+
 ARROW_SUFFIXES = (".parquet", ".pq", ".arrow", ".feather", ".ipc")
 TEXT_SUFFIXES = (".csv", ".txt")
 SUFFIXES = (".npy", ".npz", *TEXT_SUFFIXES, *ARROW_SUFFIXES)
@@ -720,10 +722,7 @@ class _ExactScores:
 
     def add(self, y_true, scores, weight) -> None:
         xp = self.xp
-        probabilities = scores
-        if self.from_logits:
-            shifted = xp.exp(scores - scores.max(axis=1, keepdims=True))
-            probabilities = shifted / shifted.sum(axis=1, keepdims=True)
+        probabilities = softmax_rows(scores, xp) if self.from_logits else scores
         if self.parts is not None:
             self.parts.append((y_true.astype(np.int64), probabilities.astype(scores.dtype),
                                None if weight is None else weight.astype(np.float64)))
@@ -763,9 +762,9 @@ def exact_ranking(y_true, probabilities, sample_weight=None, *, ignore_index=Non
         y_true, probabilities = y_true[keep], probabilities[keep]
         sample_weight = None if sample_weight is None else sample_weight[keep]
     k = probabilities.shape[1]
-    weight = xp.ones(len(y_true)) if sample_weight is None else sample_weight
-    positives = np.array([float(_to_numpy(weight[y_true == c].sum())) for c in range(k)])
-    negatives = float(_to_numpy(weight.sum())) - positives
+    positives = np.asarray(_to_numpy(xp.bincount(y_true, sample_weight, minlength=k)),
+                           dtype=np.float64)[:k]
+    negatives = positives.sum() - positives
     auc = np.full(k, math.nan)
     ap = np.full(k, math.nan)
     for c in range(k):
@@ -785,10 +784,7 @@ def exact_ranking(y_true, probabilities, sample_weight=None, *, ignore_index=Non
     out: dict[str, Any] = {}
     for name, per_class, micro in (("roc_auc", auc, micro_auc),
                                    ("average_precision", ap, micro_ap)):
-        defined = ~np.isnan(per_class)
-        macro = per_class[defined].mean() if defined.any() else math.nan
-        weighted = ((positives[defined] * per_class[defined]).sum()
-                    / positives[defined].sum()) if defined.any() else math.nan
+        macro, weighted = defined_averages(per_class, positives)
         out[name] = per_class[1] if k == 2 else macro
         out[f"{name}_macro"], out[f"{name}_weighted"] = macro, weighted
         out[f"{name}_micro"], out[f"{name}_error_bound"] = micro, 0.0

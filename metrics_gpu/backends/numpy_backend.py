@@ -23,7 +23,7 @@ import sys
 import numpy as np
 
 from metrics_gpu import _rank_scan
-from metrics_gpu._formulas import label_metric_values
+from metrics_gpu._formulas import label_metric_values, softmax_rows
 from metrics_gpu._state import (
     SCORE_SLOT,
     ClassStatistics,
@@ -568,8 +568,7 @@ def stream_update(state: dict, batch, *, num_classes: int, ignore_index, ordinal
     if thresholds:
         z = widen_scores(chosen)
         if from_logits:
-            e = np.exp(z - z.max(axis=1, keepdims=True))
-            z = e / e.sum(axis=1, keepdims=True)
+            z = softmax_rows(z, np)
         bins = calibration_bin(z, thresholds) + np.arange(k) * thresholds
         histogram = state["histogram"].reshape(2, k * thresholds)
         every = weighted_bincount(bins.reshape(-1), None if wv is None else np.repeat(wv, k),
