@@ -894,10 +894,17 @@ def evaluate_files(sources: dict[str, str | None], *, num_classes: int | None = 
     CuPy and a device are present.
     """
     from metrics_gpu._backend import backend_for_host_data, get_backend, use_backend
-    from metrics_gpu._streaming import ClassificationMetrics
+    from metrics_gpu._streaming import MAX_THRESHOLDS, SCORE_KINDS, ClassificationMetrics
+    from metrics_gpu._validation import check_int_range, check_top_k
 
     if auc not in AUC_MODES:
         raise ValueError(f"auc must be one of {AUC_MODES}, got {auc!r}")
+    if scores_are not in SCORE_KINDS:
+        raise ValueError(f"scores_are must be one of {SCORE_KINDS}, got {scores_are!r}")
+    top_k = check_top_k(top_k, allow_empty=True)
+    thresholds = check_int_range(thresholds, "thresholds", 2, MAX_THRESHOLDS)
+    if chunk_rows is not None:
+        chunk_rows = check_int_range(chunk_rows, "chunk_rows", 1, 1 << 40)
     if sources.get("y_pred") is None and sources.get("scores") is None:
         raise ValueError("give --y-pred (labels) or --scores (or both)")
     backend = backend_for_host_data(get_backend() if backend is None else backend)

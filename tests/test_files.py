@@ -465,5 +465,16 @@ def test_cuda_backend_without_a_gpu_is_one_line(formats, capsys):
     assert capsys.readouterr().err.count("\n") == 1
 
 
+@pytest.mark.parametrize("option, value, message", [
+    ("auc", "fast", "auc must be one of"), ("scores_are", "odds", "scores_are must be one of"),
+    ("thresholds", 1, "thresholds must be an integer in 2.."),
+    ("chunk_rows", 0, "chunk_rows must be an integer in 1.."), ("top_k", (0,), "top_k"),
+])
+def test_bad_options_name_the_argument(formats, option, value, message):
+    t, p, s, _ = formats["npy"]
+    with pytest.raises(ValueError, match=message):
+        report_files({"y_true": t, "y_pred": p, "scores": s}, **{option: value})
+
+
 def test_reader_error_type_is_value_error():
     assert issubclass(FileProblem, ValueError)
