@@ -798,8 +798,22 @@ def _position(flat_index: int, shape) -> str:
 
 
 def present_labels(inputs: RankingInputs) -> np.ndarray:
-    """The distinct labels of ``y_true``, sorted, on the host (one sync on a GPU)."""
-    return np.asarray(inputs.backend.to_host(inputs.backend.xp.unique(inputs.y_true)))
+    """The distinct labels of ``y_true``, sorted, in its dtype, on the host.
+
+    Binary labels (the usual case) are found without a sort: the min, the max,
+    and whether any label differs from both are reduced where the labels live
+    and read back together (one sync on a GPU). Only a third class costs a
+    ``unique`` (a sort, and a second sync).
+    """
+    labels, backend = inputs.y_true, inputs.backend
+    xp = backend.xp
+    low, high = xp.min(labels), xp.max(labels)
+    third = xp.any((labels != low) & (labels != high))
+    low, high, third = np.asarray(backend.to_host(
+        xp.stack([low, high, third.astype(labels.dtype)])))
+    if third:
+        return np.asarray(backend.to_host(xp.unique(labels)))
+    return np.array([low] if low == high else [low, high], dtype=labels.dtype)
 
 
 # What a binary ranking function's caller may want for multiclass y_true.

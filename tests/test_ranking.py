@@ -20,12 +20,14 @@ curves; ties inside a group count ½ in the AUC).
 from __future__ import annotations
 
 import warnings
+from functools import partial
 from itertools import combinations
 
 import numpy as np
 import pytest
 import sklearn.metrics as skm
 
+from metrics_gpu._backend import get_backend_implementation
 from metrics_gpu._formulas import UndefinedMetricWarning
 from metrics_gpu._ranking import (
     _catboost_auc,
@@ -35,6 +37,8 @@ from metrics_gpu._ranking import (
     roc_auc_score,
     roc_curve,
 )
+from metrics_gpu._validation import check_ranking_inputs, present_labels
+from metrics_gpu.testing import operation_counter
 
 RTOL = 1e-12
 
@@ -246,6 +250,123 @@ def test_partial_auc_of_an_undefined_curve_is_nan(backend):
         value = roc_auc_score(*_put(backend, y, s), max_fpr=0.5,
                               sample_weight=backend.asarray(np.array([0.0, 1.0, 1.0, 0.0])))
     assert np.isnan(backend.to_numpy(value))
+
+
+# -- the classes of y_true: binary labels without a sort --------------------------------
+
+# y_true whose classes present_labels must find as np.unique does (values and
+# dtype): extremes of the dtype, one class, and a third class that is rare,
+# last, or between the other two.
+PRESENT_LABEL_CASES = {
+    "0/1": np.array([1, 0, 0, 1, 1]),
+    "-1/1 int8": np.array([-1, 1, 1, -1], dtype=np.int8),
+    "one class": np.array([2, 2, 2]),
+    "one sample": np.array([7], dtype=np.int32),
+    "bool": np.array([True, False, True]),
+    "bool all False": np.zeros(4, dtype=bool),
+    "bool all True": np.ones(4, dtype=bool),
+    "uint64 extremes": np.array([0, 2**64 - 1, 0], dtype=np.uint64),
+    "int64 extremes": np.array([2**63 - 1, -2**63, -2**63], dtype=np.int64),
+    "float codes": np.array([3.0, 1.0, 3.0]),
+    "third class last": np.array([0, 1, 0, 1, 5]),
+    "third class between": np.array([0, 9, 9, 4, 0], dtype=np.uint8),
+    "four classes": np.array([3, 1, 2, 0, 1], dtype=np.int16),
+}
+
+
+def _spy_on(patch, namespace, names, calls):
+    """Record ``(name, size of the first argument)`` for each call of ``namespace.<name>``."""
+    def spy(name, original, array, *args, **kwargs):
+        calls.append((name, array.size))
+        return original(array, *args, **kwargs)
+
+    for name in names:
+        patch.setattr(namespace, name, partial(spy, name, getattr(namespace, name)))
+
+
+@pytest.mark.parametrize("name", PRESENT_LABEL_CASES, ids=str)
+def test_present_labels_equal_unique_and_sort_only_a_third_class(backend, monkeypatch, name):
+    """The classes equal np.unique's, dtype included. Binary labels cost one
+    read-back and no unique; only a third class falls back to unique (and a
+    second read-back)."""
+    y = PRESENT_LABEL_CASES[name]
+    inputs = check_ranking_inputs(backend.asarray(y), backend.asarray(np.zeros(y.size)))
+    expected = np.unique(backend.to_numpy(inputs.y_true))
+    multiclass = expected.size > 2
+    calls = []
+    with monkeypatch.context() as patch, operation_counter() as counts:
+        _spy_on(patch, inputs.backend.xp, ["unique"], calls)
+        classes = present_labels(inputs)
+    assert isinstance(classes, np.ndarray) and classes.dtype == expected.dtype
+    np.testing.assert_array_equal(classes, expected)
+    assert len(calls) == multiclass
+    if backend.name != "numpy":  # the NumPy backend's reads are no transfers
+        assert counts.host_transfers == 1 + multiclass
+
+
+@pytest.mark.parametrize("function", [roc_auc_score, average_precision_score],
+                         ids=lambda f: f.__name__)
+def test_binary_scores_sort_once_and_read_back_the_classes_once(backend, monkeypatch, rng,
+                                                                  function):
+    """int64 labels, float32 scores: one full-length sort (the packed keys on the
+    kernel backends, the scores' argsort on NumPy) and no unique of the labels;
+    the kernel backends launch pack, unpack and areas and read back only the
+    classes. Pins the cost of issue 16's exact ranking."""
+    n = 1000
+    y, s = _binary_labels(rng, n), rng.random(n).astype(np.float32)
+    calls = []
+    with monkeypatch.context() as patch, operation_counter() as counts:
+        _spy_on(patch, get_backend_implementation(backend.name).xp,
+                ["unique", "sort", "argsort", "lexsort"], calls)
+        value = function(*_put(backend, y, s))
+    full_length = [name for name, size in calls if size == n]
+    if backend.name == "numpy":
+        assert full_length == ["argsort"]
+    else:
+        assert full_length == ["sort"]
+        assert (counts.launches, counts.host_transfers) == (3, 1)
+    _assert_value(backend, value, getattr(skm, function.__name__)(y, s))
+
+
+BINARY_LABEL_DTYPES = {
+    "int8 -1/1": (np.array([-1, 1], dtype=np.int8), {}),
+    "uint64 0/1": (np.array([0, 1], dtype=np.uint64), {}),
+    "uint8 3/7 pos_label=3": (np.array([3, 7], dtype=np.uint8), {"pos_label": 3}),
+    "bool": (np.array([False, True]), {}),
+    "float 0/1": (np.array([0.0, 1.0]), {}),
+}
+
+
+@pytest.mark.parametrize("labels", BINARY_LABEL_DTYPES, ids=str)
+def test_binary_label_dtypes_match_sklearn_unweighted(backend, rng, labels):
+    """Two classes in any label dtype, unweighted (the packed-key path)."""
+    classes, kwargs = BINARY_LABEL_DTYPES[labels]
+    y = classes[_binary_labels(rng, 300)]
+    s = _scores(rng, 300, "2-decimals")
+    mine, theirs = _both(backend, roc_curve, skm.roc_curve, y, s, **kwargs)
+    _assert_curve(backend, mine, theirs)
+    mine, theirs = _both(backend, roc_auc_score, skm.roc_auc_score, y, s)
+    _assert_value(backend, mine, theirs)
+    ap_kwargs = kwargs or {"pos_label": classes[-1].item()}
+    mine, theirs = _both(backend, average_precision_score, skm.average_precision_score, y, s,
+                         **ap_kwargs)
+    _assert_value(backend, mine, theirs)
+
+
+def test_one_rare_third_class_is_multiclass_as_sklearn(backend, rng):
+    """A single sample of a third class, last: multiclass (the unique fallback),
+    with scikit-learn's results and errors."""
+    y = np.append(_binary_labels(rng, 200), 2)
+    p = np.round(rng.dirichlet(np.ones(3), y.size), 2)
+    p[:, 2] = 1 - p[:, 0] - p[:, 1]
+    mine, theirs = _both(backend, roc_auc_score, skm.roc_auc_score, y, p, multi_class="ovr")
+    _assert_value(backend, mine, theirs)
+    mine, theirs = _both(backend, average_precision_score, skm.average_precision_score, y, p)
+    _assert_value(backend, mine, theirs)
+    with pytest.raises(ValueError, match=r"multi_class must be in .*classes \[0, 1, 2\]"):
+        roc_auc_score(*_put(backend, y, p))
+    with pytest.raises(ValueError, match=r"Parameter pos_label is fixed to 1 for multiclass"):
+        average_precision_score(*_put(backend, y, p), pos_label=2)
 
 
 # -- multiclass: parity with scikit-learn ---------------------------------------------
