@@ -19,7 +19,9 @@
 //
 // Output: each block writes its partial sums to partials[block * slots ...]
 // (no global atomics); the host adds the rows in a fixed order. The scalar
-// slots are reduced in a fixed order within the block. The calibration bins
+// slots are reduced in a fixed order within the block, and so are the top-k
+// hits, kept per thread in shared memory (top_k_bucket: no register per k
+// value, whatever their number). The calibration bins
 // are summed per bin within a warp, then added with shared-memory atomics:
 // with `fixed_bins` as 64-bit fixed point (integer atomics are associative,
 // so the sums are bit-identical run to run: unweighted rows always, weighted
@@ -30,8 +32,10 @@
 // doubles nearest b/B (1.0 in the last bin): floor(c * B) alone puts c = b/B
 // into bin b - 1 when the product rounds down.
 //
-// Limits: K < 2^31 columns; top_k has at most kMaxTopK entries; 3 * n_bins
-// 8-byte cells of dynamic shared memory (the host checks the budget);
+// Limits: K < 2^31 columns; top_k has at most kMaxTopK entries; dynamic
+// shared memory of 3 * n_bins 8-byte bin cells, then (num_top_k + 1) *
+// blockDim.x doubles of top-k buckets when num_top_k > 0 (the host checks
+// the budget: top_k_shared_bytes);
 // max_weight_bits (fixed-point bins of weighted rows) holds max|w| as
 // max_abs_weight of confusion.cu leaves it, null for unweighted rows.
 #include "common.cuh"
@@ -50,7 +54,8 @@ enum ScoreSlot {
 };
 constexpr int kMaxTopK = 8;          // top_k values per pass (the host checks)
 constexpr int kScoreBlockThreads = 256;  // the launch bound (the host launches no more)
-constexpr int kReducedSlots = kScalarSlots + kMaxTopK;
+// Block reduction scratch: the scalar slots, or the top-k buckets.
+constexpr int kReducedSlots = kScalarSlots > kMaxTopK + 1 ? kScalarSlots : kMaxTopK + 1;
 
 __device__ __forceinline__ float exp_of(float x) { return expf(x); }
 __device__ __forceinline__ double exp_of(double x) { return exp(x); }
@@ -272,8 +277,8 @@ __device__ __forceinline__ int bin_fixed_shift(const unsigned long long* max_wei
   return fixed_point_shift(max_weight_bits != nullptr ? max_weight_bits : &one_bits, n);
 }
 
-// One scanned row's terms, weighted by w, added to `sums` (ScoreSlot order,
-// then the top-k hits): -log p_t (softmax of logits, or the clipped
+// One scanned row's terms, weighted by w, added to `sums` (ScoreSlot order;
+// the top-k hits go to top_k_bucket's buckets): -log p_t (softmax of logits, or the clipped
 // probability), the Brier sum, the Crammer-Singer hinge, the argmax hit and
 // CatBoost's one-vs-all loss. Returns the row's confidence (its max
 // probability) and correctness for the calibration bins. Shared by
@@ -281,8 +286,7 @@ __device__ __forceinline__ int bin_fixed_shift(const unsigned long long* max_wei
 template <typename F>
 __device__ __forceinline__ void add_row_terms(const RowScan<F>& r, int64 t, F z_t, double w,
                                               bool from_logits, double clip_eps,
-                                              bool one_vs_all, const long long* limits,
-                                              int num_top_k, double* sums, double& confidence,
+                                              bool one_vs_all, double* sums, double& confidence,
                                               double& correct) {
   double p_t, nll, squares;
   if (from_logits) {
@@ -307,10 +311,47 @@ __device__ __forceinline__ void add_row_terms(const RowScan<F>& r, int64 t, F z_
   sums[kSlotBrier] += w * (squares - 2.0 * p_t + 1.0);
   sums[kSlotHinge] += w * hinge;
   sums[kSlotOneVsAll] += one_vs_all ? w * (r.softplus_sum - (double)z_t) : 0.0;
-#pragma unroll
-  for (int i = 0; i < kMaxTopK; ++i) {
-    if (i < num_top_k && r.rank < limits[i]) sums[kScalarSlots + i] += w;
+}
+
+// Top-k hits without a register per k value. A row whose true class has
+// rank r (columns sorting before it) falls in bucket j = #{i : top_k[i] <= r},
+// and it hits top_k[i] exactly when j <= #{l : top_k[l] < top_k[i]} (any
+// order, repeats allowed). Each thread adds its rows' weights to its own
+// column of the shared buckets (bucket j at buckets[j * blockDim.x + thread]:
+// no atomics, no bank conflicts), and top_k_block_hits sums them in a fixed
+// order at the end, so the bits are the same every run.
+__device__ __forceinline__ int top_k_bucket(int rank, const long long* top_k, int num_top_k) {
+  int bucket = 0;
+  for (int i = 0; i < num_top_k; ++i) bucket += top_k[i] <= (long long)rank ? 1 : 0;
+  return bucket;
+}
+
+// The block's hits of each top_k value into out[0 .. num_top_k) (thread 0
+// writes). Called by the whole block; scratch holds kReducedSlots * kWarpSize
+// doubles and is free (the block has synchronised since its last use).
+__device__ void top_k_block_hits(const double* buckets, const long long* top_k, int num_top_k,
+                                 double* scratch, double* out) {
+  const unsigned int lane = lane_index();
+  const unsigned int warp = threadIdx.x / kWarpSize;
+  const unsigned int warps = blockDim.x / kWarpSize;
+  for (int j = 0; num_top_k > 0 && j <= num_top_k; ++j) {  // no buckets without top_k
+    double value = buckets[j * blockDim.x + threadIdx.x];
+    for (int offset = kWarpSize / 2; offset > 0; offset >>= 1)
+      value += __shfl_xor_sync(kFullWarp, value, offset);
+    if (lane == 0) scratch[j * kWarpSize + warp] = value;
   }
+  __syncthreads();
+  if (threadIdx.x == 0) {
+    for (int i = 0; i < num_top_k; ++i) {
+      int last = 0;  // the buckets that hit top_k[i]: 0 .. last
+      for (int l = 0; l < num_top_k; ++l) last += top_k[l] < top_k[i] ? 1 : 0;
+      double hits = 0.0;
+      for (int j = 0; j <= last; ++j)
+        for (unsigned int w = 0; w < warps; ++w) hits += scratch[j * kWarpSize + w];
+      out[i] = hits;
+    }
+  }
+  __syncthreads();
 }
 
 // partials: gridDim.x rows of (kScalarSlots + num_top_k + 3 * n_bins) doubles.
@@ -323,18 +364,21 @@ fused_logits_pass(const TrueT* y_true, const S* scores, const W* weight, int64 n
                   int n_bins, int fixed_bins, const unsigned long long* max_weight_bits,
                   double* partials) {
   typedef typename Widened<S>::type F;
-  __shared__ double scratch[kReducedSlots * kWarpSize];  // block_sum
+  __shared__ double scratch[kReducedSlots * kWarpSize];  // block_sum, top_k_block_hits
+  __shared__ long long limits[kMaxTopK];
   MG_DYNAMIC_SHARED(BinCell, bins);  // weight, confidence, correct: 3 * n_bins
+  double* buckets = reinterpret_cast<double*>(bins + 3 * n_bins);  // top_k_bucket
   for (int i = threadIdx.x; i < 3 * n_bins; i += blockDim.x) bins[i].fixed = 0ull;
+  for (int i = threadIdx.x; i < num_top_k; i += blockDim.x) limits[i] = top_k[i];
+  if (num_top_k > 0) {
+    for (int j = 0; j <= num_top_k; ++j) buckets[j * blockDim.x + threadIdx.x] = 0.0;
+  }
   const int shift = fixed_bins ? bin_fixed_shift(max_weight_bits, n) : 0;
   __syncthreads();
 
-  long long limits[kMaxTopK];
+  double sums[kScalarSlots];
 #pragma unroll
-  for (int i = 0; i < kMaxTopK; ++i) limits[i] = i < num_top_k ? top_k[i] : 0;
-  double sums[kReducedSlots];
-#pragma unroll
-  for (int i = 0; i < kReducedSlots; ++i) sums[i] = 0.0;
+  for (int i = 0; i < kScalarSlots; ++i) sums[i] = 0.0;
 
   const unsigned int lane = lane_index();
   const bool leader = lane % (unsigned int)group == 0;
@@ -356,8 +400,10 @@ fused_logits_pass(const TrueT* y_true, const S* scores, const W* weight, int64 n
     double w = 0.0, confidence = 0.0, correct = 0.0;
     if (contributes) {
       w = weight_value(weight, row);
-      add_row_terms(r, t, z_t, w, from_logits != 0, clip_eps, one_vs_all != 0, limits,
-                    num_top_k, sums, confidence, correct);
+      add_row_terms(r, t, z_t, w, from_logits != 0, clip_eps, one_vs_all != 0, sums,
+                    confidence, correct);
+      if (num_top_k > 0)
+        buckets[top_k_bucket(r.rank, limits, num_top_k) * blockDim.x + threadIdx.x] += w;
     }
     if (n_bins > 0) {
       const int bin = contributes ? calibration_bin(confidence, n_bins) : -1;
@@ -375,9 +421,9 @@ fused_logits_pass(const TrueT* y_true, const S* scores, const W* weight, int64 n
   double* out = partials + (int64)blockIdx.x * slots;
   block_sum(sums, scratch);
   if (threadIdx.x == 0) {
-    for (int i = 0; i < kScalarSlots + num_top_k; ++i) out[i] = sums[i];
+    for (int i = 0; i < kScalarSlots; ++i) out[i] = sums[i];
   }
-  __syncthreads();  // every bin atomic is done
+  top_k_block_hits(buckets, limits, num_top_k, scratch, out + kScalarSlots);  // syncs: bins done
   for (int i = threadIdx.x; i < 3 * n_bins; i += blockDim.x) {
     // Fixed point back to double: a power-of-two scale (exact) and one
     // rounding of the block's integer sum, the same every run.

@@ -28,8 +28,10 @@
 //
 // Launch shape: blocks of whole warps (<= kScoreBlockThreads); `group` lanes
 // per score row as in scores.cu (1 for labels); rows grid-strided, every lane
-// running the same trips. Dynamic shared memory: 3 * n_bins BinCells, then
-// the 3K + 1 privatised cells when config kCfgPrivatize is set.
+// running the same trips. Dynamic shared memory: 3 * n_bins BinCells, the
+// top-k buckets of scores.cu ((num_top_k + 1) * blockDim.x doubles, score
+// sums with top_k only), then the 3K + 1 privatised cells when config
+// kCfgPrivatize is set.
 // Limits: rows per launch < 2^40 (checks keep the row in 40 bits), update
 // ordinals < 2^23; K < 2^31; top_k at most kMaxTopK values.
 //
@@ -189,11 +191,17 @@ streaming_update(const TrueT* y_true, const PredT* preds, const W* weight, int64
   __shared__ double scratch[kReducedSlots * kWarpSize];
   __shared__ C count_scratch[kWarpSize];
   __shared__ unsigned int last_block;
+  __shared__ long long limits[kMaxTopK];
   MG_DYNAMIC_SHARED(unsigned char, dynamic);
   BinCell* bins = reinterpret_cast<BinCell*>(dynamic);
-  C* cells_shared = reinterpret_cast<C*>(dynamic + (size_t)3 * n_bins * sizeof(BinCell));
+  // Top-k buckets only where score sums are kept (score_state: uniform).
+  const int top_k_buckets = score_state != nullptr && num_top_k > 0 ? num_top_k + 1 : 0;
+  double* buckets = reinterpret_cast<double*>(bins + 3 * n_bins);
+  C* cells_shared = reinterpret_cast<C*>(buckets + (size_t)top_k_buckets * blockDim.x);
   const int64 cell_count = 3 * K + 1;
   for (int i = threadIdx.x; i < 3 * n_bins; i += blockDim.x) bins[i].fixed = 0ull;
+  for (int i = threadIdx.x; i < num_top_k; i += blockDim.x) limits[i] = config[kCfgTopK + i];
+  for (int j = 0; j < top_k_buckets; ++j) buckets[j * blockDim.x + threadIdx.x] = 0.0;
   if (privatize) {
     for (int64 i = threadIdx.x; i < cell_count; i += blockDim.x) cells_shared[i] = C(0);
   }
@@ -203,12 +211,9 @@ streaming_update(const TrueT* y_true, const PredT* preds, const W* weight, int64
   const int shift = fixed_bins ? bin_fixed_shift(nullptr, n) : 0;
   __syncthreads();
 
-  long long limits[kMaxTopK];
+  double sums[kScalarSlots];
 #pragma unroll
-  for (int i = 0; i < kMaxTopK; ++i) limits[i] = i < num_top_k ? config[kCfgTopK + i] : 0;
-  double sums[kReducedSlots];
-#pragma unroll
-  for (int i = 0; i < kReducedSlots; ++i) sums[i] = 0.0;
+  for (int i = 0; i < kScalarSlots; ++i) sums[i] = 0.0;
   unsigned long long invalid = 0ull;
   unsigned long long first[kChecks] = {0ull, kNoError, kNoError, kNoError};
   C total[1] = {C(0)};
@@ -249,7 +254,9 @@ streaming_update(const TrueT* y_true, const PredT* preds, const W* weight, int64
       if (valid && leader) {
         // The per-row terms of fused_logits_pass (scores.cu add_row_terms).
         add_row_terms(r, t, z_t, w, from_logits, __longlong_as_double(config[kCfgClipEpsBits]),
-                      false, limits, num_top_k, sums, confidence, correct);
+                      false, sums, confidence, correct);
+        if (top_k_buckets > 0)
+          buckets[top_k_bucket(r.rank, limits, num_top_k) * blockDim.x + threadIdx.x] += w;
       }
       if (n_bins > 0) {  // the whole warp: add_to_bin shuffles
         const int bin = valid && leader ? calibration_bin(confidence, n_bins) : -1;
@@ -321,8 +328,9 @@ streaming_update(const TrueT* y_true, const PredT* preds, const W* weight, int64
     double* own = partials + (int64)blockIdx.x * slots;
     block_sum(sums, scratch);
     if (threadIdx.x == 0) {
-      for (int i = 0; i < kScalarSlots + num_top_k; ++i) own[i] = sums[i];
+      for (int i = 0; i < kScalarSlots; ++i) own[i] = sums[i];
     }
+    top_k_block_hits(buckets, limits, num_top_k, scratch, own + kScalarSlots);
     for (int i = threadIdx.x; i < 3 * n_bins; i += blockDim.x) {
       own[kScalarSlots + num_top_k + i] =
           fixed_bins ? ldexp((double)bins[i].fixed, -shift) : bins[i].value;

@@ -22,6 +22,7 @@ import concurrent.futures
 import ctypes
 import ctypes.util
 import os
+import re
 import sys
 import time
 from collections.abc import Iterable, Iterator, Sequence
@@ -94,6 +95,75 @@ class NvrtcCompileError(NvrtcError):
 
 
 @dataclass(frozen=True)
+class KernelResources:
+    """ptxas's figures for one kernel on one architecture (``-v``).
+
+    Attributes
+    ----------
+    registers : int
+        Registers per thread.
+    stack_bytes : int
+        Stack frame per thread (local memory: arrays indexed at run time).
+    spill_stores, spill_loads : int
+        Bytes of register spills per thread; 0 in a kernel that fits.
+    shared_bytes : int
+        Static shared memory per block (dynamic shared memory comes on top).
+    """
+
+    registers: int
+    stack_bytes: int
+    spill_stores: int
+    spill_loads: int
+    shared_bytes: int
+
+
+# ptxas -v lines, e.g. "ptxas info    : Used 121 registers, used 1 barriers,
+# 128 bytes cumulative stack size, 3840 bytes smem" after "Compiling entry
+# function '_ZN2mg...' for 'sm_90'" and a "Function properties" block with
+# "128 bytes stack frame, 0 bytes spill stores, 0 bytes spill loads".
+_PTXAS_INFO = re.compile(r"^ptxas(\s+info\s*:|\s+\.)")
+_ENTRY = re.compile(r"Compiling entry function '([^']+)'")
+_PROPERTIES = re.compile(r"Function properties for (\S+)")
+_FRAME = re.compile(r"(\d+) bytes stack frame, (\d+) bytes spill stores, (\d+) bytes spill loads")
+_USED = re.compile(r"Used (\d+) registers")
+_SMEM = re.compile(r"(\d+) bytes smem")
+
+
+def ptxas_resources(log: str) -> dict[str, KernelResources]:
+    """Each entry function's resources from a log of ``--ptxas-options=-v``.
+
+    Parameters
+    ----------
+    log : str
+        The NVRTC program log.
+
+    Returns
+    -------
+    dict of str to KernelResources
+        Keyed by mangled name; kernels whose report is incomplete are left out.
+    """
+    frames: dict[str, tuple[int, int, int]] = {}
+    found: dict[str, KernelResources] = {}
+    entry = properties = None
+    for line in log.splitlines():
+        if match := _ENTRY.search(line):
+            entry = match.group(1)
+        elif match := _PROPERTIES.search(line):
+            properties = match.group(1)
+        elif match := _FRAME.search(line):
+            if properties is not None:
+                frames[properties] = tuple(int(g) for g in match.groups())
+        elif (match := _USED.search(line)) and entry is not None:
+            stack, stores, loads = frames.get(entry, (0, 0, 0))
+            shared = _SMEM.search(line)
+            found[entry] = KernelResources(
+                registers=int(match.group(1)), stack_bytes=stack, spill_stores=stores,
+                spill_loads=loads, shared_bytes=int(shared.group(1)) if shared else 0)
+            entry = None
+    return found
+
+
+@dataclass(frozen=True)
 class CompileResult:
     """One module compiled for one architecture.
 
@@ -108,9 +178,12 @@ class CompileResult:
     cubin_size : int
         Size in bytes of the cubin NVRTC produced.
     log : str
-        The NVRTC program log (warnings; empty on a clean compile).
+        The NVRTC program log: warnings, and ptxas's resource lines.
     seconds : float
         Wall time of ``nvrtcCompileProgram``.
+    resources : dict of str to KernelResources
+        What ptxas reported for each name expression (registers, stack,
+        spills, static shared memory).
     """
 
     module: str
@@ -119,6 +192,13 @@ class CompileResult:
     cubin_size: int
     log: str
     seconds: float
+    resources: dict[str, KernelResources] = field(default_factory=dict)
+
+    @property
+    def warnings(self) -> str:
+        """The log without ptxas's resource report: empty on a clean compile."""
+        return "\n".join(line for line in self.log.splitlines()
+                         if line.strip() and not _PTXAS_INFO.match(line))
 
 
 @dataclass
@@ -366,6 +446,20 @@ def _program_log(lib: ctypes.CDLL, program: ctypes.c_void_p) -> str:
     return buffer.value.decode(errors="replace")
 
 
+def _failure_log(lib: ctypes.CDLL, source_text: str, name: str, options: Sequence[str]) -> str:
+    """The log of a failed compile, run again without ``--ptxas-options=-v``."""
+    program = ctypes.c_void_p()
+    if lib.nvrtcCreateProgram(ctypes.byref(program), source_text.encode(), name.encode(), 0,
+                              None, None) != _NVRTC_SUCCESS:
+        return ""
+    try:
+        encoded = [option.encode() for option in options]
+        lib.nvrtcCompileProgram(program, len(encoded), (ctypes.c_char_p * max(len(encoded), 1))(*encoded))
+        return _program_log(lib, program)
+    finally:
+        lib.nvrtcDestroyProgram(ctypes.byref(program))
+
+
 def compile_module(
     source_text: str,
     name: str,
@@ -441,13 +535,18 @@ def compile_module(
                 lib.nvrtcAddNameExpression(program, expression.encode()),
                 f"nvrtcAddNameExpression({expression!r})",
             )
-        encoded = [option.encode() for option in options]
+        # ptxas reports each kernel's registers, stack and spills in the log.
+        encoded = [option.encode() for option in (*options, "--ptxas-options=-v")]
         argv = (ctypes.c_char_p * max(len(encoded), 1))(*encoded)
         start = time.perf_counter()
         code = lib.nvrtcCompileProgram(program, len(encoded), argv)
         seconds = time.perf_counter() - start
         log = _program_log(lib, program)
         if code != _NVRTC_SUCCESS:
+            if "error" not in log:
+                # ptxas -v reports its resources but drops its error line
+                # (e.g. too much shared data): compile again without it.
+                log = _failure_log(lib, source_text, name, options) or log
             raise NvrtcCompileError(name, architecture, _error_string(lib, code), log)
 
         lowered_names = {}
@@ -472,6 +571,7 @@ def compile_module(
     finally:
         lib.nvrtcDestroyProgram(ctypes.byref(program))
 
+    by_symbol = ptxas_resources(log)
     return CompileResult(
         module=name,
         architecture=architecture,
@@ -479,6 +579,8 @@ def compile_module(
         cubin_size=cubin_size.value,
         log=log,
         seconds=seconds,
+        resources={expression: by_symbol[symbol]
+                   for expression, symbol in lowered_names.items() if symbol in by_symbol},
     )
 
 
@@ -652,14 +754,14 @@ def main(argv: Sequence[str] | None = None) -> int:
             print(f"{outcome.module} {outcome.architecture}: FAILED", flush=True)
             print(str(outcome), file=sys.stderr)
             continue
-        warnings = " (with warnings, see log)" if outcome.log.strip() else ""
+        warnings = " (with warnings, see log)" if outcome.warnings else ""
         print(
             f"{outcome.module} {outcome.architecture}: "
             f"{len(outcome.lowered_names)} instantiations, "
             f"{outcome.cubin_size} cubin bytes, {outcome.seconds:.2f} s{warnings}"
         )
         if warnings:
-            print(outcome.log.rstrip(), file=sys.stderr)
+            print(outcome.warnings, file=sys.stderr)
     total = len(KERNEL_MODULES) * len(architectures)
     print(
         f"{total - failures + len(unlisted)}/{total} compiled in "

@@ -71,6 +71,17 @@ def _assert_compiled(result, expressions, architecture):
     assert result.cubin_size > 0
 
 
+# Kernels must not spill on the architectures the benches measure (the
+# figures of bench/kernel_resources.py). Spills elsewhere are printed by that
+# bench and left to ptxas (sm_75's streaming_compute and sm_120's label
+# streaming_update spill 8-16 bytes).
+NO_SPILL_ARCHITECTURES = ("sm_80", "sm_90", "sm_100")
+# The fused score pass of float, half and bfloat16 scores (the top-k hits in
+# shared memory, not a register per k value): 64 registers give 32 resident
+# warps per SM. sm_100's ptxas takes 74-76 for the same code.
+SCORE_PASS_MAX_REGISTERS = {"sm_80": 64, "sm_90": 64}
+
+
 # Every instantiation for every architecture: minutes of CPU, so it runs in a
 # step of .ci/run of its own (--nvrtc-gate, one process, NVRTC jobs in
 # parallel) rather than in every xdist worker of the fast tier.
@@ -86,6 +97,18 @@ def test_kernel_module_compiles(compiled, module, architecture):
     if isinstance(outcome, _nvrtc.NvrtcCompileError):
         pytest.fail(str(outcome), pytrace=False)
     _assert_compiled(outcome, module.name_expressions, architecture)
+    assert set(outcome.resources) == set(module.name_expressions), "ptxas -v reported every kernel"
+    if architecture in NO_SPILL_ARCHITECTURES:
+        spilling = {expression: (found.spill_stores, found.spill_loads)
+                    for expression, found in outcome.resources.items()
+                    if found.spill_stores or found.spill_loads}
+        assert not spilling, f"register spills (bytes stored, loaded) on {architecture}: {spilling}"
+    budget = SCORE_PASS_MAX_REGISTERS.get(architecture)
+    for expression, found in outcome.resources.items():
+        if budget and expression.startswith("fused_logits_pass<") and "double" not in expression:
+            assert found.registers <= budget, (
+                f"{expression} uses {found.registers} registers on {architecture}, "
+                f"budget {budget}")
 
 
 def test_kernel_table_lists_every_cu_file():
@@ -111,6 +134,39 @@ def test_tiny_templated_kernel_compiles(nvrtc, architecture):
     )
     _assert_compiled(result, TINY_EXPRESSIONS, architecture)
     assert result.lowered_names["k<int>"] != result.lowered_names["k<double>"]
+
+
+def test_ptxas_resources_are_read_per_kernel(nvrtc):
+    """Registers, stack and spills of each instantiation come from ptxas -v."""
+    source = ("template<int N> __global__ void k(float* x, int i){"
+              " float a[N]; for (int j = 0; j < N; ++j) a[j] = x[j * i];"
+              " a[i % N] += 1.0f; float s = 0; for (int j = 0; j < N; ++j) s += a[j] * x[j];"
+              " x[0] = s; }\n")
+    result = _nvrtc.compile_module(source, "stack.cu", ("k<4>", "k<512>"), ("--std=c++17",),
+                                   architecture="sm_90")
+    small, large = result.resources["k<4>"], result.resources["k<512>"]
+    assert 0 < small.registers <= 255 and large.registers > 0
+    assert large.stack_bytes >= 512 * 4 > small.stack_bytes, "an array indexed at run time"
+    assert small.spill_stores == small.spill_loads == 0
+    assert not result.warnings, "ptxas's report is not a warning"
+
+
+def test_ptxas_resource_lines_are_parsed():
+    log = (
+        "ptxas info    : 24 bytes gmem\n"
+        "ptxas info    : Compiling entry function '_Z1kPf' for 'sm_90'\n"
+        "ptxas info    : Function properties for _Z1kPf\n"
+        "ptxas         .     40 bytes stack frame, 12 bytes spill stores, 8 bytes spill loads\n"
+        "ptxas info    : Used 64 registers, used 1 barriers, 40 bytes cumulative stack size, "
+        "2368 bytes smem\n"
+        "ptxas info    : Compiling entry function '_Z1gv' for 'sm_90'\n"
+        "ptxas info    : Function properties for _Z1gv\n"
+        "ptxas         .     0 bytes stack frame, 0 bytes spill stores, 0 bytes spill loads\n"
+        "ptxas info    : Used 8 registers\n"
+    )
+    found = _nvrtc.ptxas_resources(log)
+    assert found["_Z1kPf"] == _nvrtc.KernelResources(64, 40, 12, 8, 2368)
+    assert found["_Z1gv"] == _nvrtc.KernelResources(8, 0, 0, 0, 0)
 
 
 def test_every_supported_architecture_is_known_to_nvrtc(nvrtc):

@@ -9,6 +9,7 @@ on a GPU) against ``NumpyBackend.fused_logits_pass``.
 
 from __future__ import annotations
 
+import itertools
 import warnings
 
 import numpy as np
@@ -317,6 +318,25 @@ def test_kernel_wide_vocabulary(case, rng):
     expected = NUMPY_BACKEND.fused_logits_pass(y_true, logits, **options)
     ours = case.impl.fused_logits_pass(case.put(y_true), case.put(logits), **options)
     np.testing.assert_allclose(case.get(ours.buffer), expected.buffer, rtol=2e-6, atol=2e-6)
+
+
+@pytest.mark.parametrize("top_k", [(5, 1, 3, 3, 100, 2, 1, 7), (4,), (9, 2)], ids=str)
+@pytest.mark.parametrize("weighted", [False, True], ids=["unweighted", "weighted"])
+def test_kernel_top_k_in_any_order(case, rng, top_k, weighted):
+    """The kernel's top-k buckets (kernels/scores.cu top_k_bucket) give each
+    value its own hits whatever the order, with repeats, values past K and
+    all kMaxTopK slots used; rows with tied scores rank as the reference."""
+    y_true, logits, weight = _case(rng, 301, 9, ties=True, weighted=weighted)
+    options = dict(from_logits=True, top_k=top_k, n_bins=4)
+    expected = NUMPY_BACKEND.fused_logits_pass(y_true, logits, sample_weight=weight, **options)
+    ours = case.impl.fused_logits_pass(case.put(y_true), case.put(logits),
+                                       sample_weight=case.put(weight), **options)
+    np.testing.assert_allclose(case.get(ours.buffer), expected.buffer, rtol=1e-12, atol=1e-12)
+    hits = case.get(ours.top_k_hits)
+    order = np.argsort(top_k, kind="stable")
+    assert np.all(np.diff(hits[order]) >= 0), "hits grow with k"
+    for i, j in itertools.combinations(range(len(top_k)), 2):
+        assert top_k[i] != top_k[j] or hits[i] == hits[j], "a repeated value, other hits"
 
 
 def test_kernel_strided_scores(case, rng):

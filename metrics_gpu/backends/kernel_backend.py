@@ -89,6 +89,14 @@ RANK_ITEMS_PER_THREAD = 8
 RANK_MAX_BLOCK_THREADS = 256
 
 
+def top_k_shared_bytes(num_top_k: int, block: int) -> int:
+    """Dynamic shared memory of the top-k buckets (kernels/scores.cu
+    top_k_bucket): num_top_k + 1 doubles per thread, none without top_k.
+    With 1024 bins (24 KiB) and 8 values (18 KiB at 256 threads) a block
+    stays inside the 48 KiB every GPU gives without opting in."""
+    return (num_top_k + 1) * block * 8 if num_top_k else 0
+
+
 def score_group(num_columns: int) -> int:
     """Lanes per row in the fused score pass: a power of two, at most a warp."""
     wanted = -(-num_columns // SCORE_COLUMNS_PER_LANE)
@@ -623,8 +631,8 @@ class KernelBackend:
         n, num_columns = int(values.shape[0]), int(values.shape[1])
         ignore = _ignore_arguments(ignore_index, true.dtype)
         group = score_group(num_columns)
-        shared_bytes = 3 * n_bins * 8
         block = min(device.block_threads, SCORE_MAX_BLOCK_THREADS)
+        shared_bytes = 3 * n_bins * 8 + top_k_shared_bytes(len(top_k), block)
         grid = max(1, min(self._grid(n * group, shared_bytes), -(-n * group // block)))
         slots = score_sums_size(len(top_k), n_bins)
         partials = self.zeros(grid * slots, np.float64)
@@ -776,15 +784,16 @@ class KernelBackend:
                              f"got {batch.n}")
         block = min(device.block_threads, SCORE_MAX_BLOCK_THREADS)
         n_bins = spec["n_bins"] if score_sums else 0
-        bins_bytes = 3 * n_bins * 8
+        score_bytes = 3 * n_bins * 8 + top_k_shared_bytes(
+            len(spec["top_k"]) if score_sums else 0, block)
         cell_bytes = (3 * k + 1) * 8
         work = batch.n * group
-        grid = max(1, min(self._grid(work, bins_bytes), -(-work // block)))
+        grid = max(1, min(self._grid(work, score_bytes), -(-work // block)))
         # Privatised counts pay off when a block has many more rows than cells
         # to flush into the state at its end.
-        privatize = (bins_bytes + cell_bytes <= device.shared_memory_per_block
+        privatize = (score_bytes + cell_bytes <= device.shared_memory_per_block
                      and batch.n >= grid * (3 * k + 1))
-        shared = bins_bytes + (cell_bytes if privatize else 0)
+        shared = score_bytes + (cell_bytes if privatize else 0)
         if privatize:
             grid = max(1, min(grid, self._grid(work, shared)))
         key = (batch.inner, batch.image_stride, batch.inner_stride, batch.column_stride, group,
@@ -798,7 +807,7 @@ class KernelBackend:
             workspace.moments = self.zeros(2, np.float64)
         if score_sums and workspace.partial_rows < grid:
             # Sized once for the largest grid this device launches.
-            workspace.partial_rows = max(grid, self._grid(1 << 40, bins_bytes))
+            workspace.partial_rows = max(grid, self._grid(1 << 40, score_bytes))
             workspace.partials = self.zeros(
                 workspace.partial_rows * score_sums_size(len(spec["top_k"]), n_bins), np.float64)
         self.launch(

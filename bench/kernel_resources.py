@@ -1,0 +1,181 @@
+"""Kernel resources without a GPU: registers, stack, spills, shared memory, occupancy.
+
+    python bench/kernel_resources.py [--architectures sm_80 sm_90 sm_100]
+        [--modules scores.cu confusion.cu ...] [--jobs N] [--json PATH] [--markdown PATH]
+
+Compiles every instantiation of ``metrics_gpu._kernels.KERNEL_MODULES`` with
+NVRTC (ptxas through ``--ptxas-options=-v``, as the CI gate compiles them)
+for each architecture and prints, per kernel: registers per thread, stack
+frame and spill bytes, static shared memory, and the resident warps per SM
+that those allow at the block size the backend launches (theoretical
+occupancy; dynamic shared memory, which depends on K, is left out). Rows of
+one kernel template whose figures are equal are printed once, with the count
+of instantiations they stand for.
+
+The figures come from the compiler, not a GPU: commit this output with each
+kernel change (``bench/results/<date>-kernel-resources.{json,md}``). The hot
+kernels' limits (no spills; the score pass's register budget) are tested in
+the CI gate, ``tests/test_nvrtc_compile.py``.
+
+Exit status: 0 when everything compiled and no kernel spills, 1 otherwise,
+2 when NVRTC is missing.
+"""
+
+from __future__ import annotations
+
+import argparse
+import datetime
+import json
+import math
+import subprocess
+import sys
+from collections import defaultdict
+from pathlib import Path
+
+from metrics_gpu import _nvrtc
+from metrics_gpu._kernels import KERNEL_MODULES
+
+# Per-SM limits of the architectures (CUDA C++ Programming Guide, "Technical
+# Specifications per Compute Capability"): 64K 32-bit registers, allocated
+# per warp in units of 256; threads and blocks per SM; shared memory per SM
+# (of which 1 KB per block is reserved by the system).
+ARCHITECTURE_LIMITS = {
+    "sm_75": {"threads": 1024, "blocks": 16, "shared": 64 * 1024},
+    "sm_80": {"threads": 2048, "blocks": 32, "shared": 164 * 1024},
+    "sm_86": {"threads": 1536, "blocks": 16, "shared": 100 * 1024},
+    "sm_89": {"threads": 1536, "blocks": 24, "shared": 100 * 1024},
+    "sm_90": {"threads": 2048, "blocks": 32, "shared": 228 * 1024},
+    "sm_100": {"threads": 2048, "blocks": 32, "shared": 228 * 1024},
+    "sm_120": {"threads": 1536, "blocks": 32, "shared": 100 * 1024},
+}
+REGISTERS_PER_SM = 65536
+REGISTER_UNIT = 256  # registers are allocated per warp in these units
+RESERVED_SHARED_PER_BLOCK = 1024
+# Every kernel is launched with blocks of 256 threads on a GPU (the cuda
+# backend's block_threads; the launch bounds of the .cu sources).
+BLOCK_THREADS = 256
+
+
+def resident_warps(architecture: str, registers: int, shared_bytes: int, block: int) -> int:
+    """Warps per SM for blocks of `block` threads (theoretical occupancy)."""
+    limits = ARCHITECTURE_LIMITS[architecture]
+    warps_per_block = math.ceil(block / 32)
+    per_warp = math.ceil(max(registers, 1) * 32 / REGISTER_UNIT) * REGISTER_UNIT
+    by_registers = (REGISTERS_PER_SM // per_warp) // warps_per_block
+    by_threads = limits["threads"] // (warps_per_block * 32)
+    by_shared = limits["shared"] // (shared_bytes + RESERVED_SHARED_PER_BLOCK)
+    return min(by_registers, by_threads, by_shared, limits["blocks"]) * warps_per_block
+
+
+def template_name(expression: str) -> str:
+    return expression.split("<", 1)[0]
+
+
+def survey(architectures, modules, jobs):
+    """Rows of figures, one per (architecture, instantiation), and failures."""
+    summary = _nvrtc.compile_all(architectures, modules, jobs=jobs)
+    rows = []
+    for result in summary.results:
+        for expression, found in result.resources.items():
+            block = BLOCK_THREADS
+            warps = resident_warps(result.architecture, found.registers, found.shared_bytes, block)
+            max_warps = ARCHITECTURE_LIMITS[result.architecture]["threads"] // 32
+            rows.append({
+                "module": result.module, "architecture": result.architecture,
+                "kernel": expression, "registers": found.registers,
+                "stack_bytes": found.stack_bytes, "spill_stores": found.spill_stores,
+                "spill_loads": found.spill_loads, "shared_bytes": found.shared_bytes,
+                "block_threads": block, "warps_per_sm": warps,
+                "occupancy": round(warps / max_warps, 3),
+            })
+        missing = set(result.lowered_names) - set(result.resources)
+        for expression in sorted(missing):
+            print(f"warning: ptxas reported nothing for {expression} ({result.architecture})",
+                  file=sys.stderr)
+    return rows, summary.failures
+
+
+def grouped(rows):
+    """Rows of one template and architecture with equal figures, merged."""
+    groups = defaultdict(list)
+    keys = ("registers", "stack_bytes", "spill_stores", "spill_loads", "shared_bytes",
+            "block_threads", "warps_per_sm", "occupancy")
+    for row in rows:
+        groups[(row["module"], row["architecture"], template_name(row["kernel"]),
+                tuple(row[k] for k in keys))].append(row["kernel"])
+    out = []
+    for (module, architecture, template, figures), kernels in sorted(groups.items()):
+        out.append({"module": module, "architecture": architecture, "template": template,
+                    "instantiations": len(kernels), "example": kernels[0],
+                    **dict(zip(keys, figures))})
+    return out
+
+
+def table(groups) -> str:
+    header = (f"{'arch':<7}{'kernel':<32}{'n':>4}{'regs':>6}{'stack':>7}{'spill st/ld':>13}"
+              f"{'smem':>7}{'block':>7}{'warps/SM':>10}{'occ':>6}")
+    lines = [header]
+    for g in groups:
+        lines.append(
+            f"{g['architecture']:<7}{g['template']:<32}{g['instantiations']:>4}"
+            f"{g['registers']:>6}{g['stack_bytes']:>7}"
+            f"{str(g['spill_stores']) + '/' + str(g['spill_loads']):>13}"
+            f"{g['shared_bytes']:>7}{g['block_threads']:>7}{g['warps_per_sm']:>10}"
+            f"{g['occupancy']:>6.2f}")
+    return "\n".join(lines)
+
+
+def commit() -> str:
+    try:
+        return subprocess.run(["git", "rev-parse", "--short", "HEAD"], capture_output=True,
+                              text=True, check=True, cwd=Path(__file__).parent).stdout.strip()
+    except (OSError, subprocess.CalledProcessError):
+        return "unknown"
+
+
+def main(argv=None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--architectures", nargs="+", default=["sm_80", "sm_90", "sm_100"],
+                        choices=sorted(ARCHITECTURE_LIMITS))
+    parser.add_argument("--modules", nargs="+", default=None,
+                        help="kernel sources to compile (default: all)")
+    parser.add_argument("--jobs", type=int, default=_nvrtc.default_jobs())
+    parser.add_argument("--json", type=Path, help="write every row (ungrouped) here")
+    parser.add_argument("--markdown", type=Path, help="write the printed output here too")
+    arguments = parser.parse_args(argv)
+    modules = [m for m in KERNEL_MODULES
+               if arguments.modules is None or m.source in arguments.modules]
+    if not modules:
+        parser.error(f"no such module; known: {[m.source for m in KERNEL_MODULES]}")
+    try:
+        major, minor = _nvrtc.nvrtc_version()
+    except _nvrtc.NvrtcNotFoundError as error:
+        print(f"error: {error}", file=sys.stderr)
+        return 2
+    rows, failures = survey(arguments.architectures, modules, arguments.jobs)
+    groups = grouped(rows)
+    spilling = sorted({(r["architecture"], r["kernel"]) for r in rows
+                       if r["spill_stores"] or r["spill_loads"]})
+    head = (f"commit {commit()}; NVRTC {major}.{minor} (ptxas -v), options "
+            f"{' '.join(_nvrtc.module_options()[:-1])}; {len(rows)} kernels compiled, "
+            f"{datetime.date.today().isoformat()}")
+    lines = [head, "", table(groups), ""]
+    lines.append(f"spills: {len(spilling)} kernel(s)"
+                 + "".join(f"\n  {arch} {kernel}" for arch, kernel in spilling))
+    for failure in failures:
+        lines.append(f"FAILED: {failure.module} {failure.architecture}: {failure.reason}")
+    text = "\n".join(lines)
+    print(text)
+    if arguments.json:
+        arguments.json.write_text(json.dumps({"commit": commit(), "nvrtc": f"{major}.{minor}",
+                                              "rows": rows}, indent=1) + "\n")
+    if arguments.markdown:
+        arguments.markdown.write_text(
+            f"# Kernel resources (ptxas through NVRTC, no GPU)\n\n"
+            f"`python bench/kernel_resources.py {' '.join(argv if argv is not None else sys.argv[1:])}`"
+            f"\n\nOutput as printed:\n\n```\n{text}\n```\n")
+    return 1 if failures or spilling else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
