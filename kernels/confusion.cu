@@ -257,15 +257,17 @@ struct BinaryBallotSink {
   }
 };
 
-// Huge K: true positives, support and predicted counts with global atomics
-// (O(K) memory), and the weighted-kappa moments sum w|t-p| and sum w(t-p)^2
-// in registers, flushed once per thread.
-template <typename W, bool FIXED>
+// Per-class statistics (O(K) memory): true positives, support and predicted
+// counts with atomics on CellT cells (the global Accumulator cells, or the
+// block's SharedAccumulator cells in shared memory, flushed at its end), and
+// the weighted-kappa moments sum w|t-p| and sum w(t-p)^2 in registers,
+// flushed once per thread.
+template <typename W, bool FIXED, typename CellT>
 struct StatisticsSink {
   typedef typename Accumulator<W, FIXED>::type Acc;
-  Acc* true_positives;
-  Acc* support;
-  Acc* predicted;
+  CellT* true_positives;
+  CellT* support;
+  CellT* predicted;
   const W* weight;
   int shift;  // fixed point: weights are scaled by 2^shift
   unsigned char* zero_weight_seen;
@@ -276,9 +278,9 @@ struct StatisticsSink {
   __device__ __forceinline__ void add(bool counted, int64 t, int64 p, int64 i) {
     if (!counted) return;
     Acc w = WeightCast<W, FIXED>::apply(weight, i, shift);
-    if (t == p) atomicAdd(&true_positives[t], w);
-    atomicAdd(&support[t], w);
-    atomicAdd(&predicted[p], w);
+    if (t == p) atomicAdd(&true_positives[t], (CellT)w);
+    atomicAdd(&support[t], (CellT)w);
+    atomicAdd(&predicted[p], (CellT)w);
     mark_if_zero(w, zero_weight_seen, t, p);
     if (moments && t != p) {
       uint64 gap = (uint64)(t > p ? t - p : p - t);
@@ -424,10 +426,15 @@ __global__ void confusion_binary(MG_ACCUMULATE_PARAMETERS(mg::unit_weight),
   }
 }
 
-// Per-class statistics for huge K (O(K) memory). `moments` selects the
-// weighted-kappa moments: exact 128-bit integers (words: linear low/high,
-// quadratic low/high) for counts, integer weights and fixed point, float64
-// (linear, quadratic) for float weights.
+// Per-class statistics (O(K) memory), for every metric but the matrix
+// itself. `moments` selects the weighted-kappa moments: exact 128-bit
+// integers (words: linear low/high, quadratic low/high) for counts, integer
+// weights and fixed point, float64 (linear, quadratic) for float weights.
+// With `privatize` (uniform), the 3 * size counts are kept per block in
+// dynamic shared memory (3 * size SharedAccumulator cells: 32-bit counts,
+// whose per-block total the host keeps below 2^31) and added to the global
+// ones at the end, non-zero cells only: shared atomics per sample instead of
+// three global ones, while 3K cells fit a block (K of a few thousand).
 template <typename TrueT, typename PredT, typename W, bool FIXED>
 __global__ void class_statistics(MG_ACCUMULATE_PARAMETERS(W),
                                  typename mg::Accumulator<W, FIXED>::type* __restrict__ true_positives,
@@ -436,16 +443,37 @@ __global__ void class_statistics(MG_ACCUMULATE_PARAMETERS(W),
                                  unsigned char* __restrict__ zero_weight_seen,
                                  unsigned long long* __restrict__ invalid_total, int moments,
                                  unsigned long long* __restrict__ exact_moments,
-                                 double* __restrict__ float_moments) {
+                                 double* __restrict__ float_moments, int privatize) {
+  typedef typename mg::Accumulator<W, FIXED>::type Acc;
+  typedef typename mg::SharedAccumulator<W, FIXED>::type SharedT;
   MG_SAMPLE_RULES;
-  mg::StatisticsSink<W, FIXED> sink{
-      true_positives, support, predicted, weight,
-      mg::launch_shift<W, FIXED>(max_weight_bits, total_samples), zero_weight_seen, moments};
+  const int shift = mg::launch_shift<W, FIXED>(max_weight_bits, total_samples);
   unsigned long long invalid = 0;
-  mg::sample_loop(y_true, y_pred, n, vector_loads, row_stride, column_stride, group, rules,
-                  sink, invalid);
+  if (privatize) {
+    MG_DYNAMIC_SHARED(SharedT, cells);  // true positives | support | predicted
+    const long long cell_count = 3 * size;
+    for (long long c = threadIdx.x; c < cell_count; c += blockDim.x) cells[c] = 0;
+    __syncthreads();
+    mg::StatisticsSink<W, FIXED, SharedT> sink{
+        cells, cells + size, cells + 2 * size, weight, shift, zero_weight_seen, moments};
+    mg::sample_loop(y_true, y_pred, n, vector_loads, row_stride, column_stride, group, rules,
+                    sink, invalid);
+    if (moments) sink.flush_moments(exact_moments, float_moments);
+    __syncthreads();
+    for (long long c = threadIdx.x; c < cell_count; c += blockDim.x) {
+      if (cells[c] == 0) continue;
+      Acc* cell = c < size ? &true_positives[c]
+                           : (c < 2 * size ? &support[c - size] : &predicted[c - 2 * size]);
+      atomicAdd(cell, (Acc)cells[c]);
+    }
+  } else {
+    mg::StatisticsSink<W, FIXED, Acc> sink{
+        true_positives, support, predicted, weight, shift, zero_weight_seen, moments};
+    mg::sample_loop(y_true, y_pred, n, vector_loads, row_stride, column_stride, group, rules,
+                    sink, invalid);
+    if (moments) sink.flush_moments(exact_moments, float_moments);
+  }
   mg::flush_invalid(invalid_total, invalid);
-  if (moments) sink.flush_moments(exact_moments, float_moments);
 }
 
 // max |w| as float64 bits (non-negative doubles order like their bit

@@ -315,6 +315,43 @@ def test_weights_statistics(case, rng, weight_dtype):
                        exact_moments=np.dtype(weight_dtype).kind != "f")
 
 
+@pytest.mark.parametrize("weight_dtype", [None, "int64", "float64", "float32"])
+@pytest.mark.parametrize("deterministic", [False, True], ids=["atomic", "deterministic"])
+def test_statistics_privatized_in_shared_memory(case, launches, rng, weight_dtype,
+                                                deterministic):
+    """Many samples per class (K = 300, 20,000 samples): the 3K counts of each
+    block in shared memory (32-bit cells for counts), flushed at its end; out
+    of range and ignored samples still counted apart."""
+    k, n = 300, 20_000
+    y_true, y_pred = make_labels(rng, n, k)
+    y_true[5], y_pred[6], y_true[9] = k + 3, -2, -1
+    weights = None if weight_dtype is None else make_weights(rng, n, weight_dtype)
+    exact = weights is None or weights.dtype.kind != "f"
+    compare_statistics(case, y_true, y_pred, num_classes=k, sample_weight=weights, moments=True,
+                       ignore_index=-1, guard=True, deterministic=deterministic,
+                       exact_moments=exact)
+    (launch,) = [launch for launch in launches if launch.kernel == "class_statistics"]
+    assert int(launch.args[-1]) == 1, "privatized"
+    assert launch.shared_bytes == 3 * k * (4 if weights is None else 8)
+
+
+def test_dense_matrix_beyond_the_default_shared_budget(case, launches, rng, monkeypatch):
+    """K = 150 unweighted (90 KB of counters): in shared memory where the
+    device lets a kernel opt in beyond 48 KiB (an H100: 227 KiB), else with
+    global atomics; the same counts either way."""
+    k = 150
+    needed = k * k * 4
+    if case.device.name == "emulated":
+        monkeypatch.setattr(case.device, "shared_memory_per_block_optin", 227 * 1024)
+    y_true, y_pred = make_labels(rng, 3001, k)
+    compare_confusion(case, y_true, y_pred, num_classes=k)
+    (launch,) = launches
+    if case.device.shared_memory_per_block_optin >= needed:
+        assert launch.kernel == "confusion_shared" and launch.shared_bytes == needed
+    else:
+        assert launch.kernel == "confusion_global"
+
+
 def zero_weight_data(rng, k, n=600):
     """Class 4 occurs only with weight 0 (once as y_true, once as y_pred); classes
     k-1 and 5 never occur."""

@@ -68,6 +68,17 @@ class CudaDevice:
         # The default dynamic budget (no opt-in attribute set): 48 KiB.
         return int(self._current_attributes()["MaxSharedMemoryPerBlock"])
 
+    @property
+    def shared_memory_per_block_optin(self) -> int:
+        # What a kernel may use once it opts in (launch sets the attribute):
+        # 227 KiB on an H100, 163 KiB on an A100.
+        return int(self._current_attributes()["MaxSharedMemoryPerBlockOptin"])
+
+    @property
+    def shared_memory_per_multiprocessor(self) -> int:
+        # 228 KiB on an H100: how many blocks of a given size an SM holds.
+        return int(self._current_attributes()["MaxSharedMemoryPerMultiprocessor"])
+
     # -- arrays --------------------------------------------------------------
 
     def asarray(self, array, dtype=None):
@@ -174,5 +185,11 @@ class CudaDevice:
         device = next((a.device for a in args if isinstance(a, cupy.ndarray)), None)
         packed = tuple(np.uint64(0) if a is None else a for a in args)  # null pointers
         with device if device is not None else contextlib.nullcontext():
-            self._kernel(source, expression)((grid,), (block,), packed, shared_mem=shared_bytes)
+            kernel = self._kernel(source, expression)
+            if shared_bytes > self.shared_memory_per_block:
+                # Beyond the default 48 KiB a kernel opts in (the host keeps
+                # shared_bytes within shared_memory_per_block_optin).
+                function = getattr(kernel, "function", kernel)  # RawKernel or Function
+                function.max_dynamic_shared_size_bytes = shared_bytes
+            kernel((grid,), (block,), packed, shared_mem=shared_bytes)
 

@@ -117,6 +117,10 @@ class EmulatedDevice:
     # takes the same decisions as on hardware.
     multiprocessor_count = 2
     shared_memory_per_block = 48 * 1024
+    # No opt-in beyond the default (tests raise it to reach those paths), and
+    # two default blocks per SM.
+    shared_memory_per_block_optin = 48 * 1024
+    shared_memory_per_multiprocessor = 96 * 1024
     # Two warps per block: every intrinsic still spans full warps and blocks
     # still have several warps, at a quarter of the OS threads of a GPU block.
     block_threads = 64

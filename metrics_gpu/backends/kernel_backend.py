@@ -62,6 +62,8 @@ BLOCKS_PER_MULTIPROCESSOR = 8
 # A block's 32-bit shared counters must not wrap: each launch gives a block
 # fewer than 2^31 samples (the host splits larger inputs into launches).
 MAX_SAMPLES_PER_BLOCK = 1 << 31
+# Shared memory the system keeps per resident block (CUDA's occupancy rule).
+SHARED_RESERVED_PER_BLOCK = 1024
 # Warp-aggregated shared increments pay off while few cells take every
 # sample (K <= 8): merged lanes replace contended atomics on one address.
 AGGREGATE_MAX_CELLS = 64
@@ -357,10 +359,12 @@ class KernelBackend:
     def _grid(self, work_items: int, shared_bytes: int = 0) -> int:
         per_multiprocessor = BLOCKS_PER_MULTIPROCESSOR
         if shared_bytes:
-            # Blocks that fit an SM's shared memory, taken as twice the
-            # per-block budget (an estimate: a larger grid only adds a wave).
-            per_multiprocessor = max(1, min(per_multiprocessor,
-                                            (2 * self.device.shared_memory_per_block) // shared_bytes))
+            # Blocks whose shared memory an SM holds at once (1 KiB of each
+            # block's is the system's): a larger grid would only add a wave.
+            per_multiprocessor = max(1, min(
+                per_multiprocessor,
+                self.device.shared_memory_per_multiprocessor
+                // (shared_bytes + SHARED_RESERVED_PER_BLOCK)))
         grid = self.device.multiprocessor_count * per_multiprocessor
         return max(1, min(grid, math.ceil(work_items / self.device.block_threads)))
 
@@ -437,7 +441,7 @@ class KernelBackend:
         shared_bytes = size * size * (4 if weights.array is None else 8)
         if size == 2 and weights.array is None:
             kernel, extra, shared = "confusion_binary", [matrix, invalid], 0
-        elif shared_bytes <= device.shared_memory_per_block:
+        elif shared_bytes <= device.shared_memory_per_block_optin:
             aggregate = np.int32(weights.array is None and size * size <= AGGREGATE_MAX_CELLS)
             kernel, extra, shared = ("confusion_shared", [matrix, seen, invalid, aggregate],
                                      shared_bytes)
@@ -483,13 +487,21 @@ class KernelBackend:
         exact_moments = self.zeros(4, np.uint64)
         float_moments = self.zeros(2, np.float64)
         grid = self._grid(run.work_items)
+        # The 3K counts privatised per block in shared memory (32-bit cells
+        # for counts) when they fit, and when a block has many more samples
+        # than cells to zero and flush at its end.
+        shared = 3 * size * (4 if weights.array is None else 8)
+        privatize = shared <= device.shared_memory_per_block_optin and n >= grid * 3 * size
+        if privatize:
+            grid = self._grid(run.work_items, shared)
         expression = accumulate_expression("class_statistics", run.true_type, run.pred_type,
                                            weights.c_type, weights.fixed)
         for start, stop in self._segments(n, grid):
             self.launch(SOURCE, expression, grid, device.block_threads,
                           run.arguments(start, stop)
                           + [true_positives, support, predicted, seen, invalid,
-                             np.int32(bool(moments)), exact_moments, float_moments])
+                             np.int32(bool(moments)), exact_moments, float_moments,
+                             np.int32(privatize)], shared if privatize else 0)
         if weights.fixed:
             true_positives, support, predicted = (
                 self._fixed_to_float(a, max_bits, n) for a in (true_positives, support, predicted)
@@ -791,7 +803,7 @@ class KernelBackend:
         grid = max(1, min(self._grid(work, score_bytes), -(-work // block)))
         # Privatised counts pay off when a block has many more rows than cells
         # to flush into the state at its end.
-        privatize = (score_bytes + cell_bytes <= device.shared_memory_per_block
+        privatize = (score_bytes + cell_bytes <= device.shared_memory_per_block_optin
                      and batch.n >= grid * (3 * k + 1))
         shared = score_bytes + (cell_bytes if privatize else 0)
         if privatize:
