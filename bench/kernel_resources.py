@@ -8,9 +8,10 @@ NVRTC (ptxas through ``--ptxas-options=-v``, as the CI gate compiles them)
 for each architecture and prints, per kernel: registers per thread, stack
 frame and spill bytes, static shared memory, and the resident warps per SM
 that those allow at the block size the backend launches (theoretical
-occupancy; dynamic shared memory, which depends on K, is left out). Rows of
-one kernel template whose figures are equal are printed once, with the count
-of instantiations they stand for.
+occupancy; dynamic shared memory, which depends on K, is left out), one line
+per kernel template and architecture with the range over its instantiations
+(n of them); ``--json`` keeps every instantiation. "spill" is the most bytes
+stored plus loaded by any one instantiation.
 
 The figures come from the compiler, not a GPU: commit this output with each
 kernel change (``bench/results/<date>-kernel-resources.{json,md}``). The hot
@@ -96,32 +97,43 @@ def survey(architectures, modules, jobs):
 
 
 def grouped(rows):
-    """Rows of one template and architecture with equal figures, merged."""
+    """One line per (architecture, kernel template): the range of each figure
+    over its instantiations (every row is in the JSON)."""
     groups = defaultdict(list)
-    keys = ("registers", "stack_bytes", "spill_stores", "spill_loads", "shared_bytes",
-            "block_threads", "warps_per_sm", "occupancy")
     for row in rows:
-        groups[(row["module"], row["architecture"], template_name(row["kernel"]),
-                tuple(row[k] for k in keys))].append(row["kernel"])
+        groups[(row["architecture"], row["module"], template_name(row["kernel"]))].append(row)
+    order = {module.source: i for i, module in enumerate(KERNEL_MODULES)}
     out = []
-    for (module, architecture, template, figures), kernels in sorted(groups.items()):
+    for (architecture, module, template), members in sorted(
+            groups.items(),
+            key=lambda item: (int(item[0][0][3:]), order[item[0][1]], item[0][2])):
+        def span(key):
+            values = [m[key] for m in members]
+            return (min(values), max(values))
         out.append({"module": module, "architecture": architecture, "template": template,
-                    "instantiations": len(kernels), "example": kernels[0],
-                    **dict(zip(keys, figures))})
+                    "instantiations": len(members), "registers": span("registers"),
+                    "stack_bytes": span("stack_bytes"),
+                    "spill_bytes": max(m["spill_stores"] + m["spill_loads"] for m in members),
+                    "shared_bytes": span("shared_bytes"), "warps_per_sm": span("warps_per_sm"),
+                    "occupancy": span("occupancy")})
     return out
 
 
+def _span(pair, spec="") -> str:
+    low, high = pair
+    return f"{low:{spec}}" if low == high else f"{low:{spec}}-{high:{spec}}"
+
+
 def table(groups) -> str:
-    header = (f"{'arch':<7}{'kernel':<32}{'n':>4}{'regs':>6}{'stack':>7}{'spill st/ld':>13}"
-              f"{'smem':>7}{'block':>7}{'warps/SM':>10}{'occ':>6}")
+    header = (f"{'arch':<7}{'kernel':<30}{'n':>4}{'regs':>9}{'stack':>9}{'spill':>7}"
+              f"{'smem':>12}{'warps/SM':>10}{'occupancy':>11}")
     lines = [header]
     for g in groups:
         lines.append(
-            f"{g['architecture']:<7}{g['template']:<32}{g['instantiations']:>4}"
-            f"{g['registers']:>6}{g['stack_bytes']:>7}"
-            f"{str(g['spill_stores']) + '/' + str(g['spill_loads']):>13}"
-            f"{g['shared_bytes']:>7}{g['block_threads']:>7}{g['warps_per_sm']:>10}"
-            f"{g['occupancy']:>6.2f}")
+            f"{g['architecture']:<7}{g['template']:<30}{g['instantiations']:>4}"
+            f"{_span(g['registers']):>9}{_span(g['stack_bytes']):>9}{g['spill_bytes']:>7}"
+            f"{_span(g['shared_bytes']):>12}{_span(g['warps_per_sm']):>10}"
+            f"{_span(g['occupancy'], '.2f'):>11}")
     return "\n".join(lines)
 
 

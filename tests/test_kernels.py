@@ -335,6 +335,24 @@ def test_statistics_privatized_in_shared_memory(case, launches, rng, weight_dtyp
     assert launch.shared_bytes == 3 * k * (4 if weights is None else 8)
 
 
+def test_statistics_in_16_bit_shared_fields(case, launches, rng):
+    """Unweighted, K = 6,000: 3K 32-bit cells (72 KB) pass the emulated 48 KiB
+    budget, 16-bit fields (36 KB) do not. One class takes most samples, so
+    its fields wrap 2^16 several times in each block: every wrap adds 2^16 to
+    the global count and nothing spills into the neighbouring field."""
+    k, n = 6000, 2_000_000
+    y_true = np.where(rng.random(n) < 0.9, 1, rng.integers(0, k, n)).astype(np.int32)
+    y_pred = np.where(rng.random(n) < 0.8, y_true, rng.integers(0, k, n)).astype(np.int32)
+    y_pred[:5] = 0  # class 0 (true positives' field beside class 1's) predicted a few times
+    compare_statistics(case, y_true, y_pred, num_classes=k, moments=True)
+    (launch,) = [launch for launch in launches if launch.kernel == "class_statistics"]
+    mode = int(launch.args[-1])
+    if case.device.name == "emulated":
+        assert mode == 2 and launch.shared_bytes == 4 * ((3 * k + 1) // 2)
+        per_block = n / launch.grid
+        assert per_block * 0.9 > 2 * 0x10000, "the busiest field wraps in every block"
+
+
 def test_dense_matrix_beyond_the_default_shared_budget(case, launches, rng, monkeypatch):
     """K = 150 unweighted (90 KB of counters): in shared memory where the
     device lets a kernel opt in beyond 48 KiB (an H100: 227 KiB), else with
@@ -350,6 +368,25 @@ def test_dense_matrix_beyond_the_default_shared_budget(case, launches, rng, monk
         assert launch.kernel == "confusion_shared" and launch.shared_bytes == needed
     else:
         assert launch.kernel == "confusion_global"
+
+
+@pytest.mark.parametrize("weight_dtype", [None, "float64"])
+@pytest.mark.parametrize("n", [3001, 300], ids=["shared-diagonal", "all-global"])
+def test_global_matrix_diagonal_in_shared_memory(case, launches, rng, n, weight_dtype):
+    """Beyond the shared budget, correct predictions go to a per-block shared
+    diagonal (when a block has many more samples than classes); the counts
+    are the same as with every sample a global atomic."""
+    k = 120  # beyond 48 KiB as a matrix of counts (56 KiB) and of doubles
+    y_true, y_pred = make_labels(rng, n, k, agree=0.8)
+    weights = None if weight_dtype is None else make_weights(rng, n, weight_dtype)
+    compare_confusion(case, y_true, y_pred, num_classes=k, sample_weight=weights)
+    (launch,) = launches
+    assert launch.kernel == "confusion_global"
+    cell = 4 if weights is None else 8
+    diagonal = n >= launch.grid * k and k * cell <= case.device.shared_memory_per_block_optin
+    assert int(launch.args[-1]) == diagonal and launch.shared_bytes == (k * cell if diagonal else 0)
+    if case.device.name == "emulated":
+        assert diagonal == (n == 3001), "both paths run here"
 
 
 def zero_weight_data(rng, k, n=600):

@@ -10,11 +10,15 @@ returns (:class:`~metrics_gpu._state.ClassStatistics`, or a dense matrix).
 Kernel choice for a dense K x K matrix (M = matrix positions):
 
 * M = 2, unweighted: ``confusion_binary`` (ballot/popc, no atomics per sample);
-* M*M counters fit the per-block shared-memory budget: ``confusion_shared``
-  (privatised per block, warp-aggregated increments when M*M <= 64);
-* otherwise ``confusion_global`` (global atomics; many cells, low contention).
+* M*M counters fit the per-block shared-memory budget (with the opt-in beyond
+  48 KiB, 227 KiB on an H100): ``confusion_shared`` (privatised per block,
+  warp-aggregated increments when M*M <= 64);
+* otherwise ``confusion_global`` (global atomics off the diagonal; the
+  diagonal per block in shared memory when a block has many more samples
+  than classes).
 
-Huge K uses ``class_statistics`` (O(K) memory). Every label metric of the
+Huge K uses ``class_statistics`` (O(K) memory; the 3K counts per block in
+shared memory while they fit). Every label metric of the
 report then comes from one launch of ``reduce_metrics.cu`` (from the matrix or
 from the statistics) into one float64 buffer. Nothing here synchronises with
 the host: every count stays on the device until the caller converts it.
@@ -446,7 +450,14 @@ class KernelBackend:
             kernel, extra, shared = ("confusion_shared", [matrix, seen, invalid, aggregate],
                                      shared_bytes)
         else:
-            kernel, extra, shared = "confusion_global", [matrix, seen, invalid], 0
+            # The diagonal per block in shared memory, when a block has many
+            # more samples than diagonal cells to zero and flush.
+            diagonal_bytes = size * (4 if weights.array is None else 8)
+            shared_diagonal = (diagonal_bytes <= device.shared_memory_per_block_optin
+                               and n >= self._grid(run.work_items, diagonal_bytes) * size)
+            shared = diagonal_bytes if shared_diagonal else 0
+            kernel, extra = "confusion_global", [matrix, seen, invalid,
+                                                 np.int32(shared_diagonal)]
         expression = accumulate_expression(kernel, run.true_type, run.pred_type,
                                            weights.c_type, weights.fixed)
         grid = self._grid(run.work_items, shared)
@@ -486,14 +497,17 @@ class KernelBackend:
         invalid = self.zeros(1, np.uint64)
         exact_moments = self.zeros(4, np.uint64)
         float_moments = self.zeros(2, np.float64)
-        grid = self._grid(run.work_items)
-        # The 3K counts privatised per block in shared memory (32-bit cells
-        # for counts) when they fit, and when a block has many more samples
-        # than cells to zero and flush at its end.
-        shared = 3 * size * (4 if weights.array is None else 8)
-        privatize = shared <= device.shared_memory_per_block_optin and n >= grid * 3 * size
-        if privatize:
-            grid = self._grid(run.work_items, shared)
+        # The 3K counts privatised per block in shared memory when a block
+        # has many more samples than cells to zero and flush at its end: as
+        # 32-bit cells for counts (8 bytes for weights), or unweighted as
+        # 16-bit fields, two per word, when only those fit (mode 2).
+        budget = device.shared_memory_per_block_optin
+        shared, privatize = 3 * size * (4 if weights.array is None else 8), 1
+        if shared > budget and weights.array is None:
+            shared, privatize = 4 * ((3 * size + 1) // 2), 2
+        if shared > budget or n < self._grid(run.work_items, shared) * 3 * size:
+            shared, privatize = 0, 0
+        grid = self._grid(run.work_items, shared)
         expression = accumulate_expression("class_statistics", run.true_type, run.pred_type,
                                            weights.c_type, weights.fixed)
         for start, stop in self._segments(n, grid):
@@ -501,7 +515,7 @@ class KernelBackend:
                           run.arguments(start, stop)
                           + [true_positives, support, predicted, seen, invalid,
                              np.int32(bool(moments)), exact_moments, float_moments,
-                             np.int32(privatize)], shared if privatize else 0)
+                             np.int32(privatize)], shared)
         if weights.fixed:
             true_positives, support, predicted = (
                 self._fixed_to_float(a, max_bits, n) for a in (true_positives, support, predicted)
