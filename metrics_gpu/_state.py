@@ -46,6 +46,62 @@ class RowArgmax:
         return self.shape[0]
 
 
+def bfloat16_dtype():
+    """NumPy's bfloat16 type (ml_dtypes'), or None when ml_dtypes is not installed."""
+    try:
+        import ml_dtypes
+    except ImportError:
+        return None
+    return np.dtype(ml_dtypes.bfloat16)
+
+
+class Bfloat16Bits:
+    """bfloat16 scores on a kernel backend: their 16-bit patterns (``bits``,
+    uint16, a view of the caller's tensor), which the kernels widen in
+    registers, so no float32 copy of ``(N, K)`` scores is ever made. CuPy has
+    no bfloat16 type: this stands in for the array (shape, strides, and
+    ml_dtypes' ``bfloat16`` as dtype where it is installed); checks read its
+    values through :meth:`widened`, a few rows at a time.
+    """
+
+    def __init__(self, bits):
+        self.bits = bits
+
+    @property
+    def dtype(self):
+        return bfloat16_dtype()
+
+    shape = property(lambda self: self.bits.shape)
+    ndim = property(lambda self: self.bits.ndim)
+    size = property(lambda self: self.bits.size)
+    strides = property(lambda self: self.bits.strides)
+
+    def __getitem__(self, index) -> Bfloat16Bits:
+        return Bfloat16Bits(self.bits[index])
+
+    def reshape(self, *shape) -> Bfloat16Bits:
+        return Bfloat16Bits(self.bits.reshape(*shape))
+
+    def transpose(self, *axes) -> Bfloat16Bits:
+        return Bfloat16Bits(self.bits.transpose(*axes))
+
+    def widened(self):
+        """The values as float32 (exact: a bfloat16 is the top half of a
+        float32), in a new array of this one's size."""
+        return (self.bits.astype(np.uint32) << 16).view(np.float32)
+
+    def item(self):
+        return self.widened().item()
+
+    def any_nonfinite(self) -> bool:
+        """Whether a value is NaN or infinite: two reductions of the patterns,
+        no temporary. Non-finite is an exponent of all ones: as uint16 at least
+        0xFF80 when negative, as int16 at least 0x7F80 when positive."""
+        if self.bits.size == 0:
+            return False
+        return bool((self.bits.max() >= 0xFF80) | (self.bits.view(np.int16).max() >= 0x7F80))
+
+
 def use_dense_matrix(num_classes: int) -> bool:
     """True when a K x K confusion matrix is the cheaper state for ``num_classes``."""
     return num_classes * num_classes <= DENSE_MATRIX_MAX_CELLS

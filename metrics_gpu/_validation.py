@@ -19,6 +19,7 @@ from typing import Any
 import numpy as np
 
 from metrics_gpu._backend import is_device_array, resolve_backend
+from metrics_gpu._state import Bfloat16Bits, bfloat16_dtype
 from metrics_gpu.testing import record
 
 AVERAGE_OPTIONS = (None, "micro", "macro", "weighted", "binary")
@@ -74,25 +75,42 @@ def _first_true(mask, backend) -> int | None:
     return int(backend.xp.flatnonzero(mask)[0])
 
 
+def _row_chunks(array, *, chunked: bool = False):
+    """``(first row, rows)`` of ``array`` for a check that reads its values:
+    :data:`CHECK_CHUNK_ELEMENTS` at a time (small temporaries) with ``chunked``
+    and always for :class:`Bfloat16Bits`, whose rows come widened to float32
+    (so that no check copies (N, K) scores whole); else the array itself."""
+    bits = isinstance(array, Bfloat16Bits)
+    if not (chunked or bits) or array.ndim == 0:
+        yield 0, array
+        return
+    step = max(1, CHECK_CHUNK_ELEMENTS // max(math.prod(array.shape[1:]), 1))
+    for start in range(0, array.shape[0], step):
+        rows = array[start:start + step]
+        yield start, rows.widened() if bits else rows
+
+
 def _first_nonfinite(array, backend) -> int | None:
     """Flat index of the first NaN or infinity in a float array, or None.
 
     A sum is finite only if every term is (NaN and infinities propagate), so
     the usual case costs one reduction and no temporary (float16 and bfloat16
-    are summed as float32 in the reduction's buffer, not converted whole); a
-    non-finite sum (or one that overflowed) then looks for the index, a chunk
-    of rows at a time so that its masks stay small (memory-mapped scores).
+    are summed as float32 in the reduction's buffer, not converted whole;
+    bfloat16 patterns take two reductions of their own); a non-finite sum (or
+    one that overflowed) then looks for the index, a chunk of rows at a time
+    so that its masks stay small (memory-mapped scores).
     """
     xp = backend.xp
-    total = array.sum(dtype=np.float32) if array.dtype.itemsize < 4 else array.sum()
-    if bool(xp.isfinite(total)):
-        return None
-    if array.ndim < 2:
-        return _first_true(~xp.isfinite(array), backend)
+    if isinstance(array, Bfloat16Bits):
+        if not array.any_nonfinite():
+            return None
+    else:
+        total = array.sum(dtype=np.float32) if array.dtype.itemsize < 4 else array.sum()
+        if bool(xp.isfinite(total)):
+            return None
     row_size = math.prod(array.shape[1:])
-    rows = max(1, CHECK_CHUNK_ELEMENTS // max(row_size, 1))
-    for start in range(0, array.shape[0], rows):
-        i = _first_true(~xp.isfinite(array[start:start + rows]), backend)
+    for start, rows in _row_chunks(array, chunked=True):
+        i = _first_true(~xp.isfinite(rows), backend)
         if i is not None:
             return start * row_size + i
     return None
@@ -148,7 +166,8 @@ def check_ignore_index(ignore_index) -> int | None:
 def host_tensor(values):
     """A torch CPU tensor as NumPy, as a model hands it over: detached from
     autograd (read without a copy, as torchmetrics does) and bfloat16 widened
-    to float32 (exact; NumPy has no bfloat16). Anything else as it is."""
+    to float32 (exact; NumPy has no bfloat16 of its own: (N, K) scores keep
+    their 16 bits through :func:`_scores_to_backend`). Anything else as it is."""
     torch = sys.modules.get("torch")
     if torch is None or not isinstance(values, torch.Tensor) or values.is_cuda:
         return values
@@ -161,6 +180,8 @@ def host_tensor(values):
 def _to_backend(values, backend):
     """``values`` on the backend. Host data no GPU can hold (strings, objects)
     stays on the host, so that the dtype checks name it, not CuPy."""
+    if isinstance(values, Bfloat16Bits):  # scores read as something else: their values
+        return values.widened()
     values = host_tensor(values)
     if not is_device_array(values):
         host = np.asarray(values)
@@ -172,6 +193,43 @@ def _to_backend(values, backend):
             host = host.astype(host.dtype.newbyteorder("="))
         values = host
     return backend.asarray(values)
+
+
+def _bfloat16_bits(values, backend):
+    """A torch bfloat16 tensor of scores (2-D or more: never labels) as its
+    16-bit patterns (uint16) on a kernel backend, else None: the tensor's own
+    memory (through DLPack on a GPU; a CPU tensor on the emulated device as it
+    is, on the cuda one copied to the GPU as 16-bit data, as any host data
+    is). The kernels widen the patterns in registers (CuPy has no bfloat16),
+    so a model's bfloat16 logits are read in place, never converted."""
+    torch = sys.modules.get("torch")
+    if (torch is None or backend.name == "numpy" or not isinstance(values, torch.Tensor)
+            or values.dtype != torch.bfloat16 or values.ndim < 2):
+        return None
+    bits = values.detach().view(torch.int16)
+    return backend.asarray(bits if bits.is_cuda else bits.numpy()).view(np.uint16)
+
+
+def _scores_to_backend(values, backend):
+    """``values`` on the backend as :func:`_to_backend` puts them, except the
+    ``(N, K)`` (or channel-first) scores of a torch bfloat16 tensor, which stay
+    16-bit, zero-copy: their patterns (:class:`Bfloat16Bits`) on a kernel
+    backend, ml_dtypes' bfloat16 on the NumPy backend (which widens a chunk at
+    a time). Without ml_dtypes (NumPy then has no bfloat16 type to check them
+    as) they are widened to float32, as every other bfloat16 input is
+    (labels, weights, one column of scores)."""
+    if isinstance(values, Bfloat16Bits):
+        return values
+    torch = sys.modules.get("torch")
+    if (torch is None or not isinstance(values, torch.Tensor) or values.dtype != torch.bfloat16
+            or values.ndim < 2 or values.shape[1] < 2 or bfloat16_dtype() is None):
+        return _to_backend(values, backend)
+    bits = _bfloat16_bits(values, backend)
+    if bits is not None:
+        return Bfloat16Bits(bits)
+    if not values.is_cuda:
+        return values.detach().view(torch.int16).numpy().view(bfloat16_dtype())
+    return _to_backend(values, backend)
 
 
 def _float_label_hint(value: float, name: str) -> str:
@@ -231,7 +289,7 @@ def _as_label_array(values, name: str, backend, validate: bool):
 
 
 def _as_scores(values, name: str, backend, validate: bool):
-    array = _to_backend(values, backend)
+    array = _scores_to_backend(values, backend)
     # bfloat16 (ml_dtypes, as JAX and torch export it to NumPy) has kind 'V'.
     bfloat16 = array.dtype.name == "bfloat16"
     if array.dtype.kind not in "fiu" and not bfloat16:
@@ -381,7 +439,7 @@ def flatten_positions(y_true, y_pred, backend, pred_name: str = "y_pred"):
     Other inputs are returned on the backend as they are (their own checks
     name what is wrong with them)."""
     true = _to_backend(y_true, backend)
-    pred = _to_backend(y_pred, backend)
+    pred = _scores_to_backend(y_pred, backend)
     if pred.ndim >= 3 and true.ndim == pred.ndim - 1:
         expected = (pred.shape[0], *pred.shape[2:])
         if tuple(true.shape) != expected:
@@ -391,7 +449,7 @@ def flatten_positions(y_true, y_pred, backend, pred_name: str = "y_pred"):
                 f"{tuple(true.shape)}"
             )
         classes = pred.shape[1]
-        pred = backend.xp.moveaxis(pred, 1, -1).reshape(-1, classes)
+        pred = pred.transpose(0, *range(2, pred.ndim), 1).reshape(-1, classes)
         true = true.reshape(-1)
     elif (pred.ndim >= 2 and true.ndim == pred.ndim and pred.dtype.kind in "iub"
           and tuple(true.shape) == tuple(pred.shape) and pred.shape[-1] != 1):
@@ -497,8 +555,12 @@ def float_eps(dtype) -> float:
 def score_dtype_eps(dtype) -> float:
     """The eps scikit-learn 1.9 uses for probabilities of ``dtype`` (clip of log
     loss, tolerance of row sums): float16 and float32 keep their own type there,
-    every other type is converted to float64 first."""
+    every other type is converted to float64 first. bfloat16 takes float32's:
+    its values are float32 values exactly, and 16-bit scores must give what
+    the same scores widened to float32 give."""
     dtype = np.dtype(dtype)
+    if dtype.name == "bfloat16":
+        dtype = np.dtype(np.float32)
     return float_eps(dtype if dtype in (np.float16, np.float32) else np.float64)
 
 
@@ -521,6 +583,27 @@ class ScoreInputs:
     backend: Any
     source: Any = None    # the caller's y_true: results go back to its framework
     binary_column: bool = False  # the caller gave one column (the positive class)
+
+
+def _check_probability_range(values, name: str, backend, takes_logits: bool) -> None:
+    """Refuse a score outside [0, 1], naming the first: two reductions (no
+    temporaries) per chunk of rows (:func:`_row_chunks`), a mask only where
+    one fails."""
+    for start, rows in _row_chunks(values):
+        if not (rows.size and bool((rows.min() < 0) | (rows.max() > 1))):
+            continue
+        i = _first_true((rows < 0) | (rows > 1), backend)
+        if i is None:
+            continue
+        index = np.unravel_index(i, rows.shape)
+        found = rows[index].item()
+        index = (start + int(index[0]), *(int(v) for v in index[1:]))
+        hint = "; for logits (raw scores), pass from_logits=True" if takes_logits else ""
+        raise ValueError(
+            f"{name} must hold probabilities in [0, 1]; found {found!r} at "
+            f"{'index' if values.ndim == 1 else 'row, column'} "
+            f"{index[0] if values.ndim == 1 else index}{hint}"
+        )
 
 
 def check_score_inputs(y_true, scores, *, name: str = "y_score", kind: str = "probabilities",
@@ -565,17 +648,8 @@ def check_score_inputs(y_true, scores, *, name: str = "y_score", kind: str = "pr
         )
     weight = check_sample_weight(sample_weight, n, backend, validate, allow_all_zero_weight,
                                  targets, ignore_index)
-    if validate and kind == "probabilities" and values.size and bool(
-            (values.min() < 0) | (values.max() > 1)):  # two reductions, no temporaries
-        i = _first_true((values < 0) | (values > 1), backend)
-        if i is not None:
-            index = np.unravel_index(i, values.shape)
-            hint = "; for logits (raw scores), pass from_logits=True" if takes_logits else ""
-            raise ValueError(
-                f"{name} must hold probabilities in [0, 1]; found {values[index].item()!r} at "
-                f"{'index' if values.ndim == 1 else 'row, column'} "
-                f"{index[0] if values.ndim == 1 else tuple(int(v) for v in index)}{hint}"
-            )
+    if validate and kind == "probabilities":
+        _check_probability_range(values, name, backend, takes_logits)
     if binary_column:
         column = values.reshape(n)
         if column.dtype.kind in "iub":
@@ -588,9 +662,9 @@ def check_score_inputs(y_true, scores, *, name: str = "y_score", kind: str = "pr
             values = xp.stack([threshold, column], axis=1)
     num_classes = int(values.shape[1])
     if validate and kind == "probabilities" and not binary_column:
-        sums = values.sum(axis=1, dtype=np.float64)
         rtol = math.sqrt(score_dtype_eps(values.dtype))  # scikit-learn's tolerance
-        if bool(xp.any(xp.abs(sums - 1) > rtol)):
+        if any(bool(xp.any(xp.abs(rows.sum(axis=1, dtype=np.float64) - 1) > rtol))
+               for _, rows in _row_chunks(values)):
             import warnings
 
             warnings.warn("The y_prob values do not sum to one. Make sure to pass probabilities.",
@@ -1120,18 +1194,6 @@ class StreamBatch:
         return values
 
 
-def _device_bfloat16_bits(values, backend):
-    """A torch CUDA bfloat16 tensor as its 16-bit patterns on the device
-    (zero-copy through DLPack; CuPy has no bfloat16), else None. The kernels
-    widen the patterns themselves, so a training loop's bf16 logits are read
-    in place, never converted."""
-    torch = sys.modules.get("torch")
-    if (torch is None or backend.name != "cuda" or not isinstance(values, torch.Tensor)
-            or not values.is_cuda or values.dtype != torch.bfloat16):
-        return None
-    return backend.asarray(values.detach().view(torch.int16)).view(np.uint16)
-
-
 def _collapsed_positions(shape, strides):
     """(positions, stride) of dims 2.. of a scores array when one stride walks
     them all, else None."""
@@ -1166,7 +1228,7 @@ def check_stream_batch(y_true, preds, sample_weight, *, num_classes: int, backen
         return array.astype(dtype)
 
     true = _to_backend(y_true, backend)
-    bits = _device_bfloat16_bits(preds, backend)
+    bits = _bfloat16_bits(preds, backend)
     pred = _to_backend(preds, backend) if bits is None else bits
     if true.dtype.kind not in "iub":
         raise ValueError(
@@ -1257,11 +1319,7 @@ def check_stream_batch(y_true, preds, sample_weight, *, num_classes: int, backen
     if eager:
         _label_range(true, "y_true", backend, num_classes, ignore_index)
         if layout:
-            values = pred
-            if bits is not None:  # bfloat16 patterns: the top half of a float32
-                values = (pred.astype(np.uint32) << 16).view(np.float32)
-            elif score_name == "bfloat16":
-                values = pred.astype(np.float32)
+            values = pred if bits is None else Bfloat16Bits(pred)  # read in chunks
             i = _first_nonfinite(values, backend)
             if i is not None:
                 found = values.reshape(-1)[i].item()

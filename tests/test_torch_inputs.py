@@ -84,6 +84,193 @@ def test_stream_on_torch_cpu_and_checkpoint(rng):
                                list(expected["metrics"].values()), rtol=1e-12, atol=1e-12)
 
 
+# -- float16 and bfloat16 scores: read as they are, never widened ---------------
+
+HALF_DTYPES = ["bfloat16", "float16"]
+
+
+def _report_values(report):
+    return [report.accuracy, *report.top_k_accuracy.values(), report.cross_entropy,
+            report.brier_score, report.hinge_loss, report.expected_calibration_error,
+            *report.calibration_accuracy]
+
+
+# name -> (call, whether it takes probabilities rather than logits)
+SCORE_CALLS = {
+    "logits_report": (lambda y, s: _report_values(mg.logits_report(y, s, top_k=(1, 3),
+                                                                    n_bins=5)), False),
+    "logits_report_unchecked": (lambda y, s: _report_values(
+        mg.logits_report(y, s, top_k=(1, 3), n_bins=5, validate=False)), False),
+    "log_loss": (lambda y, s: mg.log_loss(y, s, from_logits=True), False),
+    "log_loss_probabilities": (lambda y, s: mg.log_loss(y, s), True),
+    "top_k_accuracy_score": (lambda y, s: mg.top_k_accuracy_score(y, s, k=2), False),
+    "accuracy_score": (lambda y, s: mg.accuracy_score(y, s), False),
+    "channel_first_log_loss": (lambda y, s: mg.log_loss(y, s, from_logits=True), False),
+}
+
+
+def _half_case(rng, dtype, call, device="cpu"):
+    """Targets and 16-bit scores (logits, or probabilities whose rows need not
+    sum to 1 closely) for ``call``."""
+    _, probabilities = SCORE_CALLS[call]
+    shape, target_shape = ((3, 7, 5, 4), (3, 5, 4)) if call.startswith("channel") else \
+        ((300, 7), (300,))
+    logits = torch.tensor(rng.normal(size=shape) * 3, dtype=torch.float32)
+    scores = torch.softmax(logits, dim=1) if probabilities else logits
+    y = torch.tensor(rng.integers(0, 7, target_shape))
+    return y.to(device), scores.to(getattr(torch, dtype)).to(device)
+
+
+def _as_floats(values):
+    values = values if isinstance(values, list) else [values]
+    return np.array([float(v) for v in values])
+
+
+# float16 probabilities keep float16's eps (clip, row-sum tolerance), as scikit-learn
+# does: not the widened values' results, by design.
+WIDENED_CASES = [(dtype, call) for dtype in HALF_DTYPES for call in SCORE_CALLS
+                 if not (dtype == "float16" and SCORE_CALLS[call][1])]
+
+
+@pytest.mark.kernel_path  # the 16-bit score types are kernel instantiations of their own
+@pytest.mark.parametrize(("dtype", "call"), WIDENED_CASES)
+def test_half_scores_equal_their_widened_values(backend, rng, dtype, call):
+    """float16 and bfloat16 tensors give what the same values widened to float32
+    give (every value of either type is exactly a float32), warnings included."""
+    import warnings
+
+    device = "cuda" if backend.name == "cuda" else "cpu"
+    y, scores = _half_case(rng, dtype, call, device)
+    function, _ = SCORE_CALLS[call]
+    results = []
+    for values in (scores, scores.float()):
+        with warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("always")
+            results.append((_as_floats(function(y, values)), [str(w.message) for w in caught]))
+    (ours, our_warnings), (widened, widened_warnings) = results
+    np.testing.assert_allclose(ours, widened, rtol=1e-12, atol=0)
+    assert our_warnings == widened_warnings
+
+
+@pytest.mark.parametrize("dtype", HALF_DTYPES)
+@pytest.mark.parametrize("backend_name", ["numpy", "emulated"])
+def test_half_scores_reach_the_backend_in_place(monkeypatch, backend_name, dtype, rng):
+    """The scores a backend computes on are the tensor's own memory: 16-bit
+    patterns for the kernels, ml_dtypes' bfloat16 for NumPy; validation
+    widens no more than a chunk of rows at a time (here 64 values)."""
+    from conftest import skip_unavailable
+    from metrics_gpu import _state, _validation
+    from metrics_gpu._backend import get_backend_implementation
+
+    skip_unavailable(backend_name)
+    implementation = get_backend_implementation(backend_name)
+    y, logits = _half_case(rng, dtype, "log_loss")
+    probabilities = _half_case(rng, dtype, "log_loss_probabilities")[1]
+    memory = {id(t): t.view(torch.int16).numpy() for t in (logits, probabilities)}
+    seen = []
+    if backend_name == "numpy":
+        fused_pass, argmax = implementation.fused_logits_pass, implementation.argmax_scores
+
+        def fused_logits_pass(y_true, scores, **options):
+            seen.append(scores)
+            return fused_pass(y_true, scores, **options)
+
+        def argmax_scores(scores):
+            seen.append(scores)
+            return argmax(scores)
+
+        monkeypatch.setattr(implementation, "fused_logits_pass", fused_logits_pass)
+        monkeypatch.setattr(implementation, "argmax_scores", argmax_scores)
+        expected_dtype = dtype
+    else:
+        original = implementation.device.launch
+
+        def launch(source, expression, grid, block, args, shared_bytes=0):
+            seen.extend(a for a in args if isinstance(a, np.ndarray) and a.shape == logits.shape)
+            return original(source, expression, grid, block, args, shared_bytes)
+
+        monkeypatch.setattr(implementation.device, "launch", launch)
+        expected_dtype = "uint16"
+    widened = []
+    original_widened = _state.Bfloat16Bits.widened
+
+    def spy_widened(self):
+        widened.append(self.size)
+        return original_widened(self)
+
+    monkeypatch.setattr(_state.Bfloat16Bits, "widened", spy_widened)
+    monkeypatch.setattr(_validation, "CHECK_CHUNK_ELEMENTS", 64)
+    with mg.use_backend(backend_name):
+        for scores, call in ((logits, lambda: mg.logits_report(y, logits, top_k=(1, 2))),
+                             (logits, lambda: mg.accuracy_score(y, logits)),
+                             (probabilities, lambda: mg.log_loss(y, probabilities))):
+            seen.clear()
+            call()
+            assert seen, "the scores reached no pass"
+            for array in seen:
+                assert array.dtype.name == expected_dtype
+                assert np.shares_memory(array, memory[id(scores)])
+    assert max(widened, default=0) <= 64
+
+
+def test_bfloat16_scores_are_widened_without_ml_dtypes(backend, monkeypatch, rng):
+    """Without ml_dtypes NumPy has no bfloat16 type: the scores are widened to
+    float32 (one copy), with the same results."""
+    from metrics_gpu import _validation
+
+    monkeypatch.setattr(_validation, "bfloat16_dtype", lambda: None)
+    y, scores = _half_case(rng, "bfloat16", "log_loss",
+                           "cuda" if backend.name == "cuda" else "cpu")
+    assert float(mg.log_loss(y, scores, from_logits=True)) == float(
+        mg.log_loss(y, scores.float(), from_logits=True))
+
+
+@pytest.mark.kernel_path  # bfloat16 patterns are checked on their own path
+@pytest.mark.parametrize("dtype", HALF_DTYPES)
+def test_half_scores_name_the_first_bad_value(backend, monkeypatch, dtype):
+    """Checks read 16-bit scores a chunk of rows at a time (here 2) and name
+    the row in the whole array."""
+    from metrics_gpu import _validation
+
+    monkeypatch.setattr(_validation, "CHECK_CHUNK_ELEMENTS", 8)
+    device = "cuda" if backend.name == "cuda" else "cpu"
+    y = torch.zeros(40, dtype=torch.int64).to(device)
+    bad = torch.zeros((40, 4), dtype=getattr(torch, dtype))
+    bad[33, 2] = -float("inf")
+    with pytest.raises(ValueError, match=r"y_proba must hold finite scores; found -inf at "
+                                         r"row 33, column 2"):
+        mg.log_loss(y, bad.to(device), from_logits=True)
+    bad = torch.zeros((40, 4), dtype=getattr(torch, dtype))
+    bad[21, 1] = float("nan")
+    with pytest.raises(ValueError, match=r"y_pred must hold finite scores; found nan at "
+                                         r"row 21, column 1"):
+        mg.accuracy_score(y, bad.to(device))
+    bad = torch.full((40, 4), 0.25, dtype=getattr(torch, dtype))
+    bad[37, 3] = 1.5
+    with pytest.raises(ValueError, match=r"found 1.5 at row, column \(37, 3\)"):
+        mg.log_loss(y, bad.to(device))
+
+
+@pytest.mark.kernel_path
+@pytest.mark.parametrize("dtype", HALF_DTYPES)
+def test_stream_of_half_scores_equals_widened(backend, rng, dtype):
+    device = "cuda" if backend.name == "cuda" else "cpu"
+    ours, widened = (mg.ClassificationMetrics(7, top_k=(1, 2), n_bins=4, validate="eager")
+                     for _ in range(2))
+    for _ in range(2):
+        y, scores = _half_case(rng, dtype, "log_loss", device)
+        ours.update(y, scores)
+        widened.update(y, scores.float())
+    expected = widened.compute().to_dict()["metrics"]
+    got = ours.compute().to_dict()["metrics"]
+    np.testing.assert_allclose([got[k] for k in expected], list(expected.values()),
+                               rtol=1e-12, atol=0)
+    bad = scores.clone()
+    bad[5, 6] = float("nan")
+    with pytest.raises(ValueError, match="must hold finite scores; found nan"):
+        ours.update(y, bad)
+
+
 # -- torch.distributed: sync over gloo ----------------------------------------
 
 

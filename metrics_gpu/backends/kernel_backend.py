@@ -49,6 +49,7 @@ from metrics_gpu._kernels import (
     stream_update_expression,
 )
 from metrics_gpu._state import (
+    Bfloat16Bits,
     ClassStatistics,
     RowArgmax,
     ScoreSums,
@@ -269,7 +270,10 @@ class KernelBackend:
         """A NumPy copy (on a GPU a device-to-host copy, and so a sync)."""
         record(host_transfers=1)
         if isinstance(array, RowArgmax):
-            return row_argmax(self.device.to_host(array.scores))
+            scores = array.scores
+            if isinstance(scores, Bfloat16Bits):  # the patterns, as NumPy's bfloat16
+                return row_argmax(self.device.to_host(scores.bits).view(scores.dtype))
+            return row_argmax(self.device.to_host(scores))
         return self.device.to_host(array)
 
     # -- what a call costs: every launch and allocation goes through these -----
@@ -328,9 +332,14 @@ class KernelBackend:
         return true, true_type, pred, pred_type, 0, 0
 
     def _scores(self, scores):
-        """Scores, their C type, and (row, column) strides in elements."""
-        scores = native_byte_order(scores)
-        name = scores.dtype.name
+        """Scores, their C type, and (row, column) strides in elements. float16
+        and bfloat16 go as their 16-bit patterns (:class:`Bfloat16Bits` as it
+        comes), which the kernels widen in registers."""
+        if isinstance(scores, Bfloat16Bits):
+            scores, name = scores.bits, "bfloat16"
+        else:
+            scores = native_byte_order(scores)
+            name = scores.dtype.name
         if name not in SCORE_TYPES:
             scores = scores.astype(np.float64 if scores.dtype.itemsize > 4 else np.float32)
             name = scores.dtype.name
