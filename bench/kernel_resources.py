@@ -2,6 +2,7 @@
 
     python bench/kernel_resources.py [--architectures sm_80 sm_90 sm_100]
         [--modules scores.cu confusion.cu ...] [--jobs N] [--json PATH] [--markdown PATH]
+        [--sass KERNEL ...]
 
 Compiles every instantiation of ``metrics_gpu._kernels.KERNEL_MODULES`` with
 NVRTC (ptxas through ``--ptxas-options=-v``, as the CI gate compiles them)
@@ -18,6 +19,15 @@ kernel change (``bench/results/<date>-kernel-resources.{json,md}``). The hot
 kernels' limits (no spills; the score pass's register budget) are tested in
 the CI gate, ``tests/test_nvrtc_compile.py``.
 
+``--sass KERNEL ...`` (name expressions, e.g. ``"fused_logits_pass<long long,
+float, mg::unit_weight>"``) also disassembles those kernels for sm_90 with
+nvdisasm (the ``nvidia-cuda-nvdisasm`` wheel, or NVDISASM=path) and prints
+the static instruction counts of its three largest innermost loops that read
+global memory (the column loop of the score pass reads kScoreUnroll columns
+a trip, so its instructions per load are about those per element). Static
+counts: every branch of a body, taken or not (the one-vs-all softplus
+included, though most calls skip it).
+
 Exit status: 0 when everything compiled and no kernel spills, 1 otherwise,
 2 when NVRTC is missing.
 """
@@ -28,9 +38,13 @@ import argparse
 import datetime
 import json
 import math
+import os
+import re
+import shutil
 import subprocess
 import sys
-from collections import defaultdict
+import tempfile
+from collections import Counter, defaultdict
 from pathlib import Path
 
 from metrics_gpu import _nvrtc
@@ -137,6 +151,75 @@ def table(groups) -> str:
     return "\n".join(lines)
 
 
+def nvdisasm_path() -> str | None:
+    if os.environ.get("NVDISASM"):
+        return os.environ["NVDISASM"]
+    try:
+        import nvidia
+    except ImportError:
+        return shutil.which("nvdisasm")
+    for base in nvidia.__path__:
+        for candidate in Path(base).glob("*/bin/nvdisasm"):
+            return str(candidate)
+    return shutil.which("nvdisasm")
+
+
+_INSTRUCTION = re.compile(r"^\s*/\*[0-9a-f]+\*/\s*(?:@!?U?P[0-9T]+\s+)?([A-Z][A-Z0-9]*)")
+
+
+def innermost_loops(lines: list[str]):
+    """(instructions, global loads, opcode counts) of each innermost loop (a
+    label and a backward branch to it, with no loop inside) that reads global
+    memory, largest first: the column loop of a score row, the sample loop
+    of labels, and the smaller loops of set-up and flush."""
+    labels, loops = {}, []
+    for i, line in enumerate(lines):
+        label = re.match(r"^\s*(\.L_x_\d+):", line)
+        if label:
+            labels[label.group(1)] = i
+        branch = re.search(r"BRA `\((\.L_x_\d+)\)", line)
+        if branch and labels.get(branch.group(1), i) < i:
+            loops.append((labels[branch.group(1)], i))
+    found = []
+    for start, end in loops:
+        if any(start <= a and b <= end and (a, b) != (start, end) for a, b in loops):
+            continue  # holds another loop
+        body = [m.group(1) for m in map(_INSTRUCTION.match, lines[start:end + 1]) if m]
+        loads = sum(op == "LDG" for op in body)
+        if loads:
+            found.append((len(body), loads, Counter(body)))
+    return sorted(found, key=lambda loop: -loop[0])
+
+
+def sass_loops(expressions, architecture="sm_90") -> list[str]:
+    """One line per kernel: its hot loop's static instruction count."""
+    tool = nvdisasm_path()
+    if tool is None:
+        return ["--sass: nvdisasm not found (pip install nvidia-cuda-nvdisasm, or set NVDISASM)"]
+    lines = [f"hot loops ({architecture}, nvdisasm; static counts):"]
+    for expression in expressions:
+        module = next((m for m in KERNEL_MODULES if expression in m.name_expressions), None)
+        if module is None:
+            lines.append(f"  {expression}: not in KERNEL_MODULES")
+            continue
+        from metrics_gpu._kernels import kernel_source
+        result = _nvrtc.compile_module(kernel_source(module.source), module.source, [expression],
+                                       _nvrtc.module_options(), architecture=architecture,
+                                       keep_cubin=True)
+        with tempfile.TemporaryDirectory() as folder:
+            path = Path(folder) / "kernel.cubin"
+            path.write_bytes(result.cubin)
+            text = subprocess.run([tool, "-c", str(path)], capture_output=True, text=True,
+                                  check=True).stdout.splitlines()
+        loops = innermost_loops(text)
+        lines.append(f"  {expression}: " + ("no loop reads global memory" if not loops else ""))
+        for count, loads, opcodes in loops[:3]:
+            common = ", ".join(f"{op} {n}" for op, n in opcodes.most_common(5))
+            lines.append(f"    {count:5d} instructions a trip, {loads:2d} global loads "
+                         f"({count / loads:.0f} per load): {common}")
+    return lines
+
+
 def commit() -> str:
     try:
         return subprocess.run(["git", "rev-parse", "--short", "HEAD"], capture_output=True,
@@ -154,6 +237,8 @@ def main(argv=None) -> int:
     parser.add_argument("--jobs", type=int, default=_nvrtc.default_jobs())
     parser.add_argument("--json", type=Path, help="write every row (ungrouped) here")
     parser.add_argument("--markdown", type=Path, help="write the printed output here too")
+    parser.add_argument("--sass", nargs="+", default=[], metavar="KERNEL",
+                        help="name expressions whose hot loop to count with nvdisasm (sm_90)")
     arguments = parser.parse_args(argv)
     modules = [m for m in KERNEL_MODULES
                if arguments.modules is None or m.source in arguments.modules]
@@ -176,6 +261,8 @@ def main(argv=None) -> int:
                  + "".join(f"\n  {arch} {kernel}" for arch, kernel in spilling))
     for failure in failures:
         lines.append(f"FAILED: {failure.module} {failure.architecture}: {failure.reason}")
+    if arguments.sass:
+        lines += ["", *sass_loops(arguments.sass)]
     text = "\n".join(lines)
     print(text)
     if arguments.json:

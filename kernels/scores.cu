@@ -98,15 +98,66 @@ __device__ __forceinline__ void merge_softmax(F& m, double& s, double& s2, F m_o
 
 // A lane reads its columns lane, lane + group, ... kScoreUnroll at a time:
 // the loads of a chunk are issued before any is used, so each lane keeps
-// several in flight (one at a time cannot cover the memory latency). The
-// chunk's terms are summed in F, then added to the row's double sums; with
-// logits the running max moves at most once per chunk.
+// several in flight (one at a time cannot cover the memory latency). Whole
+// chunks take no per-column bounds checks; the last (fewer than kScoreUnroll
+// columns of the lane) goes one column at a time. The chunk's terms are
+// summed in F, then added to the row's double sums; with logits the running
+// max moves at most once per chunk.
 constexpr int kScoreUnroll = 4;
+
+// M columns of a lane (v[u] at column c0 + u * group) folded into its
+// RowScan. `lowest` is the lane's running minimum (fminf skips NaN): with
+// `best` (NaN beats every number in argmax_beats) it tells whether the row
+// holds a NaN or an infinity, without a test per column.
+template <int M, typename F>
+__device__ __forceinline__ void absorb_columns(RowScan<F>& r, F& lowest, const F (&v)[M],
+                                               int c0, int group, int64 t, F z_t,
+                                               bool from_logits, bool one_vs_all) {
+  const F minus_inf = negative_infinity(F());
+  F chunk_max = minus_inf;
+  F softplus_part = F(0);
+#pragma unroll
+  for (int u = 0; u < M; ++u) {
+    const int c = c0 + u * group;
+    if (argmax_beats(v[u], (int64)c, r.best, (int64)r.best_index)) {
+      r.best = v[u];
+      r.best_index = c;
+    }
+    chunk_max = v[u] > chunk_max ? v[u] : chunk_max;
+    lowest = v[u] < lowest ? v[u] : lowest;
+    if (c != t && v[u] > r.other_max) r.other_max = v[u];
+    if (v[u] > z_t || (v[u] == z_t && c > t)) ++r.rank;
+    if (one_vs_all) softplus_part += softplus(v[u]);
+  }
+  F part = F(0), square_part = F(0);
+  if (from_logits) {
+    if (chunk_max > r.max_finite) {
+      double scale = r.max_finite == minus_inf ? 0.0 : (double)exp_of(r.max_finite - chunk_max);
+      r.exp_sum *= scale;
+      r.square_sum *= scale * scale;
+      r.max_finite = chunk_max;
+    }
+#pragma unroll
+    for (int u = 0; u < M; ++u) {
+      if (v[u] != minus_inf) {
+        F e = exp_of(v[u] - r.max_finite);
+        part += e;
+        square_part += e * e;
+      }
+    }
+    r.exp_sum += (double)part;
+  } else {
+#pragma unroll
+    for (int u = 0; u < M; ++u) square_part += v[u] * v[u];
+  }
+  r.square_sum += (double)square_part;
+  r.softplus_sum += (double)softplus_part;
+}
 
 template <typename S>
 __device__ __forceinline__ RowScan<typename Widened<S>::type> scan_row(
-    const S* row_scores, bool active, int64 t, typename Widened<S>::type z_t, int num_columns,
-    int64 column_stride, int group, bool from_logits, bool one_vs_all) {
+    const S* __restrict__ row_scores, bool active, int64 t, typename Widened<S>::type z_t,
+    int num_columns, int64 column_stride, int group, bool from_logits, bool one_vs_all) {
   typedef typename Widened<S>::type F;
   const F minus_inf = negative_infinity(F());
   RowScan<F> r;
@@ -120,59 +171,25 @@ __device__ __forceinline__ RowScan<typename Widened<S>::type> scan_row(
   r.softplus_sum = 0.0;
   r.nonfinite = false;
   if (active) {
+    F lowest = -minus_inf;
     const int first = (int)(lane_index() % (unsigned int)group);
     const int64 lane_step = (int64)group * column_stride;
     const S* chunk = row_scores + (int64)first * column_stride;
-    for (int c0 = first; c0 < num_columns; c0 += kScoreUnroll * group) {
+    int c0 = first;
+    for (; c0 + (kScoreUnroll - 1) * group < num_columns; c0 += kScoreUnroll * group) {
       F v[kScoreUnroll];
-      bool in_row[kScoreUnroll];
 #pragma unroll
-      for (int u = 0; u < kScoreUnroll; ++u) {
-        in_row[u] = c0 + u * group < num_columns;
-        v[u] = in_row[u] ? widen(chunk[u * lane_step]) : minus_inf;
-      }
+      for (int u = 0; u < kScoreUnroll; ++u) v[u] = widen(chunk[u * lane_step]);
       chunk += kScoreUnroll * lane_step;
-      F chunk_max = minus_inf;
-      F softplus_part = F(0);
-#pragma unroll
-      for (int u = 0; u < kScoreUnroll; ++u) {
-        if (!in_row[u]) continue;
-        const int c = c0 + u * group;
-        if (argmax_beats(v[u], (int64)c, r.best, (int64)r.best_index)) {
-          r.best = v[u];
-          r.best_index = c;
-        }
-        if (v[u] > chunk_max) chunk_max = v[u];
-        if (!(v[u] - v[u] == F(0))) r.nonfinite = true;  // NaN and +-inf give NaN
-        if (c != t && v[u] > r.other_max) r.other_max = v[u];
-        if (v[u] > z_t || (v[u] == z_t && c > t)) ++r.rank;
-        if (one_vs_all) softplus_part += softplus(v[u]);
-      }
-      F part = F(0), square_part = F(0);
-      if (from_logits) {
-        if (chunk_max > r.max_finite) {
-          double scale =
-              r.max_finite == minus_inf ? 0.0 : (double)exp_of(r.max_finite - chunk_max);
-          r.exp_sum *= scale;
-          r.square_sum *= scale * scale;
-          r.max_finite = chunk_max;
-        }
-#pragma unroll
-        for (int u = 0; u < kScoreUnroll; ++u) {
-          if (in_row[u] && v[u] != minus_inf) {
-            F e = exp_of(v[u] - r.max_finite);
-            part += e;
-            square_part += e * e;
-          }
-        }
-        r.exp_sum += (double)part;
-      } else {
-#pragma unroll
-        for (int u = 0; u < kScoreUnroll; ++u) square_part += in_row[u] ? v[u] * v[u] : F(0);
-      }
-      r.square_sum += (double)square_part;
-      r.softplus_sum += (double)softplus_part;
+      absorb_columns(r, lowest, v, c0, group, t, z_t, from_logits, one_vs_all);
     }
+    for (; c0 < num_columns; c0 += group) {
+      const F v[1] = {widen(*chunk)};
+      chunk += lane_step;
+      absorb_columns(r, lowest, v, c0, group, t, z_t, from_logits, one_vs_all);
+    }
+    // NaN makes best NaN, +inf makes it +inf (or NaN), -inf is the lowest.
+    r.nonfinite = !(r.best - r.best == F(0)) || lowest == minus_inf;
   }
   for (int offset = group / 2; offset > 0; offset /= 2) {
     F best = __shfl_xor_sync(kFullWarp, r.best, offset, group);
@@ -354,9 +371,21 @@ __device__ void top_k_block_hits(const double* buckets, const long long* top_k, 
   __syncthreads();
 }
 
+// ptxas's register budget per score type: none for 32-bit and narrower
+// scores (64 registers on sm_80 / sm_90), and at least 2 blocks per SM for
+// double, where ptxas's own choice (80 registers, aiming at 3 blocks) spills.
+template <typename S>
+struct ScoreMinBlocks {
+  static constexpr int value = 0;
+};
+template <>
+struct ScoreMinBlocks<double> {
+  static constexpr int value = 2;
+};
+
 // partials: gridDim.x rows of (kScalarSlots + num_top_k + 3 * n_bins) doubles.
 template <typename TrueT, typename S, typename W>
-__global__ void __launch_bounds__(kScoreBlockThreads)
+__global__ void __launch_bounds__(kScoreBlockThreads, ScoreMinBlocks<S>::value)
 fused_logits_pass(const TrueT* y_true, const S* scores, const W* weight, int64 n,
                   int64 num_columns, int64 row_stride, int64 column_stride, int group,
                   long long ignore_index, int has_ignore_index, int from_logits,

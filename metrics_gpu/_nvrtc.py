@@ -184,6 +184,8 @@ class CompileResult:
     resources : dict of str to KernelResources
         What ptxas reported for each name expression (registers, stack,
         spills, static shared memory).
+    cubin : bytes or None
+        The compiled cubin, when asked for (``keep_cubin``).
     """
 
     module: str
@@ -193,6 +195,7 @@ class CompileResult:
     log: str
     seconds: float
     resources: dict[str, KernelResources] = field(default_factory=dict)
+    cubin: bytes | None = None
 
     @property
     def warnings(self) -> str:
@@ -328,6 +331,7 @@ def _bind(lib: ctypes.CDLL) -> None:
             ctypes.c_int,
             [ctypes.c_void_p, ctypes.POINTER(ctypes.c_size_t)],
         ),
+        "nvrtcGetCUBIN": (ctypes.c_int, [ctypes.c_void_p, ctypes.c_char_p]),
     }
     for name, (restype, argtypes) in signatures.items():
         function = getattr(lib, name)
@@ -467,6 +471,7 @@ def compile_module(
     options: Sequence[str] = (),
     *,
     architecture: str | None = None,
+    keep_cubin: bool = False,
 ) -> CompileResult:
     """Compile one source to a cubin and look up each instantiation's symbol.
 
@@ -485,6 +490,9 @@ def compile_module(
         Real architecture to compile for, e.g. ``"sm_90"``; appended as
         ``--gpu-architecture``. Exactly one of this and an architecture in
         `options` is required.
+    keep_cubin : bool, optional
+        Return the cubin's bytes too (``CompileResult.cubin``), e.g. to
+        disassemble it.
 
     Returns
     -------
@@ -568,6 +576,11 @@ def compile_module(
             raise NvrtcCompileError(
                 name, architecture, f"no cubin produced ({_error_string(lib, code)})", log
             )
+        cubin = None
+        if keep_cubin:
+            buffer = ctypes.create_string_buffer(cubin_size.value)
+            _check(lib, lib.nvrtcGetCUBIN(program, buffer), "nvrtcGetCUBIN")
+            cubin = buffer.raw
     finally:
         lib.nvrtcDestroyProgram(ctypes.byref(program))
 
@@ -581,6 +594,7 @@ def compile_module(
         seconds=seconds,
         resources={expression: by_symbol[symbol]
                    for expression, symbol in lowered_names.items() if symbol in by_symbol},
+        cubin=cubin,
     )
 
 

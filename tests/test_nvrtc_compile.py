@@ -143,7 +143,8 @@ def test_ptxas_resources_are_read_per_kernel(nvrtc):
               " a[i % N] += 1.0f; float s = 0; for (int j = 0; j < N; ++j) s += a[j] * x[j];"
               " x[0] = s; }\n")
     result = _nvrtc.compile_module(source, "stack.cu", ("k<4>", "k<512>"), ("--std=c++17",),
-                                   architecture="sm_90")
+                                   architecture="sm_90", keep_cubin=True)
+    assert result.cubin[:4] == b"\x7fELF" and len(result.cubin) == result.cubin_size
     small, large = result.resources["k<4>"], result.resources["k<512>"]
     assert 0 < small.registers <= 255 and large.registers > 0
     assert large.stack_bytes >= 512 * 4 > small.stack_bytes, "an array indexed at run time"
