@@ -119,7 +119,11 @@ __device__ __forceinline__ void absorb_columns(RowScan<F>& r, F& lowest, const F
 #pragma unroll
   for (int u = 0; u < M; ++u) {
     const int c = c0 + u * group;
-    if (argmax_beats(v[u], (int64)c, r.best, (int64)r.best_index)) {
+    // argmax_beats within a lane, whose columns come in increasing order: a
+    // tie keeps the earlier column, so a value wins when it is greater or is
+    // the first NaN. (A lane whose values are all -inf keeps the sentinel;
+    // scan_row gives it its first column.)
+    if (!(v[u] <= r.best) && r.best == r.best) {
       r.best = v[u];
       r.best_index = c;
     }
@@ -188,6 +192,7 @@ __device__ __forceinline__ RowScan<typename Widened<S>::type> scan_row(
       chunk += lane_step;
       absorb_columns(r, lowest, v, c0, group, t, z_t, from_logits, one_vs_all);
     }
+    if (r.best_index == num_columns && first < num_columns) r.best_index = first;  // all -inf
     // NaN makes best NaN, +inf makes it +inf (or NaN), -inf is the lowest.
     r.nonfinite = !(r.best - r.best == F(0)) || lowest == minus_inf;
   }

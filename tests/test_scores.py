@@ -17,7 +17,10 @@ import pytest
 import sklearn.metrics as skm
 
 import metrics_gpu as mg
+from metrics_gpu._state import SCORE_SLOTS
 from metrics_gpu.backends.numpy_backend import NUMPY_BACKEND
+
+SLOT_CORRECT = SCORE_SLOTS.index("correct")
 
 RTOL = 1e-12
 # float32 probabilities: scikit-learn computes in float32, we in float64.
@@ -337,6 +340,34 @@ def test_kernel_top_k_in_any_order(case, rng, top_k, weighted):
     assert np.all(np.diff(hits[order]) >= 0), "hits grow with k"
     for i, j in itertools.combinations(range(len(top_k)), 2):
         assert top_k[i] != top_k[j] or hits[i] == hits[j], "a repeated value, other hits"
+
+
+@pytest.mark.parametrize("k", [5, 40, 300], ids=lambda k: f"K{k}")
+def test_kernel_argmax_and_rank_of_special_rows(case, rng, k):
+    """The scan's argmax and rank (one lane's columns in order, then the
+    shuffles) on rows NumPy decides by its own rules: ties of the max in
+    several lanes and chunks, the first of several NaN, +inf twice, a row of
+    -inf only (argmax 0), -inf next to numbers. Only the argmax hits and the
+    top-k hits are compared: the other sums of such rows are NaN or inf."""
+    n = 64
+    logits = np.round(rng.normal(size=(n, k)))
+    y_true = rng.integers(0, k, n)
+    far = k - 1
+    logits[0, :] = 3.0                                    # every column ties
+    logits[1, [2, far]] = 9.0                             # a tie of the max, two lanes
+    logits[2, [far, 1]] = np.nan                          # NaN beats numbers: the first
+    logits[3, [1, far]] = np.inf                          # +inf twice: the first
+    logits[4, :] = -np.inf                                # argmax 0
+    logits[5, ::2] = -np.inf                              # -inf beside numbers
+    y_true[:6] = [0, 2, 1, 1, 0, 1]
+    y_true[6:12] = [far, far, 2, far, 3 % k, 1]           # the same rows, other targets
+    logits[6:12] = logits[:6]
+    options = dict(from_logits=False, top_k=(1, 2, 3), n_bins=0)
+    expected = NUMPY_BACKEND.fused_logits_pass(y_true, logits, **options)
+    ours = case.impl.fused_logits_pass(case.put(y_true), case.put(logits), **options)
+    got = case.get(ours.buffer)
+    assert got[SLOT_CORRECT] == expected.buffer[SLOT_CORRECT]
+    np.testing.assert_array_equal(case.get(ours.top_k_hits), expected.top_k_hits)
 
 
 def test_kernel_strided_scores(case, rng):
