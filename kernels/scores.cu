@@ -59,6 +59,8 @@ constexpr int kReducedSlots = kScalarSlots > kMaxTopK + 1 ? kScalarSlots : kMaxT
 
 __device__ __forceinline__ float exp_of(float x) { return expf(x); }
 __device__ __forceinline__ double exp_of(double x) { return exp(x); }
+__device__ __forceinline__ float log_of(float x) { return logf(x); }
+__device__ __forceinline__ double log_of(double x) { return log(x); }
 __device__ __forceinline__ float log1p_of(float x) { return log1pf(x); }
 __device__ __forceinline__ double log1p_of(double x) { return log1p(x); }
 
@@ -310,17 +312,24 @@ __device__ __forceinline__ void add_row_terms(const RowScan<F>& r, int64 t, F z_
                                               bool from_logits, double clip_eps,
                                               bool one_vs_all, double* sums, double& confidence,
                                               double& correct) {
+  // A row's exp and log in the scores' widened type F (float for float and
+  // narrower scores: their sums already carry float rounding, and double
+  // transcendentals cost several times more), the terms in double from there.
+  // The confidence stays a double quotient: the calibration bin edges are
+  // compared in double, as by the NumPy reference.
   double p_t, nll, squares;
   if (from_logits) {
-    double m = (double)r.max_finite;
-    p_t = exp((double)z_t - m) / r.exp_sum;
-    nll = m + log(r.exp_sum) - (double)z_t;
+    const F s = (F)r.exp_sum;
+    p_t = (double)(exp_of(z_t - r.max_finite) / s);
+    // m - z_t first: exact when they are close (Sterbenz), so a small loss
+    // next to large logits keeps its digits.
+    nll = (double)((r.max_finite - z_t) + log_of(s));
     confidence = 1.0 / r.exp_sum;
-    squares = r.square_sum / (r.exp_sum * r.exp_sum);
+    squares = (double)((F)r.square_sum / (s * s));
   } else {
     p_t = (double)z_t;
     double clipped = p_t < clip_eps ? clip_eps : (p_t > 1.0 - clip_eps ? 1.0 - clip_eps : p_t);
-    nll = -log(clipped);
+    nll = -(double)log_of((F)clipped);
     confidence = (double)r.best;
     squares = r.square_sum;
   }
