@@ -388,6 +388,8 @@ __device__ void top_k_block_hits(const double* buckets, const long long* top_k, 
 // ptxas's register budget per score type: none for 32-bit and narrower
 // scores (64 registers on sm_80 / sm_90), and at least 2 blocks per SM for
 // double, where ptxas's own choice (80 registers, aiming at 3 blocks) spills.
+// (bench/kernel_resources.py shows each choice; the NVRTC gate fails on
+// spills.)
 template <typename S>
 struct ScoreMinBlocks {
   static constexpr int value = 0;
@@ -396,6 +398,14 @@ template <>
 struct ScoreMinBlocks<double> {
   static constexpr int value = 2;
 };
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 1000
+// sm_100's ptxas takes 64 registers for float16 scores with weights and
+// spills; at 3 blocks per SM it takes 80, as for the other 16-bit type.
+template <>
+struct ScoreMinBlocks<float16_bits> {
+  static constexpr int value = 3;
+};
+#endif
 
 // partials: gridDim.x rows of (kScalarSlots + num_top_k + 3 * n_bins) doubles.
 template <typename TrueT, typename S, typename W>
