@@ -220,6 +220,13 @@ def sass_loops(expressions, architecture="sm_90") -> list[str]:
     return lines
 
 
+def json_text(commit_id: str, nvrtc: str, rows: list[dict]) -> str:
+    """The JSON file: one instantiation per line (thousands of them)."""
+    lines = ",\n".join("  " + json.dumps(row) for row in rows)
+    return (f'{{"commit": {json.dumps(commit_id)}, "nvrtc": {json.dumps(nvrtc)}, "rows": [\n'
+            f"{lines}\n]}}\n")
+
+
 def commit() -> str:
     try:
         return subprocess.run(["git", "rev-parse", "--short", "HEAD"], capture_output=True,
@@ -266,8 +273,7 @@ def main(argv=None) -> int:
     text = "\n".join(lines)
     print(text)
     if arguments.json:
-        arguments.json.write_text(json.dumps({"commit": commit(), "nvrtc": f"{major}.{minor}",
-                                              "rows": rows}, indent=1) + "\n")
+        arguments.json.write_text(json_text(commit(), f"{major}.{minor}", rows))
     if arguments.markdown:
         arguments.markdown.write_text(
             f"# Kernel resources (ptxas through NVRTC, no GPU)\n\n"
