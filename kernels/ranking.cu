@@ -72,12 +72,14 @@ struct GatheredRanks {
   }
 };
 
-// Pass 1 on sorted packed keys: the score bits (compared as bits), the class
-// bit, weight 1.
+// Pass 1 on sorted packed keys (64-bit, or 32-bit when the scores' top
+// order bit is the same for all): the score bits (compared as bits), the
+// class bit, weight 1.
+template <typename K>
 struct PackedRanks {
-  const uint64* sorted_keys;
+  const K* sorted_keys;
   __device__ __forceinline__ RankedItem<unsigned int> operator()(int64 i) const {
-    const uint64 key = sorted_keys[i];
+    const K key = sorted_keys[i];
     return {(unsigned int)(key >> 1), (unsigned char)(key & 1u), 1.0};
   }
 };
@@ -160,11 +162,17 @@ rank_gather(const S* scores, const unsigned char* positive, const W* weight,
 // -- the packed-key path: unweighted scores of at most 32 bits ------------------
 //
 // A key is the score's bits in descending order, then the class bit: a sort
-// of the keys alone (CUB radix sort of 64-bit words, no index payload) ranks
-// the scores, and pass 1 reads every ranked score and class in order instead
-// of gathering them. Within a tie group the keys order the classes, which
-// unweighted (integer) sums do not see. -0 is packed as +0, so equal scores
-// have equal bits.
+// of the keys alone (CUB radix sort, no index payload) ranks the scores, and
+// pass 1 reads every ranked score and class in order instead of gathering
+// them. Within a tie group the keys order the classes, which unweighted
+// (integer) sums do not see. -0 is packed as +0, so equal scores have equal
+// bits.
+//
+// The 33 bits fit 32 when every score has the same top order bit (all >= 0,
+// as probabilities are, or all < 0): rank_pack_keys32 drops that bit and
+// raises sign_flags bit 0 for a score >= 0, bit 1 for one < 0, so the host
+// sorts 32-bit keys (half the radix passes, half the bytes a pass) unless
+// both bits are set; then rank_pack_keys writes the 64-bit keys.
 
 __device__ __forceinline__ unsigned int ascending_bits(float x) {
   const unsigned int u = __float_as_uint(x == 0.0f ? 0.0f : x);
@@ -185,10 +193,25 @@ rank_pack_keys(const S* scores, const unsigned char* positive, int64 n, uint64* 
   }
 }
 
+template <typename S>
 __global__ void __launch_bounds__(kRankBlockThreads)
-rank_unpack_keys(const uint64* sorted_keys, int64 n, unsigned int* ranked_scores,
+rank_pack_keys32(const S* scores, const unsigned char* positive, int64 n, unsigned int* keys,
+                 unsigned int* sign_flags) {
+  unsigned int seen = 0u;
+  for (int64 i = (int64)blockIdx.x * blockDim.x + threadIdx.x; i < n; i += grid_threads()) {
+    const unsigned int descending = ~ascending_bits(scores[i]);
+    seen |= descending >> 31 ? 2u : 1u;  // top bit 1: a negative score
+    keys[i] = (descending << 1) | (unsigned int)(positive[i] != 0);
+  }
+  if (seen != 0u) atomicOr(sign_flags, seen);
+}
+
+// K: unsigned long long (rank_pack_keys) or unsigned int (rank_pack_keys32).
+template <typename K>
+__global__ void __launch_bounds__(kRankBlockThreads)
+rank_unpack_keys(const K* sorted_keys, int64 n, unsigned int* ranked_scores,
                  unsigned char* ranked_positive, double* tile_state) {
-  const PackedRanks ranks = {sorted_keys};
+  const PackedRanks<K> ranks = {sorted_keys};
   rank_tile_state(ranks, n, ranked_scores, ranked_positive, (double*)nullptr, tile_state);
 }
 
@@ -334,4 +357,5 @@ rank_areas(const S* ranked_scores, const unsigned char* ranked_positive,
 using mg::rank_areas;
 using mg::rank_gather;
 using mg::rank_pack_keys;
+using mg::rank_pack_keys32;
 using mg::rank_unpack_keys;

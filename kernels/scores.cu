@@ -312,9 +312,10 @@ __device__ __forceinline__ void add_row_terms(const RowScan<F>& r, int64 t, F z_
                                               bool from_logits, double clip_eps,
                                               bool one_vs_all, double* sums, double& confidence,
                                               double& correct) {
-  // A row's exp and log in the scores' widened type F (float for float and
-  // narrower scores: their sums already carry float rounding, and double
-  // transcendentals cost several times more), the terms in double from there.
+  // From logits, a row's exp and log in the scores' widened type F (float for
+  // float and narrower scores: their sums already carry float rounding, and
+  // double transcendentals cost several times more), the terms in double
+  // from there.
   // The confidence stays a double quotient: the calibration bin edges are
   // compared in double, as by the NumPy reference.
   double p_t, nll, squares;
@@ -329,7 +330,7 @@ __device__ __forceinline__ void add_row_terms(const RowScan<F>& r, int64 t, F z_
   } else {
     p_t = (double)z_t;
     double clipped = p_t < clip_eps ? clip_eps : (p_t > 1.0 - clip_eps ? 1.0 - clip_eps : p_t);
-    nll = -(double)log_of((F)clipped);
+    nll = -log(clipped);  // one log a row: double, as log_loss of probabilities promises
     confidence = (double)r.best;
     squares = r.square_sum;
   }

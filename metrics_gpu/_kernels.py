@@ -143,6 +143,8 @@ RANK_WEIGHT_TYPES = ("mg::unit_weight", "double")
 # and bools as int32. Its ranked scores are 32-bit key bits.
 PACKED_RANK_TYPES = {"float32": "float", "float16": "mg::float16_bits", "int32": "int"}
 PACKED_RANK_SCORE_TYPE = "unsigned int"
+# Packed keys: 32 bits when every score has the same top order bit, else 64.
+PACKED_RANK_KEY_TYPES = ("unsigned int", "unsigned long long")
 
 
 def rank_gather_expression(score_type: str, weight_type: str) -> str:
@@ -195,6 +197,7 @@ KERNEL_MODULES: tuple[KernelModule, ...] = (
         + [rank_areas_expression(score_type)
            for score_type in (*RANK_SCORE_TYPES.values(), PACKED_RANK_SCORE_TYPE)]
         + [f"rank_pack_keys<{score_type}>" for score_type in PACKED_RANK_TYPES.values()]
-        + ["rank_unpack_keys"])),
+        + [f"rank_pack_keys32<{score_type}>" for score_type in PACKED_RANK_TYPES.values()]
+        + [f"rank_unpack_keys<{key_type}>" for key_type in PACKED_RANK_KEY_TYPES])),
     KernelModule("streaming.cu", _stream_expressions()),
 )

@@ -310,8 +310,9 @@ def test_binary_scores_sort_once_and_read_back_the_classes_once(backend, monkeyp
                                                                   function):
     """int64 labels, float32 scores: one full-length sort (the packed keys on the
     kernel backends, the scores' argsort on NumPy) and no unique of the labels;
-    the kernel backends launch pack, unpack and areas and read back only the
-    classes. Pins the cost of issue 16's exact ranking."""
+    the kernel backends launch pack, unpack and areas and read back the
+    classes and the scores' sign flags (32-bit keys). Pins the cost of issue
+    16's exact ranking."""
     n = 1000
     y, s = _binary_labels(rng, n), rng.random(n).astype(np.float32)
     calls = []
@@ -322,9 +323,9 @@ def test_binary_scores_sort_once_and_read_back_the_classes_once(backend, monkeyp
     full_length = [name for name, size in calls if size == n]
     if backend.name == "numpy":
         assert full_length == ["argsort"]
-    else:
+    else:  # scores in [0, 1]: 32-bit keys, after one read-back of their signs
         assert full_length == ["sort"]
-        assert (counts.launches, counts.host_transfers) == (3, 1)
+        assert (counts.launches, counts.host_transfers) == (3, 2)
     _assert_value(backend, value, getattr(skm, function.__name__)(y, s))
 
 
@@ -878,13 +879,16 @@ RANK_LAYOUTS = ("distinct", "groups-across-tiles", "constant")
 
 def _rank_case(rng, n, dtype, layout):
     """Scores of ``dtype`` whose tie groups are single positions, span several
-    kernel tiles, or are the whole input; labels with about 30% positives."""
+    kernel tiles, or are the whole input; labels with about 30% positives.
+    Signed scores have both signs in "distinct" (floats) and in
+    "groups-across-tiles" (64-bit packed keys), one sign otherwise (32-bit)."""
     if dtype == np.bool_:
         scores = rng.random(n) < (0.0 if layout == "constant" else 0.5)
     elif layout == "constant":
         scores = np.full(n, 3, dtype=dtype)
     elif layout == "groups-across-tiles":
-        scores = rng.integers(0, 4, n).astype(dtype)
+        low = 0 if np.dtype(dtype).kind == "u" else -2
+        scores = rng.integers(low, low + 4, n).astype(dtype)
     elif np.dtype(dtype).kind == "f":
         scores = rng.normal(size=n).astype(dtype)
     else:
@@ -915,11 +919,18 @@ def test_rank_kernels_equal_reference(case, launches, rng, dtype, weighted, layo
         got = case.impl.binary_rank_areas(case.put(scores), case.put(is_positive),
                                           case.put(weight), max_fpr)
         np.testing.assert_allclose(case.get(got), expected, rtol=RTOL, atol=1e-15)
-    # Unweighted scores of at most 32 bits sort packed keys; others gather.
+    # Unweighted scores of at most 32 bits sort packed keys, 32-bit unless
+    # the scores have both signs (then 64-bit keys too); others gather.
     packed = not weighted and np.dtype(dtype).itemsize <= 4 and dtype != np.uint64
-    path = ["rank_pack_keys", "rank_unpack_keys"] if packed else ["rank_gather"]
+    both_signs = bool((scores < 0).any() and (scores >= 0).any())
+    path = (["rank_pack_keys32"] + ["rank_pack_keys"] * both_signs + ["rank_unpack_keys"]
+            if packed else ["rank_gather"])
     assert [launch.kernel for launch in launches] == (path + ["rank_areas"]) * 2
     assert launches[len(path) - 1].grid == -(-n // _rank_tile(case))
+    if packed:
+        key_bits = 64 if both_signs else 32
+        assert launches[len(path) - 1].expression.endswith(
+            "<unsigned long long>" if key_bits == 64 else "<unsigned int>")
 
 
 @pytest.mark.parametrize("n_offset", (-1, 0, 1))

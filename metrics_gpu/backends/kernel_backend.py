@@ -710,10 +710,12 @@ class KernelBackend:
         """``[ROC AUC, average precision]`` of ``(N,)`` scores, as
         :meth:`NumpyBackend.binary_rank_areas`: a sort (CuPy/CUB on a GPU),
         then the two passes of kernels/ranking.cu over tiles of ranked
-        positions, with an O(tiles) scan between them. O(N) memory, no sync.
+        positions, with an O(tiles) scan between them. O(N) memory.
 
         Unweighted scores of at most 32 bits sort packed (score, class) keys
-        and read them in order; others take a stable argsort and a gather.
+        and read them in order (32-bit keys unless the scores have both
+        signs: one read-back of their sign flags); others take a stable
+        argsort and a gather.
         """
         device, xp = self.device, self.xp
         n = _rank_scan.check_rank_arrays(scores, is_positive, sample_weight)
@@ -727,12 +729,19 @@ class KernelBackend:
         packed = self._packed_rank_scores(scores) if sample_weight is None else None
         if packed is not None:
             values, packed_type = packed
-            keys = xp.empty(n, dtype=np.uint64)
-            self.launch(RANKING_SOURCE, f"rank_pack_keys<{packed_type}>", self._grid(n), block,
-                          [values, positive, np.int64(n), keys])
+            # 32-bit keys unless the scores have both signs (one read-back
+            # tells): a sort of half the passes and half the bytes.
+            keys, key_type = xp.empty(n, dtype=np.uint32), "unsigned int"
+            sign_flags = self.zeros(1, np.uint32)
+            self.launch(RANKING_SOURCE, f"rank_pack_keys32<{packed_type}>", self._grid(n), block,
+                          [values, positive, np.int64(n), keys, sign_flags])
+            if int(self.to_host(sign_flags)[0]) == 3:
+                keys, key_type = xp.empty(n, dtype=np.uint64), "unsigned long long"
+                self.launch(RANKING_SOURCE, f"rank_pack_keys<{packed_type}>", self._grid(n),
+                              block, [values, positive, np.int64(n), keys])
             ranked_scores = xp.empty(n, dtype=np.uint32)
             ranked_weight, score_type = None, PACKED_RANK_SCORE_TYPE
-            self.launch(RANKING_SOURCE, "rank_unpack_keys", tiles, block,
+            self.launch(RANKING_SOURCE, f"rank_unpack_keys<{key_type}>", tiles, block,
                           [xp.sort(keys), np.int64(n), ranked_scores, ranked_positive,
                            tile_state])
         else:
