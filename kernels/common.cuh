@@ -178,6 +178,19 @@ __device__ __forceinline__ void raise_flag(unsigned char* flag) {
 #endif
 }
 
+// A word that other threads update with atomics, read once as the first
+// guess of a compare-and-swap loop (which checks it): a plain load on a GPU,
+// a relaxed atomic load under emulation, so that ThreadSanitizer does not
+// take it for a data race.
+template <typename T>
+__device__ __forceinline__ T relaxed_load(const T* address) {
+#ifdef METRICS_GPU_EMULATED
+  return __atomic_load_n(address, __ATOMIC_RELAXED);
+#else
+  return *(const volatile T*)address;
+#endif
+}
+
 // ---------------------------------------------------------------------------
 // 128-bit accumulation of products (exact kappa moments for any N and K).
 // ---------------------------------------------------------------------------

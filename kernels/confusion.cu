@@ -332,7 +332,7 @@ struct PackedStatisticsSink
   __device__ __forceinline__ void count(int64 cell, Acc* global) {
     unsigned int* word = &words[cell >> 1];
     const unsigned int shift = 16u * (unsigned int)(cell & 1);
-    unsigned int seen = *word, assumed, next;
+    unsigned int seen = relaxed_load(word), assumed, next;
     bool wraps;
     do {
       assumed = seen;

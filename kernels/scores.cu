@@ -14,8 +14,10 @@
 // Precision: per-element exponentials in the widened score type (float for
 // float/half/bfloat16 scores, double for double), summed in that type over a
 // lane's chunk of kScoreUnroll columns; sums over a row and over rows in
-// double. With logits, the row's max m and s = sum exp(z - m) are kept online
-// (rescaled when a chunk raises the max), so the row is read once.
+// double; a row's loss, probability and Brier terms from logits in the
+// widened type too (add_row_terms), its confidence in double. With logits,
+// the row's max m and s = sum exp(z - m) are kept online (rescaled when a
+// chunk raises the max), so the row is read once.
 //
 // Output: each block writes its partial sums to partials[block * slots ...]
 // (no global atomics); the host adds the rows in a fixed order. The scalar
@@ -222,18 +224,37 @@ __device__ __forceinline__ RowScan<typename Widened<S>::type> scan_row(
   return r;
 }
 
+// The exact rule at an edge: one step against the double nearest b / B.
+// Not inlined: rare, and its two divisions would hold registers in every
+// caller's loop.
+__device__ __noinline__ int calibration_bin_at_edge(double c, int bin, int n_bins) {
+  if (bin + 1 < n_bins && c >= (double)(bin + 1) / (double)n_bins) return bin + 1;
+  if (bin > 0 && c < (double)bin / (double)n_bins) return bin - 1;
+  return bin;
+}
+
 // The calibration bin of confidence c in [0, 1] (NaN: bin 0), edges as the
 // header says. NumpyBackend's calibration_bin is the same rule.
 __device__ __forceinline__ int calibration_bin(double confidence, int n_bins) {
   const double c = confidence == confidence ? confidence : 0.0;
   const double scaled = c * (double)n_bins;
-  int bin = scaled < 1.0 ? 0 : (scaled >= (double)(n_bins - 1) ? n_bins - 1 : (int)scaled);
-  if (bin + 1 < n_bins && c >= (double)(bin + 1) / (double)n_bins) {
-    ++bin;
-  } else if (bin > 0 && c < (double)bin / (double)n_bins) {
-    --bin;
-  }
-  return bin;
+  const int bin = scaled < 1.0 ? 0 : (scaled >= (double)(n_bins - 1) ? n_bins - 1 : (int)scaled);
+  // Away from an edge, floor(c * B) is the bin and the two divisions are not
+  // needed: c * B rounds by at most B 2^-53 and each edge b / B by at most
+  // 2^-53, so a fractional part farther than 4 B 2^-53 from 0 and 1 (with
+  // c <= 1) leaves no doubt. Only values at or next to an edge (c = 1/2,
+  // ties) take the exact rule. (NaN or inf parts fail both compares.)
+  const double fraction = scaled - floor(scaled);
+  const double doubt = 4.0 * (double)n_bins * 1.1102230246251565e-16;  // 4 B 2^-53
+  if (fraction > doubt && fraction < 1.0 - doubt && scaled < (double)n_bins) return bin;
+  return calibration_bin_at_edge(c, bin, n_bins);
+}
+
+// The same, out of line: for a caller whose registers are tighter than its
+// time (streaming_update's bin of a row's confidence, once a row; inlined
+// there it spills on sm_80).
+__device__ __noinline__ int calibration_bin_out_of_line(double confidence, int n_bins) {
+  return calibration_bin(confidence, n_bins);
 }
 
 // A bin sum in shared memory: 64-bit fixed point (value * 2^shift, each row

@@ -259,7 +259,7 @@ streaming_update(const TrueT* y_true, const PredT* preds, const W* weight, int64
           buckets[top_k_bucket(r.rank, limits, num_top_k) * blockDim.x + threadIdx.x] += w;
       }
       if (n_bins > 0) {  // the whole warp: add_to_bin shuffles
-        const int bin = valid && leader ? calibration_bin(confidence, n_bins) : -1;
+        const int bin = valid && leader ? calibration_bin_out_of_line(confidence, n_bins) : -1;
         const double w_confidence = w * (confidence == confidence ? confidence : 0.0);
         if (fixed_bins) {
           add_to_bin(bins, n_bins, bin, valid && leader ? to_fixed(w, shift) : 0ull,

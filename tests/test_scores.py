@@ -370,6 +370,26 @@ def test_kernel_argmax_and_rank_of_special_rows(case, rng, k):
     np.testing.assert_array_equal(case.get(ours.top_k_hits), expected.top_k_hits)
 
 
+@pytest.mark.parametrize("n_bins", [1, 2, 3, 7, 10, 15, 22, 100, 1000, 1024])
+def test_kernel_calibration_bins_at_and_beside_every_edge(case, n_bins):
+    """Each confidence lands in the bin NumPy's calibration_bin picks: the
+    doubles nearest b / B, one ulp either side, 0, 1, just past 1, and values
+    between edges (the kernel's shortcut away from an edge). K = 1, so a row's
+    confidence is its one probability."""
+    edges = np.arange(n_bins + 1) / n_bins
+    values = np.concatenate([edges, np.nextafter(edges, -np.inf), np.nextafter(edges, np.inf),
+                             (np.arange(n_bins) + 0.37) / n_bins, [0.0, 1.0, 1.0 + 1e-12]])
+    values = values[(values >= 0) & (values <= 1.0 + 1e-12)]
+    y_true = np.zeros(values.size, dtype=np.int64)
+    scores = values[:, None]
+    options = dict(from_logits=False, n_bins=n_bins)
+    expected = NUMPY_BACKEND.fused_logits_pass(y_true, scores, **options)
+    ours = case.impl.fused_logits_pass(case.put(y_true), case.put(scores), **options)
+    weights = [case.get(part) for part in ours.bins()][0]
+    np.testing.assert_array_equal(weights, expected.bins()[0])
+    np.testing.assert_allclose(case.get(ours.buffer), expected.buffer, rtol=1e-12, atol=1e-12)
+
+
 def test_kernel_strided_scores(case, rng):
     """A transposed (column-major) view is read with its strides, not misread."""
     y_true, logits, _ = _case(rng, 64, 9)
