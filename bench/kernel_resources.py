@@ -48,7 +48,7 @@ from collections import Counter, defaultdict
 from pathlib import Path
 
 from metrics_gpu import _nvrtc
-from metrics_gpu._kernels import KERNEL_MODULES
+from metrics_gpu._kernels import KERNEL_MODULES, kernel_source
 
 # Per-SM limits of the architectures (CUDA C++ Programming Guide, "Technical
 # Specifications per Compute Capability"): 64K 32-bit registers, allocated
@@ -202,7 +202,6 @@ def sass_loops(expressions, architecture="sm_90") -> list[str]:
         if module is None:
             lines.append(f"  {expression}: not in KERNEL_MODULES")
             continue
-        from metrics_gpu._kernels import kernel_source
         result = _nvrtc.compile_module(kernel_source(module.source), module.source, [expression],
                                        _nvrtc.module_options(), architecture=architecture,
                                        keep_cubin=True)
