@@ -2,7 +2,8 @@
 
     python bench/gpu_scores.py [--cases 1e6x1000 32768x128000 1e8x10]
         [--dtypes float32 bfloat16] [--repeat 5] [--auc-samples 1e8]
-        [--skip fused cupy-route torch-route idiom torchmetrics auc] [--quick]
+        [--skip fused cupy-route torch-route lanes-mapping idiom torchmetrics auc]
+        [--quick]
         [--seed 0] [--json PATH] [--write-results]
 
 GPU only (CuPy and a CUDA GPU; without them it prints why and exits with 2).
@@ -17,6 +18,10 @@ target ~80% of the time):
   bfloat16 logits are a torch.bfloat16 CUDA tensor (CuPy has no bfloat16):
   the library reads its 16-bit patterns in place (a DLPack int16 view; the
   kernels widen in registers);
+* ours with lanes per row (float32 rows of 256+ columns, route "cupy, lanes
+  per row"): the same call with rows read a score per load by the lanes of a
+  warp, the mapping before the 16-byte loads of ``fused_logits_wide``, to
+  show what they change (a comparison, not a target row);
 * the PyTorch idiom, on the same torch tensor: ``F.cross_entropy(logits, y)``,
   ``(logits.argmax(1) == y).float().mean()``, top-5 membership from
   ``logits.topk(5, dim=1)``, and ``softmax(logits, 1).max(1)`` binned into a
@@ -55,6 +60,7 @@ agrees and every one of our calls ran, 1 otherwise, 2 when no GPU or no
 from __future__ import annotations
 
 import argparse
+import contextlib
 import datetime
 import json
 import platform
@@ -72,6 +78,7 @@ sys.path.insert(0, str(REPO))
 
 import metrics_gpu as mg  # noqa: E402
 from metrics_gpu._backend import CUDA_INSTALL_HINT, get_backend_implementation  # noqa: E402
+from metrics_gpu.backends import kernel_backend  # noqa: E402
 
 DEFAULT_CASES = ((10**6, 1000), (32768, 128000), (10**8, 10))
 QUICK_CASES = ((10**5, 1000), (1024, 32000), (10**6, 10))
@@ -408,6 +415,21 @@ def close(a, b, rtol: float) -> bool | None:
 
 # -- the fused pass --------------------------------------------------------------
 
+LANES_ROUTE = "cupy, lanes per row"
+
+
+@contextlib.contextmanager
+def lanes_mapping():
+    """Rows of any width read by lanes, a score per load (fused_logits_pass;
+    the streaming update's scan_row), as before fused_logits_wide."""
+    saved = kernel_backend.SCORE_WIDE_COLUMNS
+    kernel_backend.SCORE_WIDE_COLUMNS = 1 << 62
+    try:
+        yield
+    finally:
+        kernel_backend.SCORE_WIDE_COLUMNS = saved
+
+
 
 def fmt_n(n: int) -> str:
     exponent = len(str(n)) - 1
@@ -505,13 +527,19 @@ def measure_case(ctx: Context, case: dict, y, logits) -> None:
         routes.append(("cupy", y, logits_cp))
     if logits_t is not None and ("torch-route" not in args.skip or dtype == "bfloat16"):
         routes.append(("torch (bf16 -> f32)" if dtype == "bfloat16" else "torch", y_t, logits_t))
+    if (logits_cp is not None and "cupy-route" not in args.skip
+            and "lanes-mapping" not in args.skip and k >= kernel_backend.SCORE_WIDE_COLUMNS):
+        # The same call with rows read a score per load by lanes (the mapping
+        # before fused_logits_wide): what the 16-byte loads change, measured.
+        routes.append((LANES_ROUTE, y, logits_cp))
     case["ours_call"] = (f"logits_report(y, logits, from_logits=True, top_k={TOP_K}, "
                          f"n_bins={N_BINS}, validate=False)")
     case["ours"] = []
     for route, target, scores in routes:
-        def call(target=target, scores=scores):
-            return mg.logits_report(target, scores, from_logits=True, top_k=TOP_K,
-                                    n_bins=N_BINS, validate=False)
+        def call(target=target, scores=scores, lanes=route == LANES_ROUTE):
+            with lanes_mapping() if lanes else contextlib.nullcontext():
+                return mg.logits_report(target, scores, from_logits=True, top_k=TOP_K,
+                                        n_bins=N_BINS, validate=False)
 
         with mg.use_backend("cuda"):
             timing, values = attempt(ctx, f"{name}: ours ({route})", call, report_host)
@@ -840,7 +868,7 @@ def print_table(out: Printer, results: dict) -> None:
 def evaluate_targets(results: dict) -> list[dict]:
     targets = []
     rows = [(f"{case['case']} {row['route']}", row) for case in results["cases"]
-            for row in case["ours"]]
+            for row in case["ours"] if row["route"] != LANES_ROUTE]  # a comparison only
 
     def add(text, chosen, key, passes, render):
         if not chosen:
@@ -941,8 +969,9 @@ def case_shape(text: str) -> tuple[int, int]:
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         description=__doc__.splitlines()[0],
-        epilog="Targets: fused pass >= 70% of copy bandwidth; >= 3x the PyTorch idiom; "
-               "exact AUC <= 1.5x cupy.argsort alone.")
+        epilog=f"Targets: fused pass >= {TARGET_FRACTION:.0%} of copy bandwidth; "
+               f">= {TARGET_SPEEDUP_IDIOM:g}x the PyTorch idiom; exact AUC and average "
+               f"precision <= {TARGET_AUC_RATIO:g}x cupy.argsort alone.")
     parser.add_argument("--cases", type=case_shape, nargs="+", default=None,
                         help="(N, K) cases as NxK (default 1e6x1000 32768x128000 1e8x10; "
                              "--quick: 1e5x1000 1024x32000 1e6x10)")
@@ -955,8 +984,8 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--auc-samples", type=int, default=None,
                         help="N of the exact AUC (default 1e8; --quick: 1e6; 0 skips it)")
     parser.add_argument("--skip", nargs="+", default=[],
-                        choices=("fused", "cupy-route", "torch-route", "idiom", "torchmetrics",
-                                 "auc"),
+                        choices=("fused", "cupy-route", "torch-route", "lanes-mapping",
+                                 "idiom", "torchmetrics", "auc"),
                         help="parts not to run (torch-route: float32 only; bfloat16 has no "
                              "other route)")
     parser.add_argument("--quick", action="store_true",

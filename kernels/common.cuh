@@ -52,6 +52,44 @@ __device__ __forceinline__ float widen(float16_bits x) {
   return __uint_as_float(sign | ((exponent + 112u) << 23) | (mantissa << 13));
 }
 
+// 16 bytes of scores in one load (LDG.128): 16 / sizeof(S) values, widened
+// in registers. The address must be 16-byte aligned (a GPU faults
+// otherwise; the emulation checks it and fails the launch).
+struct alignas(16) Bytes16 {
+  unsigned int word[4];
+};
+
+__device__ __forceinline__ Bytes16 load_bytes16(const void* address) {
+#ifdef METRICS_GPU_EMULATED
+  if (reinterpret_cast<std::uintptr_t>(address) % 16u != 0u)
+    throw std::runtime_error("misaligned 16-byte load");
+  Bytes16 value;
+  std::memcpy(&value, address, sizeof(value));  // no type punning for the host compiler
+  return value;
+#else
+  return *reinterpret_cast<const Bytes16*>(address);
+#endif
+}
+
+// Value i of the 16 bytes as S (little-endian, as on a GPU), widened. The
+// pointer argument only picks S.
+__device__ __forceinline__ float bytes16_value(const Bytes16& b, int i, const float*) {
+  return __uint_as_float(b.word[i]);
+}
+__device__ __forceinline__ double bytes16_value(const Bytes16& b, int i, const double*) {
+  return __longlong_as_double((long long)(((uint64)b.word[2 * i + 1] << 32) | b.word[2 * i]));
+}
+__device__ __forceinline__ float bytes16_value(const Bytes16& b, int i, const float16_bits*) {
+  float16_bits h;
+  h.bits = (unsigned short)(b.word[i / 2] >> (16 * (i % 2)));
+  return widen(h);
+}
+__device__ __forceinline__ float bytes16_value(const Bytes16& b, int i, const bfloat16_bits*) {
+  bfloat16_bits h;
+  h.bits = (unsigned short)(b.word[i / 2] >> (16 * (i % 2)));
+  return widen(h);
+}
+
 template <typename S>
 struct Widened {
   typedef float type;

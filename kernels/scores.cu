@@ -5,11 +5,16 @@
 // the true class's rank for top-k hits, and the calibration bins of the
 // max probability. The reference is NumpyBackend.fused_logits_pass.
 //
-// Launch shape: blocks of whole warps (at most kMaxBlockThreads threads);
-// `group` lanes (a power of two <= 32) share a row, each scanning columns
-// lane, lane + group, ... and combining with width-`group` shuffles. Rows
-// are grid-strided; every lane runs the same trips (rows past the end are
-// inactive, never an early exit) so shuffles see converged warps.
+// Two mappings of rows onto threads (the host's score_mapping picks one):
+// * fused_logits_pass, any layout: blocks of whole warps (at most
+//   kScoreBlockThreads threads); `group` lanes (a power of two <= 32) share
+//   a row, each scanning columns lane, lane + group, ... a score per load,
+//   and combining with width-`group` shuffles;
+// * fused_logits_wide, contiguous rows of many columns: a warp or the whole
+//   block per row, each thread loading 16 bytes at a time (see there).
+// Rows are grid-strided; every lane runs the same trips (rows past the end
+// are inactive, never an early exit) so shuffles and barriers see every
+// thread.
 //
 // Precision: per-element exponentials in the widened score type (float for
 // float/half/bfloat16 scores, double for double), summed in that type over a
@@ -100,6 +105,57 @@ __device__ __forceinline__ void merge_softmax(F& m, double& s, double& s2, F m_o
   m = top;
 }
 
+// Folds `o` (other columns of the same row) into `r`. The argmax keeps the
+// argmax_beats winner; the softmax parts are rescaled to the larger max.
+template <typename F>
+__device__ __forceinline__ void merge_scan(RowScan<F>& r, const RowScan<F>& o, bool from_logits,
+                                           bool one_vs_all) {
+  if (argmax_beats(o.best, (int64)o.best_index, r.best, (int64)r.best_index)) {
+    r.best = o.best;
+    r.best_index = o.best_index;
+  }
+  if (from_logits) {
+    merge_softmax(r.max_finite, r.exp_sum, r.square_sum, o.max_finite, o.exp_sum, o.square_sum);
+  } else {
+    r.square_sum += o.square_sum;
+  }
+  if (o.other_max > r.other_max) r.other_max = o.other_max;
+  r.rank += o.rank;
+  r.nonfinite = r.nonfinite || o.nonfinite;
+  if (one_vs_all) r.softplus_sum += o.softplus_sum;
+}
+
+// The scans of `group` lanes (a power of two <= 32, aligned) merged with
+// width-`group` shuffles: every lane of the group ends with the row's scan.
+// The whole warp calls it.
+template <typename F>
+__device__ __forceinline__ void merge_lanes(RowScan<F>& r, int group, bool from_logits,
+                                            bool one_vs_all) {
+  // Field by field, as merge_scan does (a whole RowScan shuffled first holds
+  // more registers, and streaming_update spills on sm_80).
+  for (int offset = group / 2; offset > 0; offset /= 2) {
+    F best = __shfl_xor_sync(kFullWarp, r.best, offset, group);
+    int best_index = __shfl_xor_sync(kFullWarp, r.best_index, offset, group);
+    if (argmax_beats(best, (int64)best_index, r.best, (int64)r.best_index)) {
+      r.best = best;
+      r.best_index = best_index;
+    }
+    double s2 = __shfl_xor_sync(kFullWarp, r.square_sum, offset, group);
+    if (from_logits) {
+      F m = __shfl_xor_sync(kFullWarp, r.max_finite, offset, group);
+      double s = __shfl_xor_sync(kFullWarp, r.exp_sum, offset, group);
+      merge_softmax(r.max_finite, r.exp_sum, r.square_sum, m, s, s2);
+    } else {
+      r.square_sum += s2;
+    }
+    F other = __shfl_xor_sync(kFullWarp, r.other_max, offset, group);
+    if (other > r.other_max) r.other_max = other;
+    r.rank += __shfl_xor_sync(kFullWarp, r.rank, offset, group);
+    r.nonfinite |= __shfl_xor_sync(kFullWarp, (int)r.nonfinite, offset, group) != 0;
+    if (one_vs_all) r.softplus_sum += __shfl_xor_sync(kFullWarp, r.softplus_sum, offset, group);
+  }
+}
+
 // A lane reads its columns lane, lane + group, ... kScoreUnroll at a time:
 // the loads of a chunk are issued before any is used, so each lane keeps
 // several in flight (one at a time cannot cover the memory latency). Whole
@@ -162,11 +218,9 @@ __device__ __forceinline__ void absorb_columns(RowScan<F>& r, F& lowest, const F
   r.softplus_sum += (double)softplus_part;
 }
 
-template <typename S>
-__device__ __forceinline__ RowScan<typename Widened<S>::type> scan_row(
-    const S* __restrict__ row_scores, bool active, int64 t, typename Widened<S>::type z_t,
-    int num_columns, int64 column_stride, int group, bool from_logits, bool one_vs_all) {
-  typedef typename Widened<S>::type F;
+// A scan of no columns yet.
+template <typename F>
+__device__ __forceinline__ RowScan<F> empty_scan(int num_columns) {
   const F minus_inf = negative_infinity(F());
   RowScan<F> r;
   r.best = minus_inf;
@@ -178,6 +232,16 @@ __device__ __forceinline__ RowScan<typename Widened<S>::type> scan_row(
   r.rank = 0;
   r.softplus_sum = 0.0;
   r.nonfinite = false;
+  return r;
+}
+
+template <typename S>
+__device__ __forceinline__ RowScan<typename Widened<S>::type> scan_row(
+    const S* __restrict__ row_scores, bool active, int64 t, typename Widened<S>::type z_t,
+    int num_columns, int64 column_stride, int group, bool from_logits, bool one_vs_all) {
+  typedef typename Widened<S>::type F;
+  const F minus_inf = negative_infinity(F());
+  RowScan<F> r = empty_scan<F>(num_columns);
   if (active) {
     F lowest = -minus_inf;
     const int first = (int)(lane_index() % (unsigned int)group);
@@ -200,27 +264,7 @@ __device__ __forceinline__ RowScan<typename Widened<S>::type> scan_row(
     // NaN makes best NaN, +inf makes it +inf (or NaN), -inf is the lowest.
     r.nonfinite = !(r.best - r.best == F(0)) || lowest == minus_inf;
   }
-  for (int offset = group / 2; offset > 0; offset /= 2) {
-    F best = __shfl_xor_sync(kFullWarp, r.best, offset, group);
-    int best_index = __shfl_xor_sync(kFullWarp, r.best_index, offset, group);
-    if (argmax_beats(best, (int64)best_index, r.best, (int64)r.best_index)) {
-      r.best = best;
-      r.best_index = best_index;
-    }
-    double s2 = __shfl_xor_sync(kFullWarp, r.square_sum, offset, group);
-    if (from_logits) {
-      F m = __shfl_xor_sync(kFullWarp, r.max_finite, offset, group);
-      double s = __shfl_xor_sync(kFullWarp, r.exp_sum, offset, group);
-      merge_softmax(r.max_finite, r.exp_sum, r.square_sum, m, s, s2);
-    } else {
-      r.square_sum += s2;
-    }
-    F other = __shfl_xor_sync(kFullWarp, r.other_max, offset, group);
-    if (other > r.other_max) r.other_max = other;
-    r.rank += __shfl_xor_sync(kFullWarp, r.rank, offset, group);
-    r.nonfinite |= __shfl_xor_sync(kFullWarp, (int)r.nonfinite, offset, group) != 0;
-    if (one_vs_all) r.softplus_sum += __shfl_xor_sync(kFullWarp, r.softplus_sum, offset, group);
-  }
+  merge_lanes(r, group, from_logits, one_vs_all);
   return r;
 }
 
@@ -271,6 +315,16 @@ __device__ __forceinline__ void add_bin_cell(BinCell* cell, double v) {
   atomicAdd(&cell->value, v);
 }
 
+// Adds (weight, confidence, correct) to calibration bin `bin` (>= 0) of the
+// block's shared bins: three shared-memory atomics.
+template <typename T>
+__device__ __forceinline__ void add_to_bin_cells(BinCell* bins, int n_bins, int bin, T weight,
+                                                 T confidence, T correct) {
+  add_bin_cell(&bins[bin], weight);
+  add_bin_cell(&bins[n_bins + bin], confidence);
+  add_bin_cell(&bins[2 * n_bins + bin], correct);
+}
+
 // Adds (weight, confidence, correct) to calibration bin `bin` of the block's
 // shared bins, once per distinct bin in the warp: lanes of one bin (found by
 // __match_any_sync) are summed in a tree over their ranks among themselves,
@@ -302,11 +356,7 @@ __device__ __forceinline__ void add_to_bin(BinCell* bins, int n_bins, int bin, T
     peers &= ~__ballot_sync(kFullWarp, rank & 1u);
     rank >>= 1;
   }
-  if (bin >= 0 && lowest) {
-    add_bin_cell(&bins[bin], weight);
-    add_bin_cell(&bins[n_bins + bin], confidence);
-    add_bin_cell(&bins[2 * n_bins + bin], correct);
-  }
+  if (bin >= 0 && lowest) add_to_bin_cells(bins, n_bins, bin, weight, confidence, correct);
 }
 
 __device__ __forceinline__ unsigned long long to_fixed(double value, int shift) {
@@ -429,6 +479,44 @@ struct ScoreMinBlocks<float16_bits> {
 };
 #endif
 
+// The block's shared state of a score pass: calibration bins, then top-k
+// buckets (dynamic shared memory), zeroed; the top_k values copied into
+// `limits`. The caller synchronises before using them.
+__device__ __forceinline__ double* score_block_start(BinCell* bins, int n_bins,
+                                                     const long long* top_k, int num_top_k,
+                                                     long long* limits) {
+  double* buckets = reinterpret_cast<double*>(bins + 3 * n_bins);  // top_k_bucket
+  for (int i = threadIdx.x; i < 3 * n_bins; i += blockDim.x) bins[i].fixed = 0ull;
+  for (int i = threadIdx.x; i < num_top_k; i += blockDim.x) limits[i] = top_k[i];
+  if (num_top_k > 0) {
+    for (int j = 0; j <= num_top_k; ++j) buckets[j * blockDim.x + threadIdx.x] = 0.0;
+  }
+  return buckets;
+}
+
+// The block's partial sums into its row of `partials`, in a fixed order:
+// the scalar slots, the top-k hits, the bins. Called by the whole block.
+__device__ __forceinline__ void score_block_finish(double (&sums)[kScalarSlots], double* scratch,
+                                                   const double* buckets,
+                                                   const long long* limits, int num_top_k,
+                                                   const BinCell* bins, int n_bins,
+                                                   bool fixed_bins, int shift,
+                                                   double* partials) {
+  const int slots = kScalarSlots + num_top_k + 3 * n_bins;
+  double* out = partials + (int64)blockIdx.x * slots;
+  block_sum(sums, scratch);
+  if (threadIdx.x == 0) {
+    for (int i = 0; i < kScalarSlots; ++i) out[i] = sums[i];
+  }
+  top_k_block_hits(buckets, limits, num_top_k, scratch, out + kScalarSlots);  // syncs: bins done
+  for (int i = threadIdx.x; i < 3 * n_bins; i += blockDim.x) {
+    // Fixed point back to double: a power-of-two scale (exact) and one
+    // rounding of the block's integer sum, the same every run.
+    out[kScalarSlots + num_top_k + i] =
+        fixed_bins ? ldexp((double)bins[i].fixed, -shift) : bins[i].value;
+  }
+}
+
 // partials: gridDim.x rows of (kScalarSlots + num_top_k + 3 * n_bins) doubles.
 template <typename TrueT, typename S, typename W>
 __global__ void __launch_bounds__(kScoreBlockThreads, ScoreMinBlocks<S>::value)
@@ -442,12 +530,7 @@ fused_logits_pass(const TrueT* y_true, const S* scores, const W* weight, int64 n
   __shared__ double scratch[kReducedSlots * kWarpSize];  // block_sum, top_k_block_hits
   __shared__ long long limits[kMaxTopK];
   MG_DYNAMIC_SHARED(BinCell, bins);  // weight, confidence, correct: 3 * n_bins
-  double* buckets = reinterpret_cast<double*>(bins + 3 * n_bins);  // top_k_bucket
-  for (int i = threadIdx.x; i < 3 * n_bins; i += blockDim.x) bins[i].fixed = 0ull;
-  for (int i = threadIdx.x; i < num_top_k; i += blockDim.x) limits[i] = top_k[i];
-  if (num_top_k > 0) {
-    for (int j = 0; j <= num_top_k; ++j) buckets[j * blockDim.x + threadIdx.x] = 0.0;
-  }
+  double* buckets = score_block_start(bins, n_bins, top_k, num_top_k, limits);
   const int shift = fixed_bins ? bin_fixed_shift(max_weight_bits, n) : 0;
   __syncthreads();
 
@@ -491,22 +574,170 @@ fused_logits_pass(const TrueT* y_true, const S* scores, const W* weight, int64 n
       }
     }
   }
+  score_block_finish(sums, scratch, buckets, limits, num_top_k, bins, n_bins, fixed_bins != 0,
+                     shift, partials);
+}
 
-  const int slots = kScalarSlots + num_top_k + 3 * n_bins;
-  double* out = partials + (int64)blockIdx.x * slots;
-  block_sum(sums, scratch);
-  if (threadIdx.x == 0) {
-    for (int i = 0; i < kScalarSlots; ++i) out[i] = sums[i];
+// ---------------------------------------------------------------------------
+// Rows of many columns: fused_logits_wide
+// ---------------------------------------------------------------------------
+// The same sums as fused_logits_pass, in the same partials layout, for rows
+// of many contiguous columns (the host's score_mapping picks it). A tile of
+// `tile` threads reads each row: a warp (medium K, a thousand classes) or
+// the whole block (huge K, a 128k vocabulary). Each thread loads 16 bytes at
+// a time (4 float, 8 half or 2 double scores), kWideUnroll loads in flight,
+// where fused_logits_pass moves one score per load. A row's start need not
+// be 16-byte aligned: its columns before the first boundary (fewer than
+// 16 / sizeof(S)) and after its last whole vector go one per thread. A
+// thread's columns come in increasing order (head, vectors, tail), as
+// absorb_columns's argmax tie rule needs.
+constexpr int kWideUnroll = 2;
+
+// The 16 / sizeof(S) scores of one load, at columns c0, c0 + 1, ...: at most
+// 4 widened at a time (8 half scores at once hold more registers: spills).
+template <typename S, typename F>
+__device__ __forceinline__ void absorb_bytes16(RowScan<F>& r, F& lowest, const Bytes16& b, int c0,
+                                               int64 t, F z_t, bool from_logits,
+                                               bool one_vs_all) {
+  constexpr int V = 16 / sizeof(S);
+  constexpr int M = V < 4 ? V : 4;
+#pragma unroll
+  for (int part = 0; part < V; part += M) {
+    F v[M];
+#pragma unroll
+    for (int u = 0; u < M; ++u) v[u] = bytes16_value(b, part + u, static_cast<const S*>(nullptr));
+    absorb_columns(r, lowest, v, c0 + part, 1, t, z_t, from_logits, one_vs_all);
   }
-  top_k_block_hits(buckets, limits, num_top_k, scratch, out + kScalarSlots);  // syncs: bins done
-  for (int i = threadIdx.x; i < 3 * n_bins; i += blockDim.x) {
-    // Fixed point back to double: a power-of-two scale (exact) and one
-    // rounding of the block's integer sum, the same every run.
-    out[kScalarSlots + num_top_k + i] =
-        fixed_bins ? ldexp((double)bins[i].fixed, -shift) : bins[i].value;
+}
+
+// One thread's part of a row (unmerged): thread `lane` of `lanes`, Unroll
+// loads in flight.
+template <int Unroll, typename S>
+__device__ __forceinline__ RowScan<typename Widened<S>::type> scan_row_wide(
+    const S* __restrict__ row_scores, bool active, int64 t, typename Widened<S>::type z_t,
+    int num_columns, int lane, int lanes, bool from_logits, bool one_vs_all) {
+  typedef typename Widened<S>::type F;
+  constexpr int V = 16 / sizeof(S);
+  const F minus_inf = negative_infinity(F());
+  RowScan<F> r = empty_scan<F>(num_columns);
+  if (active) {
+    F lowest = -minus_inf;
+    const int misaligned = (int)((reinterpret_cast<unsigned long long>(row_scores) % 16u) /
+                                 sizeof(S));
+    const int head = min(num_columns, (V - misaligned) % V);
+    const int vectors = (num_columns - head) / V;
+    const int tail = head + vectors * V;  // first column after the vectors
+    if (lane < head) {
+      const F v[1] = {widen(row_scores[lane])};
+      absorb_columns(r, lowest, v, lane, 1, t, z_t, from_logits, one_vs_all);
+    }
+    const S* body = row_scores + head;  // 16-byte aligned
+    int i = lane;
+    for (; i + (Unroll - 1) * lanes < vectors; i += Unroll * lanes) {
+      Bytes16 b[Unroll];
+#pragma unroll
+      for (int u = 0; u < Unroll; ++u) b[u] = load_bytes16(body + (int64)(i + u * lanes) * V);
+#pragma unroll
+      for (int u = 0; u < Unroll; ++u)
+        absorb_bytes16<S>(r, lowest, b[u], head + (i + u * lanes) * V, t, z_t, from_logits,
+                          one_vs_all);
+    }
+    for (; i < vectors; i += lanes)
+      absorb_bytes16<S>(r, lowest, load_bytes16(body + (int64)i * V), head + i * V, t, z_t,
+                        from_logits, one_vs_all);
+    if (tail + lane < num_columns) {  // fewer than V < lanes columns
+      const F v[1] = {widen(row_scores[tail + lane])};
+      absorb_columns(r, lowest, v, tail + lane, 1, t, z_t, from_logits, one_vs_all);
+    }
+    // A row of -inf only: column 0, which lane 0 holds (a head column, the
+    // first vector's, or the first tail column).
+    if (r.best_index == num_columns && lane == 0) r.best_index = 0;
+    r.nonfinite = !(r.best - r.best == F(0)) || lowest == minus_inf;
   }
+  return r;
+}
+
+// tile: threads per row, kWarpSize or blockDim.x (which the host makes a
+// multiple of it); column_stride is 1 (the host checks).
+template <typename TrueT, typename S, typename W>
+__global__ void __launch_bounds__(kScoreBlockThreads, ScoreMinBlocks<S>::value)
+fused_logits_wide(const TrueT* y_true, const S* scores, const W* weight, int64 n,
+                  int64 num_columns, int64 row_stride, int64 column_stride, int tile,
+                  long long ignore_index, int has_ignore_index, int from_logits,
+                  double clip_eps, int one_vs_all, const long long* top_k, int num_top_k,
+                  int n_bins, int fixed_bins, const unsigned long long* max_weight_bits,
+                  double* partials) {
+  typedef typename Widened<S>::type F;
+  __shared__ double scratch[kReducedSlots * kWarpSize];  // block_sum, top_k_block_hits
+  __shared__ long long limits[kMaxTopK];
+  __shared__ RowScan<F> warp_scans[kScoreBlockThreads / kWarpSize];  // a block's row
+  // Each warp's row sums (ScoreSlot order), added by its leader lane: in
+  // shared memory, not in registers, which the loop needs for its loads.
+  __shared__ double warp_sums[kScoreBlockThreads / kWarpSize * kScalarSlots];
+  MG_DYNAMIC_SHARED(BinCell, bins);  // weight, confidence, correct: 3 * n_bins
+  double* buckets = score_block_start(bins, n_bins, top_k, num_top_k, limits);
+  const unsigned int warp = threadIdx.x / kWarpSize;
+  double* sums = warp_sums + warp * kScalarSlots;
+  if (lane_index() < (unsigned int)kScalarSlots) sums[lane_index()] = 0.0;
+  const int shift = fixed_bins ? bin_fixed_shift(max_weight_bits, n) : 0;
+  __syncthreads();
+  (void)column_stride;
+
+  const int tiles = (int)(blockDim.x / (unsigned int)tile);
+  const int lane = (int)(threadIdx.x % (unsigned int)tile);
+  const bool leader = lane == 0;
+  // base is the same for the whole block: every thread runs the same trips
+  // (the block's barriers below).
+  for (int64 base = (int64)blockIdx.x * tiles; base < n; base += (int64)gridDim.x * tiles) {
+    const int64 row = base + (int64)(threadIdx.x / (unsigned int)tile);
+    const bool active = row < n;
+    const int64 t = active ? (int64)y_true[row] : 0;
+    const bool counted = active && !(has_ignore_index && t == (int64)ignore_index);
+    const bool valid = counted && t >= 0 && t < num_columns;
+    if (counted && !valid && leader) sums[kSlotInvalid] += 1.0;
+    const S* row_scores = scores + (valid ? row : 0) * row_stride;
+    const F z_t = valid ? widen(row_scores[t]) : F(0);
+    RowScan<F> r = scan_row_wide<kWideUnroll>(row_scores, valid, t, z_t, (int)num_columns,
+                                               lane, tile, from_logits != 0, one_vs_all != 0);
+    merge_lanes(r, kWarpSize, from_logits != 0, one_vs_all != 0);
+    if (tile > kWarpSize) {
+      // The block's warps merged by thread 0, in warp order (fixed sums).
+      if (lane_index() == 0) warp_scans[warp] = r;
+      __syncthreads();
+      if (threadIdx.x == 0) {
+        for (unsigned int w = 1; w < blockDim.x / kWarpSize; ++w)
+          merge_scan(r, warp_scans[w], from_logits != 0, one_vs_all != 0);
+      }
+      __syncthreads();  // warp_scans free for the next row
+    }
+    if (valid && leader) {
+      const double w = weight_value(weight, row);
+      double confidence = 0.0, correct = 0.0;
+      add_row_terms(r, t, z_t, w, from_logits != 0, clip_eps, one_vs_all != 0, sums,
+                    confidence, correct);
+      if (num_top_k > 0)
+        buckets[top_k_bucket(r.rank, limits, num_top_k) * blockDim.x + threadIdx.x] += w;
+      if (n_bins > 0) {
+        // One row per tile: no tree within the warp, as add_to_bin makes.
+        const int bin = calibration_bin(confidence, n_bins);
+        const double w_confidence = w * (confidence == confidence ? confidence : 0.0);
+        if (fixed_bins) {
+          add_to_bin_cells(bins, n_bins, bin, to_fixed(w, shift), to_fixed(w_confidence, shift),
+                           to_fixed(w * correct, shift));
+        } else {
+          add_to_bin_cells(bins, n_bins, bin, w, w_confidence, w * correct);
+        }
+      }
+    }
+  }
+  double block_sums[kScalarSlots];  // lane 0 of each warp holds its warp's
+#pragma unroll
+  for (int i = 0; i < kScalarSlots; ++i) block_sums[i] = lane_index() == 0 ? sums[i] : 0.0;
+  score_block_finish(block_sums, scratch, buckets, limits, num_top_k, bins, n_bins,
+                     fixed_bins != 0, shift, partials);
 }
 
 }  // namespace mg
 
 using mg::fused_logits_pass;
+using mg::fused_logits_wide;

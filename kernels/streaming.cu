@@ -28,7 +28,9 @@
 //
 // Launch shape: blocks of whole warps (<= kScoreBlockThreads); `group` lanes
 // per score row as in scores.cu (1 for labels); rows grid-strided, every lane
-// running the same trips. Dynamic shared memory: 3 * n_bins BinCells, the
+// running the same trips. Contiguous rows of many columns (config
+// kCfgWideRows, group a warp) are read 16 bytes a load, as fused_logits_wide
+// reads them with a warp per row. Dynamic shared memory: 3 * n_bins BinCells, the
 // top-k buckets of scores.cu ((num_top_k + 1) * blockDim.x doubles, score
 // sums with top_k only), then the 3K + 1 privatised cells when config
 // kCfgPrivatize is set.
@@ -65,6 +67,7 @@ enum StreamConfig {
   kCfgThresholds,
   kCfgMatrix,         // also keep the K x K matrix
   kCfgPrivatize,      // the 3K + 1 counts in shared memory
+  kCfgWideRows,       // a warp per row with 16-byte loads (scores.cu scan_row_wide)
   kCfgSize
 };
 
@@ -246,8 +249,15 @@ streaming_update(const TrueT* y_true, const PredT* preds, const W* weight, int64
                         : 0);
       const F z_t = scan ? widen(row_scores[t * column_stride]) : F(0);
       const bool from_logits = config[kCfgFromLogits] != 0;
-      RowScan<F> r = scan_row(row_scores, scan, scan ? t : 0, z_t, (int)K, column_stride, group,
-                              from_logits, false);
+      RowScan<F> r;
+      if (config[kCfgWideRows] != 0) {  // group == kWarpSize, contiguous columns
+        r = scan_row_wide<1>(row_scores, scan, scan ? t : 0, z_t, (int)K, (int)lane, kWarpSize,
+                          from_logits, false);
+        merge_lanes(r, kWarpSize, from_logits, false);
+      } else {
+        r = scan_row(row_scores, scan, scan ? t : 0, z_t, (int)K, column_stride, group,
+                     from_logits, false);
+      }
       p = r.best_index;
       pred_ok = !r.nonfinite;
       valid = scan && pred_ok && weight_ok;

@@ -126,8 +126,14 @@ def reduce_expression(kernel: str, count_type: str) -> str:
 SCORE_WEIGHT_TYPES = ("mg::unit_weight", "double")
 
 
-def score_pass_expression(true_type: str, score_type: str, weight_type: str) -> str:
-    return f"fused_logits_pass<{true_type}, {score_type}, {weight_type}>"
+# The two mappings of rows onto threads (kernel_backend.score_mapping picks):
+# lanes per row with a score per load, or a tile per row with 16-byte loads.
+SCORE_PASS_KERNELS = ("fused_logits_pass", "fused_logits_wide")
+
+
+def score_pass_expression(true_type: str, score_type: str, weight_type: str,
+                          kernel: str = "fused_logits_pass") -> str:
+    return f"{kernel}<{true_type}, {score_type}, {weight_type}>"
 
 
 # Exact ranking (kernels/ranking.cu): scores in an order-preserving type
@@ -188,9 +194,9 @@ KERNEL_MODULES: tuple[KernelModule, ...] = (
         reduce_expression(kernel, count_type)
         for kernel in REDUCE_KERNELS for count_type in COUNT_TYPES.values())),
     KernelModule("scores.cu", tuple(
-        score_pass_expression(true_type, score_type, weight_type)
-        for true_type in SCORE_TARGET_TYPES for score_type in SCORE_TYPES.values()
-        for weight_type in SCORE_WEIGHT_TYPES)),
+        score_pass_expression(true_type, score_type, weight_type, kernel)
+        for kernel in SCORE_PASS_KERNELS for true_type in SCORE_TARGET_TYPES
+        for score_type in SCORE_TYPES.values() for weight_type in SCORE_WEIGHT_TYPES)),
     KernelModule("ranking.cu", tuple(
         [rank_gather_expression(score_type, weight_type)
          for score_type in RANK_SCORE_TYPES.values() for weight_type in RANK_WEIGHT_TYPES]

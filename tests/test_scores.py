@@ -323,6 +323,56 @@ def test_kernel_wide_vocabulary(case, rng):
     np.testing.assert_allclose(case.get(ours.buffer), expected.buffer, rtol=2e-6, atol=2e-6)
 
 
+# fused_logits_wide's tiles at test sizes: a warp per row from 8 columns, the
+# block per row from 40 (the emulated block is 64 threads: two warps merge).
+WIDE_TILES = {"warp": (8, 1 << 30), "block": (8, 40)}
+
+
+@pytest.mark.parametrize("tile", sorted(WIDE_TILES))
+@pytest.mark.parametrize("target_dtype", [np.int32, np.int64], ids=["int32", "int64"])
+@pytest.mark.parametrize("weighted", [False, True], ids=["unweighted", "weighted"])
+@pytest.mark.parametrize("dtype", SCORE_DTYPES)
+def test_wide_kernel_on_rows_at_every_alignment(case, rng, monkeypatch, launches, dtype,
+                                                weighted, target_dtype, tile):
+    """fused_logits_wide (16-byte loads, a tile of threads per row) on rows that
+    start anywhere within 16 bytes: a column slice of rows of odd length, so
+    each row has its own head (columns before the first 16-byte boundary),
+    whole vectors and tail. With K = 9 some rows hold fewer than one load's
+    worth of whole vectors; at K = 1100 every thread of a block runs the
+    unrolled loads; ties and out-of-range targets too (rows of
+    infinities: test_kernel_argmax_and_rank_of_special_rows). Equals the
+    NumPy reference, logits and probabilities."""
+    from metrics_gpu.backends import kernel_backend
+
+    wide_from, block_from = WIDE_TILES[tile]
+    monkeypatch.setattr(kernel_backend, "SCORE_WIDE_COLUMNS", wide_from)
+    monkeypatch.setattr(kernel_backend, "SCORE_BLOCK_ROW_COLUMNS", block_from)
+    for n, k, offset in ((37, 9, 1), (23, 61, 3), (19, 130, 0), (11, 1100, 5)):
+        # Rows of an odd number of elements: their starts take every offset.
+        y_true, logits, weight = _case(rng, n, k + offset + 3, ties=True, weighted=weighted)
+        y_true = (y_true % k).astype(target_dtype)
+        y_true[3] = k                            # out of range: counted, never read
+        y_true[6] = -1                           # ignored
+        for from_logits in (True, False):
+            values = logits if from_logits else _softmax(logits)
+            stored = _scores_of(dtype, values)
+            options = dict(from_logits=from_logits, clip_eps=1e-7, top_k=(1, 3), n_bins=6,
+                           one_vs_all=True, ignore_index=-1)
+            view = stored[:, offset:offset + k]  # rows at every offset from 16 bytes
+            expected = NUMPY_BACKEND.fused_logits_pass(
+                y_true, np.ascontiguousarray(view), sample_weight=weight, **options)
+            on_device = case.put(stored)[:, offset:offset + k]
+            launches.clear()
+            ours = case.impl.fused_logits_pass(case.put(y_true), on_device,
+                                               sample_weight=case.put(weight), **options)
+            got = case.get(ours.buffer)
+            wide = [launch for launch in launches if launch.kernel == "fused_logits_wide"]
+            assert len(wide) == 1, [launch.expression for launch in launches]
+            assert wide[0].args[7] == (wide[0].block if k >= block_from else 32)
+            np.testing.assert_allclose(got, expected.buffer, rtol=KERNEL_RTOL[dtype],
+                                       atol=KERNEL_RTOL[dtype], err_msg=f"K={k}")
+
+
 @pytest.mark.parametrize("top_k", [(5, 1, 3, 3, 100, 2, 1, 7), (4,), (9, 2)], ids=str)
 @pytest.mark.parametrize("weighted", [False, True], ids=["unweighted", "weighted"])
 def test_kernel_top_k_in_any_order(case, rng, top_k, weighted):
@@ -342,13 +392,24 @@ def test_kernel_top_k_in_any_order(case, rng, top_k, weighted):
         assert top_k[i] != top_k[j] or hits[i] == hits[j], "a repeated value, other hits"
 
 
+# Thresholds of (fused_logits_wide's warp, its block) for each row mapping.
+ROW_MAPPINGS = {"lanes": (1 << 30, 1 << 30), "warp": (4, 1 << 30), "block": (4, 4)}
+
+
+@pytest.mark.parametrize("mapping", sorted(ROW_MAPPINGS))
 @pytest.mark.parametrize("k", [5, 40, 300], ids=lambda k: f"K{k}")
-def test_kernel_argmax_and_rank_of_special_rows(case, rng, k):
+def test_kernel_argmax_and_rank_of_special_rows(case, rng, monkeypatch, k, mapping):
     """The scan's argmax and rank (one lane's columns in order, then the
     shuffles) on rows NumPy decides by its own rules: ties of the max in
     several lanes and chunks, the first of several NaN, +inf twice, a row of
     -inf only (argmax 0), -inf next to numbers. Only the argmax hits and the
-    top-k hits are compared: the other sums of such rows are NaN or inf."""
+    top-k hits are compared: the other sums of such rows are NaN or inf.
+    Each row mapping: lanes per row, a warp per row, the block per row."""
+    from metrics_gpu.backends import kernel_backend
+
+    wide_from, block_from = ROW_MAPPINGS[mapping]
+    monkeypatch.setattr(kernel_backend, "SCORE_WIDE_COLUMNS", wide_from)
+    monkeypatch.setattr(kernel_backend, "SCORE_BLOCK_ROW_COLUMNS", block_from)
     n = 64
     logits = np.round(rng.normal(size=(n, k)))
     y_true = rng.integers(0, k, n)

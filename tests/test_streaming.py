@@ -391,6 +391,47 @@ def test_one_pass_budget(rng, monkeypatch):
         assert report.confusion_matrix is None
 
 
+@pytest.mark.parametrize("weight_dtype", [None, "float64"])
+@pytest.mark.parametrize("pred_kind", ["float32", "float64", "float16", "bfloat16"])
+def test_wide_rows_update_agrees_with_numpy(rng, monkeypatch, pred_kind, weight_dtype):
+    """Rows of many columns read 16 bytes a load (config wide_rows, a warp per
+    row: kernels/scores.cu scan_row_wide) on the emulated backend, against the
+    NumPy reference: rows of 300 columns starting at every offset from a
+    16-byte boundary (a column slice of rows of odd length), with bins,
+    thresholds, top-k, an ignored target and a NaN row left out (and
+    counted: validate=False)."""
+    from metrics_gpu.backends import kernel_backend
+    from metrics_gpu.backends.emulated import EmulatedDevice
+
+    ml_dtypes = pytest.importorskip("ml_dtypes")
+    k, offset = 300, 3
+    dtype = ml_dtypes.bfloat16 if pred_kind == "bfloat16" else np.dtype(pred_kind)
+    (y, z, _), = _batches(rng, k + offset + 2, (45,), ignore=-1, dtype=dtype)
+    y[y >= 0] %= k
+    z[5, offset + 7] = np.nan  # left out, counted
+    scores = z[:, offset:offset + k]
+    w = None if weight_dtype is None else rng.random(y.size) + 0.25
+    configs = []
+    launch = EmulatedDevice.launch
+
+    def spy(self, source, expression, grid, block, args, shared_bytes=0):
+        if expression.startswith("streaming_update"):
+            configs.append(np.array(args[5]))
+        return launch(self, source, expression, grid, block, args, shared_bytes)
+
+    monkeypatch.setattr(EmulatedDevice, "launch", spy)
+    reports = {}
+    for name in ("numpy", "emulated"):
+        with mg.use_backend(name):
+            metrics = mg.ClassificationMetrics(k, top_k=(1, 5), n_bins=5, thresholds=4,
+                                               ignore_index=-1, validate=False)
+            metrics.update(y, scores, w)
+            reports[name] = metrics.compute().to_dict()
+    assert [config[kernel_backend.STREAM_CONFIG.index("wide_rows")] for config in configs] == [1]
+    tolerance = 1e-12 if pred_kind == "float64" else (1e-6 if pred_kind == "float32" else 1e-3)
+    _assert_reports_equal(reports["emulated"], reports["numpy"], rtol=tolerance)
+
+
 def test_layouts_and_huge_k(backend, rng):
     """Channel-first scores whose positions one stride walks (read in place) or
     not (one copy), targets given as a column, and K past the dense matrix."""

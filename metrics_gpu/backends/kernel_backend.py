@@ -88,6 +88,13 @@ SCORE_MAX_BLOCK_THREADS = 256
 # Columns per lane before a row takes more lanes: about 8 keeps each lane's
 # loads independent while a warp still covers 4+ rows for K <= 32.
 SCORE_COLUMNS_PER_LANE = 8
+# Contiguous rows of at least this many columns take fused_logits_wide (a
+# tile of threads per row, 16-byte loads): a warp per row, or the whole block
+# per row from SCORE_BLOCK_ROW_COLUMNS. Chosen from the kernels' shapes (at
+# 256 columns a warp has two 16-byte loads of float per lane; at 8192 a
+# block of 256 threads has eight), not yet timed on a GPU.
+SCORE_WIDE_COLUMNS = 256
+SCORE_BLOCK_ROW_COLUMNS = 8192
 
 RANKING_SOURCE = "ranking.cu"
 # kernels/ranking.cu: positions per thread (kRankItems) and its launch bound
@@ -108,6 +115,32 @@ def score_group(num_columns: int) -> int:
     """Lanes per row in the fused score pass: a power of two, at most a warp."""
     wanted = -(-num_columns // SCORE_COLUMNS_PER_LANE)
     return min(32, 1 << max(0, (wanted - 1).bit_length()))
+
+
+@dataclass(frozen=True)
+class ScoreMapping:
+    """How the fused score pass lays rows onto threads."""
+    kernel: str        # a name of _kernels.SCORE_PASS_KERNELS
+    group: int         # threads per row: lanes (fused_logits_pass) or a tile
+
+
+def reads_wide_rows(num_columns: int, column_stride: int, address: int, itemsize: int) -> bool:
+    """Whether rows of scores are read 16 bytes a load (kernels/scores.cu
+    scan_row_wide): contiguous rows of many columns, at an element-aligned
+    address (each row's first columns up to a 16-byte boundary go alone)."""
+    return num_columns >= SCORE_WIDE_COLUMNS and column_stride == 1 and address % itemsize == 0
+
+
+def score_mapping(num_columns: int, column_stride: int, address: int, itemsize: int,
+                  block: int) -> ScoreMapping:
+    """The fused pass's kernel and threads per row for ``(N, num_columns)``
+    scores: rows that reads_wide_rows go to ``fused_logits_wide``, a warp or
+    the block per row; others to ``fused_logits_pass``, ``score_group`` lanes
+    per row."""
+    if reads_wide_rows(num_columns, column_stride, address, itemsize):
+        tile = block if num_columns >= SCORE_BLOCK_ROW_COLUMNS else 32
+        return ScoreMapping("fused_logits_wide", tile)
+    return ScoreMapping("fused_logits_pass", score_group(num_columns))
 
 
 def native_byte_order(array):
@@ -201,7 +234,7 @@ STREAM_CONFIG = (
     "classes", "inner", "image_stride", "inner_stride", "column_stride", "group",
     "ignore_index", "has_ignore", "from_logits", "clip_eps_bits", "num_top_k",
     *(f"top_k_{i}" for i in range(SCORE_MAX_TOP_K)),
-    "bins", "thresholds", "matrix", "privatize",
+    "bins", "thresholds", "matrix", "privatize", "wide_rows",
 )
 # kernels/streaming.cu streaming_compute: classes per block of the binned
 # ranking areas (its block size).
@@ -226,7 +259,8 @@ class StreamWorkspace:
         self.compute = None   # (pooled, ticket, score out, label out)
 
 
-def _stream_scalar_args(spec, batch, group, clip_eps, privatize, thresholds, score_sums=True):
+def _stream_scalar_args(spec, batch, group, clip_eps, privatize, thresholds, score_sums=True,
+                        wide_rows=False):
     """The config vector of one (state, input layout); ``batch`` None gives
     the one compute reads for a state restored before any update."""
     if batch is None:
@@ -242,7 +276,7 @@ def _stream_scalar_args(spec, batch, group, clip_eps, privatize, thresholds, sco
         ignore_index=int(ignore), has_ignore=int(has_ignore), from_logits=int(spec["from_logits"]),
         clip_eps_bits=int(np.float64(clip_eps).view(np.int64)), num_top_k=len(top_k),
         bins=spec["n_bins"] if score_sums else 0, thresholds=thresholds if score_sums else 0,
-        matrix=int(spec["keep_matrix"]), privatize=int(privatize),
+        matrix=int(spec["keep_matrix"]), privatize=int(privatize), wide_rows=int(wide_rows),
         **{f"top_k_{i}": v for i, v in enumerate(top_k + [0] * (SCORE_MAX_TOP_K - len(top_k)))},
     )
     return np.array([values[name] for name in STREAM_CONFIG], dtype=np.int64)
@@ -665,8 +699,10 @@ class KernelBackend:
             weight_type = "double"
         n, num_columns = int(values.shape[0]), int(values.shape[1])
         ignore = _ignore_arguments(ignore_index, true.dtype)
-        group = score_group(num_columns)
         block = min(device.block_threads, SCORE_MAX_BLOCK_THREADS)
+        mapping = score_mapping(num_columns, column_stride, device.data_pointer(values),
+                                values.dtype.itemsize, block)
+        group = mapping.group
         shared_bytes = 3 * n_bins * 8 + top_k_shared_bytes(len(top_k), block)
         grid = max(1, min(self._grid(n * group, shared_bytes), -(-n * group // block)))
         slots = score_sums_size(len(top_k), n_bins)
@@ -679,7 +715,8 @@ class KernelBackend:
             self.launch(SOURCE, "max_abs_weight<double>", self._grid(n), device.block_threads,
                           [weight, np.int64(n), max_weight_bits])
         self.launch(
-            SCORES_SOURCE, score_pass_expression(true_type, score_type, weight_type), grid, block,
+            SCORES_SOURCE,
+            score_pass_expression(true_type, score_type, weight_type, mapping.kernel), grid, block,
             [true, values, weight, np.int64(n), np.int64(num_columns), np.int64(row_stride),
              np.int64(column_stride), np.int32(group), *ignore, np.int32(bool(from_logits)),
              np.float64(clip_eps), np.int32(bool(one_vs_all)), limits, np.int32(len(top_k)),
@@ -821,8 +858,11 @@ class KernelBackend:
             half = batch.score_dtype in ("float16", "bfloat16")
             preds = batch.preds.view(np.uint16) if half else batch.preds
             group = score_group(k)
+            # A warp per row with 16-byte loads, as fused_logits_wide's warp tile.
+            wide_rows = group == 32 and reads_wide_rows(
+                k, batch.column_stride, device.data_pointer(preds), preds.dtype.itemsize)
         else:
-            pred_type, preds, group = true_type, batch.preds, 1
+            pred_type, preds, group, wide_rows = true_type, batch.preds, 1, False
         if batch.n >= 1 << STREAM_ROW_BITS:
             raise ValueError(f"an update takes fewer than 2**{STREAM_ROW_BITS} samples, "
                              f"got {batch.n}")
@@ -841,11 +881,12 @@ class KernelBackend:
         if privatize:
             grid = max(1, min(grid, self._grid(work, shared)))
         key = (batch.inner, batch.image_stride, batch.inner_stride, batch.column_stride, group,
-               str(batch.y_true.dtype), clip_eps, privatize, batch.scores)
+               str(batch.y_true.dtype), clip_eps, privatize, batch.scores, wide_rows)
         config = workspace.configs.get(key)
         if config is None:
             config = workspace.configs[key] = self.upload(_stream_scalar_args(
-                spec, batch, group, clip_eps, privatize, spec["thresholds"], score_sums))
+                spec, batch, group, clip_eps, privatize, spec["thresholds"], score_sums,
+                wide_rows))
         if workspace.update_ticket is None:
             workspace.update_ticket = self.zeros(1, np.uint32)
             workspace.moments = self.zeros(2, np.float64)
