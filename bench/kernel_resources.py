@@ -164,14 +164,15 @@ def nvdisasm_path() -> str | None:
     return shutil.which("nvdisasm")
 
 
-_INSTRUCTION = re.compile(r"^\s*/\*[0-9a-f]+\*/\s*(?:@!?U?P[0-9T]+\s+)?([A-Z][A-Z0-9]*)")
+_INSTRUCTION = re.compile(r"^\s*/\*[0-9a-f]+\*/\s*(?:@!?U?P[0-9T]+\s+)?([A-Z][A-Z0-9]*)([.\w]*)")
 
 
 def innermost_loops(lines: list[str]):
-    """(instructions, global loads, opcode counts) of each innermost loop (a
-    label and a backward branch to it, with no loop inside) that reads global
-    memory, largest first: the column loop of a score row, the sample loop
-    of labels, and the smaller loops of set-up and flush."""
+    """(instructions, global loads, opcode counts, load widths) of each
+    innermost loop (a label and a backward branch to it, with no loop inside)
+    that reads global memory, largest first: the column loop of a score row,
+    the sample loop of labels, and the smaller loops of set-up and flush.
+    A load's width is its bits (LDG.E.128: 128; LDG.E: 32)."""
     labels, loops = {}, []
     for i, line in enumerate(lines):
         label = re.match(r"^\s*(\.L_x_\d+):", line)
@@ -184,11 +185,24 @@ def innermost_loops(lines: list[str]):
     for start, end in loops:
         if any(start <= a and b <= end and (a, b) != (start, end) for a, b in loops):
             continue  # holds another loop
-        body = [m.group(1) for m in map(_INSTRUCTION.match, lines[start:end + 1]) if m]
-        loads = sum(op == "LDG" for op in body)
-        if loads:
-            found.append((len(body), loads, Counter(body)))
+        matches = [m for m in map(_INSTRUCTION.match, lines[start:end + 1]) if m]
+        body = [m.group(1) for m in matches]
+        widths = Counter(_load_bits(m.group(2)) for m in matches if m.group(1) == "LDG")
+        if widths:
+            found.append((len(body), sum(widths.values()), Counter(body), widths))
     return sorted(found, key=lambda loop: -loop[0])
+
+
+def _load_bits(modifiers: str) -> int:
+    """Bits of a global load from its modifiers (.E.128, .E.U16, .E.64 ...)."""
+    for part in modifiers.split("."):
+        if part in ("64", "128"):
+            return int(part)
+        if part in ("U8", "S8"):
+            return 8
+        if part in ("U16", "S16"):
+            return 16
+    return 32
 
 
 def sass_loops(expressions, architecture="sm_90") -> list[str]:
@@ -212,10 +226,11 @@ def sass_loops(expressions, architecture="sm_90") -> list[str]:
                                   check=True).stdout.splitlines()
         loops = innermost_loops(text)
         lines.append(f"  {expression}: " + ("no loop reads global memory" if not loops else ""))
-        for count, loads, opcodes in loops[:3]:
+        for count, loads, opcodes, widths in loops[:3]:
             common = ", ".join(f"{op} {n}" for op, n in opcodes.most_common(5))
+            bits = "+".join(f"{n}x{b}" for b, n in sorted(widths.items(), reverse=True))
             lines.append(f"    {count:5d} instructions a trip, {loads:2d} global loads "
-                         f"({count / loads:.0f} per load): {common}")
+                         f"({bits} bits; {count / loads:.0f} per load): {common}")
     return lines
 
 
