@@ -10,6 +10,8 @@
 //   kScoreBlockThreads threads); `group` lanes (a power of two <= 32) share
 //   a row, each scanning columns lane, lane + group, ... a score per load,
 //   and combining with width-`group` shuffles;
+// * fused_logits_staged, contiguous rows of few columns: a thread per row,
+//   the block's rows copied through shared memory first (see there);
 // * fused_logits_wide, contiguous rows of many columns: a warp or the whole
 //   block per row, each thread loading 16 bytes at a time (see there).
 // Rows are grid-strided; every lane runs the same trips (rows past the end
@@ -517,6 +519,37 @@ __device__ __forceinline__ void score_block_finish(double (&sums)[kScalarSlots],
   }
 }
 
+// A scanned row's terms into the thread's sums, its top-k bucket and the
+// block's calibration bins (add_to_bin: the whole warp calls this, rows
+// that do not contribute add nothing). For a row per thread or per group of
+// lanes (whose leader contributes).
+template <typename F, typename W>
+__device__ __forceinline__ void add_scanned_row(const RowScan<F>& r, bool contributes,
+                                                const W* weight, int64 row, int64 t, F z_t,
+                                                bool from_logits, double clip_eps,
+                                                bool one_vs_all, double* sums, double* buckets,
+                                                const long long* limits, int num_top_k,
+                                                BinCell* bins, int n_bins, bool fixed_bins,
+                                                int shift) {
+  double w = 0.0, confidence = 0.0, correct = 0.0;
+  if (contributes) {
+    w = weight_value(weight, row);
+    add_row_terms(r, t, z_t, w, from_logits, clip_eps, one_vs_all, sums, confidence, correct);
+    if (num_top_k > 0)
+      buckets[top_k_bucket(r.rank, limits, num_top_k) * blockDim.x + threadIdx.x] += w;
+  }
+  if (n_bins > 0) {
+    const int bin = contributes ? calibration_bin(confidence, n_bins) : -1;
+    const double w_confidence = w * (confidence == confidence ? confidence : 0.0);
+    if (fixed_bins) {
+      add_to_bin(bins, n_bins, bin, to_fixed(w, shift), to_fixed(w_confidence, shift),
+                 to_fixed(w * correct, shift));
+    } else {
+      add_to_bin(bins, n_bins, bin, w, w_confidence, w * correct);
+    }
+  }
+}
+
 // partials: gridDim.x rows of (kScalarSlots + num_top_k + 3 * n_bins) doubles.
 template <typename TrueT, typename S, typename W>
 __global__ void __launch_bounds__(kScoreBlockThreads, ScoreMinBlocks<S>::value)
@@ -552,27 +585,109 @@ fused_logits_pass(const TrueT* y_true, const S* scores, const W* weight, int64 n
     F z_t = valid ? widen(row_scores[t * column_stride]) : F(0);
     RowScan<F> r = scan_row(row_scores, valid, t, z_t, (int)num_columns, column_stride, group,
                             from_logits != 0, one_vs_all != 0);
-    // After the shuffles every lane goes on (no early exit): add_to_bin below
+    // After the shuffles every lane goes on (no early exit): add_to_bin
     // needs the whole warp.
-    const bool contributes = valid && leader;
-    double w = 0.0, confidence = 0.0, correct = 0.0;
-    if (contributes) {
-      w = weight_value(weight, row);
-      add_row_terms(r, t, z_t, w, from_logits != 0, clip_eps, one_vs_all != 0, sums,
-                    confidence, correct);
-      if (num_top_k > 0)
-        buckets[top_k_bucket(r.rank, limits, num_top_k) * blockDim.x + threadIdx.x] += w;
-    }
-    if (n_bins > 0) {
-      const int bin = contributes ? calibration_bin(confidence, n_bins) : -1;
-      const double w_confidence = w * (confidence == confidence ? confidence : 0.0);
-      if (fixed_bins) {
-        add_to_bin(bins, n_bins, bin, to_fixed(w, shift), to_fixed(w_confidence, shift),
-                   to_fixed(w * correct, shift));
-      } else {
-        add_to_bin(bins, n_bins, bin, w, w_confidence, w * correct);
+    add_scanned_row(r, valid && leader, weight, row, t, z_t, from_logits != 0, clip_eps,
+                    one_vs_all != 0, sums, buckets, limits, num_top_k, bins, n_bins,
+                    fixed_bins != 0, shift);
+  }
+  score_block_finish(sums, scratch, buckets, limits, num_top_k, bins, n_bins, fixed_bins != 0,
+                     shift, partials);
+}
+
+// ---------------------------------------------------------------------------
+// Rows of few columns: fused_logits_staged
+// ---------------------------------------------------------------------------
+// The same sums as fused_logits_pass, in the same partials layout, for
+// contiguous (N, K) scores of few columns (the host's score_mapping picks
+// it; row_stride == K, column_stride == 1). A thread per row. The block
+// copies a tile of blockDim.x whole rows (one contiguous range of memory)
+// into shared memory with coalesced loads, kStageUnroll in flight per
+// thread, whatever K, widened and stored by column (pitch blockDim.x + 1, so
+// neither the stores nor a thread's reads of its row meet bank conflicts),
+// then each thread scans its row there: the target's score is a shared
+// read, not a load that waits for the target's. Dynamic shared memory:
+// fused_logits_pass's, then K * (blockDim.x + 1) widened scores.
+constexpr int kStageUnroll = 8;
+
+template <typename TrueT, typename S, typename W>
+__global__ void __launch_bounds__(kScoreBlockThreads, ScoreMinBlocks<S>::value)
+fused_logits_staged(const TrueT* y_true, const S* scores, const W* weight, int64 n,
+                    int64 num_columns, int64 row_stride, int64 column_stride, int group,
+                    long long ignore_index, int has_ignore_index, int from_logits,
+                    double clip_eps, int one_vs_all, const long long* top_k, int num_top_k,
+                    int n_bins, int fixed_bins, const unsigned long long* max_weight_bits,
+                    double* partials) {
+  typedef typename Widened<S>::type F;
+  __shared__ double scratch[kReducedSlots * kWarpSize];  // block_sum, top_k_block_hits
+  __shared__ long long limits[kMaxTopK];
+  MG_DYNAMIC_SHARED(BinCell, bins);  // weight, confidence, correct: 3 * n_bins
+  double* buckets = score_block_start(bins, n_bins, top_k, num_top_k, limits);
+  F* tile = reinterpret_cast<F*>(buckets + (num_top_k > 0 ? (num_top_k + 1) * blockDim.x : 0));
+  const int shift = fixed_bins ? bin_fixed_shift(max_weight_bits, n) : 0;
+  __syncthreads();
+  (void)row_stride;
+  (void)column_stride;
+  (void)group;
+
+  double sums[kScalarSlots];
+#pragma unroll
+  for (int i = 0; i < kScalarSlots; ++i) sums[i] = 0.0;
+
+  const int K = (int)num_columns;
+  const int pitch = (int)blockDim.x + 1;
+  // Each thread's element steps by blockDim.x: in (row, column) terms, by
+  // (row_step, column_step) with a carry.
+  const int row_step = (int)blockDim.x / K, column_step = (int)blockDim.x % K;
+  // first_row is the same for the whole block: every thread runs the same
+  // trips (the barriers below).
+  for (int64 first_row = (int64)blockIdx.x * blockDim.x; first_row < n;
+       first_row += (int64)gridDim.x * blockDim.x) {
+    const int rows = n - first_row < (int64)blockDim.x ? (int)(n - first_row) : (int)blockDim.x;
+    const S* source = scores + first_row * K;
+    const int elements = rows * K;
+    int e = threadIdx.x;
+    int r = e / K, c = e % K;
+    for (; e + (kStageUnroll - 1) * (int)blockDim.x < elements;
+         e += kStageUnroll * (int)blockDim.x) {
+      F v[kStageUnroll];
+#pragma unroll
+      for (int u = 0; u < kStageUnroll; ++u) v[u] = widen(source[e + u * (int)blockDim.x]);
+#pragma unroll
+      for (int u = 0; u < kStageUnroll; ++u) {
+        tile[c * pitch + r] = v[u];
+        r += row_step;
+        c += column_step;
+        if (c >= K) {
+          c -= K;
+          ++r;
+        }
       }
     }
+    for (; e < elements; e += blockDim.x) {
+      tile[c * pitch + r] = widen(source[e]);
+      r += row_step;
+      c += column_step;
+      if (c >= K) {
+        c -= K;
+        ++r;
+      }
+    }
+    __syncthreads();
+    const int64 row = first_row + threadIdx.x;
+    const bool active = row < n;
+    const int64 t = active ? (int64)y_true[row] : 0;
+    const bool counted = active && !(has_ignore_index && t == (int64)ignore_index);
+    const bool valid = counted && t >= 0 && t < num_columns;
+    if (counted && !valid) sums[kSlotInvalid] += 1.0;
+    const F* row_values = tile + threadIdx.x;  // column c at row_values[c * pitch]
+    const F z_t = valid ? row_values[t * pitch] : F(0);
+    RowScan<F> scan = scan_row(row_values, valid, t, z_t, K, (int64)pitch, 1, from_logits != 0,
+                               one_vs_all != 0);
+    add_scanned_row(scan, valid, weight, row, t, z_t, from_logits != 0, clip_eps,
+                    one_vs_all != 0, sums, buckets, limits, num_top_k, bins, n_bins,
+                    fixed_bins != 0, shift);
+    __syncthreads();  // the tile is free for the next rows
   }
   score_block_finish(sums, scratch, buckets, limits, num_top_k, bins, n_bins, fixed_bins != 0,
                      shift, partials);
@@ -740,4 +855,5 @@ fused_logits_wide(const TrueT* y_true, const S* scores, const W* weight, int64 n
 }  // namespace mg
 
 using mg::fused_logits_pass;
+using mg::fused_logits_staged;
 using mg::fused_logits_wide;

@@ -126,9 +126,10 @@ def reduce_expression(kernel: str, count_type: str) -> str:
 SCORE_WEIGHT_TYPES = ("mg::unit_weight", "double")
 
 
-# The two mappings of rows onto threads (kernel_backend.score_mapping picks):
-# lanes per row with a score per load, or a tile per row with 16-byte loads.
-SCORE_PASS_KERNELS = ("fused_logits_pass", "fused_logits_wide")
+# The mappings of rows onto threads (kernel_backend.score_mapping picks):
+# lanes per row with a score per load, a thread per row staged through shared
+# memory (few columns), or a tile per row with 16-byte loads (many columns).
+SCORE_PASS_KERNELS = ("fused_logits_pass", "fused_logits_staged", "fused_logits_wide")
 
 
 def score_pass_expression(true_type: str, score_type: str, weight_type: str,

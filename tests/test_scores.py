@@ -323,6 +323,36 @@ def test_kernel_wide_vocabulary(case, rng):
     np.testing.assert_allclose(case.get(ours.buffer), expected.buffer, rtol=2e-6, atol=2e-6)
 
 
+@pytest.mark.parametrize("target_dtype", [np.int32, np.int64], ids=["int32", "int64"])
+@pytest.mark.parametrize("weighted", [False, True], ids=["unweighted", "weighted"])
+@pytest.mark.parametrize("dtype", SCORE_DTYPES)
+def test_staged_kernel_on_tiles_of_rows(case, rng, launches, dtype, weighted, target_dtype):
+    """fused_logits_staged (a thread per row, the block's rows copied through
+    shared memory by column) at K = 1, 2, 7 and 32: many tiles per block and
+    a last tile of a few rows, the copy's unrolled and remaining loads, an
+    ignored and an out-of-range target. Equals the NumPy reference, logits
+    and probabilities."""
+    for n, k in ((2500, 1), (2500, 2), (611, 7), (197, 32)):
+        y_true, logits, weight = _case(rng, n, k, ties=True, weighted=weighted)
+        y_true = y_true.astype(target_dtype)
+        y_true[3] = k                            # out of range: counted, never read
+        y_true[6] = -1                           # ignored
+        for from_logits in (True, False):
+            values = logits if from_logits else _softmax(logits)
+            scores = _scores_of(dtype, values)
+            options = dict(from_logits=from_logits, clip_eps=1e-7, top_k=(1, 3), n_bins=6,
+                           one_vs_all=True, ignore_index=-1)
+            expected = NUMPY_BACKEND.fused_logits_pass(y_true, scores, sample_weight=weight,
+                                                       **options)
+            launches.clear()
+            ours = case.impl.fused_logits_pass(case.put(y_true), case.put(scores),
+                                               sample_weight=case.put(weight), **options)
+            assert [launch.kernel for launch in launches] == ["fused_logits_staged"]
+            np.testing.assert_allclose(case.get(ours.buffer), expected.buffer,
+                                       rtol=KERNEL_RTOL[dtype], atol=KERNEL_RTOL[dtype],
+                                       err_msg=f"K={k}")
+
+
 # fused_logits_wide's tiles at test sizes: a warp per row from 8 columns, the
 # block per row from 40 (the emulated block is 64 threads: two warps merge).
 WIDE_TILES = {"warp": (8, 1 << 30), "block": (8, 40)}
@@ -392,24 +422,39 @@ def test_kernel_top_k_in_any_order(case, rng, top_k, weighted):
         assert top_k[i] != top_k[j] or hits[i] == hits[j], "a repeated value, other hits"
 
 
-# Thresholds of (fused_logits_wide's warp, its block) for each row mapping.
-ROW_MAPPINGS = {"lanes": (1 << 30, 1 << 30), "warp": (4, 1 << 30), "block": (4, 4)}
+# Thresholds of (fused_logits_wide's warp, its block, fused_logits_staged's
+# most columns) for each row mapping, and the kernel it launches.
+ROW_MAPPINGS = {
+    "lanes": ((1 << 30, 1 << 30, 0), "fused_logits_pass"),
+    "staged": ((1 << 30, 1 << 30, 1 << 30), "fused_logits_staged"),
+    "warp": ((4, 1 << 30, 0), "fused_logits_wide"),
+    "block": ((4, 4, 0), "fused_logits_wide"),
+}
+
+
+def _use_mapping(monkeypatch, mapping):
+    from metrics_gpu.backends import kernel_backend
+
+    (wide_from, block_from, staged_up_to), kernel = ROW_MAPPINGS[mapping]
+    monkeypatch.setattr(kernel_backend, "SCORE_WIDE_COLUMNS", wide_from)
+    monkeypatch.setattr(kernel_backend, "SCORE_BLOCK_ROW_COLUMNS", block_from)
+    monkeypatch.setattr(kernel_backend, "SCORE_STAGED_COLUMNS", staged_up_to)
+    return kernel
 
 
 @pytest.mark.parametrize("mapping", sorted(ROW_MAPPINGS))
 @pytest.mark.parametrize("k", [5, 40, 300], ids=lambda k: f"K{k}")
-def test_kernel_argmax_and_rank_of_special_rows(case, rng, monkeypatch, k, mapping):
+def test_kernel_argmax_and_rank_of_special_rows(case, rng, monkeypatch, launches, k, mapping):
     """The scan's argmax and rank (one lane's columns in order, then the
     shuffles) on rows NumPy decides by its own rules: ties of the max in
     several lanes and chunks, the first of several NaN, +inf twice, a row of
     -inf only (argmax 0), -inf next to numbers. Only the argmax hits and the
     top-k hits are compared: the other sums of such rows are NaN or inf.
-    Each row mapping: lanes per row, a warp per row, the block per row."""
-    from metrics_gpu.backends import kernel_backend
-
-    wide_from, block_from = ROW_MAPPINGS[mapping]
-    monkeypatch.setattr(kernel_backend, "SCORE_WIDE_COLUMNS", wide_from)
-    monkeypatch.setattr(kernel_backend, "SCORE_BLOCK_ROW_COLUMNS", block_from)
+    Each row mapping: lanes per row, a thread per row staged through shared
+    memory (K = 300 does not fit: lanes), a warp per row, the block per row."""
+    kernel = _use_mapping(monkeypatch, mapping)
+    if mapping == "staged" and k == 300:
+        kernel = "fused_logits_pass"  # 300 double columns of a block exceed 48 KiB
     n = 64
     logits = np.round(rng.normal(size=(n, k)))
     y_true = rng.integers(0, k, n)
@@ -427,6 +472,7 @@ def test_kernel_argmax_and_rank_of_special_rows(case, rng, monkeypatch, k, mappi
     expected = NUMPY_BACKEND.fused_logits_pass(y_true, logits, **options)
     ours = case.impl.fused_logits_pass(case.put(y_true), case.put(logits), **options)
     got = case.get(ours.buffer)
+    assert [launch.kernel for launch in launches] == [kernel]
     assert got[SLOT_CORRECT] == expected.buffer[SLOT_CORRECT]
     np.testing.assert_array_equal(case.get(ours.top_k_hits), expected.top_k_hits)
 

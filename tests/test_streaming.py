@@ -393,7 +393,7 @@ def test_one_pass_budget(rng, monkeypatch):
 
 @pytest.mark.parametrize("weight_dtype", [None, "float64"])
 @pytest.mark.parametrize("pred_kind", ["float32", "float64", "float16", "bfloat16"])
-def test_wide_rows_update_agrees_with_numpy(rng, monkeypatch, pred_kind, weight_dtype):
+def test_emulated_wide_rows_update_agrees_with_numpy(rng, monkeypatch, pred_kind, weight_dtype):
     """Rows of many columns read 16 bytes a load (config wide_rows, a warp per
     row: kernels/scores.cu scan_row_wide) on the emulated backend, against the
     NumPy reference: rows of 300 columns starting at every offset from a

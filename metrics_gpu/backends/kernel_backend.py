@@ -95,6 +95,11 @@ SCORE_COLUMNS_PER_LANE = 8
 # block of 256 threads has eight), not yet timed on a GPU.
 SCORE_WIDE_COLUMNS = 256
 SCORE_BLOCK_ROW_COLUMNS = 8192
+# Contiguous rows of at most this many columns take fused_logits_staged (a
+# thread per row, the block's rows copied through shared memory), when its
+# tile fits in the 48 KiB a block has without opting in.
+SCORE_STAGED_COLUMNS = 32
+SCORE_STAGED_SHARED_BYTES = 48 * 1024
 
 RANKING_SOURCE = "ranking.cu"
 # kernels/ranking.cu: positions per thread (kRankItems) and its launch bound
@@ -121,7 +126,8 @@ def score_group(num_columns: int) -> int:
 class ScoreMapping:
     """How the fused score pass lays rows onto threads."""
     kernel: str        # a name of _kernels.SCORE_PASS_KERNELS
-    group: int         # threads per row: lanes (fused_logits_pass) or a tile
+    group: int         # threads per row: lanes (fused_logits_pass, 1 staged) or a tile
+    tile_bytes: int = 0  # dynamic shared memory of fused_logits_staged's rows
 
 
 def reads_wide_rows(num_columns: int, column_stride: int, address: int, itemsize: int) -> bool:
@@ -131,15 +137,23 @@ def reads_wide_rows(num_columns: int, column_stride: int, address: int, itemsize
     return num_columns >= SCORE_WIDE_COLUMNS and column_stride == 1 and address % itemsize == 0
 
 
-def score_mapping(num_columns: int, column_stride: int, address: int, itemsize: int,
-                  block: int) -> ScoreMapping:
+def score_mapping(num_columns: int, row_stride: int, column_stride: int, address: int,
+                  itemsize: int, block: int, shared_bytes: int) -> ScoreMapping:
     """The fused pass's kernel and threads per row for ``(N, num_columns)``
-    scores: rows that reads_wide_rows go to ``fused_logits_wide``, a warp or
-    the block per row; others to ``fused_logits_pass``, ``score_group`` lanes
-    per row."""
+    scores (strides in elements; ``shared_bytes`` of bins and top-k buckets
+    beside): rows that reads_wide_rows go to ``fused_logits_wide``, a warp or
+    the block per row; contiguous rows of few columns to
+    ``fused_logits_staged`` when its tile fits; others to
+    ``fused_logits_pass``, ``score_group`` lanes per row."""
     if reads_wide_rows(num_columns, column_stride, address, itemsize):
         tile = block if num_columns >= SCORE_BLOCK_ROW_COLUMNS else 32
         return ScoreMapping("fused_logits_wide", tile)
+    widened = 8 if itemsize == 8 else 4  # float64 stays double, the rest become float
+    tile_bytes = num_columns * (block + 1) * widened
+    if (1 <= num_columns <= SCORE_STAGED_COLUMNS and column_stride == 1
+            and row_stride == num_columns
+            and shared_bytes + tile_bytes <= SCORE_STAGED_SHARED_BYTES):
+        return ScoreMapping("fused_logits_staged", 1, tile_bytes)
     return ScoreMapping("fused_logits_pass", score_group(num_columns))
 
 
@@ -700,10 +714,12 @@ class KernelBackend:
         n, num_columns = int(values.shape[0]), int(values.shape[1])
         ignore = _ignore_arguments(ignore_index, true.dtype)
         block = min(device.block_threads, SCORE_MAX_BLOCK_THREADS)
-        mapping = score_mapping(num_columns, column_stride, device.data_pointer(values),
-                                values.dtype.itemsize, block)
-        group = mapping.group
         shared_bytes = 3 * n_bins * 8 + top_k_shared_bytes(len(top_k), block)
+        mapping = score_mapping(num_columns, row_stride, column_stride,
+                                device.data_pointer(values), values.dtype.itemsize, block,
+                                shared_bytes)
+        group = mapping.group
+        shared_bytes += mapping.tile_bytes
         grid = max(1, min(self._grid(n * group, shared_bytes), -(-n * group // block)))
         slots = score_sums_size(len(top_k), n_bins)
         partials = self.zeros(grid * slots, np.float64)
