@@ -636,9 +636,12 @@ fused_logits_staged(const TrueT* y_true, const S* scores, const W* weight, int64
 
   const int K = (int)num_columns;
   const int pitch = (int)blockDim.x + 1;
-  // Each thread's element steps by blockDim.x: in (row, column) terms, by
-  // (row_step, column_step) with a carry.
-  const int row_step = (int)blockDim.x / K, column_step = (int)blockDim.x % K;
+  // Each thread's element steps by blockDim.x: in (row, column) terms by
+  // (B / K, B % K), with a carry when the column passes K. Its place in the
+  // tile (column * pitch + row) moves by `place_step`, and by `carry` more.
+  const int column_step = (int)blockDim.x % K;
+  const int place_step = (int)blockDim.x / K + column_step * pitch;
+  const int carry = 1 - K * pitch;
   // first_row is the same for the whole block: every thread runs the same
   // trips (the barriers below).
   for (int64 first_row = (int64)blockIdx.x * blockDim.x; first_row < n;
@@ -647,7 +650,8 @@ fused_logits_staged(const TrueT* y_true, const S* scores, const W* weight, int64
     const S* source = scores + first_row * K;
     const int elements = rows * K;
     int e = threadIdx.x;
-    int r = e / K, c = e % K;
+    int c = e % K;
+    int place = c * pitch + e / K;
     for (; e + (kStageUnroll - 1) * (int)blockDim.x < elements;
          e += kStageUnroll * (int)blockDim.x) {
       F v[kStageUnroll];
@@ -655,22 +659,22 @@ fused_logits_staged(const TrueT* y_true, const S* scores, const W* weight, int64
       for (int u = 0; u < kStageUnroll; ++u) v[u] = widen(source[e + u * (int)blockDim.x]);
 #pragma unroll
       for (int u = 0; u < kStageUnroll; ++u) {
-        tile[c * pitch + r] = v[u];
-        r += row_step;
+        tile[place] = v[u];
+        place += place_step;
         c += column_step;
         if (c >= K) {
           c -= K;
-          ++r;
+          place += carry;
         }
       }
     }
     for (; e < elements; e += blockDim.x) {
-      tile[c * pitch + r] = widen(source[e]);
-      r += row_step;
+      tile[place] = widen(source[e]);
+      place += place_step;
       c += column_step;
       if (c >= K) {
         c -= K;
-        ++r;
+        place += carry;
       }
     }
     __syncthreads();
