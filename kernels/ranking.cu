@@ -352,8 +352,64 @@ rank_areas(const S* ranked_scores, const unsigned char* ranked_positive,
   }
 }
 
+// The distinct values of a label array, as far as a binary problem needs
+// them (metrics_gpu._validation.present_labels): its first value a, one
+// other value b if any, and whether a third appears, in one read of the
+// labels (the min, the max and a third check would be three). Labels are
+// compared as 64-bit integers (sign- or zero-extended: one-to-one for every
+// label type). Each thread keeps (b, has_b, more) over its grid-strided
+// labels, the warp and then the block merge them, and thread 0 writes the
+// block's row of `out`: (a, b, has_b, more) as 64-bit words. The host merges
+// the rows (gridDim.x of them: one read-back).
+struct LabelPair {
+  long long other;
+  int has_other;
+  int more;
+};
+
+__device__ __forceinline__ void merge_label_pair(LabelPair& p, const LabelPair& q) {
+  p.more |= q.more;
+  if (!q.has_other) return;
+  if (!p.has_other) {
+    p.other = q.other;
+    p.has_other = 1;
+  } else if (q.other != p.other) {
+    p.more = 1;
+  }
+}
+
+template <typename T>
+__global__ void __launch_bounds__(kRankBlockThreads)
+label_pair_summary(const T* labels, int64 n, unsigned long long* out) {
+  __shared__ LabelPair warp_pairs[kRankBlockThreads / kWarpSize];
+  const long long first = (long long)labels[0];  // n >= 1 (the host checks)
+  LabelPair p = {first, 0, 0};
+  for (int64 i = (int64)blockIdx.x * blockDim.x + threadIdx.x; i < n; i += grid_threads()) {
+    const long long v = (long long)labels[i];
+    if (v != first) merge_label_pair(p, LabelPair{v, 1, 0});
+  }
+  for (int offset = kWarpSize / 2; offset > 0; offset /= 2) {
+    LabelPair q;
+    q.other = __shfl_xor_sync(kFullWarp, p.other, offset);
+    q.has_other = __shfl_xor_sync(kFullWarp, p.has_other, offset);
+    q.more = __shfl_xor_sync(kFullWarp, p.more, offset);
+    merge_label_pair(p, q);
+  }
+  if (lane_index() == 0) warp_pairs[threadIdx.x / kWarpSize] = p;
+  __syncthreads();
+  if (threadIdx.x == 0) {
+    for (unsigned int w = 1; w < blockDim.x / kWarpSize; ++w) merge_label_pair(p, warp_pairs[w]);
+    unsigned long long* row = out + 4 * (int64)blockIdx.x;
+    row[0] = (unsigned long long)first;
+    row[1] = (unsigned long long)p.other;
+    row[2] = (unsigned long long)p.has_other;
+    row[3] = (unsigned long long)p.more;
+  }
+}
+
 }  // namespace mg
 
+using mg::label_pair_summary;
 using mg::rank_areas;
 using mg::rank_gather;
 using mg::rank_pack_keys;

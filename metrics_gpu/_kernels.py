@@ -162,6 +162,11 @@ def rank_areas_expression(score_type: str) -> str:
     return f"rank_areas<{score_type}>"
 
 
+def label_summary_expression(label_type: str) -> str:
+    """The one-pass distinct-label summary of ranking.cu, for present_labels."""
+    return f"label_pair_summary<{label_type}>"
+
+
 # The streaming state (kernels/streaming.cu): targets as training loops give
 # them, predictions as labels of the same type or scores of every type, and
 # (weight type, count type): counts and integer weights in exact 64-bit
@@ -205,6 +210,7 @@ KERNEL_MODULES: tuple[KernelModule, ...] = (
            for score_type in (*RANK_SCORE_TYPES.values(), PACKED_RANK_SCORE_TYPE)]
         + [f"rank_pack_keys<{score_type}>" for score_type in PACKED_RANK_TYPES.values()]
         + [f"rank_pack_keys32<{score_type}>" for score_type in PACKED_RANK_TYPES.values()]
-        + [f"rank_unpack_keys<{key_type}>" for key_type in PACKED_RANK_KEY_TYPES])),
+        + [f"rank_unpack_keys<{key_type}>" for key_type in PACKED_RANK_KEY_TYPES]
+        + [label_summary_expression(label_type) for label_type in LABEL_TYPES.values()])),
     KernelModule("streaming.cu", _stream_expressions()),
 )

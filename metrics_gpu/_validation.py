@@ -874,19 +874,15 @@ def _position(flat_index: int, shape) -> str:
 def present_labels(inputs: RankingInputs) -> np.ndarray:
     """The distinct labels of ``y_true``, sorted, in its dtype, on the host.
 
-    Binary labels (the usual case) are found without a sort: the min, the max,
-    and whether any label differs from both are reduced where the labels live
-    and read back together (one sync on a GPU). Only a third class costs a
-    ``unique`` (a sort, and a second sync).
+    Binary labels (the usual case) are found without a sort: the backend's
+    ``label_pair_summary`` gives the least and greatest label and whether a
+    third is present (on a GPU one read of the labels and one sync). Only a
+    third class costs a ``unique`` (a sort, and a second sync).
     """
     labels, backend = inputs.y_true, inputs.backend
-    xp = backend.xp
-    low, high = xp.min(labels), xp.max(labels)
-    third = xp.any((labels != low) & (labels != high))
-    low, high, third = np.asarray(backend.to_host(
-        xp.stack([low, high, third.astype(labels.dtype)])))
+    low, high, third = backend.label_pair_summary(labels)
     if third:
-        return np.asarray(backend.to_host(xp.unique(labels)))
+        return np.asarray(backend.to_host(backend.xp.unique(labels)))
     return np.array([low] if low == high else [low, high], dtype=labels.dtype)
 
 

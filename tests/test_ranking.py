@@ -38,6 +38,7 @@ from metrics_gpu._ranking import (
     roc_curve,
 )
 from metrics_gpu._validation import check_ranking_inputs, present_labels
+from metrics_gpu.backends.numpy_backend import NUMPY_BACKEND
 from metrics_gpu.testing import operation_counter
 
 RTOL = 1e-12
@@ -304,15 +305,53 @@ def test_present_labels_equal_unique_and_sort_only_a_third_class(backend, monkey
         assert counts.host_transfers == 1 + multiclass
 
 
+def _spread_labels(kind, dtype):
+    """5000 labels of 0 whose other values sit where only some blocks see them."""
+    y = np.zeros(5000, dtype=dtype)
+    if kind == "other last":
+        y[-1] = 1
+    elif kind == "other first":
+        y[0] = 1
+    elif kind == "third in another block":  # one block sees {0, 1}, another {0, 2}
+        y[[10, 11]] = 1
+        y[4000] = 2
+    elif kind == "third in the same thread":
+        y[[5, 5 + 64 * 16]] = [1, 2]
+    elif kind == "extremes":
+        info = np.iinfo(dtype)
+        y[:] = info.max
+        y[2500] = info.min
+    return y
+
+
+@pytest.mark.parametrize("dtype", [np.int8, np.uint8, np.int32, np.int64, np.uint64],
+                         ids=lambda d: np.dtype(d).name)
+@pytest.mark.parametrize("kind", ["one value", "other last", "other first",
+                                  "third in another block", "third in the same thread",
+                                  "extremes"])
+def test_label_pair_summary_kernel_across_blocks(case, kind, dtype):
+    """kernels/ranking.cu label_pair_summary over many blocks (grid-strided):
+    an other value one block alone sees, a third value only the host's merge
+    of two blocks' rows reveals, the dtype's extremes. Equals NumPy's min, max
+    and third check (the least and greatest only matter without a third)."""
+    y = _spread_labels(kind, dtype)
+    low, high, third = case.impl.label_pair_summary(case.put(y))
+    expected = NUMPY_BACKEND.label_pair_summary(y)
+    assert third == expected[2] == (np.unique(y).size > 2)
+    assert (low.dtype, high.dtype) == (y.dtype, y.dtype)
+    if not third:
+        assert (low.item(), high.item()) == (expected[0].item(), expected[1].item())
+
+
 @pytest.mark.parametrize("function", [roc_auc_score, average_precision_score],
                          ids=lambda f: f.__name__)
 def test_binary_scores_sort_once_and_read_back_the_classes_once(backend, monkeypatch, rng,
                                                                   function):
     """int64 labels, float32 scores: one full-length sort (the packed keys on the
     kernel backends, the scores' argsort on NumPy) and no unique of the labels;
-    the kernel backends launch pack, unpack and areas and read back the
-    classes and the scores' sign flags (32-bit keys). Pins the cost of issue
-    16's exact ranking."""
+    the kernel backends launch the label summary, pack, unpack and areas and
+    read back the classes and the scores' sign flags (32-bit keys). Pins the
+    cost of issue 16's exact ranking."""
     n = 1000
     y, s = _binary_labels(rng, n), rng.random(n).astype(np.float32)
     calls = []
@@ -325,7 +364,7 @@ def test_binary_scores_sort_once_and_read_back_the_classes_once(backend, monkeyp
         assert full_length == ["argsort"]
     else:  # scores in [0, 1]: 32-bit keys, after one read-back of their signs
         assert full_length == ["sort"]
-        assert (counts.launches, counts.host_transfers) == (3, 2)
+        assert (counts.launches, counts.host_transfers) == (4, 2)
     _assert_value(backend, value, getattr(skm, function.__name__)(y, s))
 
 

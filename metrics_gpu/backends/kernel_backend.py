@@ -42,6 +42,7 @@ from metrics_gpu._kernels import (
     SCORE_TARGET_TYPES,
     SCORE_TYPES,
     accumulate_expression,
+    label_summary_expression,
     rank_areas_expression,
     rank_gather_expression,
     reduce_expression,
@@ -758,6 +759,35 @@ class KernelBackend:
             scores = scores.astype(np.float64)
         kernel_view = scores.view(np.uint16) if scores.dtype == np.float16 else scores
         return scores, kernel_view, RANK_SCORE_TYPES[scores.dtype.name]
+
+    def label_pair_summary(self, labels) -> tuple:
+        """As :meth:`NumpyBackend.label_pair_summary`, in one read of integer or
+        bool labels (kernels/ranking.cu label_pair_summary: the first label,
+        one other and whether a third appears, per block) and one read-back
+        of the blocks' rows; other dtypes take three reductions."""
+        xp = self.xp
+        if labels.dtype.name not in LABEL_TYPES and labels.dtype != np.bool_:
+            low, high = xp.min(labels), xp.max(labels)
+            third = xp.any((labels != low) & (labels != high)).astype(labels.dtype)
+            low, high, third = self.to_host(xp.stack([low, high, third]))
+            return low, high, bool(third)
+        array, label_type = self._labels(labels.reshape(-1))
+        n = int(array.size)
+        if n == 0:
+            raise ValueError("label_pair_summary needs at least one label")
+        block = min(self.device.block_threads, RANK_MAX_BLOCK_THREADS)
+        grid = self._grid(n)
+        rows = xp.empty((grid, 4), dtype=np.uint64)
+        self.launch(RANKING_SOURCE, label_summary_expression(label_type), grid, block,
+                    [array, np.int64(n), rows])
+        words = np.asarray(self.to_host(rows))
+        # (first, other) back from 64-bit words to the labels' dtype (two's
+        # complement wraps back to the same bits).
+        pairs = words[:, :2].view(np.int64).astype(labels.dtype)
+        values = {pairs[0, 0].item(), *pairs[words[:, 2] != 0, 1].tolist()}
+        third = bool(words[:, 3].any()) or len(values) > 2
+        low, high = min(values), max(values)
+        return np.asarray(low, labels.dtype), np.asarray(high, labels.dtype), third
 
     def binary_rank_areas(self, scores, is_positive, sample_weight=None, max_fpr=None):
         """``[ROC AUC, average precision]`` of ``(N,)`` scores, as

@@ -437,6 +437,14 @@ class NumpyBackend:
 
     # -- ranking -------------------------------------------------------------
 
+    def label_pair_summary(self, labels) -> tuple:
+        """``(lowest, highest, third)`` of non-empty labels on the host: whether
+        a value other than the least and the greatest is present and, when
+        none is, those two (with a third, the kernel backends leave them
+        unspecified: present_labels then takes unique)."""
+        low, high = labels.min(), labels.max()
+        return low, high, bool(np.any((labels != low) & (labels != high)))
+
     def binary_rank_areas(self, scores, is_positive, sample_weight=None, max_fpr=None):
         """``[ROC AUC, average precision]`` of ``(N,)`` scores against the
         ``is_positive`` mask, float64 (see :func:`metrics_gpu._rank_scan.binary_rank_areas`)."""
