@@ -1,4 +1,6 @@
-// Exact ROC AUC and average precision of one binary problem, after a sort:
+// Exact ROC AUC and average precision of one binary problem, after a sort
+// (and, below, the points of its ROC and precision-recall curves, and the
+// classes of its labels):
 // the tie-aware segmented scans of metrics_gpu/_rank_scan.py (the reference)
 // as two passes over tiles of blockDim.x * kRankItems ranked positions.
 //
@@ -352,6 +354,124 @@ rank_areas(const S* ranked_scores, const unsigned char* ranked_positive,
   }
 }
 
+// -- curves: one point per tie group -----------------------------------------
+//
+// roc_curve and precision_recall_curve keep one point per distinct score:
+// the cumulative (negative, positive) weights and counts of samples of
+// non-zero weight at each tie group's last ranked position (metrics_gpu._rank_scan.binary_curve_points
+// is the reference). rank_curve_points runs twice over the tiles of
+// rank_areas, after pass 1: with `points` null each tile writes its
+// (points, positive samples, negative samples) to tile_counts; the host
+// scans those (O(tiles)) into count_offsets and reads the total (the
+// curve's length: one sync); then each tile writes its points at their
+// places, from the same scans as rank_areas but no segments: a thread's
+// kRankItems consecutive positions, the block's exclusive sums before it,
+// the tile's offsets before the block.
+
+// Exclusive sums of N values over the block's threads, in thread order
+// (warp shuffles, then the warps before in index order): fixed order, so
+// the same bits every run. warp_totals: N * kWarpSize doubles.
+template <int N>
+__device__ __forceinline__ void block_exclusive_sums(double (&values)[N], double* warp_totals) {
+  const unsigned int lane = lane_index();
+  const unsigned int warp = threadIdx.x / kWarpSize;
+  double inclusive[N];
+#pragma unroll
+  for (int v = 0; v < N; ++v) inclusive[v] = values[v];
+  for (unsigned int offset = 1; offset < kWarpSize; offset <<= 1) {
+#pragma unroll
+    for (int v = 0; v < N; ++v) {
+      const double other = __shfl_up_sync(kFullWarp, inclusive[v], offset);
+      if (lane >= offset) inclusive[v] += other;
+    }
+  }
+#pragma unroll
+  for (int v = 0; v < N; ++v) {
+    const double exclusive = __shfl_up_sync(kFullWarp, inclusive[v], 1);
+    values[v] = lane == 0 ? 0.0 : exclusive;
+    if (lane == kWarpSize - 1) warp_totals[v * kWarpSize + warp] = inclusive[v];
+  }
+  __syncthreads();
+#pragma unroll
+  for (int v = 0; v < N; ++v) {
+    double before = 0.0;
+    for (unsigned int w = 0; w < warp; ++w) before += warp_totals[v * kWarpSize + w];
+    values[v] += before;
+  }
+}
+
+// tile_offsets: gridDim.x rows of (positive, negative) weights before the
+// tile (_rank_tile_scan); count_offsets: gridDim.x rows of (points, positive
+// samples, negative samples) before the tile (int64, the host's scan of
+// tile_counts). points: rows of (negative weight, positive weight, negative
+// samples, positive samples) up to and with the group; point_positions: the
+// ranked position of each group's last sample.
+template <typename S>
+__global__ void __launch_bounds__(kRankBlockThreads)
+rank_curve_points(const S* ranked_scores, const unsigned char* ranked_positive,
+                  const double* ranked_weight, int64 n, const double* tile_offsets,
+                  const long long* count_offsets, long long* tile_counts, double* points,
+                  long long* point_positions) {
+  __shared__ double warp_totals[5 * kWarpSize];  // block_exclusive_sums, block_sum
+  const int64 start = (int64)blockIdx.x * blockDim.x * kRankItems;
+  const int64 first = start + (int64)threadIdx.x * kRankItems;  // blocked: a thread's run
+  const bool write = points != nullptr;  // the same for every thread
+
+  // This thread's run: (positive weight, negative weight, positive samples,
+  // negative samples, group ends).
+  double run[5] = {0.0, 0.0, 0.0, 0.0, 0.0};
+  bool tail[kRankItems];
+#pragma unroll
+  for (int k = 0; k < kRankItems; ++k) {
+    const int64 i = first + k;
+    tail[k] = false;
+    if (i >= n) continue;
+    tail[k] = i == n - 1 || !same_score(ranked_scores[i + 1], ranked_scores[i]);
+    const bool is_positive = ranked_positive[i] != 0;
+    const double w = ranked_weight != nullptr ? ranked_weight[i] : 1.0;
+    const double seen = w > 0.0 ? 1.0 : 0.0;  // samples of some weight
+    // Constant indices only (a computed one would put run[] on the stack).
+    run[0] += is_positive ? w : 0.0;
+    run[1] += is_positive ? 0.0 : w;
+    run[2] += is_positive ? seen : 0.0;
+    run[3] += is_positive ? 0.0 : seen;
+    run[4] += tail[k] ? 1.0 : 0.0;
+  }
+  if (!write) {
+    double counts[3] = {run[4], run[2], run[3]};
+    block_sum(counts, warp_totals);
+    if (threadIdx.x == 0) {
+      long long* out = tile_counts + 3 * (int64)blockIdx.x;
+      for (int v = 0; v < 3; ++v) out[v] = (long long)counts[v];
+    }
+    return;
+  }
+  block_exclusive_sums(run, warp_totals);
+  const double* weight_offset = tile_offsets + 2 * (int64)blockIdx.x;
+  const long long* count_offset = count_offsets + 3 * (int64)blockIdx.x;
+  double positive = weight_offset[0] + run[0], negative = weight_offset[1] + run[1];
+  double positives_seen = (double)count_offset[1] + run[2];
+  double negatives_seen = (double)count_offset[2] + run[3];
+  int64 point = count_offset[0] + (int64)run[4];
+#pragma unroll
+  for (int k = 0; k < kRankItems; ++k) {
+    const int64 i = first + k;
+    if (i >= n) continue;
+    const bool is_positive = ranked_positive[i] != 0;
+    const double w = ranked_weight != nullptr ? ranked_weight[i] : 1.0;
+    (is_positive ? positive : negative) += w;
+    (is_positive ? positives_seen : negatives_seen) += w > 0.0 ? 1.0 : 0.0;
+    if (!tail[k]) continue;
+    double* out = points + 4 * point;
+    out[0] = negative;
+    out[1] = positive;
+    out[2] = negatives_seen;
+    out[3] = positives_seen;
+    point_positions[point] = i;
+    ++point;
+  }
+}
+
 // The distinct values of a label array, as far as a binary problem needs
 // them (metrics_gpu._validation.present_labels): its first value a, one
 // other value b if any, and whether a third appears, in one read of the
@@ -411,6 +531,7 @@ label_pair_summary(const T* labels, int64 n, unsigned long long* out) {
 
 using mg::label_pair_summary;
 using mg::rank_areas;
+using mg::rank_curve_points;
 using mg::rank_gather;
 using mg::rank_pack_keys;
 using mg::rank_pack_keys32;

@@ -208,6 +208,7 @@ KERNEL_MODULES: tuple[KernelModule, ...] = (
          for score_type in RANK_SCORE_TYPES.values() for weight_type in RANK_WEIGHT_TYPES]
         + [rank_areas_expression(score_type)
            for score_type in (*RANK_SCORE_TYPES.values(), PACKED_RANK_SCORE_TYPE)]
+        + [f"rank_curve_points<{score_type}>" for score_type in RANK_SCORE_TYPES.values()]
         + [f"rank_pack_keys<{score_type}>" for score_type in PACKED_RANK_TYPES.values()]
         + [f"rank_pack_keys32<{score_type}>" for score_type in PACKED_RANK_TYPES.values()]
         + [f"rank_unpack_keys<{key_type}>" for key_type in PACKED_RANK_KEY_TYPES]

@@ -156,6 +156,20 @@ def check_rank_arrays(scores, is_positive, sample_weight) -> int:
     return n
 
 
+def binary_curve_points(scores, is_positive, sample_weight, xp):
+    """One point per distinct score, in descending score order: ``(fps, tps,
+    negatives_seen, positives_seen, thresholds)``, the cumulative negative and
+    positive weights and sample counts up to and with each tie group, and its
+    score (in the scores' dtype). Its length depends on the data (a sync on a
+    GPU)."""
+    check_rank_arrays(scores, is_positive, sample_weight)
+    positive_weight, negative_weight = positive_negative_weights(is_positive, sample_weight, xp)
+    scan = ranked_scan(scores, positive_weight, negative_weight, xp, count_samples=True)
+    ends = xp.nonzero(scan.group_last)[0]
+    return (scan.fps[ends], scan.tps[ends], scan.negatives_seen[ends],
+            scan.positives_seen[ends], scan.scores[ends])
+
+
 def binary_rank_areas(scores, is_positive, sample_weight, xp, max_fpr=None):
     """``[ROC AUC, average precision]`` of one binary problem, float64 where the
     scores live (no sync). ROC AUC is McClish's standardised partial area for

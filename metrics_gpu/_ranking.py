@@ -6,8 +6,10 @@ Every metric here reduces to binary problems, each one ranked scan
 cumulative weights of positives and negatives, a run of tied scores as one
 point):
 
-1. A curve keeps one point per distinct score (:func:`_curve_points`; its
-   length depends on the data, so that is one sync), over ``xp``.
+1. A curve keeps one point per distinct score (the backend's
+   ``binary_curve_points``: the reference over ``xp`` on the NumPy backend,
+   a sort plus two passes of ``kernels/ranking.cu`` on the kernel backends;
+   its length depends on the data, so that is one sync).
 2. ROC AUC (McClish's standardised partial area for ``max_fpr``) and average
    precision come from the backend's ``binary_rank_areas``: the reference over
    ``xp`` on the NumPy backend, a sort plus the segmented scans of
@@ -33,10 +35,8 @@ from metrics_gpu import _formulas as F
 from metrics_gpu._backend import on_caller_stream
 from metrics_gpu._stages import output
 from metrics_gpu._rank_scan import (
-    RankedScan,
     positive_negative_weights,
     rate,
-    ranked_scan,
     stable_argsort,
 )
 from metrics_gpu._validation import (
@@ -71,15 +71,6 @@ _NO_POSITIVE_CLASS = ("No positive class found in y_true, recall is set to one f
 
 
 # -- curves: points of the ranked scan -----------------------------------------
-
-
-def _curve_points(scan: RankedScan, xp):
-    """``(fps, tps, thresholds)``: one point per distinct score. Syncs once (the
-    number of points is read back)."""
-    ends = xp.nonzero(scan.group_last)[0]
-    fps = _exact_runs(scan.fps[ends], scan.negatives_seen[ends], xp)
-    tps = _exact_runs(scan.tps[ends], scan.positives_seen[ends], xp)
-    return fps, tps, scan.scores[ends]
 
 
 def _exact_runs(sums, seen, xp):
@@ -132,9 +123,9 @@ def _binary_curve(inputs, pos_label):
     if weight is not None:
         kept = weight != 0
         is_positive, scores, weight = is_positive[kept], scores[kept], weight[kept]
-    positive_weight, negative_weight = positive_negative_weights(is_positive, weight, xp)
-    scan = ranked_scan(scores, positive_weight, negative_weight, xp, count_samples=True)
-    return _curve_points(scan, xp)
+    fps, tps, negatives_seen, positives_seen, thresholds = inputs.backend.binary_curve_points(
+        scores, is_positive, weight)
+    return _exact_runs(fps, negatives_seen, xp), _exact_runs(tps, positives_seen, xp), thresholds
 
 
 def _keep(mask, xp):

@@ -972,6 +972,34 @@ def test_rank_kernels_equal_reference(case, launches, rng, dtype, weighted, layo
             "<unsigned long long>" if key_bits == 64 else "<unsigned int>")
 
 
+@pytest.mark.parametrize("layout", RANK_LAYOUTS)
+@pytest.mark.parametrize("weighted", (False, True), ids=("unweighted", "with-zeros"))
+@pytest.mark.parametrize("dtype", RANK_DTYPES, ids=lambda d: np.dtype(d).name)
+def test_curve_kernels_equal_reference(case, launches, rng, dtype, weighted, layout):
+    """The curve points of kernels/ranking.cu (rank_gather, then
+    rank_curve_points counting and writing) equal the NumPy ranked scan: the
+    cumulative weights and counts at each tie group's end and its score, for
+    ties inside one tile, across tiles and over the whole input, zero weights
+    included; the curves as scikit-learn's at a few tiles' length."""
+    from metrics_gpu.backends.numpy_backend import NUMPY_BACKEND
+    n = 3 * _rank_tile(case) + 37  # a partial last tile
+    scores, is_positive = _rank_case(rng, n, dtype, layout)
+    weight = _weights(rng, n, "with-zeros") if weighted else None
+    expected = NUMPY_BACKEND.binary_curve_points(scores, is_positive, weight)
+    got = case.impl.binary_curve_points(case.put(scores), case.put(is_positive),
+                                        case.put(weight))
+    names = ("fps", "tps", "negatives_seen", "positives_seen", "thresholds")
+    for name, ours, reference in zip(names, got, expected):
+        ours = case.get(ours)
+        assert ours.dtype == reference.dtype and ours.shape == reference.shape, name
+        if name in ("fps", "tps"):  # sums in a fixed parallel order
+            np.testing.assert_allclose(ours, reference, rtol=RTOL, err_msg=name)
+        else:
+            np.testing.assert_array_equal(ours, reference, err_msg=name)
+    assert [launch.kernel for launch in launches] == ["rank_gather"] + ["rank_curve_points"] * 2
+    assert launches[1].grid == -(-n // _rank_tile(case))
+
+
 @pytest.mark.parametrize("n_offset", (-1, 0, 1))
 def test_rank_kernels_at_tile_edges_and_degenerate_classes(case, rng, n_offset):
     """Inputs of a tile +- 1 and of one sample; all positive or all negative

@@ -802,9 +802,7 @@ class KernelBackend:
         """
         device, xp = self.device, self.xp
         n = _rank_scan.check_rank_arrays(scores, is_positive, sample_weight)
-        positive = xp.ascontiguousarray(native_byte_order(is_positive))
-        positive = positive.view(np.uint8) if positive.dtype == np.bool_ else (
-            positive != 0).view(np.uint8)
+        positive = self._rank_positive(is_positive)
         block = min(device.block_threads, RANK_MAX_BLOCK_THREADS)
         tiles = -(-n // (block * RANK_ITEMS_PER_THREAD))
         ranked_positive = xp.empty(n, dtype=np.uint8)
@@ -828,7 +826,7 @@ class KernelBackend:
                           [xp.sort(keys), np.int64(n), ranked_scores, ranked_positive,
                            tile_state])
         else:
-            ranked_scores, ranked_weight, score_type = self._gather_ranked(
+            ranked_scores, ranked_weight, score_type, _ = self._gather_ranked(
                 scores, positive, sample_weight, block, tiles, ranked_positive, tile_state)
         offsets, carry, totals = _rank_tile_scan(tile_state, xp)
         tile_areas = xp.empty((tiles, 3), dtype=np.float64)
@@ -838,6 +836,48 @@ class KernelBackend:
              np.float64(1.0 if max_fpr is None else max_fpr), tile_areas],
         )
         return _rank_scan.rank_areas_from_sums(tile_areas.sum(axis=0), totals, xp, max_fpr)
+
+    def binary_curve_points(self, scores, is_positive, sample_weight=None):
+        """As :meth:`NumpyBackend.binary_curve_points`: a stable argsort and
+        pass 1 of kernels/ranking.cu (rank_gather), then rank_curve_points
+        twice over the tiles (the points per tile, then the points), with
+        O(tiles) scans between them and one read-back (the curve's length).
+        No full-length scan on the host side. Cumulative weights are summed
+        in a fixed order, not sequentially: weighted sums may differ from a
+        sequential scan in their last bits."""
+        xp = self.xp
+        n = _rank_scan.check_rank_arrays(scores, is_positive, sample_weight)
+        positive = self._rank_positive(is_positive)
+        block = min(self.device.block_threads, RANK_MAX_BLOCK_THREADS)
+        tiles = -(-n // (block * RANK_ITEMS_PER_THREAD))
+        ranked_positive = xp.empty(n, dtype=np.uint8)
+        tile_state = xp.empty((tiles, 4), dtype=np.float64)
+        ranked_scores, ranked_weight, score_type, reversed_order = self._gather_ranked(
+            scores, positive, sample_weight, block, tiles, ranked_positive, tile_state)
+        weight_offsets = _rank_tile_scan(tile_state, xp)[0]
+        expression = f"rank_curve_points<{score_type}>"
+        tile_counts = xp.empty((tiles, 3), dtype=np.int64)
+        ranked = [ranked_scores, ranked_positive, ranked_weight, np.int64(n), weight_offsets]
+        self.launch(RANKING_SOURCE, expression, tiles, block,
+                    [*ranked, None, tile_counts, None, None])
+        inclusive = xp.cumsum(tile_counts, axis=0)
+        count_offsets = xp.ascontiguousarray(
+            xp.concatenate([xp.zeros((1, 3), dtype=np.int64), inclusive[:-1]]))
+        m = int(self.to_host(inclusive[-1, 0]))
+        points = xp.empty((m, 4), dtype=np.float64)
+        positions = xp.empty(m, dtype=np.int64)
+        self.launch(RANKING_SOURCE, expression, tiles, block,
+                    [*ranked, count_offsets, None, points, positions])
+        # Ranked position i holds sample n - 1 - reversed_order[n - 1 - i].
+        thresholds = scores[(n - 1) - reversed_order[(n - 1) - positions]]
+        return (points[:, 0], points[:, 1], points[:, 2].astype(np.int64),
+                points[:, 3].astype(np.int64), thresholds)
+
+    def _rank_positive(self, is_positive):
+        """The class mask as the rank kernels read it: one byte a sample, 0 or 1."""
+        positive = self.xp.ascontiguousarray(native_byte_order(is_positive))
+        return positive.view(np.uint8) if positive.dtype == np.bool_ else (
+            positive != 0).view(np.uint8)
 
     def _packed_rank_scores(self, scores):
         """``(scores, C type)`` for the packed-key path, or None: float32 and
@@ -853,7 +893,8 @@ class KernelBackend:
 
     def _gather_ranked(self, scores, positive, sample_weight, block, tiles, ranked_positive,
                        tile_state):
-        """Pass 1 after a stable argsort: ``(ranked scores, ranked weights, C type)``."""
+        """Pass 1 after a stable argsort: ``(ranked scores, ranked weights, C type,
+        the argsort of the reversed scores)``."""
         xp = self.xp
         scores, kernel_scores, score_type = self._rank_scores(scores)
         n = int(scores.shape[0])
@@ -874,7 +915,7 @@ class KernelBackend:
             [kernel_scores, positive, weight, reversed_order, np.int64(n), ranked_scores,
              ranked_positive, ranked_weight, tile_state],
         )
-        return ranked_scores, ranked_weight, score_type
+        return ranked_scores, ranked_weight, score_type, reversed_order
 
     # -- the streaming state (metrics_gpu.ClassificationMetrics) --------------
 

@@ -445,6 +445,11 @@ class NumpyBackend:
         low, high = labels.min(), labels.max()
         return low, high, bool(np.any((labels != low) & (labels != high)))
 
+    def binary_curve_points(self, scores, is_positive, sample_weight=None):
+        """``(fps, tps, negatives_seen, positives_seen, thresholds)``, one point
+        per distinct score (see :func:`metrics_gpu._rank_scan.binary_curve_points`)."""
+        return _rank_scan.binary_curve_points(scores, is_positive, sample_weight, np)
+
     def binary_rank_areas(self, scores, is_positive, sample_weight=None, max_fpr=None):
         """``[ROC AUC, average precision]`` of ``(N,)`` scores against the
         ``is_positive`` mask, float64 (see :func:`metrics_gpu._rank_scan.binary_rank_areas`)."""
