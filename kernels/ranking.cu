@@ -27,7 +27,9 @@
 //    last position adds its trapezoid (F - F_head)(T + T_head) / 2, its
 //    partial-area piece up to max_fpr, and its precision step
 //    (T - T_head) T / (T + F), all in normalised rates. Per-tile sums go
-//    to tile_areas; the host adds them in tile order.
+//    to tile_areas; the host adds them in tile order. Unweighted, the full
+//    ROC area is also summed exactly, in 128-bit integers of counts, and
+//    divided once by 2 P Q on the host.
 //
 // Sums are float64 in a fixed order (no atomics): counts are exact up to
 // 2^53, and a run is reproducible. Scores compare as their values (-0 == +0;
@@ -271,15 +273,20 @@ __device__ __forceinline__ RankRun block_exclusive_runs(RankRun run, RankRun* wa
 // tile_offsets, tile_carry: gridDim.x rows of (positive, negative): the sums
 // before the tile, and before the head of the group open at its first
 // position. totals: (positive, negative). tile_areas: gridDim.x rows of
-// (ROC area, ROC area up to max_fpr, average precision).
+// (ROC area, ROC area up to max_fpr, average precision). tile_twice_area
+// (unweighted only, else null): gridDim.x rows of the 128-bit integer
+// sum of the tile's (F - F_head)(T + T_head) in counts (low word, high word):
+// twice the ROC area times P Q, exact; the host adds the rows exactly and
+// divides once.
 template <typename S>
 __global__ void __launch_bounds__(kRankBlockThreads)
 rank_areas(const S* ranked_scores, const unsigned char* ranked_positive,
            const double* ranked_weight, int64 n, const double* tile_offsets,
            const double* tile_carry, const double* totals, double max_fpr,
-           double* tile_areas) {
+           double* tile_areas, unsigned long long* tile_twice_area) {
   __shared__ RankRun warp_totals[kRankBlockThreads / kWarpSize];
   __shared__ double scratch[3 * kWarpSize];  // block_sum
+  __shared__ U128 warp_twice_areas[kRankBlockThreads / kWarpSize];
   const int64 start = (int64)blockIdx.x * blockDim.x * kRankItems;
   const int64 first = start + (int64)threadIdx.x * kRankItems;  // blocked: a thread's run
 
@@ -318,6 +325,7 @@ rank_areas(const S* ranked_scores, const unsigned char* ranked_positive,
   const bool tpr_defined = total_positive > 0.0, fpr_defined = total_negative > 0.0;
 
   double areas[3] = {0.0, 0.0, 0.0};
+  U128 twice_area = {0ull, 0ull};  // counts are exact integers in doubles (< 2^53)
 #pragma unroll
   for (int k = 0; k < kRankItems; ++k) {
     if (head[k]) {
@@ -327,6 +335,10 @@ rank_areas(const S* ranked_scores, const unsigned char* ranked_positive,
     cumulative_positive += positive_weight[k];
     cumulative_negative += negative_weight[k];
     if (!tail[k]) continue;
+    if (tile_twice_area != nullptr) {
+      add_product(twice_area, (uint64)(cumulative_negative - head_negative),
+                  (uint64)(cumulative_positive + head_positive));
+    }
     // Division, not a reciprocal's product: the reference's rounding.
     const double x0 = fpr_defined ? head_negative / total_negative : 0.0;
     const double x1 = fpr_defined ? cumulative_negative / total_negative : 0.0;
@@ -352,14 +364,35 @@ rank_areas(const S* ranked_scores, const unsigned char* ranked_positive,
     out[1] = areas[1];
     out[2] = areas[2];
   }
+  if (tile_twice_area != nullptr) {  // the same for every thread
+    // 128-bit sums: a warp butterfly with carries, then the warps in order.
+    for (int offset = kWarpSize / 2; offset > 0; offset >>= 1) {
+      const uint64 low = __shfl_xor_sync(kFullWarp, twice_area.low, offset);
+      const uint64 high = __shfl_xor_sync(kFullWarp, twice_area.high, offset);
+      twice_area.low += low;
+      twice_area.high += high + (twice_area.low < low ? 1ull : 0ull);
+    }
+    if (lane_index() == 0) warp_twice_areas[threadIdx.x / kWarpSize] = twice_area;
+    __syncthreads();
+    if (threadIdx.x == 0) {
+      U128 total = warp_twice_areas[0];
+      for (unsigned int w = 1; w < blockDim.x / kWarpSize; ++w) {
+        const U128 part = warp_twice_areas[w];
+        total.low += part.low;
+        total.high += part.high + (total.low < part.low ? 1ull : 0ull);
+      }
+      tile_twice_area[2 * (int64)blockIdx.x] = total.low;
+      tile_twice_area[2 * (int64)blockIdx.x + 1] = total.high;
+    }
+  }
 }
 
 // -- curves: one point per tie group -----------------------------------------
 //
 // roc_curve and precision_recall_curve keep one point per distinct score:
 // the cumulative (negative, positive) weights and counts of samples of
-// non-zero weight at each tie group's last ranked position (metrics_gpu._rank_scan.binary_curve_points
-// is the reference). rank_curve_points runs twice over the tiles of
+// non-zero weight at each tie group's last ranked position
+// (metrics_gpu._rank_scan.binary_curve_points is the reference). rank_curve_points runs twice over the tiles of
 // rank_areas, after pass 1: with `points` null each tile writes its
 // (points, positive samples, negative samples) to tile_counts; the host
 // scans those (O(tiles)) into count_offsets and reads the total (the

@@ -20,6 +20,7 @@ curves; ties inside a group count ½ in the AUC).
 from __future__ import annotations
 
 import warnings
+from fractions import Fraction
 from functools import partial
 from itertools import combinations
 
@@ -998,6 +999,34 @@ def test_curve_kernels_equal_reference(case, launches, rng, dtype, weighted, lay
             np.testing.assert_array_equal(ours, reference, err_msg=name)
     assert [launch.kernel for launch in launches] == ["rank_gather"] + ["rank_curve_points"] * 2
     assert launches[1].grid == -(-n // _rank_tile(case))
+
+
+def _exact_auc(scores, is_positive) -> Fraction:
+    """The unweighted ROC AUC as a fraction: P(positive > negative) + half the ties."""
+    order = np.argsort(-scores.astype(np.float64), kind="stable")
+    ranked, positive = scores[order], is_positive[order]
+    ends = np.flatnonzero(np.append(ranked[1:] != ranked[:-1], True))
+    tps, fps = np.cumsum(positive)[ends], np.cumsum(~positive)[ends]
+    twice = sum(int(f1 - f0) * int(t1 + t0) for f0, f1, t0, t1
+                in zip(np.append(0, fps[:-1]), fps, np.append(0, tps[:-1]), tps))
+    return Fraction(twice, 2 * int(tps[-1]) * int(fps[-1]))
+
+
+@pytest.mark.parametrize("layout", ("distinct", "groups-across-tiles"))
+@pytest.mark.parametrize("dtype", (np.float32, np.float64), ids=lambda d: np.dtype(d).name)
+def test_unweighted_roc_area_is_exact(case, rng, dtype, layout):
+    """Unweighted, rank_areas sums the trapezoids as 128-bit integers of counts
+    and the host divides once: with 2 P Q and the doubled area below 2^53
+    (both exact in float64) the AUC is the exact fraction correctly rounded,
+    at several tiles of many tie groups (packed keys for float32, the gather
+    for float64). Summing rounded trapezoids misses it by an ulp or more."""
+    n = 5 * _rank_tile(case) + 11
+    scores, is_positive = _rank_case(rng, n, dtype, layout)
+    exact = _exact_auc(scores, is_positive)
+    positives = int(is_positive.sum())
+    assert 2 * positives * (n - positives) < 2 ** 53
+    got = float(case.get(case.impl.binary_rank_areas(case.put(scores), case.put(is_positive)))[0])
+    assert got == float(exact)
 
 
 @pytest.mark.parametrize("n_offset", (-1, 0, 1))

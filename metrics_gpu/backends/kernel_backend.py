@@ -830,12 +830,17 @@ class KernelBackend:
                 scores, positive, sample_weight, block, tiles, ranked_positive, tile_state)
         offsets, carry, totals = _rank_tile_scan(tile_state, xp)
         tile_areas = xp.empty((tiles, 3), dtype=np.float64)
+        # Unweighted: the full area also as an exact integer (counts).
+        tile_twice_area = xp.empty((tiles, 2), dtype=np.uint64) if ranked_weight is None else None
         self.launch(
             RANKING_SOURCE, rank_areas_expression(score_type), tiles, block,
             [ranked_scores, ranked_positive, ranked_weight, np.int64(n), offsets, carry, totals,
-             np.float64(1.0 if max_fpr is None else max_fpr), tile_areas],
+             np.float64(1.0 if max_fpr is None else max_fpr), tile_areas, tile_twice_area],
         )
-        return _rank_scan.rank_areas_from_sums(tile_areas.sum(axis=0), totals, xp, max_fpr)
+        areas = tile_areas.sum(axis=0)
+        if tile_twice_area is not None:
+            areas[0] = _exact_roc_area(tile_twice_area, totals, xp)
+        return _rank_scan.rank_areas_from_sums(areas, totals, xp, max_fpr)
 
     def binary_curve_points(self, scores, is_positive, sample_weight=None):
         """As :meth:`NumpyBackend.binary_curve_points`: a stable argsort and
@@ -1062,6 +1067,27 @@ class KernelBackend:
     def copy_into(self, target, source) -> None:
         """Copy a device array into another of the same size (no kernel)."""
         self.device.copy_into(target, source)
+
+def _exact_roc_area(tile_twice_area, totals, xp):
+    """The unweighted ROC area from rank_areas' per-tile 128-bit sums of
+    (F - F_head)(T + T_head) (tiles, 2 uint64 words): the tiles added exactly
+    as 32-bit limbs (fewer than 2^32 tiles: no uint64 sum overflows), then
+    to float64 and divided by 2 P Q: a few roundings in all, not one per tie
+    group (0 when P or Q is 0: the caller's NaN). No sync."""
+    words = tile_twice_area
+    mask = np.uint64(0xFFFFFFFF)
+    limbs = xp.stack([words[:, 0] & mask, words[:, 0] >> np.uint64(32),
+                      words[:, 1] & mask, words[:, 1] >> np.uint64(32)])
+    sums = limbs.sum(axis=1)  # each < 2^64
+    # Σ sums[i] 2^(32 i): the limbs carried into two exact 64-bit words
+    # (the sum is below 2^107), then converted.
+    low = sums[0] + ((sums[1] & mask) << np.uint64(32))
+    carry = (sums[1] >> np.uint64(32)) + (low < sums[0]).astype(np.uint64)
+    high = sums[2] + carry + ((sums[3] & mask) << np.uint64(32))
+    twice_area = high.astype(np.float64) * 2.0 ** 64 + low.astype(np.float64)
+    pairs = totals[0] * totals[1]
+    return xp.where(pairs > 0, twice_area / (2.0 * xp.where(pairs > 0, pairs, 1.0)), 0.0)
+
 
 def _rank_tile_scan(tile_state, xp):
     """Between the passes of kernels/ranking.cu, over tiles (no sync):
