@@ -36,9 +36,11 @@ target ~80% of the time):
 
 Then the exact AUC: ``--auc-samples`` float32 scores in [0, 1] (float32
 rounding makes ties) with int64 0/1 targets: ``metrics_gpu._ranking.roc_auc_score``
-on CuPy arrays, ``cupy.argsort(scores)`` alone, and torchmetrics'
-``binary_auroc(thresholds=None)`` on torch views; checked against an exact
-tie-averaged rank-sum computed here (integer arithmetic).
+and ``average_precision_score`` on CuPy arrays, ``roc_curve(...,
+drop_intermediate=False)`` (every point; timed, not a target),
+``cupy.argsort(scores)`` alone, and torchmetrics' ``binary_auroc(thresholds=None)``
+on torch views; checked against an exact tie-averaged rank-sum computed here
+(integer arithmetic).
 
 Times are CUDA-event times on the current stream, best of ``--repeat`` after a
 warm-up call. Checks: our cross-entropy and accuracy against torch's (rtol
@@ -689,14 +691,15 @@ def auc_case(ctx: Context, n: int) -> dict | bool:
     case = {"case": name, "n": n, "score_dtype": "float32", "target_dtype": "int64"}
     try:
         try:
-            from metrics_gpu._ranking import average_precision_score, roc_auc_score
+            from metrics_gpu._ranking import average_precision_score, roc_auc_score, roc_curve
         except Exception as error:
-            roc_auc_score = average_precision_score = None
+            roc_auc_score = average_precision_score = roc_curve = None
             ctx.note(f"exact AUC: ours not run, metrics_gpu._ranking is not importable "
                      f"({type(error).__name__}: {error})".splitlines()[0][:300])
         if roc_auc_score is None:
             case["ours"], ours = {"ms": None, "error": "metrics_gpu._ranking not importable"}, None
             case["ours_ap"] = {"ms": None, "error": "metrics_gpu._ranking not importable"}
+            case["ours_curve"] = {"ms": None, "error": "metrics_gpu._ranking not importable"}
         else:
             with mg.use_backend("cuda"):
                 case["ours"], ours = attempt(ctx, f"{name}: ours roc_auc_score",
@@ -704,7 +707,13 @@ def auc_case(ctx: Context, n: int) -> dict | bool:
                 case["ours_ap"], ours_ap = attempt(
                     ctx, f"{name}: ours average_precision_score",
                     lambda: average_precision_score(y, scores), to_float)
-            if ours is None or ours_ap is None:
+                # The whole curve (one point per distinct score), for its cost
+                # against the sort; not a target.
+                case["ours_curve"], curve_points = attempt(
+                    ctx, f"{name}: ours roc_curve",
+                    lambda: roc_curve(y, scores, drop_intermediate=False),
+                    lambda curve: int(curve[0].shape[0]))
+            if ours is None or ours_ap is None or curve_points is None:
                 ctx.failures += 1
         case["argsort"], _ = attempt(ctx, f"{name}: cupy.argsort",
                                      lambda: cp.argsort(scores), lambda result: None)
@@ -736,6 +745,9 @@ def auc_case(ctx: Context, n: int) -> dict | bool:
     case["ours_over_argsort"] = None if ours_ms is None or sort_ms is None else ours_ms / sort_ms
     ap_ms = case["ours_ap"]["ms"]
     case["ap_over_argsort"] = None if ap_ms is None or sort_ms is None else ap_ms / sort_ms
+    curve_ms = case["ours_curve"]["ms"]
+    case["curve_over_argsort"] = (None if curve_ms is None or sort_ms is None
+                                  else curve_ms / sort_ms)
     case["speedup_vs_torchmetrics"] = None if ours_ms is None or tm_ms is None else tm_ms / ours_ms
     return case
 
@@ -856,6 +868,8 @@ def print_table(out: Printer, results: dict) -> None:
             f"AUC {fmt(auc['ours_value'], '.9f')}")
         out(f"  ours average_precision      {fmt(auc['ours_ap']['ms'], '.3f', ' ms'):>12}   "
             f"= {fmt(auc['ap_over_argsort'], '.2f', 'x')} cupy.argsort")
+        out(f"  ours roc_curve (all points) {fmt(auc['ours_curve']['ms'], '.3f', ' ms'):>12}   "
+            f"= {fmt(auc['curve_over_argsort'], '.2f', 'x')} cupy.argsort")
         out(f"  cupy.argsort(scores)        {fmt(auc['argsort']['ms'], '.3f', ' ms'):>12}")
         out(f"  torchmetrics binary_auroc   {fmt(auc['torchmetrics']['ms'], '.3f', ' ms'):>12}   "
             f"ours {fmt(auc['speedup_vs_torchmetrics'], '.1f', 'x')} faster   "
