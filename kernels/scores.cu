@@ -35,7 +35,9 @@
 // with `fixed_bins` as 64-bit fixed point (integer atomics are associative,
 // so the sums are bit-identical run to run: unweighted rows always, weighted
 // rows with deterministic=True), else as doubles, whose order may vary run to
-// run (the last bits of weighted bin sums only).
+// run (the last bits of weighted bin sums only). Unweighted rows count in
+// the weight and correct cells as 32-bit integers (native shared atomics;
+// 64-bit ones are compare-and-swap loops), the confidence in fixed point.
 //
 // Bin b holds confidences c with b/B <= c < (b+1)/B, the edges being the
 // doubles nearest b/B (1.0 in the last bin): floor(c * B) alone puts c = b/B
@@ -304,10 +306,14 @@ __device__ __noinline__ int calibration_bin_out_of_line(double confidence, int n
 }
 
 // A bin sum in shared memory: 64-bit fixed point (value * 2^shift, each row
-// rounded to the nearest unit) or a double.
+// rounded to the nearest unit), a double, or a count of unweighted rows
+// (the cell's low 32-bit word: a block's rows are fewer than 2^32, which the
+// host checks). 64-bit shared atomics compile to compare-and-swap loops;
+// 32-bit integer ones are native.
 union BinCell {
   unsigned long long fixed;
   double value;
+  unsigned int count;
 };
 
 __device__ __forceinline__ void add_bin_cell(BinCell* cell, unsigned long long v) {
@@ -316,12 +322,25 @@ __device__ __forceinline__ void add_bin_cell(BinCell* cell, unsigned long long v
 __device__ __forceinline__ void add_bin_cell(BinCell* cell, double v) {
   atomicAdd(&cell->value, v);
 }
+__device__ __forceinline__ void add_bin_cell(BinCell* cell, unsigned int v) {
+  atomicAdd(&cell->count, v);
+}
+
+// A bin cell as a double: counts of unweighted rows (weight and correct
+// cells of a unit_weight instantiation), fixed point scaled back (a
+// power-of-two scale, exact), or the double.
+__device__ __forceinline__ double bin_cell_value(const BinCell& cell, bool count, bool fixed,
+                                                 int shift) {
+  return count ? (double)cell.count : (fixed ? ldexp((double)cell.fixed, -shift) : cell.value);
+}
 
 // Adds (weight, confidence, correct) to calibration bin `bin` (>= 0) of the
-// block's shared bins: three shared-memory atomics.
-template <typename T>
-__device__ __forceinline__ void add_to_bin_cells(BinCell* bins, int n_bins, int bin, T weight,
-                                                 T confidence, T correct) {
+// block's shared bins: three shared-memory atomics. TC is the type of the
+// weight and correct sums, TV of the confidence sum (unweighted: unsigned
+// int counts and fixed point).
+template <typename TC, typename TV>
+__device__ __forceinline__ void add_to_bin_cells(BinCell* bins, int n_bins, int bin, TC weight,
+                                                 TV confidence, TC correct) {
   add_bin_cell(&bins[bin], weight);
   add_bin_cell(&bins[n_bins + bin], confidence);
   add_bin_cell(&bins[2 * n_bins + bin], correct);
@@ -333,11 +352,12 @@ __device__ __forceinline__ void add_to_bin_cells(BinCell* bins, int n_bins, int 
 // then the lowest of them adds the sums. Many rows of a warp fall in the same
 // few bins (K small, a row per lane or two), and atomics on one shared
 // address serialise. Every lane of the warp calls this; bin < 0 adds nothing.
-// T is unsigned long long (fixed point: each row rounded before the tree,
-// so the sums are exact integers) or double.
-template <typename T>
-__device__ __forceinline__ void add_to_bin(BinCell* bins, int n_bins, int bin, T weight,
-                                           T confidence, T correct) {
+// TC and TV are unsigned int (counts), unsigned long long (fixed point:
+// each row rounded before the tree, so the sums are exact integers) or
+// double, as add_to_bin_cells.
+template <typename TC, typename TV>
+__device__ __forceinline__ void add_to_bin(BinCell* bins, int n_bins, int bin, TC weight,
+                                           TV confidence, TC correct) {
   const unsigned int lane = lane_index();
   unsigned int peers = __match_any_sync(kFullWarp, bin);
   const bool lowest = (peers & ((1u << lane) - 1u)) == 0u;
@@ -346,9 +366,9 @@ __device__ __forceinline__ void add_to_bin(BinCell* bins, int n_bins, int bin, T
   while (__any_sync(kFullWarp, peers != 0u)) {
     const int next = __ffs((int)peers) - 1;  // the nearest peer above that is not done
     const int source = next < 0 ? (int)lane : next;
-    T w = __shfl_sync(kFullWarp, weight, source);
-    T c = __shfl_sync(kFullWarp, confidence, source);
-    T k = __shfl_sync(kFullWarp, correct, source);
+    TC w = __shfl_sync(kFullWarp, weight, source);
+    TV c = __shfl_sync(kFullWarp, confidence, source);
+    TC k = __shfl_sync(kFullWarp, correct, source);
     if (next >= 0) {
       weight += w;
       confidence += c;
@@ -502,7 +522,7 @@ __device__ __forceinline__ void score_block_finish(double (&sums)[kScalarSlots],
                                                    const double* buckets,
                                                    const long long* limits, int num_top_k,
                                                    const BinCell* bins, int n_bins,
-                                                   bool fixed_bins, int shift,
+                                                   bool fixed_bins, bool counted_bins, int shift,
                                                    double* partials) {
   const int slots = kScalarSlots + num_top_k + 3 * n_bins;
   double* out = partials + (int64)blockIdx.x * slots;
@@ -514,10 +534,21 @@ __device__ __forceinline__ void score_block_finish(double (&sums)[kScalarSlots],
   for (int i = threadIdx.x; i < 3 * n_bins; i += blockDim.x) {
     // Fixed point back to double: a power-of-two scale (exact) and one
     // rounding of the block's integer sum, the same every run.
-    out[kScalarSlots + num_top_k + i] =
-        fixed_bins ? ldexp((double)bins[i].fixed, -shift) : bins[i].value;
+    const bool count = counted_bins && (i < n_bins || i >= 2 * n_bins);  // weight, correct
+    out[kScalarSlots + num_top_k + i] = bin_cell_value(bins[i], count, fixed_bins, shift);
   }
 }
+
+// Unweighted rows count in their calibration bins' weight and correct
+// cells (32-bit counts, BinCell), weighted ones sum in fixed point or double.
+template <typename W>
+struct CountedBins {
+  static constexpr bool value = false;
+};
+template <>
+struct CountedBins<unit_weight> {
+  static constexpr bool value = true;
+};
 
 // A scanned row's terms into the thread's sums, its top-k bucket and the
 // block's calibration bins (add_to_bin: the whole warp calls this, rows
@@ -541,7 +572,9 @@ __device__ __forceinline__ void add_scanned_row(const RowScan<F>& r, bool contri
   if (n_bins > 0) {
     const int bin = contributes ? calibration_bin(confidence, n_bins) : -1;
     const double w_confidence = w * (confidence == confidence ? confidence : 0.0);
-    if (fixed_bins) {
+    if (CountedBins<W>::value) {  // unweighted (always fixed point): counts
+      add_to_bin(bins, n_bins, bin, 1u, to_fixed(w_confidence, shift), correct != 0.0 ? 1u : 0u);
+    } else if (fixed_bins) {
       add_to_bin(bins, n_bins, bin, to_fixed(w, shift), to_fixed(w_confidence, shift),
                  to_fixed(w * correct, shift));
     } else {
@@ -592,7 +625,7 @@ fused_logits_pass(const TrueT* y_true, const S* scores, const W* weight, int64 n
                     fixed_bins != 0, shift);
   }
   score_block_finish(sums, scratch, buckets, limits, num_top_k, bins, n_bins, fixed_bins != 0,
-                     shift, partials);
+                     CountedBins<W>::value, shift, partials);
 }
 
 // ---------------------------------------------------------------------------
@@ -694,7 +727,7 @@ fused_logits_staged(const TrueT* y_true, const S* scores, const W* weight, int64
     __syncthreads();  // the tile is free for the next rows
   }
   score_block_finish(sums, scratch, buckets, limits, num_top_k, bins, n_bins, fixed_bins != 0,
-                     shift, partials);
+                     CountedBins<W>::value, shift, partials);
 }
 
 // ---------------------------------------------------------------------------
@@ -840,7 +873,10 @@ fused_logits_wide(const TrueT* y_true, const S* scores, const W* weight, int64 n
         // One row per tile: no tree within the warp, as add_to_bin makes.
         const int bin = calibration_bin(confidence, n_bins);
         const double w_confidence = w * (confidence == confidence ? confidence : 0.0);
-        if (fixed_bins) {
+        if (CountedBins<W>::value) {
+          add_to_bin_cells(bins, n_bins, bin, 1u, to_fixed(w_confidence, shift),
+                           correct != 0.0 ? 1u : 0u);
+        } else if (fixed_bins) {
           add_to_bin_cells(bins, n_bins, bin, to_fixed(w, shift), to_fixed(w_confidence, shift),
                            to_fixed(w * correct, shift));
         } else {
@@ -853,7 +889,7 @@ fused_logits_wide(const TrueT* y_true, const S* scores, const W* weight, int64 n
 #pragma unroll
   for (int i = 0; i < kScalarSlots; ++i) block_sums[i] = lane_index() == 0 ? sums[i] : 0.0;
   score_block_finish(block_sums, scratch, buckets, limits, num_top_k, bins, n_bins,
-                     fixed_bins != 0, shift, partials);
+                     fixed_bins != 0, CountedBins<W>::value, shift, partials);
 }
 
 }  // namespace mg

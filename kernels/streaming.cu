@@ -271,7 +271,11 @@ streaming_update(const TrueT* y_true, const PredT* preds, const W* weight, int64
       if (n_bins > 0) {  // the whole warp: add_to_bin shuffles
         const int bin = valid && leader ? calibration_bin_out_of_line(confidence, n_bins) : -1;
         const double w_confidence = w * (confidence == confidence ? confidence : 0.0);
-        if (fixed_bins) {
+        if (CountedBins<W>::value) {  // unweighted: 32-bit counts, fixed-point confidence
+          add_to_bin(bins, n_bins, bin, valid && leader ? 1u : 0u,
+                     valid && leader ? to_fixed(w_confidence, shift) : 0ull,
+                     valid && leader && correct != 0.0 ? 1u : 0u);
+        } else if (fixed_bins) {
           add_to_bin(bins, n_bins, bin, valid && leader ? to_fixed(w, shift) : 0ull,
                      valid && leader ? to_fixed(w_confidence, shift) : 0ull,
                      valid && leader ? to_fixed(w * correct, shift) : 0ull);
@@ -342,8 +346,8 @@ streaming_update(const TrueT* y_true, const PredT* preds, const W* weight, int64
     }
     top_k_block_hits(buckets, limits, num_top_k, scratch, own + kScalarSlots);
     for (int i = threadIdx.x; i < 3 * n_bins; i += blockDim.x) {
-      own[kScalarSlots + num_top_k + i] =
-          fixed_bins ? ldexp((double)bins[i].fixed, -shift) : bins[i].value;
+      const bool count = CountedBins<W>::value && (i < n_bins || i >= 2 * n_bins);
+      own[kScalarSlots + num_top_k + i] = bin_cell_value(bins[i], count, fixed_bins, shift);
     }
   }
   // The last block to finish adds the partials in block order into the state

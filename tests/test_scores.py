@@ -353,6 +353,18 @@ def test_staged_kernel_on_tiles_of_rows(case, rng, launches, dtype, weighted, ta
                                        err_msg=f"K={k}")
 
 
+def test_kernel_refuses_more_rows_per_block_than_its_counts_hold(case, rng, monkeypatch):
+    """Unweighted calibration bins count a block's rows in 32 bits: a pass
+    that would give a block 2**31 rows or more is refused, naming the limit
+    (here with the limit lowered to 8 rows)."""
+    from metrics_gpu.backends import kernel_backend
+
+    monkeypatch.setattr(kernel_backend, "MAX_SAMPLES_PER_BLOCK", 8)
+    y_true, logits, _ = _case(rng, 5000, 3)
+    with pytest.raises(ValueError, match="exceed .* blocks x 2\\*\\*31 rows"):
+        case.impl.fused_logits_pass(case.put(y_true), case.put(logits), n_bins=4)
+
+
 # fused_logits_wide's tiles at test sizes: a warp per row from 8 columns, the
 # block per row from 40 (the emulated block is 64 threads: two warps merge).
 WIDE_TILES = {"warp": (8, 1 << 30), "block": (8, 40)}

@@ -722,6 +722,7 @@ class KernelBackend:
         group = mapping.group
         shared_bytes += mapping.tile_bytes
         grid = max(1, min(self._grid(n * group, shared_bytes), -(-n * group // block)))
+        _check_rows_per_block(n, grid)
         slots = score_sums_size(len(top_k), n_bins)
         partials = self.zeros(grid * slots, np.float64)
         limits = device.asarray(np.array(top_k or (0,), dtype=np.int64))
@@ -972,6 +973,7 @@ class KernelBackend:
         shared = score_bytes + (cell_bytes if privatize else 0)
         if privatize:
             grid = max(1, min(grid, self._grid(work, shared)))
+        _check_rows_per_block(batch.n, grid)
         key = (batch.inner, batch.image_stride, batch.inner_stride, batch.column_stride, group,
                str(batch.y_true.dtype), clip_eps, privatize, batch.scores, wide_rows)
         config = workspace.configs.get(key)
@@ -1067,6 +1069,16 @@ class KernelBackend:
     def copy_into(self, target, source) -> None:
         """Copy a device array into another of the same size (no kernel)."""
         self.device.copy_into(target, source)
+
+def _check_rows_per_block(n: int, grid: int) -> None:
+    """Score passes count a block's unweighted rows in 32-bit calibration
+    cells (kernels/scores.cu BinCell): fewer than MAX_SAMPLES_PER_BLOCK rows
+    a block. (2^31 rows for each block of a full grid is more than any
+    device memory holds; the check names the limit should one be passed.)"""
+    if n >= grid * MAX_SAMPLES_PER_BLOCK:
+        raise ValueError(f"{n} rows in one score pass exceed {grid} blocks x 2**31 rows; "
+                         "pass the scores in smaller parts")
+
 
 def _exact_roc_area(tile_twice_area, totals, xp):
     """The unweighted ROC area from rank_areas' per-tile 128-bit sums of
