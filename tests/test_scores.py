@@ -323,6 +323,33 @@ def test_kernel_wide_vocabulary(case, rng):
     np.testing.assert_allclose(case.get(ours.buffer), expected.buffer, rtol=2e-6, atol=2e-6)
 
 
+def _mapping_launches(case, launches, rng, dtype, weighted, target_dtype, n, k, width,
+                      columns):
+    """Scores of (n, width) rows, passed as ``stored[:, columns]`` (k of them),
+    with an out-of-range and an ignored target, on the kernel and on the NumPy
+    reference, logits and probabilities: the buffers equal, and the launches
+    of each pass (returned, one list per pass)."""
+    y_true, logits, weight = _case(rng, n, width, ties=True, weighted=weighted)
+    y_true = (y_true % k).astype(target_dtype)
+    y_true[3] = k                            # out of range: counted, never read
+    y_true[6] = -1                           # ignored
+    passes = []
+    for from_logits in (True, False):
+        stored = _scores_of(dtype, logits if from_logits else _softmax(logits))
+        options = dict(from_logits=from_logits, clip_eps=1e-7, top_k=(1, 3), n_bins=6,
+                       one_vs_all=True, ignore_index=-1)
+        expected = NUMPY_BACKEND.fused_logits_pass(
+            y_true, np.ascontiguousarray(stored[:, columns]), sample_weight=weight, **options)
+        launches.clear()
+        ours = case.impl.fused_logits_pass(case.put(y_true), case.put(stored)[:, columns],
+                                           sample_weight=case.put(weight), **options)
+        np.testing.assert_allclose(case.get(ours.buffer), expected.buffer,
+                                   rtol=KERNEL_RTOL[dtype], atol=KERNEL_RTOL[dtype],
+                                   err_msg=f"K={k}")
+        passes.append(list(launches))
+    return passes
+
+
 @pytest.mark.parametrize("target_dtype", [np.int32, np.int64], ids=["int32", "int64"])
 @pytest.mark.parametrize("weighted", [False, True], ids=["unweighted", "weighted"])
 @pytest.mark.parametrize("dtype", SCORE_DTYPES)
@@ -333,24 +360,9 @@ def test_staged_kernel_on_tiles_of_rows(case, rng, launches, dtype, weighted, ta
     ignored and an out-of-range target. Equals the NumPy reference, logits
     and probabilities."""
     for n, k in ((2500, 1), (2500, 2), (611, 7), (197, 32)):
-        y_true, logits, weight = _case(rng, n, k, ties=True, weighted=weighted)
-        y_true = y_true.astype(target_dtype)
-        y_true[3] = k                            # out of range: counted, never read
-        y_true[6] = -1                           # ignored
-        for from_logits in (True, False):
-            values = logits if from_logits else _softmax(logits)
-            scores = _scores_of(dtype, values)
-            options = dict(from_logits=from_logits, clip_eps=1e-7, top_k=(1, 3), n_bins=6,
-                           one_vs_all=True, ignore_index=-1)
-            expected = NUMPY_BACKEND.fused_logits_pass(y_true, scores, sample_weight=weight,
-                                                       **options)
-            launches.clear()
-            ours = case.impl.fused_logits_pass(case.put(y_true), case.put(scores),
-                                               sample_weight=case.put(weight), **options)
-            assert [launch.kernel for launch in launches] == ["fused_logits_staged"]
-            np.testing.assert_allclose(case.get(ours.buffer), expected.buffer,
-                                       rtol=KERNEL_RTOL[dtype], atol=KERNEL_RTOL[dtype],
-                                       err_msg=f"K={k}")
+        for launched in _mapping_launches(case, launches, rng, dtype, weighted, target_dtype,
+                                          n, k, k, slice(None)):
+            assert [launch.kernel for launch in launched] == ["fused_logits_staged"]
 
 
 def test_kernel_refuses_more_rows_per_block_than_its_counts_hold(case, rng, monkeypatch):
@@ -391,28 +403,11 @@ def test_wide_kernel_on_rows_at_every_alignment(case, rng, monkeypatch, launches
     monkeypatch.setattr(kernel_backend, "SCORE_BLOCK_ROW_COLUMNS", block_from)
     for n, k, offset in ((37, 9, 1), (23, 61, 3), (19, 130, 0), (11, 1100, 5)):
         # Rows of an odd number of elements: their starts take every offset.
-        y_true, logits, weight = _case(rng, n, k + offset + 3, ties=True, weighted=weighted)
-        y_true = (y_true % k).astype(target_dtype)
-        y_true[3] = k                            # out of range: counted, never read
-        y_true[6] = -1                           # ignored
-        for from_logits in (True, False):
-            values = logits if from_logits else _softmax(logits)
-            stored = _scores_of(dtype, values)
-            options = dict(from_logits=from_logits, clip_eps=1e-7, top_k=(1, 3), n_bins=6,
-                           one_vs_all=True, ignore_index=-1)
-            view = stored[:, offset:offset + k]  # rows at every offset from 16 bytes
-            expected = NUMPY_BACKEND.fused_logits_pass(
-                y_true, np.ascontiguousarray(view), sample_weight=weight, **options)
-            on_device = case.put(stored)[:, offset:offset + k]
-            launches.clear()
-            ours = case.impl.fused_logits_pass(case.put(y_true), on_device,
-                                               sample_weight=case.put(weight), **options)
-            got = case.get(ours.buffer)
-            wide = [launch for launch in launches if launch.kernel == "fused_logits_wide"]
-            assert len(wide) == 1, [launch.expression for launch in launches]
+        for launched in _mapping_launches(case, launches, rng, dtype, weighted, target_dtype,
+                                          n, k, k + offset + 3, slice(offset, offset + k)):
+            wide = [launch for launch in launched if launch.kernel == "fused_logits_wide"]
+            assert len(wide) == 1, [launch.expression for launch in launched]
             assert wide[0].args[7] == (wide[0].block if k >= block_from else 32)
-            np.testing.assert_allclose(got, expected.buffer, rtol=KERNEL_RTOL[dtype],
-                                       atol=KERNEL_RTOL[dtype], err_msg=f"K={k}")
 
 
 @pytest.mark.parametrize("top_k", [(5, 1, 3, 3, 100, 2, 1, 7), (4,), (9, 2)], ids=str)
