@@ -109,34 +109,14 @@ __device__ __forceinline__ void merge_softmax(F& m, double& s, double& s2, F m_o
   m = top;
 }
 
-// Folds `o` (other columns of the same row) into `r`. The argmax keeps the
-// argmax_beats winner; the softmax parts are rescaled to the larger max.
-template <typename F>
-__device__ __forceinline__ void merge_scan(RowScan<F>& r, const RowScan<F>& o, bool from_logits,
-                                           bool one_vs_all) {
-  if (argmax_beats(o.best, (int64)o.best_index, r.best, (int64)r.best_index)) {
-    r.best = o.best;
-    r.best_index = o.best_index;
-  }
-  if (from_logits) {
-    merge_softmax(r.max_finite, r.exp_sum, r.square_sum, o.max_finite, o.exp_sum, o.square_sum);
-  } else {
-    r.square_sum += o.square_sum;
-  }
-  if (o.other_max > r.other_max) r.other_max = o.other_max;
-  r.rank += o.rank;
-  r.nonfinite = r.nonfinite || o.nonfinite;
-  if (one_vs_all) r.softplus_sum += o.softplus_sum;
-}
-
 // The scans of `group` lanes (a power of two <= 32, aligned) merged with
 // width-`group` shuffles: every lane of the group ends with the row's scan.
 // The whole warp calls it.
 template <typename F>
 __device__ __forceinline__ void merge_lanes(RowScan<F>& r, int group, bool from_logits,
                                             bool one_vs_all) {
-  // Field by field, as merge_scan does (a whole RowScan shuffled first holds
-  // more registers, and streaming_update spills on sm_80).
+  // Field by field (a whole RowScan shuffled first holds more registers, and
+  // streaming_update spills on sm_80).
   for (int offset = group / 2; offset > 0; offset /= 2) {
     F best = __shfl_xor_sync(kFullWarp, r.best, offset, group);
     int best_index = __shfl_xor_sync(kFullWarp, r.best_index, offset, group);
@@ -853,12 +833,15 @@ fused_logits_wide(const TrueT* y_true, const S* scores, const W* weight, int64 n
                                                lane, tile, from_logits != 0, one_vs_all != 0);
     merge_lanes(r, kWarpSize, from_logits != 0, one_vs_all != 0);
     if (tile > kWarpSize) {
-      // The block's warps merged by thread 0, in warp order (fixed sums).
+      // The block's warps merged by warp 0's shuffles (a fixed order, so
+      // fixed sums), lanes past the warps holding empty scans: thread 0,
+      // the leader, ends with the row's scan.
       if (lane_index() == 0) warp_scans[warp] = r;
       __syncthreads();
-      if (threadIdx.x == 0) {
-        for (unsigned int w = 1; w < blockDim.x / kWarpSize; ++w)
-          merge_scan(r, warp_scans[w], from_logits != 0, one_vs_all != 0);
+      if (warp == 0) {  // the whole warp: merge_lanes shuffles
+        r = lane_index() < blockDim.x / kWarpSize ? warp_scans[lane_index()]
+                                                   : empty_scan<F>((int)num_columns);
+        merge_lanes(r, kWarpSize, from_logits != 0, one_vs_all != 0);
       }
       __syncthreads();  // warp_scans free for the next row
     }

@@ -156,6 +156,14 @@ def check_rank_arrays(scores, is_positive, sample_weight) -> int:
     return n
 
 
+def label_pair_summary(labels, xp):
+    """``(least, greatest, third)`` of non-empty labels, where they live (three
+    reductions, no sync): ``third`` is whether a value other than those two
+    is present."""
+    low, high = xp.min(labels), xp.max(labels)
+    return low, high, xp.any((labels != low) & (labels != high))
+
+
 def binary_curve_points(scores, is_positive, sample_weight, xp):
     """One point per distinct score, in descending score order: ``(fps, tps,
     negatives_seen, positives_seen, thresholds)``, the cumulative negative and

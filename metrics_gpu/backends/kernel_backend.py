@@ -768,14 +768,13 @@ class KernelBackend:
         of the blocks' rows; other dtypes take three reductions."""
         xp = self.xp
         if labels.dtype.name not in LABEL_TYPES and labels.dtype != np.bool_:
-            low, high = xp.min(labels), xp.max(labels)
-            third = xp.any((labels != low) & (labels != high)).astype(labels.dtype)
-            low, high, third = self.to_host(xp.stack([low, high, third]))
+            low, high, third = _rank_scan.label_pair_summary(labels, xp)
+            low, high, third = self.to_host(xp.stack([low, high, third.astype(labels.dtype)]))
             return low, high, bool(third)
         array, label_type = self._labels(labels.reshape(-1))
         n = int(array.size)
         if n == 0:
-            raise ValueError("label_pair_summary needs at least one label")
+            raise ValueError("labels is empty: label_pair_summary needs at least one label")
         block = min(self.device.block_threads, RANK_MAX_BLOCK_THREADS)
         grid = self._grid(n)
         rows = xp.empty((grid, 4), dtype=np.uint64)
@@ -831,8 +830,10 @@ class KernelBackend:
                 scores, positive, sample_weight, block, tiles, ranked_positive, tile_state)
         offsets, carry, totals = _rank_tile_scan(tile_state, xp)
         tile_areas = xp.empty((tiles, 3), dtype=np.float64)
-        # Unweighted: the full area also as an exact integer (counts).
-        tile_twice_area = xp.empty((tiles, 2), dtype=np.uint64) if ranked_weight is None else None
+        # Unweighted, the full area also as an exact integer of counts (the
+        # partial area up to max_fpr stays in float64).
+        exact_area = ranked_weight is None and (max_fpr is None or max_fpr == 1)
+        tile_twice_area = xp.empty((tiles, 2), dtype=np.uint64) if exact_area else None
         self.launch(
             RANKING_SOURCE, rank_areas_expression(score_type), tiles, block,
             [ranked_scores, ranked_positive, ranked_weight, np.int64(n), offsets, carry, totals,
@@ -1069,6 +1070,7 @@ class KernelBackend:
     def copy_into(self, target, source) -> None:
         """Copy a device array into another of the same size (no kernel)."""
         self.device.copy_into(target, source)
+
 
 def _check_rows_per_block(n: int, grid: int) -> None:
     """Score passes count a block's unweighted rows in 32-bit calibration

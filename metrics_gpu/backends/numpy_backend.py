@@ -442,8 +442,8 @@ class NumpyBackend:
         a value other than the least and the greatest is present and, when
         none is, those two (with a third, the kernel backends leave them
         unspecified: present_labels then takes unique)."""
-        low, high = labels.min(), labels.max()
-        return low, high, bool(np.any((labels != low) & (labels != high)))
+        low, high, third = _rank_scan.label_pair_summary(labels, np)
+        return low, high, bool(third)
 
     def binary_curve_points(self, scores, is_positive, sample_weight=None):
         """``(fps, tps, negatives_seen, positives_seen, thresholds)``, one point
