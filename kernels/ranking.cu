@@ -6,8 +6,8 @@
 //
 // The host sorts first, one of two ways:
 // * unweighted scores of at most 32 bits: rank_pack_keys packs (score bits,
-//   class) into 64-bit keys, the host sorts them (CUB radix sort), and pass 1
-//   is rank_unpack_keys, which reads them in order;
+//   class) into 32-bit keys split by sign, the host sorts the two parts (CUB
+//   radix sort), and pass 1 is rank_unpack_keys, which reads them in order;
 // * otherwise `reversed_order` is the stable ascending argsort of the
 //   reversed scores, so descending position i holds sample
 //   n - 1 - reversed_order[n - 1 - i], ties in input order, and pass 1 is
@@ -76,15 +76,17 @@ struct GatheredRanks {
   }
 };
 
-// Pass 1 on sorted packed keys (64-bit, or 32-bit when the scores' top
-// order bit is the same for all): the score bits (compared as bits), the
+// Pass 1 on the sorted packed keys of rank_pack_keys: the score's
+// descending bits (compared as bits; the top bit from the position), the
 // class bit, weight 1.
-template <typename K>
 struct PackedRanks {
-  const K* sorted_keys;
+  const unsigned int* front_keys;
+  const unsigned int* back_keys;
+  int64 split;
   __device__ __forceinline__ RankedItem<unsigned int> operator()(int64 i) const {
-    const K key = sorted_keys[i];
-    return {(unsigned int)(key >> 1), (unsigned char)(key & 1u), 1.0};
+    const bool back = i >= split;
+    const unsigned int key = back ? back_keys[i - split] : front_keys[i];
+    return {(key >> 1) | (back ? 0x80000000u : 0u), (unsigned char)(key & 1u), 1.0};
   }
 };
 
@@ -172,11 +174,12 @@ rank_gather(const S* scores, const unsigned char* positive, const W* weight,
 // (integer) sums do not see. -0 is packed as +0, so equal scores have equal
 // bits.
 //
-// The 33 bits fit 32 when every score has the same top order bit (all >= 0,
-// as probabilities are, or all < 0): rank_pack_keys32 drops that bit and
-// raises sign_flags bit 0 for a score >= 0, bit 1 for one < 0, so the host
-// sorts 32-bit keys (half the radix passes, half the bytes a pass) unless
-// both bits are set; then rank_pack_keys writes the 64-bit keys.
+// The 33 bits fit 32 by leaving out the top one (the sign: 0 for a score
+// >= 0, which ranks first): rank_pack_keys writes the keys of scores >= 0 to
+// the front of `keys` and the others to its back, in no particular order,
+// and counts both. The host reads the front count back (the split), sorts
+// the two parts as 32-bit keys (half the radix passes and half the bytes of
+// 64-bit keys), and rank_unpack_keys puts the top bit back by position.
 
 __device__ __forceinline__ unsigned int ascending_bits(float x) {
   const unsigned int u = __float_as_uint(x == 0.0f ? 0.0f : x);
@@ -189,33 +192,89 @@ __device__ __forceinline__ unsigned int ascending_bits(int x) {
   return (unsigned int)x ^ 0x80000000u;
 }
 
+// The block's exclusive prefix sum of `value` (in thread order) and, in
+// *total, the block's sum. Ends with the block synchronised.
+__device__ __forceinline__ unsigned int block_exclusive_count(unsigned int value,
+                                                              unsigned int* warp_totals,
+                                                              unsigned int* total) {
+  const unsigned int lane = lane_index();
+  const unsigned int warp = threadIdx.x / kWarpSize;
+  unsigned int inclusive = value;
+  for (unsigned int offset = 1; offset < kWarpSize; offset <<= 1) {
+    const unsigned int other = __shfl_up_sync(kFullWarp, inclusive, offset);
+    if (lane >= offset) inclusive += other;
+  }
+  if (lane == kWarpSize - 1) warp_totals[warp] = inclusive;
+  __syncthreads();
+  unsigned int before = 0u, all = 0u;
+  for (unsigned int w = 0; w < blockDim.x / kWarpSize; ++w) {
+    before += w < warp ? warp_totals[w] : 0u;
+    all += warp_totals[w];
+  }
+  *total = all;
+  return before + inclusive - value;
+}
+
+// split_counts: (keys written to the front, keys written to the back),
+// zeroed by the host. Per tile of blockDim.x * kRankItems scores, one atomic
+// a side reserves the block's places; the tile's keys are staged in shared
+// memory, front keys then back keys, and written out coalesced.
 template <typename S>
 __global__ void __launch_bounds__(kRankBlockThreads)
-rank_pack_keys(const S* scores, const unsigned char* positive, int64 n, uint64* keys) {
-  for (int64 i = (int64)blockIdx.x * blockDim.x + threadIdx.x; i < n; i += grid_threads()) {
-    keys[i] = ((uint64)~ascending_bits(scores[i]) << 1) | (uint64)(positive[i] != 0);
+rank_pack_keys(const S* scores, const unsigned char* positive, int64 n, unsigned int* keys,
+               unsigned long long* split_counts) {
+  __shared__ unsigned int tile_keys[kRankMaxTile];
+  __shared__ unsigned int warp_totals[kRankBlockThreads / kWarpSize];
+  __shared__ unsigned long long bases[2];
+  const int64 tile = (int64)blockDim.x * kRankItems;
+  for (int64 start = (int64)blockIdx.x * tile; start < n; start += (int64)gridDim.x * tile) {
+    unsigned int item_keys[kRankItems];
+    unsigned int back_items = 0u;  // bit k: item k goes to the back
+    unsigned int counts = 0u;      // front keys in the low 16 bits, back keys above
+#pragma unroll
+    for (int k = 0; k < kRankItems; ++k) {
+      const int64 i = start + k * blockDim.x + threadIdx.x;
+      item_keys[k] = 0u;
+      if (i >= n) continue;
+      const unsigned int descending = ~ascending_bits(scores[i]);
+      item_keys[k] = (descending << 1) | (unsigned int)(positive[i] != 0);
+      const unsigned int back = descending >> 31;
+      back_items |= back << k;
+      counts += back ? 0x10000u : 1u;
+    }
+    unsigned int total;
+    const unsigned int before = block_exclusive_count(counts, warp_totals, &total);
+    const unsigned int front_total = total & 0xffffu, back_total = total >> 16;
+    if (threadIdx.x == 0) {
+      bases[0] = atomicAdd(split_counts, (unsigned long long)front_total);
+      bases[1] = atomicAdd(split_counts + 1, (unsigned long long)back_total);
+    }
+    unsigned int front_slot = before & 0xffffu, back_slot = front_total + (before >> 16);
+#pragma unroll
+    for (int k = 0; k < kRankItems; ++k) {
+      const int64 i = start + k * blockDim.x + threadIdx.x;
+      if (i >= n) continue;
+      tile_keys[(back_items >> k) & 1u ? back_slot++ : front_slot++] = item_keys[k];
+    }
+    __syncthreads();
+    const int64 front_base = (int64)bases[0], back_base = (int64)bases[1];
+    for (unsigned int j = threadIdx.x; j < front_total; j += blockDim.x) {
+      keys[front_base + j] = tile_keys[j];
+    }
+    for (unsigned int j = threadIdx.x; j < back_total; j += blockDim.x) {
+      keys[n - 1 - (back_base + j)] = tile_keys[front_total + j];
+    }
+    __syncthreads();  // the tile's shared arrays are reused
   }
 }
 
-template <typename S>
+// front_keys: the sorted keys of scores >= 0 (split of them), back_keys the
+// sorted others (n - split); either may be null when empty.
 __global__ void __launch_bounds__(kRankBlockThreads)
-rank_pack_keys32(const S* scores, const unsigned char* positive, int64 n, unsigned int* keys,
-                 unsigned int* sign_flags) {
-  unsigned int seen = 0u;
-  for (int64 i = (int64)blockIdx.x * blockDim.x + threadIdx.x; i < n; i += grid_threads()) {
-    const unsigned int descending = ~ascending_bits(scores[i]);
-    seen |= descending >> 31 ? 2u : 1u;  // top bit 1: a negative score
-    keys[i] = (descending << 1) | (unsigned int)(positive[i] != 0);
-  }
-  if (seen != 0u) atomicOr(sign_flags, seen);
-}
-
-// K: unsigned long long (rank_pack_keys) or unsigned int (rank_pack_keys32).
-template <typename K>
-__global__ void __launch_bounds__(kRankBlockThreads)
-rank_unpack_keys(const K* sorted_keys, int64 n, unsigned int* ranked_scores,
-                 unsigned char* ranked_positive, double* tile_state) {
-  const PackedRanks<K> ranks = {sorted_keys};
+rank_unpack_keys(const unsigned int* front_keys, const unsigned int* back_keys, int64 split,
+                 int64 n, unsigned int* ranked_scores, unsigned char* ranked_positive,
+                 double* tile_state) {
+  const PackedRanks ranks = {front_keys, back_keys, split};
   rank_tile_state(ranks, n, ranked_scores, ranked_positive, (double*)nullptr, tile_state);
 }
 
@@ -567,5 +626,4 @@ using mg::rank_areas;
 using mg::rank_curve_points;
 using mg::rank_gather;
 using mg::rank_pack_keys;
-using mg::rank_pack_keys32;
 using mg::rank_unpack_keys;

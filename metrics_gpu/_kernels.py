@@ -145,13 +145,11 @@ RANK_SCORE_TYPES = {
     "int64": "long long",
 }
 RANK_WEIGHT_TYPES = ("mg::unit_weight", "double")
-# Unweighted scores of at most 32 bits take the packed-key path (one sort of
-# 64-bit keys, no gather): float32 and float16 as they are, small integers
+# Unweighted scores of at most 32 bits take the packed-key path (sorts of
+# 32-bit keys, no gather): float32 and float16 as they are, small integers
 # and bools as int32. Its ranked scores are 32-bit key bits.
 PACKED_RANK_TYPES = {"float32": "float", "float16": "mg::float16_bits", "int32": "int"}
 PACKED_RANK_SCORE_TYPE = "unsigned int"
-# Packed keys: 32 bits when every score has the same top order bit, else 64.
-PACKED_RANK_KEY_TYPES = ("unsigned int", "unsigned long long")
 
 
 def rank_gather_expression(score_type: str, weight_type: str) -> str:
@@ -210,8 +208,7 @@ KERNEL_MODULES: tuple[KernelModule, ...] = (
            for score_type in (*RANK_SCORE_TYPES.values(), PACKED_RANK_SCORE_TYPE)]
         + [f"rank_curve_points<{score_type}>" for score_type in RANK_SCORE_TYPES.values()]
         + [f"rank_pack_keys<{score_type}>" for score_type in PACKED_RANK_TYPES.values()]
-        + [f"rank_pack_keys32<{score_type}>" for score_type in PACKED_RANK_TYPES.values()]
-        + [f"rank_unpack_keys<{key_type}>" for key_type in PACKED_RANK_KEY_TYPES]
+        + ["rank_unpack_keys"]
         + [label_summary_expression(label_type) for label_type in LABEL_TYPES.values()])),
     KernelModule("streaming.cu", _stream_expressions()),
 )

@@ -344,29 +344,76 @@ def test_label_pair_summary_kernel_across_blocks(case, kind, dtype):
         assert (low.item(), high.item()) == (expected[0].item(), expected[1].item())
 
 
+@pytest.mark.parametrize("signs", ["probabilities", "decisions"])
 @pytest.mark.parametrize("function", [roc_auc_score, average_precision_score],
                          ids=lambda f: f.__name__)
 def test_binary_scores_sort_once_and_read_back_the_classes_once(backend, monkeypatch, rng,
-                                                                  function):
-    """int64 labels, float32 scores: one full-length sort (the packed keys on the
-    kernel backends, the scores' argsort on NumPy) and no unique of the labels;
-    the kernel backends launch the label summary, pack, unpack and areas and
-    read back the classes and the scores' sign flags (32-bit keys). Pins the
-    cost of issue 16's exact ranking."""
+                                                                  function, signs):
+    """int64 labels, float32 scores: one sort of the scores (the packed 32-bit
+    keys on the kernel backends, in two parts when the scores have both
+    signs; the scores' argsort on NumPy) and no unique of the labels; the
+    kernel backends launch the label summary, pack, unpack and areas and
+    read back the classes and where the two parts meet. Pins the cost of
+    issue 16's exact ranking."""
     n = 1000
-    y, s = _binary_labels(rng, n), rng.random(n).astype(np.float32)
+    y = _binary_labels(rng, n)
+    s = (rng.random(n) if signs == "probabilities" else rng.normal(size=n)).astype(np.float32)
     calls = []
     with monkeypatch.context() as patch, operation_counter() as counts:
         _spy_on(patch, get_backend_implementation(backend.name).xp,
                 ["unique", "sort", "argsort", "lexsort"], calls)
         value = function(*_put(backend, y, s))
-    full_length = [name for name, size in calls if size == n]
     if backend.name == "numpy":
-        assert full_length == ["argsort"]
-    else:  # scores in [0, 1]: 32-bit keys, after one read-back of their signs
-        assert full_length == ["sort"]
+        assert [name for name, size in calls if size == n] == ["argsort"]
+    else:
+        nonnegative = int((s >= 0).sum())
+        parts = [nonnegative, n - nonnegative] if signs == "decisions" else [n]
+        assert calls == [("sort", size) for size in parts]
         assert (counts.launches, counts.host_transfers) == (4, 2)
     _assert_value(backend, value, getattr(skm, function.__name__)(y, s))
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float16, np.int32])
+@pytest.mark.parametrize("signs", ["all-negative", "all-non-negative", "split-at-a-tile",
+                                   "signed-zeros", "keys-equal-but-the-sign"])
+def test_packed_keys_split_by_sign(case, launches, rng, dtype, signs):
+    """The packed-key path puts the scores >= 0 in front and the others behind
+    (kernels/ranking.cu rank_pack_keys), sorts each part and restores the
+    sign from the position: ROC AUC and average precision equal the NumPy
+    scan with one part empty, with the parts meeting exactly at a tile
+    boundary of rank_unpack_keys, and with -0 and +0 tied (both rank with
+    the scores >= 0), and for two scores whose keys differ only in the bit
+    the split leaves out (so the sign must come back from the position)."""
+    from metrics_gpu.backends.numpy_backend import NUMPY_BACKEND
+    tile = _rank_tile(case)
+    n = 3 * tile + 11
+    magnitude = rng.integers(0, 40, n)
+    if signs == "all-negative":
+        scores = -1 - magnitude
+    elif signs == "all-non-negative":
+        scores = magnitude
+    else:  # the first `tile` ranked positions are the scores >= 0
+        scores = np.where(np.arange(n) < tile, magnitude, -1 - magnitude)
+        scores = rng.permutation(scores)
+    scores = scores.astype(dtype)
+    if signs == "keys-equal-but-the-sign":
+        # 0 and INT_MIN; +inf and the largest negative float32 subnormal
+        # (float16 widens to float32 values whose keys never meet so).
+        pair = {np.int32: [0, np.iinfo(np.int32).min],
+                np.float32: [np.inf, -np.float32(2.0 ** -126) * (1 - 2.0 ** -23)],
+                np.float16: [np.inf, -np.inf]}[dtype]
+        scores = np.asarray(pair, dtype=dtype)[rng.integers(0, 2, n)]
+    if signs == "signed-zeros" and dtype != np.int32:
+        scores[rng.random(n) < 0.2] = -0.0
+        scores[rng.random(n) < 0.2] = 0.0
+    is_positive = rng.random(n) < 0.4
+    for max_fpr in (None, 0.3):
+        expected = NUMPY_BACKEND.binary_rank_areas(scores, is_positive, None, max_fpr)
+        got = case.impl.binary_rank_areas(case.put(scores), case.put(is_positive), None,
+                                          max_fpr)
+        np.testing.assert_allclose(case.get(got), expected, rtol=RTOL, atol=1e-15)
+    assert [launch.kernel for launch in launches] == [
+        "rank_pack_keys", "rank_unpack_keys", "rank_areas"] * 2
 
 
 BINARY_LABEL_DTYPES = {
@@ -921,7 +968,7 @@ def _rank_case(rng, n, dtype, layout):
     """Scores of ``dtype`` whose tie groups are single positions, span several
     kernel tiles, or are the whole input; labels with about 30% positives.
     Signed scores have both signs in "distinct" (floats) and in
-    "groups-across-tiles" (64-bit packed keys), one sign otherwise (32-bit)."""
+    "groups-across-tiles", one sign otherwise."""
     if dtype == np.bool_:
         scores = rng.random(n) < (0.0 if layout == "constant" else 0.5)
     elif layout == "constant":
@@ -959,18 +1006,12 @@ def test_rank_kernels_equal_reference(case, launches, rng, dtype, weighted, layo
         got = case.impl.binary_rank_areas(case.put(scores), case.put(is_positive),
                                           case.put(weight), max_fpr)
         np.testing.assert_allclose(case.get(got), expected, rtol=RTOL, atol=1e-15)
-    # Unweighted scores of at most 32 bits sort packed keys, 32-bit unless
-    # the scores have both signs (then 64-bit keys too); others gather.
+    # Unweighted scores of at most 32 bits sort packed 32-bit keys, split by
+    # sign; others gather.
     packed = not weighted and np.dtype(dtype).itemsize <= 4 and dtype != np.uint64
-    both_signs = bool((scores < 0).any() and (scores >= 0).any())
-    path = (["rank_pack_keys32"] + ["rank_pack_keys"] * both_signs + ["rank_unpack_keys"]
-            if packed else ["rank_gather"])
+    path = ["rank_pack_keys", "rank_unpack_keys"] if packed else ["rank_gather"]
     assert [launch.kernel for launch in launches] == (path + ["rank_areas"]) * 2
     assert launches[len(path) - 1].grid == -(-n // _rank_tile(case))
-    if packed:
-        key_bits = 64 if both_signs else 32
-        assert launches[len(path) - 1].expression.endswith(
-            "<unsigned long long>" if key_bits == 64 else "<unsigned int>")
 
 
 @pytest.mark.parametrize("layout", RANK_LAYOUTS)

@@ -795,9 +795,9 @@ class KernelBackend:
         then the two passes of kernels/ranking.cu over tiles of ranked
         positions, with an O(tiles) scan between them. O(N) memory.
 
-        Unweighted scores of at most 32 bits sort packed (score, class) keys
-        and read them in order (32-bit keys unless the scores have both
-        signs: one read-back of their sign flags); others take a stable
+        Unweighted scores of at most 32 bits sort packed 32-bit (score,
+        class) keys in two parts, scores >= 0 and the others (one read-back:
+        where the parts meet), and read them in order; others take a stable
         argsort and a gather.
         """
         device, xp = self.device, self.xp
@@ -810,21 +810,21 @@ class KernelBackend:
         packed = self._packed_rank_scores(scores) if sample_weight is None else None
         if packed is not None:
             values, packed_type = packed
-            # 32-bit keys unless the scores have both signs (one read-back
-            # tells): a sort of half the passes and half the bytes.
-            keys, key_type = xp.empty(n, dtype=np.uint32), "unsigned int"
-            sign_flags = self.zeros(1, np.uint32)
-            self.launch(RANKING_SOURCE, f"rank_pack_keys32<{packed_type}>", self._grid(n), block,
-                          [values, positive, np.int64(n), keys, sign_flags])
-            if int(self.to_host(sign_flags)[0]) == 3:
-                keys, key_type = xp.empty(n, dtype=np.uint64), "unsigned long long"
-                self.launch(RANKING_SOURCE, f"rank_pack_keys<{packed_type}>", self._grid(n),
-                              block, [values, positive, np.int64(n), keys])
+            # 32-bit keys, those of scores >= 0 in front: the one read-back
+            # (the split) says where the two parts to sort meet.
+            keys = xp.empty(n, dtype=np.uint32)
+            split_counts = self.zeros(2, np.uint64)
+            self.launch(RANKING_SOURCE, f"rank_pack_keys<{packed_type}>",
+                        min(tiles, self._grid(n)), block,
+                        [values, positive, np.int64(n), keys, split_counts])
+            split = int(self.to_host(split_counts)[0])
+            front = xp.sort(keys[:split]) if split > 0 else None
+            back = xp.sort(keys[split:]) if split < n else None
             ranked_scores = xp.empty(n, dtype=np.uint32)
             ranked_weight, score_type = None, PACKED_RANK_SCORE_TYPE
-            self.launch(RANKING_SOURCE, f"rank_unpack_keys<{key_type}>", tiles, block,
-                          [xp.sort(keys), np.int64(n), ranked_scores, ranked_positive,
-                           tile_state])
+            self.launch(RANKING_SOURCE, "rank_unpack_keys", tiles, block,
+                        [front, back, np.int64(split), np.int64(n), ranked_scores,
+                         ranked_positive, tile_state])
         else:
             ranked_scores, ranked_weight, score_type, _ = self._gather_ranked(
                 scores, positive, sample_weight, block, tiles, ranked_positive, tile_state)
