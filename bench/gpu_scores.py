@@ -38,6 +38,7 @@ Then the exact AUC: ``--auc-samples`` float32 scores in [0, 1] (float32
 rounding makes ties) with int64 0/1 targets: ``metrics_gpu._ranking.roc_auc_score``
 and ``average_precision_score`` on CuPy arrays, ``roc_curve(...,
 drop_intermediate=False)`` (every point; timed, not a target),
+``roc_auc_score`` again on the scores - 0.5 (decision values of both signs),
 ``cupy.argsort(scores)`` alone, and torchmetrics' ``binary_auroc(thresholds=None)``
 on torch views; checked against an exact tie-averaged rank-sum computed here
 (integer arithmetic).
@@ -700,6 +701,8 @@ def auc_case(ctx: Context, n: int) -> dict | bool:
             case["ours"], ours = {"ms": None, "error": "metrics_gpu._ranking not importable"}, None
             case["ours_ap"] = {"ms": None, "error": "metrics_gpu._ranking not importable"}
             case["ours_curve"] = {"ms": None, "error": "metrics_gpu._ranking not importable"}
+            case["ours_signed"] = {"ms": None, "error": "metrics_gpu._ranking not importable"}
+            ours_signed = None
         else:
             with mg.use_backend("cuda"):
                 case["ours"], ours = attempt(ctx, f"{name}: ours roc_auc_score",
@@ -713,7 +716,14 @@ def auc_case(ctx: Context, n: int) -> dict | bool:
                     ctx, f"{name}: ours roc_curve",
                     lambda: roc_curve(y, scores, drop_intermediate=False),
                     lambda curve: int(curve[0].shape[0]))
-            if ours is None or ours_ap is None or curve_points is None:
+                # Decision values (both signs; the same ranking, so the same
+                # AUC): the keys are sorted in two parts, by sign.
+                decisions = scores - 0.5
+                case["ours_signed"], ours_signed = attempt(
+                    ctx, f"{name}: ours roc_auc_score, scores - 0.5",
+                    lambda: roc_auc_score(y, decisions), to_float)
+                del decisions
+            if ours is None or ours_ap is None or curve_points is None or ours_signed is None:
                 ctx.failures += 1
         case["argsort"], _ = attempt(ctx, f"{name}: cupy.argsort",
                                      lambda: cp.argsort(scores), lambda result: None)
@@ -735,8 +745,13 @@ def auc_case(ctx: Context, n: int) -> dict | bool:
     finally:
         del y, scores
         ctx.free_memory()
-    case.update(ours_value=ours, torchmetrics_value=theirs, exact_value=exact)
+    case.update(ours_value=ours, ours_signed_value=ours_signed, torchmetrics_value=theirs,
+                exact_value=exact)
     case["agree"] = close(ours, exact, RTOL_AUC)
+    case["signed_agrees"] = close(ours_signed, exact, RTOL_AUC)
+    if case["signed_agrees"] is False:
+        ctx.failures += 1
+        ctx.note(f"{name}: ours on scores - 0.5 {ours_signed!r} != exact {exact!r}")
     case["torchmetrics_agrees"] = close(theirs, exact, RTOL_AUC_TORCHMETRICS)
     if case["agree"] is False:
         ctx.failures += 1
@@ -748,6 +763,9 @@ def auc_case(ctx: Context, n: int) -> dict | bool:
     curve_ms = case["ours_curve"]["ms"]
     case["curve_over_argsort"] = (None if curve_ms is None or sort_ms is None
                                   else curve_ms / sort_ms)
+    signed_ms = case["ours_signed"]["ms"]
+    case["signed_over_argsort"] = (None if signed_ms is None or sort_ms is None
+                                   else signed_ms / sort_ms)
     case["speedup_vs_torchmetrics"] = None if ours_ms is None or tm_ms is None else tm_ms / ours_ms
     return case
 
@@ -868,6 +886,9 @@ def print_table(out: Printer, results: dict) -> None:
             f"AUC {fmt(auc['ours_value'], '.9f')}")
         out(f"  ours average_precision      {fmt(auc['ours_ap']['ms'], '.3f', ' ms'):>12}   "
             f"= {fmt(auc['ap_over_argsort'], '.2f', 'x')} cupy.argsort")
+        out(f"  ours, on scores - 0.5       {fmt(auc['ours_signed']['ms'], '.3f', ' ms'):>12}   "
+            f"= {fmt(auc['signed_over_argsort'], '.2f', 'x')} cupy.argsort   "
+            f"AUC {fmt(auc['ours_signed_value'], '.9f')} (both signs: two key sorts)")
         out(f"  ours roc_curve (all points) {fmt(auc['ours_curve']['ms'], '.3f', ' ms'):>12}   "
             f"= {fmt(auc['curve_over_argsort'], '.2f', 'x')} cupy.argsort")
         out(f"  cupy.argsort(scores)        {fmt(auc['argsort']['ms'], '.3f', ' ms'):>12}")
@@ -875,6 +896,7 @@ def print_table(out: Printer, results: dict) -> None:
             f"ours {fmt(auc['speedup_vs_torchmetrics'], '.1f', 'x')} faster   "
             f"AUC {fmt(auc['torchmetrics_value'], '.9f')}")
         out(f"  exact rank-sum AUC {auc['exact_value']:.12f}: ours agrees {agree_text(auc['agree'])}"
+            f", on scores - 0.5 {agree_text(auc['signed_agrees'])}"
             f" (rtol {RTOL_AUC:g}); torchmetrics within rtol {RTOL_AUC_TORCHMETRICS:g}: "
             f"{agree_text(auc['torchmetrics_agrees'])}")
 
@@ -900,6 +922,9 @@ def evaluate_targets(results: dict) -> list[dict]:
     auc = results.get("auc")
     add(f"exact AUC <= {TARGET_AUC_RATIO:g}x the sort alone (cupy.argsort)",
         [] if not auc else [(auc["case"], auc)], "ours_over_argsort",
+        lambda v: v <= TARGET_AUC_RATIO, lambda v: fmt(v, ".2f", "x"))
+    add(f"exact AUC of scores of both signs <= {TARGET_AUC_RATIO:g}x the sort alone",
+        [] if not auc else [(auc["case"] + " - 0.5", auc)], "signed_over_argsort",
         lambda v: v <= TARGET_AUC_RATIO, lambda v: fmt(v, ".2f", "x"))
     add(f"exact average precision <= {TARGET_AUC_RATIO:g}x the sort alone (cupy.argsort)",
         [] if not auc else [(auc["case"], auc)], "ap_over_argsort",
