@@ -15,17 +15,14 @@ agree. Target (issue 14): >= 3x torchmetrics per update.
 from __future__ import annotations
 
 import argparse
-import json
 import platform
 import statistics
-import subprocess
-import sys
 import time
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+from _common import git_commit, write_json
 
-import metrics_gpu as mg  # noqa: E402
+import metrics_gpu as mg
 
 TARGET_SPEEDUP = 3.0
 THRESHOLDS = 100
@@ -92,8 +89,7 @@ def main(argv=None) -> int:
     import torchmetrics
 
     torch.set_num_threads(max(1, torch.get_num_threads()))
-    commit = subprocess.run(["git", "rev-parse", "--short", "HEAD"], capture_output=True,
-                            text=True, cwd=Path(__file__).parent).stdout.strip()
+    commit = git_commit(dirty=False) or ""
     rows = []
     print(f"commit {commit}; {platform.processor() or platform.machine()}, "
           f"torch {torch.__version__}, torchmetrics {torchmetrics.__version__}, "
@@ -112,7 +108,7 @@ def main(argv=None) -> int:
     met = all(row["update_speedup"] >= TARGET_SPEEDUP for row in rows)
     print(f"target: update >= {TARGET_SPEEDUP}x torchmetrics: {'met' if met else 'NOT met'}")
     if args.json:
-        args.json.write_text(json.dumps({"commit": commit, "rows": rows}, indent=2) + "\n")
+        write_json(args.json, {"commit": commit, "rows": rows})
     return 0
 
 

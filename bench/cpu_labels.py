@@ -15,29 +15,16 @@ faster than scikit-learn's five calls.
 from __future__ import annotations
 
 import argparse
-import json
 import platform
 import sys
-import time
-from pathlib import Path
 
 import numpy as np
+from _common import best_time, write_json
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-
-import metrics_gpu as mg  # noqa: E402
-from metrics_gpu.cli import synthetic_predictions  # noqa: E402
+import metrics_gpu as mg
+from metrics_gpu.cli import synthetic_predictions
 
 TARGET_SPEEDUP = 10.0
-
-
-def best_time(function, repeat: int) -> tuple[float, object]:
-    best, result = float("inf"), None
-    for _ in range(repeat):
-        start = time.perf_counter()
-        result = function()
-        best = min(best, time.perf_counter() - start)
-    return best, result
 
 
 def bench_one(n_samples: int, num_classes: int, repeat: int, sklearn_repeat: int) -> dict:
@@ -133,7 +120,7 @@ def main(argv=None) -> int:
               f"({run['copy_gb_per_s']:.2f} GB/s)")
         ok &= run["full_report_agrees"] and all(r["agree"] for r in run["functions"])
     if args.json:
-        Path(args.json).write_text(json.dumps(results, indent=2) + "\n")
+        write_json(args.json, results)
     return 0 if ok else 1
 
 

@@ -37,23 +37,32 @@ from __future__ import annotations
 
 import argparse
 import datetime
-import json
 import os
 import platform
-import re
-import shlex
-import subprocess
 import sys
 import time
 import warnings
 from pathlib import Path
 
 import numpy as np
+from _common import (
+    Printer,
+    add_output_options,
+    agree_text,
+    best_time,
+    close,
+    count,
+    fmt,
+    git_commit,
+    print_notes,
+    print_targets,
+    slug,
+    stderr_progress,
+    target_verdicts,
+    write_outputs,
+)
 
-REPO = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(REPO))
-
-import metrics_gpu as mg  # noqa: E402
+import metrics_gpu as mg
 
 DEFAULT_SAMPLES = 10**6
 DEFAULT_CLASSES = (10, 100)
@@ -70,19 +79,7 @@ TARGET_EVERY_FUNCTION = 1.0
 TARGET_SET = 3.0
 
 
-def progress(message: str) -> None:
-    print(f"[cpu_scores] {message}", file=sys.stderr, flush=True)
-
-
-class Printer:
-    """print(), and keep every line for the .md written by --write-results."""
-
-    def __init__(self) -> None:
-        self.lines: list[str] = []
-
-    def __call__(self, text: str = "") -> None:
-        print(text, flush=True)
-        self.lines.extend(str(text).split("\n"))
+progress = stderr_progress("cpu_scores")
 
 
 # -- environment -------------------------------------------------------------------
@@ -113,21 +110,8 @@ def device_slug(model: str, cores: int) -> str:
         if family in lowered:
             break
     else:
-        family = re.sub(r"[^a-z0-9]+", "-", platform.machine().lower()).strip("-") or "cpu"
+        family = slug(platform.machine(), "cpu")
     return f"cpu-{family}-{cores}core"
-
-
-def git_commit() -> str | None:
-    try:
-        head = subprocess.run(["git", "rev-parse", "--short", "HEAD"], cwd=REPO,
-                              capture_output=True, text=True, timeout=10)
-        dirty = subprocess.run(["git", "status", "--porcelain", "--untracked-files=no"],
-                               cwd=REPO, capture_output=True, text=True, timeout=10)
-    except (OSError, subprocess.SubprocessError):
-        return None
-    if head.returncode != 0:
-        return None
-    return head.stdout.strip() + ("+dirty" if dirty.stdout.strip() else "")
 
 
 def environment() -> dict:
@@ -207,14 +191,10 @@ class Run:
 
         Warnings raised by the call are recorded once each as notes.
         """
-        best, result = float("inf"), None
         try:
             with warnings.catch_warnings(record=True) as caught:
                 warnings.simplefilter("always")
-                for _ in range(repeat):
-                    start = time.perf_counter()
-                    result = function()
-                    best = min(best, time.perf_counter() - start)
+                best, result = best_time(function, repeat)
         except Exception as error:
             self.failures += 1
             self.note(f"{label}: {type(error).__name__}: {error}".splitlines()[0][:300])
@@ -226,16 +206,10 @@ class Run:
         return best, result
 
 
-def close(a, b) -> bool | None:
-    if a is None or b is None:
-        return None
-    return bool(np.isclose(float(a), float(b), rtol=RTOL, atol=0))
-
-
 def row(name: str, ours_s, sklearn_s, ours_value, sklearn_value, kind: str = "function",
         agree=None, **extra) -> dict:
     if agree is None:
-        agree = close(ours_value, sklearn_value)
+        agree = close(ours_value, sklearn_value, RTOL)
     speedup = None if ours_s is None or sklearn_s is None else sklearn_s / ours_s
     return {"function": name, "kind": kind, "ours_s": ours_s, "sklearn_s": sklearn_s,
             "speedup": speedup, "agree": agree,
@@ -307,7 +281,7 @@ def score_section(run: Run, n: int, k: int, dtype: str, logits, probs, y, weight
             mine = {"log_loss": report.cross_entropy, "accuracy": report.accuracy,
                     f"top_{TOP_K}": report.top_k_accuracy[TOP_K], "brier": report.brier_score}
         for part in parts:
-            detail[part] = close(mine.get(part), theirs[part])
+            detail[part] = close(mine.get(part), theirs[part], RTOL)
         values = list(detail.values())
         agree = False if False in values else (True if all(values) else None)
         rows.append(row("set: logits_report vs 4 sklearn calls", ours_s, sk_total,
@@ -432,14 +406,6 @@ def run_all(run: Run, results: dict) -> None:
 # -- output ------------------------------------------------------------------------
 
 
-def fmt(value, spec: str, suffix: str = "") -> str:
-    return "-" if value is None else f"{value:{spec}}{suffix}"
-
-
-def agree_text(value) -> str:
-    return {True: "true", False: "FALSE", None: "-"}[value]
-
-
 TABLE_HEADER = f"{'function':<40}{'ours (s)':>10}{'sklearn (s)':>13}{'speedup':>9}  agree"
 
 
@@ -488,14 +454,8 @@ def evaluate_targets(results: dict) -> list[dict]:
     targets = []
 
     def add(text, chosen, threshold):
-        if not chosen:
-            targets.append({"target": text, "case": None, "measured": None,
-                            "verdict": "NOT RUN"})
-        for case, r in chosen:
-            value = r["speedup"]
-            verdict = "NOT RUN" if value is None else ("PASS" if value >= threshold else "MISS")
-            targets.append({"target": text, "case": case, "measured": value, "verdict": verdict,
-                            "shown": fmt(value, ".2f", "x")})
+        targets.extend(target_verdicts(text, chosen, "speedup", lambda v: v >= threshold,
+                                       lambda v: fmt(v, ".2f", "x")))
 
     add(f"no slower than scikit-learn on any function (speedup >= {TARGET_EVERY_FUNCTION:.1f}x)",
         [(c, r) for c, r in rows if r["kind"] in ("function", "ranking")], TARGET_EVERY_FUNCTION)
@@ -504,67 +464,7 @@ def evaluate_targets(results: dict) -> list[dict]:
     return targets
 
 
-def print_targets(out: Printer, targets: list[dict]) -> None:
-    out()
-    out("targets (project issue), from the numbers above:")
-    current = None
-    for target in targets:
-        if target["target"] != current:
-            current = target["target"]
-            verdicts = [t["verdict"] for t in targets if t["target"] == current]
-            overall = ("PASS" if all(v == "PASS" for v in verdicts)
-                       else "MISS" if "MISS" in verdicts else "NOT RUN")
-            out(f"  {current}: {overall}")
-        if target["case"] is None:
-            out(f"    {target['verdict']:<8}(no such case measured)")
-        else:
-            out(f"    {target['verdict']:<8}{target['case']:<58}{target['shown']}")
-
-
-def plain(value):
-    """JSON-safe copy: NumPy scalars and arrays to Python values."""
-    if isinstance(value, dict):
-        return {str(k): plain(v) for k, v in value.items()}
-    if isinstance(value, (list, tuple)):
-        return [plain(v) for v in value]
-    if isinstance(value, np.generic):
-        return plain(value.item())
-    if isinstance(value, np.ndarray):
-        return value.tolist()
-    if isinstance(value, float) and not np.isfinite(value):
-        return None
-    return value
-
-
-def write_results(results: dict, out: Printer, argv: list[str]) -> list[Path]:
-    env = results["environment"]
-    folder = REPO / "bench" / "results"
-    folder.mkdir(parents=True, exist_ok=True)
-    stem = f"{env['date']}-{env['device']}-scores"
-    json_path, md_path = folder / f"{stem}.json", folder / f"{stem}.md"
-    json_path.write_text(json.dumps(plain(results), indent=2) + "\n")
-    command = shlex.join(["python", "bench/cpu_scores.py", *argv])
-    md_path.write_text(
-        f"# CPU scores bench, {env['date']}\n\n"
-        f"Machine: {env['cpu']} ({env['cores']} cores, no GPU used), Python {env['python']}, "
-        f"NumPy {env['numpy']}, scikit-learn {env['sklearn']}.\n"
-        f"Command: `{command}`. Output as printed:\n\n"
-        "```\n" + "\n".join(out.lines).strip("\n") + "\n```\n")
-    return [json_path, md_path]
-
-
 # -- command line --------------------------------------------------------------------
-
-
-def count(text: str) -> int:
-    """A positive integer, also written as 1e6."""
-    try:
-        value = float(text) if any(c in text.lower() for c in ".e") else int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"not a number: {text!r}") from None
-    if value != int(value) or value < 1:
-        raise argparse.ArgumentTypeError(f"must be a positive integer, got {text}")
-    return int(value)
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -590,10 +490,7 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--skip", nargs="+", default=[], choices=("ranking", "set"),
                         help="parts not to run")
     parser.add_argument("--seed", type=int, default=0)
-    parser.add_argument("--json", help="also write the results to this JSON file")
-    parser.add_argument("--write-results", action="store_true",
-                        help="write bench/results/<date>-<cpu>-scores.json and .md "
-                             "(output as printed)")
+    add_output_options(parser, "<date>-<cpu>-scores")
     return parser
 
 
@@ -635,20 +532,17 @@ def main(argv=None) -> int:
 
     out = Printer()
     print_tables(out, results)
-    print_targets(out, results["targets"])
-    if run.notes:
-        out()
-        out("notes:")
-        for note in run.notes:
-            out(f"  - {note}")
+    print_targets(out, results["targets"], case_width=58, overall=True)
+    print_notes(out, run.notes)
     out()
     out(f"total wall time {results['wall_s']:.0f} s")
 
-    if args.json:
-        Path(args.json).write_text(json.dumps(plain(results), indent=2) + "\n")
-    if args.write_results:
-        for path in write_results(results, out, argv):
-            progress(f"wrote {path.relative_to(REPO)}")
+    env = results["environment"]
+    write_outputs(args, argv, results, out, progress, f"{env['date']}-{env['device']}-scores",
+                  "CPU scores bench",
+                  f"Machine: {env['cpu']} ({env['cores']} cores, no GPU used), "
+                  f"Python {env['python']}, NumPy {env['numpy']}, "
+                  f"scikit-learn {env['sklearn']}.\n")
     return 0 if run.failures == 0 else 1
 
 

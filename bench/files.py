@@ -35,21 +35,11 @@ import time
 from pathlib import Path
 
 import numpy as np
-
-ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT))
+from _common import REPO, git_commit, write_json
 
 TARGET_FRACTION = 0.80
 TARGET_PEAK_BYTES = 1 << 30
 BLOCK_ROWS = 1 << 22
-
-
-def commit() -> str:
-    try:
-        return subprocess.run(["git", "rev-parse", "--short", "HEAD"], cwd=ROOT,
-                              capture_output=True, text=True, check=True).stdout.strip()
-    except (OSError, subprocess.CalledProcessError):
-        return "unknown"
 
 
 def write_files(directory: Path, rows: int, classes: int) -> dict[str, Path]:
@@ -128,7 +118,7 @@ print(json.dumps({"status": status, "seconds": elapsed,
 def time_report(argv: list[str], cold: bool) -> dict:
     drop_caches(cold)
     done = subprocess.run([sys.executable, "-c", REPORT, "report", "--quiet", "--format",
-                           "json", *argv], capture_output=True, text=True, cwd=ROOT)
+                           "json", *argv], capture_output=True, text=True, cwd=REPO)
     measured = json.loads(done.stderr.strip().splitlines()[-1])
     if measured["status"] != 0:
         raise SystemExit(f"report failed: {done.stderr}")
@@ -193,7 +183,7 @@ def main() -> None:
             ["--y-true", str(paths["t"]), "--scores", str(paths["s"]), "--auc", "binned"]),
     }
     results = []
-    header = (f"commit {commit()}; {platform.machine()}, {os.cpu_count()} cores, backend "
+    header = (f"commit {git_commit(dirty=False) or 'unknown'}; {platform.machine()}, {os.cpu_count()} cores, backend "
               f"{backend}, metrics-gpu {metrics_gpu.__version__}, "
               f"{'cold' if args.drop_caches else 'warm'} page cache")
     print(header)
@@ -226,8 +216,7 @@ def main() -> None:
           f"peak memory < 1 GB: {'met' if peak < TARGET_PEAK_BYTES else 'not met'} "
           f"({peak / 2**20:.0f} MB)")
     if args.json:
-        args.json.write_text(json.dumps({"header": header, "results": results,
-                                         "overlap": overlap}, indent=2) + "\n")
+        write_json(args.json, {"header": header, "results": results, "overlap": overlap})
 
 
 if __name__ == "__main__":

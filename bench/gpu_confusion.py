@@ -48,23 +48,37 @@ every one of our calls ran, 1 otherwise, 2 when no GPU (or, without
 from __future__ import annotations
 
 import argparse
-import datetime
-import json
-import platform
-import re
-import shlex
-import subprocess
 import sys
 import time
-from pathlib import Path
 
 import numpy as np
+from _common import (
+    GpuContext,
+    Printer,
+    add_output_options,
+    agree_text,
+    attempt,
+    bumped_scores,
+    count,
+    fmt,
+    fmt_n,
+    gpu_environment,
+    guarded,
+    load_gpu,
+    load_torch,
+    print_gpu_environment,
+    print_notes,
+    print_targets,
+    slug,
+    stderr_progress,
+    target_verdicts,
+    time_copy,
+    to_numpy,
+    write_outputs,
+)
 
-REPO = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(REPO))
-
-import metrics_gpu as mg  # noqa: E402
-from metrics_gpu._backend import CUDA_INSTALL_HINT, get_backend_implementation  # noqa: E402
+import metrics_gpu as mg
+from metrics_gpu._backend import get_backend_implementation
 
 DEFAULT_SAMPLES = (10**6, 10**8, 10**9)
 DEFAULT_CLASSES = (2, 10, 100, 1000)
@@ -93,210 +107,18 @@ extern "C" __global__ void spin_cycles(long long cycles) {
 """
 
 
-def progress(message: str) -> None:
-    print(f"[gpu_confusion] {message}", file=sys.stderr, flush=True)
-
-
-class Printer:
-    """print(), and keep every line for the .md written by --write-results."""
-
-    def __init__(self) -> None:
-        self.lines: list[str] = []
-
-    def __call__(self, text: str = "") -> None:
-        print(text, flush=True)
-        self.lines.extend(str(text).split("\n"))
+progress = stderr_progress("gpu_confusion")
 
 
 # -- set-up ------------------------------------------------------------------
 
 
-def load_gpu():
-    """Return ``(cupy, None)``, or ``(None, reason)`` when no GPU can be used."""
-    try:
-        import cupy
-    except Exception as error:  # ImportError, or a broken CUDA install
-        return None, (f"CuPy is not importable ({type(error).__name__}: {error}); "
-                      f"{CUDA_INSTALL_HINT}")
-    try:
-        count = cupy.cuda.runtime.getDeviceCount()
-    except Exception as error:
-        return None, f"no usable CUDA GPU ({type(error).__name__}: {error})"
-    if count < 1:
-        return None, "no CUDA GPU found"
-    return cupy, None
-
-
-def load_torch(cp, notes: list[str]):
-    """Return ``(torch, torchmetrics_functions)``; either may be None, with a note."""
-    try:
-        import torch
-    except Exception as error:
-        notes.append(f"torch not importable ({type(error).__name__}): torchmetrics columns "
-                     "and bfloat16 scores are null")
-        return None, None
-    if not torch.cuda.is_available():
-        notes.append("torch has no CUDA here: torchmetrics columns and bfloat16 scores are null")
-        return None, None
-    # One stream for everything, so that CUDA events bracket torch's work too.
-    stream = cp.cuda.get_current_stream()
-    if torch.cuda.current_stream().cuda_stream != stream.ptr:
-        torch.cuda.set_stream(torch.cuda.ExternalStream(stream.ptr))
-    try:
-        import torchmetrics
-        from torchmetrics.functional.classification import (
-            binary_confusion_matrix,
-            multiclass_confusion_matrix,
-        )
-    except Exception as error:
-        notes.append(f"torchmetrics not importable ({type(error).__name__}): its columns are null")
-        return torch, None
-    return torch, {"version": torchmetrics.__version__, "binary": binary_confusion_matrix,
-                   "multiclass": multiclass_confusion_matrix}
-
-
-def environment(cp, torch, tm) -> dict:
-    device = cp.cuda.Device()
-    props = cp.cuda.runtime.getDeviceProperties(device.id)
-    name = props["name"]
-    name = name.decode() if isinstance(name, bytes) else str(name)
-
-    def version(number: int) -> str:
-        return f"{number // 1000}.{number % 1000 // 10}"
-
-    free, total = cp.cuda.runtime.memGetInfo()
-    return {
-        "gpu": name,
-        "gpu_memory_bytes": int(total),
-        "gpu_free_bytes_at_start": int(free),
-        "cupy": cp.__version__,
-        "cuda_runtime": version(cp.cuda.runtime.runtimeGetVersion()),
-        "cuda_driver": version(cp.cuda.runtime.driverGetVersion()),
-        "torch": None if torch is None else torch.__version__,
-        "torch_cuda": None if torch is None else torch.version.cuda,
-        "torchmetrics": None if tm is None else tm["version"],
-        "metrics_gpu": mg.__version__,
-        "commit": git_commit(),
-        "python": platform.python_version(),
-        "numpy": np.__version__,
-        "date": datetime.datetime.now(datetime.timezone.utc).date().isoformat(),
-    }
-
-
-def git_commit() -> str | None:
-    try:
-        head = subprocess.run(["git", "rev-parse", "--short", "HEAD"], cwd=REPO,
-                              capture_output=True, text=True, timeout=10)
-        dirty = subprocess.run(["git", "status", "--porcelain", "--untracked-files=no"],
-                               cwd=REPO, capture_output=True, text=True, timeout=10)
-    except (OSError, subprocess.SubprocessError):
-        return None
-    if head.returncode != 0:
-        return None
-    return head.stdout.strip() + ("+dirty" if dirty.stdout.strip() else "")
-
-
-class Context:
-    """What every case needs: CuPy, the stream, the optional libraries, the notes."""
+class Context(GpuContext):
+    """GpuContext and the backend under test (None with --baselines-only)."""
 
     def __init__(self, cp, backend, torch, tm, args, notes):
-        self.cp = cp
+        super().__init__(cp, torch, tm, args, notes, progress)
         self.backend = backend
-        self.torch = torch
-        self.tm = tm
-        self.args = args
-        self.notes = notes
-        self.stream = cp.cuda.get_current_stream()
-        oom = [cp.cuda.memory.OutOfMemoryError]
-        if torch is not None:
-            oom.append(torch.cuda.OutOfMemoryError)
-        self.oom_errors = tuple(oom)
-        self.failures = 0  # disagreements and errors of our calls
-        self._noted: set[str] = set()
-
-    def note(self, text: str, key: str | None = None) -> None:
-        """Add a note for the output; one per ``key`` when a key is given."""
-        if key is not None:
-            if key in self._noted:
-                return
-            self._noted.add(key)
-        self.notes.append(text)
-        progress(f"note: {text}")
-
-    def free_memory(self) -> None:
-        self.stream.synchronize()
-        self.cp.get_default_memory_pool().free_all_blocks()
-        if self.torch is not None:
-            self.torch.cuda.empty_cache()
-
-    def free_bytes(self) -> int:
-        self.free_memory()
-        return int(self.cp.cuda.runtime.memGetInfo()[0])
-
-
-# -- timing ------------------------------------------------------------------
-
-
-def time_gpu(ctx: Context, function, repeat: int):
-    """Best CUDA-event time in ms of ``function`` after one warm-up call."""
-    cp, stream = ctx.cp, ctx.stream
-    result = function()
-    stream.synchronize()
-    times = []
-    for _ in range(repeat):
-        start, end = cp.cuda.Event(), cp.cuda.Event()
-        start.record(stream)
-        result = function()
-        end.record(stream)
-        end.synchronize()
-        times.append(cp.cuda.get_elapsed_time(start, end))
-    return min(times), times, result
-
-
-def attempt(ctx: Context, label: str, function, convert):
-    """Time ``function``; return ``(timing dict, host copy of its result)``.
-
-    Out of memory (CuPy or torch) and any other error give ``ms: None`` and a
-    note; ``convert`` turns the last result into NumPy arrays after timing.
-    """
-    try:
-        best, times, result = time_gpu(ctx, function, ctx.args.repeat)
-        host = convert(result)
-        del result
-        return {"ms": best, "times_ms": times}, host
-    except ctx.oom_errors:
-        ctx.note(f"{label}: out of GPU memory, recorded null")
-        return {"ms": None, "error": "out of memory"}, None
-    except Exception as error:  # a missing feature of one library must not end the run
-        ctx.note(f"{label}: {type(error).__name__}: {error}".splitlines()[0][:300])
-        return {"ms": None, "error": f"{type(error).__name__}: {error}"[:1000]}, None
-    finally:
-        ctx.free_memory()
-
-
-def time_copy(ctx: Context, label: str, sources) -> dict:
-    """Device-to-device copy of ``sources`` (``(MemoryPointer, nbytes)`` pairs) into one buffer."""
-    cp, stream = ctx.cp, ctx.stream
-    total = sum(size for _, size in sources)
-    target = []  # the copy's destination, dropped before returning
-    try:
-        target.append(cp.empty(total, dtype=cp.uint8))
-    except ctx.oom_errors:
-        ctx.note(f"{label}: no memory for a {total / 1e9:.1f} GB copy target, recorded null")
-        return {"bytes": total, "ms": None, "gb_per_s": None, "error": "out of memory"}
-
-    def copy():
-        offset = 0
-        for pointer, size in sources:
-            (target[0].data + offset).copy_from_device_async(pointer, size, stream)
-            offset += size
-
-    timing, _ = attempt(ctx, label, copy, lambda result: None)
-    target.clear()
-    ctx.free_memory()
-    ms = timing["ms"]
-    timing.update(bytes=total, gb_per_s=None if ms is None else 2 * total / (ms * 1e-3) / 1e9)
-    return timing
 
 
 # -- inputs ------------------------------------------------------------------
@@ -328,45 +150,7 @@ def synthetic_labels(cp, n: int, k: int, dtype, accuracy: float, seed: int):
     return y_true, y_pred
 
 
-def synthetic_scores(ctx: Context, y_pred, k: int, score_dtype: str, seed: int):
-    """(N, K) scores whose row argmax is mostly ``y_pred``: N(0, 1) plus a bump.
-
-    float32: a CuPy array. bfloat16: a torch tensor (CuPy has no bfloat16 of
-    its own), filled chunk by chunk so no float32 copy of the whole is held.
-    """
-    cp, torch = ctx.cp, ctx.torch
-    n = y_pred.shape[0]
-    random = cp.random.RandomState(seed + 1)
-    if score_dtype == "float32":
-        scores = cp.empty((n, k), dtype=cp.float32)
-    else:
-        scores = torch.empty((n, k), dtype=torch.bfloat16, device="cuda")
-    rows = max(1, GENERATION_CHUNK // k)
-    for start in range(0, n, rows):
-        stop = min(start + rows, n)
-        block = random.standard_normal((stop - start, k), dtype=cp.float32)
-        block[cp.arange(stop - start), y_pred[start:stop]] += SCORE_BUMP
-        if score_dtype == "float32":
-            scores[start:stop] = block
-        else:
-            scores[start:stop].copy_(torch.from_dlpack(block))
-        del block
-    return scores
-
-
 # -- results on the host -------------------------------------------------------
-
-
-def to_numpy(value):
-    if value is None:
-        return None
-    if isinstance(value, np.ndarray):
-        return value
-    if hasattr(value, "detach"):  # torch
-        return value.detach().cpu().numpy()
-    if hasattr(value, "get") and hasattr(value, "__cuda_array_interface__"):  # CuPy
-        return value.get()
-    return np.asarray(value)
 
 
 def dense_host(k: int):
@@ -457,11 +241,6 @@ def baselines_agree(ctx: Context, case: dict, baselines: dict, ref, stats: bool)
 # -- cases -------------------------------------------------------------------
 
 
-def fmt_n(n: int) -> str:
-    exponent = len(str(n)) - 1
-    return f"1e{exponent}" if n == 10**exponent else f"{n:,}"
-
-
 def derive(case: dict) -> None:
     ours = case["ours"]["ms"]
     tm = case["torchmetrics"]["ms"]
@@ -542,6 +321,7 @@ def label_case(ctx: Context, n: int, k: int, dtype: str, y_true, y_pred, copy: d
     if case["agree"] is False:
         ctx.failures += 1
     derive(case)
+    progress_case(case)
     return case
 
 
@@ -564,7 +344,8 @@ def score_case(ctx: Context, n: int, k: int, dtype: str, score_dtype: str, y_tru
                  "with the argmax baselines, does not fit in free GPU memory)")
         return False
     progress(name)
-    scores = synthetic_scores(ctx, y_pred, k, score_dtype, ctx.args.seed + k)
+    scores = bumped_scores(ctx, y_pred, k, score_dtype, ctx.args.seed + k, SCORE_BUMP,
+                           GENERATION_CHUNK)
     case = {"case": name, "kind": "scores", "n": n, "k": k, "label_dtype": dtype,
             "score_dtype": score_dtype, "bytes_read": int(score_bytes + y_true.nbytes)}
     try:
@@ -572,6 +353,7 @@ def score_case(ctx: Context, n: int, k: int, dtype: str, score_dtype: str, y_tru
     finally:
         del scores  # the inputs of the case go before the next one is made
         ctx.free_memory()
+    progress_case(case)
     return case
 
 
@@ -727,7 +509,8 @@ def step_case(ctx: Context) -> list[dict]:
     progress(f"in-loop step: label_report on {STEP_BATCH} x {STEP_CLASSES} float32 logits")
     y_true, y_pred = synthetic_labels(cp, STEP_BATCH, STEP_CLASSES, cp.int64,
                                       ctx.args.accuracy, ctx.args.seed)
-    logits = synthetic_scores(ctx, y_pred, STEP_CLASSES, "float32", ctx.args.seed)
+    logits = bumped_scores(ctx, y_pred, STEP_CLASSES, "float32", ctx.args.seed, SCORE_BUMP,
+                           GENERATION_CHUNK)
     try:
         spin = make_spinner(ctx)
     except Exception as error:
@@ -783,20 +566,10 @@ def step_case(ctx: Context) -> list[dict]:
 # -- the run -------------------------------------------------------------------
 
 
-def guarded(ctx: Context, label: str, function, *args):
-    """``function(*args)``; an unexpected error becomes a note and a failure, not the end."""
-    try:
-        result = function(*args)
-    except Exception as error:
-        ctx.failures += 1
-        ctx.note(f"{label}: not measured, {type(error).__name__}: {error}".splitlines()[0][:300])
-        ctx.free_memory()
-        return False
-    if isinstance(result, dict) and "ours" in result:
-        progress("  ours {} ms, torchmetrics {} ms, cupy {} ms, copy {} ms, agree {}".format(
-            *(fmt(result[key]["ms"], ".3f") for key in ("ours", "torchmetrics", "cupy", "copy")),
-            result["agree"]))
-    return result
+def progress_case(case: dict) -> None:
+    progress("  ours {} ms, torchmetrics {} ms, cupy {} ms, copy {} ms, agree {}".format(
+        *(fmt(case[key]["ms"], ".3f") for key in ("ours", "torchmetrics", "cupy", "copy")),
+        case["agree"]))
 
 
 def run_all(ctx: Context, results: dict) -> None:
@@ -860,19 +633,8 @@ def run_all(ctx: Context, results: dict) -> None:
 # -- output ----------------------------------------------------------------------
 
 
-def fmt(value, spec: str, suffix: str = "") -> str:
-    return "-" if value is None else f"{value:{spec}}{suffix}"
-
-
 def print_table(out: Printer, results: dict) -> None:
-    env = results["environment"]
-    out(f"GPU: {env['gpu']} ({env['gpu_memory_bytes'] / 2**30:.0f} GiB)   date: {env['date']}")
-    out(f"CuPy {env['cupy']}, CUDA runtime {env['cuda_runtime']} (driver {env['cuda_driver']}), "
-        f"torch {env['torch'] or '-'} (CUDA {env['torch_cuda'] or '-'}), "
-        f"torchmetrics {env['torchmetrics'] or '-'}, metrics-gpu {env['metrics_gpu']} "
-        f"({env['commit'] or 'no commit'})")
-    out(f"times: CUDA events, best of {results['settings']['repeat']} after a warm-up; "
-        f"{COPY_CONVENTION}")
+    print_gpu_environment(out, results, COPY_CONVENTION)
     if not results["settings"]["baselines_only"]:
         out("fused argmax: ours = backend.accumulate_confusion(y_true, argmax_scores(scores))")
     if results["settings"]["baselines_only"]:
@@ -883,7 +645,7 @@ def print_table(out: Printer, results: dict) -> None:
               f"{'vs tm':>8}{'cupy ms':>10}{'vs cupy':>9}  agree")
     out(header)
     for case in results["cases"]:
-        agree = {True: "true", False: "FALSE", None: "-"}[case["agree"]]
+        agree = agree_text(case["agree"])
         out(f"{case['case']:<38}{fmt(case['ours']['ms'], '.3f'):>10}"
             f"{fmt(case['ours_gb_per_s'], '.0f'):>8}"
             f"{fmt(case['fraction_of_copy_bandwidth'], '.0%'):>9}"
@@ -912,13 +674,8 @@ def evaluate_targets(results: dict) -> list[dict]:
     targets = []
 
     def add(text, cases, value_key, threshold, render):
-        if not cases:
-            targets.append({"target": text, "case": None, "measured": None, "verdict": "NOT RUN"})
-        for case in cases:
-            value = case[value_key]
-            verdict = "NOT RUN" if value is None else ("PASS" if value >= threshold else "MISS")
-            targets.append({"target": text, "case": case["case"], "measured": value,
-                            "verdict": verdict, "shown": render(value)})
+        targets.extend(target_verdicts(text, [(case["case"], case) for case in cases], value_key,
+                                       lambda v: v >= threshold, render))
 
     add(f"dense matrix >= {TARGET_FRACTION_SMALL_K:.0%} of copy bandwidth, K <= 100, N = 1e9",
         [c for c in labels if c["n"] == 10**9 and c["k"] <= 100],
@@ -938,76 +695,12 @@ def evaluate_targets(results: dict) -> list[dict]:
         "speedup_vs_torchmetrics", TARGET_SPEEDUP_TORCHMETRICS, lambda v: fmt(v, ".2f", "x"))
     text = f"in-loop step <= {TARGET_STEP_US:.0f} us of GPU time (label_report, 4096 x 1000 logits)"
     step = [r for r in results.get("step", []) if r["call"] == "label_report(y_true, logits)"]
-    if not step:
-        targets.append({"target": text, "case": None, "measured": None, "verdict": "NOT RUN"})
-    for row in step:
-        value = row["gpu_us"]
-        verdict = "NOT RUN" if value is None else ("PASS" if value <= TARGET_STEP_US else "MISS")
-        targets.append({"target": text, "case": row["call"], "measured": value,
-                        "verdict": verdict, "shown": fmt(value, ".1f", " us")})
+    targets.extend(target_verdicts(text, [(row["call"], row) for row in step], "gpu_us",
+                                   lambda v: v <= TARGET_STEP_US, lambda v: fmt(v, ".1f", " us")))
     return targets
 
 
-def print_targets(out: Printer, targets: list[dict]) -> None:
-    out()
-    out("targets (project issue), from the numbers above:")
-    current = None
-    for target in targets:
-        if target["target"] != current:
-            current = target["target"]
-            out(f"  {current}")
-        if target["case"] is None:
-            out(f"    {target['verdict']:<8}(no such case measured)")
-        else:
-            out(f"    {target['verdict']:<8}{target['case']:<46}{target['shown']}")
-
-
-def plain(value):
-    """JSON-safe copy: NumPy scalars and arrays to Python values."""
-    if isinstance(value, dict):
-        return {str(k): plain(v) for k, v in value.items()}
-    if isinstance(value, (list, tuple)):
-        return [plain(v) for v in value]
-    if isinstance(value, np.generic):
-        return value.item()
-    if isinstance(value, np.ndarray):
-        return value.tolist()
-    if isinstance(value, float) and not np.isfinite(value):
-        return None
-    return value
-
-
-def slug(text: str) -> str:
-    return re.sub(r"[^a-z0-9]+", "-", text.lower()).strip("-") or "gpu"
-
-
-def write_results(results: dict, out: Printer, argv: list[str]) -> list[Path]:
-    env = results["environment"]
-    folder = REPO / "bench" / "results"
-    folder.mkdir(parents=True, exist_ok=True)
-    stem = f"{env['date']}-{slug(env['gpu'])}"
-    json_path, md_path = folder / f"{stem}.json", folder / f"{stem}.md"
-    json_path.write_text(json.dumps(plain(results), indent=2) + "\n")
-    command = shlex.join(["python", "bench/gpu_confusion.py", *argv])
-    md_path.write_text(
-        f"# GPU confusion bench, {env['date']}\n\n"
-        f"GPU: {env['gpu']}. Command: `{command}`. Output as printed:\n\n"
-        "```\n" + "\n".join(out.lines).strip("\n") + "\n```\n")
-    return [json_path, md_path]
-
-
 # -- command line ------------------------------------------------------------------
-
-
-def count(text: str) -> int:
-    """A positive integer, also written as 1e9."""
-    try:
-        value = float(text) if any(c in text.lower() for c in ".e") else int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"not a number: {text!r}") from None
-    if value != int(value) or value < 1:
-        raise argparse.ArgumentTypeError(f"must be a positive integer, got {text}")
-    return int(value)
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -1043,9 +736,7 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--baselines-only", action="store_true",
                         help="run torchmetrics, cupy and the copy without our backend "
                              "(ours columns null)")
-    parser.add_argument("--json", help="also write the results to this JSON file")
-    parser.add_argument("--write-results", action="store_true",
-                        help="write bench/results/<date>-<gpu>.json and .md (output as printed)")
+    add_output_options(parser, "<date>-<gpu>")
     return parser
 
 
@@ -1066,11 +757,13 @@ def main(argv=None) -> int:
             return 2
 
     notes: list[str] = []
-    torch, tm = load_torch(cp, notes)
+    torch, tm = load_torch(cp, notes, "torchmetrics columns and bfloat16 scores are null",
+                           {"binary": "binary_confusion_matrix",
+                            "multiclass": "multiclass_confusion_matrix"})
     ctx = Context(cp, backend, torch, tm, args, notes)
     results = {
         "bench": "gpu_confusion",
-        "environment": environment(cp, torch, tm),
+        "environment": gpu_environment(cp, torch, tm),
         "settings": {
             "samples": args.samples, "classes": args.classes,
             "stats_classes": args.stats_classes, "dtypes": args.dtypes,
@@ -1108,17 +801,11 @@ def main(argv=None) -> int:
     out = Printer()
     print_table(out, results)
     print_targets(out, results["targets"])
-    if notes:
-        out()
-        out("notes:")
-        for note in notes:
-            out(f"  - {note}")
+    print_notes(out, notes)
 
-    if args.json:
-        Path(args.json).write_text(json.dumps(plain(results), indent=2) + "\n")
-    if args.write_results:
-        for path in write_results(results, out, argv):
-            progress(f"wrote {path.relative_to(REPO)}")
+    env = results["environment"]
+    write_outputs(args, argv, results, out, progress, f"{env['date']}-{slug(env['gpu'], 'gpu')}",
+                  "GPU confusion bench", f"GPU: {env['gpu']}. ")
     return 0 if ctx.failures == 0 else 1
 
 

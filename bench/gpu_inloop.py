@@ -24,15 +24,12 @@ torchmetrics' collection. Needs a GPU, CuPy, torch and torchmetrics.
 from __future__ import annotations
 
 import argparse
-import json
-import subprocess
-import sys
 import time
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+from _common import git_commit, write_json
 
-import metrics_gpu as mg  # noqa: E402
+import metrics_gpu as mg
 
 THRESHOLDS = 100
 
@@ -107,8 +104,7 @@ def main(argv=None) -> int:
     args = parser.parse_args(argv)
     import torch
 
-    commit = subprocess.run(["git", "rev-parse", "--short", "HEAD"], capture_output=True,
-                            text=True, cwd=Path(__file__).parent).stdout.strip()
+    commit = git_commit(dirty=False) or ""
     print(f"commit {commit}; {torch.cuda.get_device_name()}, torch {torch.__version__}")
     print(f"{'N':>6} {'K':>7} {'dtype':>9} | {'ours gpu':>9} {'host':>8} | {'tm gpu':>9} "
           f"{'ratio':>7} | {'idiom gpu':>9} {'ratio':>6} | {'read':>8}")
@@ -130,7 +126,7 @@ def main(argv=None) -> int:
                       f"{row['idiom_gpu_s'] / ours_gpu:>5.1f}x"
                       f" | {row['read_gpu_s'] * 1e6:>6.1f}us")
     if args.json:
-        args.json.write_text(json.dumps({"commit": commit, "rows": rows}, indent=2) + "\n")
+        write_json(args.json, {"commit": commit, "rows": rows})
     return 0
 
 

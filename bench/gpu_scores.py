@@ -64,24 +64,38 @@ from __future__ import annotations
 
 import argparse
 import contextlib
-import datetime
-import json
-import platform
-import re
-import shlex
-import subprocess
 import sys
 import time
-from pathlib import Path
 
-import numpy as np
+from _common import (
+    GpuContext,
+    Printer,
+    add_output_options,
+    agree_text,
+    attempt,
+    bumped_scores,
+    close,
+    count,
+    fmt,
+    fmt_n,
+    gpu_environment,
+    guarded,
+    load_gpu,
+    load_torch,
+    print_gpu_environment,
+    print_notes,
+    print_targets,
+    slug,
+    stderr_progress,
+    target_verdicts,
+    time_copy,
+    to_numpy,
+    write_outputs,
+)
 
-REPO = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(REPO))
-
-import metrics_gpu as mg  # noqa: E402
-from metrics_gpu._backend import CUDA_INSTALL_HINT, get_backend_implementation  # noqa: E402
-from metrics_gpu.backends import kernel_backend  # noqa: E402
+import metrics_gpu as mg
+from metrics_gpu._backend import get_backend_implementation
+from metrics_gpu.backends import kernel_backend
 
 DEFAULT_CASES = ((10**6, 1000), (32768, 128000), (10**8, 10))
 QUICK_CASES = ((10**5, 1000), (1024, 32000), (10**6, 10))
@@ -117,146 +131,17 @@ BF16_NOTE = ("bfloat16: logits are a torch.bfloat16 CUDA tensor (CuPy has no bfl
              "2-byte bfloat16 scores")
 
 
-def progress(message: str) -> None:
-    print(f"[gpu_scores] {message}", file=sys.stderr, flush=True)
-
-
-class Printer:
-    """print(), and keep every line for the .md written by --write-results."""
-
-    def __init__(self) -> None:
-        self.lines: list[str] = []
-
-    def __call__(self, text: str = "") -> None:
-        print(text, flush=True)
-        self.lines.extend(str(text).split("\n"))
+progress = stderr_progress("gpu_scores")
 
 
 # -- set-up ------------------------------------------------------------------
 
 
-def load_gpu():
-    """Return ``(cupy, None)``, or ``(None, reason)`` when no GPU can be used."""
-    try:
-        import cupy
-    except Exception as error:  # ImportError, or a broken CUDA install
-        return None, (f"CuPy is not importable ({type(error).__name__}: {error}); "
-                      f"{CUDA_INSTALL_HINT}")
-    try:
-        count = cupy.cuda.runtime.getDeviceCount()
-    except Exception as error:
-        return None, f"no usable CUDA GPU ({type(error).__name__}: {error})"
-    if count < 1:
-        return None, "no CUDA GPU found"
-    return cupy, None
-
-
-def load_torch(cp, notes: list[str]):
-    """Return ``(torch, torchmetrics_functions)``; either may be None, with a note."""
-    try:
-        import torch
-    except Exception as error:
-        notes.append(f"torch not importable ({type(error).__name__}): the torch route, the "
-                     "PyTorch idiom, torchmetrics and bfloat16 cases are not run")
-        return None, None
-    if not torch.cuda.is_available():
-        notes.append("torch has no CUDA here: the torch route, the PyTorch idiom, torchmetrics "
-                     "and bfloat16 cases are not run")
-        return None, None
-    # One stream for everything, so that CUDA events bracket torch's work too.
-    stream = cp.cuda.get_current_stream()
-    if torch.cuda.current_stream().cuda_stream != stream.ptr:
-        torch.cuda.set_stream(torch.cuda.ExternalStream(stream.ptr))
-    try:
-        import torchmetrics
-        from torchmetrics.functional.classification import (
-            binary_auroc,
-            multiclass_accuracy,
-            multiclass_calibration_error,
-        )
-    except Exception as error:
-        notes.append(f"torchmetrics not importable ({type(error).__name__}): its columns are null")
-        return torch, None
-    return torch, {"version": torchmetrics.__version__, "accuracy": multiclass_accuracy,
-                   "calibration": multiclass_calibration_error, "binary_auroc": binary_auroc}
-
-
-def environment(cp, torch, tm) -> dict:
-    device = cp.cuda.Device()
-    props = cp.cuda.runtime.getDeviceProperties(device.id)
-    name = props["name"]
-    name = name.decode() if isinstance(name, bytes) else str(name)
-
-    def version(number: int) -> str:
-        return f"{number // 1000}.{number % 1000 // 10}"
-
-    free, total = cp.cuda.runtime.memGetInfo()
-    return {
-        "gpu": name,
-        "gpu_memory_bytes": int(total),
-        "gpu_free_bytes_at_start": int(free),
-        "cupy": cp.__version__,
-        "cuda_runtime": version(cp.cuda.runtime.runtimeGetVersion()),
-        "cuda_driver": version(cp.cuda.runtime.driverGetVersion()),
-        "torch": None if torch is None else torch.__version__,
-        "torch_cuda": None if torch is None else torch.version.cuda,
-        "torchmetrics": None if tm is None else tm["version"],
-        "metrics_gpu": mg.__version__,
-        "commit": git_commit(),
-        "python": platform.python_version(),
-        "numpy": np.__version__,
-        "date": datetime.datetime.now(datetime.timezone.utc).date().isoformat(),
-    }
-
-
-def git_commit() -> str | None:
-    try:
-        head = subprocess.run(["git", "rev-parse", "--short", "HEAD"], cwd=REPO,
-                              capture_output=True, text=True, timeout=10)
-        dirty = subprocess.run(["git", "status", "--porcelain", "--untracked-files=no"],
-                               cwd=REPO, capture_output=True, text=True, timeout=10)
-    except (OSError, subprocess.SubprocessError):
-        return None
-    if head.returncode != 0:
-        return None
-    return head.stdout.strip() + ("+dirty" if dirty.stdout.strip() else "")
-
-
-class Context:
-    """What every case needs: CuPy, the stream, the optional libraries, the notes."""
+class Context(GpuContext):
+    """GpuContext that says each timed call on stderr, and checks free memory first."""
 
     def __init__(self, cp, torch, tm, args, notes):
-        self.cp = cp
-        self.torch = torch
-        self.tm = tm
-        self.args = args
-        self.notes = notes
-        self.stream = cp.cuda.get_current_stream()
-        oom = [cp.cuda.memory.OutOfMemoryError]
-        if torch is not None:
-            oom.append(torch.cuda.OutOfMemoryError)
-        self.oom_errors = tuple(oom)
-        self.failures = 0  # disagreements and errors of our calls
-        self._noted: set[str] = set()
-
-    def note(self, text: str, key: str | None = None) -> None:
-        """Add a note for the output; one per ``key`` when a key is given."""
-        if key is not None:
-            if key in self._noted:
-                return
-            self._noted.add(key)
-        self.notes.append(text)
-        progress(f"note: {text}")
-
-    def free_memory(self) -> None:
-        self.stream.synchronize()
-        self.cp.get_default_memory_pool().free_all_blocks()
-        if self.torch is not None:
-            self.torch.cuda.empty_cache()
-
-    def free_bytes(self) -> int:
-        self.free_memory()
-        return int(self.cp.cuda.runtime.memGetInfo()[0])
+        super().__init__(cp, torch, tm, args, notes, progress, announce_timings=True)
 
     def fits(self, label: str, need: int) -> bool:
         """Whether ``need`` bytes plus the margin are free; a note when not."""
@@ -266,72 +151,6 @@ class Context:
         self.note(f"{label}: not run (needs about {need / 1e9:.1f} GB, {free / 1e9:.1f} GB of "
                   f"GPU memory free, {MEMORY_MARGIN >> 30} GiB margin)")
         return False
-
-
-# -- timing ------------------------------------------------------------------
-
-
-def time_gpu(ctx: Context, function, repeat: int):
-    """Best CUDA-event time in ms of ``function`` after one warm-up call."""
-    cp, stream = ctx.cp, ctx.stream
-    result = function()
-    stream.synchronize()
-    times = []
-    for _ in range(repeat):
-        start, end = cp.cuda.Event(), cp.cuda.Event()
-        start.record(stream)
-        result = function()
-        end.record(stream)
-        end.synchronize()
-        times.append(cp.cuda.get_elapsed_time(start, end))
-    return min(times), times, result
-
-
-def attempt(ctx: Context, label: str, function, convert):
-    """Time ``function``; return ``(timing dict, host copy of its result)``.
-
-    Out of memory (CuPy or torch) and any other error give ``ms: None`` and a
-    note; ``convert`` turns the last result into host values after timing.
-    """
-    progress(f"  {label}")
-    try:
-        best, times, result = time_gpu(ctx, function, ctx.args.repeat)
-        host = convert(result)
-        del result
-        return {"ms": best, "times_ms": times}, host
-    except ctx.oom_errors:
-        ctx.note(f"{label}: out of GPU memory, recorded null")
-        return {"ms": None, "error": "out of memory"}, None
-    except Exception as error:  # a missing feature of one library must not end the run
-        ctx.note(f"{label}: {type(error).__name__}: {error}".splitlines()[0][:300])
-        return {"ms": None, "error": f"{type(error).__name__}: {error}"[:1000]}, None
-    finally:
-        ctx.free_memory()
-
-
-def time_copy(ctx: Context, label: str, sources) -> dict:
-    """Device-to-device copy of ``sources`` (``(MemoryPointer, nbytes)`` pairs) into one buffer."""
-    cp, stream = ctx.cp, ctx.stream
-    total = sum(size for _, size in sources)
-    target = []  # the copy's destination, dropped before returning
-    try:
-        target.append(cp.empty(total, dtype=cp.uint8))
-    except ctx.oom_errors:
-        ctx.note(f"{label}: no memory for a {total / 1e9:.1f} GB copy target, recorded null")
-        return {"bytes": total, "ms": None, "gb_per_s": None, "error": "out of memory"}
-
-    def copy():
-        offset = 0
-        for pointer, size in sources:
-            (target[0].data + offset).copy_from_device_async(pointer, size, stream)
-            offset += size
-
-    timing, _ = attempt(ctx, label, copy, lambda result: None)
-    target.clear()
-    ctx.free_memory()
-    ms = timing["ms"]
-    timing.update(bytes=total, gb_per_s=None if ms is None else 2 * total / (ms * 1e-3) / 1e9)
-    return timing
 
 
 # -- inputs ------------------------------------------------------------------
@@ -347,49 +166,12 @@ def make_targets(cp, n: int, k: int, seed: int):
     return y, pred
 
 
-def make_logits(ctx: Context, pred, k: int, dtype: str, seed: int):
-    """(N, K) logits: N(0, 1) plus SCORE_BUMP on ``pred``; made chunk by chunk.
-
-    float32: a CuPy array. bfloat16: a torch tensor filled from the same
-    float32 values (rounded), so no float32 copy of the whole is held.
-    """
-    cp, torch = ctx.cp, ctx.torch
-    n = pred.shape[0]
-    random = cp.random.RandomState(seed + 1)
-    if dtype == "float32":
-        logits = cp.empty((n, k), dtype=cp.float32)
-    else:
-        logits = torch.empty((n, k), dtype=torch.bfloat16, device="cuda")
-    rows = max(1, GENERATION_CHUNK // k)
-    for start in range(0, n, rows):
-        stop = min(start + rows, n)
-        block = random.standard_normal((stop - start, k), dtype=cp.float32)
-        block[cp.arange(stop - start), pred[start:stop]] += SCORE_BUMP
-        if dtype == "float32":
-            logits[start:stop] = block
-        else:
-            logits[start:stop].copy_(torch.from_dlpack(block))
-        del block
-    return logits
-
-
 # -- results on the host -------------------------------------------------------
 
 
-def to_numpy(value):
-    if value is None:
-        return None
-    if isinstance(value, np.ndarray):
-        return value
-    if hasattr(value, "detach"):  # torch
-        return value.detach().float().cpu().numpy() if value.dtype.is_floating_point \
-            else value.detach().cpu().numpy()
-    if hasattr(value, "get") and hasattr(value, "__cuda_array_interface__"):  # CuPy
-        return value.get()
-    return np.asarray(value)
-
-
 def to_float(value) -> float:
+    if hasattr(value, "detach") and value.dtype.is_floating_point:
+        value = value.detach().float()  # NumPy has no bfloat16
     return float(to_numpy(value))
 
 
@@ -410,12 +192,6 @@ def idiom_host(result) -> dict:
             "top5_accuracy": to_float(top5), "expected_calibration_error": to_float(ece)}
 
 
-def close(a, b, rtol: float) -> bool | None:
-    if a is None or b is None:
-        return None
-    return bool(np.isclose(a, b, rtol=rtol, atol=0))
-
-
 # -- the fused pass --------------------------------------------------------------
 
 LANES_ROUTE = "cupy, lanes per row"
@@ -431,12 +207,6 @@ def lanes_mapping():
         yield
     finally:
         kernel_backend.SCORE_WIDE_COLUMNS = saved
-
-
-
-def fmt_n(n: int) -> str:
-    exponent = len(str(n)) - 1
-    return f"1e{exponent}" if n == 10**exponent else f"{n:,}".replace(",", "")
 
 
 def make_idiom(ctx: Context, logits, target, k: int):
@@ -486,7 +256,7 @@ def reference(ctx: Context, y, chunk_of, n: int, k: int) -> dict:
 def score_case(ctx: Context, n: int, k: int, dtype: str, y, pred) -> dict | bool:
     torch = ctx.torch
     short = {"float32": "f32", "bfloat16": "bf16"}[dtype]
-    name = f"N={fmt_n(n)} K={k} {short}"
+    name = f"N={fmt_n(n, separator='')} K={k} {short}"
     if dtype == "bfloat16" and torch is None:
         ctx.note("bfloat16 cases: not run (bfloat16 logits are made with torch)", key="bf16")
         return False
@@ -498,7 +268,7 @@ def score_case(ctx: Context, n: int, k: int, dtype: str, y, pred) -> dict | bool
     if not ctx.fits(name, need):
         return False
     progress(f"{name}: making logits")
-    logits = make_logits(ctx, pred, k, dtype, ctx.args.seed + k)
+    logits = bumped_scores(ctx, pred, k, dtype, ctx.args.seed + k, SCORE_BUMP, GENERATION_CHUNK)
     case = {"case": name, "n": n, "k": k, "dtype": dtype, "score_bytes": score_bytes}
     try:
         measure_case(ctx, case, y, logits)
@@ -678,7 +448,7 @@ def exact_auc(ctx: Context, y, scores) -> float:
 
 def auc_case(ctx: Context, n: int) -> dict | bool:
     cp, torch, tm = ctx.cp, ctx.torch, ctx.tm
-    name = f"exact AUC N={fmt_n(n)} f32"
+    name = f"exact AUC N={fmt_n(n, separator='')} f32"
     # scores + targets, then the sorts' keys, indices and temporaries (ours, argsort, reference).
     if not ctx.fits(name, n * (4 + 8) + 6 * n * 8):
         return False
@@ -773,22 +543,11 @@ def auc_case(ctx: Context, n: int) -> dict | bool:
 # -- the run -------------------------------------------------------------------
 
 
-def guarded(ctx: Context, label: str, function, *args):
-    """``function(*args)``; an unexpected error becomes a note and a failure, not the end."""
-    try:
-        return function(*args)
-    except Exception as error:
-        ctx.failures += 1
-        ctx.note(f"{label}: not measured, {type(error).__name__}: {error}".splitlines()[0][:300])
-        ctx.free_memory()
-        return False
-
-
 def run_all(ctx: Context, results: dict) -> None:
     cp, args = ctx.cp, ctx.args
     if "fused" not in args.skip:
         for n, k in args.cases:
-            label = f"N={fmt_n(n)} K={k}"
+            label = f"N={fmt_n(n, separator='')} K={k}"
             if not ctx.fits(f"{label} targets", 2 * n * 8):
                 continue
             y, pred = make_targets(cp, n, k, args.seed + k)
@@ -807,23 +566,8 @@ def run_all(ctx: Context, results: dict) -> None:
 # -- output ----------------------------------------------------------------------
 
 
-def fmt(value, spec: str, suffix: str = "") -> str:
-    return "-" if value is None else f"{value:{spec}}{suffix}"
-
-
-def agree_text(value) -> str:
-    return {True: "true", False: "FALSE", None: "-"}[value]
-
-
 def print_table(out: Printer, results: dict) -> None:
-    env = results["environment"]
-    out(f"GPU: {env['gpu']} ({env['gpu_memory_bytes'] / 2**30:.0f} GiB)   date: {env['date']}")
-    out(f"CuPy {env['cupy']}, CUDA runtime {env['cuda_runtime']} (driver {env['cuda_driver']}), "
-        f"torch {env['torch'] or '-'} (CUDA {env['torch_cuda'] or '-'}), "
-        f"torchmetrics {env['torchmetrics'] or '-'}, metrics-gpu {env['metrics_gpu']} "
-        f"({env['commit'] or 'no commit'})")
-    out(f"times: CUDA events, best of {results['settings']['repeat']} after a warm-up; "
-        f"{COPY_CONVENTION}")
+    print_gpu_environment(out, results, COPY_CONVENTION)
     out(f"ours: logits_report(y, logits, from_logits=True, top_k=(1, 5), n_bins={N_BINS}, "
         "validate=False), int64 targets; route cupy = CuPy arrays, torch = torch views of them")
     out("idiom: F.cross_entropy + (argmax == y).mean + topk(5) membership + softmax.max(1) and "
@@ -907,13 +651,7 @@ def evaluate_targets(results: dict) -> list[dict]:
             for row in case["ours"] if row["route"] != LANES_ROUTE]  # a comparison only
 
     def add(text, chosen, key, passes, render):
-        if not chosen:
-            targets.append({"target": text, "case": None, "measured": None, "verdict": "NOT RUN"})
-        for label, row in chosen:
-            value = row[key]
-            verdict = "NOT RUN" if value is None else ("PASS" if passes(value) else "MISS")
-            targets.append({"target": text, "case": label, "measured": value,
-                            "verdict": verdict, "shown": render(value)})
+        targets.extend(target_verdicts(text, chosen, key, passes, render))
 
     add(f"fused pass >= {TARGET_FRACTION:.0%} of copy bandwidth", rows,
         "fraction_of_copy_bandwidth", lambda v: v >= TARGET_FRACTION, lambda v: fmt(v, ".1%"))
@@ -932,66 +670,7 @@ def evaluate_targets(results: dict) -> list[dict]:
     return targets
 
 
-def print_targets(out: Printer, targets: list[dict]) -> None:
-    out()
-    out("targets (project issue), from the numbers above:")
-    current = None
-    for target in targets:
-        if target["target"] != current:
-            current = target["target"]
-            out(f"  {current}")
-        if target["case"] is None:
-            out(f"    {target['verdict']:<8}(no such case measured)")
-        else:
-            out(f"    {target['verdict']:<8}{target['case']:<46}{target['shown']}")
-
-
-def plain(value):
-    """JSON-safe copy: NumPy scalars and arrays to Python values."""
-    if isinstance(value, dict):
-        return {str(k): plain(v) for k, v in value.items()}
-    if isinstance(value, (list, tuple)):
-        return [plain(v) for v in value]
-    if isinstance(value, np.generic):
-        return plain(value.item())
-    if isinstance(value, np.ndarray):
-        return value.tolist()
-    if isinstance(value, float) and not np.isfinite(value):
-        return None
-    return value
-
-
-def slug(text: str) -> str:
-    return re.sub(r"[^a-z0-9]+", "-", text.lower()).strip("-") or "gpu"
-
-
-def write_results(results: dict, out: Printer, argv: list[str]) -> list[Path]:
-    env = results["environment"]
-    folder = REPO / "bench" / "results"
-    folder.mkdir(parents=True, exist_ok=True)
-    stem = f"{env['date']}-{slug(env['gpu'])}-scores"
-    json_path, md_path = folder / f"{stem}.json", folder / f"{stem}.md"
-    json_path.write_text(json.dumps(plain(results), indent=2) + "\n")
-    command = shlex.join(["python", "bench/gpu_scores.py", *argv])
-    md_path.write_text(
-        f"# GPU scores bench, {env['date']}\n\n"
-        f"GPU: {env['gpu']}. Command: `{command}`. Output as printed:\n\n"
-        "```\n" + "\n".join(out.lines).strip("\n") + "\n```\n")
-    return [json_path, md_path]
-
-
 # -- command line ------------------------------------------------------------------
-
-
-def count(text: str) -> int:
-    """A positive integer, also written as 1e9."""
-    try:
-        value = float(text) if any(c in text.lower() for c in ".e") else int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"not a number: {text!r}") from None
-    if value != int(value) or value < 1:
-        raise argparse.ArgumentTypeError(f"must be a positive integer, got {text}")
-    return int(value)
 
 
 def case_shape(text: str) -> tuple[int, int]:
@@ -1030,10 +709,7 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--quick", action="store_true",
                         help="small smoke run: small cases, AUC on 1e6, 2 repeats")
     parser.add_argument("--seed", type=int, default=0)
-    parser.add_argument("--json", help="also write the results to this JSON file")
-    parser.add_argument("--write-results", action="store_true",
-                        help="write bench/results/<date>-<gpu>-scores.json and .md "
-                             "(output as printed)")
+    add_output_options(parser, "<date>-<gpu>-scores")
     return parser
 
 
@@ -1062,11 +738,15 @@ def main(argv=None) -> int:
 
     started = time.perf_counter()
     notes: list[str] = []
-    torch, tm = load_torch(cp, notes)
+    torch, tm = load_torch(cp, notes, "the torch route, the PyTorch idiom, torchmetrics and "
+                           "bfloat16 cases are not run",
+                           {"accuracy": "multiclass_accuracy",
+                            "calibration": "multiclass_calibration_error",
+                            "binary_auroc": "binary_auroc"})
     ctx = Context(cp, torch, tm, args, notes)
     results = {
         "bench": "gpu_scores",
-        "environment": environment(cp, torch, tm),
+        "environment": gpu_environment(cp, torch, tm),
         "settings": {
             "cases": [list(c) for c in args.cases], "dtypes": args.dtypes,
             "repeat": args.repeat, "auc_samples": args.auc_samples, "top_k": list(TOP_K),
@@ -1099,19 +779,14 @@ def main(argv=None) -> int:
     out = Printer()
     print_table(out, results)
     print_targets(out, results["targets"])
-    if notes:
-        out()
-        out("notes:")
-        for note in notes:
-            out(f"  - {note}")
+    print_notes(out, notes)
     out()
     out(f"total wall time {results['wall_s']:.0f} s")
 
-    if args.json:
-        Path(args.json).write_text(json.dumps(plain(results), indent=2) + "\n")
-    if args.write_results:
-        for path in write_results(results, out, argv):
-            progress(f"wrote {path.relative_to(REPO)}")
+    env = results["environment"]
+    write_outputs(args, argv, results, out, progress,
+                  f"{env['date']}-{slug(env['gpu'], 'gpu')}-scores", "GPU scores bench",
+                  f"GPU: {env['gpu']}. ")
     return 0 if ctx.failures == 0 else 1
 
 

@@ -47,7 +47,11 @@ import tempfile
 from collections import Counter, defaultdict
 from pathlib import Path
 
-from metrics_gpu import _nvrtc
+from _common import REPO, git_commit
+
+sys.path.insert(0, str(REPO / "tools"))  # the NVRTC gate: a repository tool, not the package
+
+import nvrtc_gate  # noqa: E402
 from metrics_gpu._kernels import KERNEL_MODULES, kernel_source
 
 # Per-SM limits of the architectures (CUDA C++ Programming Guide, "Technical
@@ -88,7 +92,7 @@ def template_name(expression: str) -> str:
 
 def survey(architectures, modules, jobs):
     """Rows of figures, one per (architecture, instantiation), and failures."""
-    summary = _nvrtc.compile_all(architectures, modules, jobs=jobs)
+    summary = nvrtc_gate.compile_all(architectures, modules, jobs=jobs)
     rows = []
     for result in summary.results:
         for expression, found in result.resources.items():
@@ -216,8 +220,8 @@ def sass_loops(expressions, architecture="sm_90") -> list[str]:
         if module is None:
             lines.append(f"  {expression}: not in KERNEL_MODULES")
             continue
-        result = _nvrtc.compile_module(kernel_source(module.source), module.source, [expression],
-                                       _nvrtc.module_options(), architecture=architecture,
+        result = nvrtc_gate.compile_module(kernel_source(module.source), module.source, [expression],
+                                       nvrtc_gate.module_options(), architecture=architecture,
                                        keep_cubin=True)
         with tempfile.TemporaryDirectory() as folder:
             path = Path(folder) / "kernel.cubin"
@@ -241,21 +245,13 @@ def json_text(commit_id: str, nvrtc: str, rows: list[dict]) -> str:
             f"{lines}\n]}}\n")
 
 
-def commit() -> str:
-    try:
-        return subprocess.run(["git", "rev-parse", "--short", "HEAD"], capture_output=True,
-                              text=True, check=True, cwd=Path(__file__).parent).stdout.strip()
-    except (OSError, subprocess.CalledProcessError):
-        return "unknown"
-
-
 def main(argv=None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--architectures", nargs="+", default=["sm_80", "sm_90", "sm_100"],
                         choices=sorted(ARCHITECTURE_LIMITS))
     parser.add_argument("--modules", nargs="+", default=None,
                         help="kernel sources to compile (default: all)")
-    parser.add_argument("--jobs", type=int, default=_nvrtc.default_jobs())
+    parser.add_argument("--jobs", type=int, default=nvrtc_gate.default_jobs())
     parser.add_argument("--json", type=Path, help="write every row (ungrouped) here")
     parser.add_argument("--markdown", type=Path, help="write the printed output here too")
     parser.add_argument("--sass", nargs="+", default=[], metavar="KERNEL",
@@ -266,16 +262,17 @@ def main(argv=None) -> int:
     if not modules:
         parser.error(f"no such module; known: {[m.source for m in KERNEL_MODULES]}")
     try:
-        major, minor = _nvrtc.nvrtc_version()
-    except _nvrtc.NvrtcNotFoundError as error:
+        major, minor = nvrtc_gate.nvrtc_version()
+    except nvrtc_gate.NvrtcNotFoundError as error:
         print(f"error: {error}", file=sys.stderr)
         return 2
     rows, failures = survey(arguments.architectures, modules, arguments.jobs)
     groups = grouped(rows)
     spilling = sorted({(r["architecture"], r["kernel"]) for r in rows
                        if r["spill_stores"] or r["spill_loads"]})
-    head = (f"commit {commit()}; NVRTC {major}.{minor} (ptxas -v), options "
-            f"{' '.join(_nvrtc.module_options()[:-1])}; {len(rows)} kernels compiled, "
+    commit = git_commit(dirty=False) or "unknown"
+    head = (f"commit {commit}; NVRTC {major}.{minor} (ptxas -v), options "
+            f"{' '.join(nvrtc_gate.module_options()[:-1])}; {len(rows)} kernels compiled, "
             f"{datetime.date.today().isoformat()}")
     lines = [head, "", table(groups), ""]
     lines.append(f"spills: {len(spilling)} kernel(s)"
@@ -287,7 +284,7 @@ def main(argv=None) -> int:
     text = "\n".join(lines)
     print(text)
     if arguments.json:
-        arguments.json.write_text(json_text(commit(), f"{major}.{minor}", rows))
+        arguments.json.write_text(json_text(commit, f"{major}.{minor}", rows))
     if arguments.markdown:
         arguments.markdown.write_text(
             f"# Kernel resources (ptxas through NVRTC, no GPU)\n\n"
