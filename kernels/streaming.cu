@@ -72,6 +72,8 @@ enum StreamConfig {
 };
 
 enum StreamCheck { kCheckInvalid = 0, kCheckTarget, kCheckPrediction, kCheckWeight, kChecks };
+// The host's copies: metrics_gpu/_kernels.py STREAM_NO_ERROR, STREAM_ORDINAL_SHIFT
+// (tests/test_kernel_interface.py holds them, and the enums here, to this file).
 constexpr unsigned long long kNoError = 0x7fffffffffffffffull;
 constexpr int kOrdinalShift = 40;  // rows per batch < 2^40; the host caps the ordinal
 

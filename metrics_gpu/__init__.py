@@ -29,7 +29,7 @@ from metrics_gpu._classification import (
 )
 from metrics_gpu._encoding import encode_labels
 from metrics_gpu._formulas import PER_CLASS_METRICS, REPORT_METRICS, UndefinedMetricWarning
-from metrics_gpu._seeds import (
+from metrics_gpu.sources import (
     OVERALL_PERFORMANCE_NAMES,
     PER_CLASS_PERFORMANCE_COLUMNS,
     BinaryQualityMetrics,

@@ -22,6 +22,10 @@ import os
 import sys
 import threading
 from collections.abc import Iterator
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:  # the backends import lazily: CuPy only when asked for
+    from metrics_gpu.backends import Backend
 
 BACKEND_NAMES = ("auto", "numpy", "cuda", "emulated")
 ENV_VARIABLE = "METRICS_GPU_BACKEND"
@@ -148,7 +152,7 @@ def on_caller_stream(function):
     return wrapper
 
 
-def resolve_backend(*arrays: object):
+def resolve_backend(*arrays: object) -> Backend:
     """Return the backend implementation that computes on ``arrays``."""
     name = get_backend()
     if name == "auto":
@@ -175,7 +179,7 @@ _implementations: dict[str, object] = {}
 _implementations_lock = threading.Lock()
 
 
-def get_backend_implementation(name: str):
+def get_backend_implementation(name: str) -> Backend:
     """Return the backend object for ``name``, or raise a clear error if it cannot run."""
     if name == "numpy":
         from metrics_gpu.backends.numpy_backend import NUMPY_BACKEND

@@ -5,7 +5,9 @@ checkout they are read from ``kernels/``. :data:`KERNEL_MODULES` is the one
 table of what gets compiled: the ``cuda`` backend passes each module's
 ``name_expressions`` to ``cupy.RawModule``, the ``emulated`` backend exports
 each of them from its shared library, and CI compiles each of them with NVRTC
-for every supported architecture.
+for every supported architecture. It also holds the limits the kernels fix
+that more than one host module reads (tests/test_kernel_interface.py holds
+them, and every other layout and limit the host mirrors, to the sources).
 """
 
 from __future__ import annotations
@@ -24,6 +26,19 @@ NVRTC_OPTIONS = ("--std=c++17", "--fmad=false")
 
 # Architectures CI compiles every instantiation for (NVRTC, no GPU needed).
 SUPPORTED_ARCHITECTURES = ("sm_75", "sm_80", "sm_86", "sm_89", "sm_90", "sm_100", "sm_120")
+
+# -- limits the kernels fix, read by more than one host module -----------------
+
+# top_k values per pass (kernels/scores.cu kMaxTopK): the kernels' top-k
+# limits and block reduction scratch are sized for it, and the streaming
+# config vector holds this many values (kernels/streaming.cu kCfgTopK).
+SCORE_MAX_TOP_K = 8
+# A streaming check keeps its first offending sample as one int64 key,
+# (update ordinal << STREAM_ORDINAL_SHIFT) | row (kernels/streaming.cu
+# kOrdinalShift: an update takes fewer than 2^40 rows), and STREAM_NO_ERROR
+# (kNoError, the largest int64) while there is none.
+STREAM_ORDINAL_SHIFT = 40
+STREAM_NO_ERROR = (1 << 63) - 1
 
 
 @dataclass(frozen=True)

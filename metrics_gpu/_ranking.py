@@ -2,7 +2,7 @@
 precision, and the multiclass AUC-mu.
 
 Every metric here reduces to binary problems, each one ranked scan
-(:mod:`metrics_gpu._rank_scan`: scores sorted descending and stable, the
+(:mod:`metrics_gpu._ranking_formulas`: scores sorted descending and stable, the
 cumulative weights of positives and negatives, a run of tied scores as one
 point):
 
@@ -26,7 +26,6 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
-from functools import lru_cache
 from itertools import combinations
 
 import numpy as np
@@ -34,7 +33,7 @@ import numpy as np
 from metrics_gpu import _formulas as F
 from metrics_gpu._backend import on_caller_stream
 from metrics_gpu._stages import output
-from metrics_gpu._rank_scan import (
+from metrics_gpu._ranking_formulas import (
     positive_negative_weights,
     rate,
     stable_argsort,
@@ -43,7 +42,6 @@ from metrics_gpu._validation import (
     RANKING_AVERAGE_OPTIONS,
     check_average_precision_pos_label,
     check_binary_scores,
-    check_catboost_auc_type,
     check_cost_matrix,
     check_curve_pos_label,
     check_drop_intermediate,
@@ -742,101 +740,3 @@ def multiclass_auc_mu(y_true, y_score, cost_matrix=None, *, sample_weight=None):
     value = _auc_mu(inputs.backend, inputs.y_score.astype(np.float64), codes,
                     inputs.sample_weight, counts, cost_matrix)
     return output(value, inputs)
-
-
-# -- CatBoost's AUC ------------------------------------------------------------------
-
-# fmath's expd (herumi, BSD-3), CatBoost's vectorised exp: 2**(i / 2048) from a
-# table, times a third-degree correction. The steps below are the intrinsics'
-# steps, without fused multiply-adds, so the results are bit-identical.
-_EXPD_TABLE_BITS = 11
-_EXPD_SIZE = 1 << _EXPD_TABLE_BITS
-_EXPD_ADJUST = (1 << (_EXPD_TABLE_BITS + 10)) - (1 << _EXPD_TABLE_BITS)
-_EXPD_SCALE = _EXPD_SIZE / math.log(2.0)
-_EXPD_INVERSE_SCALE = 1 / _EXPD_SCALE
-_EXPD_ROUND = float(3 << 51)  # adding it leaves round(x * scale) in the low mantissa bits
-_EXPD_C1, _EXPD_C2, _EXPD_C3 = 1.0, 0.16666666685227835064, 3.0000000027955394
-_EXPD_VECTOR_MIN = -708.39641853226408
-# AVX2 lanes hold four doubles: CatBoost's row of K exps is done four at a
-# time, the last K % 4 one by one (which flush to 0 below the minimum).
-_EXPD_LANES = 4
-
-
-@lru_cache(maxsize=1)
-def _expd_table() -> np.ndarray:
-    mantissa = (1 << 52) - 1
-    return np.array([np.float64(math.pow(2.0, i * (1.0 / _EXPD_SIZE))).view(np.uint64)
-                     & np.uint64(mantissa) for i in range(_EXPD_SIZE)], dtype=np.uint64)
-
-
-def _fmath_expd(x, xp, *, lanes: bool):
-    """fmath's ``expd_v`` on float64 ``x`` (vector lanes clamp at the minimum,
-    the scalar tail returns 0 below it)."""
-    if lanes:
-        x = xp.maximum(x, _EXPD_VECTOR_MIN)
-    shifted = x * _EXPD_SCALE + _EXPD_ROUND
-    bits = shifted.view(np.uint64)
-    table = xp.asarray(_expd_table())
-    fraction = table[(bits & np.uint64(_EXPD_SIZE - 1)).astype(np.intp)]
-    t = (shifted - _EXPD_ROUND) * _EXPD_INVERSE_SCALE - x
-    exponent = ((bits + np.uint64(_EXPD_ADJUST)) >> np.uint64(_EXPD_TABLE_BITS)) << np.uint64(52)
-    y = (_EXPD_C3 - t) * (t * t) * _EXPD_C2 - t + _EXPD_C1
-    value = y * (exponent | fraction).view(np.float64)
-    if not lanes:
-        value = xp.where(x <= _EXPD_VECTOR_MIN, 0.0, value)
-    return value
-
-
-def _catboost_softmax(approx, xp):
-    """CatBoost's ``CalcSoftmax``: exp(a - max a) by fmath, summed in column order, divided."""
-    shifted = approx - xp.max(approx, axis=1, keepdims=True)
-    vector_columns = shifted.shape[1] - shifted.shape[1] % _EXPD_LANES
-    exps = xp.concatenate([_fmath_expd(shifted[:, :vector_columns], xp, lanes=True),
-                           _fmath_expd(shifted[:, vector_columns:], xp, lanes=False)], axis=1)
-    total = xp.zeros(exps.shape[0], dtype=np.float64)
-    for k in range(exps.shape[1]):
-        total = total + exps[:, k]
-    return exps / total[:, None]
-
-
-def _catboost_auc(y_true, approx, weight, auc_type, cost_matrix):
-    """What ``catboost.utils.eval_metric(y_true, approx, "AUC:type=...", weight=weight)`` returns.
-
-    ``auc_type="Mu"``: a float, :func:`multiclass_auc_mu` on the raw ``approx``
-    (``cost_matrix`` is ``misclass_cost_matrix``: CatBoost's string
-    ``"M00/M01/.../M(K-1)(K-1)"`` or a K x K array; None for CatBoost's default).
-    ``auc_type="OneVsAll"``: a list of K floats, class k's ROC AUC against the
-    rest ranked by CatBoost's softmax probability of k (computed with its fmath
-    exp, so that ties fall as in CatBoost); 0 for a class with no samples or
-    with every sample, NaN when the class's (or the rest's) weight is 0.
-
-    Weights are rounded to float32 first, as CatBoost stores them. Inputs are
-    CatBoost's: ``y_true`` (N,) class codes (float or int), ``approx`` (N, K) raw
-    scores, on the host. Syncs (the results are Python floats).
-    """
-    auc_type = check_catboost_auc_type(auc_type)
-    inputs = check_ranking_inputs(y_true, approx, weight, score_name="approx")
-    num_classes = check_auc_mu_scores(inputs, name="approx")
-    check_ranking_class_codes(inputs, num_classes)
-    xp = inputs.backend.xp
-    codes = inputs.y_true.astype(np.int64)
-    counts = _class_totals(codes, None, num_classes, inputs).counts
-    weight = inputs.sample_weight
-    if weight is not None:
-        weight = weight.astype(np.float32).astype(np.float64)
-    scores = inputs.y_score.astype(np.float64)
-    if auc_type == "Mu":
-        cost_matrix = check_cost_matrix(cost_matrix, num_classes, inputs.backend)
-        return float(_auc_mu(inputs.backend, scores, codes, weight, counts, cost_matrix))
-    if cost_matrix is not None:
-        raise ValueError("cost_matrix (misclass_cost_matrix) applies to AUC:type=Mu only")
-    probabilities = _catboost_softmax(scores, xp)
-    n_samples = scores.shape[0]
-    values = []
-    for k in range(num_classes):
-        if counts[k] in (0, n_samples):
-            values.append(0.0)
-            continue
-        values.append(float(_binary_roc_auc(inputs.backend, probabilities[:, k], codes == k,
-                                            weight)))
-    return values

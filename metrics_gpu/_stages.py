@@ -9,7 +9,7 @@ Two kinds of state run through these stages:
 
 * the label pass of the functional API: :func:`accumulate` (statistics on the
   host, plus the dense matrix) and :func:`evaluate` (every label metric of
-  one pass, on the device), used by ``_classification``, ``_seeds``,
+  one pass, on the device), used by ``_classification``, ``sources``,
   ``report`` and the CLI;
 * the streaming state: :class:`StreamState` (:func:`StreamState.update`:
   one kernel launch on the kernel backends, :func:`StreamState.compute`: one
@@ -27,6 +27,7 @@ from typing import Any
 import numpy as np
 
 from metrics_gpu import _formulas as F
+from metrics_gpu._kernels import STREAM_NO_ERROR
 from metrics_gpu._state import ClassStatistics, ScoreSums, score_sums_size, use_dense_matrix
 from metrics_gpu._validation import (
     LabelInputs,
@@ -173,8 +174,8 @@ def on_host(stats: ClassStatistics, backend) -> ClassStatistics:
 
 
 def output(value, inputs: LabelInputs):
-    """A result in the input's framework and on its device (SPEC "Backends and
-    dispatch"). Host backends: NumPy, a scalar as ``numpy.float64``. The cuda
+    """A result in the input's framework and on its device (README,
+    "Backends"). Host backends: NumPy, a scalar as ``numpy.float64``. The cuda
     backend: CuPy arrays (torch or JAX through DLPack) on the input's device;
     a value the host computed is copied there (no sync), one from the
     reduction buffer is returned as it is."""
@@ -212,10 +213,8 @@ def moments_as_float(words, xp):
     words = words.astype(np.float64)
     return xp.stack([words[0] + words[1] * 2.0**64, words[2] + words[3] * 2.0**64])
 
-# A check's first offending sample is kept as (update ordinal << 40) | sample
-# (kernels/streaming.cu kOrdinalShift, kNoError); ordinals beyond saturate.
-NO_ERROR = (1 << 63) - 1
-ORDINAL_SHIFT = 40
+# A check's first offending sample is kept as (update ordinal <<
+# STREAM_ORDINAL_SHIFT) | sample (_kernels); ordinals beyond saturate.
 MAX_ORDINAL = (1 << 23) - 1
 
 
@@ -265,7 +264,7 @@ class StreamState:
             self.workspace = StreamWorkspace()
 
     def _initial_checks(self):
-        checks = np.array([0, NO_ERROR, NO_ERROR, NO_ERROR], dtype=np.uint64)
+        checks = np.array([0, *[STREAM_NO_ERROR] * 3], dtype=np.uint64)
         return checks if self.backend.name == "numpy" else self.backend.upload(checks)
 
     @property

@@ -23,7 +23,7 @@ import numpy as np
 # Dense confusion matrices are used up to this many cells (K <= 2048): at that
 # size the matrix is 32 MiB of int64, small next to the inputs that need it,
 # and the O(K^2) reductions cost less than one pass over 1e7 labels. Above it,
-# per-class statistics keep memory O(K) (SPEC "Scale of K").
+# per-class statistics keep memory O(K) (README, "Semantics in one paragraph").
 DENSE_MATRIX_MAX_CELLS = 2048 * 2048
 
 
@@ -229,7 +229,8 @@ def statistics_from_matrix(matrix, observed, xp, *, invalid: int = 0,
 
 # Fixed slots of the score-sum buffer; then one slot per k of top_k (weighted
 # hits), then the calibration bins: weight, confidence sum, correct sum (each
-# n_bins long). kernels/scores.cu writes the same layout (enum ScoreSlot).
+# n_bins long). kernels/scores.cu writes the same layout (enum ScoreSlot;
+# tests/test_kernel_interface.py holds the two to each other).
 SCORE_SLOTS = (
     "weight",       # sum of w over counted rows
     "correct",      # sum of w [argmax == t] (ties to the lowest index, as numpy.argmax)

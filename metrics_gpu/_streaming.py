@@ -33,9 +33,8 @@ import numpy as np
 
 from metrics_gpu import _formulas as F
 from metrics_gpu._backend import caller_stream, get_backend_implementation, resolve_backend
+from metrics_gpu._kernels import STREAM_NO_ERROR, STREAM_ORDINAL_SHIFT
 from metrics_gpu._stages import (
-    NO_ERROR,
-    ORDINAL_SHIFT,
     StreamState,
     keeps_matrix,
     moments_as_float,
@@ -232,9 +231,9 @@ class ClassificationMetrics:
             "sample_weight": "a negative or non-finite weight",
         }
         found = [(int(key), name) for name, key in zip(CHECKED, checks[1:])
-                 if int(key) != NO_ERROR]
+                 if int(key) != STREAM_NO_ERROR]
         key, name = min(found)
-        return (name, key >> ORDINAL_SHIFT, key & ((1 << ORDINAL_SHIFT) - 1), problems[name],
+        return (name, key >> STREAM_ORDINAL_SHIFT, key & ((1 << STREAM_ORDINAL_SHIFT) - 1), problems[name],
                 invalid)
 
     def _raise_deferred(self) -> None:

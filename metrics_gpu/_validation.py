@@ -19,6 +19,7 @@ from typing import Any
 import numpy as np
 
 from metrics_gpu._backend import is_device_array, resolve_backend
+from metrics_gpu._kernels import SCORE_MAX_TOP_K
 from metrics_gpu._state import Bfloat16Bits, bfloat16_dtype
 from metrics_gpu.testing import record
 
@@ -1332,8 +1333,6 @@ def check_stream_batch(y_true, preds, sample_weight, *, num_classes: int, backen
 
 # Calibration bins live in shared memory (3 doubles each) on the GPU.
 MAX_BINS = 1024
-# top_k values per pass (kernels/scores.cu kMaxTopK).
-MAX_TOP_K_VALUES = 8
 
 
 def check_bool(value, name: str) -> bool:
@@ -1351,7 +1350,7 @@ def check_k(k) -> int:
 
 def check_top_k(top_k, *, allow_empty: bool = False) -> tuple:
     """``top_k``: a positive integer or a sequence of them (at most
-    :data:`MAX_TOP_K_VALUES`: the kernels keep them in registers); empty (or
+    :data:`~metrics_gpu._kernels.SCORE_MAX_TOP_K`, the kernels' limit); empty (or
     None) only with ``allow_empty``."""
     if _is_int(top_k):
         values = (top_k,)
@@ -1366,8 +1365,8 @@ def check_top_k(top_k, *, allow_empty: bool = False) -> tuple:
         raise ValueError(
             f"top_k must be a positive integer or a sequence of them, got {top_k!r}"
         )
-    if len(values) > MAX_TOP_K_VALUES:
-        raise ValueError(f"top_k takes at most {MAX_TOP_K_VALUES} values, got {len(values)}")
+    if len(values) > SCORE_MAX_TOP_K:
+        raise ValueError(f"top_k takes at most {SCORE_MAX_TOP_K} values, got {len(values)}")
     return tuple(int(k) for k in values)
 
 

@@ -99,7 +99,7 @@ except ImportError as error:  # pragma: no cover - the [dask] extra is missing
     ) from error
 
 from metrics_gpu import _classification
-from metrics_gpu._stages import NO_ERROR, ORDINAL_SHIFT
+from metrics_gpu._kernels import STREAM_NO_ERROR, STREAM_ORDINAL_SHIFT
 from metrics_gpu._state import RowArgmax
 from metrics_gpu._streaming import ClassificationMetrics, _to_numpy
 from metrics_gpu._validation import (
@@ -458,8 +458,8 @@ def _state_of_chunk(y_true, preds, sample_weight, *, index, offset, spec,
     metrics.update(y_true, preds, sample_weight)
     state = _host_state(metrics.state_dict())
     checks = state["checks"].copy()
-    found = checks[1:] != NO_ERROR
-    checks[1:][found] |= np.int64(index) << np.int64(ORDINAL_SHIFT)
+    found = checks[1:] != STREAM_NO_ERROR
+    checks[1:][found] |= np.int64(index) << np.int64(STREAM_ORDINAL_SHIFT)
     state["checks"] = checks
     return state
 

@@ -8,12 +8,17 @@ from __future__ import annotations
 
 import os
 import re
+import sys
 import zlib
 from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
 import pytest
+
+# The NVRTC gate is a repository tool (tools/nvrtc_gate.py), not part of the
+# installed package: tests import it from there.
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "tools"))
 
 import metrics_gpu
 from metrics_gpu._backend import BackendUnavailableError, get_backend_implementation

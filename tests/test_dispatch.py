@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import asyncio
 import importlib.util
+import inspect
 import os
 import subprocess
 import sys
@@ -248,8 +249,9 @@ def _leaves(result):
 
 @pytest.mark.parametrize("name", sorted(RESULT_CALLS))
 def test_results_live_where_the_inputs_live(backend, name):
-    """SPEC: numpy in -> numpy scalars/arrays; cupy in -> cupy arrays on the
-    input's device. The host backends (numpy, emulated) give NumPy."""
+    """Results live where the inputs do: numpy in -> numpy scalars/arrays;
+    cupy in -> cupy arrays on the input's device. The host backends (numpy,
+    emulated) give NumPy."""
     leaves = _leaves(RESULT_CALLS[name](backend.asarray))
     assert leaves
     for leaf in leaves:
@@ -410,3 +412,34 @@ def test_kernel_source_reads_files():
 def test_kernel_source_missing_file():
     with pytest.raises(FileNotFoundError, match="no_such_kernel.cu"):
         _kernels.kernel_source("no_such_kernel.cu")
+
+
+def _parameters(function, drop_self: bool) -> list:
+    parameters = list(inspect.signature(function).parameters.values())
+    return [(p.name, p.kind, p.default) for p in parameters[1 if drop_self else 0:]]
+
+
+@pytest.mark.parametrize("name", ["numpy", "emulated", "kernel backend class"])
+def test_every_backend_supplies_the_backend_protocol(name):
+    """Every member of metrics_gpu.backends.Backend, with the protocol's
+    parameters (names, kinds, defaults): the numpy and emulated backends, and
+    the kernel backend's class, which the cuda backend shares."""
+    from metrics_gpu.backends import Backend
+    from metrics_gpu.backends.kernel_backend import KernelBackend
+
+    if name == "kernel backend class":
+        implementation, bound = KernelBackend, False
+    else:
+        implementation, bound = _backend.get_backend_implementation(name), True
+        assert isinstance(implementation, Backend)
+        for attribute in ("name", "xp", "reduces_on_device"):
+            assert hasattr(implementation, attribute), attribute
+        assert implementation.name == name
+    methods = {member: value for member, value in vars(Backend).items()
+               if callable(value) and not member.startswith("_")}
+    assert len(methods) == 16
+    for member, protocol_method in methods.items():
+        supplied = getattr(implementation, member, None)
+        assert callable(supplied), f"{name} lacks {member}"
+        assert _parameters(supplied, drop_self=not bound) == _parameters(
+            protocol_method, drop_self=True), f"{name}.{member} differs from the protocol"

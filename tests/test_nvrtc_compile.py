@@ -18,7 +18,7 @@ from collections import defaultdict
 
 import pytest
 
-from metrics_gpu import _nvrtc
+import nvrtc_gate
 from metrics_gpu._kernels import (
     KERNEL_MODULES,
     SCORE_PASS_KERNELS,
@@ -35,8 +35,8 @@ TINY_EXPRESSIONS = ("k<int>", "k<double>")
 def nvrtc():
     """The NVRTC version; skips (or fails, if required) when libnvrtc is missing."""
     try:
-        return _nvrtc.nvrtc_version()
-    except _nvrtc.NvrtcNotFoundError as error:
+        return nvrtc_gate.nvrtc_version()
+    except nvrtc_gate.NvrtcNotFoundError as error:
         if os.environ.get("METRICS_GPU_REQUIRE_NVRTC"):
             pytest.fail(f"METRICS_GPU_REQUIRE_NVRTC is set but NVRTC is unavailable: {error}")
         pytest.skip(f"NVRTC unavailable: {error}")
@@ -55,10 +55,10 @@ def compiled(nvrtc, request):
     by_architectures = defaultdict(list)
     for module, architectures in wanted.items():
         by_architectures[tuple(architectures)].append(module)
-    jobs = int(os.environ.get("METRICS_GPU_NVRTC_JOBS", _nvrtc.default_jobs()))
+    jobs = int(os.environ.get("METRICS_GPU_NVRTC_JOBS", nvrtc_gate.default_jobs()))
     outcomes = {}
     for architectures, modules in by_architectures.items():
-        summary = _nvrtc.compile_all(architectures, modules, jobs=jobs)
+        summary = nvrtc_gate.compile_all(architectures, modules, jobs=jobs)
         for outcome in summary.results + summary.failures:
             outcomes[outcome.module, outcome.architecture] = outcome
     return outcomes
@@ -105,7 +105,7 @@ def _score_type(expression: str) -> str | None:
 def test_kernel_module_compiles(compiled, module, architecture):
     assert module.name_expressions, f"{module.source} lists no name expressions"
     outcome = compiled[module.source, architecture]
-    if isinstance(outcome, _nvrtc.NvrtcCompileError):
+    if isinstance(outcome, nvrtc_gate.NvrtcCompileError):
         pytest.fail(str(outcome), pytrace=False)
     _assert_compiled(outcome, module.name_expressions, architecture)
     assert set(outcome.resources) == set(module.name_expressions), "ptxas -v reported every kernel"
@@ -140,7 +140,7 @@ def test_kernel_table_has_no_duplicates():
 @pytest.mark.parametrize("architecture", SUPPORTED_ARCHITECTURES)
 def test_tiny_templated_kernel_compiles(nvrtc, architecture):
     """NVRTC and the binding work for each architecture, whatever the table holds."""
-    result = _nvrtc.compile_module(
+    result = nvrtc_gate.compile_module(
         TINY_KERNEL, "tiny.cu", TINY_EXPRESSIONS, ("--std=c++17",), architecture=architecture
     )
     _assert_compiled(result, TINY_EXPRESSIONS, architecture)
@@ -153,7 +153,7 @@ def test_ptxas_resources_are_read_per_kernel(nvrtc):
               " float a[N]; for (int j = 0; j < N; ++j) a[j] = x[j * i];"
               " a[i % N] += 1.0f; float s = 0; for (int j = 0; j < N; ++j) s += a[j] * x[j];"
               " x[0] = s; }\n")
-    result = _nvrtc.compile_module(source, "stack.cu", ("k<4>", "k<512>"), ("--std=c++17",),
+    result = nvrtc_gate.compile_module(source, "stack.cu", ("k<4>", "k<512>"), ("--std=c++17",),
                                    architecture="sm_90", keep_cubin=True)
     assert result.cubin[:4] == b"\x7fELF" and len(result.cubin) == result.cubin_size
     small, large = result.resources["k<4>"], result.resources["k<512>"]
@@ -176,21 +176,21 @@ def test_ptxas_resource_lines_are_parsed():
         "ptxas         .     0 bytes stack frame, 0 bytes spill stores, 0 bytes spill loads\n"
         "ptxas info    : Used 8 registers\n"
     )
-    found = _nvrtc.ptxas_resources(log)
-    assert found["_Z1kPf"] == _nvrtc.KernelResources(64, 40, 12, 8, 2368)
-    assert found["_Z1gv"] == _nvrtc.KernelResources(8, 0, 0, 0, 0)
+    found = nvrtc_gate.ptxas_resources(log)
+    assert found["_Z1kPf"] == nvrtc_gate.KernelResources(64, 40, 12, 8, 2368)
+    assert found["_Z1gv"] == nvrtc_gate.KernelResources(8, 0, 0, 0, 0)
 
 
 def test_every_supported_architecture_is_known_to_nvrtc(nvrtc):
-    known = set(_nvrtc.supported_architectures())
+    known = set(nvrtc_gate.supported_architectures())
     missing = [arch for arch in SUPPORTED_ARCHITECTURES if arch not in known]
     assert not missing, f"NVRTC {nvrtc} cannot compile for {missing}; upgrade nvidia-cuda-nvrtc"
 
 
 def test_broken_source_raises_with_architecture_and_log(nvrtc):
     source = "__global__ void broken(int* x){ x[0] = undefined_identifier; }\n"
-    with pytest.raises(_nvrtc.NvrtcCompileError) as caught:
-        _nvrtc.compile_module(source, "broken.cu", ("broken",), architecture="sm_90")
+    with pytest.raises(nvrtc_gate.NvrtcCompileError) as caught:
+        nvrtc_gate.compile_module(source, "broken.cu", ("broken",), architecture="sm_90")
     message = str(caught.value)
     assert "broken.cu" in message
     assert "sm_90" in message
@@ -204,25 +204,25 @@ def test_ptxas_errors_fail_the_gate(nvrtc):
         "__global__ void big(char* x){ __shared__ char s[300000];"
         " s[threadIdx.x] = x[threadIdx.x]; __syncthreads(); x[threadIdx.x] = s[threadIdx.x + 1]; }\n"
     )
-    with pytest.raises(_nvrtc.NvrtcCompileError, match=r"(?s)sm_75.*ptxas.*too much shared data"):
-        _nvrtc.compile_module(source, "big.cu", ("big",), architecture="sm_75")
+    with pytest.raises(nvrtc_gate.NvrtcCompileError, match=r"(?s)sm_75.*ptxas.*too much shared data"):
+        nvrtc_gate.compile_module(source, "big.cu", ("big",), architecture="sm_75")
 
 
 def test_unknown_name_expression_fails(nvrtc):
-    with pytest.raises(_nvrtc.NvrtcCompileError, match="not_a_type"):
-        _nvrtc.compile_module(TINY_KERNEL, "tiny.cu", ("k<not_a_type>",), architecture="sm_80")
+    with pytest.raises(nvrtc_gate.NvrtcCompileError, match="not_a_type"):
+        nvrtc_gate.compile_module(TINY_KERNEL, "tiny.cu", ("k<not_a_type>",), architecture="sm_80")
 
 
 def test_unsupported_architecture_fails(nvrtc):
-    with pytest.raises(_nvrtc.NvrtcCompileError, match=r"(?s)sm_35.*gpu-architecture"):
-        _nvrtc.compile_module(TINY_KERNEL, "tiny.cu", ("k<int>",), architecture="sm_35")
+    with pytest.raises(nvrtc_gate.NvrtcCompileError, match=r"(?s)sm_35.*gpu-architecture"):
+        nvrtc_gate.compile_module(TINY_KERNEL, "tiny.cu", ("k<int>",), architecture="sm_35")
 
 
 def test_virtual_or_missing_architecture_is_rejected():
     with pytest.raises(ValueError, match="real architecture"):
-        _nvrtc.compile_module(TINY_KERNEL, "tiny.cu", ("k<int>",), architecture="compute_90")
+        nvrtc_gate.compile_module(TINY_KERNEL, "tiny.cu", ("k<int>",), architecture="compute_90")
     with pytest.raises(ValueError, match="real architecture"):
-        _nvrtc.compile_module(TINY_KERNEL, "tiny.cu", ("k<int>",))
+        nvrtc_gate.compile_module(TINY_KERNEL, "tiny.cu", ("k<int>",))
 
 
 def test_compile_all_resolves_shared_header_and_reports_failures(nvrtc, tmp_path):
@@ -237,7 +237,7 @@ def test_compile_all_resolves_shared_header_and_reports_failures(nvrtc, tmp_path
         KernelModule("good.cu", ("scale<float>", "scale<long long>")),
         KernelModule("bad.cu", ("f",)),
     )
-    summary = _nvrtc.compile_all(("sm_80", "sm_120"), modules, directory=tmp_path, jobs=2)
+    summary = nvrtc_gate.compile_all(("sm_80", "sm_120"), modules, directory=tmp_path, jobs=2)
     assert not summary.ok
     assert [(r.module, r.architecture) for r in summary.results] == [
         ("good.cu", "sm_80"),
@@ -251,17 +251,17 @@ def test_compile_all_resolves_shared_header_and_reports_failures(nvrtc, tmp_path
 
 
 def test_env_variable_pointing_nowhere_is_an_error(monkeypatch, tmp_path):
-    monkeypatch.setenv(_nvrtc.ENV_VARIABLE, str(tmp_path / "libnvrtc.so.13"))
-    with pytest.raises(_nvrtc.NvrtcNotFoundError, match=_nvrtc.ENV_VARIABLE):
-        _nvrtc.find_library()
+    monkeypatch.setenv(nvrtc_gate.ENV_VARIABLE, str(tmp_path / "libnvrtc.so.13"))
+    with pytest.raises(nvrtc_gate.NvrtcNotFoundError, match=nvrtc_gate.ENV_VARIABLE):
+        nvrtc_gate.find_library()
 
 
 def test_main_prints_one_line_per_module_and_architecture(nvrtc, monkeypatch, tmp_path, capsys):
     # A tiny stand-in table: the real one is compiled by the tests above.
     (tmp_path / "tiny.cu").write_text(TINY_KERNEL)
-    monkeypatch.setattr(_nvrtc, "kernel_directory", lambda: tmp_path)
-    monkeypatch.setattr(_nvrtc, "KERNEL_MODULES", (KernelModule("tiny.cu", TINY_EXPRESSIONS),))
-    assert _nvrtc.main(["sm_80", "sm_120", "--jobs", "2"]) == 0
+    monkeypatch.setattr(nvrtc_gate, "kernel_directory", lambda: tmp_path)
+    monkeypatch.setattr(nvrtc_gate, "KERNEL_MODULES", (KernelModule("tiny.cu", TINY_EXPRESSIONS),))
+    assert nvrtc_gate.main(["sm_80", "sm_120", "--jobs", "2"]) == 0
     out = capsys.readouterr().out
     assert f"NVRTC {nvrtc[0]}.{nvrtc[1]}" in out
     assert "tiny.cu sm_80: 2 instantiations, " in out
@@ -269,12 +269,12 @@ def test_main_prints_one_line_per_module_and_architecture(nvrtc, monkeypatch, tm
     assert "2/2 compiled" in out
 
     (tmp_path / "unlisted.cu").write_text(TINY_KERNEL)
-    assert _nvrtc.main(["sm_80", "--jobs", "1"]) == 1
+    assert nvrtc_gate.main(["sm_80", "--jobs", "1"]) == 1
     assert "unlisted.cu: FAILED, not listed in KERNEL_MODULES" in capsys.readouterr().out
 
     (tmp_path / "unlisted.cu").unlink()
     (tmp_path / "tiny.cu").write_text("__global__ void k(){ nope(); }\n")
-    assert _nvrtc.main(["sm_80"]) == 1
+    assert nvrtc_gate.main(["sm_80"]) == 1
     captured = capsys.readouterr()
     assert "tiny.cu sm_80: FAILED" in captured.out
     assert '"nope" is undefined' in captured.err

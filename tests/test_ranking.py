@@ -31,7 +31,6 @@ import sklearn.metrics as skm
 from metrics_gpu._backend import get_backend_implementation
 from metrics_gpu._formulas import UndefinedMetricWarning
 from metrics_gpu._ranking import (
-    _catboost_auc,
     average_precision_score,
     multiclass_auc_mu,
     precision_recall_curve,
@@ -40,6 +39,7 @@ from metrics_gpu._ranking import (
 )
 from metrics_gpu._validation import check_ranking_inputs, present_labels
 from metrics_gpu.backends.numpy_backend import NUMPY_BACKEND
+from metrics_gpu.sources.catboost import _catboost_auc
 from metrics_gpu.testing import operation_counter
 
 RTOL = 1e-12
@@ -938,7 +938,7 @@ def test_catboost_auc_conventions(rng, case):
 def test_catboost_auc_reads_catboost_cost_strings(rng):
     eval_metric = _catboost_eval()
     y, approx, weight = _catboost_case(rng, 400, 3, "float32")
-    text = "0/0.5/2/1/0/1/0/0.5/0"  # the SPEC's example
+    text = "0/0.5/2/1/0/1/0/0.5/0"  # a cost string as CatBoost writes it
     expected = eval_metric(y, approx, "AUC:type=Mu;misclass_cost_matrix=" + text, weight=weight)
     np.testing.assert_allclose(_catboost_auc(y, approx, weight, "Mu", text), expected[0],
                                rtol=RTOL, atol=0)

@@ -209,7 +209,7 @@ def test_deterministic_bits(case, rng):
 
 
 def test_huge_k_statistics(case, rng):
-    # SPEC "Scale of K": 256,000 classes in O(K), one block in one launch.
+    # Huge K: 256,000 classes in O(K), one block in one launch.
     size = 256_000
     true = rng.integers(0, size, 20_000)
     pred = np.where(rng.random(true.size) < 0.5, true, rng.integers(0, size, true.size))

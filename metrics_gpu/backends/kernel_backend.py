@@ -31,7 +31,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from metrics_gpu import _rank_scan
+from metrics_gpu import _ranking_formulas
 from metrics_gpu._formulas import SLOT, label_metric_size
 from metrics_gpu._kernels import (
     COUNT_TYPES,
@@ -39,8 +39,10 @@ from metrics_gpu._kernels import (
     PACKED_RANK_SCORE_TYPE,
     PACKED_RANK_TYPES,
     RANK_SCORE_TYPES,
+    SCORE_MAX_TOP_K,
     SCORE_TARGET_TYPES,
     SCORE_TYPES,
+    STREAM_ORDINAL_SHIFT,
     accumulate_expression,
     label_summary_expression,
     rank_areas_expression,
@@ -81,10 +83,13 @@ REDUCE_STATIC_SHARED_BYTES = 13 * 1024
 # The reduction kernels' shared buffers are sized for blocks of at most this
 # many threads (kMaxBlockThreads in reduce_metrics.cu).
 REDUCE_MAX_BLOCK_THREADS = 256
+# Threads of a warp (kernels/common.cuh kWarpSize): the most lanes a score row
+# takes (shuffles span at most a warp), and the row tile of fused_logits_wide.
+WARP_SIZE = 32
 SCORES_SOURCE = "scores.cu"
-# kernels/scores.cu: top-k values per pass (kMaxTopK) and the block size its
-# reduction scratch is sized for (kScoreBlockThreads).
-SCORE_MAX_TOP_K = 8
+# kernels/scores.cu: the block size its reduction scratch is sized for, the
+# launch bound of its kernels and of streaming.cu's (kScoreBlockThreads). Its
+# top-k limit is _kernels.SCORE_MAX_TOP_K (kMaxTopK).
 SCORE_MAX_BLOCK_THREADS = 256
 # Columns per lane before a row takes more lanes: about 8 keeps each lane's
 # loads independent while a warp still covers 4+ rows for K <= 32.
@@ -120,7 +125,7 @@ def top_k_shared_bytes(num_top_k: int, block: int) -> int:
 def score_group(num_columns: int) -> int:
     """Lanes per row in the fused score pass: a power of two, at most a warp."""
     wanted = -(-num_columns // SCORE_COLUMNS_PER_LANE)
-    return min(32, 1 << max(0, (wanted - 1).bit_length()))
+    return min(WARP_SIZE, 1 << max(0, (wanted - 1).bit_length()))
 
 
 @dataclass(frozen=True)
@@ -147,7 +152,7 @@ def score_mapping(num_columns: int, row_stride: int, column_stride: int, address
     ``fused_logits_staged`` when its tile fits; others to
     ``fused_logits_pass``, ``score_group`` lanes per row."""
     if reads_wide_rows(num_columns, column_stride, address, itemsize):
-        tile = block if num_columns >= SCORE_BLOCK_ROW_COLUMNS else 32
+        tile = block if num_columns >= SCORE_BLOCK_ROW_COLUMNS else WARP_SIZE
         return ScoreMapping("fused_logits_wide", tile)
     widened = 8 if itemsize == 8 else 4  # float64 stays double, the rest become float
     tile_bytes = num_columns * (block + 1) * widened
@@ -241,8 +246,6 @@ class _Pass:
 # -- the streaming state (metrics_gpu.ClassificationMetrics) -------------------
 
 STREAMING_SOURCE = "streaming.cu"
-# Rows per update the checks' keys hold (kernels/streaming.cu kOrdinalShift).
-STREAM_ROW_BITS = 40
 # kernels/streaming.cu enum StreamConfig: the int64 config vector, packed once
 # per (state, input layout) and kept on the device.
 STREAM_CONFIG = (
@@ -251,9 +254,6 @@ STREAM_CONFIG = (
     *(f"top_k_{i}" for i in range(SCORE_MAX_TOP_K)),
     "bins", "thresholds", "matrix", "privatize", "wide_rows",
 )
-# kernels/streaming.cu streaming_compute: classes per block of the binned
-# ranking areas (its block size).
-STREAM_COMPUTE_BLOCK = 256
 STREAM_WEIGHT_TYPES = {"int64": "long long", "float32": "float", "float64": "double"}
 
 
@@ -458,7 +458,7 @@ class KernelBackend:
             device=self.device, true=true, true_type=true_type, pred=pred, pred_type=pred_type,
             scores=scores, row_stride=row_stride, column_stride=column_stride,
             # Lanes per score row: the power of two >= K, at most a warp.
-            group=min(32, 1 << max(0, (num_classes - 1).bit_length())) if scores else 0,
+            group=min(WARP_SIZE, 1 << max(0, (num_classes - 1).bit_length())) if scores else 0,
             weights=weights, num_classes=num_classes,
             size=num_classes if class_lut is None else int(np.max(class_lut, initial=-1)) + 1,
             # Judged on the caller's dtype, before any conversion of the labels.
@@ -768,7 +768,7 @@ class KernelBackend:
         of the blocks' rows; other dtypes take three reductions."""
         xp = self.xp
         if labels.dtype.name not in LABEL_TYPES and labels.dtype != np.bool_:
-            low, high, third = _rank_scan.label_pair_summary(labels, xp)
+            low, high, third = _ranking_formulas.label_pair_summary(labels, xp)
             low, high, third = self.to_host(xp.stack([low, high, third.astype(labels.dtype)]))
             return low, high, bool(third)
         array, label_type = self._labels(labels.reshape(-1))
@@ -801,7 +801,7 @@ class KernelBackend:
         argsort and a gather.
         """
         device, xp = self.device, self.xp
-        n = _rank_scan.check_rank_arrays(scores, is_positive, sample_weight)
+        n = _ranking_formulas.check_rank_arrays(scores, is_positive, sample_weight)
         positive = self._rank_positive(is_positive)
         block = min(device.block_threads, RANK_MAX_BLOCK_THREADS)
         tiles = -(-n // (block * RANK_ITEMS_PER_THREAD))
@@ -842,7 +842,7 @@ class KernelBackend:
         areas = tile_areas.sum(axis=0)
         if tile_twice_area is not None:
             areas[0] = _exact_roc_area(tile_twice_area, totals, xp)
-        return _rank_scan.rank_areas_from_sums(areas, totals, xp, max_fpr)
+        return _ranking_formulas.rank_areas_from_sums(areas, totals, xp, max_fpr)
 
     def binary_curve_points(self, scores, is_positive, sample_weight=None):
         """As :meth:`NumpyBackend.binary_curve_points`: a stable argsort and
@@ -853,7 +853,7 @@ class KernelBackend:
         in a fixed order, not sequentially: weighted sums may differ from a
         sequential scan in their last bits."""
         xp = self.xp
-        n = _rank_scan.check_rank_arrays(scores, is_positive, sample_weight)
+        n = _ranking_formulas.check_rank_arrays(scores, is_positive, sample_weight)
         positive = self._rank_positive(is_positive)
         block = min(self.device.block_threads, RANK_MAX_BLOCK_THREADS)
         tiles = -(-n // (block * RANK_ITEMS_PER_THREAD))
@@ -914,7 +914,7 @@ class KernelBackend:
         # float16 is sorted as its exact float32 widening (same order and
         # ties): a type every sort of CuPy's takes.
         keys = scores.astype(np.float32) if scores.dtype == np.float16 else scores
-        reversed_order = _rank_scan.stable_argsort(xp.flip(keys), xp).astype(np.int64, copy=False)
+        reversed_order = _ranking_formulas.stable_argsort(xp.flip(keys), xp).astype(np.int64, copy=False)
         ranked_scores = xp.empty(n, dtype=kernel_scores.dtype)
         ranked_weight = None if weight is None else xp.empty(n, dtype=np.float64)
         self.launch(
@@ -953,12 +953,13 @@ class KernelBackend:
             preds = batch.preds.view(np.uint16) if half else batch.preds
             group = score_group(k)
             # A warp per row with 16-byte loads, as fused_logits_wide's warp tile.
-            wide_rows = group == 32 and reads_wide_rows(
+            wide_rows = group == WARP_SIZE and reads_wide_rows(
                 k, batch.column_stride, device.data_pointer(preds), preds.dtype.itemsize)
         else:
             pred_type, preds, group, wide_rows = true_type, batch.preds, 1, False
-        if batch.n >= 1 << STREAM_ROW_BITS:
-            raise ValueError(f"an update takes fewer than 2**{STREAM_ROW_BITS} samples, "
+        # Rows per update the checks' keys hold (kernels/streaming.cu kOrdinalShift).
+        if batch.n >= 1 << STREAM_ORDINAL_SHIFT:
+            raise ValueError(f"an update takes fewer than 2**{STREAM_ORDINAL_SHIFT} samples, "
                              f"got {batch.n}")
         block = min(device.block_threads, SCORE_MAX_BLOCK_THREADS)
         n_bins = spec["n_bins"] if score_sums else 0
@@ -987,7 +988,8 @@ class KernelBackend:
             workspace.moments = self.zeros(2, np.float64)
         if score_sums and workspace.partial_rows < grid:
             # Sized once for the largest grid this device launches.
-            workspace.partial_rows = max(grid, self._grid(1 << 40, score_bytes))
+            workspace.partial_rows = max(grid, self._grid(1 << STREAM_ORDINAL_SHIFT,
+                                                          score_bytes))
             workspace.partials = self.zeros(
                 workspace.partial_rows * score_sums_size(len(spec["top_k"]), n_bins), np.float64)
         self.launch(
@@ -1042,7 +1044,9 @@ class KernelBackend:
             if config is None:
                 config = workspace.configs[("compute",)] = self.upload(_stream_scalar_args(
                     spec, None, 1, 0.0, False, thresholds, score_state is not None))
-            block = min(device.block_threads, STREAM_COMPUTE_BLOCK)
+            # Classes per block of the binned ranking areas: streaming_compute's
+            # launch bound (kScoreBlockThreads).
+            block = min(device.block_threads, SCORE_MAX_BLOCK_THREADS)
             grid = max(1, -(-k // block)) if thresholds else 1
             self.launch(
                 STREAMING_SOURCE,

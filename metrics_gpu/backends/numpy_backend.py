@@ -22,8 +22,9 @@ import sys
 
 import numpy as np
 
-from metrics_gpu import _rank_scan
+from metrics_gpu import _ranking_formulas
 from metrics_gpu._formulas import label_metric_values, softmax_rows
+from metrics_gpu._kernels import STREAM_NO_ERROR, STREAM_ORDINAL_SHIFT
 from metrics_gpu._state import (
     SCORE_SLOT,
     ClassStatistics,
@@ -442,18 +443,18 @@ class NumpyBackend:
         a value other than the least and the greatest is present and, when
         none is, those two (with a third, the kernel backends leave them
         unspecified: present_labels then takes unique)."""
-        low, high, third = _rank_scan.label_pair_summary(labels, np)
+        low, high, third = _ranking_formulas.label_pair_summary(labels, np)
         return low, high, bool(third)
 
     def binary_curve_points(self, scores, is_positive, sample_weight=None):
         """``(fps, tps, negatives_seen, positives_seen, thresholds)``, one point
-        per distinct score (see :func:`metrics_gpu._rank_scan.binary_curve_points`)."""
-        return _rank_scan.binary_curve_points(scores, is_positive, sample_weight, np)
+        per distinct score (see :func:`metrics_gpu._ranking_formulas.binary_curve_points`)."""
+        return _ranking_formulas.binary_curve_points(scores, is_positive, sample_weight, np)
 
     def binary_rank_areas(self, scores, is_positive, sample_weight=None, max_fpr=None):
         """``[ROC AUC, average precision]`` of ``(N,)`` scores against the
-        ``is_positive`` mask, float64 (see :func:`metrics_gpu._rank_scan.binary_rank_areas`)."""
-        return _rank_scan.binary_rank_areas(scores, is_positive, sample_weight, np, max_fpr)
+        ``is_positive`` mask, float64 (see :func:`metrics_gpu._ranking_formulas.binary_rank_areas`)."""
+        return _ranking_formulas.binary_rank_areas(scores, is_positive, sample_weight, np, max_fpr)
 
 def host_framework(value, like):
     """``value`` (NumPy) as a torch CPU tensor when ``like`` is a torch tensor
@@ -479,10 +480,6 @@ NUMPY_BACKEND = NumpyBackend()
 
 # -- the streaming state (metrics_gpu.ClassificationMetrics) -------------------
 
-# A check's first offending sample is kept as (update ordinal << 40) | sample,
-# as kernels/streaming.cu keeps it; this key means none.
-STREAM_NO_ERROR = (1 << 63) - 1
-STREAM_ORDINAL_SHIFT = 40
 
 
 def _first_key(mask, ordinal: int) -> int:

@@ -1,6 +1,7 @@
-"""The ranked scan of one binary problem, written once over the array namespace
-``xp`` (NumPy, or CuPy): the reference of ``kernels/ranking.cu`` and the source
-of the curves' points.
+"""The ranking metrics' formulas (as :mod:`metrics_gpu._formulas` holds the
+label metrics'): the ranked scan of one binary problem, written once over the
+array namespace ``xp`` (NumPy, or CuPy). It is the numpy backend's ranking,
+the reference of ``kernels/ranking.cu`` and the source of the curves' points.
 
 :func:`ranked_scan` sorts the scores, descending and stable, and takes the
 cumulative weights of positives (``tps``) and of negatives (``fps``) in that

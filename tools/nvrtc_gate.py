@@ -11,7 +11,11 @@ compiles there. It is a plain shared library: a thin :mod:`ctypes` binding is
 enough, and the ``nvidia-cuda-nvrtc`` wheel installs it on machines without
 a GPU or a CUDA toolkit.
 
-Run ``python -m metrics_gpu._nvrtc`` to compile everything and print one
+A repository tool, not part of the installed package (the runtime compiles
+through CuPy): the tests (tests/test_nvrtc_compile.py) and
+bench/kernel_resources.py import it from ``tools/``.
+
+Run ``python tools/nvrtc_gate.py`` to compile everything and print one
 line per (module, architecture); the exit status is non-zero on any failure.
 """
 
@@ -727,7 +731,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         found.
     """
     parser = argparse.ArgumentParser(
-        prog="python -m metrics_gpu._nvrtc",
+        prog="python tools/nvrtc_gate.py",
         description="Compile every kernel instantiation with NVRTC for each architecture.",
     )
     parser.add_argument(
@@ -788,6 +792,6 @@ if __name__ == "__main__":
     # Run the importable copy of this module, not __main__: worker processes
     # started by spawn or forkserver (Python 3.14's default) must be able to
     # import _compile_task and the result classes by name.
-    from metrics_gpu._nvrtc import main as _main
+    from nvrtc_gate import main as _main
 
     sys.exit(_main(sys.argv[1:]))
