@@ -14,18 +14,19 @@ import numbers
 import sys
 from collections.abc import Iterable
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, get_args
 
 import numpy as np
 
 from metrics_gpu._backend import is_device_array, resolve_backend
 from metrics_gpu._kernels import SCORE_MAX_TOP_K
 from metrics_gpu._state import Bfloat16Bits, bfloat16_dtype
+from metrics_gpu._types import Average, KappaWeights, MultiClass, Normalize, RankingAverage
 from metrics_gpu.testing import record
 
-AVERAGE_OPTIONS = (None, "micro", "macro", "weighted", "binary")
-NORMALIZE_OPTIONS = (None, "true", "pred", "all")
-KAPPA_WEIGHTS = (None, "linear", "quadratic")
+AVERAGE_OPTIONS = (None, *get_args(Average))
+NORMALIZE_OPTIONS = (None, *get_args(Normalize))
+KAPPA_WEIGHTS = (None, *get_args(KappaWeights))
 
 # K inferred from the data beyond this (2**28: 2 GiB per per-class int64
 # array) means sparse ids rather than class codes; an explicit num_classes is
@@ -807,8 +808,8 @@ def check_confusion_matrix(matrix, name: str = "confusion_matrix"):
 # precision, AUC-mu). Messages follow scikit-learn's where it has one for the
 # case, with the offending value and its position added.
 
-RANKING_AVERAGE_OPTIONS = (None, "micro", "macro", "samples", "weighted")
-MULTI_CLASS_OPTIONS = ("raise", "ovr", "ovo")
+RANKING_AVERAGE_OPTIONS = (None, *get_args(RankingAverage))
+MULTI_CLASS_OPTIONS = get_args(MultiClass)
 # np.allclose(1, row_sum), scikit-learn's test that multiclass scores are
 # probabilities; the relative tolerance widens to K * eps for scores of lower
 # precision (float16 rows rounded from sums of 1 reach 1 +- K * eps / 2).

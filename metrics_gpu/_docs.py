@@ -1,0 +1,91 @@
+"""The parameters many public functions share, documented once.
+
+A public function's numpydoc ``Parameters`` section names a shared parameter
+as a line holding only ``{name}`` (e.g. ``    {sample_weight}``);
+:func:`shared_parameters` replaces that line with the text below, indented
+as the line was. Any other text of the docstring is left as written (braces
+in examples included), and a ``{name}`` that is not listed here fails at
+import, not in a user's help page.
+"""
+
+from __future__ import annotations
+
+import re
+import textwrap
+from collections.abc import Callable
+from typing import TypeVar
+
+PARAMETERS = {
+    "y_true_labels": """\
+y_true : array-like of shape (N,)
+    The true class codes (integers; K from num_classes, or the classes
+    present).""",
+    "y_pred_labels": """\
+y_pred : array-like of shape (N,) or (N, K)
+    Predicted class codes, or (N, K) scores or logits, reduced by a fused
+    argmax (ties to the lowest index; no (N,) labels are stored).""",
+    "labels": """\
+labels : array-like of class codes, optional
+    Select and order the classes (scikit-learn); samples whose true or
+    predicted class is not listed are left out.""",
+    "num_classes": """\
+num_classes : int, optional
+    K, the number of classes; the codes must lie in [0, K). Given (or
+    implied by (N, K) scores), the results have K classes; omitted, the
+    classes present in either input, as scikit-learn.""",
+    "sample_weight": """\
+sample_weight : array-like of shape (N,), optional
+    Non-negative weight of each sample. Counts stay integers without weights
+    or with integer weights (exact), else float64.""",
+    "ignore_index": """\
+ignore_index : int, optional
+    Samples whose target equals this value are left out (a padding or
+    void class).""",
+    "validate": """\
+validate : bool, default True
+    False skips the checks that cost a pass (and a host sync on a GPU):
+    out-of-range samples are then left out and counted, never written out
+    of bounds.""",
+    "deterministic": """\
+deterministic : bool, default False
+    Float weights on a GPU: True accumulates them in 64-bit fixed point
+    instead of float64 atomics, whose order varies, so the result is
+    bit-identical run to run (error at most ``max|w| * N * 2**-61`` per
+    weight). Counts, integer weights and the NumPy backend are exact and
+    deterministic either way.""",
+    "zero_division": """\
+zero_division : {"warn", 0.0, 1.0, np.nan}, default "warn"
+    The value of a ratio whose denominator is 0; "warn" gives 0 and warns
+    (scikit-learn's UndefinedMetricWarning).""",
+    "average": """\
+average : {"binary", "micro", "macro", "weighted"} or None, default "binary"
+    None: one value per class. "binary": the class ``pos_label`` of a
+    two-class problem. "micro": from the summed counts. "macro": the
+    unweighted mean over classes. "weighted": the mean weighted by support.""",
+    "pos_label": """\
+pos_label : int, default 1
+    The positive class when ``average="binary"``.""",
+}
+
+_MARKER = re.compile(r"^([ \t]*)\{(\w+)\}[ \t]*$", re.M)
+
+Function = TypeVar("Function", bound=Callable)
+
+
+def expand(doc: str) -> str:
+    """``doc`` with each ``{name}`` line replaced by the shared text of ``name``."""
+
+    def replace(match: re.Match) -> str:
+        indent, name = match.groups()
+        if name not in PARAMETERS:
+            raise KeyError(f"no shared documentation for parameter {name!r}")
+        return textwrap.indent(PARAMETERS[name], indent)
+
+    return _MARKER.sub(replace, doc)
+
+
+def shared_parameters(function: Function) -> Function:
+    """Decorator: expand the shared parameters in ``function``'s docstring."""
+    if function.__doc__:
+        function.__doc__ = expand(function.__doc__)
+    return function
