@@ -21,11 +21,15 @@ import importlib.util
 import os
 import sys
 import threading
-from collections.abc import Iterator
-from typing import TYPE_CHECKING
+from collections.abc import Callable, Iterator
+from typing import TYPE_CHECKING, ParamSpec, TypeVar
 
 if TYPE_CHECKING:  # the backends import lazily: CuPy only when asked for
     from metrics_gpu.backends import Backend
+    from metrics_gpu.backends.kernel_backend import KernelBackend
+
+Parameters = ParamSpec("Parameters")
+Result = TypeVar("Result")
 
 BACKEND_NAMES = ("auto", "numpy", "cuda", "emulated")
 ENV_VARIABLE = "METRICS_GPU_BACKEND"
@@ -56,6 +60,35 @@ def _check_name(name: object) -> str:
 def set_backend(name: str) -> None:
     """Set the process-wide backend: ``"auto"``, ``"numpy"``, ``"cuda"`` or ``"emulated"``.
 
+    The choice holds in every thread and task, under any :func:`use_backend`
+    block and over the ``METRICS_GPU_BACKEND`` environment variable. A named
+    backend is checked here, not at the first metric.
+
+    Parameters
+    ----------
+    name : {"auto", "numpy", "cuda", "emulated"}
+        The backend, in any case. ``"auto"`` picks ``cuda`` for device arrays
+        (CuPy arrays, torch CUDA tensors, JAX GPU arrays) and ``numpy`` for
+        everything else, call by call.
+
+    Returns
+    -------
+    None
+
+    Raises
+    ------
+    ValueError
+        ``name`` is not one of the backend names.
+    BackendUnavailableError
+        The backend cannot run here: ``"cuda"`` without CuPy or an NVIDIA GPU
+        (the message says what to install), ``"emulated"`` without a C++
+        compiler.
+
+    See Also
+    --------
+    get_backend : The backend name in force.
+    use_backend : A backend for a ``with`` block only.
+
     Examples
     --------
     >>> import metrics_gpu
@@ -72,7 +105,37 @@ def set_backend(name: str) -> None:
 
 
 def get_backend() -> str:
-    """Return the backend name in force (``"auto"`` unless one was chosen)."""
+    """Return the backend name in force (``"auto"`` unless one was chosen).
+
+    The innermost :func:`use_backend` block decides, then :func:`set_backend`,
+    then the ``METRICS_GPU_BACKEND`` environment variable, then ``"auto"``.
+
+    Parameters
+    ----------
+    None
+
+    Returns
+    -------
+    str
+        ``"auto"``, ``"numpy"``, ``"cuda"`` or ``"emulated"``, in lower case.
+
+    Raises
+    ------
+    ValueError
+        ``METRICS_GPU_BACKEND`` is set to something other than a backend name.
+
+    See Also
+    --------
+    set_backend : Set the process-wide backend.
+    use_backend : A backend for a ``with`` block only.
+
+    Examples
+    --------
+    >>> import metrics_gpu
+    >>> with metrics_gpu.use_backend("numpy"):
+    ...     metrics_gpu.get_backend()
+    'numpy'
+    """
     name = _context_backend.get()
     if name is None:
         name = _global_backend
@@ -97,6 +160,35 @@ def _check_env() -> str:
 @contextlib.contextmanager
 def use_backend(name: str) -> Iterator[None]:
     """Use a backend inside a ``with`` block (thread- and task-local).
+
+    Inside the block the backend overrides :func:`set_backend` and the
+    ``METRICS_GPU_BACKEND`` environment variable; blocks nest, and leaving one
+    restores the choice before it. The choice is a context variable: other
+    threads and asyncio tasks keep their own. A named backend is checked on
+    entering the block.
+
+    Parameters
+    ----------
+    name : {"auto", "numpy", "cuda", "emulated"}
+        The backend, in any case (``"auto"`` as in :func:`set_backend`).
+
+    Returns
+    -------
+    context manager
+        Entering it sets the backend (it yields None); leaving it restores
+        the previous one.
+
+    Raises
+    ------
+    ValueError
+        ``name`` is not one of the backend names.
+    BackendUnavailableError
+        The backend cannot run here (as :func:`set_backend`).
+
+    See Also
+    --------
+    set_backend : Set the process-wide backend.
+    get_backend : The backend name in force.
 
     Examples
     --------
@@ -129,20 +221,20 @@ def is_device_array(array: object) -> bool:
     return False
 
 
-def caller_stream(array: object):
+def caller_stream(array: object) -> contextlib.AbstractContextManager:
     """Context that orders work on ``array`` with its owner's: its GPU, and for a
     torch tensor torch's current stream there. A no-op for host arrays."""
     if not is_device_array(array):
         return contextlib.nullcontext()
-    return get_backend_implementation("cuda").device.stream_of(array)
+    return _kernel_backend("cuda").device.stream_of(array)
 
 
-def on_caller_stream(function):
+def on_caller_stream(function: Callable[Parameters, Result]) -> Callable[Parameters, Result]:
     """Run a public function on the stream and device of its data: the first
     device array among its first two positional arguments (y_true, y_pred)."""
 
     @functools.wraps(function)
-    def wrapper(*args, **kwargs):
+    def wrapper(*args: Parameters.args, **kwargs: Parameters.kwargs) -> Result:
         data = next((a for a in args[:2] if is_device_array(a)), None)
         if data is None:
             return function(*args, **kwargs)
@@ -173,7 +265,7 @@ def backend_for_host_data(name: str) -> str:
     return name
 
 
-_implementations: dict[str, object] = {}
+_implementations: dict[str, KernelBackend] = {}
 # Creating a kernel backend loads (or builds) libraries: threads asking for
 # one at once must share a single instance, so one lock guards creation.
 _implementations_lock = threading.Lock()
@@ -185,6 +277,12 @@ def get_backend_implementation(name: str) -> Backend:
         from metrics_gpu.backends.numpy_backend import NUMPY_BACKEND
 
         return NUMPY_BACKEND
+    return _kernel_backend(name)
+
+
+def _kernel_backend(name: str) -> KernelBackend:
+    """The one kernel backend of ``name`` (``"cuda"`` or ``"emulated"``),
+    created on first use."""
     if name not in ("cuda", "emulated"):
         raise ValueError(f"backend must be one of {BACKEND_NAMES}, got {name!r}")
     backend = _implementations.get(name)
@@ -196,7 +294,7 @@ def get_backend_implementation(name: str) -> Backend:
     return backend
 
 
-def _make_kernel_backend(name: str):
+def _make_kernel_backend(name: str) -> KernelBackend:
     from metrics_gpu.backends.kernel_backend import KernelBackend
 
     if name == "emulated":

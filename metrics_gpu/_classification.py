@@ -11,26 +11,38 @@ Class selection follows scikit-learn: ``labels=`` if given, else all
 else the classes present in ``y_true`` or ``y_pred``.
 
 Beyond scikit-learn's arguments every function takes ``num_classes``,
-``ignore_index``, ``validate`` and ``deterministic`` (described under
-:func:`confusion_matrix`). On the cuda and emulated backends the scalar
-label metrics (accuracy, zero-one and Hamming loss, balanced accuracy, MCC,
-kappa without ``labels=``, and micro/macro/weighted precision, recall and F1
-with ``zero_division`` 0 or 'warn') are read from the one-launch reduction of
+``ignore_index``, ``validate`` and ``deterministic`` (their text is written
+once, in :mod:`metrics_gpu._docs`); with ``sample_weight`` they reach the
+data pass together, as one :class:`_PassOptions`.
+
+On the cuda and emulated backends the scalar label metrics (accuracy,
+zero-one and Hamming loss, balanced accuracy, MCC, kappa without
+``labels=``, and micro/macro/weighted precision, recall and F1 with
+``zero_division`` 0 or 'warn') are read from the one-launch reduction of
 ``kernels/reduce_metrics.cu`` and returned on the device; scikit-learn's
 warnings (balanced accuracy, undefined kappa, ``zero_division='warn'``) read
 a few counts back to decide. The other options evaluate their formulas on the
 host from O(K) statistics (one copy) and return the result on the input's
 device; ``confusion_matrix`` stays on the device throughout.
+
+Return types are ``Any`` where a result lives where the inputs live: a NumPy
+``float64`` (or array) for NumPy arrays and sequences, a 0-d (or 1-d) array
+or tensor of the inputs' framework (CuPy, torch, JAX) on their device
+otherwise (README, "Backends").
 """
 
 from __future__ import annotations
 
 import math
+from collections.abc import Collection
+from dataclasses import dataclass, fields
+from typing import Any
 
 import numpy as np
 
 from metrics_gpu import _formulas as F
 from metrics_gpu._backend import on_caller_stream
+from metrics_gpu._docs import shared_parameters
 from metrics_gpu._stages import (
     accumulate,
     check_label_call,
@@ -42,6 +54,7 @@ from metrics_gpu._stages import (
     reduces_on_device,
 )
 from metrics_gpu._state import ClassStatistics, statistics_from_matrix, use_dense_matrix
+from metrics_gpu._types import ArrayLike, Average, KappaWeights, Normalize, ZeroDivision
 from metrics_gpu._validation import (
     AVERAGE_OPTIONS,
     KAPPA_WEIGHTS,
@@ -52,6 +65,29 @@ from metrics_gpu._validation import (
     check_option,
     check_zero_division,
 )
+
+
+@dataclass(frozen=True)
+class _PassOptions:
+    """The arguments of the data pass that every function here takes, handed
+    on as one: scikit-learn's ``sample_weight`` and this package's four."""
+
+    num_classes: int | None
+    sample_weight: ArrayLike | None
+    ignore_index: int | None
+    validate: bool
+    deterministic: bool
+
+    def keywords(self) -> dict[str, Any]:
+        """The options as keyword arguments (of :func:`check_label_call`,
+        :func:`one_pass`)."""
+        return {field.name: getattr(self, field.name) for field in fields(self)}
+
+    def check(self, y_true: ArrayLike, y_pred: ArrayLike, *, labels: ArrayLike | None = None,
+              pos_label: int | None = None) -> tuple[LabelInputs, np.ndarray | None]:
+        """:func:`check_label_call` of ``y_true`` and ``y_pred`` with these options."""
+        return check_label_call(y_true, y_pred, labels=labels, pos_label=pos_label,
+                                **self.keywords())
 
 
 def _selected_classes(inputs: LabelInputs, stats: ClassStatistics, labels) -> np.ndarray:
@@ -149,37 +185,46 @@ def _prfs(stats: ClassStatistics, classes, *, beta, average, warn_for, zero_divi
 
 
 @on_caller_stream
-def confusion_matrix(y_true, y_pred, *, labels=None, num_classes=None, sample_weight=None,
-                     normalize=None, ignore_index=None, validate=True, deterministic=False):
+@shared_parameters
+def confusion_matrix(y_true: ArrayLike, y_pred: ArrayLike, *, labels: ArrayLike | None = None,
+                     num_classes: int | None = None, sample_weight: ArrayLike | None = None,
+                     normalize: Normalize | None = None, ignore_index: int | None = None,
+                     validate: bool = True, deterministic: bool = False) -> ArrayLike:
     """Confusion matrix: rows are actual classes, columns are predicted classes.
 
     Parameters
     ----------
-    y_true : (N,) array of class codes
-    y_pred : (N,) array of class codes, or (N, K) scores/logits reduced by argmax
-        (ties to the lowest index).
-    labels : array of class codes, optional
-        Select and order the rows/columns (scikit-learn); samples whose true or
-        predicted class is not listed are left out.
-    num_classes : int, optional
-        K. Given (or implied by scores): the matrix is K x K. Omitted: the
-        matrix covers the classes present in either input, as scikit-learn.
-    sample_weight : (N,) array, optional
-        The matrix is int64 without weights (or with integer weights), else float64.
-    normalize : {'true', 'pred', 'all'}, optional
-        Divide by row sums, column sums or the total; 0/0 gives 0.
-    ignore_index : int, optional
-        Samples with this target are left out.
-    validate : bool, default True
-        False skips the checks that cost a pass; out-of-range samples are then
-        left out and counted, never written out of bounds.
-    deterministic : bool, default False
-        Float weights on a GPU: True accumulates them in 64-bit fixed point
-        (each weight scaled by a power of two chosen from max|w| and N, then
-        rounded) instead of float64 atomics, whose order varies. Integer adds
-        are associative, so the result is bit-identical run to run; the error
-        is at most ``max|w| * N * 2**-61`` per weight. Counts, integer weights
-        and the NumPy backend are exact and deterministic either way.
+    {y_true_labels}
+    {y_pred_labels}
+    {labels}
+    {num_classes}
+    {sample_weight}
+    normalize : {"true", "pred", "all"} or None, default None
+        Divide by row sums, column sums or the total; 0/0 gives 0. None:
+        the counts.
+    {ignore_index}
+    {validate}
+    {deterministic}
+
+    Returns
+    -------
+    C : array of shape (n_classes, n_classes)
+        Entry (i, j) counts the samples of class i predicted as class j, the
+        classes being ``labels``, else the K of ``num_classes``, else those
+        present. int64 counts (float64 with float weights or ``normalize``);
+        NumPy for NumPy inputs, else the inputs' framework on their device.
+
+    See Also
+    --------
+    label_report : Every label metric from one pass, the matrix included.
+    classification_report : Per-class precision, recall and F1.
+    multiclass_quality_metrics : oneDAL's metrics, with the matrix.
+
+    Notes
+    -----
+    With ``deterministic=True`` each float weight is scaled by a power of two
+    chosen from max|w| and N, then rounded to a 64-bit integer; integer adds
+    are associative, so the order of the GPU's atomics cannot change the sum.
 
     Examples
     --------
@@ -191,11 +236,11 @@ def confusion_matrix(y_true, y_pred, *, labels=None, num_classes=None, sample_we
            [0, 1, 1]])
     """
     check_option(normalize, NORMALIZE_OPTIONS, "normalize")
-    inputs, labels = check_label_call(y_true, y_pred, num_classes=num_classes,
-                            sample_weight=sample_weight, ignore_index=ignore_index,
-                            validate=validate, deterministic=deterministic, labels=labels)
+    options = _PassOptions(num_classes, sample_weight, ignore_index, validate, deterministic)
+    inputs, labels = options.check(y_true, y_pred, labels=labels)
     xp = inputs.backend.xp
-    classes, cm = labels, None
+    classes = labels
+    cm: Any = None  # the backend's (or NumPy's) matrix
     if labels is None and not inputs.num_classes_given:
         # scikit-learn's default: the classes present in either input (their
         # flags are read back: the shape depends on them).
@@ -227,10 +272,59 @@ def _any_true_in(inputs: LabelInputs, labels: np.ndarray) -> bool:
 # -- counting metrics ---------------------------------------------------------
 
 
+def _prediction_tally(y_true: ArrayLike, y_pred: ArrayLike, options: _PassOptions, *,
+                      correct: bool, normalize: bool) -> Any:
+    """The pipeline of accuracy (``correct``) and of the zero-one loss (not
+    ``correct``): the fraction of correct (wrong) predictions, or with
+    ``normalize=False`` their number or weight."""
+    inputs, _ = options.check(y_true, y_pred)
+    if reduces_on_device(inputs):
+        evaluation = evaluate(inputs, moments=False)
+        if normalize:
+            value = evaluation.slot("accuracy" if correct else "zero_one_loss")
+        elif correct:
+            value = evaluation.slot("correct")
+        else:
+            value = evaluation.slot("total") - evaluation.slot("correct")
+        return output(value, inputs)
+    c = host_counts(inputs)
+    if normalize:
+        return output(F.accuracy(c) if correct else 1 - F.accuracy(c), inputs)
+    return output(c.tp.sum() if correct else F.misclassified(c), inputs)
+
+
 @on_caller_stream
-def accuracy_score(y_true, y_pred, *, normalize=True, sample_weight=None,
-                   num_classes=None, ignore_index=None, validate=True, deterministic=False):
+@shared_parameters
+def accuracy_score(y_true: ArrayLike, y_pred: ArrayLike, *, normalize: bool = True,
+                   sample_weight: ArrayLike | None = None, num_classes: int | None = None,
+                   ignore_index: int | None = None, validate: bool = True,
+                   deterministic: bool = False) -> Any:
     """Fraction (``normalize=False``: number or weight) of correct predictions.
+
+    Parameters
+    ----------
+    {y_true_labels}
+    {y_pred_labels}
+    normalize : bool, default True
+        True: the fraction of correct predictions; False: their number (their
+        summed weight with ``sample_weight``).
+    {sample_weight}
+    {num_classes}
+    {ignore_index}
+    {validate}
+    {deterministic}
+
+    Returns
+    -------
+    score : float
+        A NumPy float64, or for torch, CuPy or JAX inputs a 0-d tensor or
+        array of theirs on their device.
+
+    See Also
+    --------
+    zero_one_loss : The fraction of wrong predictions.
+    balanced_accuracy_score : The mean recall over the classes.
+    label_report : Every label metric from one pass.
 
     Examples
     --------
@@ -239,26 +333,45 @@ def accuracy_score(y_true, y_pred, *, normalize=True, sample_weight=None,
     >>> float(accuracy_score(np.array([0, 1, 2, 3]), np.array([0, 2, 1, 3])))
     0.5
     """
-    passed = one_pass(y_true, y_pred, kind="labels", num_classes=num_classes,
-                      sample_weight=sample_weight, ignore_index=ignore_index, validate=validate,
-                      deterministic=deterministic)
+    options = _PassOptions(num_classes, sample_weight, ignore_index, validate, deterministic)
+    passed = one_pass(y_true, y_pred, kind="labels", **options.keywords())
     if passed is not None:  # validate=False, K known: one update and one reduction launch
         values, _ = passed.state.compute(scores=False)
         return output(values[F.SLOT["accuracy" if normalize else "correct"]], passed)
-    inputs, _ = check_label_call(y_true, y_pred, num_classes=num_classes,
-                                 sample_weight=sample_weight, ignore_index=ignore_index,
-                                 validate=validate, deterministic=deterministic)
-    if reduces_on_device(inputs):
-        evaluation = evaluate(inputs, moments=False)
-        return output(evaluation.slot("accuracy" if normalize else "correct"), inputs)
-    c = host_counts(inputs)
-    return output(F.accuracy(c) if normalize else c.tp.sum(), inputs)
+    return _prediction_tally(y_true, y_pred, options, correct=True, normalize=normalize)
 
 
 @on_caller_stream
-def zero_one_loss(y_true, y_pred, *, normalize=True, sample_weight=None,
-                  num_classes=None, ignore_index=None, validate=True, deterministic=False):
+@shared_parameters
+def zero_one_loss(y_true: ArrayLike, y_pred: ArrayLike, *, normalize: bool = True,
+                  sample_weight: ArrayLike | None = None, num_classes: int | None = None,
+                  ignore_index: int | None = None, validate: bool = True,
+                  deterministic: bool = False) -> Any:
     """Fraction (``normalize=False``: number or weight) of wrong predictions.
+
+    Parameters
+    ----------
+    {y_true_labels}
+    {y_pred_labels}
+    normalize : bool, default True
+        True: the fraction of wrong predictions; False: their number (their
+        summed weight with ``sample_weight``).
+    {sample_weight}
+    {num_classes}
+    {ignore_index}
+    {validate}
+    {deterministic}
+
+    Returns
+    -------
+    loss : float
+        A NumPy float64, or for torch, CuPy or JAX inputs a 0-d tensor or
+        array of theirs on their device.
+
+    See Also
+    --------
+    accuracy_score : The fraction of correct predictions.
+    hamming_loss : The same for single-label data.
 
     Examples
     --------
@@ -267,21 +380,37 @@ def zero_one_loss(y_true, y_pred, *, normalize=True, sample_weight=None,
     >>> float(zero_one_loss(np.array([1, 2, 3, 4]), np.array([2, 2, 3, 4])))
     0.25
     """
-    inputs, _ = check_label_call(y_true, y_pred, num_classes=num_classes, sample_weight=sample_weight,
-                       ignore_index=ignore_index, validate=validate, deterministic=deterministic)
-    if reduces_on_device(inputs):
-        evaluation = evaluate(inputs, moments=False)
-        loss = (evaluation.slot("zero_one_loss") if normalize
-                else evaluation.slot("total") - evaluation.slot("correct"))
-        return output(loss, inputs)
-    c = host_counts(inputs)
-    return output(1 - F.accuracy(c) if normalize else F.misclassified(c), inputs)
+    options = _PassOptions(num_classes, sample_weight, ignore_index, validate, deterministic)
+    return _prediction_tally(y_true, y_pred, options, correct=False, normalize=normalize)
 
 
 @on_caller_stream
-def hamming_loss(y_true, y_pred, *, sample_weight=None, num_classes=None,
-                 ignore_index=None, validate=True, deterministic=False):
+@shared_parameters
+def hamming_loss(y_true: ArrayLike, y_pred: ArrayLike, *, sample_weight: ArrayLike | None = None,
+                 num_classes: int | None = None, ignore_index: int | None = None,
+                 validate: bool = True, deterministic: bool = False) -> Any:
     """Fraction of wrongly predicted labels (= zero-one loss for single-label data).
+
+    Parameters
+    ----------
+    {y_true_labels}
+    {y_pred_labels}
+    {sample_weight}
+    {num_classes}
+    {ignore_index}
+    {validate}
+    {deterministic}
+
+    Returns
+    -------
+    loss : float
+        A NumPy float64, or for torch, CuPy or JAX inputs a 0-d tensor or
+        array of theirs on their device.
+
+    See Also
+    --------
+    zero_one_loss : The same value (and the count, ``normalize=False``).
+    accuracy_score : The fraction of correct predictions.
 
     Examples
     --------
@@ -290,18 +419,45 @@ def hamming_loss(y_true, y_pred, *, sample_weight=None, num_classes=None,
     >>> float(hamming_loss(np.array([1, 2, 3, 4]), np.array([2, 2, 3, 4])))
     0.25
     """
-    return zero_one_loss(y_true, y_pred, sample_weight=sample_weight, num_classes=num_classes,
-                         ignore_index=ignore_index, validate=validate, deterministic=deterministic)
+    options = _PassOptions(num_classes, sample_weight, ignore_index, validate, deterministic)
+    return _prediction_tally(y_true, y_pred, options, correct=False, normalize=True)
 
 
 @on_caller_stream
-def balanced_accuracy_score(y_true, y_pred, *, sample_weight=None, adjusted=False,
-                            num_classes=None, ignore_index=None, validate=True,
-                            deterministic=False):
+@shared_parameters
+def balanced_accuracy_score(y_true: ArrayLike, y_pred: ArrayLike, *,
+                            sample_weight: ArrayLike | None = None, adjusted: bool = False,
+                            num_classes: int | None = None, ignore_index: int | None = None,
+                            validate: bool = True, deterministic: bool = False) -> Any:
     """Mean recall over the classes that occur in ``y_true`` (scikit-learn).
 
     Classes predicted but absent from ``y_true`` are left out with a warning,
-    as scikit-learn does. ``adjusted=True`` maps chance to 0.
+    as scikit-learn does.
+
+    Parameters
+    ----------
+    {y_true_labels}
+    {y_pred_labels}
+    {sample_weight}
+    adjusted : bool, default False
+        True maps chance to 0: (score - 1/K') / (1 - 1/K'), K' the number of
+        classes that occur in ``y_true``; a perfect score stays 1.
+    {num_classes}
+    {ignore_index}
+    {validate}
+    {deterministic}
+
+    Returns
+    -------
+    score : float
+        A NumPy float64, or for torch, CuPy or JAX inputs a 0-d tensor or
+        array of theirs on their device.
+
+    See Also
+    --------
+    balanced_accuracy_weighted : The weighted mean of per-class recall.
+    recall_score : Per-class recall.
+    accuracy_score : The fraction of correct predictions.
 
     Examples
     --------
@@ -310,8 +466,8 @@ def balanced_accuracy_score(y_true, y_pred, *, sample_weight=None, adjusted=Fals
     >>> float(balanced_accuracy_score(np.array([0, 1, 0, 0, 1, 0]), np.array([0, 1, 0, 0, 0, 1])))
     0.625
     """
-    inputs, _ = check_label_call(y_true, y_pred, num_classes=num_classes, sample_weight=sample_weight,
-                       ignore_index=ignore_index, validate=validate, deterministic=deterministic)
+    options = _PassOptions(num_classes, sample_weight, ignore_index, validate, deterministic)
+    inputs, _ = options.check(y_true, y_pred)
     if reduces_on_device(inputs):
         evaluation = evaluate(inputs, moments=False)
         stats = evaluation.stats
@@ -329,17 +485,45 @@ def balanced_accuracy_score(y_true, y_pred, *, sample_weight=None, adjusted=Fals
 
 
 @on_caller_stream
-def balanced_accuracy_weighted(y_true, y_pred, *, class_weight=None, sample_weight=None,
-                               num_classes=None, ignore_index=None, validate=True,
-                               deterministic=False):
+@shared_parameters
+def balanced_accuracy_weighted(y_true: ArrayLike, y_pred: ArrayLike, *,
+                               class_weight: ArrayLike | None = None,
+                               sample_weight: ArrayLike | None = None,
+                               num_classes: int | None = None, ignore_index: int | None = None,
+                               validate: bool = True, deterministic: bool = False) -> Any:
     """Weighted mean of per-class recall: sum_k w_k recall_k / sum_k w_k.
 
     The overview paper's "balanced accuracy weighted". Its printed formula is
     ambiguous in the sources we have (it divides by w_k while its prose
-    multiplies), so we fix this reading: user ``class_weight`` (one
-    non-negative weight per class code, K = ``num_classes``) or, by default,
-    each class's frequency in ``y_true``, which makes the value equal to
-    accuracy. Classes without support have no recall and are left out.
+    multiplies), so we fix this reading: user ``class_weight`` or, by
+    default, each class's frequency in ``y_true``, which makes the value
+    equal to accuracy. Classes without support have no recall and are left
+    out.
+
+    Parameters
+    ----------
+    {y_true_labels}
+    {y_pred_labels}
+    class_weight : array-like of shape (K,), optional
+        One non-negative weight w_k per class code, K = ``num_classes`` (or
+        the largest code + 1 when omitted). Default: each class's frequency
+        in ``y_true``.
+    {sample_weight}
+    {num_classes}
+    {ignore_index}
+    {validate}
+    {deterministic}
+
+    Returns
+    -------
+    score : float
+        A NumPy float64, or for torch, CuPy or JAX inputs a 0-d tensor or
+        array of theirs on their device.
+
+    See Also
+    --------
+    balanced_accuracy_score : The unweighted mean of per-class recall.
+    recall_score : Per-class recall.
 
     Examples
     --------
@@ -351,17 +535,41 @@ def balanced_accuracy_weighted(y_true, y_pred, *, class_weight=None, sample_weig
     >>> float(balanced_accuracy_weighted(y_true, y_pred, class_weight=[1.0, 1.0]))
     0.8333333333333333
     """
-    inputs, _ = check_label_call(y_true, y_pred, num_classes=num_classes, sample_weight=sample_weight,
-                       ignore_index=ignore_index, validate=validate, deterministic=deterministic)
+    options = _PassOptions(num_classes, sample_weight, ignore_index, validate, deterministic)
+    inputs, _ = options.check(y_true, y_pred)
     c = host_counts(inputs)
     weights = check_class_weight(class_weight, inputs.num_classes)
     return output(F.weighted_recall_average(c, weights), inputs)
 
 
 @on_caller_stream
-def matthews_corrcoef(y_true, y_pred, *, sample_weight=None, num_classes=None,
-                      ignore_index=None, validate=True, deterministic=False):
+@shared_parameters
+def matthews_corrcoef(y_true: ArrayLike, y_pred: ArrayLike, *,
+                      sample_weight: ArrayLike | None = None, num_classes: int | None = None,
+                      ignore_index: int | None = None, validate: bool = True,
+                      deterministic: bool = False) -> Any:
     """Multiclass Matthews correlation coefficient; 0.0 when undefined (scikit-learn).
+
+    Parameters
+    ----------
+    {y_true_labels}
+    {y_pred_labels}
+    {sample_weight}
+    {num_classes}
+    {ignore_index}
+    {validate}
+    {deterministic}
+
+    Returns
+    -------
+    mcc : float
+        In [-1, 1]: a NumPy float64, or for torch, CuPy or JAX inputs a 0-d
+        tensor or array of theirs on their device.
+
+    See Also
+    --------
+    cohen_kappa_score : Agreement corrected for chance.
+    label_report : Every label metric from one pass.
 
     Examples
     --------
@@ -370,23 +578,60 @@ def matthews_corrcoef(y_true, y_pred, *, sample_weight=None, num_classes=None,
     >>> round(float(matthews_corrcoef(np.array([1, 1, 1, 0]), np.array([1, 0, 1, 1]))), 4)
     -0.3333
     """
-    inputs, _ = check_label_call(y_true, y_pred, num_classes=num_classes, sample_weight=sample_weight,
-                       ignore_index=ignore_index, validate=validate, deterministic=deterministic)
+    options = _PassOptions(num_classes, sample_weight, ignore_index, validate, deterministic)
+    inputs, _ = options.check(y_true, y_pred)
     if reduces_on_device(inputs):
         return output(evaluate(inputs, moments=False).slot("matthews_corrcoef"), inputs)
     return output(F.matthews_corrcoef(host_counts(inputs)), inputs)
 
 
 @on_caller_stream
-def cohen_kappa_score(y1, y2, *, labels=None, weights=None, sample_weight=None,
-                      replace_undefined_by=np.nan, num_classes=None, ignore_index=None,
-                      validate=True, deterministic=False):
+@shared_parameters
+def cohen_kappa_score(y1: ArrayLike, y2: ArrayLike, *, labels: ArrayLike | None = None,
+                      weights: KappaWeights | None = None,
+                      sample_weight: ArrayLike | None = None,
+                      replace_undefined_by: float = np.nan, num_classes: int | None = None,
+                      ignore_index: int | None = None, validate: bool = True,
+                      deterministic: bool = False) -> Any:
     """Cohen's kappa, optionally with linear or quadratic disagreement weights.
 
     Weights use class positions in the selected class list (scikit-learn):
     ``labels`` if given, else all ``num_classes`` codes if given, else the
-    classes present. With ``labels``, samples of other classes are left out.
-    ``replace_undefined_by`` is returned (with a warning) when kappa is 0/0.
+    classes present.
+
+    Parameters
+    ----------
+    y1 : array-like of shape (N,)
+        The first rater's class codes (integers), in the place of ``y_true``:
+        ``labels`` must occur in it and ``ignore_index`` is matched against it.
+    y2 : array-like of shape (N,) or (N, K)
+        The second rater's class codes, or (N, K) scores or logits reduced by
+        a fused argmax (ties to the lowest index).
+    {labels}
+    weights : {"linear", "quadratic"} or None, default None
+        Disagreement weights from the distance of the two class positions:
+        None (unweighted), |i - j| or (i - j)**2.
+    {sample_weight}
+    replace_undefined_by : float, default np.nan
+        Returned (with an UndefinedMetricWarning) when kappa is 0/0: no
+        disagreement is expected by chance.
+    {num_classes}
+    ignore_index : int, optional
+        Samples whose ``y1`` equals this value are left out (a padding or
+        void class).
+    {validate}
+    {deterministic}
+
+    Returns
+    -------
+    kappa : float
+        A NumPy float64, or for torch, CuPy or JAX inputs a 0-d tensor or
+        array of theirs on their device.
+
+    See Also
+    --------
+    matthews_corrcoef : The correlation of the two labelings.
+    label_report : Every label metric (kappa and its weighted forms) from one pass.
 
     Examples
     --------
@@ -396,9 +641,8 @@ def cohen_kappa_score(y1, y2, *, labels=None, weights=None, sample_weight=None,
     0.6875
     """
     check_option(weights, KAPPA_WEIGHTS, "weights")
-    inputs, labels = check_label_call(y1, y2, num_classes=num_classes, sample_weight=sample_weight,
-                            ignore_index=ignore_index, validate=validate,
-                            deterministic=deterministic, labels=labels)
+    options = _PassOptions(num_classes, sample_weight, ignore_index, validate, deterministic)
+    inputs, labels = options.check(y1, y2, labels=labels)
     if labels is None and reduces_on_device(inputs):
         evaluation = evaluate(inputs, moments=weights is not None)
         # The undefined case is decided (and warned about) on the host: one flag.
@@ -455,37 +699,17 @@ def _kappa_statistics(inputs: LabelInputs, labels, *, moments: bool) -> ClassSta
 # -- set-wise metrics (precision, recall, F, Jaccard, specificity) ----------------
 
 
-@on_caller_stream
-def precision_recall_fscore_support(y_true, y_pred, *, beta=1.0, labels=None, pos_label=1,
-                                    average=None, warn_for=("precision", "recall", "f-score"),
-                                    sample_weight=None, zero_division="warn",
-                                    num_classes=None, ignore_index=None, validate=True,
-                                    deterministic=False):
-    """Precision, recall, F-beta and support per class or averaged (scikit-learn).
-
-    ``average``: None (per class), 'micro' (from summed counts), 'macro'
-    (mean of per-class values), 'weighted' (support-weighted mean) or
-    'binary' (class ``pos_label`` only; the data must have at most two
-    classes). ``zero_division``: value for 0/0 ('warn' = 0.0 with a warning;
-    NaN values drop out of averages). F is computed from counts:
-    (1 + b^2) tp / ((1 + b^2) tp + b^2 fn + fp).
-
-    Examples
-    --------
-    >>> import numpy as np
-    >>> from metrics_gpu import precision_recall_fscore_support
-    >>> y_true, y_pred = np.array([0, 1, 2, 0, 1, 2]), np.array([0, 2, 1, 0, 0, 1])
-    >>> p, r, f, s = precision_recall_fscore_support(y_true, y_pred, average="macro")
-    >>> round(float(p), 4), round(float(r), 4), round(float(f), 4), s
-    (0.2222, 0.3333, 0.2667, None)
-    """
+def _precision_recall_fscore(y_true: ArrayLike, y_pred: ArrayLike, options: _PassOptions, *,
+                             beta: float, labels: ArrayLike | None, pos_label: int,
+                             average: Average | None, warn_for: Collection[str],
+                             zero_division: ZeroDivision) -> tuple[Any, Any, Any, Any]:
+    """The pipeline of :func:`precision_recall_fscore_support`, which its
+    single-metric forms (precision, recall, F) share."""
     check_option(average, AVERAGE_OPTIONS, "average")
     beta = check_beta(beta)
     zero_division = check_zero_division(zero_division)
-    inputs, labels = check_label_call(y_true, y_pred, num_classes=num_classes,
-                            sample_weight=sample_weight, ignore_index=ignore_index,
-                            validate=validate, deterministic=deterministic, labels=labels,
-                            pos_label=pos_label if average == "binary" else None)
+    inputs, labels = options.check(y_true, y_pred, labels=labels,
+                                   pos_label=pos_label if average == "binary" else None)
     if (reduces_on_device(inputs) and labels is None and beta == 1.0
             and average in ("micro", "macro", "weighted")
             and (zero_division == "warn" or zero_division == 0.0)):
@@ -493,10 +717,11 @@ def precision_recall_fscore_support(y_true, y_pred, *, beta=1.0, labels=None, po
         return _prfs_from_reduction(inputs, average, warn_for, zero_division)
     stats, _ = accumulate(inputs)
     classes = _set_wise_classes(inputs, stats, labels, average, pos_label)
-    result = _prfs(stats, classes, beta=beta, average=average, warn_for=warn_for,
-                   weighted=inputs.sample_weight is not None,
-                   zero_division=zero_division)
-    return tuple(None if value is None else output(value, inputs) for value in result)
+    precision, recall, f_score, support = _prfs(
+        stats, classes, beta=beta, average=average, warn_for=warn_for,
+        weighted=inputs.sample_weight is not None, zero_division=zero_division)
+    return (output(precision, inputs), output(recall, inputs), output(f_score, inputs),
+            None if support is None else output(support, inputs))
 
 
 def _prfs_from_reduction(inputs, average, warn_for, zero_division):
@@ -523,31 +748,114 @@ def _prfs_from_reduction(inputs, average, warn_for, zero_division):
                  for name in ("precision", "recall", "f1")) + (None,)
 
 
-def _single(index, warn_for):
-    def metric(y_true, y_pred, *, labels=None, pos_label=1, average="binary",
-               sample_weight=None, zero_division="warn", num_classes=None,
-               ignore_index=None, validate=True, deterministic=False, beta=1.0):
-        result = precision_recall_fscore_support(
-            y_true, y_pred, beta=beta, labels=labels, pos_label=pos_label, average=average,
-            warn_for=warn_for, sample_weight=sample_weight, zero_division=zero_division,
-            num_classes=num_classes, ignore_index=ignore_index, validate=validate,
-            deterministic=deterministic,
-        )
-        return result[index]
-    return metric
+@on_caller_stream
+@shared_parameters
+def precision_recall_fscore_support(
+    y_true: ArrayLike, y_pred: ArrayLike, *, beta: float = 1.0, labels: ArrayLike | None = None,
+    pos_label: int = 1, average: Average | None = None,
+    warn_for: Collection[str] = ("precision", "recall", "f-score"),
+    sample_weight: ArrayLike | None = None, zero_division: ZeroDivision = "warn",
+    num_classes: int | None = None, ignore_index: int | None = None, validate: bool = True,
+    deterministic: bool = False,
+) -> tuple[Any, Any, Any, Any]:
+    """Precision, recall, F-beta and support per class or averaged (scikit-learn).
 
+    Parameters
+    ----------
+    {y_true_labels}
+    {y_pred_labels}
+    beta : float, default 1.0
+        The weight of recall against precision in the F score (beta > 1
+        favours recall); 0 gives precision, ``math.inf`` recall.
+    {labels_set_wise}
+    {pos_label}
+    average : {"binary", "micro", "macro", "weighted"} or None, default None
+        None: one value per class. "binary": the class ``pos_label`` only;
+        the data must have at most two classes. "micro": from the summed
+        counts. "macro": the unweighted mean of the per-class values.
+        "weighted": their mean weighted by support.
+    warn_for : collection of str, default ("precision", "recall", "f-score")
+        The metrics whose 0/0 warns under ``zero_division="warn"``
+        (scikit-learn's; its single-metric functions warn for their own).
+    sample_weight : array-like of shape (N,), optional
+        Non-negative weight of each sample. The support is then float64,
+        whatever the weights' dtype, as scikit-learn's.
+    {zero_division}
+    {num_classes}
+    {ignore_index}
+    {validate}
+    {deterministic}
 
-_precision = _single(0, ("precision",))
-_recall = _single(1, ("recall",))
-_fscore = _single(2, ("f-score",))
+    Returns
+    -------
+    precision, recall, fbeta_score : float or array of shape (n_classes,)
+        Per class with ``average=None``, else averaged: NumPy for NumPy
+        inputs, else the inputs' framework on their device.
+    support : array of shape (n_classes,) or None
+        The number (weight) of samples of each class in ``y_true`` with
+        ``average=None``; None when averaged.
+
+    See Also
+    --------
+    precision_score, recall_score, fbeta_score, f1_score : One of the three.
+    classification_report : All three per class, with their averages.
+    label_report : Every label metric from one pass.
+
+    Notes
+    -----
+    F is computed from counts: (1 + b^2) tp / ((1 + b^2) tp + b^2 fn + fp),
+    b = ``beta``. Values made NaN by ``zero_division=np.nan`` drop out of the
+    averages.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from metrics_gpu import precision_recall_fscore_support
+    >>> y_true, y_pred = np.array([0, 1, 2, 0, 1, 2]), np.array([0, 2, 1, 0, 0, 1])
+    >>> p, r, f, s = precision_recall_fscore_support(y_true, y_pred, average="macro")
+    >>> round(float(p), 4), round(float(r), 4), round(float(f), 4), s
+    (0.2222, 0.3333, 0.2667, None)
+    """
+    options = _PassOptions(num_classes, sample_weight, ignore_index, validate, deterministic)
+    return _precision_recall_fscore(y_true, y_pred, options, beta=beta, labels=labels,
+                                    pos_label=pos_label, average=average, warn_for=warn_for,
+                                    zero_division=zero_division)
 
 
 @on_caller_stream
-def precision_score(y_true, y_pred, *, labels=None, pos_label=1, average="binary",
-                    sample_weight=None, zero_division="warn", num_classes=None,
-                    ignore_index=None, validate=True, deterministic=False):
+@shared_parameters
+def precision_score(y_true: ArrayLike, y_pred: ArrayLike, *, labels: ArrayLike | None = None,
+                    pos_label: int = 1, average: Average | None = "binary",
+                    sample_weight: ArrayLike | None = None, zero_division: ZeroDivision = "warn",
+                    num_classes: int | None = None, ignore_index: int | None = None,
+                    validate: bool = True, deterministic: bool = False) -> Any:
     """Precision tp / (tp + fp), per class or averaged; see
     :func:`precision_recall_fscore_support` for ``average`` and ``zero_division``.
+
+    Parameters
+    ----------
+    {y_true_labels}
+    {y_pred_labels}
+    {labels_set_wise}
+    {pos_label}
+    {average}
+    {sample_weight}
+    {zero_division}
+    {num_classes}
+    {ignore_index}
+    {validate}
+    {deterministic}
+
+    Returns
+    -------
+    precision : float or array of shape (n_classes,)
+        Per class with ``average=None``, else averaged: NumPy for NumPy
+        inputs, else the inputs' framework on their device.
+
+    See Also
+    --------
+    recall_score : tp / (tp + fn).
+    precision_recall_fscore_support : Precision, recall and F from one pass.
 
     Examples
     --------
@@ -556,18 +864,49 @@ def precision_score(y_true, y_pred, *, labels=None, pos_label=1, average="binary
     >>> precision_score(np.array([0, 1, 2, 0, 1, 2]), np.array([0, 2, 1, 0, 0, 1]), average=None)
     array([0.66666667, 0.        , 0.        ])
     """
-    return _precision(y_true, y_pred, labels=labels, pos_label=pos_label, average=average,
-                      sample_weight=sample_weight, zero_division=zero_division,
-                      num_classes=num_classes, ignore_index=ignore_index, validate=validate,
-                      deterministic=deterministic)
+    options = _PassOptions(num_classes, sample_weight, ignore_index, validate, deterministic)
+    precision, _, _, _ = _precision_recall_fscore(
+        y_true, y_pred, options, beta=1.0, labels=labels, pos_label=pos_label, average=average,
+        warn_for=("precision",), zero_division=zero_division)
+    return precision
 
 
 @on_caller_stream
-def recall_score(y_true, y_pred, *, labels=None, pos_label=1, average="binary",
-                 sample_weight=None, zero_division="warn", num_classes=None,
-                 ignore_index=None, validate=True, deterministic=False):
+@shared_parameters
+def recall_score(y_true: ArrayLike, y_pred: ArrayLike, *, labels: ArrayLike | None = None,
+                 pos_label: int = 1, average: Average | None = "binary",
+                 sample_weight: ArrayLike | None = None, zero_division: ZeroDivision = "warn",
+                 num_classes: int | None = None, ignore_index: int | None = None,
+                 validate: bool = True, deterministic: bool = False) -> Any:
     """Recall tp / (tp + fn), per class or averaged; see
     :func:`precision_recall_fscore_support`.
+
+    Parameters
+    ----------
+    {y_true_labels}
+    {y_pred_labels}
+    {labels_set_wise}
+    {pos_label}
+    {average}
+    {sample_weight}
+    {zero_division}
+    {num_classes}
+    {ignore_index}
+    {validate}
+    {deterministic}
+
+    Returns
+    -------
+    recall : float or array of shape (n_classes,)
+        Per class with ``average=None``, else averaged: NumPy for NumPy
+        inputs, else the inputs' framework on their device.
+
+    See Also
+    --------
+    precision_score : tp / (tp + fp).
+    specificity_score : The recall of the negatives, tn / (tn + fp).
+    balanced_accuracy_score : The mean recall over the classes of ``y_true``.
+    precision_recall_fscore_support : Precision, recall and F from one pass.
 
     Examples
     --------
@@ -576,18 +915,51 @@ def recall_score(y_true, y_pred, *, labels=None, pos_label=1, average="binary",
     >>> recall_score(np.array([0, 1, 2, 0, 1, 2]), np.array([0, 2, 1, 0, 0, 1]), average=None)
     array([1., 0., 0.])
     """
-    return _recall(y_true, y_pred, labels=labels, pos_label=pos_label, average=average,
-                   sample_weight=sample_weight, zero_division=zero_division,
-                   num_classes=num_classes, ignore_index=ignore_index, validate=validate,
-                   deterministic=deterministic)
+    options = _PassOptions(num_classes, sample_weight, ignore_index, validate, deterministic)
+    _, recall, _, _ = _precision_recall_fscore(
+        y_true, y_pred, options, beta=1.0, labels=labels, pos_label=pos_label, average=average,
+        warn_for=("recall",), zero_division=zero_division)
+    return recall
 
 
 @on_caller_stream
-def fbeta_score(y_true, y_pred, *, beta, labels=None, pos_label=1, average="binary",
-                sample_weight=None, zero_division="warn", num_classes=None,
-                ignore_index=None, validate=True, deterministic=False):
+@shared_parameters
+def fbeta_score(y_true: ArrayLike, y_pred: ArrayLike, *, beta: float,
+                labels: ArrayLike | None = None, pos_label: int = 1,
+                average: Average | None = "binary", sample_weight: ArrayLike | None = None,
+                zero_division: ZeroDivision = "warn", num_classes: int | None = None,
+                ignore_index: int | None = None, validate: bool = True,
+                deterministic: bool = False) -> Any:
     """F-beta score, per class or averaged; macro = mean of per-class F-beta
     (scikit-learn); see :func:`precision_recall_fscore_support`.
+
+    Parameters
+    ----------
+    {y_true_labels}
+    {y_pred_labels}
+    beta : float
+        The weight of recall against precision (beta > 1 favours recall); 0
+        gives precision, ``math.inf`` recall.
+    {labels_set_wise}
+    {pos_label}
+    {average}
+    {sample_weight}
+    {zero_division}
+    {num_classes}
+    {ignore_index}
+    {validate}
+    {deterministic}
+
+    Returns
+    -------
+    fbeta_score : float or array of shape (n_classes,)
+        Per class with ``average=None``, else averaged: NumPy for NumPy
+        inputs, else the inputs' framework on their device.
+
+    See Also
+    --------
+    f1_score : beta = 1.
+    precision_recall_fscore_support : Precision, recall and F from one pass.
 
     Examples
     --------
@@ -597,20 +969,51 @@ def fbeta_score(y_true, y_pred, *, beta, labels=None, pos_label=1, average="bina
     >>> round(float(fbeta_score(y_true, y_pred, average="macro", beta=0.5)), 4)
     0.2381
     """
-    return _fscore(y_true, y_pred, beta=beta, labels=labels, pos_label=pos_label,
-                   average=average, sample_weight=sample_weight,
-                   zero_division=zero_division, num_classes=num_classes,
-                   ignore_index=ignore_index, validate=validate, deterministic=deterministic)
+    options = _PassOptions(num_classes, sample_weight, ignore_index, validate, deterministic)
+    _, _, f_score, _ = _precision_recall_fscore(
+        y_true, y_pred, options, beta=beta, labels=labels, pos_label=pos_label, average=average,
+        warn_for=("f-score",), zero_division=zero_division)
+    return f_score
 
 
 @on_caller_stream
-def f1_score(y_true, y_pred, *, labels=None, pos_label=1, average="binary",
-             sample_weight=None, zero_division="warn", num_classes=None,
-             ignore_index=None, validate=True, deterministic=False):
+@shared_parameters
+def f1_score(y_true: ArrayLike, y_pred: ArrayLike, *, labels: ArrayLike | None = None,
+             pos_label: int = 1, average: Average | None = "binary",
+             sample_weight: ArrayLike | None = None, zero_division: ZeroDivision = "warn",
+             num_classes: int | None = None, ignore_index: int | None = None,
+             validate: bool = True, deterministic: bool = False) -> Any:
     """F1 score, per class or averaged; macro = mean of per-class F1 (scikit-learn).
 
     For the harmonic mean of macro precision and macro recall (oneDAL,
     pyActLearn, the overview paper) see :func:`multiclass_quality_metrics`.
+
+    Parameters
+    ----------
+    {y_true_labels}
+    {y_pred_labels}
+    {labels_set_wise}
+    {pos_label}
+    {average}
+    {sample_weight}
+    {zero_division}
+    {num_classes}
+    {ignore_index}
+    {validate}
+    {deterministic}
+
+    Returns
+    -------
+    f1_score : float or array of shape (n_classes,)
+        Per class with ``average=None``, else averaged: NumPy for NumPy
+        inputs, else the inputs' framework on their device.
+
+    See Also
+    --------
+    fbeta_score : F with another weight of recall against precision.
+    precision_recall_fscore_support : Precision, recall and F from one pass.
+    label_report : Every label metric (macro F1 among them) from one pass.
+    multiclass_quality_metrics : oneDAL's macro F, from macro precision and recall.
 
     Examples
     --------
@@ -620,22 +1023,20 @@ def f1_score(y_true, y_pred, *, labels=None, pos_label=1, average="binary",
     >>> round(float(f1_score(y_true, y_pred, average="macro")), 4)
     0.2667
     """
-    return _fscore(y_true, y_pred, beta=1.0, labels=labels, pos_label=pos_label,
-                   average=average, sample_weight=sample_weight,
-                   zero_division=zero_division, num_classes=num_classes,
-                   ignore_index=ignore_index, validate=validate, deterministic=deterministic)
+    options = _PassOptions(num_classes, sample_weight, ignore_index, validate, deterministic)
+    _, _, f_score, _ = _precision_recall_fscore(
+        y_true, y_pred, options, beta=1.0, labels=labels, pos_label=pos_label, average=average,
+        warn_for=("f-score",), zero_division=zero_division)
+    return f_score
 
 
-def _rate_score(terms, name, modifier, y_true, y_pred, *, labels,
-                pos_label, average, sample_weight, zero_division, num_classes,
-                ignore_index, validate, deterministic=False):
+def _rate_score(terms, name, modifier, y_true, y_pred, options: _PassOptions, *, labels,
+                pos_label, average, zero_division):
     """Shared pipeline of Jaccard and specificity: a per-class rate, averaged."""
     check_option(average, AVERAGE_OPTIONS, "average")
     zero_division = check_zero_division(zero_division)
-    inputs, labels = check_label_call(y_true, y_pred, num_classes=num_classes,
-                            sample_weight=sample_weight, ignore_index=ignore_index,
-                            validate=validate, deterministic=deterministic, labels=labels,
-                            pos_label=pos_label if average == "binary" else None)
+    inputs, labels = options.check(y_true, y_pred, labels=labels,
+                                   pos_label=pos_label if average == "binary" else None)
     stats, _ = accumulate(inputs)
     classes = _set_wise_classes(inputs, stats, labels, average, pos_label)
     c = F.Counts.from_statistics(stats.take(classes), np)
@@ -652,10 +1053,38 @@ def _rate_score(terms, name, modifier, y_true, y_pred, *, labels,
 
 
 @on_caller_stream
-def jaccard_score(y_true, y_pred, *, labels=None, pos_label=1, average="binary",
-                  sample_weight=None, zero_division="warn", num_classes=None,
-                  ignore_index=None, validate=True, deterministic=False):
+@shared_parameters
+def jaccard_score(y_true: ArrayLike, y_pred: ArrayLike, *, labels: ArrayLike | None = None,
+                  pos_label: int = 1, average: Average | None = "binary",
+                  sample_weight: ArrayLike | None = None, zero_division: ZeroDivision = "warn",
+                  num_classes: int | None = None, ignore_index: int | None = None,
+                  validate: bool = True, deterministic: bool = False) -> Any:
     """Jaccard index tp / (tp + fp + fn), per class or averaged (scikit-learn).
+
+    Parameters
+    ----------
+    {y_true_labels}
+    {y_pred_labels}
+    {labels_set_wise}
+    {pos_label}
+    {average}
+    {sample_weight}
+    {zero_division}
+    {num_classes}
+    {ignore_index}
+    {validate}
+    {deterministic}
+
+    Returns
+    -------
+    score : float or array of shape (n_classes,)
+        Per class with ``average=None``, else averaged: NumPy for NumPy
+        inputs, else the inputs' framework on their device.
+
+    See Also
+    --------
+    f1_score : 2 tp / (2 tp + fp + fn); per class F1 = 2 J / (1 + J).
+    precision_recall_fscore_support : Precision, recall and F from one pass.
 
     Examples
     --------
@@ -664,21 +1093,49 @@ def jaccard_score(y_true, y_pred, *, labels=None, pos_label=1, average="binary",
     >>> jaccard_score(np.array([0, 1, 2, 2]), np.array([0, 2, 1, 2]), average=None)
     array([1.        , 0.        , 0.33333333])
     """
-    return _rate_score(F.jaccard_terms, "Jaccard",
-                       "true or predicted", y_true, y_pred, labels=labels,
-                       pos_label=pos_label, average=average, sample_weight=sample_weight,
-                       zero_division=zero_division, num_classes=num_classes,
-                       ignore_index=ignore_index, validate=validate, deterministic=deterministic)
+    options = _PassOptions(num_classes, sample_weight, ignore_index, validate, deterministic)
+    return _rate_score(F.jaccard_terms, "Jaccard", "true or predicted", y_true, y_pred, options,
+                       labels=labels, pos_label=pos_label, average=average,
+                       zero_division=zero_division)
 
 
 @on_caller_stream
-def specificity_score(y_true, y_pred, *, labels=None, pos_label=1, average="binary",
-                      sample_weight=None, zero_division="warn", num_classes=None,
-                      ignore_index=None, validate=True, deterministic=False):
+@shared_parameters
+def specificity_score(y_true: ArrayLike, y_pred: ArrayLike, *, labels: ArrayLike | None = None,
+                      pos_label: int = 1, average: Average | None = "binary",
+                      sample_weight: ArrayLike | None = None,
+                      zero_division: ZeroDivision = "warn", num_classes: int | None = None,
+                      ignore_index: int | None = None, validate: bool = True,
+                      deterministic: bool = False) -> Any:
     """Specificity (true negative rate) tn / (tn + fp), per class or averaged.
 
     Same arguments and averaging as :func:`recall_score`; 'micro' sums tn and
     fp over the classes.
+
+    Parameters
+    ----------
+    {y_true_labels}
+    {y_pred_labels}
+    {labels_set_wise}
+    {pos_label}
+    {average}
+    {sample_weight}
+    {zero_division}
+    {num_classes}
+    {ignore_index}
+    {validate}
+    {deterministic}
+
+    Returns
+    -------
+    specificity : float or array of shape (n_classes,)
+        Per class with ``average=None``, else averaged: NumPy for NumPy
+        inputs, else the inputs' framework on their device.
+
+    See Also
+    --------
+    recall_score : The true positive rate, tp / (tp + fn).
+    balanced_accuracy_score : The mean recall over the classes.
 
     Examples
     --------
@@ -687,25 +1144,67 @@ def specificity_score(y_true, y_pred, *, labels=None, pos_label=1, average="bina
     >>> specificity_score(np.array([0, 1, 2, 2]), np.array([0, 2, 1, 2]), average=None)
     array([1.        , 0.66666667, 0.5       ])
     """
-    return _rate_score(F.specificity_terms, "Specificity", "negative",
-                       y_true, y_pred, labels=labels, pos_label=pos_label, average=average,
-                       sample_weight=sample_weight, zero_division=zero_division,
-                       num_classes=num_classes, ignore_index=ignore_index, validate=validate,
-                       deterministic=deterministic)
+    options = _PassOptions(num_classes, sample_weight, ignore_index, validate, deterministic)
+    return _rate_score(F.specificity_terms, "Specificity", "negative", y_true, y_pred, options,
+                       labels=labels, pos_label=pos_label, average=average,
+                       zero_division=zero_division)
 
 
 # -- classification report ---------------------------------------------------
 
 
 @on_caller_stream
-def classification_report(y_true, y_pred, *, labels=None, target_names=None,
-                          sample_weight=None, digits=2, output_dict=False,
-                          zero_division="warn", num_classes=None, ignore_index=None,
-                          validate=True, deterministic=False):
+@shared_parameters
+def classification_report(y_true: ArrayLike, y_pred: ArrayLike, *,
+                          labels: ArrayLike | None = None, target_names: ArrayLike | None = None,
+                          sample_weight: ArrayLike | None = None, digits: int = 2,
+                          output_dict: bool = False, zero_division: ZeroDivision = "warn",
+                          num_classes: int | None = None, ignore_index: int | None = None,
+                          validate: bool = True, deterministic: bool = False,
+                          ) -> str | dict[str, Any]:
     """Per-class precision, recall, F1 and support with their averages (scikit-learn).
 
     Text layout and dictionary keys are scikit-learn's. One pass over the
     data serves every line.
+
+    Parameters
+    ----------
+    {y_true_labels}
+    {y_pred_labels}
+    labels : array-like of class codes, optional
+        The classes to report and their order (see
+        :func:`precision_recall_fscore_support`); the averages run over them.
+        Unless they cover every class present, the micro average is reported
+        as "micro avg" rather than "accuracy".
+    target_names : array-like of str, optional
+        The name of each reported class (default: its code). A length that
+        does not match the classes warns when ``labels`` is given, else
+        raises.
+    sample_weight : array-like of shape (N,), optional
+        Non-negative weight of each sample. The support is then float64,
+        whatever the weights' dtype, as scikit-learn's.
+    digits : int, default 2
+        Decimal places of the text (not of ``output_dict``'s floats).
+    output_dict : bool, default False
+        True: a dictionary instead of the text.
+    {zero_division}
+    {num_classes}
+    {ignore_index}
+    {validate}
+    {deterministic}
+
+    Returns
+    -------
+    report : str or dict
+        The text; or with ``output_dict`` a dict from each class name and
+        each average ("accuracy" or "micro avg", "macro avg", "weighted avg")
+        to its ``{"precision": ..., "recall": ..., "f1-score": ...,
+        "support": ...}`` (Python floats), "accuracy" itself a float.
+
+    See Also
+    --------
+    precision_recall_fscore_support : The numbers of each line.
+    label_report : Every label metric from one pass, as a report object.
 
     Examples
     --------
@@ -727,9 +1226,8 @@ def classification_report(y_true, y_pred, *, labels=None, target_names=None,
     if not isinstance(digits, (int, np.integer)) or isinstance(digits, bool) or digits < 0:
         raise ValueError(f"digits must be a non-negative integer, got {digits!r}")
     labels_given = labels is not None
-    inputs, labels = check_label_call(y_true, y_pred, num_classes=num_classes,
-                            sample_weight=sample_weight, ignore_index=ignore_index,
-                            validate=validate, deterministic=deterministic, labels=labels)
+    options = _PassOptions(num_classes, sample_weight, ignore_index, validate, deterministic)
+    inputs, labels = options.check(y_true, y_pred, labels=labels)
     stats, _ = accumulate(inputs)
     classes = _selected_classes(inputs, stats, labels)
     present = np.flatnonzero(stats.observed)
@@ -762,7 +1260,7 @@ def classification_report(y_true, y_pred, *, labels=None, target_names=None,
                                        warn_for=warn_for, zero_division=zero_division)
         averages.append((heading, avg_p, avg_r, avg_f, np.sum(s)))
     if output_dict:
-        report = {
+        report: dict[str, Any] = {
             name: dict(zip(headers, [float(v) for v in values]))
             for name, *values in rows
         }

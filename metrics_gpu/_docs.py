@@ -28,6 +28,12 @@ y_pred : array-like of shape (N,) or (N, K)
 labels : array-like of class codes, optional
     Select and order the classes (scikit-learn); samples whose true or
     predicted class is not listed are left out.""",
+    "labels_set_wise": """\
+labels : array-like of class codes, optional
+    The classes to score and their order (scikit-learn), when ``average``
+    is not "binary"; the averages run over them. Samples are not left out:
+    one of another class still counts as a false positive or a false
+    negative of a listed class.""",
     "num_classes": """\
 num_classes : int, optional
     K, the number of classes; the codes must lie in [0, K). Given (or

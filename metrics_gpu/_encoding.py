@@ -4,13 +4,32 @@ from __future__ import annotations
 
 import numpy as np
 
+from metrics_gpu._types import ArrayLike
 
-def encode_labels(*arrays):
+
+def encode_labels(*arrays: ArrayLike) -> tuple[np.ndarray, ...]:
     """Encode labels of one or more arrays with one shared, sorted class list.
 
-    Returns ``(classes, codes_0, codes_1, ...)``: ``classes[codes_i]`` gives
-    back ``arrays[i]``; codes are int64 in ``0..len(classes)-1``, in the
-    sorted order of the labels (as scikit-learn's ``LabelEncoder``).
+    Parameters
+    ----------
+    *arrays : array-like of shape (N_i,) or (N_i, 1)
+        Labels of one kind, strings or numbers (sparse ids, floats), read on
+        the host; at least one array. A mix of the two kinds, a NaN or any
+        other shape raises a ``ValueError``.
+
+    Returns
+    -------
+    classes : ndarray
+        The distinct labels of all the arrays, sorted.
+    codes_0, codes_1, ... : ndarray of int64
+        One per array: ``classes[codes_i]`` gives back ``arrays[i]``; codes
+        are int64 in ``0..len(classes)-1``, in the sorted order of the labels
+        (as scikit-learn's ``LabelEncoder``).
+
+    See Also
+    --------
+    label_report : Every label metric of the codes.
+    confusion_matrix : The counts of the codes, ``classes`` naming the rows.
 
     Examples
     --------

@@ -17,11 +17,13 @@ import os
 import sys
 import warnings
 from dataclasses import dataclass, replace
-from typing import Any, Callable
+from types import FrameType
+from typing import Any, Callable, get_args
 
 import numpy as np
 
 from metrics_gpu._state import ClassStatistics, ScoreSums
+from metrics_gpu._types import CalibrationNorm
 
 
 class UndefinedMetricWarning(UserWarning):
@@ -120,7 +122,8 @@ def defined_averages(per_class, positives):
 def warn(message: str, category: type[Warning]) -> None:
     """``warnings.warn`` attributed to the first caller outside metrics_gpu,
     however deep in the package (and its decorators) the warning is raised."""
-    frame, level = sys._getframe(1), 2
+    frame: FrameType | None = sys._getframe(1)
+    level = 2
     while frame is not None and frame.f_code.co_filename.startswith(_PACKAGE_DIRECTORY):
         frame, level = frame.f_back, level + 1
     warnings.warn(message, category, stacklevel=level)
@@ -168,32 +171,33 @@ def nan_average(values, xp, weights=None):
 
 # Each rate is a (numerator, denominator) pair of count arrays, so that
 # averaging code can sum them for 'micro' and see the zero denominators.
+Terms = tuple[Any, Any]
 
 
-def precision_terms(c: Counts):
+def precision_terms(c: Counts) -> Terms:
     return c.tp, c.predicted
 
 
-def recall_terms(c: Counts):
+def recall_terms(c: Counts) -> Terms:
     return c.tp, c.support
 
 
-def fbeta_terms(c: Counts, beta: float):
+def fbeta_terms(c: Counts, beta: float) -> Terms:
     """(1+b^2) tp / ((1+b^2) tp + b^2 fn + fp) = (1+b^2) tp / (b^2 support + predicted)."""
     beta2 = beta * beta
     return (1 + beta2) * c.tp, beta2 * c.support + c.predicted
 
 
-def jaccard_terms(c: Counts):
+def jaccard_terms(c: Counts) -> Terms:
     return c.tp, c.tp + c.fp + c.fn
 
 
-def specificity_terms(c: Counts):
+def specificity_terms(c: Counts) -> Terms:
     """True negative rate tn / (tn + fp)."""
     return c.tn, c.negatives
 
 
-def micro_rate(terms, xp, zero_division=float("nan")):
+def micro_rate(terms: Terms, xp, zero_division=float("nan")):
     """A rate of the summed counts: sum(numerator) / sum(denominator)."""
     numerator, denominator = terms
     return divide(numerator.sum(), denominator.sum(), xp, zero_division)[0]
@@ -470,7 +474,7 @@ def catboost_one_vs_all(sums: ScoreSums):
     return score_mean(sums, "one_vs_all") / sums.num_classes
 
 
-CALIBRATION_NORMS = ("l1", "l2", "max")
+CALIBRATION_NORMS = get_args(CalibrationNorm)
 
 
 def calibration_bins(sums: ScoreSums, xp):

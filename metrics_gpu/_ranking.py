@@ -27,6 +27,7 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 from itertools import combinations
+from typing import Any
 
 import numpy as np
 
@@ -38,6 +39,7 @@ from metrics_gpu._ranking_formulas import (
     rate,
     stable_argsort,
 )
+from metrics_gpu._types import ArrayLike, MultiClass, RankingAverage
 from metrics_gpu._validation import (
     RANKING_AVERAGE_OPTIONS,
     check_average_precision_pos_label,
@@ -133,7 +135,9 @@ def _keep(mask, xp):
 
 
 @on_caller_stream
-def roc_curve(y_true, y_score, *, pos_label=None, sample_weight=None, drop_intermediate=True):
+def roc_curve(y_true: ArrayLike, y_score: ArrayLike, *, pos_label: int | None = None,
+              sample_weight: ArrayLike | None = None,
+              drop_intermediate: bool = True) -> tuple[ArrayLike, ArrayLike, ArrayLike]:
     """Receiver operating characteristic: false and true positive rates per threshold.
 
     As ``sklearn.metrics.roc_curve``: one point per distinct score (ties are
@@ -142,15 +146,15 @@ def roc_curve(y_true, y_score, *, pos_label=None, sample_weight=None, drop_inter
 
     Parameters
     ----------
-    y_true : (N,) array of labels
+    y_true : array-like of shape (N,)
         Binary labels; with ``pos_label`` given, any integer labels (that
         class against the rest).
-    y_score : (N,) array of scores
-        Higher means more likely positive.
+    y_score : array-like of shape (N,)
+        Scores: higher means more likely positive.
     pos_label : int, optional
         The positive class. ``None`` means 1, which needs labels within
         {0, 1} or {-1, 1}.
-    sample_weight : (N,) array, optional
+    sample_weight : array-like of shape (N,), optional
         Non-negative weights.
     drop_intermediate : bool, default True
         Drop the thresholds whose point is collinear with its neighbours
@@ -158,12 +162,19 @@ def roc_curve(y_true, y_score, *, pos_label=None, sample_weight=None, drop_inter
 
     Returns
     -------
-    fpr, tpr : (M + 1,) float64 arrays
+    fpr, tpr : array of shape (M + 1,), float64
         Increasing rates; NaN (with an ``UndefinedMetricWarning``) when
         ``y_true`` has no negatives (``fpr``) or no positives (``tpr``).
-    thresholds : (M + 1,) float64 array
+    thresholds : array of shape (M + 1,), float64
         Decreasing; ``thresholds[0]`` is ``inf``.
 
+    See Also
+    --------
+    roc_auc_score : The area under this curve (without a sync).
+    precision_recall_curve : Precision and recall per threshold.
+
+    Notes
+    -----
     Arrays come back in the input's framework and on its device. Syncs: the
     distinct labels, the number of points and the two totals are read back.
 
@@ -204,29 +215,46 @@ def roc_curve(y_true, y_score, *, pos_label=None, sample_weight=None, drop_inter
 
 
 @on_caller_stream
-def precision_recall_curve(y_true, y_score, *, pos_label=None, sample_weight=None,
-                           drop_intermediate=False):
+def precision_recall_curve(
+    y_true: ArrayLike, y_score: ArrayLike, *, pos_label: int | None = None,
+    sample_weight: ArrayLike | None = None, drop_intermediate: bool = False,
+) -> tuple[ArrayLike, ArrayLike, ArrayLike]:
     """Precision and recall per threshold, as ``sklearn.metrics.precision_recall_curve``.
 
     Parameters
     ----------
-    y_true, y_score, pos_label, sample_weight
-        As :func:`roc_curve`.
+    y_true : array-like of shape (N,)
+        Binary labels; with ``pos_label`` given, any integer labels (that
+        class against the rest).
+    y_score : array-like of shape (N,)
+        Scores: higher means more likely positive.
+    pos_label : int, optional
+        The positive class. ``None`` means 1, which needs labels within
+        {0, 1} or {-1, 1}.
+    sample_weight : array-like of shape (N,), optional
+        Non-negative weights.
     drop_intermediate : bool, default False
         Keep only the first and last threshold of each run of equal recall
         (the vertical segments of the plotted curve).
 
     Returns
     -------
-    precision : (M + 1,) float64 array
+    precision : array of shape (M + 1,), float64
         Precision of ``score >= thresholds[i]`` (0 where nothing is
         predicted), then 1.
-    recall : (M + 1,) float64 array
+    recall : array of shape (M + 1,), float64
         Decreasing, then 0. All 1 (with a ``UserWarning``) when ``y_true`` has
         no positive weight.
-    thresholds : (M,) array
+    thresholds : array of shape (M,)
         The distinct scores, increasing, in ``y_score``'s dtype.
 
+    See Also
+    --------
+    average_precision_score : The summary of this curve (without a sync).
+    roc_curve : False and true positive rates per threshold.
+
+    Notes
+    -----
     Arrays come back in the input's framework and on its device. Syncs: the
     distinct labels, the number of points and the positive total are read back.
 
@@ -271,17 +299,19 @@ def precision_recall_curve(y_true, y_score, *, pos_label=None, sample_weight=Non
 
 
 @on_caller_stream
-def roc_auc_score(y_true, y_score, *, average="macro", sample_weight=None, max_fpr=None,
-                  multi_class="raise", labels=None):
+def roc_auc_score(y_true: ArrayLike, y_score: ArrayLike, *,
+                  average: RankingAverage | None = "macro",
+                  sample_weight: ArrayLike | None = None, max_fpr: float | None = None,
+                  multi_class: MultiClass = "raise", labels: ArrayLike | None = None) -> Any:
     """Area under the ROC curve, as ``sklearn.metrics.roc_auc_score``.
 
     Parameters
     ----------
-    y_true : (N,) array of class codes
-        Binary: the larger of the two labels is the positive class.
-        Multiclass: the score columns are the classes present, sorted (or
-        ``labels``).
-    y_score : (N,) or (N, K) array
+    y_true : array-like of shape (N,)
+        Class codes. Binary: the larger of the two labels is the positive
+        class. Multiclass: the score columns are the classes present, sorted
+        (or ``labels``).
+    y_score : array-like of shape (N,) or (N, K)
         Binary: the positive class's scores. Multiclass: probabilities whose
         rows sum to 1 (``ValueError`` otherwise, as scikit-learn).
     average : {'macro', 'weighted', 'micro', None}, default 'macro'
@@ -289,7 +319,7 @@ def roc_auc_score(y_true, y_score, *, average="macro", sample_weight=None, max_f
         over classes (or pairs), 'weighted' by class weight ('ovr') or pair
         prevalence ('ovo'), 'micro' one problem over all N K scores ('ovr'
         only), None the per-class AUCs ('ovr' only).
-    sample_weight : (N,) array, optional
+    sample_weight : array-like of shape (N,), optional
         Non-negative weights; not with ``multi_class='ovo'`` (as scikit-learn).
     max_fpr : float in (0, 1], optional
         Binary only: McClish's standardised partial AUC up to this false
@@ -297,20 +327,31 @@ def roc_auc_score(y_true, y_score, *, average="macro", sample_weight=None, max_f
     multi_class : {'raise', 'ovr', 'ovo'}, default 'raise'
         'ovr': each class against the rest; 'ovo': Hand & Till's mean of the
         pairwise AUCs, each pair the mean of its two one-way AUCs.
-    labels : array of class codes, optional
+    labels : array-like of class codes, optional
         Multiclass: the class of each score column, sorted; ``y_true`` must be
         within them.
 
     Returns
     -------
-    float64 (0-d array on a GPU), or a (K,) array for ``average=None``. NaN
-    with an ``UndefinedMetricWarning`` when ``y_true`` has one class (as
-    scikit-learn 1.9, which no longer raises there), a class of 'ovr' is
-    absent, or 'ovo' has no pair of present classes (scikit-learn: NaN for
-    'macro', ZeroDivisionError for 'weighted'). Weights that are all 0 raise
-    a ``ValueError`` as scikit-learn's, except the 'weighted' one-vs-rest
-    average, which is 0 as scikit-learn's.
+    auc : float or array of shape (K,)
+        float64 (a ``numpy.float64`` for NumPy inputs, else a 0-d array of
+        the input's framework, on its device), or a (K,) array for
+        ``average=None``. NaN with an ``UndefinedMetricWarning`` when
+        ``y_true`` has one class (as scikit-learn 1.9, which no longer raises
+        there), a class of 'ovr' is absent, or 'ovo' has no pair of present
+        classes (scikit-learn: NaN for 'macro', ZeroDivisionError for
+        'weighted'). Weights that are all 0 raise a ``ValueError`` as
+        scikit-learn's, except the 'weighted' one-vs-rest average, which is 0
+        as scikit-learn's.
 
+    See Also
+    --------
+    roc_curve : The curve whose area this is.
+    average_precision_score : The area under the precision-recall curve.
+    multiclass_auc_mu : Kleiman and Page's multiclass AUC, with costs.
+
+    Notes
+    -----
     Syncs once to find the classes of ``y_true`` (and, with weights, the class
     weight totals); the areas themselves are computed without a sync.
 
@@ -535,8 +576,9 @@ def _one_vs_one_roc_auc(backend, scores, codes, totals: _ClassTotals, average):
 
 
 @on_caller_stream
-def average_precision_score(y_true, y_score, *, average="macro", pos_label=1,
-                            sample_weight=None):
+def average_precision_score(y_true: ArrayLike, y_score: ArrayLike, *,
+                            average: RankingAverage | None = "macro", pos_label: int = 1,
+                            sample_weight: ArrayLike | None = None) -> Any:
     """Average precision Σ (R_n - R_{n-1}) P_n, as ``sklearn.metrics.average_precision_score``.
 
     Not interpolated (no trapezoid): each threshold's precision weighted by
@@ -544,11 +586,11 @@ def average_precision_score(y_true, y_score, *, average="macro", pos_label=1,
 
     Parameters
     ----------
-    y_true : (N,) array of class codes
-        Binary (``pos_label`` is the positive class), or multiclass: each
-        class present against the rest, the score columns being those classes,
-        sorted.
-    y_score : (N,) or (N, K) array
+    y_true : array-like of shape (N,)
+        Class codes. Binary (``pos_label`` is the positive class), or
+        multiclass: each class present against the rest, the score columns
+        being those classes, sorted.
+    y_score : array-like of shape (N,) or (N, K)
         Binary: the positive class's scores. Multiclass: one column per class
         present (any scores, not only probabilities).
     average : {'macro', 'weighted', 'micro', 'samples', None}, default 'macro'
@@ -556,14 +598,24 @@ def average_precision_score(y_true, y_score, *, average="macro", pos_label=1,
         each sample's AP over the classes (1 / the rank of its own class).
     pos_label : int, default 1
         Binary only; must be 1 for multiclass ``y_true``.
-    sample_weight : (N,) array, optional
+    sample_weight : array-like of shape (N,), optional
         Non-negative weights.
 
     Returns
     -------
-    float64 (0-d array on a GPU), or a (K,) array for ``average=None``. 0 with a
-    ``UserWarning`` when the positive class has no weight.
+    average_precision : float or array of shape (K,)
+        float64 (a ``numpy.float64`` for NumPy inputs, else a 0-d array of
+        the input's framework, on its device), or a (K,) array for
+        ``average=None``. 0 with a ``UserWarning`` when the positive class has
+        no weight.
 
+    See Also
+    --------
+    precision_recall_curve : The curve this summarises.
+    roc_auc_score : The area under the ROC curve.
+
+    Notes
+    -----
     Syncs once to find the classes of ``y_true`` (and, with weights, the class
     weight totals); the sums themselves are computed without a sync.
 
@@ -682,7 +734,9 @@ def _auc_mu(backend, scores, codes, sample_weight, counts: np.ndarray, cost_matr
 
 
 @on_caller_stream
-def multiclass_auc_mu(y_true, y_score, cost_matrix=None, *, sample_weight=None):
+def multiclass_auc_mu(y_true: ArrayLike, y_score: ArrayLike,
+                      cost_matrix: ArrayLike | str | None = None, *,
+                      sample_weight: ArrayLike | None = None) -> Any:
     """AUC-mu of Kleiman & Page (ICML 2019), as CatBoost's ``AUC:type=Mu``.
 
     The mean over pairs of classes i < j of the AUC that separates class j
@@ -692,27 +746,37 @@ def multiclass_auc_mu(y_true, y_score, cost_matrix=None, *, sample_weight=None):
 
     Parameters
     ----------
-    y_true : (N,) array of class codes 0..K-1
-    y_score : (N, K) array
+    y_true : array-like of shape (N,)
+        Class codes 0..K-1.
+    y_score : array-like of shape (N, K)
         Used as given, in float64: AUC-mu is not invariant to a softmax.
         CatBoost's ``AUC:type=Mu`` ranks its raw approxes (pass those to
         reproduce it); the paper ranks probability estimates.
-    cost_matrix : (K, K) array, optional
+    cost_matrix : array-like of shape (K, K) or str, optional
         ``M[i, j]``: the cost of predicting class i when the truth is j; finite,
         0 on the diagonal (CatBoost's ``"M00/M01/..."`` string is read too).
         Default: 1 off the diagonal. A pair with
         ``M[i, j] + M[j, i] = 0`` scores ½; a negative sum reverses its ranking.
-    sample_weight : (N,) array, optional
+    sample_weight : array-like of shape (N,), optional
         Non-negative weights (CatBoost stores them as float32; round them so to
         reproduce it exactly).
 
     Returns
     -------
-    float64 (0-d array on a GPU). A class without samples leaves its pairs at
-    0 while still counting them, as CatBoost (with an
-    ``UndefinedMetricWarning``); a pair whose weights are all 0 makes the
-    result NaN.
+    auc_mu : float
+        float64 (a ``numpy.float64`` for NumPy inputs, else a 0-d array of
+        the input's framework, on its device). A class without samples leaves
+        its pairs at 0 while still counting them, as CatBoost (with an
+        ``UndefinedMetricWarning``); a pair whose weights are all 0 makes the
+        result NaN.
 
+    See Also
+    --------
+    roc_auc_score : One-vs-rest and one-vs-one (Hand & Till) multiclass AUC.
+    catboost_metric : ``"AUC:type=Mu"`` as CatBoost evaluates it.
+
+    Notes
+    -----
     Syncs once (the class sizes); the areas are computed without a sync.
 
     Examples

@@ -14,15 +14,18 @@ need not contain every class: a validation batch rarely does.
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from dataclasses import dataclass, replace
-from typing import Any
+from typing import Any, Literal
 
 import numpy as np
 
 from metrics_gpu import _formulas as F
 from metrics_gpu._backend import on_caller_stream
+from metrics_gpu._docs import shared_parameters
 from metrics_gpu._stages import one_pass, output
 from metrics_gpu._state import ScoreSums
+from metrics_gpu._types import ArrayLike, CalibrationNorm
 from metrics_gpu._validation import (
     ScoreInputs,
     check_bins,
@@ -58,28 +61,54 @@ def _score_pass(inputs: ScoreInputs, *, from_logits: bool, top_k=(), n_bins: int
 
 
 @on_caller_stream
-def log_loss(y_true, y_proba=None, *, normalize=True, sample_weight=None, labels=None,
-             from_logits=False, ignore_index=None, validate=True):
+@shared_parameters
+def log_loss(y_true: ArrayLike, y_proba: ArrayLike | None = None, *, normalize: bool = True,
+             sample_weight: ArrayLike | None = None, labels: ArrayLike | None = None,
+             from_logits: bool = False, ignore_index: int | None = None,
+             validate: bool = True) -> Any:
     """Log loss (cross-entropy): the mean of ``-log p[i, y_true[i]]``.
-
-    Parameters
-    ----------
-    y_true : (N,) class codes.
-    y_proba : (N, K) probabilities, or (N,) probabilities of class 1 (binary);
-        with ``from_logits=True``, raw logits (softmax taken in the pass, never
-        materialised), or (N,) logits of class 1 against 0.
-    normalize : mean (True) or weighted sum (False), as scikit-learn.
-    sample_weight : (N,) optional weights.
-    labels : class codes of the columns (scikit-learn's), default ``0..K-1``.
-    from_logits : the scores are logits.
-    ignore_index : target value whose rows are skipped.
-    validate : check ranges, finiteness and row sums (each a reduction on the
-        device with a few numbers read back); False checks nothing.
 
     Probabilities are clipped to ``[eps, 1 - eps]`` with the eps of float16
     and float32 input (each its own) and of float64 otherwise, and rows that
-    do not sum to 1 warn, as scikit-learn 1.9 does. Unlike scikit-learn, ``y_true`` need not hold
-    every class.
+    do not sum to 1 warn, as scikit-learn 1.9 does. Unlike scikit-learn,
+    ``y_true`` need not hold every class.
+
+    Parameters
+    ----------
+    y_true : array-like of shape (N,)
+        Class codes: each row's score column (its position among ``labels``
+        when given).
+    y_proba : array-like of shape (N, K) or (N,)
+        Probabilities, or (N,) probabilities of class 1 (binary); with
+        ``from_logits=True``, raw logits (softmax taken in the pass, never
+        materialised), or (N,) logits of class 1 against 0. Required (None
+        raises a ``ValueError``).
+    normalize : bool, default True
+        The mean (True) or the weighted sum (False), as scikit-learn.
+    sample_weight : array-like of shape (N,), optional
+        Non-negative weight of each sample.
+    labels : array-like of class codes, optional
+        The class codes of the columns (scikit-learn's), default ``0..K-1``.
+    from_logits : bool, default False
+        The scores are logits.
+    {ignore_index}
+    validate : bool, default True
+        Check ranges, finiteness and row sums (each a reduction on the device
+        with a few numbers read back); False checks nothing.
+
+    Returns
+    -------
+    loss : float
+        A ``numpy.float64`` for NumPy inputs; else a 0-d array of the
+        input's framework, on its device.
+
+    See Also
+    --------
+    logits_report : Cross-entropy and perplexity with every other score
+        metric, from one read of the scores.
+    brier_score_loss : The squared error of the same probabilities.
+    expected_calibration_error : How far the confidences are from the
+        accuracy.
 
     Examples
     --------
@@ -105,15 +134,51 @@ def log_loss(y_true, y_proba=None, *, normalize=True, sample_weight=None, labels
 
 
 @on_caller_stream
-def brier_score_loss(y_true, y_proba, *, sample_weight=None, pos_label=None, labels=None,
-                     scale_by_half="auto", ignore_index=None, validate=True):
+@shared_parameters
+def brier_score_loss(y_true: ArrayLike, y_proba: ArrayLike, *,
+                     sample_weight: ArrayLike | None = None, pos_label: int | None = None,
+                     labels: ArrayLike | None = None,
+                     scale_by_half: Literal["auto"] | bool = "auto",
+                     ignore_index: int | None = None, validate: bool = True) -> Any:
     """Brier score: the mean of ``sum_j (p[i, j] - [j == y_true[i]])**2``.
 
     As scikit-learn 1.9: (N, K) probabilities or (N,) probabilities of the
-    positive class; ``scale_by_half="auto"`` halves the sum for 1-D input and
-    for K = 2 (which makes the binary case the mean of ``(p - y)**2``).
-    ``pos_label`` (binary 1-D input) names the class the column is for, 1 by
-    default.
+    positive class. Unlike scikit-learn, ``y_true`` need not hold every
+    class.
+
+    Parameters
+    ----------
+    y_true : array-like of shape (N,)
+        Class codes: each row's score column (its position among ``labels``
+        when given).
+    y_proba : array-like of shape (N, K) or (N,)
+        Probabilities, or (N,) probabilities of the positive class.
+    sample_weight : array-like of shape (N,), optional
+        Non-negative weight of each sample.
+    pos_label : {0, 1}, optional
+        Binary 1-D input: the class the column is for, 1 by default.
+    labels : array-like of class codes, optional
+        The class codes of the columns (scikit-learn's), default ``0..K-1``.
+    scale_by_half : "auto" or bool, default "auto"
+        Halve the sum; ``"auto"`` halves it for 1-D input and for K = 2
+        (which makes the binary case the mean of ``(p - y)**2``).
+    {ignore_index}
+    validate : bool, default True
+        Check ranges, finiteness and row sums (each a reduction on the device
+        with a few numbers read back); False checks nothing.
+
+    Returns
+    -------
+    score : float
+        A ``numpy.float64`` for NumPy inputs; else a 0-d array of the
+        input's framework, on its device.
+
+    See Also
+    --------
+    log_loss : The cross-entropy of the same probabilities.
+    logits_report : The (unhalved) Brier score with every other score metric,
+        from one read of the scores.
+    expected_calibration_error : Calibration over confidence bins.
 
     Examples
     --------
@@ -144,8 +209,10 @@ def _swap_binary_columns(inputs: ScoreInputs) -> ScoreInputs:
 
 
 @on_caller_stream
-def hinge_loss(y_true, pred_decision, *, labels=None, sample_weight=None, ignore_index=None,
-               validate=True):
+@shared_parameters
+def hinge_loss(y_true: ArrayLike, pred_decision: ArrayLike, *, labels: ArrayLike | None = None,
+               sample_weight: ArrayLike | None = None, ignore_index: int | None = None,
+               validate: bool = True) -> Any:
     """Average hinge loss; multiclass is Crammer-Singer, as scikit-learn.
 
     Per row ``max(0, 1 - (z[t] - max_{j != t} z[j]))`` over the decision
@@ -154,6 +221,35 @@ def hinge_loss(y_true, pred_decision, *, labels=None, sample_weight=None, ignore
     ``y_true`` need not hold every class (the columns are the classes); so
     binary ``y_true`` of class 1 only counts as +1 here, where scikit-learn's
     LabelBinarizer, fitted on that one class, makes it -1.
+
+    Parameters
+    ----------
+    y_true : array-like of shape (N,)
+        Class codes: each row's score column (its position among ``labels``
+        when given).
+    pred_decision : array-like of shape (N, K) or (N,)
+        Decision values (any finite numbers), or (N,) binary decision values
+        of class 1.
+    labels : array-like of class codes, optional
+        The class codes of the columns (scikit-learn's), default ``0..K-1``.
+    sample_weight : array-like of shape (N,), optional
+        Non-negative weight of each sample.
+    {ignore_index}
+    validate : bool, default True
+        Check ranges and finiteness (each a reduction on the device with a
+        few numbers read back); False skips those checks.
+
+    Returns
+    -------
+    loss : float
+        A ``numpy.float64`` for NumPy inputs; else a 0-d array of the
+        input's framework, on its device.
+
+    See Also
+    --------
+    logits_report : The hinge loss with every other score metric, from one
+        read of the scores.
+    log_loss : The cross-entropy of probabilities or logits.
 
     Examples
     --------
@@ -171,14 +267,51 @@ def hinge_loss(y_true, pred_decision, *, labels=None, sample_weight=None, ignore
 
 
 @on_caller_stream
-def top_k_accuracy_score(y_true, y_score, *, k=2, normalize=True, sample_weight=None,
-                         labels=None, ignore_index=None, validate=True):
+@shared_parameters
+def top_k_accuracy_score(y_true: ArrayLike, y_score: ArrayLike, *, k: int = 2,
+                         normalize: bool = True, sample_weight: ArrayLike | None = None,
+                         labels: ArrayLike | None = None, ignore_index: int | None = None,
+                         validate: bool = True) -> Any:
     """Share of rows whose true class is among the ``k`` highest scores.
 
     Ties as scikit-learn: among equal scores the higher class index ranks
     first. (N,) binary scores: with k = 1, class 1 when the score exceeds
     0.5 for scores in [0, 1], else 0 (scikit-learn's threshold); k >= 2 hits
-    every row.
+    every row. ``k`` >= K warns (``UndefinedMetricWarning``: a perfect
+    score), as scikit-learn.
+
+    Parameters
+    ----------
+    y_true : array-like of shape (N,)
+        Class codes: each row's score column (its position among ``labels``
+        when given).
+    y_score : array-like of shape (N, K) or (N,)
+        Scores of any kind (probabilities, logits, decision values), or (N,)
+        binary scores of class 1.
+    k : int, default 2
+        How many of the highest scores count as a hit.
+    normalize : bool, default True
+        The share of the weight that is a hit (True) or the hits' weight
+        (False), as scikit-learn.
+    sample_weight : array-like of shape (N,), optional
+        Non-negative weight of each sample.
+    labels : array-like of class codes, optional
+        The class codes of the columns (scikit-learn's), default ``0..K-1``.
+    {ignore_index}
+    validate : bool, default True
+        Check ranges and finiteness (each a reduction on the device with a
+        few numbers read back); False skips those checks.
+
+    Returns
+    -------
+    score : float
+        A ``numpy.float64`` for NumPy inputs; else a 0-d array of the
+        input's framework, on its device.
+
+    See Also
+    --------
+    logits_report : Accuracy and several top-k accuracies at once, from one
+        read of the scores.
 
     Examples
     --------
@@ -223,25 +356,61 @@ def _binary_threshold(scores):
 
 
 @on_caller_stream
-def expected_calibration_error(y_true, y_proba, *, n_bins=DEFAULT_BINS, norm="l1",
-                               sample_weight=None, from_logits=False, ignore_index=None,
-                               validate=True, deterministic=False):
+@shared_parameters
+def expected_calibration_error(y_true: ArrayLike, y_proba: ArrayLike, *,
+                               n_bins: int = DEFAULT_BINS,
+                               norm: CalibrationNorm = "l1",
+                               sample_weight: ArrayLike | None = None, from_logits: bool = False,
+                               ignore_index: int | None = None, validate: bool = True,
+                               deterministic: bool = False) -> Any:
     """Calibration error of the top-class probability over equal-width bins.
 
     Each row's confidence is its largest probability (softmax of logits with
     ``from_logits=True``) and it is correct when that class (the lowest index
     on ties) is the target. Bin b holds confidences in ``[b/B, (b+1)/B)``
-    (1.0 in the last). ``norm="l1"`` is the expected calibration error
-    ``sum_b prop_b |acc_b - conf_b|``, ``"l2"`` its root-mean-square form and
-    ``"max"`` the maximum calibration error over non-empty bins, as
-    torchmetrics' ``MulticlassCalibrationError`` defines them. (N,) binary
-    probabilities are read as ``[1 - p, p]`` (top-class confidence, unlike
-    torchmetrics' binary variant, which bins p itself).
+    (1.0 in the last). (N,) binary probabilities are read as ``[1 - p, p]``
+    (top-class confidence, unlike torchmetrics' binary variant, which bins p
+    itself).
 
-    On a GPU the bins of unweighted rows are summed in 64-bit fixed point,
-    bit-identical run to run; ``deterministic=True`` does the same for
-    weighted rows (each row's weighted terms off by at most
-    ``max|w| * N * 2**-61``), else their last bits may vary run to run.
+    Parameters
+    ----------
+    y_true : array-like of shape (N,)
+        Class codes: each row's score column.
+    y_proba : array-like of shape (N, K) or (N,)
+        Probabilities (logits with ``from_logits=True``), or (N,)
+        probabilities of class 1.
+    n_bins : int, default 15
+        B, the number of equal-width confidence bins.
+    norm : {"l1", "l2", "max"}, default "l1"
+        ``"l1"`` is the expected calibration error
+        ``sum_b prop_b |acc_b - conf_b|``, ``"l2"`` its root-mean-square
+        form and ``"max"`` the maximum calibration error over non-empty bins,
+        as torchmetrics' ``MulticlassCalibrationError`` defines them.
+    sample_weight : array-like of shape (N,), optional
+        Non-negative weight of each sample.
+    from_logits : bool, default False
+        The scores are logits (softmax taken in the pass).
+    {ignore_index}
+    validate : bool, default True
+        Check ranges, finiteness and row sums (each a reduction on the device
+        with a few numbers read back); False skips those checks.
+    deterministic : bool, default False
+        On a GPU the bins of unweighted rows are summed in 64-bit fixed point,
+        bit-identical run to run; ``deterministic=True`` does the same for
+        weighted rows (each row's weighted terms off by at most
+        ``max|w| * N * 2**-61``), else their last bits may vary run to run.
+
+    Returns
+    -------
+    error : float
+        A ``numpy.float64`` for NumPy inputs; else a 0-d array of the
+        input's framework, on its device.
+
+    See Also
+    --------
+    logits_report : The expected and maximum calibration errors and the bins
+        themselves, with every other score metric, from one read.
+    brier_score_loss : A calibration-sensitive proper score.
 
     Examples
     --------
@@ -270,10 +439,42 @@ class LogitsReport:
     """Every score metric of one read of the logits (see :func:`logits_report`).
 
     Scalars and arrays live where the inputs live (NumPy, CuPy, torch).
+
+    Attributes
+    ----------
+    accuracy : float
+        Weighted share of rows whose top class (the lowest index on ties) is
+        the target.
+    top_k_accuracy : dict of int to float
+        Top-k accuracy for each ``k`` of ``top_k``.
+    cross_entropy : float
+        Mean ``-log p[i, y_true[i]]`` (:func:`log_loss`).
+    perplexity : float
+        ``exp(cross_entropy)``.
+    brier_score : float
+        Mean ``sum_j (p[i, j] - [j == y_true[i]])**2``, not halved.
+    hinge_loss : float
+        Crammer-Singer hinge loss of the scores as given, logits or
+        probabilities (:func:`hinge_loss`).
+    expected_calibration_error : float
+        :func:`expected_calibration_error` with ``norm="l1"``.
+    max_calibration_error : float
+        :func:`expected_calibration_error` with ``norm="max"``.
+    calibration_proportion : array of shape (n_bins,)
+        Share of the weight in each confidence bin.
+    calibration_confidence : array of shape (n_bins,)
+        Mean top-class probability per bin (NaN for an empty bin).
+    calibration_accuracy : array of shape (n_bins,)
+        Accuracy per bin (NaN for an empty bin).
+    total_weight : float
+        Weight of the rows counted (their number without weights).
+    n_invalid : float
+        Rows left out as invalid (``validate=False`` only: a target out of
+        range, a NaN or an infinity in the scores).
     """
 
     accuracy: Any
-    top_k_accuracy: dict
+    top_k_accuracy: dict[int, Any]
     cross_entropy: Any
     perplexity: Any
     brier_score: Any
@@ -286,7 +487,7 @@ class LogitsReport:
     total_weight: Any
     n_invalid: Any
 
-    def plot_reliability(self, ax=None, **kwargs):
+    def plot_reliability(self, ax: Any = None, **kwargs: Any) -> Any:
         """Draw the reliability diagram of the calibration bins, with the
         expected calibration error (:func:`metrics_gpu.plot.plot_reliability`,
         the ``[plot]`` extra; ``kwargs`` go to it). Returns the matplotlib Axes."""
@@ -301,18 +502,58 @@ class LogitsReport:
 
 
 @on_caller_stream
-def logits_report(y_true, scores, *, from_logits=True, top_k=DEFAULT_TOP_K, n_bins=DEFAULT_BINS,
-                  sample_weight=None, ignore_index=None, validate=True,
-                  deterministic=False) -> LogitsReport:
-    """Accuracy, top-k accuracy, cross-entropy, perplexity, Brier score, hinge
-    loss and calibration, from one read of ``(N, K)`` logits or probabilities.
+@shared_parameters
+def logits_report(y_true: ArrayLike, scores: ArrayLike, *, from_logits: bool = True,
+                  top_k: int | Iterable[int] = DEFAULT_TOP_K, n_bins: int = DEFAULT_BINS,
+                  sample_weight: ArrayLike | None = None, ignore_index: int | None = None,
+                  validate: bool = True, deterministic: bool = False) -> LogitsReport:
+    """Every score metric of ``(N, K)`` logits or probabilities, from one read.
 
-    What a validation step wants of a classifier's outputs, without the
-    softmax, argmax, top-k and binning passes (and their ``(N, K)``
-    temporaries) that computing them one by one costs. No host sync on a GPU
-    with ``validate=False``. Every value is bit-identical run to run, except
-    the calibration bins of weighted rows without ``deterministic=True`` (see
-    :func:`expected_calibration_error`).
+    Accuracy, top-k accuracy, cross-entropy, perplexity, Brier score, hinge
+    loss and calibration: what a validation step wants of a classifier's
+    outputs, without the softmax, argmax, top-k and binning passes (and their
+    ``(N, K)`` temporaries) that computing them one by one costs. No host
+    sync on a GPU with ``validate=False``. Every value is bit-identical run
+    to run, except the calibration bins of weighted rows without
+    ``deterministic=True`` (see :func:`expected_calibration_error`).
+
+    Parameters
+    ----------
+    y_true : array-like of shape (N,)
+        Class codes: each row's score column.
+    scores : array-like of shape (N, K) or (N,)
+        Logits (``from_logits=True``) or probabilities, or (N,) scores of
+        class 1.
+    from_logits : bool, default True
+        The scores are logits (softmax taken in the pass, never
+        materialised); False: probabilities.
+    top_k : int or iterable of int, default (1, 5)
+        The ``k`` of the top-k accuracies.
+    n_bins : int, default 15
+        The number of equal-width calibration bins.
+    sample_weight : array-like of shape (N,), optional
+        Non-negative weight of each sample.
+    {ignore_index}
+    validate : bool, default True
+        Check ranges, finiteness and row sums (each a reduction on the device
+        with a few numbers read back); False skips those checks: rows whose
+        target is out of range or whose scores hold a NaN or an infinity are
+        then left out and counted in ``n_invalid``.
+    deterministic : bool, default False
+        Sum the calibration bins of weighted rows in 64-bit fixed point on a
+        GPU, bit-identical run to run (see
+        :func:`expected_calibration_error`).
+
+    Returns
+    -------
+    LogitsReport
+        Its values live where the inputs live (NumPy, CuPy, torch).
+
+    See Also
+    --------
+    log_loss, brier_score_loss, hinge_loss, top_k_accuracy_score,
+    expected_calibration_error : The same metrics one at a time.
+    label_report : Every label metric, from one pass over labels or scores.
 
     Examples
     --------

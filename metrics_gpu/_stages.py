@@ -22,7 +22,7 @@ Two kinds of state run through these stages:
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Protocol
 
 import numpy as np
 
@@ -72,7 +72,7 @@ def class_positions(classes: np.ndarray, num_classes: int) -> np.ndarray:
 
 
 def accumulate(inputs: LabelInputs, *, class_lut=None, moments=False,
-               matrix=False) -> tuple[ClassStatistics, object]:
+               matrix=False) -> tuple[ClassStatistics, Any]:
     """One backend pass: statistics on the host, plus the dense matrix (where the
     backend keeps it) when it is the state."""
     backend = inputs.backend
@@ -165,15 +165,29 @@ def on_host(stats: ClassStatistics, backend) -> ClassStatistics:
     fields = {name: getattr(stats, name) for name in (
         "true_positives", "support", "predicted", "total", "observed", "invalid",
         "linear_disagreement", "quadratic_disagreement")}
-    host = {name: (None if value is None else backend.to_host(value))
-            for name, value in fields.items()}
+    host: dict[str, Any] = {name: (None if value is None else backend.to_host(value))
+                            for name, value in fields.items()}
     host["invalid"] = int(host["invalid"])
     return ClassStatistics(**host)
 
 
 
 
-def output(value, inputs: LabelInputs):
+class Placement(Protocol):
+    """Where a call's results go: what :func:`output` reads of its inputs
+    (:class:`LabelInputs`, :class:`~metrics_gpu._validation.ScoreInputs`,
+    :class:`OnePass`)."""
+
+    @property
+    def backend(self) -> Any:
+        """The backend that computed."""
+
+    @property
+    def source(self) -> Any:
+        """The caller's ``y_true``: results go back to its framework and device."""
+
+
+def output(value, inputs: Placement):
     """A result in the input's framework and on its device (README,
     "Backends"). Host backends: NumPy, a scalar as ``numpy.float64``. The cuda
     backend: CuPy arrays (torch or JAX through DLPack) on the input's device;

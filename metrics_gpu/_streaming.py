@@ -27,12 +27,14 @@ NumPy backend runs the reference of the same update
 from __future__ import annotations
 
 import sys
-from typing import Any
+from collections.abc import KeysView, Mapping, Sequence
+from typing import TYPE_CHECKING, Any, get_args
 
 import numpy as np
 
 from metrics_gpu import _formulas as F
 from metrics_gpu._backend import caller_stream, get_backend_implementation, resolve_backend
+from metrics_gpu._docs import shared_parameters
 from metrics_gpu._kernels import STREAM_NO_ERROR, STREAM_ORDINAL_SHIFT
 from metrics_gpu._stages import (
     StreamState,
@@ -50,18 +52,37 @@ from metrics_gpu._validation import (
     check_stream_batch,
     check_top_k,
 )
+from metrics_gpu._types import (
+    ArrayLike,
+    ConfusionMatrixOption,
+    Normalize,
+    ScoresAre,
+    StreamValidate,
+)
 
-SCORE_KINDS = ("logits", "probabilities")
-VALIDATE_MODES = ("deferred", "eager", False)
+if TYPE_CHECKING:  # torch is optional, imported only where a caller uses it
+    import torch
+
+    from metrics_gpu.backends import Backend
+
+SCORE_KINDS = get_args(ScoresAre)
+VALIDATE_MODES = get_args(StreamValidate)
 # Thresholds of the binned ranking metrics: a (2, K, H) histogram.
 MAX_THRESHOLDS = 1 << 16
 CHECKED = ("y_true", "preds", "sample_weight")
 STATE_VERSION = 1
 
 
+@shared_parameters
 class ClassificationMetrics:
-    """Every classification metric of a stream of batches: update per batch,
-    compute at the end, reset (the torchmetrics way).
+    """Every classification metric of a stream of batches.
+
+    Update per batch, compute at the end, reset (the torchmetrics way). The
+    first update fixes the state's device and kind: labels ``(N,)`` give
+    the label metrics; scores ``(N, K)`` or channel-first ``(N, K, d1, ...)``
+    (every position a sample, with targets ``(N, d1, ...)``) give the score
+    metrics too. Results come back in the framework of the first update's
+    ``y_true`` (torch tensors for torch inputs, on CPU or GPU).
 
     Parameters
     ----------
@@ -84,8 +105,7 @@ class ClassificationMetrics:
     confusion_matrix : {"auto", True, False}, default "auto"
         Keep the K x K matrix: "auto" while K <= 2048. The label metrics never
         need it (they come from O(K) per-class counts).
-    ignore_index : int, optional
-        Samples with this target are left out (padding, void pixels).
+    {ignore_index}
     validate : {"deferred", "eager", False}, default "deferred"
         "deferred": every check runs inside the update pass (no sync) and
         ``compute()`` raises ``ValueError`` naming the argument, the update
@@ -102,11 +122,11 @@ class ClassificationMetrics:
     scores : {"logits", "probabilities"}, default "logits"
         What ``(N, K)`` predictions are.
 
-    The first update fixes the state's device and kind: labels ``(N,)`` give
-    the label metrics; scores ``(N, K)`` or channel-first ``(N, K, d1, ...)``
-    (every position a sample, with targets ``(N, d1, ...)``) give the score
-    metrics too. Results come back in the framework of the first update's
-    ``y_true`` (torch tensors for torch inputs, on CPU or GPU).
+    See Also
+    --------
+    StreamingReport : What :meth:`compute` returns.
+    metrics_gpu.label_report, metrics_gpu.logits_report : The same metrics of
+        arrays held in memory, in one call.
 
     Examples
     --------
@@ -122,12 +142,15 @@ class ClassificationMetrics:
     >>> metrics.reset()
     """
 
-    def __init__(self, num_classes, *, top_k=(1, 5), n_bins=15, thresholds=None,
-                 confusion_matrix="auto", ignore_index=None, validate="deferred",
-                 deterministic=False, scores="logits"):
-        num_classes = check_num_classes(num_classes)
-        if num_classes is None:
+    def __init__(self, num_classes: int, *, top_k: int | Sequence[int] = (1, 5),
+                 n_bins: int = 15, thresholds: int | None = None,
+                 confusion_matrix: ConfusionMatrixOption = "auto",
+                 ignore_index: int | None = None, validate: StreamValidate = "deferred",
+                 deterministic: bool = False, scores: ScoresAre = "logits") -> None:
+        checked_classes = check_num_classes(num_classes)
+        if checked_classes is None:
             raise ValueError("num_classes is required: the state is sized by it")
+        num_classes = checked_classes
         confusion_matrix = check_confusion_matrix_option(confusion_matrix)
         if not (validate is False or validate in ("deferred", "eager")):
             raise ValueError(f"validate must be one of {VALIDATE_MODES}, got {validate!r}")
@@ -146,27 +169,58 @@ class ClassificationMetrics:
         self.validate = validate
         self.deterministic = deterministic
         self.scores = scores
+        # The state and its backend are set together by the first update (or
+        # a merge, sync or load); the backend alone by to() on an empty state.
+        self._state: StreamState | None = None
+        self._backend: Backend | None = None
+        self._like: Any = None  # the first update's y_true: results take its framework
         self.reset()
 
     # -- state ------------------------------------------------------------------
 
     @property
     def num_classes(self) -> int:
+        """K, the number of classes the state counts."""
         return self._spec["num_classes"]
 
     def reset(self) -> None:
-        """Forget every update. The state's buffers, device and kind stay and are
-        zeroed in place (memsets: the next epoch's updates allocate nothing)."""
+        """Forget every update.
+
+        The state's buffers, device and kind stay and are zeroed in place
+        (memsets: the next epoch's updates allocate nothing).
+
+        Returns
+        -------
+        None
+
+        See Also
+        --------
+        update : Add a batch.
+        """
         self._updates = 0
-        if getattr(self, "_state", None) is not None:
+        if self._state is not None:
             self._state.clear()
             return
-        self._state: StreamState | None = None
         self._backend = None
         self._like = None
 
-    def _allocate(self, kind: str, integer: bool) -> None:
-        self._state = StreamState(self._backend, self._spec, kind, integer)
+    def _allocate(self, backend: Backend, kind: str, integer: bool) -> StreamState:
+        """A zeroed state of ``kind`` on ``backend``, which becomes this object's."""
+        self._backend = backend
+        self._state = StreamState(backend, self._spec, kind, integer)
+        return self._state
+
+    def _backend_or_host(self) -> Backend:
+        """This object's backend, or the NumPy backend when it has none yet."""
+        if self._backend is not None:
+            return self._backend
+        return get_backend_implementation("numpy")
+
+    def _held_state(self) -> StreamState:
+        """The state, or ``ValueError`` before any update (nothing to report)."""
+        if self._state is None:
+            raise ValueError("compute() before any update: there is nothing to report")
+        return self._state
 
     @property
     def _kind(self) -> str | None:
@@ -174,19 +228,52 @@ class ClassificationMetrics:
 
     # -- update -----------------------------------------------------------------
 
-    def update(self, y_true, preds, sample_weight=None) -> None:
-        """Add a batch: targets ``y_true`` and labels ``(N,)`` or scores
-        ``(N, K)`` / ``(N, K, d1, ...)`` ``preds``; numpy, torch (CPU or CUDA,
-        requiring grad or not), CuPy or JAX arrays. On a GPU: one kernel
-        launch on the caller's stream, no host sync."""
+    def update(self, y_true: ArrayLike, preds: ArrayLike,
+               sample_weight: ArrayLike | None = None) -> None:
+        """Add a batch of targets and predictions to the state.
+
+        numpy, torch (CPU or CUDA, requiring grad or not), CuPy or JAX arrays.
+        On a GPU: one kernel launch on the caller's stream, no host sync.
+
+        Parameters
+        ----------
+        y_true : array-like of shape (N,) or (N, d1, ...)
+            Targets: integer class codes 0..K-1 (``(N, d1, ...)`` with
+            channel-first scores, or with label maps of that shape).
+        preds : array-like of shape (N,), (N, K) or (N, K, d1, ...)
+            Predicted class codes (integers, the shape of ``y_true``), or
+            floating-point scores ``(N, K)`` / channel-first ``(N, K, d1, ...)``:
+            logits or probabilities, as ``scores`` says.
+        sample_weight : array-like, optional
+            Non-negative weight of each target (as many as ``y_true`` holds).
+            Integer weights keep the counts exact integers; the first float
+            weights turn them into float64.
+
+        Returns
+        -------
+        None
+
+        Raises
+        ------
+        ValueError
+            Wrong shapes or types; with ``validate="eager"`` also a bad value
+            (nothing is then added); a batch of the other kind (labels after
+            scores, or scores after labels); float weights with
+            ``deterministic=True`` on a kernel backend.
+
+        See Also
+        --------
+        compute : Every metric of the batches added.
+        """
         if self._backend is None:
             self._backend = resolve_backend(y_true, preds, sample_weight)
             self._like = y_true
+        backend = self._backend
         with caller_stream(y_true):
-            self._update(y_true, preds, sample_weight)
+            self._update(backend, y_true, preds, sample_weight)
 
-    def _update(self, y_true, preds, sample_weight) -> None:
-        backend, spec = self._backend, self._spec
+    def _update(self, backend: Backend, y_true, preds, sample_weight) -> None:
+        spec = self._spec
         batch = check_stream_batch(
             y_true, preds, sample_weight, num_classes=self.num_classes, backend=backend,
             ignore_index=spec["ignore_index"], eager=self.validate == "eager",
@@ -198,16 +285,17 @@ class ClassificationMetrics:
                 "sample_weight: float weights are summed with float64 atomics on the kernel "
                 "backends, which deterministic=True rules out; pass integer weights, or "
                 "deterministic=False")
-        if self._state is None:
-            self._allocate(kind, integer=not float_weights)
-        elif kind != self._kind:
+        state = self._state
+        if state is None:
+            state = self._allocate(backend, kind, integer=not float_weights)
+        elif kind != state.kind:
             raise ValueError(
-                f"preds: this state holds {self._kind} (set by its first update), got "
+                f"preds: this state holds {state.kind} (set by its first update), got "
                 f"{'(N, K) scores' if batch.scores else '(N,) labels'}; use one "
                 "ClassificationMetrics per kind of prediction")
-        elif float_weights and self._state.integer:
-            self._state.promote_to_float()
-        self._state.update(batch, self._updates)
+        elif float_weights and state.integer:
+            state.promote_to_float()
+        state.update(batch, self._updates)
         self._updates += 1
 
     # -- compute ----------------------------------------------------------------
@@ -217,16 +305,17 @@ class ClassificationMetrics:
         problem, samples left out in all)``; argument is ``"y_true"``,
         ``"preds"`` or ``"sample_weight"``, the update call counts from 0 and
         the sample is its index in that call's batch (one host read)."""
-        if self._state is None:
+        state = self._state
+        if state is None:
             return None
-        checks = np.asarray(self._backend.to_host(self._state.arrays["checks"]))
+        checks = np.asarray(state.backend.to_host(state.arrays["checks"]))
         invalid = int(checks[0])
         if not invalid:
             return None
         k = self.num_classes
         problems = {
             "y_true": f"a target outside 0..{k - 1} (num_classes={k})",
-            "preds": (f"a prediction outside 0..{k - 1}" if self._kind == "labels"
+            "preds": (f"a prediction outside 0..{k - 1}" if state.kind == "labels"
                       else "a row of scores with a NaN or an infinity"),
             "sample_weight": "a negative or non-finite weight",
         }
@@ -257,36 +346,78 @@ class ClassificationMetrics:
         labels), whose values stay on the device until read; with
         ``validate="deferred"`` the four check numbers are read back (one
         sync) to raise for bad input.
+
+        Returns
+        -------
+        StreamingReport
+            The metrics of every batch added since the last reset, in the
+            framework of the first update's ``y_true``.
+
+        Raises
+        ------
+        ValueError
+            Before any update (nothing to report); with
+            ``validate="deferred"``, when a bad sample was added (naming the
+            argument, the update call and the sample).
+
+        See Also
+        --------
+        update : Add a batch.
+        first_invalid : The first bad sample added, without raising.
         """
-        if self._state is None:
-            raise ValueError("compute() before any update: there is nothing to report")
+        state = self._held_state()
         if self.validate == "deferred":
             self._raise_deferred()
         with caller_stream(self._like):
-            label_values, score_values = self._state.compute()
+            label_values, score_values = state.compute()
         return StreamingReport(self, label_values, score_values)
 
     # -- combining states ---------------------------------------------------------
 
     def merge(self, other: ClassificationMetrics) -> None:
-        """Add ``other``'s state to this one (the state of both streams together)."""
+        """Add ``other``'s state to this one (the state of both streams together).
+
+        Parameters
+        ----------
+        other : ClassificationMetrics
+            Built with the same arguments, holding the same kind (labels or
+            scores); left as it is. An empty one adds nothing; into an empty
+            one, its state is copied (with its device).
+
+        Returns
+        -------
+        None
+
+        Raises
+        ------
+        ValueError
+            ``other`` was built with other arguments, or holds the other kind.
+
+        See Also
+        --------
+        sync : Merge the states of every rank of ``torch.distributed``.
+        """
         if not isinstance(other, ClassificationMetrics) or other._spec != self._spec:
             raise ValueError("other must be a ClassificationMetrics built with the same arguments")
-        if other._state is None:
+        other_state = other._state
+        if other_state is None:
             return
-        if self._state is None:
-            self._backend, self._like = other._backend, other._like
-            self._allocate(other._kind, other._state.integer)
-        if other._kind != self._kind:
-            raise ValueError(f"cannot merge a state of {other._kind} into one of {self._kind}")
-        theirs = {name: _to_numpy(value) for name, value in other._state.arrays.items()}
-        if self._state.integer and not other._state.integer:
-            self._state.promote_to_float()
-        elif other._state.integer and not self._state.integer:
+        state = self._state
+        if state is None:
+            self._like = other._like
+            state = self._allocate(other_state.backend, other_state.kind, other_state.integer)
+        if other_state.kind != state.kind:
+            raise ValueError(f"cannot merge a state of {other_state.kind} into one of "
+                             f"{state.kind}")
+        theirs = {name: _to_numpy(value) for name, value in other_state.arrays.items()}
+        if state.integer and not other_state.integer:
+            state.promote_to_float()
+        elif other_state.integer and not state.integer:
             theirs = _float_arrays(theirs)
-        xp = self._backend.xp
-        for name, mine in self._state.arrays.items():
-            value = self._backend.asarray(theirs[name])
+        backend = state.backend
+        xp = backend.xp
+        for name, mine in state.arrays.items():
+            value = backend.asarray(theirs[name])
             if name == "checks":
                 mine[:1] += value[:1]
                 mine[1:] = xp.minimum(mine[1:], value[1:])
@@ -294,69 +425,116 @@ class ClassificationMetrics:
                 _add_words(mine, value)
             else:
                 mine += value
-        self._state.moments_fresh = False
+        state.moments_fresh = False
         self._updates += other._updates
 
     def state_dict(self) -> dict[str, Any]:
-        """The state as plain arrays (torch tensors for torch inputs, so that
-        ``torch.save`` holds it), with the arguments it was built with."""
+        """The state as plain arrays, with the arguments it was built with.
+
+        Returns
+        -------
+        dict
+            ``"version"``, ``"spec"`` (the arguments), ``"kind"`` (None before
+            any update), ``"updates"`` and each state array by name, in the
+            framework of the first update's ``y_true`` (torch tensors for torch
+            inputs, so that ``torch.save`` holds it; uint64 counts as int64).
+
+        See Also
+        --------
+        load_state_dict : Restore it.
+        """
         out: dict[str, Any] = {"version": STATE_VERSION, "spec": dict(self._spec),
                                "kind": self._kind, "updates": self._updates}
         if self._state is not None:
+            backend = self._state.backend
             for name, value in self._state.arrays.items():
                 if value.dtype == np.uint64:
                     value = value.view(np.int64)  # torch has no uint64 arithmetic
-                out[name] = self._backend.to_framework(value, self._like)
+                out[name] = backend.to_framework(value, self._like)
         return out
 
-    def load_state_dict(self, state: dict[str, Any]) -> None:
+    def load_state_dict(self, state: Mapping[str, Any]) -> None:
         """Restore a :meth:`state_dict` (onto this object's device, or the
-        host when it has none yet)."""
+        host when it has none yet).
+
+        Parameters
+        ----------
+        state : mapping
+            What :meth:`state_dict` of a ClassificationMetrics built with the
+            same arguments returned (NumPy, torch or CuPy arrays).
+
+        Returns
+        -------
+        None
+
+        Raises
+        ------
+        ValueError
+            ``state`` is not a state_dict of a ClassificationMetrics with these
+            arguments.
+
+        See Also
+        --------
+        state_dict : The state as plain arrays.
+        """
         if state.get("version") != STATE_VERSION or dict(state.get("spec", {})) != self._spec:
             raise ValueError("state: not a state_dict of a ClassificationMetrics with these "
                              "arguments")
         if state["kind"] is None:
             self._state, self._updates = None, 0
             return
-        if self._backend is None:
-            self._backend = get_backend_implementation("numpy")
-        self._load_arrays(state)
+        self._load_arrays(state, self._backend_or_host())
 
-    def _load_arrays(self, snapshot) -> None:
+    def _load_arrays(self, snapshot: Mapping[str, Any], backend: Backend) -> None:
         arrays = {name: _to_numpy(snapshot[name]) for name in snapshot
                   if name not in ("version", "spec", "kind", "updates")}
         integer = arrays["counts"].dtype.kind in "iu"
-        self._allocate(snapshot["kind"], integer)
-        for name, mine in self._state.arrays.items():
+        state = self._allocate(backend, snapshot["kind"], integer)
+        for name, mine in state.arrays.items():
             value = arrays[name].view(np.uint64) if mine.dtype == np.uint64 else arrays[name]
-            mine[...] = self._backend.asarray(value)
+            mine[...] = backend.asarray(value)
         self._updates = int(snapshot["updates"])
 
-    def sync(self, group=None) -> None:
-        """All-reduce the state over ``torch.distributed`` (when it is
-        initialised; else nothing): SUM of every count and sum (integer counts
-        stay exact: they are reduced as int64, the 128-bit moments by 32-bit
-        halves), MIN of the check keys. Every rank must call it; a rank
-        without any update contributes zeros."""
+    def sync(self, group: torch.distributed.ProcessGroup | None = None) -> None:
+        """All-reduce the state over ``torch.distributed``.
+
+        Nothing when it is not initialised. SUM of every count and sum
+        (integer counts stay exact: they are reduced as int64, the 128-bit
+        moments by 32-bit halves), MIN of the check keys. Every rank must call
+        it; a rank without any update contributes zeros.
+
+        Parameters
+        ----------
+        group : torch.distributed.ProcessGroup, optional
+            The ranks to reduce over (default: the whole world).
+
+        Returns
+        -------
+        None
+
+        See Also
+        --------
+        merge : Add one other state (one process).
+        """
         torch = sys.modules.get("torch")
         if torch is None or not torch.distributed.is_available() or \
                 not torch.distributed.is_initialized():
             return
         dist = torch.distributed
-        kinds = [None] * dist.get_world_size(group)
+        # Filled by all_gather_object with each rank's (kind, integer).
+        kinds: list[Any] = [None] * dist.get_world_size(group)
         integer = None if self._state is None else self._state.integer
         dist.all_gather_object(kinds, (self._kind, integer), group=group)
         kind = next((k for k, _ in kinds if k is not None), None)
         if kind is None:
             return
         any_float = any(i is False for _, i in kinds)
-        if self._state is None:
-            if self._backend is None:
-                self._backend = get_backend_implementation("numpy")
-            self._allocate(kind, not any_float)
-        elif any_float and self._state.integer:
-            self._state.promote_to_float()
-        for name, value in self._state.arrays.items():
+        state = self._state
+        if state is None:
+            state = self._allocate(self._backend_or_host(), kind, not any_float)
+        elif any_float and state.integer:
+            state.promote_to_float()
+        for name, value in state.arrays.items():
             tensor = _as_torch(value.view(np.int64) if value.dtype == np.uint64 else value)
             if name == "checks":
                 dist.all_reduce(tensor[:1], op=dist.ReduceOp.SUM, group=group)
@@ -365,14 +543,36 @@ class ClassificationMetrics:
                 _all_reduce_words(tensor, dist, group)
             else:
                 dist.all_reduce(tensor, op=dist.ReduceOp.SUM, group=group)
-        self._state.moments_fresh = False
+        state.moments_fresh = False
         updates = torch.tensor([self._updates], dtype=torch.int64)
         dist.all_reduce(updates, group=group)
         self._updates = int(updates[0])
 
-    def to(self, device) -> ClassificationMetrics:
-        """Move the state: ``"cpu"`` / ``"numpy"`` to the host (NumPy backend),
-        ``"cuda"`` (or a torch device / index) to the current GPU."""
+    def to(self, device: str | int | torch.device) -> ClassificationMetrics:
+        """Move the state to the host or the current GPU.
+
+        Parameters
+        ----------
+        device : str, int or torch.device
+            ``"cpu"`` / ``"numpy"``: the host (NumPy backend); ``"cuda"`` (or a
+            torch device / index): the current GPU.
+
+        Returns
+        -------
+        ClassificationMetrics
+            This object (moved in place).
+
+        Raises
+        ------
+        ValueError
+            ``device`` names neither.
+        BackendUnavailableError
+            A GPU was asked for where the ``cuda`` backend cannot run.
+
+        See Also
+        --------
+        state_dict : The state as plain arrays.
+        """
         name = str(getattr(device, "type", device))
         if name.startswith("cuda") or isinstance(device, int):
             target = get_backend_implementation("cuda")
@@ -383,11 +583,12 @@ class ClassificationMetrics:
         snapshot = self.state_dict() if self._state is not None else None
         self._backend = target
         if snapshot is not None:
-            self._load_arrays(snapshot)
+            self._load_arrays(snapshot, target)
         return self
 
     def __repr__(self) -> str:
-        where = "empty" if self._state is None else f"{self._kind} on {self._backend.name}"
+        state = self._state
+        where = "empty" if state is None else f"{state.kind} on {state.backend.name}"
         return (f"ClassificationMetrics(num_classes={self.num_classes}, updates={self._updates}, "
                 f"{where})")
 
@@ -443,9 +644,9 @@ def _all_reduce_words(tensor, dist, group) -> None:
     if tensor.is_cuda:
         parts = parts.to(tensor.device)
     dist.all_reduce(parts, group=group)
-    parts = [int(v) for v in parts.cpu().tolist()]
+    summed = [int(v) for v in parts.cpu().tolist()]
     for j, i in enumerate((0, 2)):
-        value = parts[j] + (parts[2 + j] << 32) + ((parts[4 + j] % (1 << 64)) << 64)
+        value = summed[j] + (summed[2 + j] << 32) + ((summed[4 + j] % (1 << 64)) << 64)
         value %= 1 << 128
         words[i], words[i + 1] = value & ((1 << 64) - 1), value >> 64
     tensor.copy_(torch.from_numpy(words.view(np.int64)).to(tensor.device))
@@ -465,26 +666,50 @@ class StreamingReport:
     ``_error_bound``). ``per_class``, ``calibration`` and
     ``confusion_matrix`` hold the arrays; :meth:`to_dict` reads everything
     back as Python numbers.
+
+    Parameters
+    ----------
+    metrics : ClassificationMetrics
+        The state reported, which must hold an update.
+    label_values, score_values : array
+        What its compute launches wrote (layouts of :mod:`metrics_gpu._formulas`;
+        ``score_values`` is None for a state of labels).
+
+    See Also
+    --------
+    ClassificationMetrics.compute : Where a report comes from.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from metrics_gpu import ClassificationMetrics
+    >>> metrics = ClassificationMetrics(2)
+    >>> metrics.update(np.array([0, 1, 1, 1]), np.array([0, 1, 0, 1]))
+    >>> report = metrics.compute()
+    >>> float(report["accuracy"]), report.to_dict()["per_class"]["support"]
+    (0.75, [1, 3])
     """
 
-    def __init__(self, metrics: ClassificationMetrics, label_values, score_values):
-        self._backend = metrics._backend
+    def __init__(self, metrics: ClassificationMetrics, label_values: Any,
+                 score_values: Any) -> None:
+        state = metrics._held_state()
+        self._backend: Backend = state.backend
         self._like = metrics._like
         self._spec = metrics._spec
-        self._kind = metrics._kind
+        self._kind = state.kind
         self._label_values = label_values
         self._score_values = score_values
-        state = metrics._state.arrays
+        arrays = state.arrays
         k = metrics.num_classes
-        counts = state["counts"]
+        counts = arrays["counts"]
         self._support = (counts.view(np.int64) if counts.dtype == np.uint64 else counts)[k:2 * k]
-        matrix = state.get("matrix")
+        matrix = arrays.get("matrix")
         self._matrix = None if matrix is None else (
             matrix.view(np.int64) if matrix.dtype == np.uint64 else matrix).copy()
-        self._checks = state["checks"]
-        self._histogram = None if "histogram" not in state else state["histogram"].copy()
+        self._checks = arrays["checks"]
+        self._histogram = None if "histogram" not in arrays else arrays["histogram"].copy()
 
-    def _out(self, value):
+    def _out(self, value: Any) -> Any:
         return self._backend.to_framework(value, self._like)
 
     @property
@@ -508,22 +733,23 @@ class StreamingReport:
                 out[name] = self._out(values[F.STREAM_SLOT[name]])
         return out
 
-    def __getitem__(self, name: str):
+    def __getitem__(self, name: str) -> Any:
         metrics = self.metrics
         if name not in metrics:
             raise KeyError(f"{name!r} is not a metric of this report; it has {sorted(metrics)}")
         return metrics[name]
 
-    def keys(self):
+    def keys(self) -> KeysView[str]:
+        """The names of the scalar metrics."""
         return self.metrics.keys()
 
     @property
-    def total(self):
+    def total(self) -> Any:
         """Counted samples (the sum of their weights when weighted)."""
         return self._out(self._label_values[F.SLOT["total"]])
 
     @property
-    def invalid(self):
+    def invalid(self) -> Any:
         """Samples left out (bad targets, predictions, scores or weights)."""
         return self._out(self._checks[:1].view(np.int64)[0])
 
@@ -554,7 +780,7 @@ class StreamingReport:
                 for i, name in enumerate(("proportion", "confidence", "accuracy"))}
 
     @property
-    def confusion_matrix(self):
+    def confusion_matrix(self) -> Any:
         """The K x K matrix (rows actual, columns predicted), or None when not kept."""
         return None if self._matrix is None else self._out(self._matrix)
 
@@ -577,10 +803,34 @@ class StreamingReport:
 
     # -- pictures (metrics_gpu.plot, the [plot] extra) ----------------------------------
 
-    def plot_confusion_matrix(self, ax=None, normalize=None, max_classes=20, **kwargs):
-        """Draw the confusion matrix (:func:`metrics_gpu.plot.plot_confusion_matrix`;
-        ``kwargs`` go to it). Returns the matplotlib Axes. Raises ``ValueError``
-        when the state kept no matrix."""
+    def plot_confusion_matrix(self, ax: Any = None, normalize: Normalize | None = None,
+                              max_classes: int = 20, **kwargs: Any) -> Any:
+        """Draw the confusion matrix (:func:`metrics_gpu.plot.plot_confusion_matrix`).
+
+        Parameters
+        ----------
+        ax : matplotlib Axes, optional
+            Where to draw; default a new figure.
+        normalize : {None, "true", "pred", "all"}, default None
+            Divide by the row sums, the column sums or the total.
+        max_classes : int, default 20
+            With more classes, only the most confused are shown.
+        **kwargs
+            Passed to :func:`metrics_gpu.plot.plot_confusion_matrix`.
+
+        Returns
+        -------
+        matplotlib Axes
+
+        Raises
+        ------
+        ValueError
+            The state kept no matrix.
+
+        See Also
+        --------
+        confusion_matrix : The matrix itself.
+        """
         from metrics_gpu.plot import plot_confusion_matrix
 
         if self._matrix is None:
@@ -589,32 +839,67 @@ class StreamingReport:
         return plot_confusion_matrix(_to_numpy(self._matrix), ax=ax, normalize=normalize,
                                      max_classes=max_classes, **kwargs)
 
-    def plot_reliability(self, ax=None, **kwargs):
+    def plot_reliability(self, ax: Any = None, **kwargs: Any) -> Any:
         """Draw the reliability diagram of the calibration bins, with the
-        expected calibration error (:func:`metrics_gpu.plot.plot_reliability`;
-        ``kwargs`` go to it). Returns the matplotlib Axes. States of scores only."""
+        expected calibration error (:func:`metrics_gpu.plot.plot_reliability`).
+
+        Parameters
+        ----------
+        ax : matplotlib Axes, optional
+            Where to draw; default a new figure.
+        **kwargs
+            Passed to :func:`metrics_gpu.plot.plot_reliability`.
+
+        Returns
+        -------
+        matplotlib Axes
+
+        Raises
+        ------
+        ValueError
+            The state holds labels (a diagram needs scores).
+
+        See Also
+        --------
+        calibration : The bins drawn.
+        """
         from metrics_gpu.plot import plot_reliability
 
-        if self._kind != "scores":
+        calibration = self.calibration
+        if calibration is None:
             raise ValueError("preds: a reliability diagram needs a state of (N, K) scores; "
                              "this one holds labels")
-        bins = {name: _to_numpy(values) for name, values in self.calibration.items()}
+        bins = {name: _to_numpy(values) for name, values in calibration.items()}
         kwargs.setdefault("expected_calibration_error",
                           float(_to_numpy(self.metrics["expected_calibration_error"])))
         return plot_reliability(bins["proportion"], bins["confidence"], bins["accuracy"],
                                 ax=ax, **kwargs)
 
     @property
-    def histogram(self):
+    def histogram(self) -> Any:
         """The ``(2, K, H)`` probability histogram of a state built with
         ``thresholds=H`` (as the state held it at compute), or None."""
         return self._histogram
 
     def curves(self) -> tuple[list[dict], list[dict]]:
-        """Each class's binned ROC and precision-recall curve,
-        :func:`metrics_gpu.plot.binned_curves` of the state's histogram (NumPy
-        arrays), with ``"auc"`` and ``"average_precision"`` added from
-        ``per_class``. Needs a state of scores built with ``thresholds=H``."""
+        """Each class's binned ROC and precision-recall curve.
+
+        Returns
+        -------
+        roc, pr : list of dict
+            Per class, :func:`metrics_gpu.plot.binned_curves` of the state's
+            histogram (NumPy arrays), with ``"auc"`` and
+            ``"average_precision"`` added from ``per_class``.
+
+        Raises
+        ------
+        ValueError
+            Not a state of scores built with ``thresholds=H``.
+
+        See Also
+        --------
+        plot_roc, plot_precision_recall : Draw them.
+        """
         from metrics_gpu.plot import binned_curves
 
         if self._histogram is None:
@@ -629,21 +914,59 @@ class StreamingReport:
             roc_curve["auc"], pr_curve["average_precision"] = float(auc[k]), float(ap[k])
         return roc, pr
 
-    def plot_roc(self, ax=None, classes=None, **kwargs):
+    def plot_roc(self, ax: Any = None, classes: Sequence[int] | None = None,
+                 **kwargs: Any) -> Any:
         """Draw the binned ROC curves (:meth:`curves`, through
-        :func:`metrics_gpu.plot.plot_roc`; ``kwargs`` go to it): class 1 for
-        K = 2, every class and the macro average for K <= 10, the macro
-        average of all classes alone beyond, or the class codes ``classes``.
-        Returns the matplotlib Axes."""
+        :func:`metrics_gpu.plot.plot_roc`).
+
+        Parameters
+        ----------
+        ax : matplotlib Axes, optional
+            Where to draw; default a new figure.
+        classes : sequence of int, optional
+            The class codes to draw; default class 1 for K = 2, every class
+            and the macro average for K <= 10, the macro average of all
+            classes alone beyond.
+        **kwargs
+            Passed to :func:`metrics_gpu.plot.plot_roc`.
+
+        Returns
+        -------
+        matplotlib Axes
+
+        See Also
+        --------
+        curves : The curves drawn.
+        plot_precision_recall : The precision-recall curves.
+        """
         from metrics_gpu.plot import chosen_curves, plot_roc
 
         roc, _ = self.curves()
         return plot_roc(chosen_curves(roc, classes, kwargs), ax=ax, **kwargs)
 
-    def plot_precision_recall(self, ax=None, classes=None, **kwargs):
+    def plot_precision_recall(self, ax: Any = None, classes: Sequence[int] | None = None,
+                              **kwargs: Any) -> Any:
         """Draw the binned precision-recall curves, as :meth:`plot_roc` draws
         the ROC curves (:func:`metrics_gpu.plot.plot_precision_recall`).
-        Returns the matplotlib Axes."""
+
+        Parameters
+        ----------
+        ax : matplotlib Axes, optional
+            Where to draw; default a new figure.
+        classes : sequence of int, optional
+            The class codes to draw (default as :meth:`plot_roc`).
+        **kwargs
+            Passed to :func:`metrics_gpu.plot.plot_precision_recall`.
+
+        Returns
+        -------
+        matplotlib Axes
+
+        See Also
+        --------
+        curves : The curves drawn.
+        plot_roc : The ROC curves.
+        """
         from metrics_gpu.plot import chosen_curves, plot_precision_recall
 
         _, pr = self.curves()

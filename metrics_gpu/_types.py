@@ -24,5 +24,10 @@ MultiClass = Literal["raise", "ovr", "ovo"]
 ZeroDivision = Union[Literal["warn"], float]
 # What a scores argument holds: raw logits or probabilities.
 ScoresAre = Literal["logits", "probabilities"]
+# When the streaming state checks its inputs (ClassificationMetrics' validate):
+# at compute, at each update, or never (bad samples counted, left out).
+StreamValidate = Literal["deferred", "eager", False]
+# The norm of the calibration error: expected (l1), root mean square, maximum.
+CalibrationNorm = Literal["l1", "l2", "max"]
 # Whether label_report builds the K x K matrix.
 ConfusionMatrixOption = Union[Literal["auto"], bool]

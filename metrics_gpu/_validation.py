@@ -21,7 +21,14 @@ import numpy as np
 from metrics_gpu._backend import is_device_array, resolve_backend
 from metrics_gpu._kernels import SCORE_MAX_TOP_K
 from metrics_gpu._state import Bfloat16Bits, bfloat16_dtype
-from metrics_gpu._types import Average, KappaWeights, MultiClass, Normalize, RankingAverage
+from metrics_gpu._types import (
+    Average,
+    ConfusionMatrixOption,
+    KappaWeights,
+    MultiClass,
+    Normalize,
+    RankingAverage,
+)
 from metrics_gpu.testing import record
 
 AVERAGE_OPTIONS = (None, *get_args(Average))
@@ -127,10 +134,11 @@ def check_num_classes(num_classes, name: str = "num_classes") -> int | None:
 
 
 def _in_bytes(size: int) -> str:
+    scaled: float = size  # in the unit of the loop
     for unit in ("bytes", "KiB", "MiB", "GiB", "TiB", "PiB", "EiB"):
-        if size < 1024 or unit == "EiB":
-            return f"{size:,} bytes" if unit == "bytes" else f"{size:,.1f} {unit}"
-        size /= 1024
+        if scaled < 1024 or unit == "EiB":
+            return f"{size:,} bytes" if unit == "bytes" else f"{scaled:,.1f} {unit}"
+        scaled /= 1024
     raise AssertionError("unreachable")
 
 
@@ -339,38 +347,40 @@ def _exact_or_float_weights(weight, backend):
 
 
 def check_sample_weight(sample_weight, n_samples: int, backend, validate: bool,
-                        allow_all_zero: bool = True, labels=None, ignore_index=None):
+                        allow_all_zero: bool = True, labels=None, ignore_index=None,
+                        name: str = "sample_weight"):
     """``(N,)`` finite, non-negative weights on ``backend``.
 
     With ``validate`` and not ``allow_all_zero`` (the scikit-learn-compatible
     functions), weights that are all 0 on the counted samples (``labels`` not
     ``ignore_index``) are rejected, as scikit-learn 1.9 rejects them: a rate
     over no weight is undefined. Streaming states and CatBoost's metrics allow
-    them (a batch of zero weight adds nothing)."""
+    them (a batch of zero weight adds nothing). ``name`` is the caller's name
+    of the weights (CatBoost's ``weight``), for the messages."""
     if sample_weight is None:
         return None
     weight = _to_backend(sample_weight, backend)
     if weight.ndim != 1:
         raise ValueError(
-            f"sample_weight must be 1-D, got shape {tuple(weight.shape)}"
+            f"{name} must be 1-D, got shape {tuple(weight.shape)}"
         )
     if weight.shape[0] != n_samples:
         raise ValueError(
-            f"sample_weight has {weight.shape[0]} entries but y_true has {n_samples} samples"
+            f"{name} has {weight.shape[0]} entries but y_true has {n_samples} samples"
         )
     if weight.dtype.kind not in "fiub":
-        raise ValueError(f"sample_weight must be numeric, got dtype {weight.dtype}")
+        raise ValueError(f"{name} must be numeric, got dtype {weight.dtype}")
     if validate and weight.dtype.kind == "f":
         i = _first_nonfinite(weight, backend)
         if i is not None:
             raise ValueError(
-                f"sample_weight must be finite; found {weight[i].item()!r} at index {i}"
+                f"{name} must be finite; found {weight[i].item()!r} at index {i}"
             )
     if validate and weight.dtype.kind in "if":
         i = _first_true(weight < 0, backend)
         if i is not None:
             raise ValueError(
-                f"sample_weight must be non-negative; found {weight[i].item()!r} at index {i}"
+                f"{name} must be non-negative; found {weight[i].item()!r} at index {i}"
             )
     if validate and not allow_all_zero:
         counted = weight
@@ -462,12 +472,14 @@ def flatten_positions(y_true, y_pred, backend, pred_name: str = "y_pred"):
 def check_label_inputs(y_true, y_pred, *, num_classes=None, sample_weight=None,
                        ignore_index=None, validate=True, extra_classes=0,
                        deterministic=False, allow_all_zero_weight=True,
-                       pred_name: str = "y_pred") -> LabelInputs:
+                       pred_name: str = "y_pred",
+                       weight_name: str = "sample_weight") -> LabelInputs:
     """Check ``y_true``/``y_pred`` (labels, or ``(N, K)`` scores reduced by argmax).
 
     ``extra_classes`` is the smallest K a caller needs regardless of the data
-    (``max(labels) + 1`` for scikit-learn's ``labels=``). ``pred_name`` is the
-    caller's name of ``y_pred`` (CatBoost's ``approx``), for the messages.
+    (``max(labels) + 1`` for scikit-learn's ``labels=``). ``pred_name`` and
+    ``weight_name`` are the caller's names of ``y_pred`` and ``sample_weight``
+    (CatBoost's ``approx`` and ``weight``), for the messages.
     """
     if not isinstance(validate, bool):
         raise ValueError(f"validate must be True or False, got {validate!r}")
@@ -502,7 +514,7 @@ def check_label_inputs(y_true, y_pred, *, num_classes=None, sample_weight=None,
             f"y_true has {n} samples but {pred_name} has {y_pred_labels.shape[0]}"
         )
     weight = check_sample_weight(sample_weight, n, backend, validate, allow_all_zero_weight,
-                                 y_true, ignore_index)
+                                 y_true, ignore_index, name=weight_name)
 
     if validate:
         high_true = _label_range(y_true, "y_true", backend, num_classes, ignore_index)
@@ -597,9 +609,9 @@ def _check_probability_range(values, name: str, backend, takes_logits: bool) -> 
         i = _first_true((rows < 0) | (rows > 1), backend)
         if i is None:
             continue
-        index = np.unravel_index(i, rows.shape)
-        found = rows[index].item()
-        index = (start + int(index[0]), *(int(v) for v in index[1:]))
+        in_chunk = np.unravel_index(i, rows.shape)
+        found = rows[in_chunk].item()
+        index = (start + int(in_chunk[0]), *(int(v) for v in in_chunk[1:]))
         hint = "; for logits (raw scores), pass from_logits=True" if takes_logits else ""
         raise ValueError(
             f"{name} must hold probabilities in [0, 1]; found {found!r} at "
@@ -611,7 +623,8 @@ def _check_probability_range(values, name: str, backend, takes_logits: bool) -> 
 def check_score_inputs(y_true, scores, *, name: str = "y_score", kind: str = "probabilities",
                        sample_weight=None, labels=None, ignore_index=None, validate=True,
                        binary_threshold=None, allow_all_zero_weight=True,
-                       takes_logits: bool = False) -> ScoreInputs:
+                       takes_logits: bool = False,
+                       weight_name: str = "sample_weight") -> ScoreInputs:
     """Check targets and ``(N, K)`` scores (or ``(N,)`` scores of class 1).
 
     ``kind`` says what the scores are: ``"probabilities"`` (in [0, 1]; rows
@@ -622,7 +635,8 @@ def check_score_inputs(y_true, scores, *, name: str = "y_score", kind: str = "pr
     class codes of the columns; targets are mapped to column positions, and
     the rows whose target is ``ignore_index`` to :data:`IGNORED_POSITION`.
     ``takes_logits`` says that the caller has ``from_logits=``, which a
-    probability out of [0, 1] then suggests.
+    probability out of [0, 1] then suggests. ``weight_name`` is the caller's
+    name of ``sample_weight`` (CatBoost's ``weight``), for the messages.
     """
     if not isinstance(validate, bool):
         raise ValueError(f"validate must be True or False, got {validate!r}")
@@ -649,7 +663,7 @@ def check_score_inputs(y_true, scores, *, name: str = "y_score", kind: str = "pr
             "a binary problem"
         )
     weight = check_sample_weight(sample_weight, n, backend, validate, allow_all_zero_weight,
-                                 targets, ignore_index)
+                                 targets, ignore_index, name=weight_name)
     if validate and kind == "probabilities":
         _check_probability_range(values, name, backend, takes_logits)
     if binary_column:
@@ -828,12 +842,13 @@ class RankingInputs:
     score_eps: float = 0.0  # eps of the caller's score type (before any widening)
 
 
-def check_ranking_inputs(y_true, y_score, sample_weight=None,
-                         score_name: str = "y_score") -> RankingInputs:
+def check_ranking_inputs(y_true, y_score, sample_weight=None, score_name: str = "y_score",
+                         weight_name: str = "sample_weight") -> RankingInputs:
     """Labels, finite scores ((N,), (N, 1) flattened, or (N, K)) and weights of one length.
 
     Reads back one flag per check (and an index when a check fails), never the
-    data. ``score_name`` is the caller's name of ``y_score``, for the messages.
+    data. ``score_name`` and ``weight_name`` are the caller's names of
+    ``y_score`` and ``sample_weight``, for the messages.
     """
     backend = resolve_backend(y_true, y_score, sample_weight)
     labels = _as_label_array(y_true, "y_true", backend, validate=True)
@@ -862,7 +877,8 @@ def check_ranking_inputs(y_true, y_score, sample_weight=None,
                 f"{score_name} must hold finite scores; found {scores.reshape(-1)[i].item()!r} at "
                 f"{_position(i, scores.shape)}"
             )
-    weight = check_sample_weight(sample_weight, n, backend, validate=True, allow_all_zero=True)
+    weight = check_sample_weight(sample_weight, n, backend, validate=True, allow_all_zero=True,
+                                 name=weight_name)
     return RankingInputs(labels, scores, weight, backend, source=y_true, score_eps=score_eps)
 
 
@@ -945,7 +961,9 @@ def _check_label_value(value, name: str):
     if isinstance(value, numbers.Integral):
         return int(value)
     if isinstance(value, numbers.Real) and math.isfinite(value) and float(value).is_integer():
-        return int(value)
+        # typeshed's Real.__trunc__ returns an Integral-like, not int, so no int()
+        # overload matches; every finite Real converts (NumPy floats by __int__).
+        return int(value)  # type: ignore[call-overload]
     raise ValueError(f"{name} must be a class code (an integer), got {value!r}")
 
 
@@ -1013,7 +1031,7 @@ def check_multiclass_scores(inputs: RankingInputs, classes: np.ndarray) -> None:
         )
 
 
-def check_multi_class(multi_class) -> str:
+def check_multi_class(multi_class) -> MultiClass:
     if multi_class not in MULTI_CLASS_OPTIONS:
         raise ValueError(f"multi_class must be one of {MULTI_CLASS_OPTIONS}, got {multi_class!r}")
     return multi_class
@@ -1353,6 +1371,7 @@ def check_top_k(top_k, *, allow_empty: bool = False) -> tuple:
     """``top_k``: a positive integer or a sequence of them (at most
     :data:`~metrics_gpu._kernels.SCORE_MAX_TOP_K`, the kernels' limit); empty (or
     None) only with ``allow_empty``."""
+    values: tuple | None
     if _is_int(top_k):
         values = (top_k,)
     elif top_k is None and allow_empty:
@@ -1390,7 +1409,7 @@ def check_int_range(value, name: str, low: int, high: int, *, allow_none: bool =
 CONFUSION_MATRIX_OPTIONS = ("auto", True, False)
 
 
-def check_confusion_matrix_option(value) -> str | bool:
+def check_confusion_matrix_option(value) -> ConfusionMatrixOption:
     """``confusion_matrix`` of the reports and the streaming state: "auto"
     (the K x K matrix while it is the dense state, K <= 2048), True or False."""
     if value is None or value not in CONFUSION_MATRIX_OPTIONS or isinstance(value, (int, float)) \

@@ -13,6 +13,7 @@ import os
 import sys
 import time
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 
@@ -56,7 +57,7 @@ def _pred_holds_scores(source: str | None) -> bool:
 
 def _progress_bars(quiet: bool):
     """Progress bars on stderr (rows, rows/s, ETA) when it is a terminal."""
-    bars = []
+    bars: list[Any] = []  # tqdm bars
     if quiet or not sys.stderr.isatty():
         return None, bars
     from tqdm import tqdm

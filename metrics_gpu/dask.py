@@ -275,14 +275,14 @@ def _cells_of_chunk(y_true, y_pred, sample_weight, *, index, offset, num_classes
     return _group_cells(inputs.y_true, pred, None, inputs.sample_weight, xp, backend.to_host)
 
 
-def _merge_cells(*parts) -> ConfusionCells | None:
-    parts = [p for p in parts if p is not None]
-    if len(parts) <= 1:
-        return parts[0] if parts else None
-    weighted = parts[0].weight is not None
+def _merge_cells(*parts: ConfusionCells | None) -> ConfusionCells | None:
+    present = [p for p in parts if p is not None]
+    if len(present) <= 1:
+        return present[0] if present else None
+    weighted = present[0].weight is not None
 
     def joined(field):
-        return np.concatenate([getattr(p, field) for p in parts])
+        return np.concatenate([getattr(p, field) for p in present])
 
     return _group_cells(joined("true"), joined("pred"), joined("count"),
                         joined("weight") if weighted else None, np, np.asarray)
@@ -464,13 +464,13 @@ def _state_of_chunk(y_true, preds, sample_weight, *, index, offset, spec,
     return state
 
 
-def _merge_states(spec: dict, *states) -> dict | None:
-    states = [s for s in states if s is not None]
-    if len(states) <= 1:
-        return states[0] if states else None
+def _merge_states(spec: dict, *states: dict | None) -> dict | None:
+    present = [s for s in states if s is not None]
+    if len(present) <= 1:
+        return present[0] if present else None
     merged = ClassificationMetrics(**spec)
-    merged.load_state_dict(states[0])
-    for state in states[1:]:
+    merged.load_state_dict(present[0])
+    for state in present[1:]:
         other = ClassificationMetrics(**spec)
         other.load_state_dict(state)
         merged.merge(other)

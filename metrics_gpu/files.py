@@ -40,6 +40,7 @@ from typing import Any, Callable
 import numpy as np
 
 from metrics_gpu._formulas import defined_averages, softmax_rows
+from metrics_gpu._types import ScoresAre
 
 ARROW_SUFFIXES = (".parquet", ".pq", ".arrow", ".feather", ".ipc")
 TEXT_SUFFIXES = (".csv", ".txt")
@@ -93,8 +94,10 @@ class ColumnReader:
     width: int | None
     dtype: np.dtype
 
-    def __init__(self, argument: str, path: Path, selector: str | None, role: str):
+    def __init__(self, argument: str, path: Path, selector: str | None, role: str, *,
+                 from_logits: bool = True):
         self.argument, self.path, self.selector, self.role = argument, path, selector, role
+        self.from_logits = from_logits  # (N,) scores: logits, else probabilities
         self.position = 0  # rows read so far
 
     def problem(self, message: str) -> FileProblem:
@@ -188,7 +191,7 @@ def _npy_header_problem(error: Exception) -> str:
 
 def _readinto(stream, out: np.ndarray) -> int:
     """Read bytes into ``out`` until it is full or the stream ends; bytes read."""
-    view = memoryview(out.reshape(-1).view(np.uint8))
+    view = out.reshape(-1).view(np.uint8).data  # a memoryview of its bytes
     done = 0
     while done < view.nbytes:
         got = stream.readinto(view[done:])
@@ -201,9 +204,10 @@ def _readinto(stream, out: np.ndarray) -> int:
 class NpyReader(ColumnReader):
     """A ``.npy`` file, or a member of an ``.npz`` archive, read as a byte stream."""
 
+    rows: int  # from the header
+
     def __init__(self, argument, path, selector, role, *, from_logits=True):
-        super().__init__(argument, path, selector, role)
-        self.from_logits = from_logits
+        super().__init__(argument, path, selector, role, from_logits=from_logits)
         self.stream = self._open()
         try:
             version = np.lib.format.read_magic(self.stream)
@@ -292,8 +296,7 @@ class TextReader(ColumnReader):
     """A ``.csv`` (comma) or ``.txt`` (whitespace) file, with an optional header row."""
 
     def __init__(self, argument, path, selector, role, *, from_logits=True):
-        super().__init__(argument, path, selector, role)
-        self.from_logits = from_logits
+        super().__init__(argument, path, selector, role, from_logits=from_logits)
         self.delimiter = "," if path.suffix == ".csv" else None
         try:
             self.file = open(path, encoding="utf-8")
@@ -373,8 +376,7 @@ class ArrowReader(ColumnReader):
     """Parquet, Arrow IPC (file or stream) and Feather, batch by batch, through pyarrow."""
 
     def __init__(self, argument, path, selector, role, *, from_logits=True):
-        super().__init__(argument, path, selector, role)
-        self.from_logits = from_logits
+        super().__init__(argument, path, selector, role, from_logits=from_logits)
         try:
             pa = _pyarrow()
         except FileProblem as error:
@@ -477,11 +479,13 @@ class ArrowReader(ColumnReader):
                     pa.types.is_fixed_size_list(column.type):
                 flat = column.flatten().to_numpy(zero_copy_only=False)
                 width = self.width
+                if width is None:  # one-element lists of labels or weights: a (N,) column
+                    width = 1
                 if flat.size != len(column) * width or (
                         not pa.types.is_fixed_size_list(column.type)
                         and (np.diff(np.asarray(column.offsets)) != width).any()):
                     raise self.problem(f"the lists of column {name!r} are not all {width} long")
-                columns.append(flat.reshape(len(column), width))
+                columns.append(flat.reshape(len(column), *self.shape_tail))
             else:
                 columns.append(column.to_numpy(zero_copy_only=False))
         return columns[0] if len(columns) == 1 else np.stack(columns, axis=1)
@@ -591,8 +595,8 @@ class _Prefetch:
                         for name, reader in self.readers.items()}
                 counts = set(rows.values())
                 if len(counts) > 1:
-                    short = min(rows, key=rows.get)
-                    long_ = max(rows, key=rows.get)
+                    short = min(rows, key=rows.__getitem__)
+                    long_ = max(rows, key=rows.__getitem__)
                     raise FileProblem(
                         f"{OPTIONS[short]} {self.readers[short].path}: ends after "
                         f"{self.readers[short].position:,} rows, but "
@@ -714,7 +718,9 @@ class _ExactScores:
     def __init__(self, xp, rows: int | None, num_classes: int, dtype, weighted: bool,
                  from_logits: bool):
         self.xp, self.from_logits, self.filled = xp, from_logits, 0
-        self.parts = None if rows is not None else []
+        # Unknown rows (text files, Arrow streams): (targets, probabilities,
+        # weights) per chunk, joined at the end.
+        self.parts: list[tuple] | None = None if rows is not None else []
         if rows is not None:
             self.targets = xp.empty(rows, np.int64)
             self.probabilities = xp.empty((rows, num_classes), dtype)
@@ -870,7 +876,7 @@ def find_classes(sources: dict[str, str | None], *, ignore_index=None, chunk_row
 
 
 def evaluate_files(sources: dict[str, str | None], *, num_classes: int | None = None,
-                   ignore_index: int | None = None, scores_are: str = "logits",
+                   ignore_index: int | None = None, scores_are: ScoresAre = "logits",
                    top_k=(1, 5), n_bins: int = 15, auc: str = "auto", thresholds: int = 1000,
                    backend: str | None = None, chunk_rows: int | None = None, curves: bool = False,
                    progress: Callable[[str, int | None], Callable[[int], None]] | None = None
@@ -932,7 +938,7 @@ def evaluate_files(sources: dict[str, str | None], *, num_classes: int | None = 
             auc_mode = _auc_mode(auc, rows, num_classes, score_reader, backend, readers)
         # Remapped codes are positions 0..P-1: ignored targets become -1.
         state_ignore = ignore_index if class_codes is None or ignore_index is None else -1
-        common = dict(ignore_index=state_ignore, validate="deferred")
+        common: dict[str, Any] = dict(ignore_index=state_ignore, validate="deferred")
         label_state = (ClassificationMetrics(num_classes, **common)
                        if "y_pred" in readers else None)
         score_state = None
@@ -991,9 +997,11 @@ def _stream(readers, backend: str, chunk_rows: int, label_state, score_state, lu
     staging = (_CudaStaging if backend == "cuda" else _HostStaging)(readers, chunk_rows)
     exact = None
     if auc_mode == "exact":
-        xp = np
+        xp: Any = np
         if backend == "cuda":
-            import cupy as xp
+            import cupy
+
+            xp = cupy
         score_reader = readers["scores"]
         exact = _ExactScores(xp, score_reader.rows, num_classes, score_reader.dtype,
                              "sample_weight" in readers, from_logits)
@@ -1086,7 +1094,7 @@ class PredictionReport:
         self.labels = stream_label_report(evaluation.labels or evaluation.scores,
                                           class_codes=codes, class_names=class_names)
         self.streaming = None if evaluation.scores is None else evaluation.scores.compute()
-        self._scores = None
+        self._scores: dict[str, Any] | None = None
 
     @property
     def rows(self) -> int:
@@ -1143,8 +1151,10 @@ class PredictionReport:
         return json.dumps(self.to_dict(), **kwargs)
 
     def _score_lines(self, digits: int) -> list[tuple[str, str]]:
-        rows = []
+        rows: list[tuple[str, str]] = []
         values = self.scores
+        if values is None:  # no scores: no lines
+            return rows
         for name, value in values.items():
             if name in ("per_class", "calibration") or name.endswith("_error_bound"):
                 continue
@@ -1184,10 +1194,11 @@ class PredictionReport:
         binned histogram (:meth:`metrics_gpu.StreamingReport.curves`), with the
         report's ROC AUC / AP (exact ones when computed) in ``"auc"`` and
         ``"average_precision"``."""
-        if self.streaming is None:
+        scores = self.scores
+        if self.streaming is None or scores is None:
             raise ValueError("the ROC and precision-recall curves need scores (--scores)")
         roc, pr = self.streaming.curves()
-        per_class = self.scores["per_class"]
+        per_class = scores["per_class"]
         for k, (roc_curve, pr_curve) in enumerate(zip(roc, pr)):
             roc_curve["auc"] = per_class["roc_auc"][k]
             pr_curve["average_precision"] = per_class["average_precision"][k]

@@ -257,6 +257,19 @@ def macro_average_curve(curves, *, rising_ties: bool = True):
     return np.repeat(grid, 2), np.column_stack([left, right]).ravel() / len(defined)
 
 
+def _draw_macro_average(ax, arrays: dict, macro, area_name: str, *, rising_ties: bool) -> None:
+    """The macro-average curve of ``arrays`` (``(x, y, area)`` per curve), when
+    ``macro`` asks for it, labelled with the mean of the areas."""
+    if not _draws_macro(macro, len(arrays)):
+        return
+    average = macro_average_curve([(x, y) for x, y, _ in arrays.values()],
+                                  rising_ties=rising_ties)
+    if average is not None:
+        area = _mean_area(area for _, _, area in arrays.values())
+        ax.plot(*average, color="navy", linestyle=":", linewidth=3,
+                label=_label("macro average", area_name, area))
+
+
 def _finish_unit_square(ax, xlabel: str, ylabel: str, title: str, legend_loc: str) -> None:
     ax.set(xlim=UNIT_LIMITS, ylim=UNIT_LIMITS, xlabel=xlabel, ylabel=ylabel, title=title)
     ax.set_aspect("equal")
@@ -304,12 +317,7 @@ def plot_roc(curves, *, ax=None, title=None, macro=None):
     if macro != "only":
         for name, (fpr, tpr, auc) in arrays.items():
             ax.plot(fpr, tpr, label=_label(name, "AUC", auc))
-    if _draws_macro(macro, len(arrays)):
-        average = macro_average_curve([(fpr, tpr) for fpr, tpr, _ in arrays.values()])
-        if average is not None:
-            area = _mean_area(auc for _, _, auc in arrays.values())
-            ax.plot(*average, color="navy", linestyle=":", linewidth=3,
-                    label=_label("macro average", "AUC", area))
+    _draw_macro_average(ax, arrays, macro, "AUC", rising_ties=True)
     ax.plot([0, 1], [0, 1], color="k", linestyle="--", label="chance level (AUC = 0.5)")
     _finish_unit_square(ax, "False Positive Rate", "True Positive Rate",
                         "ROC curve" if title is None else title, "lower right")
@@ -360,14 +368,7 @@ def plot_precision_recall(curves, *, ax=None, title=None, macro=None):
             if recall.size > 1 and recall[0] < recall[-1]:
                 recall, precision = recall[::-1], precision[::-1]
             ax.plot(recall, precision, drawstyle="steps-post", label=_label(name, "AP", ap))
-    if _draws_macro(macro, len(arrays)):
-        average = macro_average_curve([(recall, precision)
-                                       for recall, precision, _ in arrays.values()],
-                                      rising_ties=False)
-        if average is not None:
-            area = _mean_area(ap for _, _, ap in arrays.values())
-            ax.plot(*average, color="navy", linestyle=":", linewidth=3,
-                    label=_label("macro average", "AP", area))
+    _draw_macro_average(ax, arrays, macro, "AP", rising_ties=False)
     _finish_unit_square(ax, "Recall", "Precision",
                         "Precision-recall curve" if title is None else title, "lower left")
     return ax

@@ -10,14 +10,17 @@ kernel launch on the cuda and emulated backends, ``reduce_metrics.cu``).
 from __future__ import annotations
 
 import json
+from collections.abc import Callable, Sequence
 from dataclasses import replace
-from typing import Any, Callable
+from typing import Any
 
 import numpy as np
 
 from metrics_gpu import _formulas as F
 from metrics_gpu._backend import on_caller_stream
+from metrics_gpu._docs import shared_parameters
 from metrics_gpu._stages import Evaluation, accumulate, evaluate, one_pass
+from metrics_gpu._types import ArrayLike, ConfusionMatrixOption, Normalize
 from metrics_gpu._validation import check_confusion_matrix_option, check_label_inputs
 
 # The text report lists per-class rows and the matrix only up to this many
@@ -34,14 +37,14 @@ class LabelReport:
 
     Attributes
     ----------
-    metrics : dict
+    metrics : dict of str to float
         Overall metrics by name (see :data:`metrics_gpu.REPORT_METRICS`).
-    per_class : dict
+    per_class : dict of str to ndarray
         Per-class arrays by column name (precision, recall, f1, specificity,
         jaccard, support), aligned with ``classes``.
     classes : ndarray
         Class codes the report covers.
-    total : float
+    total : int or float
         Number of counted samples (sum of weights when weighted).
     invalid : int
         Samples left out for out-of-range labels (``validate=False`` only).
@@ -52,22 +55,45 @@ class LabelReport:
     """
 
     def __init__(self, resolve: Callable[[], dict[str, Any]]):
-        self._resolve = resolve
+        # Until the first access, the function that reads the numbers back;
+        # dropped once it has run (it holds the device buffers).
+        self._resolve: Callable[[], dict[str, Any]] | None = resolve
         self._fields: dict[str, Any] | None = None
 
-    def _field(self, name: str):
+    def _field(self, name: str) -> Any:
         if self._fields is None:
+            assert self._resolve is not None  # set until the fields are read
             self._fields = self._resolve()
             self._resolve = None
         return self._fields[name]
 
-    metrics = property(lambda self: self._field("metrics"))
-    per_class = property(lambda self: self._field("per_class"))
-    classes = property(lambda self: self._field("classes"))
-    total = property(lambda self: self._field("total"))
-    invalid = property(lambda self: self._field("invalid"))
-    confusion_matrix = property(lambda self: self._field("confusion_matrix"))
-    class_names = property(lambda self: self._field("class_names"))
+    @property
+    def metrics(self) -> dict[str, float]:
+        return self._field("metrics")
+
+    @property
+    def per_class(self) -> dict[str, np.ndarray]:
+        return self._field("per_class")
+
+    @property
+    def classes(self) -> np.ndarray:
+        return self._field("classes")
+
+    @property
+    def total(self) -> int | float:
+        return self._field("total")
+
+    @property
+    def invalid(self) -> int:
+        return self._field("invalid")
+
+    @property
+    def confusion_matrix(self) -> np.ndarray | None:
+        return self._field("confusion_matrix")
+
+    @property
+    def class_names(self) -> list[str]:
+        return self._field("class_names")
 
     def __repr__(self) -> str:
         if self._fields is None:
@@ -75,6 +101,7 @@ class LabelReport:
         return f"LabelReport(total={self.total!r}, metrics={self.metrics!r})"
 
     def to_dict(self) -> dict[str, Any]:
+        """The report as plain Python numbers, lists and dicts (JSON-ready)."""
         return {
             "total": _plain(self.total),
             "invalid": int(self.invalid),
@@ -88,10 +115,12 @@ class LabelReport:
             else self.confusion_matrix.tolist(),
         }
 
-    def to_json(self, **kwargs) -> str:
+    def to_json(self, **kwargs: Any) -> str:
+        """:meth:`to_dict` as JSON text (``kwargs`` go to :func:`json.dumps`)."""
         return json.dumps(self.to_dict(), **kwargs)
 
     def to_text(self, digits: int = 4) -> str:
+        """The metrics, then the per-class table while K <= 50, as aligned text."""
         lines = [
             f"samples: {_plain(self.total)}  classes: {self.classes.size}"
             + (f"  invalid (left out): {self.invalid}" if self.invalid else ""),
@@ -116,11 +145,13 @@ class LabelReport:
         return "\n".join(lines) + "\n"
 
     def to_markdown(self, digits: int = 4) -> str:
+        """The overall metrics as a Markdown table."""
         lines = ["| metric | value |", "| --- | --- |"]
         lines += [f"| {name} | {value:.{digits}f} |" for name, value in self.metrics.items()]
         return "\n".join(lines) + "\n"
 
-    def plot_confusion_matrix(self, ax=None, normalize=None, max_classes=20, **kwargs):
+    def plot_confusion_matrix(self, ax: Any = None, normalize: Normalize | None = None,
+                              max_classes: int = 20, **kwargs: Any) -> Any:
         """Draw the report's confusion matrix, ticks named by ``class_names``
         (:func:`metrics_gpu.plot.plot_confusion_matrix`, the ``[plot]`` extra;
         ``kwargs`` go to it). Returns the matplotlib Axes.
@@ -146,23 +177,52 @@ def _plain(value):
 
 
 @on_caller_stream
-def label_report(y_true, y_pred, *, num_classes=None, sample_weight=None,
-                 ignore_index=None, validate=True,
-                 deterministic=False, class_names=None, confusion_matrix="auto") -> LabelReport:
+@shared_parameters
+def label_report(y_true: ArrayLike, y_pred: ArrayLike, *, num_classes: int | None = None,
+                 sample_weight: ArrayLike | None = None, ignore_index: int | None = None,
+                 validate: bool = True, deterministic: bool = False,
+                 class_names: Sequence[str] | None = None,
+                 confusion_matrix: ConfusionMatrixOption = "auto") -> LabelReport:
     """Every label metric of ``y_true`` vs ``y_pred`` from one pass over the data.
 
     Classes covered: all ``num_classes`` codes if given (or implied by
     ``(N, K)`` scores), else the classes present in either input. Averages
     and kappa positions are over those classes, as in scikit-learn.
 
-    ``confusion_matrix``: keep the K x K matrix in the report ("auto": while
-    K <= 2048; no label metric needs it). With ``validate=False`` and K known
-    (scores, or ``num_classes``), the report is one pass of the streaming
-    state: on a GPU one update launch and one reduction launch, no host sync
-    (pass ``confusion_matrix=False`` in a training loop: no K x K buffer).
-    Samples a check would refuse are then left out and counted in
-    ``invalid``: labels out of range, rows of scores with a NaN or an
-    infinity, negative or non-finite weights.
+    With ``validate=False`` and K known (scores, or ``num_classes``), the
+    report is one pass of the streaming state: on a GPU one update launch and
+    one reduction launch, no host sync (pass ``confusion_matrix=False`` in a
+    training loop: no K x K buffer). Samples a check would refuse are then
+    left out and counted in ``invalid``: labels out of range, rows of scores
+    with a NaN or an infinity, negative or non-finite weights.
+
+    Parameters
+    ----------
+    {y_true_labels}
+    {y_pred_labels}
+    {num_classes}
+    {sample_weight}
+    {ignore_index}
+    {validate}
+    {deterministic}
+    class_names : sequence of str, optional
+        One name per class covered, in order, for the per-class table (a
+        wrong count raises a ``ValueError``); default the class codes.
+    confusion_matrix : "auto" or bool, default "auto"
+        Keep the K x K matrix in the report ("auto": while K <= 2048; no label
+        metric needs it).
+
+    Returns
+    -------
+    LabelReport
+        Read back from a GPU on the first access to any of its attributes.
+
+    See Also
+    --------
+    logits_report : Every score metric, from one read of the scores.
+    multiclass_quality_metrics : oneDAL's bundle, with oneDAL's conventions.
+    per_class_performance : pyActLearn's per-class table of a matrix.
+    classification_report : scikit-learn's per-class text report.
 
     Examples
     --------

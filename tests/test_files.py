@@ -72,6 +72,11 @@ def write_all_formats(directory, y_true, y_pred, logits, weight):
     pa.parquet.write_table(table, d / "all.parquet", row_group_size=1000)
     listed = table.set_column(3, "scores", pa.array(list(logits.astype(np.float64))))
     pa.parquet.write_table(listed, d / "lists.parquet", row_group_size=1500)
+    # Labels and weights as lists of one element (variable and fixed size).
+    singles = listed.set_column(0, "y_true", pa.array([[int(v)] for v in y_true]))
+    singles = singles.set_column(2, "weight", pa.FixedSizeListArray.from_arrays(
+        pa.array(weight), 1))
+    pa.parquet.write_table(singles, d / "singles.parquet", row_group_size=1500)
     pa.feather.write_feather(table, d / "all.feather", chunksize=900)
     with pa.ipc.new_stream(d / "all.arrows.arrow", table.schema) as writer:
         for batch in table.to_batches(max_chunksize=1100):
@@ -89,6 +94,8 @@ def write_all_formats(directory, y_true, y_pred, logits, weight):
                     "all.parquet:weight"),
         "parquet-lists": ("lists.parquet:y_true", "lists.parquet:y_pred",
                           "lists.parquet:scores", "lists.parquet:weight"),
+        "parquet-one-element-lists": ("singles.parquet:y_true", "singles.parquet:y_pred",
+                                      "singles.parquet:scores", "singles.parquet:weight"),
         "parquet-columns": ("all.parquet:y_true", "all.parquet:y_pred",
                             f"all.parquet:{scores_columns}", "all.parquet:weight"),
         "feather": ("all.feather:y_true", "all.feather:y_pred", "all.feather:scores",
@@ -138,8 +145,8 @@ def check_score_metrics(scores: dict, y_true, logits, weight=None):
 
 
 @pytest.mark.parametrize("name", ["npy", "npz", "npz-compressed", "csv", "txt", "parquet",
-                                  "parquet-lists", "parquet-columns", "feather",
-                                  "arrow-stream"])
+                                  "parquet-lists", "parquet-one-element-lists",
+                                  "parquet-columns", "feather", "arrow-stream"])
 def test_every_format_equals_in_memory(formats, data, capsys, name):
     y_true, y_pred, logits, weight = data
     t, p, s, w = formats[name]

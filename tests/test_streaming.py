@@ -311,6 +311,22 @@ def test_weights_promote_an_integer_state(backend, rng):
                                expected.metrics["macro_f1"], rtol=1e-12)
 
 
+def test_unweighted_batch_after_float_weights_counts_ones(backend, rng):
+    """Float weights, then a batch without weights: its samples weigh 1.0 each
+    (the numpy state once failed on it), on labels and on scores."""
+    batches = _batches(rng, 3, (10, 12))
+    w = rng.random(10) + 0.5
+    y, z, _ = _concat(batches)
+    expected = mg.label_report(y, z, sample_weight=np.concatenate([w, np.ones(12)]))
+    for preds in (z, z.argmax(axis=1)):  # scores, then labels
+        metrics = mg.ClassificationMetrics(3)
+        metrics.update(backend.asarray(batches[0][0]), backend.asarray(preds[:10]),
+                       backend.asarray(w))
+        metrics.update(backend.asarray(batches[1][0]), backend.asarray(preds[10:]))
+        np.testing.assert_allclose(_value(metrics.compute()["macro_f1"]),
+                                   expected.metrics["macro_f1"], rtol=1e-12)
+
+
 # -- the functional API's one-pass path (validate=False, K known) ----------------------
 
 

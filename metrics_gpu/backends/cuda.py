@@ -41,7 +41,7 @@ class CudaDevice:
     # fill an SM's 2048 threads on every supported architecture.
     block_threads = 256
 
-    def __init__(self):
+    def __init__(self) -> None:
         import cupy
 
         self.cupy = cupy

@@ -35,6 +35,7 @@ from pathlib import Path
 import numpy as np
 
 from metrics_gpu._kernels import KERNEL_MODULES, kernel_directory
+from metrics_gpu.backends.numpy_backend import HostArrays
 
 EMULATION_HEADER = "emulation/cuda_emulation.h"
 SANITIZE_VARIABLE = "METRICS_GPU_EMULATED_SANITIZE"
@@ -107,11 +108,12 @@ class _Library:
             self.entries[expression] = function
 
 
-class EmulatedDevice:
-    """Runs kernels from ``kernels/*.cu`` on NumPy arrays with CUDA semantics."""
+class EmulatedDevice(HostArrays):
+    """Runs kernels from ``kernels/*.cu`` on NumPy arrays with CUDA semantics.
+
+    Its arrays are the numpy backend's (:class:`~.numpy_backend.HostArrays`)."""
 
     name = "emulated"
-    xp = np
     # A small device: few "SMs" keep grids (and OS threads) small, while the
     # block shape and the shared-memory budget are a GPU's, so the launch code
     # takes the same decisions as on hardware.
@@ -125,39 +127,19 @@ class EmulatedDevice:
     # still have several warps, at a quarter of the OS threads of a GPU block.
     block_threads = 64
 
-    def __init__(self):
-        self.compiler = find_compiler()
-        if self.compiler is None:
+    def __init__(self) -> None:
+        compiler = find_compiler()
+        if compiler is None:
             raise FileNotFoundError("no C++ compiler found (set CXX, or install g++)")
+        self.compiler = compiler
         self._libraries: dict[tuple[str, str], _Library] = {}
         self._lock = threading.Lock()
         self._modules = {m.source: m.name_expressions for m in KERNEL_MODULES}
 
-    # -- arrays --------------------------------------------------------------
-
-    def asarray(self, array, dtype=None):
-        return np.asarray(array, dtype=dtype)
-
-    def to_host(self, array):
-        return np.asarray(array)
-
-    def to_framework(self, value, like):
-        """Results on the host: NumPy, or torch CPU tensors for torch inputs."""
-        from metrics_gpu.backends.numpy_backend import host_framework
-
-        return host_framework(value, like)
-
-    def zeros(self, shape, dtype):
-        return np.zeros(shape, dtype=dtype)
+    # -- arrays (asarray, zeros, clear, copy_into, to_host, to_framework: HostArrays)
 
     def data_pointer(self, array) -> int:
         return array.ctypes.data
-
-    def clear(self, array) -> None:
-        array[...] = 0
-
-    def copy_into(self, target, source) -> None:
-        target[...] = source
 
     def scalar(self, array):
         """A 0-d result as the caller's type: a Python int on the host devices."""

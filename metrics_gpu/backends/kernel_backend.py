@@ -28,6 +28,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 
@@ -175,7 +176,7 @@ def native_byte_order(array):
 
 @dataclass(frozen=True)
 class _Weights:
-    array: object          # device array, or None
+    array: Any             # device array, or None
     c_type: str            # weight C type in the instantiation
     fixed: bool            # deterministic fixed point
 
@@ -207,10 +208,10 @@ def _ignore_arguments(ignore_index, label_dtype):
 class _Pass:
     """One accumulation pass: inputs as the kernels read them, and its shape."""
 
-    device: object
-    true: object
+    device: Any            # the CudaDevice or EmulatedDevice that launches
+    true: Any              # device arrays, as the kernels read them
     true_type: str
-    pred: object           # labels, or (N, K) scores
+    pred: Any              # labels, or (N, K) scores
     pred_type: str
     scores: bool
     row_stride: int        # scores: strides in elements
@@ -220,8 +221,8 @@ class _Pass:
     num_classes: int       # K: labels must lie in [0, K)
     size: int              # M: matrix positions (K, or the class_lut's)
     ignore: tuple          # (ignore_index, has_ignore_index) as the kernels compare them
-    lut: object
-    max_weight_bits: object
+    lut: Any               # class_lut on the device, or None
+    max_weight_bits: Any   # fixed point: (1,) uint64 device array (max |w|), else None
     n: int
 
     @property
@@ -264,14 +265,15 @@ class StreamWorkspace:
     unless a batch brings a new input layout (one config) or more rows than
     any before (larger partials)."""
 
-    def __init__(self):
-        self.configs: dict[tuple, object] = {}
-        self.partials = None
+    def __init__(self) -> None:
+        # Device arrays (None until the first launch that needs them).
+        self.configs: dict[tuple, Any] = {}  # packed config vector per input layout
+        self.partials: Any = None
         self.partial_rows = 0
-        self.update_ticket = None
-        self.moments = None   # the kappa moments as doubles, written by each update
-        self.ones = None      # weights of 1.0 for unweighted batches into float counts
-        self.compute = None   # (pooled, ticket, score out, label out)
+        self.update_ticket: Any = None
+        self.moments: Any = None   # the kappa moments as doubles, written by each update
+        self.ones: Any = None      # weights of 1.0 for unweighted batches into float counts
+        self.compute: tuple | None = None   # (pooled, ticket, score out, label out)
 
 
 def _stream_scalar_args(spec, batch, group, clip_eps, privatize, thresholds, score_sums=True,

@@ -19,6 +19,7 @@ cache and memory stays bounded for any N.
 from __future__ import annotations
 
 import sys
+from typing import Any
 
 import numpy as np
 
@@ -103,6 +104,7 @@ def score_row_terms(z, t, *, from_logits: bool, clip_eps: float, one_vs_all: boo
     terms = {}
     m = z.max(axis=class_axis) if wanted & {"correct", "nll", "brier", "confidence"} else None
     if "correct" in wanted:
+        assert m is not None  # "correct" is one of the terms that take the max
         # t is the argmax when z_t is the max and no lower index has it too.
         correct = z_t == m
         ties = np.flatnonzero(correct & (np.count_nonzero(z == spread(m), axis=class_axis) > 1))
@@ -197,19 +199,18 @@ def weighted_bincount(index, weights, size: int):
     return total
 
 
-class NumpyBackend:
-    """Reference backend on host NumPy arrays."""
+class HostArrays:
+    """The arrays of a backend or device that computes on the host, shared by
+    :class:`NumpyBackend` and the emulated device
+    (:class:`~metrics_gpu.backends.emulated.EmulatedDevice`): NumPy arrays in,
+    host results out (NumPy, or torch CPU tensors for torch inputs)."""
 
-    name = "numpy"
-    xp = np
-    # Each function evaluates only its own formula (the full reduction costs
-    # more than the formula on a CPU).
-    reduces_on_device = False
+    xp: Any = np  # the array namespace
 
-    def asarray(self, array, dtype=None):
+    def asarray(self, array, dtype=None) -> np.ndarray:
         return np.asarray(array, dtype=dtype)
 
-    def zeros(self, shape, dtype):
+    def zeros(self, shape, dtype) -> np.ndarray:
         return np.zeros(shape, dtype=dtype)
 
     def clear(self, array) -> None:
@@ -218,14 +219,27 @@ class NumpyBackend:
     def copy_into(self, target, source) -> None:
         target[...] = source
 
-    def to_host(self, array):
-        if isinstance(array, RowArgmax):
-            return row_argmax(array.scores)
+    def to_host(self, array) -> np.ndarray:
         return np.asarray(array)
 
     def to_framework(self, value, like):
         """Host inputs, host results: NumPy, or torch CPU tensors for torch inputs."""
         return host_framework(value, like)
+
+
+class NumpyBackend(HostArrays):
+    """Reference backend on host NumPy arrays."""
+
+    name = "numpy"
+    # Each function evaluates only its own formula (the full reduction costs
+    # more than the formula on a CPU).
+    reduces_on_device = False
+
+    def to_host(self, array) -> np.ndarray:
+        """A NumPy array; deferred argmax labels (:class:`RowArgmax`) computed."""
+        if isinstance(array, RowArgmax):
+            return row_argmax(array.scores)
+        return super().to_host(array)
 
     def argmax_scores(self, scores: np.ndarray) -> RowArgmax:
         """Defer the row argmax of ``(N, K)`` scores to the chunked pass (ties go
@@ -562,9 +576,12 @@ def stream_update(state: dict, batch, *, num_classes: int, ignore_index, ordinal
             value = int(words[2 * i]) + (int(words[2 * i + 1]) << 64) + moment
             words[2 * i], words[2 * i + 1] = value & ((1 << 64) - 1), value >> 64
     else:
-        counts[3 * k] += wv.sum()
+        # Float counts, from float weights now or in an earlier batch: an
+        # unweighted batch weighs 1.0 a sample (the kernels' unit weights).
+        weights = np.ones(tv.size) if wv is None else wv
+        counts[3 * k] += weights.sum()
         gap = gap.astype(np.float64)
-        state["moments"] += [np.dot(wv, gap), np.dot(wv, gap * gap)]
+        state["moments"] += [np.dot(weights, gap), np.dot(weights, gap * gap)]
     if "matrix" in state:
         add(state["matrix"].reshape(-1), tv * k + pv, wv, k * k)
     if rows is None or "scores" not in state:  # labels, or the argmax of scores only

@@ -13,6 +13,7 @@ from __future__ import annotations
 import dataclasses
 import math
 from functools import lru_cache
+from typing import Any
 
 import numpy as np
 
@@ -21,6 +22,7 @@ from metrics_gpu._backend import on_caller_stream
 from metrics_gpu._ranking import _auc_mu, _binary_roc_auc, _class_totals
 from metrics_gpu._stages import accumulate, output
 from metrics_gpu._scores import _score_pass
+from metrics_gpu._types import ArrayLike
 from metrics_gpu._validation import (
     check_auc_mu_scores,
     check_beta,
@@ -83,7 +85,9 @@ def _parse_bool(value: str, key: str, spec: str) -> bool:
 
 
 @on_caller_stream
-def catboost_metric(spec, y_true, approx, *, weight=None, validate=True, deterministic=False):
+def catboost_metric(spec: str, y_true: ArrayLike, approx: ArrayLike, *,
+                    weight: ArrayLike | None = None, validate: bool = True,
+                    deterministic: bool = False) -> Any:
     """A CatBoost multiclass metric, as CatBoost computes it.
 
     Parameters
@@ -91,17 +95,42 @@ def catboost_metric(spec, y_true, approx, *, weight=None, validate=True, determi
     spec : str
         CatBoost's metric string, e.g. ``"TotalF1:average=Macro"``,
         ``"Precision"``, ``"WKappa"``, ``"Accuracy:use_weights=false"``.
-    y_true : (N,) class codes (integers, or floats holding integers)
-    approx : (N, K) raw per-class scores; predictions are their row argmax.
-    weight : (N,) optional object weights. CatBoost stores weights as float32,
-        so they are rounded to float32 first, which reproduces CatBoost's
-        results to float64 precision.
+    y_true : array-like of shape (N,)
+        Class codes (integers, or floats holding integers).
+    approx : array-like of shape (N, K)
+        Raw per-class scores, K >= 2; predictions are their row argmax.
+    weight : array-like of shape (N,), optional
+        Object weights. CatBoost stores weights as float32, so they are
+        rounded to float32 first, which reproduces CatBoost's results to
+        float64 precision.
+    validate : bool, default True
+        Check labels, scores and weights (passes with a host sync on a GPU);
+        False skips those checks for the label and loss metrics (labels out
+        of range are then left out, never written out of bounds). AUC checks
+        its inputs either way.
+    deterministic : bool, default False
+        Label metrics with float weights on a GPU: accumulate them in 64-bit
+        fixed point instead of float64 atomics, bit-identical run to run (as
+        :func:`label_report`). The score metrics (MultiClass,
+        MultiClassOneVsAll, HingeLoss, AUC) do not use it.
 
     Returns
     -------
-    A (K,) array for the per-class metrics (Precision, Recall, F1, F), else a
-    float64 scalar.
+    value : float, array of shape (K,) or list of float
+        A (K,) array for the per-class metrics (Precision, Recall, F1, F),
+        else a float64 scalar, both where the inputs live (NumPy for NumPy
+        inputs, else the input's framework, on its device). AUC is read back:
+        a Python float for ``type=Mu``, a list of K Python floats for
+        ``type=OneVsAll``.
 
+    See Also
+    --------
+    multiclass_auc_mu : AUC-mu on any scores, with a cost matrix.
+    label_report : Every label metric, with scikit-learn's conventions.
+    log_loss, hinge_loss : scikit-learn's losses of scores or logits.
+
+    Notes
+    -----
     Conventions (CatBoost's, from its ``caching_metric.cpp`` / ``kappa.cpp``):
     Precision is 0 when nothing is predicted as the class; Recall is 1 when
     the class has no samples; F uses those with undefined values set to 1 and
@@ -119,8 +148,9 @@ def catboost_metric(spec, y_true, approx, *, weight=None, validate=True, determi
     sigmoid(a_j) for the target and of 1 - sigmoid(a_j) for the others,
     ``HingeLoss`` the Crammer-Singer hinge, ``AUC:type=Mu`` (default; with
     ``misclass_cost_matrix``) Kleiman and Page's AUC-mu as a float, and
-    ``AUC:type=OneVsAll`` a (K,) array. AUC ignores weights unless
-    ``use_weights=true`` (CatBoost's documented default).
+    ``AUC:type=OneVsAll`` one AUC per class, ranked by CatBoost's softmax
+    (0 for a class with no samples or with every sample). AUC ignores
+    weights unless ``use_weights=true`` (CatBoost's documented default).
 
     Examples
     --------
@@ -159,12 +189,13 @@ def catboost_metric(spec, y_true, approx, *, weight=None, validate=True, determi
     # CatBoost evaluates weights that are all 0 (its 0 / 0 conventions apply).
     inputs = check_label_inputs(y_true, scores, sample_weight=weight if use_weights else None,
                                 validate=validate, deterministic=deterministic,
-                                allow_all_zero_weight=True, pred_name="approx")
+                                allow_all_zero_weight=True, pred_name="approx",
+                                weight_name="weight")
     inputs = _catboost_weights(inputs)
     if weight is not None and not use_weights:  # still check it, as CatBoost would
         check_label_inputs(y_true, scores, sample_weight=weight, validate=validate,
                            deterministic=deterministic, allow_all_zero_weight=True,
-                           pred_name="approx")
+                           pred_name="approx", weight_name="weight")
     stats, _ = accumulate(inputs, moments=name == "WKappa")
     c = F.Counts.from_statistics(stats, np)
     if name == "Precision":
@@ -215,7 +246,7 @@ def _catboost_score_metric(name, params, spec, y_true, approx, weight, validate)
         return _catboost_auc(y_true, approx, weight, auc_type, cost)
     inputs = check_score_inputs(y_true, approx, name="approx", kind="logits",
                                 sample_weight=weight, validate=validate,
-                                allow_all_zero_weight=True)
+                                allow_all_zero_weight=True, weight_name="weight")
     if inputs.binary_column or inputs.num_classes < 2:
         raise ValueError(
             f"approx must be (N, K) raw scores with K >= 2 classes, got shape "
@@ -302,7 +333,8 @@ def _catboost_auc(y_true, approx, weight, auc_type, cost_matrix):
     scores, on the host. Syncs (the results are Python floats).
     """
     auc_type = check_catboost_auc_type(auc_type)
-    inputs = check_ranking_inputs(y_true, approx, weight, score_name="approx")
+    inputs = check_ranking_inputs(y_true, approx, weight, score_name="approx",
+                                  weight_name="weight")
     num_classes = check_auc_mu_scores(inputs, name="approx")
     check_ranking_class_codes(inputs, num_classes)
     xp = inputs.backend.xp

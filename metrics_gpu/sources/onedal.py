@@ -5,12 +5,15 @@ sets), with oneDAL's conventions, stated in each docstring."""
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 
 from metrics_gpu import _formulas as F
 from metrics_gpu._backend import on_caller_stream
+from metrics_gpu._docs import shared_parameters
 from metrics_gpu._stages import accumulate, output
+from metrics_gpu._types import ArrayLike
 from metrics_gpu._validation import (
     check_beta,
     check_label_inputs,
@@ -22,19 +25,45 @@ from metrics_gpu._validation import (
 
 @dataclass(frozen=True)
 class MulticlassQualityMetrics:
-    """oneDAL's multi-class result: the confusion matrix and its 8 metrics."""
+    """oneDAL's multi-class result: the confusion matrix and its 8 metrics.
 
-    confusion_matrix: np.ndarray
-    average_accuracy: float
-    error_rate: float
-    micro_precision: float
-    micro_recall: float
-    micro_fscore: float
-    macro_precision: float
-    macro_recall: float
-    macro_fscore: float
+    Every value lives where the inputs live: NumPy arrays and
+    ``numpy.float64`` scalars for NumPy inputs, else arrays (0-d for the
+    scalars) of the input's framework, on its device. Formulas in
+    :func:`multiclass_quality_metrics`; 0/0 is NaN.
 
-    def as_dict(self) -> dict[str, float]:
+    Attributes
+    ----------
+    confusion_matrix : array of shape (K, K)
+        Rows = actual, columns = predicted (integer counts, or summed
+        weights).
+    average_accuracy : float
+        Mean over classes of (tp + tn) / N.
+    error_rate : float
+        Mean over classes of (fp + fn) / N.
+    micro_precision, micro_recall : float
+        From the counts summed over classes.
+    micro_fscore : float
+        F-beta of micro precision and micro recall.
+    macro_precision, macro_recall : float
+        Means of the per-class values.
+    macro_fscore : float
+        F-beta of macro precision and macro recall (not the mean of
+        per-class F).
+    """
+
+    confusion_matrix: ArrayLike
+    average_accuracy: Any
+    error_rate: Any
+    micro_precision: Any
+    micro_recall: Any
+    micro_fscore: Any
+    macro_precision: Any
+    macro_recall: Any
+    macro_fscore: Any
+
+    def as_dict(self) -> dict[str, Any]:
+        """The 8 metrics by name, in oneDAL's order (the matrix left out)."""
         return {name: getattr(self, name) for name in MULTICLASS_QUALITY_METRIC_NAMES}
 
 
@@ -45,9 +74,12 @@ MULTICLASS_QUALITY_METRIC_NAMES = (
 
 
 @on_caller_stream
-def multiclass_quality_metrics(y_true, y_pred, *, num_classes=None, beta=1.0,
-                               sample_weight=None, ignore_index=None, validate=True,
-                               deterministic=False):
+@shared_parameters
+def multiclass_quality_metrics(y_true: ArrayLike, y_pred: ArrayLike, *,
+                               num_classes: int | None = None, beta: float = 1.0,
+                               sample_weight: ArrayLike | None = None,
+                               ignore_index: int | None = None, validate: bool = True,
+                               deterministic: bool = False) -> MulticlassQualityMetrics:
     """oneDAL's quality metrics for multi-class classifiers.
 
     Over all K classes (``num_classes``, or max label + 1), with oneDAL's
@@ -61,6 +93,34 @@ def multiclass_quality_metrics(y_true, y_pred, *, num_classes=None, beta=1.0,
       (the harmonic form, NOT scikit-learn's mean of per-class F).
 
     ``sample_weight`` is an extension (oneDAL counts only).
+
+    Parameters
+    ----------
+    y_true : array-like of shape (N,)
+        The true class codes (integers in [0, K)).
+    {y_pred_labels}
+    num_classes : int, optional
+        K, the number of classes; the codes must lie in [0, K). Omitted: the
+        largest label + 1 (or the columns of (N, K) scores); every class up
+        to it counts, present or not (a class never predicted makes the
+        macro precision NaN, one without samples the macro recall).
+    beta : float, default 1.0
+        The non-negative beta of the micro and macro F-scores.
+    {sample_weight}
+    {ignore_index}
+    {validate}
+    {deterministic}
+
+    Returns
+    -------
+    MulticlassQualityMetrics
+        The K x K confusion matrix and the 8 metrics, where the inputs live.
+
+    See Also
+    --------
+    binary_quality_metrics : oneDAL's binary bundle.
+    label_report : Every label metric, with scikit-learn's conventions.
+    overall_performance : pyActLearn's overall values of a matrix.
 
     Examples
     --------
@@ -102,17 +162,38 @@ def multiclass_quality_metrics(y_true, y_pred, *, num_classes=None, beta=1.0,
 
 @dataclass(frozen=True)
 class BinaryQualityMetrics:
-    """oneDAL's binary result: the 2 x 2 matrix in oneDAL's layout and 6 metrics."""
+    """oneDAL's binary result: the 2 x 2 matrix in oneDAL's layout and 6 metrics.
 
-    confusion_matrix: np.ndarray
-    accuracy: float
-    precision: float
-    recall: float
-    fscore: float
-    specificity: float
-    auc: float
+    Every value lives where the inputs live: NumPy arrays and
+    ``numpy.float64`` scalars for NumPy inputs, else arrays (0-d for the
+    scalars) of the input's framework, on its device. 0/0 is NaN.
 
-    def as_dict(self) -> dict[str, float]:
+    Attributes
+    ----------
+    confusion_matrix : array of shape (2, 2)
+        oneDAL's layout: row "actual C1" = (tp, fn), row "actual C2" =
+        (fp, tn), C1 being ``pos_label``.
+    accuracy : float
+        (tp + tn) / N.
+    precision, recall, specificity : float
+        tp / (tp + fp), tp / (tp + fn), tn / (tn + fp).
+    fscore : float
+        F-beta of precision and recall.
+    auc : float
+        oneDAL's single-threshold (recall + specificity) / 2, i.e. balanced
+        accuracy, not a ranking AUC.
+    """
+
+    confusion_matrix: ArrayLike
+    accuracy: Any
+    precision: Any
+    recall: Any
+    fscore: Any
+    specificity: Any
+    auc: Any
+
+    def as_dict(self) -> dict[str, Any]:
+        """The 6 metrics by name, in oneDAL's order (the matrix left out)."""
         return {name: getattr(self, name) for name in BINARY_QUALITY_METRIC_NAMES}
 
 
@@ -120,8 +201,11 @@ BINARY_QUALITY_METRIC_NAMES = ("accuracy", "precision", "recall", "fscore", "spe
 
 
 @on_caller_stream
-def binary_quality_metrics(y_true, y_pred, *, beta=1.0, pos_label=1, sample_weight=None,
-                           validate=True, deterministic=False):
+@shared_parameters
+def binary_quality_metrics(y_true: ArrayLike, y_pred: ArrayLike, *, beta: float = 1.0,
+                           pos_label: int = 1, sample_weight: ArrayLike | None = None,
+                           validate: bool = True,
+                           deterministic: bool = False) -> BinaryQualityMetrics:
     """oneDAL's quality metrics for binary classifiers.
 
     Labels are 0/1 codes (or bool); class ``pos_label`` is oneDAL's C1. The
@@ -129,6 +213,33 @@ def binary_quality_metrics(y_true, y_pred, *, beta=1.0, pos_label=1, sample_weig
     (fp, tn). No zero-division guard (0/0 is NaN). ``auc`` is oneDAL's
     single-threshold value (TPR + TNR) / 2, i.e. balanced accuracy, not a
     ranking AUC.
+
+    Parameters
+    ----------
+    y_true : array-like of shape (N,)
+        The true classes: 0/1 codes (or bool).
+    y_pred : array-like of shape (N,) or (N, 2)
+        Predicted 0/1 codes (or bool), or (N, 2) scores or logits, reduced by
+        a fused argmax (ties to the lowest index).
+    beta : float, default 1.0
+        The non-negative beta of the F-score.
+    pos_label : {0, 1}, default 1
+        The positive class, oneDAL's C1.
+    {sample_weight}
+    {validate}
+    {deterministic}
+
+    Returns
+    -------
+    BinaryQualityMetrics
+        The 2 x 2 matrix in oneDAL's layout and the 6 metrics, where the
+        inputs live.
+
+    See Also
+    --------
+    multiclass_quality_metrics : oneDAL's multi-class bundle.
+    roc_auc_score : A ranking AUC, from scores.
+    label_report : Every label metric, with scikit-learn's conventions.
 
     Examples
     --------

@@ -11,6 +11,7 @@ from metrics_gpu import _formulas as F
 from metrics_gpu._backend import is_device_array, resolve_backend
 from metrics_gpu._stages import output
 from metrics_gpu._state import ClassStatistics
+from metrics_gpu._types import ArrayLike
 from metrics_gpu._validation import check_confusion_matrix
 
 # -- pyActLearn --------------------------------------------------------------
@@ -52,16 +53,34 @@ def _counts_of_matrix(matrix: np.ndarray) -> F.Counts:
     return F.Counts.from_statistics(stats, np)
 
 
-def per_class_performance(cm) -> np.ndarray:
+def per_class_performance(cm: ArrayLike) -> ArrayLike:
     """pyActLearn's per-class performance array, shape (K, 13).
 
-    Columns in the seed's order (:data:`PER_CLASS_PERFORMANCE_COLUMNS`): tp,
-    tn, fp, fn, accuracy, misclassification, recall, false positive rate,
-    specificity, precision, prevalence, F1, G = sqrt(P R). ``cm`` has rows =
-    actual, columns = predicted. Standard meanings: fp = column sum - tp, fn =
-    row sum - tp (the seed's prose swaps the two; its code does not). As in
-    pyActLearn, recall/FPR/specificity/precision/F1 are 0 when undefined;
-    accuracy, misclassification and prevalence are not guarded.
+    Standard meanings: fp = column sum - tp, fn = row sum - tp (the seed's
+    prose swaps the two; its code does not). As in pyActLearn,
+    recall/FPR/specificity/precision/F1 are 0 when undefined; accuracy,
+    misclassification and prevalence are not guarded.
+
+    Parameters
+    ----------
+    cm : array-like of shape (K, K)
+        A confusion matrix, rows = actual, columns = predicted: finite
+        non-negative counts (or summed weights), of any framework (it is read
+        to the host once).
+
+    Returns
+    -------
+    table : array of shape (K, 13), float64
+        One row per class, columns in the seed's order
+        (:data:`PER_CLASS_PERFORMANCE_COLUMNS`): tp, tn, fp, fn, accuracy,
+        misclassification, recall, false positive rate, specificity,
+        precision, prevalence, F1, G = sqrt(P R). NumPy for a NumPy or list
+        ``cm``, else an array of ``cm``'s framework, on its device.
+
+    See Also
+    --------
+    overall_performance : pyActLearn's overall values of the same matrix.
+    confusion_matrix : The matrix of labels or scores.
 
     Examples
     --------
@@ -94,15 +113,33 @@ def _per_class_table(c: F.Counts) -> np.ndarray:
     return np.stack(columns, axis=1)
 
 
-def overall_performance(cm) -> np.ndarray:
+def overall_performance(cm: ArrayLike) -> ArrayLike:
     """pyActLearn's 9 overall values, in the seed's order (:data:`OVERALL_PERFORMANCE_NAMES`).
 
-    average accuracy (mean of per-class (tp + tn) / N), weighed accuracy
-    (sum_k accuracy_k * prevalence_k, not divided by K, as pyActLearn's code),
-    micro P/R/F, macro P/R (means of the guarded per-class values), macro F
-    (harmonic mean of macro P and macro R) and exact matching ratio (trace /
-    N). Micro values and both F values are not guarded: 0/0 is NaN, as in
+    Micro values and both F values are not guarded: 0/0 is NaN, as in
     pyActLearn.
+
+    Parameters
+    ----------
+    cm : array-like of shape (K, K)
+        A confusion matrix, rows = actual, columns = predicted: finite
+        non-negative counts (or summed weights), of any framework (it is read
+        to the host once).
+
+    Returns
+    -------
+    values : array of shape (9,), float64
+        average accuracy (mean of per-class (tp + tn) / N), weighed accuracy
+        (sum_k accuracy_k * prevalence_k, not divided by K, as pyActLearn's
+        code), micro P/R/F, macro P/R (means of the guarded per-class
+        values), macro F (harmonic mean of macro P and macro R) and exact
+        matching ratio (trace / N). NumPy for a NumPy or list ``cm``, else
+        an array of ``cm``'s framework, on its device.
+
+    See Also
+    --------
+    per_class_performance : pyActLearn's per-class table of the same matrix.
+    multiclass_quality_metrics : oneDAL's overall values, from labels.
 
     Examples
     --------
