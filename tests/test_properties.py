@@ -44,11 +44,19 @@ RTOL = 1e-12
 ATOL = 1e-12
 
 SETTINGS = settings(
-    max_examples=50,  # x 3 backends; the emulated runs are in the exhaustive tier
+    max_examples=50,
     deadline=None,
     # `backend` is function-scoped but stateless between examples.
     suppress_health_check=[HealthCheck.function_scoped_fixture],
 )
+# Examples per backend of the properties that run every public function per
+# example: the emulated runs (exhaustive tier) cost ~1.5 s an example, in
+# thread starts, and repeat kernel paths the fast tier covers.
+EXAMPLES = {"numpy": 50, "emulated": 20, "cuda": 50}
+
+
+def _settings(backend) -> settings:
+    return settings(SETTINGS, max_examples=EXAMPLES[backend.name])
 
 WEIGHT_KINDS = ("unweighted", "int", "dyadic", "float")
 
@@ -262,77 +270,84 @@ PER_CLASS = (
 
 
 @pytest.mark.exhaustive_on_emulated  # minutes on the emulator
-@SETTINGS
-@given(data=st.data(), num_classes_given=st.booleans())
-def test_label_permutation(backend, data, num_classes_given):
-    sample = data.draw(samples(), label="sample")
-    assume(_some_weight(sample.weights))
-    k = sample.k
-    perm = np.array(data.draw(st.permutations(range(k)), label="permutation"))
-    kw = {"num_classes": k} if num_classes_given else {}
-    t, p, w = put(backend, sample.y_true, sample.y_pred, sample.weights)
-    tp_, pp_ = put(backend, perm[sample.y_true], perm[sample.y_pred])
-    kw_w = dict(kw, sample_weight=w)
+def test_label_permutation(backend):
+    @_settings(backend)
+    @given(data=st.data(), num_classes_given=st.booleans())
+    def run(data, num_classes_given):
+        sample = data.draw(samples(), label="sample")
+        assume(_some_weight(sample.weights))
+        k = sample.k
+        perm = np.array(data.draw(st.permutations(range(k)), label="permutation"))
+        kw = {"num_classes": k} if num_classes_given else {}
+        t, p, w = put(backend, sample.y_true, sample.y_pred, sample.weights)
+        tp_, pp_ = put(backend, perm[sample.y_true], perm[sample.y_pred])
+        kw_w = dict(kw, sample_weight=w)
 
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore", UserWarning)  # undefined-metric warnings
-        for name, metric in SYMMETRIC_SCALARS:
-            before = backend.to_numpy(metric(t, p, kw_w))
-            after = backend.to_numpy(metric(tp_, pp_, kw_w))
-            np.testing.assert_allclose(after, before, rtol=RTOL, atol=ATOL, equal_nan=True,
-                                       err_msg=name)
-        if not num_classes_given:
-            return
-        # Class c becomes perm[c]: matrix cell (i, j) moves to (perm[i], perm[j]).
-        cm = backend.to_numpy(mg.confusion_matrix(t, p, **kw_w))
-        cm_after = backend.to_numpy(mg.confusion_matrix(tp_, pp_, **kw_w))
-        expected = np.empty_like(cm)
-        expected[np.ix_(perm, perm)] = cm
-        assert cm_after.dtype == cm.dtype
-        if cm.dtype.kind == "f":
-            # Float weights on the kernel backends are summed by atomics, in
-            # an order that changes with the cells' positions.
-            np.testing.assert_allclose(cm_after, expected, rtol=1e-12)
-        else:
-            np.testing.assert_array_equal(cm_after, expected)
-        for name, metric in PER_CLASS:
-            for zd in (0.0, 1.0, np.nan):
-                before = backend.to_numpy(metric(t, p, average=None, zero_division=zd, **kw_w))
-                after = backend.to_numpy(metric(tp_, pp_, average=None, zero_division=zd, **kw_w))
-                expected = np.empty_like(before)
-                expected[perm] = before
-                # Per-class sums add the same weights in another row order: equal
-                # to rounding only, so compare with the float tolerance.
-                np.testing.assert_allclose(after, expected, rtol=RTOL, atol=ATOL,
-                                           equal_nan=True, err_msg=f"{name}-{zd}")
-        support = backend.to_numpy(mg.precision_recall_fscore_support(t, p, **kw_w)[3])
-        support_after = backend.to_numpy(
-            mg.precision_recall_fscore_support(tp_, pp_, **kw_w)[3])
-        expected = np.empty_like(support)
-        expected[perm] = support
-        np.testing.assert_allclose(support_after, expected, rtol=RTOL, atol=ATOL)
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", UserWarning)  # undefined-metric warnings
+            for name, metric in SYMMETRIC_SCALARS:
+                before = backend.to_numpy(metric(t, p, kw_w))
+                after = backend.to_numpy(metric(tp_, pp_, kw_w))
+                np.testing.assert_allclose(after, before, rtol=RTOL, atol=ATOL, equal_nan=True,
+                                           err_msg=name)
+            if not num_classes_given:
+                return
+            # Class c becomes perm[c]: matrix cell (i, j) moves to (perm[i], perm[j]).
+            cm = backend.to_numpy(mg.confusion_matrix(t, p, **kw_w))
+            cm_after = backend.to_numpy(mg.confusion_matrix(tp_, pp_, **kw_w))
+            expected = np.empty_like(cm)
+            expected[np.ix_(perm, perm)] = cm
+            assert cm_after.dtype == cm.dtype
+            if cm.dtype.kind == "f":
+                # Float weights on the kernel backends are summed by atomics, in
+                # an order that changes with the cells' positions.
+                np.testing.assert_allclose(cm_after, expected, rtol=1e-12)
+            else:
+                np.testing.assert_array_equal(cm_after, expected)
+            for name, metric in PER_CLASS:
+                for zd in (0.0, 1.0, np.nan):
+                    options = dict(kw_w, average=None, zero_division=zd)
+                    before = backend.to_numpy(metric(t, p, **options))
+                    after = backend.to_numpy(metric(tp_, pp_, **options))
+                    expected = np.empty_like(before)
+                    expected[perm] = before
+                    # Per-class sums add the same weights in another row order: equal
+                    # to rounding only, so compare with the float tolerance.
+                    np.testing.assert_allclose(after, expected, rtol=RTOL, atol=ATOL,
+                                               equal_nan=True, err_msg=f"{name}-{zd}")
+            support = backend.to_numpy(mg.precision_recall_fscore_support(t, p, **kw_w)[3])
+            support_after = backend.to_numpy(
+                mg.precision_recall_fscore_support(tp_, pp_, **kw_w)[3])
+            expected = np.empty_like(support)
+            expected[perm] = support
+            np.testing.assert_allclose(support_after, expected, rtol=RTOL, atol=ATOL)
+
+    run()
 
 
 # -- weights of ones ---------------------------------------------------------------
 
 
 @pytest.mark.exhaustive_on_emulated  # minutes on the emulator
-@SETTINGS
-@given(sample=samples(weight_kinds=("unweighted",)), num_classes_given=st.booleans(),
-       ones_dtype=st.sampled_from(("float64", "int64", "int8", "bool")))
-def test_unit_weights_equal_unweighted(backend, sample, num_classes_given, ones_dtype):
-    kw = {"num_classes": sample.k} if num_classes_given else {}
-    t, p = put(backend, sample.y_true, sample.y_pred)
-    ones = backend.asarray(np.ones(sample.y_true.size, dtype=ones_dtype))
-    reference, reference_warnings = all_metrics(backend, t, p, **kw)
-    weighted, weighted_warnings = all_metrics(backend, t, p, sample_weight=ones, **kw)
-    # Values are equal; the dtypes of counts follow the weights' dtype (and so
-    # does the report's support column: "4.0" with weights, as scikit-learn).
-    del weighted["report-text"], reference["report-text"]
-    assert_same_metrics(weighted, reference, exact=True, check_dtype=False)
-    assert weighted_warnings == reference_warnings
-    cm = weighted["confusion_matrix"]
-    assert cm.dtype == (np.float64 if ones_dtype == "float64" else np.int64)
+def test_unit_weights_equal_unweighted(backend):
+    @_settings(backend)
+    @given(sample=samples(weight_kinds=("unweighted",)), num_classes_given=st.booleans(),
+           ones_dtype=st.sampled_from(("float64", "int64", "int8", "bool")))
+    def run(sample, num_classes_given, ones_dtype):
+        kw = {"num_classes": sample.k} if num_classes_given else {}
+        t, p = put(backend, sample.y_true, sample.y_pred)
+        ones = backend.asarray(np.ones(sample.y_true.size, dtype=ones_dtype))
+        reference, reference_warnings = all_metrics(backend, t, p, **kw)
+        weighted, weighted_warnings = all_metrics(backend, t, p, sample_weight=ones, **kw)
+        # Values are equal; the dtypes of counts follow the weights' dtype (and so
+        # does the report's support column: "4.0" with weights, as scikit-learn).
+        del weighted["report-text"], reference["report-text"]
+        assert_same_metrics(weighted, reference, exact=True, check_dtype=False)
+        assert weighted_warnings == reference_warnings
+        cm = weighted["confusion_matrix"]
+        assert cm.dtype == (np.float64 if ones_dtype == "float64" else np.int64)
+
+    run()
 
 
 # -- merging states -------------------------------------------------------------------
@@ -405,62 +420,69 @@ def test_statistics_path_is_really_taken(backend):
 
 
 @pytest.mark.exhaustive_on_emulated  # minutes on the emulator
-@SETTINGS
-@given(sample=samples(), num_classes_given=st.booleans(), data=st.data())
-def test_statistics_path_equals_dense_path(backend, sample, num_classes_given, data):
-    assume(_some_weight(sample.weights))
-    kw = {"num_classes": sample.k} if num_classes_given else {}
-    t, p, w = put(backend, sample.y_true, sample.y_pred, sample.weights)
-    dense, dense_warnings = all_metrics(backend, t, p, sample_weight=w, **kw)
-    with statistics_path():
-        per_class, per_class_warnings = all_metrics(backend, t, p, sample_weight=w, **kw)
-    assert_same_metrics(per_class, dense, exact=sample.exact)
-    assert per_class_warnings == dense_warnings
+def test_statistics_path_equals_dense_path(backend):
+    @_settings(backend)
+    @given(sample=samples(), num_classes_given=st.booleans(), data=st.data())
+    def run(sample, num_classes_given, data):
+        assume(_some_weight(sample.weights))
+        kw = {"num_classes": sample.k} if num_classes_given else {}
+        t, p, w = put(backend, sample.y_true, sample.y_pred, sample.weights)
+        dense, dense_warnings = all_metrics(backend, t, p, sample_weight=w, **kw)
+        with statistics_path():
+            per_class, per_class_warnings = all_metrics(backend, t, p, sample_weight=w, **kw)
+        assert_same_metrics(per_class, dense, exact=sample.exact)
+        assert per_class_warnings == dense_warnings
 
-    # kappa with labels= (positions are the order of labels; absent classes included)
-    labels = data.draw(st.lists(st.integers(0, sample.k - 1), min_size=1, max_size=sample.k,
-                                unique=True), label="labels")
-    if np.isin(sample.y_true, labels).any():
-        for weights in (None, "linear", "quadratic"):
-            with warnings.catch_warnings():
-                warnings.simplefilter("ignore", UserWarning)
-                expected = mg.cohen_kappa_score(t, p, labels=labels, weights=weights,
-                                                sample_weight=w)
-                with statistics_path():
-                    value = mg.cohen_kappa_score(t, p, labels=labels, weights=weights,
-                                                 sample_weight=w)
-            np.testing.assert_allclose(backend.to_numpy(value), backend.to_numpy(expected),
-                                       rtol=0 if sample.exact else RTOL,
-                                       atol=0 if sample.exact else ATOL, equal_nan=True)
+        # kappa with labels= (positions are the order of labels; absent classes included)
+        labels = data.draw(st.lists(st.integers(0, sample.k - 1), min_size=1, max_size=sample.k,
+                                    unique=True), label="labels")
+        if np.isin(sample.y_true, labels).any():
+            for weights in (None, "linear", "quadratic"):
+                with warnings.catch_warnings():
+                    warnings.simplefilter("ignore", UserWarning)
+                    expected = mg.cohen_kappa_score(t, p, labels=labels, weights=weights,
+                                                    sample_weight=w)
+                    with statistics_path():
+                        value = mg.cohen_kappa_score(t, p, labels=labels, weights=weights,
+                                                     sample_weight=w)
+                np.testing.assert_allclose(backend.to_numpy(value), backend.to_numpy(expected),
+                                           rtol=0 if sample.exact else RTOL,
+                                           atol=0 if sample.exact else ATOL, equal_nan=True)
+
+    run()
 
 
 # -- ignore_index ------------------------------------------------------------------------
 
 
 @pytest.mark.exhaustive_on_emulated  # minutes on the emulator
-@SETTINGS
-@given(sample=samples(), num_classes_given=st.booleans(), data=st.data())
-def test_ignore_index_equals_filtering(backend, sample, num_classes_given, data):
-    k = sample.k
-    ignore_index = data.draw(st.sampled_from((-1, -100, k, k + 5, *range(k))),
-                             label="ignore_index")
-    ignored = data.draw(arrays(np.bool_, sample.y_true.size), label="ignored")
-    y_true = np.where(ignored, ignore_index, sample.y_true)
-    keep = y_true != ignore_index
-    if not keep.any():
-        keep[0] = True
-        y_true[0] = (ignore_index + 1) % k
-    kw = {"num_classes": k} if num_classes_given else {}
-    w = sample.weights
-    assume(_some_weight(None if w is None else w[keep]))
-    t, p, wb = put(backend, y_true, sample.y_pred, w)
-    kt, kp, kw_ = put(backend, y_true[keep], sample.y_pred[keep], None if w is None else w[keep])
+def test_ignore_index_equals_filtering(backend):
+    @_settings(backend)
+    @given(sample=samples(), num_classes_given=st.booleans(), data=st.data())
+    def run(sample, num_classes_given, data):
+        k = sample.k
+        ignore_index = data.draw(st.sampled_from((-1, -100, k, k + 5, *range(k))),
+                                 label="ignore_index")
+        ignored = data.draw(arrays(np.bool_, sample.y_true.size), label="ignored")
+        y_true = np.where(ignored, ignore_index, sample.y_true)
+        keep = y_true != ignore_index
+        if not keep.any():
+            keep[0] = True
+            y_true[0] = (ignore_index + 1) % k
+        kw = {"num_classes": k} if num_classes_given else {}
+        w = sample.weights
+        assume(_some_weight(None if w is None else w[keep]))
+        t, p, wb = put(backend, y_true, sample.y_pred, w)
+        kt, kp, kw_ = put(backend, y_true[keep], sample.y_pred[keep],
+                          None if w is None else w[keep])
 
-    filtered, filtered_warnings = all_metrics(backend, kt, kp, sample_weight=kw_, **kw)
-    ignored_result, ignored_warnings = all_metrics(backend, t, p, sample_weight=wb,
-                                                   ignore_index=ignore_index, **kw)
-    assert_same_metrics(ignored_result, filtered, exact=sample.exact)
-    assert ignored_warnings == filtered_warnings
+        filtered, filtered_warnings = all_metrics(backend, kt, kp, sample_weight=kw_, **kw)
+        ignored_result, ignored_warnings = all_metrics(backend, t, p, sample_weight=wb,
+                                                       ignore_index=ignore_index, **kw)
+        assert_same_metrics(ignored_result, filtered, exact=sample.exact)
+        assert ignored_warnings == filtered_warnings
+
+    run()
 
 
 @pytest.mark.parametrize("num_classes", (None, 5), ids=("present", "num_classes=5"))
