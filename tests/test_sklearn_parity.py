@@ -878,6 +878,10 @@ def test_ignore_index(backend, rng, k, ignore, weight_kind, class_set):
 @pytest.mark.kernel_path  # score dtype x weights: each a fused-argmax instantiation
 def test_scores_input(backend, rng, k, weight_kind, score_dtype, ties):
     """(N, K) scores: scikit-learn on the row argmax (ties to the lowest index)."""
+    if backend.name == "emulated" and k == 100 and (score_dtype, ties) != ("float64", True):
+        # ~20 s a case on the emulator; every score dtype x weights runs there at
+        # K = 10 (the same instantiations): K = 100 keeps the tied float64 case.
+        pytest.skip("K = 100 on the emulator: the tied float64 cases only")
     y_true, _ = make_labels(rng, k, missing="both")
     n = y_true.size
     scores = rng.normal(size=(n, k))
