@@ -22,7 +22,11 @@ _PACKAGE_DIR = Path(__file__).resolve().parent
 # reductions' cancellations (s*s - t.t for an undefined MCC or kappa) must give
 # exactly 0 as on the host, and a fused a*b+c rounds differently from the
 # NumPy reference and the emulated backend (built with -ffp-contract=off).
-NVRTC_OPTIONS = ("--std=c++17", "--fmad=false")
+# Subnormals kept (NVRTC's default, written out because CuPy's RawModule
+# appends -ftz=true, which the cuda backend therefore does not use): flushed,
+# a subnormal score compares equal to 0, so it ties with zeros in a ranking
+# and an argmax, unlike on the host (seen on an H200, 2026-11-26).
+NVRTC_OPTIONS = ("--std=c++17", "--fmad=false", "--ftz=false")
 
 # Architectures CI compiles every instantiation for (NVRTC, no GPU needed).
 SUPPORTED_ARCHITECTURES = ("sm_75", "sm_80", "sm_86", "sm_89", "sm_90", "sm_100", "sm_120")

@@ -25,6 +25,7 @@ from collections.abc import Mapping
 
 import numpy as np
 
+from metrics_gpu._backend import get_backend_implementation, is_device_array
 from metrics_gpu._formulas import normalized_confusion
 
 INSTALL_HINT = "metrics_gpu.plot needs matplotlib: pip install 'metrics-gpu[plot]'"
@@ -43,6 +44,14 @@ MAX_MACRO_GRID = 10_001
 # that curves along an edge stay visible.
 UNIT_LIMITS = (-0.01, 1.01)
 
+
+def _host(values, dtype=None) -> np.ndarray:
+    """``values`` as a NumPy array: results on a GPU (CuPy, torch CUDA and JAX
+    GPU arrays, as the cuda backend returns them) copied to the host first."""
+    if is_device_array(values):
+        backend = get_backend_implementation("cuda")
+        values = backend.to_host(backend.asarray(values))
+    return np.asarray(values, dtype=dtype)
 
 def _new_axes(ax, figsize=None):
     """``ax``, or the axes of a new pyplot-free figure."""
@@ -130,7 +139,7 @@ def plot_confusion_matrix(matrix, *, class_names=None, normalize=None, max_class
     >>> [text.get_text() for text in ax.texts]
     ['0.83', '0.17', '0.22', '0.78']
     """
-    counts = np.asarray(matrix)
+    counts = _host(matrix)
     if counts.ndim != 2 or counts.shape[0] != counts.shape[1]:
         raise ValueError(f"matrix must be a K x K confusion matrix, got shape {counts.shape}")
     if normalize not in NORMALIZE_OPTIONS:
@@ -188,8 +197,8 @@ def _curve_arrays(curves, x_key: str, y_key: str, area_key: str) -> dict:
         missing = [key for key in (x_key, y_key) if key not in curve]
         if missing:
             raise ValueError(f"curve {name!r} has no {' or '.join(map(repr, missing))}")
-        x = np.asarray(curve[x_key], dtype=np.float64).ravel()
-        y = np.asarray(curve[y_key], dtype=np.float64).ravel()
+        x = _host(curve[x_key], np.float64).ravel()
+        y = _host(curve[y_key], np.float64).ravel()
         if x.shape != y.shape:
             raise ValueError(f"curve {name!r}: {x_key} and {y_key} differ in length "
                              f"({x.size} and {y.size})")
@@ -410,7 +419,7 @@ def plot_reliability(proportion, confidence, accuracy, *, ax=None, title=None,
     >>> ax.get_xlabel(), ax.get_ylabel(), ax.get_legend().get_title().get_text()
     ('Confidence', 'Accuracy', 'ECE = 0.0500')
     """
-    proportion, confidence, accuracy = (np.asarray(values, dtype=np.float64).ravel()
+    proportion, confidence, accuracy = (_host(values, np.float64).ravel()
                                         for values in (proportion, confidence, accuracy))
     n = proportion.size
     if n == 0 or confidence.size != n or accuracy.size != n:
@@ -496,7 +505,7 @@ def binned_curves(histogram):
     >>> pr[0]["recall"] * 3, pr[0]["precision"]
     (array([2., 3., 3.]), array([1.  , 0.75, 0.5 ]))
     """
-    counts = np.asarray(histogram)
+    counts = _host(histogram)
     if counts.ndim != 3 or counts.shape[0] != 2:
         raise ValueError(f"histogram must have shape (2, K, H), got {counts.shape}")
     counts = counts.astype(np.float64)

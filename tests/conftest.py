@@ -103,6 +103,25 @@ def case(request):
     return KernelCase(request.param)
 
 
+# What the launch code reads of a device to choose a kernel and its grid.
+GEOMETRY = ("multiprocessor_count", "shared_memory_per_block", "shared_memory_per_block_optin",
+            "shared_memory_per_multiprocessor", "block_threads")
+
+
+@pytest.fixture
+def emulated_geometry(case, monkeypatch):
+    """The emulated device's geometry (2 SMs, 64 threads a block, 48 KiB of
+    shared memory, no opt-in) on every kernel backend, for the tests of which
+    kernel, grid and shared-memory mode the host chooses: on a GPU the same
+    choices are then made, and the kernels run on it with those launches."""
+    from metrics_gpu.backends.emulated import EmulatedDevice
+
+    if case.name != "emulated":
+        for name in GEOMETRY:  # the cuda device's properties, replaced on its class
+            monkeypatch.setattr(type(case.device), name, getattr(EmulatedDevice, name))
+    return case
+
+
 @dataclass
 class Launch:
     expression: str

@@ -245,7 +245,8 @@ CHOICE_CASES = [
 
 
 @pytest.mark.parametrize("k, weight_dtype, kernel, aggregate", CHOICE_CASES)
-def test_kernel_choice(case, launches, rng, k, weight_dtype, kernel, aggregate):
+def test_kernel_choice(case, emulated_geometry, launches, rng, k, weight_dtype, kernel,
+                       aggregate):
     y_true, y_pred = make_labels(rng, 3001, k)
     weights = None if weight_dtype is None else make_weights(rng, 3001, weight_dtype)
     compare_confusion(case, y_true, y_pred, num_classes=k, sample_weight=weights)
@@ -317,8 +318,8 @@ def test_weights_statistics(case, rng, weight_dtype):
 
 @pytest.mark.parametrize("weight_dtype", [None, "int64", "float64", "float32"])
 @pytest.mark.parametrize("deterministic", [False, True], ids=["atomic", "deterministic"])
-def test_statistics_privatized_in_shared_memory(case, launches, rng, weight_dtype,
-                                                deterministic):
+def test_statistics_privatized_in_shared_memory(case, emulated_geometry, launches, rng,
+                                                weight_dtype, deterministic):
     """Many samples per class (K = 300, 20,000 samples): the 3K counts of each
     block in shared memory (32-bit cells for counts), flushed at its end; out
     of range and ignored samples still counted apart."""
@@ -372,7 +373,8 @@ def test_dense_matrix_beyond_the_default_shared_budget(case, launches, rng, monk
 
 @pytest.mark.parametrize("weight_dtype", [None, "float64"])
 @pytest.mark.parametrize("n", [3001, 300], ids=["shared-diagonal", "all-global"])
-def test_global_matrix_diagonal_in_shared_memory(case, launches, rng, n, weight_dtype):
+def test_global_matrix_diagonal_in_shared_memory(case, emulated_geometry, launches, rng, n,
+                                                 weight_dtype):
     """Beyond the shared budget, correct predictions go to a per-block shared
     diagonal (when a block has many more samples than classes); the counts
     are the same as with every sample a global atomic."""
@@ -928,7 +930,7 @@ def test_ignore_index_uint64_wraparound(case, pred, ignore_index):
                  id="K200-select134-global"),
     pytest.param(200, list(range(0, 200, 2)), "float32", id="K200-select100-weighted-global"),
 ])
-def test_class_lut_dense(case, rng, launches, k, selected, weight_dtype):
+def test_class_lut_dense(case, emulated_geometry, rng, launches, k, selected, weight_dtype):
     lut = np.full(k, -1, dtype=np.int64)
     lut[selected] = np.arange(len(selected))
     y_true, y_pred = make_labels(rng, 3001, k)

@@ -195,8 +195,8 @@ def test_static_shared_memory_fits_the_reserved_budget(case):
 
     for kernel in ("label_metrics_from_matrix", "label_metrics_from_statistics"):
         for count_type in COUNT_TYPES.values():
-            function = case.device._kernel(REDUCE_SOURCE, reduce_expression(kernel, count_type))
-            assert function.shared_size_bytes <= REDUCE_STATIC_SHARED_BYTES, (kernel, count_type)
+            compiled = case.device._kernel(REDUCE_SOURCE, reduce_expression(kernel, count_type))
+            assert compiled.static_shared_bytes <= REDUCE_STATIC_SHARED_BYTES, (kernel, count_type)
 
 
 def test_deterministic_bits(case, rng):

@@ -73,11 +73,13 @@ def test_big_endian_scores_read_as_their_values(backend, rng, score_dtype):
                                     rel=1e-9)
     binary = y_true % 2
     assert float(backend.to_numpy(mg.roc_auc_score(
-        backend.asarray(_big_endian(binary, ">i8")), backend.asarray(z[:, 1]),
+        backend.asarray(_big_endian(binary, ">i8")),
+        backend.asarray(_big_endian(scores[:, 1], score_dtype)),
         sample_weight=w))) == pytest.approx(
         skm.roc_auc_score(binary, native[:, 1], sample_weight=weight), rel=1e-9)
     assert float(backend.to_numpy(mg.average_precision_score(
-        backend.asarray(_big_endian(binary, ">u2")), backend.asarray(z[:, 1])))) == \
+        backend.asarray(_big_endian(binary, ">u2")),
+        backend.asarray(_big_endian(scores[:, 1], score_dtype))))) == \
         pytest.approx(skm.average_precision_score(binary, native[:, 1]), rel=1e-9)
 
 
@@ -312,3 +314,39 @@ def test_labels_absent_from_counted_targets_are_refused(backend):
     with pytest.raises(ValueError, match="At least one label"):
         mg.confusion_matrix(y_true, y_pred, labels=[0], ignore_index=0)
     assert backend.to_numpy(mg.confusion_matrix(y_true, y_pred, labels=[0])).tolist() == [[2]]
+
+
+# -- subnormal scores -----------------------------------------------------------
+
+
+@pytest.mark.parametrize("dtype, tiny", [(np.float32, 1.7e-44), (np.float64, 5e-324)],
+                         ids=["float32", "float64"])
+def test_subnormal_scores_are_not_zero(backend, dtype, tiny):
+    """A subnormal score ranks above 0 and wins an argmax against 0, as on the
+    host. Kernels built to flush subnormals (CuPy's RawModule adds -ftz=true)
+    read it as 0, so it tied with the zeros: AUC 0.5 for 1.0 (seen on an H200)."""
+    y = np.zeros(40, np.int64)
+    y[-1] = 1
+    scores = np.zeros(40, dtype)
+    scores[-1] = tiny
+    assert scores[-1] > 0  # the test's own premise: a subnormal, not 0
+    t, s = backend.asarray(y), backend.asarray(scores)
+    for weight in (None, np.full(40, 0.5)):
+        w = None if weight is None else backend.asarray(weight)
+        assert float(backend.to_numpy(mg.roc_auc_score(t, s, sample_weight=w))) == \
+            skm.roc_auc_score(y, scores, sample_weight=weight) == 1.0
+        assert float(backend.to_numpy(mg.average_precision_score(t, s, sample_weight=w))) == \
+            skm.average_precision_score(y, scores, sample_weight=weight) == 1.0
+    fpr, tpr, thresholds = (backend.to_numpy(a) for a in mg.roc_curve(t, s))
+    expected = skm.roc_curve(y, scores)
+    for got, want in zip((fpr, tpr, thresholds), expected):
+        np.testing.assert_array_equal(got, want)
+    # The fused argmax: rows (0, tiny) predict class 1, and their top-1 is the target.
+    rows = np.zeros((16, 2), dtype)
+    rows[:, 1] = tiny
+    targets = np.ones(16, np.int64)
+    assert float(backend.to_numpy(mg.accuracy_score(backend.asarray(targets),
+                                                    backend.asarray(rows)))) == 1.0
+    report = mg.logits_report(backend.asarray(targets), backend.asarray(rows), top_k=(1,))
+    assert float(backend.to_numpy(report.accuracy)) == 1.0
+    assert float(backend.to_numpy(report.top_k_accuracy[1])) == 1.0

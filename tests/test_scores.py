@@ -353,7 +353,8 @@ def _mapping_launches(case, launches, rng, dtype, weighted, target_dtype, n, k, 
 @pytest.mark.parametrize("target_dtype", [np.int32, np.int64], ids=["int32", "int64"])
 @pytest.mark.parametrize("weighted", [False, True], ids=["unweighted", "weighted"])
 @pytest.mark.parametrize("dtype", SCORE_DTYPES)
-def test_staged_kernel_on_tiles_of_rows(case, rng, launches, dtype, weighted, target_dtype):
+def test_staged_kernel_on_tiles_of_rows(case, emulated_geometry, rng, launches, dtype, weighted,
+                                        target_dtype):
     """fused_logits_staged (a thread per row, the block's rows copied through
     shared memory by column) at K = 1, 2, 7 and 32: many tiles per block and
     a last tile of a few rows, the copy's unrolled and remaining loads, an
@@ -451,7 +452,8 @@ def _use_mapping(monkeypatch, mapping):
 
 @pytest.mark.parametrize("mapping", sorted(ROW_MAPPINGS))
 @pytest.mark.parametrize("k", [5, 40, 300], ids=lambda k: f"K{k}")
-def test_kernel_argmax_and_rank_of_special_rows(case, rng, monkeypatch, launches, k, mapping):
+def test_kernel_argmax_and_rank_of_special_rows(case, emulated_geometry, rng, monkeypatch,
+                                                launches, k, mapping):
     """The scan's argmax and rank (one lane's columns in order, then the
     shuffles) on rows NumPy decides by its own rules: ties of the max in
     several lanes and chunks, the first of several NaN, +inf twice, a row of

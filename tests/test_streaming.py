@@ -41,8 +41,13 @@ def _concat(batches):
     return y, z, w
 
 
+def _host(x):
+    """A result on the host: CuPy arrays (the cuda backend's results) copied back."""
+    return x.get() if type(x).__module__.startswith("cupy") else np.asarray(x)
+
+
 def _value(x):
-    return float(np.asarray(x))
+    return float(_host(x))
 
 
 @pytest.mark.parametrize("k", [2, 6])
@@ -70,11 +75,11 @@ def test_stream_equals_functional(backend, rng, k, weights, ignore):
                            ("max_calibration_error", scores.max_calibration_error)):
         np.testing.assert_allclose(_value(report[name]), _value(expected), rtol=1e-12,
                                    atol=1e-12, err_msg=name)
-    np.testing.assert_allclose(np.asarray(report.calibration["accuracy"]),
-                               np.asarray(scores.calibration_accuracy), rtol=1e-12, atol=1e-12)
-    np.testing.assert_allclose(np.asarray(report.per_class["f1"]), labels.per_class["f1"],
+    np.testing.assert_allclose(_host(report.calibration["accuracy"]),
+                               _host(scores.calibration_accuracy), rtol=1e-12, atol=1e-12)
+    np.testing.assert_allclose(_host(report.per_class["f1"]), labels.per_class["f1"],
                                rtol=1e-12, atol=1e-12)
-    np.testing.assert_allclose(np.asarray(report.confusion_matrix),
+    np.testing.assert_allclose(_host(report.confusion_matrix),
                                mg.confusion_matrix(y, z, sample_weight=w, ignore_index=ignore),
                                rtol=1e-12)  # exact for counts and integer weights
     assert _value(report.total) == pytest.approx(float(labels.total), rel=1e-12)
@@ -162,8 +167,8 @@ def _assert_reports_equal(actual, expected, rtol=1e-12):
         if isinstance(value, dict):
             _assert_reports_equal(actual[key], value, rtol)
         else:
-            np.testing.assert_allclose(np.asarray(actual[key], dtype=float),
-                                       np.asarray(value, dtype=float), rtol=rtol, atol=rtol,
+            np.testing.assert_allclose(_host(actual[key]).astype(float),
+                                       _host(value).astype(float), rtol=rtol, atol=rtol,
                                        err_msg=key)
 
 
@@ -202,7 +207,7 @@ def F_bound(metrics, report, c, name):
     k = spec["num_classes"]
     head = len(F.STREAM_SCORE_SLOTS) + len(spec["top_k"]) + 3 * spec["n_bins"]
     column = 2 if name == "roc_auc" else 3
-    return float(np.asarray(report._score_values)[head + column * k + c])
+    return float(_host(report._score_values)[head + column * k + c])
 
 
 def test_deferred_validation_names_update_and_sample(backend):
@@ -233,7 +238,7 @@ def test_bad_samples_add_nothing(backend):
     lax = mg.ClassificationMetrics(3, validate=False)
     lax.update(backend.asarray(y), backend.asarray(z))
     report = lax.compute()
-    assert int(np.asarray(report.invalid)) == 2 and _value(report.total) == 2
+    assert int(_host(report.invalid)) == 2 and _value(report.total) == 2
     assert _value(report["accuracy"]) == 1.0
     eager = mg.ClassificationMetrics(3, validate="eager")
     with pytest.raises(ValueError, match="y_true contains the label 7 at index 1"):

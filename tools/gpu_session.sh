@@ -4,7 +4,8 @@
 # everything measured comes back even when a step runs long. Run from the repo
 # root on the device machine: `bash tools/gpu_session.sh [SECONDS]` (default 570).
 # Writes under $OUT (or ./gpu-session): one log per step, and results.tgz with
-# the bench/results files the benches wrote (--write-results) and the JSON.
+# the bench/results files the benches wrote (--write-results) and the JSON
+# (inloop.json, mappings.json: their .md is their log, as printed).
 set -uo pipefail
 deadline=$(( SECONDS + ${1:-570} ))
 out="${OUT:-gpu-session}"
@@ -34,6 +35,7 @@ python3 -c "import pytest_timeout" 2>/dev/null && timeout_flag=(--timeout 120)
 
 step scores ${GPU_SESSION_SCORES_S:-150} python3 bench/gpu_scores.py --write-results
 step inloop ${GPU_SESSION_INLOOP_S:-90} python3 bench/gpu_inloop.py --json bench/results/inloop.json
+step mappings ${GPU_SESSION_MAPPINGS_S:-60} python3 bench/gpu_mappings.py --json bench/results/mappings.json
 step confusion ${GPU_SESSION_CONFUSION_S:-180} python3 bench/gpu_confusion.py --write-results
 # Every per-backend case on `cuda` (the kernel tests' `case` and the public API's
 # `backend`), then the tests that choose no backend with `cuda` as the default.

@@ -1,7 +1,8 @@
 """The ``cuda`` device: CuPy arrays and the raw kernels of ``kernels/*.cu``.
 
-Each kernel instantiation is compiled on first use by NVRTC through
-``cupy.RawModule`` (CuPy caches the binary on disk) and memoised per GPU in a
+Each kernel instantiation is compiled on first use by NVRTC with exactly
+:data:`~metrics_gpu._kernels.NVRTC_OPTIONS` (``cupy.cuda.compiler.compile_using_nvrtc``;
+``cupy.RawModule`` would append ``-ftz=true``) and memoised per GPU in a
 thread-safe table. Launches go to CuPy's current stream on the GPU that
 holds the data. Importing this module imports CuPy; ``metrics_gpu`` imports
 it only when the ``cuda`` backend is asked for.
@@ -12,10 +13,14 @@ from __future__ import annotations
 import contextlib
 import sys
 import threading
+from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 
+from metrics_gpu._backend import is_device_array
 from metrics_gpu._kernels import NVRTC_OPTIONS, kernel_directory, kernel_source
+from metrics_gpu.backends.numpy_backend import host_framework
 
 
 def cuda_unavailable_reason() -> str | None:
@@ -33,6 +38,15 @@ def cuda_unavailable_reason() -> str | None:
     return None
 
 
+@dataclass
+class _Kernel:
+    """A compiled instantiation and its shared-memory limits on its GPU."""
+
+    function: Any                 # cupy.cuda.function.Function
+    static_shared_bytes: int      # its __shared__ arrays
+    dynamic_shared_limit: int     # the most dynamic shared memory a launch may ask
+
+
 class CudaDevice:
     """Allocates, converts and launches on the current (or the data's) GPU."""
 
@@ -46,7 +60,7 @@ class CudaDevice:
 
         self.cupy = cupy
         self.xp = cupy
-        self._kernels: dict[tuple[int, str, str], object] = {}
+        self._kernels: dict[tuple[int, str, str], _Kernel] = {}
         self._lock = threading.Lock()
         self._attributes: dict[int, dict] = {}
 
@@ -104,9 +118,15 @@ class CudaDevice:
     def to_framework(self, value, like):
         """``value`` (a CuPy array) as the framework of ``like``: a torch tensor
         for a torch tensor, a JAX array for a JAX array, else CuPy. Zero-copy
-        (DLPack), on the same device, no sync."""
+        (DLPack), on the same device, no sync. Host data sent to this backend
+        (NumPy, torch CPU tensors: ``like`` not on a GPU) gets host results, as
+        the host backends give them: one copy back (a sync), a 0-d value as a
+        NumPy scalar."""
         if not isinstance(value, self.cupy.ndarray):
             return value
+        if like is not None and not is_device_array(like):
+            host = value.get()
+            return host_framework(host[()] if host.ndim == 0 else host, like)
         torch = sys.modules.get("torch")
         if torch is not None and isinstance(like, torch.Tensor):
             return torch.from_dlpack(value)
@@ -163,7 +183,7 @@ class CudaDevice:
 
     # -- kernels -------------------------------------------------------------
 
-    def _kernel(self, source: str, expression: str):
+    def _kernel(self, source: str, expression: str) -> _Kernel:
         device_id = self.cupy.cuda.runtime.getDevice()
         key = (device_id, source, expression)
         kernel = self._kernels.get(key)
@@ -171,13 +191,28 @@ class CudaDevice:
             with self._lock:
                 kernel = self._kernels.get(key)
                 if kernel is None:
-                    module = self.cupy.RawModule(
-                        code=kernel_source(source),
-                        options=(*NVRTC_OPTIONS, f"--include-path={kernel_directory()}"),
-                        name_expressions=[expression],
-                    )
-                    kernel = self._kernels[key] = module.get_function(expression)
+                    kernel = self._kernels[key] = self._compile(source, expression)
         return kernel
+
+    def _compile(self, source: str, expression: str) -> _Kernel:
+        """One instantiation, compiled for the current GPU with NVRTC_OPTIONS alone."""
+        cupy = self.cupy
+        binary, lowered_names = cupy.cuda.compiler.compile_using_nvrtc(
+            kernel_source(source),
+            options=(*NVRTC_OPTIONS, f"--include-path={kernel_directory()}"),
+            filename=f"{source}.cu", name_expressions=[expression],
+        )
+        module = cupy.cuda.function.Module()
+        module.load(binary)
+        function = module.get_function(lowered_names[expression])  # keeps module loaded
+        driver = cupy.cuda.driver
+        return _Kernel(
+            function,
+            static_shared_bytes=driver.funcGetAttribute(
+                driver.CU_FUNC_ATTRIBUTE_SHARED_SIZE_BYTES, function.ptr),
+            dynamic_shared_limit=driver.funcGetAttribute(
+                driver.CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES, function.ptr),
+        )
 
     def launch(self, source: str, expression: str, grid: int, block: int, args,
                shared_bytes: int = 0) -> None:
@@ -186,10 +221,26 @@ class CudaDevice:
         packed = tuple(np.uint64(0) if a is None else a for a in args)  # null pointers
         with device if device is not None else contextlib.nullcontext():
             kernel = self._kernel(source, expression)
-            if shared_bytes > self.shared_memory_per_block:
-                # Beyond the default 48 KiB a kernel opts in (the host keeps
-                # shared_bytes within shared_memory_per_block_optin).
-                function = getattr(kernel, "function", kernel)  # RawKernel or Function
-                function.max_dynamic_shared_size_bytes = shared_bytes
-            kernel((grid,), (block,), packed, shared_mem=shared_bytes)
+            if shared_bytes > kernel.dynamic_shared_limit:
+                # A block gets 48 KiB of shared memory, static and dynamic
+                # together, unless its kernel opts in to more (up to the
+                # device's opt-in limit; the host sizes what it asks for).
+                self._opt_in(kernel, expression, shared_bytes)
+            kernel.function((grid,), (block,), packed, shared_mem=shared_bytes)
+
+    def _opt_in(self, kernel: _Kernel, expression: str, shared_bytes: int) -> None:
+        total = kernel.static_shared_bytes + shared_bytes
+        if total > self.shared_memory_per_block_optin:
+            raise RuntimeError(
+                f"{expression}: {shared_bytes} bytes of dynamic shared memory and "
+                f"{kernel.static_shared_bytes} static exceed this GPU's "
+                f"{self.shared_memory_per_block_optin} per block (a metrics_gpu bug: "
+                "the host sizes its launches within that limit)")
+        driver = self.cupy.cuda.driver
+        with self._lock:
+            if shared_bytes > kernel.dynamic_shared_limit:
+                driver.funcSetAttribute(kernel.function.ptr,
+                                        driver.CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES,
+                                        shared_bytes)
+                kernel.dynamic_shared_limit = shared_bytes
 
