@@ -57,6 +57,8 @@ class CudaDevice:
 
     def __init__(self) -> None:
         import cupy
+        import cupy.cuda.compiler  # noqa: F401  (the submodules _compile uses)
+        import cupy.cuda.function  # noqa: F401
 
         self.cupy = cupy
         self.xp = cupy
