@@ -134,6 +134,23 @@ def _keep(mask, xp):
     return xp.nonzero(xp.concatenate([edge, mask, edge]))[0]
 
 
+def exact_float64(values, xp, *, from_bits: bool | None = None):
+    """``values`` as float64, exactly, on any backend. CuPy compiles its own
+    kernels with -ftz=true, so its float32 -> float64 conversion turns
+    subnormals into 0; those are widened from their bits instead (integer and
+    float64 operations are not flushed). ``from_bits`` forces that path
+    (default: for float32 arrays of a device backend)."""
+    wide = values.astype(np.float64)
+    if from_bits is None:
+        from_bits = xp is not np and values.dtype == np.float32
+    if not from_bits:
+        return wide
+    bits = values.view(np.uint32)
+    subnormal = (bits & np.uint32(0x7F800000)) == 0  # and the zeros, which it keeps
+    magnitude = (bits & np.uint32(0x007FFFFF)).astype(np.float64) * 2.0**-149
+    return xp.where(subnormal, xp.where(bits >> np.uint32(31) == 1, -magnitude, magnitude), wide)
+
+
 @on_caller_stream
 def roc_curve(y_true: ArrayLike, y_score: ArrayLike, *, pos_label: int | None = None,
               sample_weight: ArrayLike | None = None,
@@ -205,7 +222,7 @@ def roc_curve(y_true: ArrayLike, y_score: ArrayLike, *, pos_label: int | None = 
         fps, tps, thresholds = fps[corners], tps[corners], thresholds[corners]
     start = xp.zeros(1, dtype=np.float64)
     fps, tps = xp.concatenate([start, fps]), xp.concatenate([start, tps])
-    thresholds = xp.concatenate([xp.full(1, xp.inf), thresholds.astype(np.float64)])
+    thresholds = xp.concatenate([xp.full(1, xp.inf), exact_float64(thresholds, xp)])
     if float(fps[-1]) <= 0:
         F.warn(_NO_NEGATIVES, F.UndefinedMetricWarning)
     if float(tps[-1]) <= 0:

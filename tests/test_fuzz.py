@@ -117,6 +117,17 @@ def _reference_rows(case: Case):
     return case.plain_true[keep], case.plain_second[keep], weights
 
 
+def _on_host(backend, value):
+    """A result, its dicts and tuples walked, with every array on the host."""
+    if isinstance(value, dict):
+        return {k: _on_host(backend, v) for k, v in value.items()}
+    if isinstance(value, tuple):
+        return tuple(_on_host(backend, v) for v in value)
+    if value is None or isinstance(value, str):
+        return value
+    return backend.to_numpy(value)
+
+
 def _as_plain(value):
     if isinstance(value, dict):
         return {k: _as_plain(v) for k, v in value.items()}
@@ -157,7 +168,7 @@ def check(function: str, backend, case: Case, ours, reference, rtol=1e-9):
     expected_kind, expected = _quietly(reference, (ValueError, ZeroDivisionError), strict=False)
     got_kind, got = _quietly(ours)
     if got_kind == "value":
-        got = backend.to_numpy(got) if not isinstance(got, (dict, tuple)) else got
+        got = _on_host(backend, got)
     if expected_kind == "refused":
         ignored_all = ("ignore_index" in case.options
                        and not np.any(case.plain_true != case.options["ignore_index"]))

@@ -1125,3 +1125,25 @@ def test_rank_areas_reject_empty_and_mismatched_arrays(case):
             backend.binary_rank_areas(put(np.zeros(5)), put(np.zeros(4, bool)))
         with pytest.raises(ValueError, match="sample_weight must have shape"):
             backend.binary_rank_areas(put(np.zeros(5)), put(np.zeros(5, bool)), put(np.ones(6)))
+
+
+def test_exact_float64_widens_subnormals_from_their_bits():
+    """The bit path roc_curve takes for float32 thresholds on a GPU (CuPy's own
+    float32 -> float64 conversion flushes subnormals to 0): equal to NumPy's
+    exact conversion on every class of float32, subnormals of both signs, -0,
+    the extremes, infinities and NaN."""
+    from metrics_gpu._ranking import exact_float64
+
+    rng = np.random.default_rng(7)
+    bits = rng.integers(0, 2**32, 20_000, dtype=np.uint64).astype(np.uint32)
+    bits[:4000] &= np.uint32(0x807FFFFF)  # subnormals and zeros, both signs
+    special = np.array([0, 0x80000000, 1, 0x80000001, 0x007FFFFF, 0x807FFFFF, 0x00800000,
+                        0x7F7FFFFF, 0xFF7FFFFF, 0x7F800000, 0xFF800000, 0x7FC00000],
+                       dtype=np.uint32)
+    values = np.concatenate([special, bits]).view(np.float32)
+    values = np.where(np.isnan(values), np.float32(np.nan), values)  # quiet NaN only
+    assert np.count_nonzero((values != 0) & (np.abs(values) < np.finfo(np.float32).tiny)) > 3000
+    widened = exact_float64(values, np, from_bits=True)
+    assert widened.dtype == np.float64
+    np.testing.assert_array_equal(widened, values.astype(np.float64))
+    assert np.array_equal(np.signbit(widened), np.signbit(values))
