@@ -23,6 +23,7 @@ from __future__ import annotations
 import argparse
 import datetime
 import json
+import os
 import platform
 import re
 import shlex
@@ -54,7 +55,11 @@ def stderr_progress(bench: str):
 
 def git_commit(dirty: bool = True) -> str | None:
     """The short hash of HEAD, with ``+dirty`` when tracked files changed (``dirty``);
-    None outside a checkout or without git."""
+    None outside a checkout or without git. ``METRICS_GPU_COMMIT`` overrides it:
+    a lent GPU gets the working tree with stale git metadata, so
+    tools/gpu_session.sh is given the commit by the caller."""
+    if os.environ.get("METRICS_GPU_COMMIT"):
+        return os.environ["METRICS_GPU_COMMIT"]
     try:
         head = subprocess.run(["git", "rev-parse", "--short", "HEAD"], cwd=REPO,
                               capture_output=True, text=True, timeout=10)

@@ -22,6 +22,10 @@ target ~80% of the time):
   per row"): the same call with rows read a score per load by the lanes of a
   warp, the mapping before the 16-byte loads of ``fused_logits_wide``, to
   show what they change (a comparison, not a target row);
+* ours with ``validate=True`` (route "cupy, validate=True"): the default
+  call, the input checks and then the fused pass of kernels/scores.cu
+  (``validate=False`` is one streaming update of kernels/streaming.cu
+  instead); a comparison, not a target row;
 * the PyTorch idiom, on the same torch tensor: ``F.cross_entropy(logits, y)``,
   ``(logits.argmax(1) == y).float().mean()``, top-5 membership from
   ``logits.topk(5, dim=1)``, and ``softmax(logits, 1).max(1)`` binned into a
@@ -195,6 +199,10 @@ def idiom_host(result) -> dict:
 # -- the fused pass --------------------------------------------------------------
 
 LANES_ROUTE = "cupy, lanes per row"
+# The default call (validate=True): the input checks, then the fused score
+# pass of kernels/scores.cu (validate=False is one streaming update instead).
+VALIDATED_ROUTE = "cupy, validate=True"
+COMPARISON_ROUTES = (LANES_ROUTE, VALIDATED_ROUTE)
 
 
 @contextlib.contextmanager
@@ -299,20 +307,23 @@ def measure_case(ctx: Context, case: dict, y, logits) -> None:
     if logits_cp is not None and "cupy-route" not in args.skip:
         routes.append(("cupy", y, logits_cp))
     if logits_t is not None and ("torch-route" not in args.skip or dtype == "bfloat16"):
-        routes.append(("torch (bf16 -> f32)" if dtype == "bfloat16" else "torch", y_t, logits_t))
+        routes.append(("torch (bf16)" if dtype == "bfloat16" else "torch", y_t, logits_t))
     if (logits_cp is not None and "cupy-route" not in args.skip
             and "lanes-mapping" not in args.skip and k >= kernel_backend.SCORE_WIDE_COLUMNS):
         # The same call with rows read a score per load by lanes (the mapping
         # before fused_logits_wide): what the 16-byte loads change, measured.
         routes.append((LANES_ROUTE, y, logits_cp))
+    if logits_cp is not None and "cupy-route" not in args.skip:
+        routes.append((VALIDATED_ROUTE, y, logits_cp))
     case["ours_call"] = (f"logits_report(y, logits, from_logits=True, top_k={TOP_K}, "
                          f"n_bins={N_BINS}, validate=False)")
     case["ours"] = []
     for route, target, scores in routes:
-        def call(target=target, scores=scores, lanes=route == LANES_ROUTE):
+        def call(target=target, scores=scores, lanes=route == LANES_ROUTE,
+                 validate=route == VALIDATED_ROUTE):
             with lanes_mapping() if lanes else contextlib.nullcontext():
                 return mg.logits_report(target, scores, from_logits=True, top_k=TOP_K,
-                                        n_bins=N_BINS, validate=False)
+                                        n_bins=N_BINS, validate=validate)
 
         with mg.use_backend("cuda"):
             timing, values = attempt(ctx, f"{name}: ours ({route})", call, report_host)
@@ -648,7 +659,7 @@ def print_table(out: Printer, results: dict) -> None:
 def evaluate_targets(results: dict) -> list[dict]:
     targets = []
     rows = [(f"{case['case']} {row['route']}", row) for case in results["cases"]
-            for row in case["ours"] if row["route"] != LANES_ROUTE]  # a comparison only
+            for row in case["ours"] if row["route"] not in COMPARISON_ROUTES]  # comparisons only
 
     def add(text, chosen, key, passes, render):
         targets.extend(target_verdicts(text, chosen, key, passes, render))

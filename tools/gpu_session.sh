@@ -2,7 +2,9 @@
 # One lent-GPU session in one call (README, "GPU results"): the benches of the
 # kernels, then the test suite on the `cuda` backend, under one deadline so that
 # everything measured comes back even when a step runs long. Run from the repo
-# root on the device machine: `bash tools/gpu_session.sh [SECONDS]` (default 570).
+# root on the device machine: `METRICS_GPU_COMMIT=<hash> bash tools/gpu_session.sh
+# [SECONDS]` (default 570). The device gets the working tree but not this
+# checkout's current git metadata: the hash names what was measured.
 # Writes under $OUT (or ./gpu-session): one log per step, and results.tgz with
 # the bench/results files the benches wrote (--write-results) and the JSON
 # (inloop.json, mappings.json: their .md is their log, as printed).
@@ -25,7 +27,7 @@ step() {
     timeout --signal=INT --kill-after=10 "$limit" "$@" > "$out/$name.log" 2>&1
     say "$name: exit $? after the step's ${SECONDS}s mark"
 }
-say "commit $(git rev-parse --short HEAD 2>/dev/null || echo '?')$(git diff --quiet 2>/dev/null || echo +dirty)"
+say "commit ${METRICS_GPU_COMMIT:-$(git rev-parse --short HEAD 2>/dev/null || echo '?')$(git diff --quiet 2>/dev/null || echo +dirty) (git metadata)}"
 nvidia-smi --query-gpu=name,memory.total,driver_version,clocks.sm,clocks.mem --format=csv \
     >> "$log" 2>&1
 python3 -c "import cupy, torch; print('cupy', cupy.__version__, 'torch', torch.__version__)" \
