@@ -134,7 +134,7 @@ inline thread_local unsigned long long warp_barriers_passed = 0;
 
 constexpr int kWarpSize = 32;
 constexpr int kStallSeconds = 60;
-constexpr int kSpinYields = 2000;
+constexpr int kSpinYields = 100;
 
 // Thrown inside a kernel thread to unwind it when its block has failed.
 struct Abort {};
@@ -211,7 +211,9 @@ inline void wait_until(Block& block, std::condition_variable& cv,
   if (block.failed) throw Abort{};
   // Barriers are short: yield to the threads that still have to arrive
   // (a sleep/wake on the condition variable per rendezvous costs far more),
-  // then fall back to sleeping for long waits.
+  // then fall back to sleeping for long waits. 100 yields, not 2000: on 2
+  // cores the emulated tests ran 11-15% faster (sched_yield was 88% of
+  // their system time), with and without AddressSanitizer.
   lock.unlock();
   for (int spin = 0; spin < kSpinYields && !ready(); ++spin) std::this_thread::yield();
   lock.lock();
