@@ -84,10 +84,13 @@ class _PassOptions:
         return {field.name: getattr(self, field.name) for field in fields(self)}
 
     def check(self, y_true: ArrayLike, y_pred: ArrayLike, *, labels: ArrayLike | None = None,
-              pos_label: int | None = None) -> tuple[LabelInputs, np.ndarray | None]:
-        """:func:`check_label_call` of ``y_true`` and ``y_pred`` with these options."""
+              pos_label: int | None = None,
+              names: tuple[str, str] = ("y_true", "y_pred"),
+              ) -> tuple[LabelInputs, np.ndarray | None]:
+        """:func:`check_label_call` of ``y_true`` and ``y_pred`` with these options
+        (``names``: the function's names of the two, for the messages)."""
         return check_label_call(y_true, y_pred, labels=labels, pos_label=pos_label,
-                                **self.keywords())
+                                names=names, **self.keywords())
 
 
 def _selected_classes(inputs: LabelInputs, stats: ClassStatistics, labels) -> np.ndarray:
@@ -642,7 +645,7 @@ def cohen_kappa_score(y1: ArrayLike, y2: ArrayLike, *, labels: ArrayLike | None 
     """
     check_option(weights, KAPPA_WEIGHTS, "weights")
     options = _PassOptions(num_classes, sample_weight, ignore_index, validate, deterministic)
-    inputs, labels = options.check(y1, y2, labels=labels)
+    inputs, labels = options.check(y1, y2, labels=labels, names=("y1", "y2"))
     if labels is None and reduces_on_device(inputs):
         evaluation = evaluate(inputs, moments=weights is not None)
         # The undefined case is decided (and warned about) on the host: one flag.

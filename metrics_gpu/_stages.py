@@ -39,9 +39,11 @@ from metrics_gpu._validation import (
 )
 
 def check_label_call(y_true, y_pred, *, num_classes, sample_weight, ignore_index, validate,
-                     labels=None, pos_label=None,
-                     deterministic=False) -> tuple[LabelInputs, np.ndarray | None]:
-    """Check the arguments and inputs of a scikit-learn-style label function."""
+                     labels=None, pos_label=None, deterministic=False,
+                     names: tuple[str, str] = ("y_true", "y_pred"),
+                     ) -> tuple[LabelInputs, np.ndarray | None]:
+    """Check the arguments and inputs of a scikit-learn-style label function
+    (``names``: what it calls its two label arguments, for the messages)."""
     extra = 0
     if labels is not None:
         host_labels = np.asarray(labels)
@@ -54,6 +56,7 @@ def check_label_call(y_true, y_pred, *, num_classes, sample_weight, ignore_index
         ignore_index=ignore_index, validate=validate,
         deterministic=deterministic, extra_classes=extra,
         allow_all_zero_weight=False,  # scikit-learn's functions reject no weight at all
+        true_name=names[0], pred_name=names[1],
     )
     checked_labels = check_labels_argument(labels, inputs.num_classes, inputs.backend)
     return inputs, checked_labels

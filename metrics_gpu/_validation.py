@@ -242,31 +242,33 @@ def _scores_to_backend(values, backend):
     return _to_backend(values, backend)
 
 
-def _float_label_hint(value: float, name: str) -> str:
-    """Why a float is no class code, and what to pass instead."""
+def _float_label_hint(value: float, name: str, targets: bool) -> str:
+    """Why a float is no class code, and what to pass instead (``targets``: the
+    argument holds the true classes, whatever the function calls it)."""
     if not math.isfinite(value):
         return ""
     if float(value).is_integer():  # beyond 2**62: an id, not a code
         return " (map arbitrary labels, such as sparse ids, with metrics_gpu.encode_labels)"
-    if name == "y_true":
-        return (", which looks like a score or probability, not a class code: y_true takes "
+    if targets:
+        return (f", which looks like a score or probability, not a class code: {name} takes "
                 "the true classes (as integer codes 0..K-1); scores go in the scores argument")
     return (f", which looks like a score or probability, not a class code: pass (N, K) "
             f"scores as {name} (their argmax is taken), or class codes such as "
             "scores.argmax(axis=1) (or scores > threshold for binary scores)")
 
 
-def _negative_label_hint(value: int, name: str) -> str:
+def _negative_label_hint(value: int, targets: bool, true_name: str = "y_true") -> str:
     """Negative targets are usually padding, which ``ignore_index`` leaves out."""
-    if name == "y_true":
+    if targets:
         return (f"; to leave out the samples with this target (padding, such as -100), pass "
                 f"ignore_index={value}, or map arbitrary labels with metrics_gpu.encode_labels")
-    return ("; ignore_index leaves out samples by their y_true only, so predictions must be "
-            "class codes (map arbitrary labels with metrics_gpu.encode_labels)")
+    return (f"; ignore_index leaves out samples by their {true_name} only, so predictions "
+            "must be class codes (map arbitrary labels with metrics_gpu.encode_labels)")
 
 
-def _as_label_array(values, name: str, backend, validate: bool):
-    """1-D integer (or bool) label codes; (N, 1) columns are flattened."""
+def _as_label_array(values, name: str, backend, validate: bool, targets: bool = False):
+    """1-D integer (or bool) label codes; (N, 1) columns are flattened.
+    ``targets``: the argument holds the true classes (its messages say so)."""
     array = _to_backend(values, backend)
     if array.ndim == 2 and array.shape[1] == 1:
         array = array.reshape(-1)
@@ -287,7 +289,7 @@ def _as_label_array(values, name: str, backend, validate: bool):
                 value = array[i].item()
                 raise ValueError(
                     f"{name} must hold integer class codes; found {value!r} at index {i}"
-                    f"{_float_label_hint(value, name)}"
+                    f"{_float_label_hint(value, name, targets)}"
                 )
             return array.astype(np.int64)
         # Unchecked: what cannot be a code becomes -1, which the guard counts as invalid.
@@ -348,7 +350,7 @@ def _exact_or_float_weights(weight, backend):
 
 def check_sample_weight(sample_weight, n_samples: int, backend, validate: bool,
                         allow_all_zero: bool = True, labels=None, ignore_index=None,
-                        name: str = "sample_weight"):
+                        name: str = "sample_weight", true_name: str = "y_true"):
     """``(N,)`` finite, non-negative weights on ``backend``.
 
     With ``validate`` and not ``allow_all_zero`` (the scikit-learn-compatible
@@ -366,7 +368,7 @@ def check_sample_weight(sample_weight, n_samples: int, backend, validate: bool,
         )
     if weight.shape[0] != n_samples:
         raise ValueError(
-            f"{name} has {weight.shape[0]} entries but y_true has {n_samples} samples"
+            f"{name} has {weight.shape[0]} entries but {true_name} has {n_samples} samples"
         )
     if weight.dtype.kind not in "fiub":
         raise ValueError(f"{name} must be numeric, got dtype {weight.dtype}")
@@ -391,8 +393,12 @@ def check_sample_weight(sample_weight, n_samples: int, backend, validate: bool,
     return _exact_or_float_weights(weight, backend)
 
 
-def _label_range(labels, name: str, backend, num_classes, ignore_index) -> int:
+def _label_range(labels, name: str, backend, num_classes, ignore_index, *,
+                 targets: bool = False, true_name: str = "y_true") -> int:
     """Check ``labels`` against ``[0, num_classes)``; return max + 1 (0 if none counted).
+
+    ``targets``: ``labels`` are the true classes, whose ``ignore_index``
+    samples are not counted (``true_name``: what the caller calls them).
 
     Reduced where the labels live: a few numbers are read back, never the labels.
     """
@@ -406,13 +412,13 @@ def _label_range(labels, name: str, backend, num_classes, ignore_index) -> int:
                 f"{name} contains True (class 1) at index {i}, outside 0..0 (num_classes=1)"
             )
         return int(any_true) + 1
-    counted = labels if ignore_index is None or name != "y_true" else labels[labels != ignore_index]
+    counted = labels if ignore_index is None or not targets else labels[labels != ignore_index]
     if counted.size == 0:
         return 0
     low, high = int(counted.min()), int(counted.max())
     if low >= 0 and (num_classes is None or high < num_classes):
         return high + 1
-    counts_ignored = ignore_index is not None and name == "y_true"
+    counts_ignored = ignore_index is not None and targets
     if low < 0:
         bad = labels < 0
         if counts_ignored:
@@ -421,7 +427,7 @@ def _label_range(labels, name: str, backend, num_classes, ignore_index) -> int:
         value = labels[i].item()
         raise ValueError(
             f"{name} contains the negative label {value!r} at index {i}; labels must be class "
-            f"codes 0..K-1{_negative_label_hint(value, name)}"
+            f"codes 0..K-1{_negative_label_hint(value, targets, true_name)}"
         )
     if num_classes is not None and high >= num_classes:
         bad = labels >= num_classes
@@ -443,7 +449,8 @@ def _largest_label(labels, backend, ignore_index) -> int:
 
 
 
-def flatten_positions(y_true, y_pred, backend, pred_name: str = "y_pred"):
+def flatten_positions(y_true, y_pred, backend, pred_name: str = "y_pred",
+                      true_name: str = "y_true"):
     """Channel-first batches as one sample per position (torchmetrics'
     ``multidim_average="global"``): ``(N, K, d1, ...)`` scores with
     ``(N, d1, ...)`` targets become ``(N * d1 * ..., K)`` and ``(N * d1 * ...,)``;
@@ -457,7 +464,7 @@ def flatten_positions(y_true, y_pred, backend, pred_name: str = "y_pred"):
         if tuple(true.shape) != expected:
             raise ValueError(
                 f"{pred_name} of shape {tuple(pred.shape)} holds (N, K, d1, ...) scores, so "
-                f"y_true must have shape {expected} (one target per position), got "
+                f"{true_name} must have shape {expected} (one target per position), got "
                 f"{tuple(true.shape)}"
             )
         classes = pred.shape[1]
@@ -472,14 +479,15 @@ def flatten_positions(y_true, y_pred, backend, pred_name: str = "y_pred"):
 def check_label_inputs(y_true, y_pred, *, num_classes=None, sample_weight=None,
                        ignore_index=None, validate=True, extra_classes=0,
                        deterministic=False, allow_all_zero_weight=True,
-                       pred_name: str = "y_pred",
+                       true_name: str = "y_true", pred_name: str = "y_pred",
                        weight_name: str = "sample_weight") -> LabelInputs:
     """Check ``y_true``/``y_pred`` (labels, or ``(N, K)`` scores reduced by argmax).
 
     ``extra_classes`` is the smallest K a caller needs regardless of the data
-    (``max(labels) + 1`` for scikit-learn's ``labels=``). ``pred_name`` and
-    ``weight_name`` are the caller's names of ``y_pred`` and ``sample_weight``
-    (CatBoost's ``approx`` and ``weight``), for the messages.
+    (``max(labels) + 1`` for scikit-learn's ``labels=``). ``true_name``,
+    ``pred_name`` and ``weight_name`` are the caller's names of ``y_true``,
+    ``y_pred`` and ``sample_weight`` (cohen_kappa_score's ``y1`` and ``y2``,
+    CatBoost's ``approx`` and ``weight``), for the messages.
     """
     if not isinstance(validate, bool):
         raise ValueError(f"validate must be True or False, got {validate!r}")
@@ -491,8 +499,8 @@ def check_label_inputs(y_true, y_pred, *, num_classes=None, sample_weight=None,
     ignore_index = check_ignore_index(ignore_index)
     given = num_classes is not None
 
-    y_true, pred = flatten_positions(y_true, y_pred, backend, pred_name)
-    y_true = _as_label_array(y_true, "y_true", backend, validate)
+    y_true, pred = flatten_positions(y_true, y_pred, backend, pred_name, true_name)
+    y_true = _as_label_array(y_true, true_name, backend, validate, targets=True)
     if pred.ndim == 2 and pred.shape[1] > 1:
         scores = _as_scores(pred, pred_name, backend, validate)
         if num_classes is not None and num_classes != scores.shape[1]:
@@ -508,18 +516,20 @@ def check_label_inputs(y_true, y_pred, *, num_classes=None, sample_weight=None,
 
     n = y_true.shape[0]
     if n == 0 or y_pred_labels.shape[0] == 0:
-        raise ValueError(f"y_true and {pred_name} are empty; at least one sample is required")
+        raise ValueError(
+            f"{true_name} and {pred_name} are empty; at least one sample is required")
     if y_pred_labels.shape[0] != n:
         raise ValueError(
-            f"y_true has {n} samples but {pred_name} has {y_pred_labels.shape[0]}"
+            f"{true_name} has {n} samples but {pred_name} has {y_pred_labels.shape[0]}"
         )
     weight = check_sample_weight(sample_weight, n, backend, validate, allow_all_zero_weight,
-                                 y_true, ignore_index, name=weight_name)
+                                 y_true, ignore_index, name=weight_name, true_name=true_name)
 
     if validate:
-        high_true = _label_range(y_true, "y_true", backend, num_classes, ignore_index)
+        high_true = _label_range(y_true, true_name, backend, num_classes, ignore_index,
+                                 targets=True)
         high_pred = 0 if scores_given else _label_range(
-            y_pred_labels, pred_name, backend, num_classes, None
+            y_pred_labels, pred_name, backend, num_classes, None, true_name=true_name
         )
         if num_classes is None:
             num_classes = max(high_true, high_pred, extra_classes, 1)
@@ -646,7 +656,7 @@ def check_score_inputs(y_true, scores, *, name: str = "y_score", kind: str = "pr
     ignore_index = check_ignore_index(ignore_index)
     source = y_true
     y_true, scores = flatten_positions(y_true, scores, backend, name)
-    targets = _as_label_array(y_true, "y_true", backend, validate)
+    targets = _as_label_array(y_true, "y_true", backend, validate, targets=True)
     values = _as_scores(scores, name, backend, validate)
     binary_column = values.ndim == 1 or (values.ndim == 2 and values.shape[1] == 1)
     if values.ndim not in (1, 2):
@@ -707,14 +717,14 @@ def check_score_inputs(y_true, scores, *, name: str = "y_score", kind: str = "pr
             i = _first_true(positions == -1, backend)
             if i is not None:
                 value = targets[i].item()
-                hint = _negative_label_hint(value, "y_true") if value < 0 else ""
+                hint = _negative_label_hint(value, True) if value < 0 else ""
                 raise ValueError(
                     f"y_true contains {value!r} at index {i}, which is not in labels "
                     f"{classes.tolist()}{hint}"
                 )
         targets = positions
     elif validate:
-        _label_range(targets, "y_true", backend, num_classes, ignore_index)
+        _label_range(targets, "y_true", backend, num_classes, ignore_index, targets=True)
     return ScoreInputs(
         y_true=targets, scores=values, sample_weight=weight, num_classes=num_classes,
         ignore_index=ignore_index, guard=not validate, backend=backend, source=source,
@@ -851,7 +861,7 @@ def check_ranking_inputs(y_true, y_score, sample_weight=None, score_name: str = 
     ``y_score`` and ``sample_weight``, for the messages.
     """
     backend = resolve_backend(y_true, y_score, sample_weight)
-    labels = _as_label_array(y_true, "y_true", backend, validate=True)
+    labels = _as_label_array(y_true, "y_true", backend, validate=True, targets=True)
     scores = _to_backend(y_score, backend)
     score_eps = float_eps(scores.dtype)
     if scores.dtype.name == "bfloat16":
@@ -1076,7 +1086,7 @@ def check_multiclass_roc_labels(labels, classes: np.ndarray, n_columns: int) -> 
 
 def check_ranking_class_codes(inputs: RankingInputs, num_classes: int) -> None:
     """Labels must be class codes ``0..K-1`` of the ``K`` score columns."""
-    _label_range(inputs.y_true, "y_true", inputs.backend, num_classes, None)
+    _label_range(inputs.y_true, "y_true", inputs.backend, num_classes, None, targets=True)
 
 
 def check_cost_matrix(cost_matrix, num_classes: int, backend=None) -> np.ndarray | None:
@@ -1333,7 +1343,7 @@ def check_stream_batch(y_true, preds, sample_weight, *, num_classes: int, backen
         elif weight.dtype not in (np.float32, np.float64):
             weight = converted(weight, np.dtype(np.float64))
     if eager:
-        _label_range(true, "y_true", backend, num_classes, ignore_index)
+        _label_range(true, "y_true", backend, num_classes, ignore_index, targets=True)
         if layout:
             values = pred if bits is None else Bfloat16Bits(pred)  # read in chunks
             i = _first_nonfinite(values, backend)

@@ -192,9 +192,7 @@ METRICS: tuple[Metric, ...] = (
            sklearn=skm.classification_report, symmetric=False,
            notes={"symmetric": "precision and recall trade places; support follows y_true"}),
     Metric("cohen_kappa_score", "labels", "scalar", sklearn=skm.cohen_kappa_score,
-           symmetric=True,
-           defects={"lengths": "its arrays are y1 and y2 (scikit-learn's names), but the "
-                               "shared label gate's message names y_true and y_pred"}),
+           symmetric=True),
     Metric("confusion_matrix", "labels", "matrix", sklearn=skm.confusion_matrix,
            symmetric=False, exact=True,
            notes={"symmetric": "swapping the arrays transposes the matrix",

@@ -39,6 +39,14 @@ def _metric_calls():
 
 METRICS = _metric_calls()
 METRIC_IDS = sorted(METRICS)
+# The names each function gives its two label arrays in its messages.
+ARRAY_NAMES = {"cohen_kappa_score": ("y1", "y2")}
+
+
+def _named(metric: str, pattern: str) -> str:
+    """``pattern`` with y_true and y_pred as ``metric`` calls them."""
+    first, second = ARRAY_NAMES.get(metric, ("y_true", "y_pred"))
+    return pattern.replace("y_true", first).replace("y_pred", second)
 
 
 # -- labels ---------------------------------------------------------------------
@@ -46,26 +54,26 @@ METRIC_IDS = sorted(METRICS)
 
 @pytest.mark.parametrize("metric", METRIC_IDS)
 def test_negative_label_in_y_true(backend, metric):
-    with pytest.raises(ValueError, match=r"y_true.*-1\b.*index 3"):
+    with pytest.raises(ValueError, match=_named(metric, r"y_true.*-1\b.*index 3")):
         METRICS[metric](backend.asarray([0, 1, 2, -1, 1]), backend.asarray([0, 1, 2, 1, 1]))
 
 
 @pytest.mark.parametrize("metric", METRIC_IDS)
 def test_negative_label_in_y_pred(backend, metric):
-    with pytest.raises(ValueError, match=r"y_pred.*-2\b.*index 1"):
+    with pytest.raises(ValueError, match=_named(metric, r"y_pred.*-2\b.*index 1")):
         METRICS[metric](backend.asarray([0, 1, 2]), backend.asarray([0, -2, 1]))
 
 
 @pytest.mark.parametrize("metric", METRIC_IDS)
 def test_label_at_num_classes_in_y_true(backend, metric):
-    with pytest.raises(ValueError, match=r"y_true.*\b3\b.*index 4.*num_classes=3"):
+    with pytest.raises(ValueError, match=_named(metric, r"y_true.*\b3\b.*index 4.*num_classes=3")):
         METRICS[metric](backend.asarray([0, 1, 2, 1, 3]), backend.asarray([0, 1, 2, 1, 1]),
                         num_classes=3)
 
 
 @pytest.mark.parametrize("metric", METRIC_IDS)
 def test_label_above_num_classes_in_y_pred(backend, metric):
-    with pytest.raises(ValueError, match=r"y_pred.*\b17\b.*index 2.*num_classes=4"):
+    with pytest.raises(ValueError, match=_named(metric, r"y_pred.*\b17\b.*index 2.*num_classes=4")):
         METRICS[metric](backend.asarray([0, 1, 2, 3]), backend.asarray([0, 1, 17, 3]),
                         num_classes=4)
 
@@ -169,7 +177,7 @@ def test_num_classes_not_matching_score_columns(backend):
 
 @pytest.mark.parametrize("metric", METRIC_IDS)
 def test_mismatched_lengths(backend, metric):
-    with pytest.raises(ValueError, match=r"y_true has 4 samples but y_pred has 3"):
+    with pytest.raises(ValueError, match=_named(metric, r"y_true has 4 samples but y_pred has 3")):
         METRICS[metric](backend.asarray([0, 1, 1, 0]), backend.asarray([0, 1, 1]))
 
 
@@ -241,7 +249,7 @@ def test_everything_ignored_is_not_an_error_of_shape(backend):
 @pytest.mark.parametrize("metric", ["accuracy_score", "confusion_matrix", "label_report",
                                     "cohen_kappa_score"])
 def test_bad_sample_weight(backend, metric, weight, pattern):
-    with pytest.raises(ValueError, match=pattern):
+    with pytest.raises(ValueError, match=_named(metric, pattern)):
         METRICS[metric](backend.asarray([0, 1, 2, 1]), backend.asarray([0, 1, 1, 1]),
                         sample_weight=backend.asarray(np.asarray(weight)))
 
@@ -693,3 +701,27 @@ def test_bfloat16_scores(backend, rng):
     scores[7, 3] = np.nan
     with pytest.raises(ValueError, match="y_pred must hold finite scores; found nan at row 7"):
         mg.accuracy_score(backend.asarray(y_true), backend.asarray(scores))
+
+
+def test_kappa_messages_name_its_own_arguments(backend):
+    """cohen_kappa_score takes y1 and y2 (scikit-learn's names): its messages say
+    so, and y1 keeps the targets' role (ignore_index, the float hint)."""
+    cases = [
+        (([0, 1, 2, 1], [0, 1, 1]), {}, r"y1 has 4 samples but y2 has 3"),
+        (([0, 1, 0.5, 1], [0, 1, 1, 1]), {}, r"y1 must hold integer class codes.*y1 takes the "
+                                            r"true classes"),
+        (([0, -1, 2, 1], [0, 1, 1, 1]), {}, r"y1 contains the negative label -1.*"
+                                          r"pass ignore_index=-1"),
+        (([0, 1, 2, 1], [0, -1, 1, 1]), {}, r"y2 contains the negative label -1.*"
+                                          r"ignore_index leaves out samples by their y1 only"),
+        (([0, 1, 2, 1], [0, 1, 1, 1]), {"num_classes": 2}, r"y1 contains the label 2"),
+    ]
+    for (y1, y2), options, pattern in cases:
+        with pytest.raises(ValueError, match=pattern):
+            mg.cohen_kappa_score(backend.asarray(np.asarray(y1)), backend.asarray(np.asarray(y2)),
+                                 **options)
+    # ignore_index still leaves out samples by y1.
+    kappa = mg.cohen_kappa_score(backend.asarray(np.array([0, -1, 1, 1])),
+                                 backend.asarray(np.array([0, 5, 1, 0])), ignore_index=-1)
+    assert float(backend.to_numpy(kappa)) == pytest.approx(
+        sklearn_metrics.cohen_kappa_score([0, 1, 1], [0, 1, 0]))
