@@ -228,6 +228,11 @@ def _mark_emulated_reruns(items):
             covered[function] = (seen or set()) | values
         else:
             item.add_marker(pytest.mark.emulated_rerun)
+            left_out = item.get_closest_marker("no_emulated_reruns")
+            if left_out is not None:
+                name, kept_out = left_out.args
+                if item.callspec.params.get(name) in kept_out:
+                    item.add_marker(pytest.mark.emulated_rerun_left_out)
 
 
 def pytest_collection_modifyitems(config, items):
@@ -240,11 +245,10 @@ def pytest_collection_modifyitems(config, items):
     _mark_emulated_reruns(items)
     exhaustive = config.getoption("--emulated-exhaustive")
     gate = config.getoption("--nvrtc-gate")
-    if exhaustive and gate:
-        return
     kept, dropped = [], []
     for item in items:
         left_out = ((not exhaustive and item.get_closest_marker("emulated_rerun"))
+                    or item.get_closest_marker("emulated_rerun_left_out")
                     or (not gate and item.get_closest_marker("nvrtc_gate")))
         (dropped if left_out else kept).append(item)
     if dropped:
