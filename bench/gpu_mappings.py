@@ -9,7 +9,7 @@ bytes for every K, several times the L2), int64 targets, one call of
 validate=True)``'s score pass (the backend's ``fused_logits_pass``; with
 ``validate=False`` the call is one streaming update, timed by gpu_scores.py)
 on CuPy arrays with the mapping forced (the thresholds of
-``metrics_gpu.backends.kernel_backend`` patched, as tests/test_scores.py
+``metrics_gpu.backends.launchers.scores`` patched, as tests/test_scores.py
 does): ``staged`` (a thread per row through shared memory, K <= 32 only
 where its tile fits), ``lanes`` (score_group lanes per row, a score per
 load), ``warp`` and ``block`` (fused_logits_wide: 16-byte loads, a warp or
@@ -34,7 +34,7 @@ from _common import count, git_commit, write_json
 import numpy as np
 
 from metrics_gpu._backend import get_backend_implementation
-from metrics_gpu.backends import kernel_backend
+from metrics_gpu.backends.launchers import scores as score_launchers
 
 HUGE = 1 << 30
 # A row's float32 terms are evaluated in an order that depends on the mapping.
@@ -79,8 +79,8 @@ def main(argv=None) -> int:
         print(f"gpu_mappings: needs CuPy and a CUDA GPU ({error})", file=sys.stderr)
         return 2
     started = time.perf_counter()
-    defaults = (kernel_backend.SCORE_WIDE_COLUMNS, kernel_backend.SCORE_BLOCK_ROW_COLUMNS,
-                kernel_backend.SCORE_STAGED_COLUMNS)
+    defaults = (score_launchers.SCORE_WIDE_COLUMNS, score_launchers.SCORE_BLOCK_ROW_COLUMNS,
+                score_launchers.SCORE_STAGED_COLUMNS)
     name = cp.cuda.runtime.getDeviceProperties(0)["name"].decode()
     print(f"commit {git_commit()}; {name}; float32 logits, {args.bytes / 1e9:g} GB per K; "
           f"thresholds today: wide from {defaults[0]}, block from {defaults[1]}, "
@@ -111,8 +111,8 @@ def main(argv=None) -> int:
         device.launch = spy
         try:
             for mapping, thresholds in [("default", defaults), *MAPPINGS.items()]:
-                (kernel_backend.SCORE_WIDE_COLUMNS, kernel_backend.SCORE_BLOCK_ROW_COLUMNS,
-                 kernel_backend.SCORE_STAGED_COLUMNS) = thresholds
+                (score_launchers.SCORE_WIDE_COLUMNS, score_launchers.SCORE_BLOCK_ROW_COLUMNS,
+                 score_launchers.SCORE_STAGED_COLUMNS) = thresholds
                 launched.clear()
                 try:
                     ms, sums = best_ms(cp, lambda: backend.fused_logits_pass(
@@ -134,8 +134,8 @@ def main(argv=None) -> int:
                 row["ms"][mapping] = ms if wanted is None or set(passes) == {wanted} else None
         finally:
             device.launch = original_launch
-            (kernel_backend.SCORE_WIDE_COLUMNS, kernel_backend.SCORE_BLOCK_ROW_COLUMNS,
-             kernel_backend.SCORE_STAGED_COLUMNS) = defaults
+            (score_launchers.SCORE_WIDE_COLUMNS, score_launchers.SCORE_BLOCK_ROW_COLUMNS,
+             score_launchers.SCORE_STAGED_COLUMNS) = defaults
         logits = y = None
         cp.get_default_memory_pool().free_all_blocks()
         timed = {m: v for m, v in row["ms"].items() if v is not None and m != "default"}

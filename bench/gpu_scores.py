@@ -99,7 +99,7 @@ from _common import (
 
 import metrics_gpu as mg
 from metrics_gpu._backend import get_backend_implementation
-from metrics_gpu.backends import kernel_backend
+from metrics_gpu.backends.launchers import scores as score_launchers
 
 DEFAULT_CASES = ((10**6, 1000), (32768, 128000), (10**8, 10))
 QUICK_CASES = ((10**5, 1000), (1024, 32000), (10**6, 10))
@@ -209,12 +209,12 @@ COMPARISON_ROUTES = (LANES_ROUTE, VALIDATED_ROUTE)
 def lanes_mapping():
     """Rows of any width read by lanes, a score per load (fused_logits_pass;
     the streaming update's scan_row), as before fused_logits_wide."""
-    saved = kernel_backend.SCORE_WIDE_COLUMNS
-    kernel_backend.SCORE_WIDE_COLUMNS = 1 << 62
+    saved = score_launchers.SCORE_WIDE_COLUMNS
+    score_launchers.SCORE_WIDE_COLUMNS = 1 << 62
     try:
         yield
     finally:
-        kernel_backend.SCORE_WIDE_COLUMNS = saved
+        score_launchers.SCORE_WIDE_COLUMNS = saved
 
 
 def make_idiom(ctx: Context, logits, target, k: int):
@@ -309,7 +309,7 @@ def measure_case(ctx: Context, case: dict, y, logits) -> None:
     if logits_t is not None and ("torch-route" not in args.skip or dtype == "bfloat16"):
         routes.append(("torch (bf16)" if dtype == "bfloat16" else "torch", y_t, logits_t))
     if (logits_cp is not None and "cupy-route" not in args.skip
-            and "lanes-mapping" not in args.skip and k >= kernel_backend.SCORE_WIDE_COLUMNS):
+            and "lanes-mapping" not in args.skip and k >= score_launchers.SCORE_WIDE_COLUMNS):
         # The same call with rows read a score per load by lanes (the mapping
         # before fused_logits_wide): what the 16-byte loads change, measured.
         routes.append((LANES_ROUTE, y, logits_cp))
@@ -524,7 +524,7 @@ def auc_case(ctx: Context, n: int) -> dict | bool:
         progress(f"  {name}: exact rank-sum reference")
         exact = exact_auc(ctx, y, scores)
     finally:
-        del y, scores
+        y = scores = None  # frees the device arrays (the lambdas above are done with them)
         ctx.free_memory()
     case.update(ours_value=ours, ours_signed_value=ours_signed, torchmetrics_value=theirs,
                 exact_value=exact)

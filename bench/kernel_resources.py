@@ -4,7 +4,7 @@
         [--modules scores.cu confusion.cu ...] [--jobs N] [--json PATH] [--markdown PATH]
         [--sass KERNEL ...]
 
-Compiles every instantiation of ``metrics_gpu._kernels.KERNEL_MODULES`` with
+Compiles every instantiation of ``metrics_gpu.backends.launchers.KERNEL_MODULES`` with
 NVRTC (ptxas through ``--ptxas-options=-v``, as the CI gate compiles them)
 for each architecture and prints, per kernel: registers per thread, stack
 frame and spill bytes, static shared memory, and the resident warps per SM
@@ -52,7 +52,8 @@ from _common import REPO, git_commit
 sys.path.insert(0, str(REPO / "tools"))  # the NVRTC gate: a repository tool, not the package
 
 import nvrtc_gate  # noqa: E402
-from metrics_gpu._kernels import KERNEL_MODULES, kernel_source
+from metrics_gpu._kernels import kernel_source
+from metrics_gpu.backends.launchers import KERNEL_MODULES
 
 # Per-SM limits of the architectures (CUDA C++ Programming Guide, "Technical
 # Specifications per Compute Capability"): 64K 32-bit registers, allocated

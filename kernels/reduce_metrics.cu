@@ -110,7 +110,7 @@ __device__ __forceinline__ bool is_selected(const unsigned char* selected, int64
 }
 
 // Largest block the routing buffer below is sized for (cuda: 256, emulated: 64;
-// the host's copy: kernel_backend.py REDUCE_MAX_BLOCK_THREADS).
+// the host's copy: launchers/reduce_metrics.py REDUCE_MAX_BLOCK_THREADS).
 constexpr int kMaxBlockThreads = 256;
 
 // One class's counts as a thread holds them: `rank` is its position among the

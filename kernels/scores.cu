@@ -63,7 +63,7 @@ enum ScoreSlot {
   kSlotInvalid,
   kScalarSlots
 };
-// The host's copies (metrics_gpu/_kernels.py SCORE_MAX_TOP_K, kernel_backend.py
+// The host's copies (metrics_gpu/_kernels.py SCORE_MAX_TOP_K, launchers/scores.py
 // SCORE_MAX_BLOCK_THREADS; the enum: _state.py SCORE_SLOTS) are held to these
 // by tests/test_kernel_interface.py.
 constexpr int kMaxTopK = 8;          // top_k values per pass (the host checks)

@@ -49,7 +49,7 @@
 namespace mg {
 
 // Layout of the int64 config vector the host packs once per state and input
-// layout (metrics_gpu/backends/kernel_backend.py STREAM_CONFIG, same order).
+// layout (metrics_gpu/backends/launchers/streaming.py STREAM_CONFIG, same order).
 enum StreamConfig {
   kCfgClasses = 0,
   kCfgInner,          // positions per image (1 for (N, K) scores)

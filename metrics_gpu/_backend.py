@@ -110,10 +110,6 @@ def get_backend() -> str:
     The innermost :func:`use_backend` block decides, then :func:`set_backend`,
     then the ``METRICS_GPU_BACKEND`` environment variable, then ``"auto"``.
 
-    Parameters
-    ----------
-    None
-
     Returns
     -------
     str

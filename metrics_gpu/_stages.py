@@ -276,7 +276,7 @@ class StreamState:
         # leaves them stale until a compute launch writes them again.
         self.moments_fresh = False
         if backend.name != "numpy":
-            from metrics_gpu.backends.kernel_backend import StreamWorkspace
+            from metrics_gpu.backends.launchers.streaming import StreamWorkspace
 
             self.workspace = StreamWorkspace()
 

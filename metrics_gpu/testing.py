@@ -4,7 +4,7 @@
 kernel launches, device allocations, and host transfers (device-to-host
 copies and the syncs they imply). The counts are taken in the launch code
 the ``cuda`` and ``emulated`` backends share
-(:mod:`metrics_gpu.backends.kernel_backend`), so a test on the emulated
+(:class:`metrics_gpu.backends.launchers.base.LaunchBase`), so a test on the emulated
 backend, on a machine without a GPU, holds the cuda backend to the same
 budget.
 

@@ -26,6 +26,24 @@ from metrics_gpu._backend import BackendUnavailableError, get_backend_implementa
 BACKENDS = ("numpy", "emulated", "cuda")
 
 
+def host_array(value):
+    """One result as a NumPy array: a CuPy array (the cuda backend's results)
+    copied back, anything else through ``np.asarray``."""
+    return value.get() if type(value).__module__.startswith("cupy") else np.asarray(value)
+
+
+def on_host(value):
+    """A result with every array on the host (:func:`host_array`), its dicts
+    and tuples walked; None and strings as they are."""
+    if isinstance(value, dict):
+        return {key: on_host(item) for key, item in value.items()}
+    if isinstance(value, tuple):
+        return tuple(on_host(item) for item in value)
+    if value is None or isinstance(value, str):
+        return value
+    return host_array(value)
+
+
 class BackendCase:
     """A backend under test: moves inputs to it and results back to NumPy."""
 
@@ -44,9 +62,7 @@ class BackendCase:
         return array
 
     def to_numpy(self, value):
-        if self.name == "cuda" and hasattr(value, "get"):
-            return value.get()
-        return np.asarray(value)
+        return host_array(value)
 
     def __repr__(self):
         return self.name

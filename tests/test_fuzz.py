@@ -39,6 +39,7 @@ from hypothesis import HealthCheck, assume, given, settings
 from hypothesis import strategies as st
 
 import metrics_gpu as mg
+from conftest import on_host
 from fuzz_strategies import Case, binary_score_cases, label_cases, score_cases
 
 PROFILE_VARIABLE = "METRICS_GPU_FUZZ_PROFILE"
@@ -117,17 +118,6 @@ def _reference_rows(case: Case):
     return case.plain_true[keep], case.plain_second[keep], weights
 
 
-def _on_host(backend, value):
-    """A result, its dicts and tuples walked, with every array on the host."""
-    if isinstance(value, dict):
-        return {k: _on_host(backend, v) for k, v in value.items()}
-    if isinstance(value, tuple):
-        return tuple(_on_host(backend, v) for v in value)
-    if value is None or isinstance(value, str):
-        return value
-    return backend.to_numpy(value)
-
-
 def _as_plain(value):
     if isinstance(value, dict):
         return {k: _as_plain(v) for k, v in value.items()}
@@ -168,7 +158,7 @@ def check(function: str, backend, case: Case, ours, reference, rtol=1e-9):
     expected_kind, expected = _quietly(reference, (ValueError, ZeroDivisionError), strict=False)
     got_kind, got = _quietly(ours)
     if got_kind == "value":
-        got = _on_host(backend, got)
+        got = on_host(got)
     if expected_kind == "refused":
         ignored_all = ("ignore_index" in case.options
                        and not np.any(case.plain_true != case.options["ignore_index"]))

@@ -22,6 +22,7 @@ import importlib
 import os
 import re
 from dataclasses import dataclass, field
+from pathlib import Path
 
 import pytest
 
@@ -42,7 +43,10 @@ class Mirror:
 
 _STATE, _KERNELS = "metrics_gpu._state", "metrics_gpu._kernels"
 _FORMULAS, _STREAMING = "metrics_gpu._formulas", "metrics_gpu._streaming"
-_BACKEND = "metrics_gpu.backends.kernel_backend"
+_LAUNCHERS = "metrics_gpu.backends.launchers"
+_BASE, _SCORES = f"{_LAUNCHERS}.base", f"{_LAUNCHERS}.scores"
+_REDUCE, _RANKING = f"{_LAUNCHERS}.reduce_metrics", f"{_LAUNCHERS}.ranking"
+_STREAM_LAUNCHERS = f"{_LAUNCHERS}.streaming"
 
 INTERFACE = (
     # -- layouts -------------------------------------------------------------
@@ -52,7 +56,7 @@ INTERFACE = (
     Mirror("reduce_metrics.cu", "Slot", _FORMULAS, "LABEL_METRIC_SLOTS"),
     Mirror("reduce_metrics.cu", "Column", _FORMULAS, "LABEL_METRIC_COLUMNS"),
     # The streaming state's int64 config vector, packed by the host.
-    Mirror("streaming.cu", "StreamConfig", _BACKEND, "STREAM_CONFIG",
+    Mirror("streaming.cu", "StreamConfig", _STREAM_LAUNCHERS, "STREAM_CONFIG",
            renames={"kCfgTopK": tuple(f"top_k_{i}" for i in range(SCORE_MAX_TOP_K))}),
     # The streaming checks: checks[0] counts the rows left out, then the first
     # offending sample of each kind.
@@ -67,12 +71,12 @@ INTERFACE = (
                     "kOutRocAucBound": "roc_auc_error_bound",
                     "kOutAveragePrecisionBound": "average_precision_error_bound"}),
     # -- limits ----------------------------------------------------------------
-    Mirror("common.cuh", "kWarpSize", _BACKEND, "WARP_SIZE"),
+    Mirror("common.cuh", "kWarpSize", _BASE, "WARP_SIZE"),
     Mirror("scores.cu", "kMaxTopK", _KERNELS, "SCORE_MAX_TOP_K"),
-    Mirror("scores.cu", "kScoreBlockThreads", _BACKEND, "SCORE_MAX_BLOCK_THREADS"),
-    Mirror("reduce_metrics.cu", "kMaxBlockThreads", _BACKEND, "REDUCE_MAX_BLOCK_THREADS"),
-    Mirror("ranking.cu", "kRankBlockThreads", _BACKEND, "RANK_MAX_BLOCK_THREADS"),
-    Mirror("ranking.cu", "kRankItems", _BACKEND, "RANK_ITEMS_PER_THREAD"),
+    Mirror("scores.cu", "kScoreBlockThreads", _SCORES, "SCORE_MAX_BLOCK_THREADS"),
+    Mirror("reduce_metrics.cu", "kMaxBlockThreads", _REDUCE, "REDUCE_MAX_BLOCK_THREADS"),
+    Mirror("ranking.cu", "kRankBlockThreads", _RANKING, "RANK_MAX_BLOCK_THREADS"),
+    Mirror("ranking.cu", "kRankItems", _RANKING, "RANK_ITEMS_PER_THREAD"),
     Mirror("streaming.cu", "kOrdinalShift", _KERNELS, "STREAM_ORDINAL_SHIFT"),
     Mirror("streaming.cu", "kNoError", _KERNELS, "STREAM_NO_ERROR"),
 )
@@ -239,3 +243,51 @@ def test_parser_reads_initialisers_comments_and_suffixes():
     assert layout_as_python(enums["Layout"], {}, 2) == (
         "first", "second", "block", None, None, None, "after")
     assert layout_as_python(enums["Short"], {}, 1) == ()  # kY is the count
+
+
+# -- each source's instantiations and launches in one launcher module -----------
+
+
+def _launcher_module(source: str):
+    return importlib.import_module(f"{_LAUNCHERS}.{source.removesuffix('.cu')}")
+
+
+def test_each_kernel_source_has_its_launcher_module():
+    """kernels/x.cu has metrics_gpu/backends/launchers/x.py, whose MODULE lists
+    x.cu's instantiations; KERNEL_MODULES is exactly those MODULEs."""
+    from metrics_gpu.backends.launchers import KERNEL_MODULES
+
+    sources = sorted(path.name for path in kernel_directory().glob("*.cu"))
+    for source in sources:
+        assert _launcher_module(source).MODULE.source == source
+    assert sorted(module.source for module in KERNEL_MODULES) == sources
+    for module in KERNEL_MODULES:
+        assert _launcher_module(module.source).MODULE is module
+
+
+def _launch_calls(path) -> list:
+    """The ``<object>.launch(...)`` calls of one Python file."""
+    return [node for node in ast.walk(ast.parse(path.read_text()))
+            if isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute)
+            and node.func.attr == "launch"]
+
+
+def test_each_kernel_is_launched_from_its_launcher_module():
+    """Every launch in the package names its own launcher module's SOURCE, so
+    a kernel's arguments are packed next to its instantiations and nowhere
+    else (a launcher that needs another source's kernel calls that module's
+    function). LaunchBase.launch, which counts and forwards, is the one other."""
+    package = Path(importlib.import_module("metrics_gpu").__file__).parent
+    launchers = package / "backends" / "launchers"
+    found = {}
+    for path in sorted(package.rglob("*.py")):
+        for call in _launch_calls(path):
+            where = f"{path.relative_to(package)}:{call.lineno}"
+            first = call.args[0] if call.args else None
+            name = first.id if isinstance(first, ast.Name) else ast.dump(first) if first else None
+            found[where] = name
+            assert path.parent == launchers, f"a kernel launched outside {launchers}: {where}"
+            expected = "source" if path.name == "base.py" else "SOURCE"
+            assert name == expected, f"{where} launches {name}, not its module's {expected}"
+    assert sum(name == "SOURCE" for name in found.values()) >= len(
+        list(kernel_directory().glob("*.cu"))), found

@@ -475,7 +475,7 @@ def fixed_point_model(y_true, y_pred, weights, size):
         return out
 
     def moment(total):
-        # kernel_backend: (low word as float64 + high word * 2**64) * (1 / scale)
+        # launchers/confusion.py: (low word as float64 + high word * 2**64) * (1 / scale)
         low, high = total & (2**64 - 1), total >> 64
         return (float(low) + float(high) * 2.0**64) * math.ldexp(1.0, -shift)
 
@@ -487,7 +487,7 @@ def fixed_point_model(y_true, y_pred, weights, size):
 
 
 def documented_bound(weights, counts):
-    """kernel_backend's docstring: abs error <= max|w| * N * 2**-61 per weight."""
+    """accumulate_confusion's docstring: abs error <= max|w| * N * 2**-61 per weight."""
     return float(np.max(np.abs(weights.astype(np.float64)))) * len(weights) * 2.0**-61 * counts
 
 
@@ -996,9 +996,9 @@ def vector_width(dtype):
 
 
 def grid_threads(case):
-    from metrics_gpu.backends import kernel_backend
+    from metrics_gpu.backends.launchers import base
 
-    return (case.device.multiprocessor_count * kernel_backend.BLOCKS_PER_MULTIPROCESSOR
+    return (case.device.multiprocessor_count * base.BLOCKS_PER_MULTIPROCESSOR
             * case.device.block_threads)
 
 

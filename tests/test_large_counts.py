@@ -21,7 +21,7 @@ import pytest
 
 from metrics_gpu._kernels import kernel_directory
 from metrics_gpu._state import RowArgmax
-from metrics_gpu.backends import kernel_backend
+from metrics_gpu.backends.launchers import base as launch_base
 from conftest import skip_unavailable
 
 PAST_2_36 = 2**36 + 5
@@ -72,12 +72,12 @@ def _check_segments(launches, n, base_pointer, itemsize, grid_of):
         pointer = int(args[0].ctypes.data)
         assert isinstance(segment, np.int64), f"{expression}: length passed as {type(segment)}"
         assert isinstance(total, np.int64) and int(total) == n
-        assert 0 < int(segment) <= grid * kernel_backend.MAX_SAMPLES_PER_BLOCK
+        assert 0 < int(segment) <= grid * launch_base.MAX_SAMPLES_PER_BLOCK
         assert grid == grid_of
         assert pointer == base_pointer + start * itemsize
         start += int(segment)
     assert start == n
-    assert len(launches) == -(-n // (grid_of * kernel_backend.MAX_SAMPLES_PER_BLOCK))
+    assert len(launches) == -(-n // (grid_of * launch_base.MAX_SAMPLES_PER_BLOCK))
 
 
 @pytest.mark.parametrize("kind", ["confusion", "statistics"])

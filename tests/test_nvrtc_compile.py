@@ -19,13 +19,9 @@ from collections import defaultdict
 import pytest
 
 import nvrtc_gate
-from metrics_gpu._kernels import (
-    KERNEL_MODULES,
-    SCORE_PASS_KERNELS,
-    SUPPORTED_ARCHITECTURES,
-    KernelModule,
-    kernel_directory,
-)
+from metrics_gpu._kernels import SUPPORTED_ARCHITECTURES, KernelModule, kernel_directory
+from metrics_gpu.backends.launchers import KERNEL_MODULES
+from metrics_gpu.backends.launchers.scores import SCORE_PASS_KERNELS
 
 TINY_KERNEL = "template<typename T> __global__ void k(T* x){x[threadIdx.x]+=1;}\n"
 TINY_EXPRESSIONS = ("k<int>", "k<double>")

@@ -994,7 +994,7 @@ def _rank_case(rng, n, dtype, layout):
 
 
 def _rank_tile(case) -> int:
-    from metrics_gpu.backends.kernel_backend import RANK_ITEMS_PER_THREAD, RANK_MAX_BLOCK_THREADS
+    from metrics_gpu.backends.launchers.ranking import RANK_ITEMS_PER_THREAD, RANK_MAX_BLOCK_THREADS
     return min(case.device.block_threads, RANK_MAX_BLOCK_THREADS) * RANK_ITEMS_PER_THREAD
 
 

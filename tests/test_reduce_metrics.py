@@ -27,7 +27,7 @@ from metrics_gpu._formulas import (
 )
 from metrics_gpu._kernels import kernel_source
 from metrics_gpu._state import statistics_from_matrix
-from metrics_gpu.backends.kernel_backend import REDUCE_SOURCE
+from metrics_gpu.backends.launchers.reduce_metrics import SOURCE as REDUCE_SOURCE
 
 NUMPY = get_backend_implementation("numpy")
 RTOL = 1e-12
@@ -190,8 +190,11 @@ def test_static_shared_memory_fits_the_reserved_budget(case):
     # shared memory; the compiled kernels must not use more.
     if case.name != "cuda":
         pytest.skip("compiled kernel attributes exist on a GPU only")
-    from metrics_gpu._kernels import COUNT_TYPES, reduce_expression
-    from metrics_gpu.backends.kernel_backend import REDUCE_STATIC_SHARED_BYTES
+    from metrics_gpu.backends.launchers.reduce_metrics import (
+        COUNT_TYPES,
+        REDUCE_STATIC_SHARED_BYTES,
+        reduce_expression,
+    )
 
     for kernel in ("label_metrics_from_matrix", "label_metrics_from_statistics"):
         for count_type in COUNT_TYPES.values():

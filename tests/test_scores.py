@@ -370,9 +370,9 @@ def test_kernel_refuses_more_rows_per_block_than_its_counts_hold(case, rng, monk
     """Unweighted calibration bins count a block's rows in 32 bits: a pass
     that would give a block 2**31 rows or more is refused, naming the limit
     (here with the limit lowered to 8 rows)."""
-    from metrics_gpu.backends import kernel_backend
+    from metrics_gpu.backends.launchers import base
 
-    monkeypatch.setattr(kernel_backend, "MAX_SAMPLES_PER_BLOCK", 8)
+    monkeypatch.setattr(base, "MAX_SAMPLES_PER_BLOCK", 8)
     y_true, logits, _ = _case(rng, 5000, 3)
     with pytest.raises(ValueError, match="exceed .* blocks x 2\\*\\*31 rows"):
         case.impl.fused_logits_pass(case.put(y_true), case.put(logits), n_bins=4)
@@ -397,11 +397,11 @@ def test_wide_kernel_on_rows_at_every_alignment(case, rng, monkeypatch, launches
     unrolled loads; ties and out-of-range targets too (rows of
     infinities: test_kernel_argmax_and_rank_of_special_rows). Equals the
     NumPy reference, logits and probabilities."""
-    from metrics_gpu.backends import kernel_backend
+    from metrics_gpu.backends.launchers import scores as score_launchers
 
     wide_from, block_from = WIDE_TILES[tile]
-    monkeypatch.setattr(kernel_backend, "SCORE_WIDE_COLUMNS", wide_from)
-    monkeypatch.setattr(kernel_backend, "SCORE_BLOCK_ROW_COLUMNS", block_from)
+    monkeypatch.setattr(score_launchers, "SCORE_WIDE_COLUMNS", wide_from)
+    monkeypatch.setattr(score_launchers, "SCORE_BLOCK_ROW_COLUMNS", block_from)
     for n, k, offset in ((37, 9, 1), (23, 61, 3), (19, 130, 0), (11, 1100, 5)):
         # Rows of an odd number of elements: their starts take every offset.
         for launched in _mapping_launches(case, launches, rng, dtype, weighted, target_dtype,
@@ -441,12 +441,12 @@ ROW_MAPPINGS = {
 
 
 def _use_mapping(monkeypatch, mapping):
-    from metrics_gpu.backends import kernel_backend
+    from metrics_gpu.backends.launchers import scores as score_launchers
 
     (wide_from, block_from, staged_up_to), kernel = ROW_MAPPINGS[mapping]
-    monkeypatch.setattr(kernel_backend, "SCORE_WIDE_COLUMNS", wide_from)
-    monkeypatch.setattr(kernel_backend, "SCORE_BLOCK_ROW_COLUMNS", block_from)
-    monkeypatch.setattr(kernel_backend, "SCORE_STAGED_COLUMNS", staged_up_to)
+    monkeypatch.setattr(score_launchers, "SCORE_WIDE_COLUMNS", wide_from)
+    monkeypatch.setattr(score_launchers, "SCORE_BLOCK_ROW_COLUMNS", block_from)
+    monkeypatch.setattr(score_launchers, "SCORE_STAGED_COLUMNS", staged_up_to)
     return kernel
 
 

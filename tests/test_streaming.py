@@ -10,6 +10,7 @@ import pytest
 import metrics_gpu as mg
 from metrics_gpu._formulas import REPORT_METRICS
 from metrics_gpu.testing import operation_counter
+from conftest import host_array
 
 pytestmark = pytest.mark.kernel_path  # each case is a streaming_update instantiation
 
@@ -41,13 +42,8 @@ def _concat(batches):
     return y, z, w
 
 
-def _host(x):
-    """A result on the host: CuPy arrays (the cuda backend's results) copied back."""
-    return x.get() if type(x).__module__.startswith("cupy") else np.asarray(x)
-
-
 def _value(x):
-    return float(_host(x))
+    return float(host_array(x))
 
 
 @pytest.mark.parametrize("k", [2, 6])
@@ -75,11 +71,11 @@ def test_stream_equals_functional(backend, rng, k, weights, ignore):
                            ("max_calibration_error", scores.max_calibration_error)):
         np.testing.assert_allclose(_value(report[name]), _value(expected), rtol=1e-12,
                                    atol=1e-12, err_msg=name)
-    np.testing.assert_allclose(_host(report.calibration["accuracy"]),
-                               _host(scores.calibration_accuracy), rtol=1e-12, atol=1e-12)
-    np.testing.assert_allclose(_host(report.per_class["f1"]), labels.per_class["f1"],
+    np.testing.assert_allclose(host_array(report.calibration["accuracy"]),
+                               host_array(scores.calibration_accuracy), rtol=1e-12, atol=1e-12)
+    np.testing.assert_allclose(host_array(report.per_class["f1"]), labels.per_class["f1"],
                                rtol=1e-12, atol=1e-12)
-    np.testing.assert_allclose(_host(report.confusion_matrix),
+    np.testing.assert_allclose(host_array(report.confusion_matrix),
                                mg.confusion_matrix(y, z, sample_weight=w, ignore_index=ignore),
                                rtol=1e-12)  # exact for counts and integer weights
     assert _value(report.total) == pytest.approx(float(labels.total), rel=1e-12)
@@ -167,8 +163,8 @@ def _assert_reports_equal(actual, expected, rtol=1e-12):
         if isinstance(value, dict):
             _assert_reports_equal(actual[key], value, rtol)
         else:
-            np.testing.assert_allclose(_host(actual[key]).astype(float),
-                                       _host(value).astype(float), rtol=rtol, atol=rtol,
+            np.testing.assert_allclose(host_array(actual[key]).astype(float),
+                                       host_array(value).astype(float), rtol=rtol, atol=rtol,
                                        err_msg=key)
 
 
@@ -207,7 +203,7 @@ def F_bound(metrics, report, c, name):
     k = spec["num_classes"]
     head = len(F.STREAM_SCORE_SLOTS) + len(spec["top_k"]) + 3 * spec["n_bins"]
     column = 2 if name == "roc_auc" else 3
-    return float(_host(report._score_values)[head + column * k + c])
+    return float(host_array(report._score_values)[head + column * k + c])
 
 
 def test_deferred_validation_names_update_and_sample(backend):
@@ -238,7 +234,7 @@ def test_bad_samples_add_nothing(backend):
     lax = mg.ClassificationMetrics(3, validate=False)
     lax.update(backend.asarray(y), backend.asarray(z))
     report = lax.compute()
-    assert int(_host(report.invalid)) == 2 and _value(report.total) == 2
+    assert int(host_array(report.invalid)) == 2 and _value(report.total) == 2
     assert _value(report["accuracy"]) == 1.0
     eager = mg.ClassificationMetrics(3, validate="eager")
     with pytest.raises(ValueError, match="y_true contains the label 7 at index 1"):
@@ -421,7 +417,7 @@ def test_emulated_wide_rows_update_agrees_with_numpy(rng, monkeypatch, pred_kind
     16-byte boundary (a column slice of rows of odd length), with bins,
     thresholds, top-k, an ignored target and a NaN row left out (and
     counted: validate=False)."""
-    from metrics_gpu.backends import kernel_backend
+    from metrics_gpu.backends.launchers import streaming as streaming_launchers
     from metrics_gpu.backends.emulated import EmulatedDevice
 
     ml_dtypes = pytest.importorskip("ml_dtypes")
@@ -448,7 +444,7 @@ def test_emulated_wide_rows_update_agrees_with_numpy(rng, monkeypatch, pred_kind
                                                ignore_index=-1, validate=False)
             metrics.update(y, scores, w)
             reports[name] = metrics.compute().to_dict()
-    assert [config[kernel_backend.STREAM_CONFIG.index("wide_rows")] for config in configs] == [1]
+    assert [config[streaming_launchers.STREAM_CONFIG.index("wide_rows")] for config in configs] == [1]
     tolerance = 1e-12 if pred_kind == "float64" else (1e-6 if pred_kind == "float32" else 1e-3)
     _assert_reports_equal(reports["emulated"], reports["numpy"], rtol=tolerance)
 

@@ -1,15 +1,16 @@
 """Compile the kernel sources with NVRTC, without a GPU and without CuPy.
 
 This is the CI gate for the CUDA kernels: every template instantiation listed
-in :data:`metrics_gpu._kernels.KERNEL_MODULES` is compiled for every entry of
+in :data:`metrics_gpu.backends.launchers.KERNEL_MODULES` is compiled for every entry of
 :data:`~metrics_gpu._kernels.SUPPORTED_ARCHITECTURES`, down to a real cubin
 (``--gpu-architecture=sm_XX``, so ptxas runs too), so a kernel that fails to
 compile for any architecture fails CI rather than a user's first call.
 
-NVRTC is the compiler CuPy's ``RawModule`` uses, so what compiles here
-compiles there. It is a plain shared library: a thin :mod:`ctypes` binding is
-enough, and the ``nvidia-cuda-nvrtc`` wheel installs it on machines without
-a GPU or a CUDA toolkit.
+NVRTC, with the same options, is the compiler the ``cuda`` backend calls
+through CuPy, so what compiles here compiles there. It is a plain shared
+library: a thin :mod:`ctypes` binding is enough, and the
+``nvidia-cuda-nvrtc`` wheel installs it on machines without a GPU or a CUDA
+toolkit.
 
 A repository tool, not part of the installed package (the runtime compiles
 through CuPy): the tests (tests/test_nvrtc_compile.py) and
@@ -34,12 +35,12 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from metrics_gpu._kernels import (
-    KERNEL_MODULES,
     NVRTC_OPTIONS,
     SUPPORTED_ARCHITECTURES,
     KernelModule,
     kernel_directory,
 )
+from metrics_gpu.backends.launchers import KERNEL_MODULES
 
 ENV_VARIABLE = "METRICS_GPU_NVRTC"
 

@@ -3,14 +3,15 @@
 * :mod:`.numpy_backend` (``numpy``): the reference, on the host;
 * :mod:`.kernel_backend`: the launch code of the CUDA kernels, shared by the
   ``cuda`` device (:mod:`.cuda`, CuPy) and the ``emulated`` one
-  (:mod:`.emulated`: the same ``.cu`` sources compiled for the CPU).
+  (:mod:`.emulated`: the same ``.cu`` sources compiled for the CPU), made of
+  one launcher per kernel source (:mod:`.launchers`).
 
 :mod:`metrics_gpu._backend` chooses one per call; every stage above it
 (:mod:`metrics_gpu._stages`, the metric modules) reaches a backend only
 through the members listed here. The streaming state's update and compute
 are the one exception: the numpy backend's are module functions of
 :mod:`.numpy_backend`, the kernel backend's take its workspace
-(:class:`~.kernel_backend.StreamWorkspace`), and :class:`metrics_gpu._stages.StreamState`
+(:class:`~.launchers.streaming.StreamWorkspace`), and :class:`metrics_gpu._stages.StreamState`
 calls each by name. ``tests/test_dispatch.py`` holds every backend to the
 protocol, signatures included.
 """

@@ -4,7 +4,7 @@ The same sources the ``cuda`` backend gives NVRTC are compiled by the system
 C++ compiler with ``kernels/emulation/cuda_emulation.h`` force-included, into
 a shared library loaded with :mod:`ctypes`. Launches take NumPy arrays and
 run with CUDA semantics (see the header): the shared launch code in
-:mod:`metrics_gpu.backends.kernel_backend` cannot tell this device from a GPU.
+:mod:`metrics_gpu.backends.kernel_backend` (its launchers) cannot tell this device from a GPU.
 It is a test device: slow, exact.
 
 Libraries are built lazily, one per group of instantiations (for the
@@ -34,7 +34,8 @@ from pathlib import Path
 
 import numpy as np
 
-from metrics_gpu._kernels import KERNEL_MODULES, kernel_directory
+from metrics_gpu._kernels import kernel_directory
+from metrics_gpu.backends.launchers import KERNEL_MODULES
 from metrics_gpu.backends.numpy_backend import HostArrays
 
 EMULATION_HEADER = "emulation/cuda_emulation.h"
@@ -186,7 +187,8 @@ class EmulatedDevice(HostArrays):
         try:
             return library.entries[expression]
         except KeyError:
-            raise KeyError(f"{expression} is not listed for {source} in KERNEL_MODULES") from None
+            raise KeyError(f"{expression} is not listed for {source} in KERNEL_MODULES "
+                           "(the MODULE of its launcher module)") from None
 
     def _build(self, name: str, text: str, expressions: tuple[str, ...]) -> Path:
         """Compile the unit ``text`` plus one exported entry per expression."""

@@ -1,0 +1,287 @@
+"""Launchers of ``kernels/ranking.cu``: exact ranking (a sort, then the
+tie-aware segmented scans over tiles of ranked positions), the packed-key
+path, the curve points, and the one-pass label summary."""
+
+from __future__ import annotations
+
+import numpy as np
+
+from metrics_gpu import _ranking_formulas
+from metrics_gpu._kernels import LABEL_TYPES, KernelModule
+from metrics_gpu.backends.launchers.base import LaunchBase, native_byte_order
+
+SOURCE = "ranking.cu"
+# kernels/ranking.cu: positions per thread (kRankItems) and its launch bound
+# (kRankBlockThreads); a tile is block * RANK_ITEMS_PER_THREAD positions.
+RANK_ITEMS_PER_THREAD = 8
+RANK_MAX_BLOCK_THREADS = 256
+# Scores in an order-preserving type (other integers are read as int64,
+# other floats as float64), unweighted or float64 weights.
+RANK_SCORE_TYPES = {
+    "float32": "float", "float64": "double", "float16": "mg::float16_bits",
+    "int64": "long long",
+}
+RANK_WEIGHT_TYPES = ("mg::unit_weight", "double")
+# Unweighted scores of at most 32 bits take the packed-key path (sorts of
+# 32-bit keys, no gather): float32 and float16 as they are, small integers
+# and bools as int32. Its ranked scores are 32-bit key bits.
+PACKED_RANK_TYPES = {"float32": "float", "float16": "mg::float16_bits", "int32": "int"}
+PACKED_RANK_SCORE_TYPE = "unsigned int"
+UNPACK_KEYS = "rank_unpack_keys"
+
+
+def rank_gather_expression(score_type: str, weight_type: str) -> str:
+    return f"rank_gather<{score_type}, {weight_type}>"
+
+
+def rank_areas_expression(score_type: str) -> str:
+    return f"rank_areas<{score_type}>"
+
+
+def curve_points_expression(score_type: str) -> str:
+    return f"rank_curve_points<{score_type}>"
+
+
+def pack_keys_expression(score_type: str) -> str:
+    return f"rank_pack_keys<{score_type}>"
+
+
+def label_summary_expression(label_type: str) -> str:
+    """The one-pass distinct-label summary, for present_labels."""
+    return f"label_pair_summary<{label_type}>"
+
+
+MODULE = KernelModule(SOURCE, (
+    *(rank_gather_expression(score_type, weight_type)
+      for score_type in RANK_SCORE_TYPES.values() for weight_type in RANK_WEIGHT_TYPES),
+    *(rank_areas_expression(score_type)
+      for score_type in (*RANK_SCORE_TYPES.values(), PACKED_RANK_SCORE_TYPE)),
+    *(curve_points_expression(score_type) for score_type in RANK_SCORE_TYPES.values()),
+    *(pack_keys_expression(score_type) for score_type in PACKED_RANK_TYPES.values()),
+    UNPACK_KEYS,
+    *(label_summary_expression(label_type) for label_type in LABEL_TYPES.values()),
+))
+
+
+class RankingLaunchers(LaunchBase):
+    """Exact ranking areas and curves of one binary problem, in O(N) memory."""
+
+    def _rank_scores(self, scores):
+        """Scores as kernels/ranking.cu reads them (an order-preserving type),
+        and the values to sort."""
+        xp = self.xp
+        scores = xp.ascontiguousarray(native_byte_order(scores))
+        if scores.dtype == np.uint64:
+            # Flipping the top bit maps unsigned order onto signed order exactly.
+            scores = (scores ^ np.uint64(1 << 63)).view(np.int64)
+        elif scores.dtype.kind in "iub":
+            scores = scores.astype(np.int64)
+        elif scores.dtype.name not in RANK_SCORE_TYPES:
+            scores = scores.astype(np.float64)
+        kernel_view = scores.view(np.uint16) if scores.dtype == np.float16 else scores
+        return scores, kernel_view, RANK_SCORE_TYPES[scores.dtype.name]
+
+    def label_pair_summary(self, labels) -> tuple:
+        """As :meth:`NumpyBackend.label_pair_summary`, in one read of integer or
+        bool labels (kernels/ranking.cu label_pair_summary: the first label,
+        one other and whether a third appears, per block) and one read-back
+        of the blocks' rows; other dtypes take three reductions."""
+        xp = self.xp
+        if labels.dtype.name not in LABEL_TYPES and labels.dtype != np.bool_:
+            low, high, third = _ranking_formulas.label_pair_summary(labels, xp)
+            low, high, third = self.to_host(xp.stack([low, high, third.astype(labels.dtype)]))
+            return low, high, bool(third)
+        array, label_type = self._labels(labels.reshape(-1))
+        n = int(array.size)
+        if n == 0:
+            raise ValueError("labels is empty: label_pair_summary needs at least one label")
+        block = min(self.device.block_threads, RANK_MAX_BLOCK_THREADS)
+        grid = self._grid(n)
+        rows = xp.empty((grid, 4), dtype=np.uint64)
+        self.launch(SOURCE, label_summary_expression(label_type), grid, block,
+                    [array, np.int64(n), rows])
+        words = np.asarray(self.to_host(rows))
+        # (first, other) back from 64-bit words to the labels' dtype (two's
+        # complement wraps back to the same bits).
+        pairs = words[:, :2].view(np.int64).astype(labels.dtype)
+        values = {pairs[0, 0].item(), *pairs[words[:, 2] != 0, 1].tolist()}
+        third = bool(words[:, 3].any()) or len(values) > 2
+        low, high = min(values), max(values)
+        return np.asarray(low, labels.dtype), np.asarray(high, labels.dtype), third
+
+    def binary_rank_areas(self, scores, is_positive, sample_weight=None, max_fpr=None):
+        """``[ROC AUC, average precision]`` of ``(N,)`` scores, as
+        :meth:`NumpyBackend.binary_rank_areas`: a sort (CuPy/CUB on a GPU),
+        then the two passes of kernels/ranking.cu over tiles of ranked
+        positions, with an O(tiles) scan between them. O(N) memory.
+
+        Unweighted scores of at most 32 bits sort packed 32-bit (score,
+        class) keys in two parts, scores >= 0 and the others (one read-back:
+        where the parts meet), and read them in order; others take a stable
+        argsort and a gather.
+        """
+        device, xp = self.device, self.xp
+        n = _ranking_formulas.check_rank_arrays(scores, is_positive, sample_weight)
+        positive = self._rank_positive(is_positive)
+        block = min(device.block_threads, RANK_MAX_BLOCK_THREADS)
+        tiles = -(-n // (block * RANK_ITEMS_PER_THREAD))
+        ranked_positive = xp.empty(n, dtype=np.uint8)
+        tile_state = xp.empty((tiles, 4), dtype=np.float64)
+        packed = self._packed_rank_scores(scores) if sample_weight is None else None
+        if packed is not None:
+            values, packed_type = packed
+            # 32-bit keys, those of scores >= 0 in front: the one read-back
+            # (the split) says where the two parts to sort meet.
+            keys = xp.empty(n, dtype=np.uint32)
+            split_counts = self.zeros(2, np.uint64)
+            self.launch(SOURCE, pack_keys_expression(packed_type),
+                        min(tiles, self._grid(n)), block,
+                        [values, positive, np.int64(n), keys, split_counts])
+            split = int(self.to_host(split_counts)[0])
+            front = xp.sort(keys[:split]) if split > 0 else None
+            back = xp.sort(keys[split:]) if split < n else None
+            ranked_scores = xp.empty(n, dtype=np.uint32)
+            ranked_weight, score_type = None, PACKED_RANK_SCORE_TYPE
+            self.launch(SOURCE, UNPACK_KEYS, tiles, block,
+                        [front, back, np.int64(split), np.int64(n), ranked_scores,
+                         ranked_positive, tile_state])
+        else:
+            ranked_scores, ranked_weight, score_type, _ = self._gather_ranked(
+                scores, positive, sample_weight, block, tiles, ranked_positive, tile_state)
+        offsets, carry, totals = _rank_tile_scan(tile_state, xp)
+        tile_areas = xp.empty((tiles, 3), dtype=np.float64)
+        # Unweighted, the full area also as an exact integer of counts (the
+        # partial area up to max_fpr stays in float64).
+        exact_area = ranked_weight is None and (max_fpr is None or max_fpr == 1)
+        tile_twice_area = xp.empty((tiles, 2), dtype=np.uint64) if exact_area else None
+        self.launch(
+            SOURCE, rank_areas_expression(score_type), tiles, block,
+            [ranked_scores, ranked_positive, ranked_weight, np.int64(n), offsets, carry, totals,
+             np.float64(1.0 if max_fpr is None else max_fpr), tile_areas, tile_twice_area],
+        )
+        areas = tile_areas.sum(axis=0)
+        if tile_twice_area is not None:
+            areas[0] = _exact_roc_area(tile_twice_area, totals, xp)
+        return _ranking_formulas.rank_areas_from_sums(areas, totals, xp, max_fpr)
+
+    def binary_curve_points(self, scores, is_positive, sample_weight=None):
+        """As :meth:`NumpyBackend.binary_curve_points`: a stable argsort and
+        pass 1 of kernels/ranking.cu (rank_gather), then rank_curve_points
+        twice over the tiles (the points per tile, then the points), with
+        O(tiles) scans between them and one read-back (the curve's length).
+        No full-length scan on the host side. Cumulative weights are summed
+        in a fixed order, not sequentially: weighted sums may differ from a
+        sequential scan in their last bits."""
+        xp = self.xp
+        n = _ranking_formulas.check_rank_arrays(scores, is_positive, sample_weight)
+        positive = self._rank_positive(is_positive)
+        block = min(self.device.block_threads, RANK_MAX_BLOCK_THREADS)
+        tiles = -(-n // (block * RANK_ITEMS_PER_THREAD))
+        ranked_positive = xp.empty(n, dtype=np.uint8)
+        tile_state = xp.empty((tiles, 4), dtype=np.float64)
+        ranked_scores, ranked_weight, score_type, reversed_order = self._gather_ranked(
+            scores, positive, sample_weight, block, tiles, ranked_positive, tile_state)
+        weight_offsets = _rank_tile_scan(tile_state, xp)[0]
+        expression = curve_points_expression(score_type)
+        tile_counts = xp.empty((tiles, 3), dtype=np.int64)
+        ranked = [ranked_scores, ranked_positive, ranked_weight, np.int64(n), weight_offsets]
+        self.launch(SOURCE, expression, tiles, block,
+                    [*ranked, None, tile_counts, None, None])
+        inclusive = xp.cumsum(tile_counts, axis=0)
+        count_offsets = xp.ascontiguousarray(
+            xp.concatenate([xp.zeros((1, 3), dtype=np.int64), inclusive[:-1]]))
+        m = int(self.to_host(inclusive[-1, 0]))
+        points = xp.empty((m, 4), dtype=np.float64)
+        positions = xp.empty(m, dtype=np.int64)
+        self.launch(SOURCE, expression, tiles, block,
+                    [*ranked, count_offsets, None, points, positions])
+        # Ranked position i holds sample n - 1 - reversed_order[n - 1 - i].
+        thresholds = scores[(n - 1) - reversed_order[(n - 1) - positions]]
+        return (points[:, 0], points[:, 1], points[:, 2].astype(np.int64),
+                points[:, 3].astype(np.int64), thresholds)
+
+    def _rank_positive(self, is_positive):
+        """The class mask as the rank kernels read it: one byte a sample, 0 or 1."""
+        positive = self.xp.ascontiguousarray(native_byte_order(is_positive))
+        return positive.view(np.uint8) if positive.dtype == np.bool_ else (
+            positive != 0).view(np.uint8)
+
+    def _packed_rank_scores(self, scores):
+        """``(scores, C type)`` for the packed-key path, or None: float32 and
+        float16 as they are, integers and bools of at most 32 bits as int32."""
+        scores = native_byte_order(scores)
+        name = scores.dtype.name
+        if scores.dtype.kind in "iub" and scores.dtype.itemsize <= 4 and name != "uint32":
+            scores, name = scores.astype(np.int32, copy=False), "int32"
+        if name not in PACKED_RANK_TYPES:
+            return None
+        scores = self.xp.ascontiguousarray(scores)
+        return (scores.view(np.uint16) if name == "float16" else scores), PACKED_RANK_TYPES[name]
+
+    def _gather_ranked(self, scores, positive, sample_weight, block, tiles, ranked_positive,
+                       tile_state):
+        """Pass 1 after a stable argsort: ``(ranked scores, ranked weights, C type,
+        the argsort of the reversed scores)``."""
+        xp = self.xp
+        scores, kernel_scores, score_type = self._rank_scores(scores)
+        n = int(scores.shape[0])
+        weight, weight_type = None, "mg::unit_weight"
+        if sample_weight is not None:
+            weight = xp.ascontiguousarray(sample_weight, dtype=np.float64)
+            weight_type = "double"
+        # Stable ascending order of the reversed scores: read backwards, a
+        # stable descending order (ties in input order, as scikit-learn's).
+        # float16 is sorted as its exact float32 widening (same order and
+        # ties): a type every sort of CuPy's takes.
+        keys = scores.astype(np.float32) if scores.dtype == np.float16 else scores
+        reversed_order = _ranking_formulas.stable_argsort(xp.flip(keys), xp).astype(
+            np.int64, copy=False)
+        ranked_scores = xp.empty(n, dtype=kernel_scores.dtype)
+        ranked_weight = None if weight is None else xp.empty(n, dtype=np.float64)
+        self.launch(
+            SOURCE, rank_gather_expression(score_type, weight_type), tiles, block,
+            [kernel_scores, positive, weight, reversed_order, np.int64(n), ranked_scores,
+             ranked_positive, ranked_weight, tile_state],
+        )
+        return ranked_scores, ranked_weight, score_type, reversed_order
+
+
+def _exact_roc_area(tile_twice_area, totals, xp):
+    """The unweighted ROC area from rank_areas' per-tile 128-bit sums of
+    (F - F_head)(T + T_head) (tiles, 2 uint64 words): the tiles added exactly
+    as 32-bit limbs (fewer than 2^32 tiles: no uint64 sum overflows), then
+    to float64 and divided by 2 P Q: a few roundings in all, not one per tie
+    group (0 when P or Q is 0: the caller's NaN). No sync."""
+    words = tile_twice_area
+    mask = np.uint64(0xFFFFFFFF)
+    limbs = xp.stack([words[:, 0] & mask, words[:, 0] >> np.uint64(32),
+                      words[:, 1] & mask, words[:, 1] >> np.uint64(32)])
+    sums = limbs.sum(axis=1)  # each < 2^64
+    # Σ sums[i] 2^(32 i): the limbs carried into two exact 64-bit words
+    # (the sum is below 2^107), then converted.
+    low = sums[0] + ((sums[1] & mask) << np.uint64(32))
+    carry = (sums[1] >> np.uint64(32)) + (low < sums[0]).astype(np.uint64)
+    high = sums[2] + carry + ((sums[3] & mask) << np.uint64(32))
+    twice_area = high.astype(np.float64) * 2.0 ** 64 + low.astype(np.float64)
+    pairs = totals[0] * totals[1]
+    return xp.where(pairs > 0, twice_area / (2.0 * xp.where(pairs > 0, pairs, 1.0)), 0.0)
+
+
+def _rank_tile_scan(tile_state, xp):
+    """Between the passes of kernels/ranking.cu, over tiles (no sync):
+    ``(offsets, carry, totals)``: each tile's exclusive (positive, negative)
+    sums, the sums before the head of the group open at its first position,
+    and the totals.
+
+    The group open at tile t's start began at the last head of the last
+    earlier tile that has one (tile 0 always does: position 0 is a head).
+    """
+    sums, before_last_head = tile_state[:, :2], tile_state[:, 2:]
+    inclusive = xp.cumsum(sums, axis=0)
+    offsets = xp.concatenate([xp.zeros((1, 2)), inclusive[:-1]])
+    # The k-th tile with a head is where the count of such tiles first reaches k.
+    heads_so_far = xp.cumsum(before_last_head[:, 0] >= 0)
+    last = xp.searchsorted(heads_so_far, heads_so_far[:-1], side="left")
+    carry = xp.concatenate([xp.zeros((1, 2)), offsets[last] + before_last_head[last]])
+    return (xp.ascontiguousarray(offsets), xp.ascontiguousarray(carry),
+            xp.ascontiguousarray(inclusive[-1]))

@@ -1,0 +1,117 @@
+"""Launchers of ``kernels/reduce_metrics.cu``: every label metric in one
+launch, from per-class statistics or from a dense matrix, into one float64
+buffer (layout :data:`metrics_gpu._formulas.LABEL_METRIC_SLOTS`)."""
+
+from __future__ import annotations
+
+import numpy as np
+
+from metrics_gpu._formulas import SLOT, label_metric_size
+from metrics_gpu._kernels import KernelModule
+from metrics_gpu._state import ClassStatistics, statistics_from_matrix
+from metrics_gpu.backends.launchers.base import LaunchBase, native_byte_order
+
+SOURCE = "reduce_metrics.cu"
+# Static shared memory of label_metrics_from_matrix (reduction scratch of
+# 24 x 32 doubles, the routing buffer of 3 x 256 doubles, a row sum per warp,
+# ticket, totals: 12.3 KiB), rounded up: the dynamic part must fit beside it
+# in the block's budget.
+REDUCE_STATIC_SHARED_BYTES = 13 * 1024
+# The reduction kernels' shared buffers are sized for blocks of at most this
+# many threads (kMaxBlockThreads in reduce_metrics.cu).
+REDUCE_MAX_BLOCK_THREADS = 256
+
+# Count types of the reduction: int64 counts, float64 weighted counts.
+COUNT_TYPES = {"int64": "long long", "float64": "double"}
+REDUCE_KERNELS = ("label_metrics_from_statistics", "label_metrics_from_matrix")
+
+
+def reduce_expression(kernel: str, count_type: str) -> str:
+    return f"{kernel}<{count_type}>"
+
+
+MODULE = KernelModule(SOURCE, tuple(
+    reduce_expression(kernel, count_type)
+    for kernel in REDUCE_KERNELS for count_type in COUNT_TYPES.values()))
+
+
+def launch_metrics_from_statistics(backend: LaunchBase, true_positives, support, predicted,
+                                   total, num_classes: int, mask, linear, quadratic, out) -> None:
+    """``label_metrics_from_statistics`` into ``out``: one block; the counts
+    are contiguous int64 or float64 device arrays, ``mask`` uint8 or None,
+    the kappa moments (1,) float64 arrays or None."""
+    backend.launch(
+        SOURCE, reduce_expression("label_metrics_from_statistics", COUNT_TYPES[support.dtype.name]),
+        1, min(backend.device.block_threads, REDUCE_MAX_BLOCK_THREADS),
+        [true_positives, support, predicted, total, np.int64(num_classes), mask, linear,
+         quadratic, out],
+    )
+
+
+class ReduceLaunchers(LaunchBase):
+    """Every label metric in one launch."""
+
+    def _mask(self, selected):
+        if selected is None:
+            return None
+        mask = self.xp.ascontiguousarray(native_byte_order(selected))
+        return mask.view(np.uint8) if mask.dtype == np.bool_ else mask.astype(np.uint8)
+
+    def label_metrics(self, stats: ClassStatistics, *, selected=None):
+        """Every label metric of ``stats`` in one launch: a float64 device buffer.
+
+        Layout and conventions: :data:`metrics_gpu._formulas.LABEL_METRIC_SLOTS`
+        (NumPy reference :func:`~metrics_gpu._formulas.label_metric_values`).
+        """
+        xp = self.xp
+        dtype = np.dtype(np.float64 if stats.support.dtype.kind == "f" else np.int64)
+
+        def counts(array):
+            return xp.ascontiguousarray(xp.asarray(array, dtype=dtype).reshape(-1))
+
+        def moment(value):
+            return None if value is None else xp.asarray(value, dtype=np.float64).reshape(1)
+
+        num_classes = stats.num_classes
+        out = self.zeros(label_metric_size(num_classes), np.float64)
+        launch_metrics_from_statistics(
+            self, counts(stats.true_positives), counts(stats.support), counts(stats.predicted),
+            counts(stats.total), num_classes, self._mask(selected),
+            moment(stats.linear_disagreement), moment(stats.quadratic_disagreement), out)
+        return out
+
+    def label_metrics_from_matrix(self, matrix, observed, *, selected=None, invalid=0,
+                                  moments=True):
+        """Statistics and every label metric of a dense matrix, in one launch.
+
+        Returns ``(buffer, statistics)``; the kappa moments are computed over
+        the ``selected`` classes with their ranks as positions.
+        """
+        xp, device = self.xp, self.device
+        dtype = np.dtype(np.float64 if matrix.dtype.kind == "f" else np.int64)
+        matrix = xp.ascontiguousarray(matrix, dtype=dtype)
+        size = matrix.shape[0]
+        shared_bytes = size * (dtype.itemsize + 8)
+        if shared_bytes + REDUCE_STATIC_SHARED_BYTES > device.shared_memory_per_block:
+            stats = statistics_from_matrix(matrix, observed, xp, invalid=invalid, moments=moments,
+                                           selected=selected)
+            return self.label_metrics(stats, selected=selected), stats
+        grid = max(1, min(size, device.multiprocessor_count))
+        true_positives, support, predicted = (self.zeros(size, dtype) for _ in range(3))
+        out = self.zeros(label_metric_size(size), np.float64)
+        self.launch(
+            SOURCE, reduce_expression("label_metrics_from_matrix", COUNT_TYPES[dtype.name]),
+            grid, min(device.block_threads, REDUCE_MAX_BLOCK_THREADS),
+            [matrix, np.int64(size), self._mask(selected), np.int32(bool(moments)),
+             true_positives, support, predicted, self.zeros(grid * size, dtype),
+             self.zeros(2 * grid, np.float64), self.zeros(1, np.uint32), out],
+            shared_bytes,
+        )
+        stats = ClassStatistics(
+            true_positives=true_positives, support=support, predicted=predicted,
+            # The kernel's sum of the supports, read from the buffer (float64)
+            # rather than reduced again.
+            total=out[SLOT["total"]], observed=observed, invalid=invalid,
+        )
+        return out, stats
+

@@ -1,0 +1,252 @@
+"""Launchers of ``kernels/streaming.cu``: the streaming state's update and
+compute (:class:`metrics_gpu.ClassificationMetrics`), their instantiations,
+the config vector the host packs, and the workspace a state owns."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+
+from metrics_gpu._formulas import label_metric_size, stream_score_size
+from metrics_gpu._kernels import (
+    LABEL_TYPES,
+    SCORE_MAX_TOP_K,
+    SCORE_TARGET_TYPES,
+    SCORE_TYPES,
+    STREAM_ORDINAL_SHIFT,
+    KernelModule,
+)
+from metrics_gpu._state import score_sums_size
+from metrics_gpu.backends.launchers.base import (
+    WARP_SIZE,
+    LaunchBase,
+    check_rows_per_block,
+    ignore_arguments,
+)
+from metrics_gpu.backends.launchers.reduce_metrics import launch_metrics_from_statistics
+from metrics_gpu.backends.launchers.scores import (
+    SCORE_MAX_BLOCK_THREADS,
+    reads_wide_rows,
+    score_group,
+    top_k_shared_bytes,
+)
+
+SOURCE = "streaming.cu"
+# Targets as training loops give them, predictions as labels of the same
+# type or scores of every type, and (weight type, count type): counts and
+# integer weights in exact 64-bit integers, float weights in float64. Other
+# types are converted first.
+STREAM_WEIGHT_COUNTS = (
+    ("mg::unit_weight", "unsigned long long"), ("long long", "unsigned long long"),
+    ("float", "double"), ("double", "double"),
+)
+STREAM_COUNT_TYPES = ("unsigned long long", "double")
+
+
+def stream_update_expression(true_type: str, pred_type: str, weight_type: str,
+                             count_type: str) -> str:
+    return f"streaming_update<{true_type}, {pred_type}, {weight_type}, {count_type}>"
+
+
+def stream_compute_expression(count_type: str) -> str:
+    return f"streaming_compute<{count_type}>"
+
+
+MODULE = KernelModule(SOURCE, (
+    *(stream_update_expression(true_type, pred_type, weight_type, count_type)
+      for true_type in SCORE_TARGET_TYPES
+      for pred_type in (true_type, *SCORE_TYPES.values())
+      for weight_type, count_type in STREAM_WEIGHT_COUNTS),
+    *(stream_compute_expression(count_type) for count_type in STREAM_COUNT_TYPES),
+))
+
+# kernels/streaming.cu enum StreamConfig: the int64 config vector, packed once
+# per (state, input layout) and kept on the device.
+STREAM_CONFIG = (
+    "classes", "inner", "image_stride", "inner_stride", "column_stride", "group",
+    "ignore_index", "has_ignore", "from_logits", "clip_eps_bits", "num_top_k",
+    *(f"top_k_{i}" for i in range(SCORE_MAX_TOP_K)),
+    "bins", "thresholds", "matrix", "privatize", "wide_rows",
+)
+STREAM_WEIGHT_TYPES = {"int64": "long long", "float32": "float", "float64": "double"}
+
+
+class StreamWorkspace:
+    """What a streaming state owns on a kernel backend besides its state:
+    the per-block partials and tickets of the update, the packed configs, and
+    the compute outputs. Allocated once; an update allocates nothing more
+    unless a batch brings a new input layout (one config) or more rows than
+    any before (larger partials)."""
+
+    def __init__(self) -> None:
+        # Device arrays (None until the first launch that needs them).
+        self.configs: dict[tuple, Any] = {}  # packed config vector per input layout
+        self.partials: Any = None
+        self.partial_rows = 0
+        self.update_ticket: Any = None
+        self.moments: Any = None   # the kappa moments as doubles, written by each update
+        self.ones: Any = None      # weights of 1.0 for unweighted batches into float counts
+        self.compute: tuple | None = None   # (pooled, ticket, score out, label out)
+
+
+def _stream_scalar_args(spec, batch, group, clip_eps, privatize, thresholds, score_sums=True,
+                        wide_rows=False):
+    """The config vector of one (state, input layout); ``batch`` None gives
+    the one compute reads for a state restored before any update."""
+    if batch is None:
+        from metrics_gpu._validation import StreamBatch
+
+        batch = StreamBatch(y_true=np.zeros(0, np.int64), preds=None, sample_weight=None, n=0,
+                            score_dtype="float64")
+    ignore, has_ignore = ignore_arguments(spec["ignore_index"], batch.y_true.dtype)
+    top_k = list(spec["top_k"]) if score_sums else []  # a state without score sums has none
+    values = dict(
+        classes=spec["num_classes"], inner=batch.inner, image_stride=batch.image_stride,
+        inner_stride=batch.inner_stride, column_stride=batch.column_stride, group=group,
+        ignore_index=int(ignore), has_ignore=int(has_ignore), from_logits=int(spec["from_logits"]),
+        clip_eps_bits=int(np.float64(clip_eps).view(np.int64)), num_top_k=len(top_k),
+        bins=spec["n_bins"] if score_sums else 0, thresholds=thresholds if score_sums else 0,
+        matrix=int(spec["keep_matrix"]), privatize=int(privatize), wide_rows=int(wide_rows),
+        **{f"top_k_{i}": v for i, v in enumerate(top_k + [0] * (SCORE_MAX_TOP_K - len(top_k)))},
+    )
+    return np.array([values[name] for name in STREAM_CONFIG], dtype=np.int64)
+
+
+class StreamingLaunchers(LaunchBase):
+    """One launch per update; at most two per compute."""
+
+    def stream_update(self, state: dict, workspace: StreamWorkspace, batch, *, spec: dict,
+                      ordinal: int, clip_eps: float) -> None:
+        """One launch of ``streaming_update``: the batch added to ``state``.
+
+        No host sync, and no allocation once the workspace has seen the
+        batch's layout and size. The launch's last block also writes the
+        state's kappa moments as doubles into the workspace.
+        """
+        device = self.device
+        k = spec["num_classes"]
+        integer = state["counts"].dtype == np.uint64
+        score_sums = state.get("scores") is not None
+        weight, weight_type = batch.sample_weight, "mg::unit_weight"
+        if weight is not None:
+            weight_type = STREAM_WEIGHT_TYPES[weight.dtype.name]
+            if not integer and weight_type == "long long":
+                weight, weight_type = self.contiguous(weight.astype(np.float64)), "double"
+        elif not integer:
+            weight, weight_type = self._unit_float_weights(workspace, batch.n), "double"
+        count_type = "unsigned long long" if integer else "double"
+        true_type = LABEL_TYPES[batch.y_true.dtype.name]
+        if batch.scores:
+            pred_type = SCORE_TYPES[batch.score_dtype]
+            half = batch.score_dtype in ("float16", "bfloat16")
+            preds = batch.preds.view(np.uint16) if half else batch.preds
+            group = score_group(k)
+            # A warp per row with 16-byte loads, as fused_logits_wide's warp tile.
+            wide_rows = group == WARP_SIZE and reads_wide_rows(
+                k, batch.column_stride, device.data_pointer(preds), preds.dtype.itemsize)
+        else:
+            pred_type, preds, group, wide_rows = true_type, batch.preds, 1, False
+        # Rows per update the checks' keys hold (kernels/streaming.cu kOrdinalShift).
+        if batch.n >= 1 << STREAM_ORDINAL_SHIFT:
+            raise ValueError(f"an update takes fewer than 2**{STREAM_ORDINAL_SHIFT} samples, "
+                             f"got {batch.n}")
+        block = min(device.block_threads, SCORE_MAX_BLOCK_THREADS)
+        n_bins = spec["n_bins"] if score_sums else 0
+        score_bytes = 3 * n_bins * 8 + top_k_shared_bytes(
+            len(spec["top_k"]) if score_sums else 0, block)
+        cell_bytes = (3 * k + 1) * 8
+        work = batch.n * group
+        grid = max(1, min(self._grid(work, score_bytes), -(-work // block)))
+        # Privatised counts pay off when a block has many more rows than cells
+        # to flush into the state at its end.
+        privatize = (score_bytes + cell_bytes <= device.shared_memory_per_block_optin
+                     and batch.n >= grid * (3 * k + 1))
+        shared = score_bytes + (cell_bytes if privatize else 0)
+        if privatize:
+            grid = max(1, min(grid, self._grid(work, shared)))
+        check_rows_per_block(batch.n, grid)
+        key = (batch.inner, batch.image_stride, batch.inner_stride, batch.column_stride, group,
+               str(batch.y_true.dtype), clip_eps, privatize, batch.scores, wide_rows)
+        config = workspace.configs.get(key)
+        if config is None:
+            config = workspace.configs[key] = self.upload(_stream_scalar_args(
+                spec, batch, group, clip_eps, privatize, spec["thresholds"], score_sums,
+                wide_rows))
+        if workspace.update_ticket is None:
+            workspace.update_ticket = self.zeros(1, np.uint32)
+            workspace.moments = self.zeros(2, np.float64)
+        if score_sums and workspace.partial_rows < grid:
+            # Sized once for the largest grid this device launches.
+            workspace.partial_rows = max(grid, self._grid(1 << STREAM_ORDINAL_SHIFT,
+                                                          score_bytes))
+            workspace.partials = self.zeros(
+                workspace.partial_rows * score_sums_size(len(spec["top_k"]), n_bins), np.float64)
+        self.launch(
+            SOURCE,
+            stream_update_expression(true_type, pred_type, weight_type, count_type),
+            grid, block,
+            [batch.y_true, preds, weight, np.int64(batch.n), np.int64(ordinal), config,
+             state["counts"], state.get("matrix"), state["moments"] if integer else None,
+             None if integer else state["moments"], state.get("histogram"),
+             state.get("scores"), workspace.partials if score_sums else None,
+             workspace.update_ticket, state["checks"], workspace.moments],
+            shared,
+        )
+
+    def _unit_float_weights(self, workspace: StreamWorkspace, n: int):
+        """Weights of 1.0 for an unweighted batch into a state of float counts
+        (kept and grown in the workspace)."""
+        ones = workspace.ones
+        if ones is None or ones.shape[0] < n:
+            ones = workspace.ones = self.upload(np.ones(max(n, 1), dtype=np.float64))
+        return ones[:n]
+
+    def stream_compute(self, state: dict, workspace: StreamWorkspace, *, spec: dict,
+                       labels: bool = True, scores: bool = True):
+        """A state's metrics in at most two launches: ``streaming_compute``
+        (score metrics, binned ranking, and the kappa moments as doubles) when
+        ``scores``, then ``label_metrics_from_statistics`` when ``labels``.
+        Returns ``(label values, score values)`` on the device (layouts of
+        :mod:`metrics_gpu._formulas`)."""
+        device = self.device
+        k = spec["num_classes"]
+        integer = state["counts"].dtype == np.uint64
+        score_state = state.get("scores")
+        top_k = len(spec["top_k"]) if score_state is not None else 0
+        n_bins = spec["n_bins"] if score_state is not None else 0
+        thresholds = spec["thresholds"] if score_state is not None else 0
+        if workspace.moments is None:
+            workspace.moments = self.zeros(2, np.float64)
+        if workspace.compute is None:
+            workspace.compute = (
+                self.zeros(max(2 * thresholds, 1), np.float64), self.zeros(1, np.uint32),
+                self.zeros(stream_score_size(top_k, n_bins, k, thresholds), np.float64),
+                self.zeros(label_metric_size(k), np.float64),
+            )
+        pooled, ticket, score_out, label_out = workspace.compute
+        if scores:
+            # Any config of an update holds what compute reads (K, top_k, bins,
+            # thresholds); a state loaded before its first update gets its own.
+            config = next(iter(workspace.configs.values()), None)
+            if config is None:
+                config = workspace.configs[("compute",)] = self.upload(_stream_scalar_args(
+                    spec, None, 1, 0.0, False, thresholds, score_state is not None))
+            # Classes per block of the binned ranking areas: streaming_compute's
+            # launch bound (kScoreBlockThreads).
+            block = min(device.block_threads, SCORE_MAX_BLOCK_THREADS)
+            grid = max(1, -(-k // block)) if thresholds else 1
+            self.launch(
+                SOURCE,
+                stream_compute_expression("unsigned long long" if integer else "double"),
+                grid, block,
+                [config, score_state, state.get("histogram") if thresholds else None,
+                 state["moments"] if integer else None, None if integer else state["moments"],
+                 workspace.moments, pooled, ticket, score_out],
+            )
+        if labels:
+            counts = state["counts"].view(np.int64) if integer else state["counts"]
+            launch_metrics_from_statistics(
+                self, counts[:k], counts[k:2 * k], counts[2 * k:3 * k], counts[3 * k:], k, None,
+                workspace.moments[0:1], workspace.moments[1:2], label_out)
+        return label_out, score_out
