@@ -32,16 +32,21 @@ def host_array(value):
     return value.get() if type(value).__module__.startswith("cupy") else np.asarray(value)
 
 
-def on_host(value):
-    """A result with every array on the host (:func:`host_array`), its dicts
-    and tuples walked; None and strings as they are."""
+def map_results(value, leaf):
+    """``leaf`` applied to every array of a result, its dicts and tuples
+    walked; None and strings as they are."""
     if isinstance(value, dict):
-        return {key: on_host(item) for key, item in value.items()}
+        return {key: map_results(item, leaf) for key, item in value.items()}
     if isinstance(value, tuple):
-        return tuple(on_host(item) for item in value)
+        return tuple(map_results(item, leaf) for item in value)
     if value is None or isinstance(value, str):
         return value
-    return host_array(value)
+    return leaf(value)
+
+
+def on_host(value):
+    """A result with every array on the host (:func:`host_array`)."""
+    return map_results(value, host_array)
 
 
 class BackendCase:

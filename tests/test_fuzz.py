@@ -39,7 +39,7 @@ from hypothesis import HealthCheck, assume, given, settings
 from hypothesis import strategies as st
 
 import metrics_gpu as mg
-from conftest import on_host
+from conftest import map_results, on_host
 from fuzz_strategies import Case, binary_score_cases, label_cases, score_cases
 
 PROFILE_VARIABLE = "METRICS_GPU_FUZZ_PROFILE"
@@ -119,13 +119,7 @@ def _reference_rows(case: Case):
 
 
 def _as_plain(value):
-    if isinstance(value, dict):
-        return {k: _as_plain(v) for k, v in value.items()}
-    if isinstance(value, tuple):
-        return tuple(_as_plain(v) for v in value)
-    if value is None or isinstance(value, str):
-        return value
-    return np.asarray(value, dtype=np.float64)
+    return map_results(value, lambda array: np.asarray(array, dtype=np.float64))
 
 
 def assert_same(got, expected, rtol, where=""):
