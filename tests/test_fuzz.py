@@ -14,6 +14,11 @@ removed and `num_classes=K` given as `labels=range(K)`. The oracle:
 * the reference refuses (ValueError, or ZeroDivisionError for weights that
   sum to 0): metrics-gpu raises ValueError too, whatever its message, or
   returns NaN (undefined), or anything when `ignore_index` left no sample;
+* where the two values differ past the tolerance for a metric that cancels
+  (``zero_one_loss``, ``matthews_corrcoef``, ``cohen_kappa_score``: large
+  weights, 1 - accuracy, c*s - t.p, 1 - observed/expected), the value in
+  rational arithmetic decides: metrics-gpu must be no farther from it than
+  scikit-learn's float64 sums, or within the tolerance of it;
 * anything else (another exception, a wrong value) fails, with the shrunk
   input printed.
 
@@ -30,6 +35,8 @@ import math
 import os
 import warnings
 from collections import Counter
+from decimal import Decimal, localcontext
+from fractions import Fraction
 from pathlib import Path
 
 import numpy as np
@@ -142,8 +149,12 @@ def assert_same(got, expected, rtol, where=""):
                                err_msg=where)
 
 
-def check(function: str, backend, case: Case, ours, reference, rtol=1e-9):
-    """Run both; compare by the oracle of the module docstring; count the outcome."""
+def check(function: str, backend, case: Case, ours, reference, rtol=1e-9, exact=None):
+    """Run both; compare by the oracle of the module docstring; count the outcome.
+
+    ``exact``: the value in rational arithmetic (a callable giving a float, or
+    None where it is undefined), which decides when the two values differ.
+    """
     # CuPy has no extended-precision floats: such an input cannot be on a GPU.
     assume(backend.name != "cuda" or not any(
         array is not None and array.dtype.kind == "f" and array.dtype.itemsize > 8
@@ -169,7 +180,16 @@ def check(function: str, backend, case: Case, ours, reference, rtol=1e-9):
         COUNTS[(function, backend.name, "refused")] += 1
         return
     assert got_kind == "value", f"{function}: metrics-gpu refused ({got}); expected {expected!r}"
-    assert_same(got, expected, rtol, function)
+    try:
+        assert_same(got, expected, rtol, function)
+    except AssertionError:
+        value = None if exact is None else exact()
+        if value is None:
+            raise
+        ours_off, theirs_off = abs(float(got) - value), abs(float(expected) - value)
+        assert ours_off <= max(theirs_off, rtol * abs(value)), (
+            f"{function}: metrics-gpu's {float(got)!r} is {ours_off:.3g} from the exact value "
+            f"{value!r}, scikit-learn's {float(expected)!r} {theirs_off:.3g}")
     COUNTS[(function, backend.name, "compared")] += 1
 
 
@@ -221,16 +241,108 @@ LABEL_FUNCTIONS = {
 }
 
 
-def _label_reference(function, case: Case, options: dict, takes_labels: bool):
-    y_true, y_pred, weights = _reference_rows(case)
+def _reference_options(case: Case, options: dict, takes_labels: bool) -> dict:
     reference_options = dict(options)
     if "num_classes" in case.options and takes_labels:
         reference_options["labels"] = list(range(case.options["num_classes"]))
     if "labels" in case.options:
         reference_options["labels"] = case.options["labels"]
-    if function is skm.cohen_kappa_score:
-        return lambda: function(y_true, y_pred, sample_weight=weights, **reference_options)
+    return reference_options
+
+
+def _label_reference(function, case: Case, options: dict, takes_labels: bool):
+    y_true, y_pred, weights = _reference_rows(case)
+    reference_options = _reference_options(case, options, takes_labels)
     return lambda: function(y_true, y_pred, sample_weight=weights, **reference_options)
+
+
+# -- exact values of the metrics that cancel -----------------------------------------------------
+# With large weights, 1 - accuracy, MCC's c*s - t.p and kappa's 1 - observed /
+# expected lose digits in scikit-learn's float64 sums that metrics-gpu's exact
+# integer counts keep (tests/fuzz-results/2026-11-25.md). These follow
+# scikit-learn's definitions in rational arithmetic (float64 weights are exact
+# fractions) and return None where scikit-learn's value is a convention.
+
+
+def _exact_rows(case: Case):
+    y_true, y_pred, weights = _reference_rows(case)
+    weights = ([Fraction(1)] * len(y_true) if weights is None
+               else [Fraction(float(w)) for w in weights])
+    return y_true.tolist(), y_pred.tolist(), weights
+
+
+def _exact_confusion(y_true, y_pred, weights, labels) -> list:
+    index = {label: i for i, label in enumerate(labels)}
+    matrix = [[Fraction(0)] * len(labels) for _ in labels]
+    for t, p, w in zip(y_true, y_pred, weights):
+        if t in index and p in index:
+            matrix[index[t]][index[p]] += w
+    return matrix
+
+
+def exact_zero_one_loss(y_true, y_pred, weights, normalize=True):
+    total = sum(weights, Fraction(0))
+    wrong = sum((w for t, p, w in zip(y_true, y_pred, weights) if t != p), Fraction(0))
+    if not normalize:
+        return float(wrong)
+    return None if total == 0 else float(wrong / total)
+
+
+def exact_matthews_corrcoef(y_true, y_pred, weights):
+    matrix = _exact_confusion(y_true, y_pred, weights, sorted(set(y_true) | set(y_pred)))
+    size = len(matrix)
+    true_sums = [sum(row, Fraction(0)) for row in matrix]
+    pred_sums = [sum((row[j] for row in matrix), Fraction(0)) for j in range(size)]
+    correct = sum((matrix[i][i] for i in range(size)), Fraction(0))
+    total = sum(true_sums, Fraction(0))
+    covariance = correct * total - sum(t * p for t, p in zip(true_sums, pred_sums))
+    spread = ((total * total - sum(p * p for p in pred_sums))
+              * (total * total - sum(t * t for t in true_sums)))
+    if spread == 0:
+        return 0.0  # scikit-learn's convention
+    with localcontext() as context:
+        context.prec = 60
+        ratio = (Decimal(covariance.numerator) / Decimal(covariance.denominator)
+                 / (Decimal(spread.numerator) / Decimal(spread.denominator)).sqrt())
+        return float(ratio)
+
+
+def exact_cohen_kappa(y_true, y_pred, weights, labels=None, kappa_weights=None):
+    labels = sorted(set(y_true) | set(y_pred)) if labels is None else list(labels)
+    matrix = _exact_confusion(y_true, y_pred, weights, labels)
+    size = len(matrix)
+    true_sums = [sum(row, Fraction(0)) for row in matrix]
+    pred_sums = [sum((row[j] for row in matrix), Fraction(0)) for j in range(size)]
+    total = sum(pred_sums, Fraction(0))
+    if total == 0:
+        return None
+
+    def cost(i, j):
+        return {None: int(i != j), "linear": abs(i - j), "quadratic": (i - j) ** 2}[kappa_weights]
+
+    observed = sum((cost(i, j) * matrix[i][j] for i in range(size) for j in range(size)),
+                   Fraction(0))
+    expected = sum((cost(i, j) * pred_sums[i] * true_sums[j] / total
+                    for i in range(size) for j in range(size)), Fraction(0))
+    return None if expected == 0 else float(1 - observed / expected)
+
+
+def _exact_label_value(function: str, case: Case, options: dict, takes_labels: bool):
+    """A callable giving the exact value of a metric that cancels, or None."""
+    if function not in ("zero_one_loss", "matthews_corrcoef", "cohen_kappa_score"):
+        return None
+
+    def value():
+        y_true, y_pred, weights = _exact_rows(case)
+        if function == "zero_one_loss":
+            return exact_zero_one_loss(y_true, y_pred, weights, options.get("normalize", True))
+        if function == "matthews_corrcoef":
+            return exact_matthews_corrcoef(y_true, y_pred, weights)
+        reference_options = _reference_options(case, options, takes_labels)
+        return exact_cohen_kappa(y_true, y_pred, weights, reference_options.get("labels"),
+                                 options.get("weights"))
+
+    return value
 
 
 @pytest.mark.parametrize("function", list(LABEL_FUNCTIONS))
@@ -246,9 +358,36 @@ def test_label_metric_matches_scikit_learn(backend, function):
               lambda: ours(backend.asarray(case.y_true), backend.asarray(case.second),
                            sample_weight=None if case.weights is None
                            else backend.asarray(case.weights), **call_options),
-              _label_reference(reference_function, case, options, takes_labels))
+              _label_reference(reference_function, case, options, takes_labels),
+              exact=_exact_label_value(function, case, options, takes_labels))
 
     run()
+
+
+@pytest.mark.parametrize("seed", range(6))
+def test_exact_values_equal_scikit_learn_on_small_weights(seed):
+    """The exact references of the oracle against scikit-learn where its
+    float64 sums are exact (small integer weights): they follow its
+    definitions."""
+    rng = np.random.default_rng(seed)
+    n, k = 60, 2 + seed % 4
+    y_true, y_pred = rng.integers(0, k, n), rng.integers(0, k, n)
+    y_pred[: n // 2] = y_true[: n // 2]  # correlated, so that no value is a convention
+    weights = rng.integers(0, 7, n).astype(np.float64) if seed % 2 else None
+    exact = [Fraction(1)] * n if weights is None else [Fraction(float(w)) for w in weights]
+    rows = (y_true.tolist(), y_pred.tolist(), exact)
+    for normalize in (True, False):
+        assert exact_zero_one_loss(*rows, normalize) == pytest.approx(
+            skm.zero_one_loss(y_true, y_pred, normalize=normalize, sample_weight=weights),
+            rel=1e-12, abs=1e-12)
+    assert exact_matthews_corrcoef(*rows) == pytest.approx(
+        skm.matthews_corrcoef(y_true, y_pred, sample_weight=weights), rel=1e-12, abs=1e-12)
+    labels = list(range(k + 1))  # one label absent from both
+    for kappa_weights in (None, "linear", "quadratic"):
+        for label_list in (None, labels):
+            assert exact_cohen_kappa(*rows, label_list, kappa_weights) == pytest.approx(
+                skm.cohen_kappa_score(y_true, y_pred, labels=label_list, weights=kappa_weights,
+                                      sample_weight=weights), rel=1e-12, abs=1e-12)
 
 
 # -- score metrics ---------------------------------------------------------------------------

@@ -456,6 +456,46 @@ def test_cohen_kappa_weighted_high_codes_float_weights(backend, rng, case, kappa
     assert_float(backend, ours, expected, atol=ATOL_CANCELLATION)
 
 
+# One class holds nearly all the weight, and a misclassified weight lies below
+# the rounding of that class's float64 counts (weights 2**53 or more apart, or
+# a subnormal one): (y1, y2, sample_weight, kappa weightings that fail).
+KAPPA_ABSORBED_CASES = {
+    "below-the-true-class-count": ([0, 0], [0, 1], [1e17, 1.0], (None, "linear")),
+    "below-the-predicted-class-count": ([0, 1], [0, 0], [1e17, 1.0], (None, "linear")),
+    "integer-weights": ([0, 0], [0, 1], np.array([10**17, 1], dtype=np.int64),
+                        (None, "linear")),
+    "subnormal-weight": ([0, 0], [0, 1], [1.0, 3.6e-44], (None, "linear")),
+    "both-directions": ([2, 2, 2, 0], [2, 2, 0, 2], [1e18, 1e18, 1.0, 2.0], (None,)),
+}
+
+
+@pytest.mark.xfail(strict=True, raises=AssertionError, reason=(
+    "known defect: the O(K) statistics lose the disagreement (see the docstring)"))
+@pytest.mark.parametrize("case, kappa_weights", [
+    (case, kappa_weights) for case, (*_, failing) in KAPPA_ABSORBED_CASES.items()
+    for kappa_weights in failing])
+def test_cohen_kappa_when_one_class_absorbs_the_disagreement(backend, case, kappa_weights):
+    """Known defect, found by the long fuzz profile (2026-11-26): kappa is
+    computed from per-class statistics, whose float64 support, predicted and
+    total counts of the dominant class absorb a misclassified weight below
+    their rounding. The observed disagreement s - sum(tp) and the expected one
+    (s s - t.p, or the linear gaps) then cancel to 0: NaN or -inf (with a
+    RuntimeWarning), where scikit-learn, which sums the matrix's off-diagonal
+    cells, gives 0 (the exact value is 0 to 1e-18). Quadratic kappa, whose
+    expected disagreement is centred, is right. The fix: the counting pass
+    accumulates sum w [t != p] itself, as it does sum w |t - p| for linear
+    kappa. Strict: the test fails once the defect is fixed, to be unmarked."""
+    y1, y2, weights, _ = KAPPA_ABSORBED_CASES[case]
+    y1, y2, weights = np.array(y1), np.array(y2), np.asarray(weights)
+    expected = skm.cohen_kappa_score(y1, y2, weights=kappa_weights, sample_weight=weights)
+    assert expected == 0.0
+    t, p, w = put(backend, y1, y2, weights)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", RuntimeWarning)
+        ours = mg.cohen_kappa_score(t, p, weights=kappa_weights, sample_weight=w)
+    assert_float(backend, ours, expected, atol=1e-12)
+
+
 MCC_UNDEFINED_CASES = {
     # one true class: the covariance of y_true with itself is 0
     "constant-y_true": ([1, 1, 1, 1, 1], [2, 1, 0, 0, 0], [0.09] * 5),
