@@ -19,8 +19,9 @@ table and gets every test below:
 * bad input (arrays of different lengths, a negative or misshapen weight, a
   negative count) raises ValueError naming the argument;
 * NumPy inputs give NumPy results (arrays, NumPy or Python scalars) of the
-  output kind the table says. Device inputs (CuPy, torch) and the option
-  variants of each function are tests/test_dispatch.py's
+  output kind the table says; torch CPU tensors give torch CPU tensors of the
+  same numbers (the reports: host values). Device inputs (CuPy, torch) and
+  the option variants of each function are tests/test_dispatch.py's
   ``test_results_live_where_the_inputs_live`` and ``test_torch_in_torch_out``.
 
 The property tests run on every backend (the ``backend`` fixture); the
@@ -298,3 +299,26 @@ def test_numpy_inputs_give_numpy_results(metric):
         f"{metric.name}: {type(result).__name__} is not {metric.output}")
     for leaf in leaves(result):
         assert isinstance(leaf, (np.ndarray, np.generic, float, int)), (metric.name, type(leaf))
+
+
+@pytest.mark.parametrize("metric", rows("torch"))
+def test_torch_cpu_inputs_give_torch_results(backend, metric):
+    """torch CPU tensors in (weights too): the numpy backend's numbers of NumPy
+    inputs, as CPU torch tensors; the reports, host values by design (see
+    ``LabelReport``), as NumPy and Python numbers. Curves return reversed views
+    of their scans, which torch cannot share: this holds the conversion to them."""
+    torch = pytest.importorskip("torch")
+    arrays = CASE.arrays(metric.inputs)
+    for weight in (None, CASE.float_weights) if weighted(metric) else (None,):
+        with mg.use_backend("numpy"):
+            expected = metric.call(arrays, weight)
+        got = metric.call(arrays, weight, put=torch.from_numpy)
+        what = f"{metric.name} ({'un' if weight is None else 'float-'}weighted)"
+        assert_same(got, expected, exact=backend.name == "numpy" or (
+            metric.exact and weight is None), what=what)
+        for leaf in leaves(got):
+            if metric.output == "report":
+                assert not isinstance(leaf, torch.Tensor), (what, type(leaf))
+            else:
+                assert isinstance(leaf, torch.Tensor), (what, type(leaf))
+                assert leaf.device.type == "cpu", what

@@ -95,6 +95,42 @@ def _report_values(report):
             *report.calibration_accuracy]
 
 
+
+def _read_only(array):
+    array.flags.writeable = False
+    return array
+
+
+# Results as the host formulas leave them: views of every layout torch may refuse to share.
+HOST_RESULT_LAYOUTS = {
+    "reversed": lambda a: a[::-1],
+    "reversed-strided": lambda a: a[::-2],
+    "reversed-columns": lambda a: a.reshape(2, 6)[:, ::-1],
+    "transposed": lambda a: a.reshape(3, 4).T,
+    "read-only": lambda a: _read_only(a.copy()),
+    "read-only-reversed": lambda a: _read_only(a.copy())[::-1],
+    "broadcast": lambda a: np.broadcast_to(a[:1], (4,)),
+    "scalar": lambda a: a[3],
+    "0-d": lambda a: a[3, ...],
+}
+
+
+@pytest.mark.parametrize("layout", sorted(HOST_RESULT_LAYOUTS))
+def test_host_results_become_torch_tensors_in_any_layout(layout):
+    """The one conversion of host results to torch CPU tensors takes any
+    NumPy layout: the values, as a tensor, without a warning."""
+    import warnings
+
+    from metrics_gpu.backends.numpy_backend import host_framework
+
+    value = HOST_RESULT_LAYOUTS[layout](np.arange(12, dtype=np.float64))
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        tensor = host_framework(value, torch.zeros(1))
+    assert isinstance(tensor, torch.Tensor)
+    np.testing.assert_array_equal(tensor.numpy(), np.asarray(value))
+
+
 # name -> (call, whether it takes probabilities rather than logits)
 SCORE_CALLS = {
     "logits_report": (lambda y, s: _report_values(mg.logits_report(y, s, top_k=(1, 3),

@@ -472,11 +472,16 @@ class NumpyBackend(HostArrays):
 
 def host_framework(value, like):
     """``value`` (NumPy) as a torch CPU tensor when ``like`` is a torch tensor
-    (shared memory, no copy), else as it is."""
+    (shared memory, no copy unless torch cannot share it), else as it is."""
     torch = sys.modules.get("torch")
     if torch is not None and isinstance(like, torch.Tensor) and isinstance(
             value, (np.ndarray, np.generic)):
-        return torch.from_numpy(np.asarray(value))
+        array = np.asarray(value)
+        if any(stride < 0 for stride in array.strides) or not array.flags.writeable:
+            # torch shares no buffer walked backwards (the curves hand back
+            # reversed views of their scans) and warns on a read-only one.
+            array = array.copy()
+        return torch.from_numpy(array)
     return value
 
 
