@@ -827,6 +827,120 @@ def check_confusion_matrix(matrix, name: str = "confusion_matrix"):
     return array
 
 
+# -- arbitrary labels (encode_labels) -----------------------------------------------
+
+
+def _value_kind(value_type: type) -> str | None:
+    """What a label of this type sorts with: "string" or "number"; None for
+    any other object (whether it sorts is NumPy's to say)."""
+    if issubclass(value_type, (str, bytes)):
+        return "string"
+    if issubclass(value_type, (numbers.Number, np.bool_)):
+        return "number"
+    return None
+
+
+def _is_missing(value) -> bool:
+    """None, NaN, and the other markers not equal to themselves."""
+    if value is None:
+        return True
+    try:
+        return bool(value != value)
+    except TypeError:  # pandas.NA, whose comparisons are themselves missing
+        return True
+    except ValueError:  # an array as a label: not missing (nor sortable)
+        return False
+
+
+def _first_missing(objects: np.ndarray) -> int | None:
+    """The index of the first missing label of an object array. Integers,
+    bools and strings cannot be missing: a scan only when another type is present."""
+    if all(issubclass(t, (numbers.Integral, np.bool_, str, bytes))
+           for t in set(map(type, objects))):
+        return None
+    return next((j for j, value in enumerate(objects) if _is_missing(value)), None)
+
+
+def _label_kinds(array: np.ndarray, name: str) -> set[str]:
+    """The kinds of the labels of one 1-D array; a missing label raises."""
+    if array.dtype.kind in "fc":
+        missing = np.isnan(array)
+        if missing.any():
+            raise ValueError(f"{name} has NaN at index {_first_index(missing)}; a missing "
+                             "label is no class: drop or fill it first")
+    if array.dtype.kind != "O":
+        return {"string"} if array.dtype.kind in "US" else \
+            {"number"} if array.dtype.kind in "iubfc" else set()
+    j = _first_missing(array)
+    if j is not None:
+        value = array[j]
+        shown = "None" if value is None else "NaN" if isinstance(
+            value, (float, complex, np.inexact)) else repr(value)
+        raise ValueError(f"{name} has {shown} at index {j}; a missing label is no class: "
+                         "drop or fill it first")
+    kinds = {kind for kind in map(_value_kind, set(map(type, array))) if kind is not None}
+    if len(kinds) > 1:
+        first = {kind: next(j for j, v in enumerate(array) if _value_kind(type(v)) == kind)
+                 for kind in kinds}
+        raise ValueError(
+            f"{name} mixes string and number labels (a number, {array[first['number']]!r}, "
+            f"at index {first['number']}; a string, {array[first['string']]!r}, at index "
+            f"{first['string']}); encode one kind only"
+        )
+    return kinds
+
+
+def float_integer_limit(dtype) -> int:
+    """The largest integer up to which every integer is a float of ``dtype``."""
+    return 2 ** (np.finfo(dtype).nmant + 1)
+
+
+def _float_rounds_integers(objects: np.ndarray, dtype: np.dtype) -> bool:
+    """Whether the floats NumPy made of a sequence may round one of its integers."""
+    limit = float_integer_limit(dtype)
+    return any(isinstance(v, numbers.Integral) and abs(int(v)) > limit for v in objects)
+
+
+def check_label_arrays(arrays: tuple) -> list[np.ndarray]:
+    """``encode_labels``' inputs: 1-D host arrays (an ``(N, 1)`` column
+    flattened), all of one kind, strings or numbers, without a missing label.
+
+    A missing label (NaN, None, pandas.NA) raises, naming the array and the
+    position: no class stands for it (scikit-learn's ``LabelEncoder`` makes
+    NaN a class, and ``np.unique`` of an object array one class per NaN). A
+    sequence whose integers NumPy would round to floats stays an array of
+    Python numbers, which compare exactly.
+    """
+    if not arrays:
+        raise ValueError("encode_labels needs at least one array of labels")
+    hosts, kinds = [], {}
+    for i, values in enumerate(arrays):
+        name = f"encode_labels argument {i}"
+        # A sequence is read as Python objects too: NumPy would turn [1, "a"]
+        # into strings, and [2**63 + 1, 1] into floats.
+        objects = None if hasattr(values, "dtype") else np.asarray(values, dtype=object)
+        array = np.asarray(values)
+        if array.ndim == 2 and array.shape[1] == 1:
+            array = array.reshape(-1)
+            objects = None if objects is None else objects.reshape(-1)
+        if array.ndim != 1:
+            raise ValueError(f"{name} must be 1-D, got shape {array.shape}")
+        if objects is not None:
+            found = _label_kinds(objects, name)
+            if array.dtype.kind in "fc" and _float_rounds_integers(objects, array.dtype):
+                array = objects
+        else:
+            found = _label_kinds(array, name)
+        if array.size and found:
+            kinds[i] = found.pop()
+        hosts.append(array)
+    if len(set(kinds.values())) > 1:
+        held = ", ".join(f"argument {i} {kind}s" for i, kind in kinds.items())
+        raise ValueError(f"encode_labels got a mix of string and number labels ({held}); "
+                         "encode one kind only")
+    return hosts
+
+
 # -- ranking inputs ------------------------------------------------------------
 # The checks of metrics_gpu._ranking (ROC / PR curves, ROC AUC, average
 # precision, AUC-mu). Messages follow scikit-learn's where it has one for the
