@@ -695,12 +695,8 @@ def check_score_inputs(y_true, scores, *, name: str = "y_score", kind: str = "pr
 
             warnings.warn("The y_prob values do not sum to one. Make sure to pass probabilities.",
                           UserWarning, stacklevel=3)
-    if labels is not None:
-        classes = np.sort(check_labels_argument(labels, None, backend))
-        if classes.size != num_classes:
-            raise ValueError(
-                f"labels has {classes.size} classes but {name} has {num_classes} columns"
-            )
+    classes = check_score_labels(labels, num_classes, name, backend)
+    if classes is not None:
         lookup = np.full(int(classes[-1]) + 2, -1, dtype=np.int64)
         lookup[classes] = np.arange(num_classes)
         codes = targets.astype(np.int64)
@@ -730,6 +726,19 @@ def check_score_inputs(y_true, scores, *, name: str = "y_score", kind: str = "pr
         ignore_index=ignore_index, guard=not validate, backend=backend, source=source,
         binary_column=binary_column,
     )
+
+
+def check_score_labels(labels, num_columns: int, name: str, backend) -> np.ndarray | None:
+    """scikit-learn's ``labels=`` of the score functions: the class codes of
+    the ``num_columns`` score columns, sorted; None: the columns are the codes
+    ``0..K-1``. Read before any data (metrics_gpu.dask checks it so)."""
+    if labels is None:
+        return None
+    classes = np.sort(check_labels_argument(labels, None, backend))
+    if classes.size != num_columns:
+        raise ValueError(f"labels has {classes.size} classes but {name} has {num_columns} columns")
+    return classes
+
 
 def check_labels_argument(labels, num_classes: int | None, backend):
     """scikit-learn's ``labels=``: 1-D non-empty distinct class codes."""
@@ -1173,6 +1182,18 @@ def check_multiclass_roc_labels(labels, classes: np.ndarray, n_columns: int) -> 
                 f"the number of columns in 'y_score' ({n_columns})"
             )
         return classes
+    array = check_multiclass_roc_labels_argument(labels, n_columns)
+    missing = np.setdiff1d(classes, array)
+    if missing.size:
+        raise ValueError(
+            f"'y_true' contains labels not in parameter 'labels': {missing.tolist()}"
+        )
+    return array
+
+
+def check_multiclass_roc_labels_argument(labels, n_columns: int) -> np.ndarray:
+    """The checks of :func:`check_multiclass_roc_labels` that read no data:
+    distinct, ordered integer codes, one per score column."""
     array = np.asarray(labels)
     if array.ndim == 2 and array.shape[1] == 1:
         array = array.reshape(-1)
@@ -1189,11 +1210,6 @@ def check_multiclass_roc_labels(labels, classes: np.ndarray, n_columns: int) -> 
         raise ValueError(
             f"Number of given labels, {array.size}, not equal to the number of columns in "
             f"'y_score', {n_columns}"
-        )
-    missing = np.setdiff1d(classes, array)
-    if missing.size:
-        raise ValueError(
-            f"'y_true' contains labels not in parameter 'labels': {missing.tolist()}"
         )
     return array
 

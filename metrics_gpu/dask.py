@@ -99,15 +99,19 @@ except ImportError as error:  # pragma: no cover - the [dask] extra is missing
     ) from error
 
 from metrics_gpu import _classification
+from metrics_gpu._backend import resolve_backend
 from metrics_gpu._kernels import STREAM_NO_ERROR, STREAM_ORDINAL_SHIFT
 from metrics_gpu._state import RowArgmax
 from metrics_gpu._streaming import ClassificationMetrics, _to_numpy
 from metrics_gpu._validation import (
+    IGNORED_POSITION,
     check_bool,
     check_k,
     check_label_inputs,
+    check_multiclass_roc_labels_argument,
     check_option,
     check_score_inputs,
+    check_score_labels,
 )
 from metrics_gpu.report import LabelReport
 from metrics_gpu.report import label_report as _label_report
@@ -429,8 +433,6 @@ label_report = _label_metric(_label_report)
 
 # -- score metrics: the streaming state ----------------------------------------------
 
-_COLUMNS_ARE_CLASSES = "the score columns are the classes 0..K-1"
-
 
 def _host_state(state: dict) -> dict:
     """A state_dict with host NumPy arrays (a CuPy state is copied off the GPU)."""
@@ -442,15 +444,15 @@ def _state_of_chunk(y_true, preds, sample_weight, *, index, offset, spec,
                     check) -> dict | None:
     """One chunk's :class:`ClassificationMetrics` state, as host arrays.
 
-    ``check``: the arguments of the in-memory checks of scores to run first
-    (None: the state's deferred checks only). The check keys of the state
-    name the chunk as the update ordinal."""
+    ``check``: the arguments of the in-memory checks of scores to run first,
+    which also map the targets to their columns with ``labels=`` (None: the
+    state's deferred checks only). The check keys of the state name the
+    chunk as the update ordinal."""
     if y_true.shape[0] == 0:
         return None
     if check is not None:
         try:
-            inputs = check_score_inputs(y_true, preds, sample_weight=sample_weight,
-                                        ignore_index=spec["ignore_index"], **check)
+            inputs = check_score_inputs(y_true, preds, sample_weight=sample_weight, **check)
         except ValueError as error:
             raise _in_chunk(error, index, offset) from error
         y_true, preds, sample_weight = inputs.y_true, inputs.scores, inputs.sample_weight
@@ -557,16 +559,35 @@ def _unsupported(name: str, value, supported: str, why: str) -> ValueError:
                       f"{supported}")
 
 
+def _column_labels(labels, y_score, name: str):
+    """``labels=`` checked as in memory, before any data; None when they are
+    the columns' own codes 0..K-1 (no mapping to do)."""
+    k = _score_columns(y_score, name)
+    classes = check_score_labels(labels, k, name, resolve_backend(labels))
+    return None if classes is None or np.array_equal(classes, np.arange(k)) else classes
+
+
 def _score_metric(y_true, y_score, *, name, kind, sample_weight, ignore_index, validate,
-                  compute, pick, options, top_k=(), n_bins=1, thresholds=None):
-    """A scikit-learn-style score metric from the merged streaming state."""
+                  compute, pick, options, top_k=(), n_bins=1, thresholds=None, labels=None):
+    """A scikit-learn-style score metric from the merged streaming state.
+
+    ``labels``: the sorted class codes of the columns (:func:`_column_labels`);
+    each chunk's targets are then mapped to their columns by the in-memory
+    check, which runs even with ``validate=False`` (unchecked, as in memory),
+    and the rows whose target is ``ignore_index`` to a position of their own."""
     validate = check_bool(validate, "validate")
+    ignored = ignore_index
+    if labels is not None and ignore_index is not None:
+        ignored = IGNORED_POSITION
     spec = dict(num_classes=_score_columns(y_score, name), top_k=top_k, n_bins=n_bins,
                 thresholds=thresholds, scores="logits" if kind == "logits" else "probabilities",
-                ignore_index=ignore_index, confusion_matrix=False,
+                ignore_index=ignored, confusion_matrix=False,
                 validate="deferred" if validate else False)
     ClassificationMetrics(**spec)
-    check = dict(name=name, kind=kind, validate=True) if validate else None
+    check = None
+    if validate or labels is not None:
+        check = dict(name=name, kind=kind, validate=validate, labels=labels,
+                     ignore_index=ignore_index)
     options = dict(options, weighted=sample_weight is not None)
     return _score_graph(y_true, y_score, sample_weight, spec=spec, check=check, compute=compute,
                         pick=pick, options=options)
@@ -592,18 +613,18 @@ def log_loss(y_true, y_proba, *, normalize=True, sample_weight=None, labels=None
     ``y_proba``: (N, K) probabilities or (N,) probabilities of class 1; with
     ``from_logits=True``, logits. Each chunk is checked as in memory
     (``validate``); the value is the merged streaming state's
-    ``cross_entropy``. ``labels`` is not supported (the columns are the
-    classes 0..K-1).
+    ``cross_entropy``. ``labels``: the class codes of the columns, as in
+    memory (default ``0..K-1``).
     """
-    if labels is not None:
-        raise _unsupported("labels", labels, "leave labels=None", _COLUMNS_ARE_CLASSES)
+    labels = _column_labels(labels, y_proba, "y_proba")
     from_logits = check_bool(from_logits, "from_logits")
     normalize = check_bool(normalize, "normalize")
     return _score_metric(y_true, y_proba, name="y_proba",
                          kind="logits" if from_logits else "probabilities",
                          sample_weight=sample_weight, ignore_index=ignore_index,
                          validate=validate, compute=compute, pick=_mean_or_sum,
-                         options=dict(metric="cross_entropy", normalize=normalize))
+                         options=dict(metric="cross_entropy", normalize=normalize),
+                         labels=labels)
 
 
 def brier_score_loss(y_true, y_proba, *, sample_weight=None, pos_label=None, labels=None,
@@ -611,14 +632,14 @@ def brier_score_loss(y_true, y_proba, *, sample_weight=None, pos_label=None, lab
     """Brier score of Dask arrays, as :func:`metrics_gpu.brier_score_loss`.
 
     (N, K) probabilities or (N,) probabilities of class 1; ``scale_by_half``
-    as in memory ("auto": halved for (N,) input and K = 2). ``pos_label``
-    (None or 1) and ``labels`` (None) are as in memory's defaults only.
+    as in memory ("auto": halved for (N,) input and K = 2). ``labels``: the
+    class codes of the columns, as in memory. ``pos_label`` (None or 1) is
+    as in memory's default only.
     """
     if pos_label not in (None, 1):
         raise _unsupported("pos_label", pos_label, "pass pos_label=None or 1",
                            "(N,) scores are class 1's, (N, K) the classes 0..K-1")
-    if labels is not None:
-        raise _unsupported("labels", labels, "leave labels=None", _COLUMNS_ARE_CLASSES)
+    labels = _column_labels(labels, y_proba, "y_proba")
     if scale_by_half != "auto":
         check_bool(scale_by_half, "scale_by_half")
     k = _score_columns(y_proba, "y_proba")
@@ -626,21 +647,21 @@ def brier_score_loss(y_true, y_proba, *, sample_weight=None, pos_label=None, lab
     return _score_metric(y_true, y_proba, name="y_proba", kind="probabilities",
                          sample_weight=sample_weight, ignore_index=ignore_index,
                          validate=validate, compute=compute, pick=_mean_or_sum,
-                         options=dict(metric="brier_score", half=half))
+                         options=dict(metric="brier_score", half=half), labels=labels)
 
 
 def top_k_accuracy_score(y_true, y_score, *, k=2, normalize=True, sample_weight=None,
                          labels=None, ignore_index=None, validate=True, compute=False):
     """Top-k accuracy of Dask arrays, as :func:`metrics_gpu.top_k_accuracy_score`,
     for (N, K) scores (any real values; (N,) binary scores are not supported).
-    Ties as in memory: among equal scores the higher class index ranks first."""
+    Ties as in memory: among equal scores the higher class index ranks first.
+    ``labels``: the class codes of the columns, as in memory."""
     k = check_k(k)
     normalize = check_bool(normalize, "normalize")
-    if labels is not None:
-        raise _unsupported("labels", labels, "leave labels=None", _COLUMNS_ARE_CLASSES)
     shape = _shape(y_score)
     if len(shape) != 2 or shape[1] < 2:
         raise ValueError(f"y_score must be (N, K) scores with K >= 2 on Dask, got shape {shape}")
+    labels = _column_labels(labels, y_score, "y_score")
     if k >= shape[1]:
         from metrics_gpu import _formulas as F
 
@@ -652,7 +673,7 @@ def top_k_accuracy_score(y_true, y_score, *, k=2, normalize=True, sample_weight=
                          validate=validate, compute=compute, pick=_mean_or_sum,
                          options=dict(metric=f"top_{k}_accuracy", normalize=normalize,
                                       count=True),
-                         top_k=(k,))
+                         top_k=(k,), labels=labels)
 
 
 def expected_calibration_error(y_true, y_proba, *, n_bins=15, norm="l1", sample_weight=None,
@@ -712,17 +733,17 @@ def roc_auc_score(y_true, y_score, *, average="macro", sample_weight=None, max_f
     or "logits" (softmax per row). The error against the exact
     ``metrics_gpu.roc_auc_score`` of the same scores is bounded by
     ``roc_auc_error_bound`` of :func:`classification_metrics` with the same
-    ``thresholds``. Not supported: ``max_fpr``, ``multi_class="ovo"``,
-    ``labels``. Unlike in memory, classes absent from ``y_true`` leave the
-    averages (they are not an error).
+    ``thresholds``. ``labels``: for multiclass scores, the class codes of
+    the columns, as in memory (ignored for binary scores, as in memory). Not
+    supported: ``max_fpr``, ``multi_class="ovo"``. Unlike in memory, classes
+    absent from ``y_true`` leave the averages (they are not an error), and a
+    target outside ``labels`` is named by its chunk's check.
     """
     if thresholds is None:
         raise ValueError(_EXACT_RANKING.format(function="roc_auc_score", metric="roc_auc"))
     if max_fpr is not None:
         raise _unsupported("max_fpr", max_fpr, "leave max_fpr=None",
                            "the binned AUC is the full area")
-    if labels is not None:
-        raise _unsupported("labels", labels, "leave labels=None", _COLUMNS_ARE_CLASSES)
     check_option(multi_class, ("raise", "ovr", "ovo"), "multi_class")
     check_option(average, (None, "micro", "macro", "weighted"), "average")
     binary = _score_columns(y_score, "y_score") == 2
@@ -733,11 +754,16 @@ def roc_auc_score(y_true, y_score, *, average="macro", sample_weight=None, max_f
         raise _unsupported("multi_class", multi_class, "pass multi_class='ovr'",
                            "the state holds one-vs-rest histograms")
     check_option(scores, ("probabilities", "logits"), "scores")
+    if binary or labels is None:
+        labels = None
+    else:
+        labels = _column_labels(check_multiclass_roc_labels_argument(labels, _shape(y_score)[1]),
+                                y_score, "y_score")
     return _score_metric(y_true, y_score, name="y_score", kind=scores,
                          sample_weight=sample_weight, ignore_index=ignore_index,
                          validate=validate, compute=compute, pick=_ranked,
                          options=dict(metric="roc_auc", average=average, binary=binary),
-                         thresholds=thresholds)
+                         thresholds=thresholds, labels=labels)
 
 
 def average_precision_score(y_true, y_score, *, average="macro", pos_label=1,

@@ -365,10 +365,138 @@ def test_refusals_name_the_argument(client, data):
         mgd.roc_auc_score(t, p[:, 1], max_fpr=0.5, thresholds=16)
     with pytest.raises(ValueError, match="multi_class='ovo' is not supported"):
         mgd.roc_auc_score(t, p, multi_class="ovo", thresholds=16)
-    with pytest.raises(ValueError, match="labels=.* is not supported"):
-        mgd.log_loss(t, p, labels=[0, 1, 2, 3, 4])
     with pytest.raises(ValueError, match="average='samples' is not supported"):
         mgd.average_precision_score(t, p, average="samples", thresholds=16)
+
+
+# -- labels= of the score functions: as in memory -------------------------------------
+
+LABEL_SETS = {
+    "none": None,
+    "range": range(3),
+    "codes-array": np.arange(3),
+    "sparse": [1, 4, 7],
+    "sparse-unsorted": [7, 1, 4],
+    "sparse-uint8": np.array([1, 4, 7], dtype=np.uint8),
+}
+
+
+def _labelled(labels, n: int = 230, seed: int = 7):
+    """Targets among ``labels`` (codes 0..2 without), their column positions,
+    probabilities and logits of 3 columns, weights."""
+    rng = np.random.default_rng(seed)
+    columns = np.sort(np.asarray(range(3) if labels is None else labels)).astype(np.int64)
+    positions = np.concatenate([np.arange(3), rng.integers(0, 3, n - 3)])
+    logits = rng.normal(size=(n, 3)) + 1.5 * np.eye(3)[positions]
+    return columns[positions], positions, softmax(logits), logits, rng.random(n) * 2
+
+
+def _labelled_calls(labels, t, proba, logits, weight, ignore_index=None):
+    """(name, Dask function, in-memory function, arguments): each score function
+    taking labels=, over the scores it reads."""
+    both = dict(labels=labels, ignore_index=ignore_index)
+    binary = proba[:, 1] / (proba[:, 0] + proba[:, 1])
+    two = None if labels is None else np.sort(np.asarray(labels))[[0, -1]]
+    return [
+        ("log_loss", mgd.log_loss, mg.log_loss, (t, proba), dict(both, sample_weight=weight)),
+        ("log_loss-logits", mgd.log_loss, mg.log_loss, (t, logits),
+         dict(both, from_logits=True)),
+        ("log_loss-unchecked", mgd.log_loss, mg.log_loss, (t, proba),
+         dict(both, validate=False)),
+        ("brier_score_loss", mgd.brier_score_loss, mg.brier_score_loss, (t, proba),
+         dict(both, sample_weight=weight)),
+        ("brier_score_loss-binary", mgd.brier_score_loss, mg.brier_score_loss,
+         (np.where(t == t.max(), t.max(), t.min()) if labels is not None else (t > 0) * 1,
+          binary), dict(labels=two, ignore_index=ignore_index)),
+        ("top_k_accuracy_score", mgd.top_k_accuracy_score, mg.top_k_accuracy_score,
+         (t, logits), dict(both, k=2, sample_weight=weight)),
+        ("top_k_accuracy_score-count", mgd.top_k_accuracy_score, mg.top_k_accuracy_score,
+         (t, logits), dict(both, k=1, normalize=False)),
+    ]
+
+
+@pytest.mark.parametrize("name", sorted(LABEL_SETS))
+def test_score_labels_equal_in_memory(name):
+    """labels= as in memory (None, range(K), sparse codes in any order and
+    dtype), with ignore_index: the same values (the synchronous scheduler:
+    the graph is the cluster's, the test cheap)."""
+    labels = LABEL_SETS[name]
+    y_true, _, proba, logits, weight = _labelled(labels)
+    ignored = y_true.copy()
+    ignored[::9] = IGNORE
+    with dask.config.set(scheduler="synchronous"):
+        for targets, ignore_index in ((y_true, None), (ignored, IGNORE)):
+            for call, ours, theirs, arrays, options in _labelled_calls(
+                    labels, targets, proba, logits, weight, ignore_index):
+                if call == "brier_score_loss-binary" and ignore_index is not None:
+                    continue  # its targets are rebuilt from t: no ignored rows
+                chunked_options = {key: chunked(value, 70) if key == "sample_weight" else
+                                   value for key, value in options.items()}
+                result = ours(*(chunked(a, 70) for a in arrays), compute=True,
+                              **chunked_options)
+                expected = theirs(*arrays, **options)
+                assert_same(result, expected, f"{call}(labels={name}, "
+                                              f"ignore_index={ignore_index})")
+
+
+@pytest.mark.parametrize("name", ["range", "sparse", "sparse-uint8"])
+def test_roc_auc_labels_equal_their_codes(name):
+    """Binned ROC AUC of multiclass scores with labels= equals that of the
+    column positions without (the binned value is Dask's own, so the
+    reference is the same graph on codes); binary scores ignore labels, as in
+    memory."""
+    labels = LABEL_SETS[name]
+    y_true, positions, proba, _, weight = _labelled(labels)
+    with dask.config.set(scheduler="synchronous"):
+        for average in ("macro", "weighted", None):
+            with_labels = mgd.roc_auc_score(chunked(y_true, 70), chunked(proba, 70),
+                                            multi_class="ovr", average=average, labels=labels,
+                                            sample_weight=chunked(weight, 70), thresholds=32,
+                                            compute=True)
+            codes = mgd.roc_auc_score(chunked(positions, 70), chunked(proba, 70),
+                                      multi_class="ovr", average=average,
+                                      sample_weight=chunked(weight, 70), thresholds=32,
+                                      compute=True)
+            assert_same(with_labels, codes, f"roc_auc_score(labels={name}, average={average})")
+        binary = (positions == 2) * 1
+        assert_same(mgd.roc_auc_score(chunked(binary, 70), chunked(proba[:, 2], 70),
+                                      labels=labels, thresholds=32, compute=True),
+                    mgd.roc_auc_score(chunked(binary, 70), chunked(proba[:, 2], 70),
+                                      thresholds=32, compute=True), "binary roc_auc_score")
+
+
+@pytest.mark.parametrize(
+    "call, pattern",
+    [
+        (lambda t, p: mgd.log_loss(t, p, labels=[1, 4]), r"labels has 2 classes but y_proba "
+                                                         r"has 3 columns"),
+        (lambda t, p: mgd.brier_score_loss(t, p, labels=[1, 4, 4]), r"labels must be distinct"),
+        (lambda t, p: mgd.top_k_accuracy_score(t, p, labels=[-1, 4, 7]),
+         r"labels contains the negative code -1"),
+        (lambda t, p: mgd.log_loss(t, p, labels=["a", "b", "c"]),
+         r"labels must be integer class codes"),
+        (lambda t, p: mgd.roc_auc_score(t, p, multi_class="ovr", labels=[7, 1, 4],
+                                        thresholds=8), r"'labels' must be ordered"),
+    ],
+    ids=["log_loss-size", "brier-distinct", "top_k-negative", "log_loss-strings",
+         "roc_auc-order"],
+)
+def test_score_labels_refused_as_in_memory(call, pattern):
+    """A bad labels= raises the in-memory message when the graph is built,
+    before any data is read."""
+    y_true, _, proba, _, _ = _labelled([1, 4, 7])
+    with pytest.raises(ValueError, match=pattern):
+        call(chunked(y_true, 70), chunked(proba, 70))
+
+
+def test_score_target_outside_labels_names_its_chunk():
+    y_true, _, proba, _, _ = _labelled([1, 4, 7])
+    y_true[150] = 5
+    with dask.config.set(scheduler="synchronous"):
+        with pytest.raises(ValueError, match=r"y_true contains 5 at index 10, which is not in "
+                                             r"labels \[1, 4, 7\].*chunk 2 along axis 0"):
+            mgd.log_loss(chunked(y_true, 70), chunked(proba, 70), labels=[1, 4, 7],
+                         compute=True)
 
 
 def test_score_validation_errors(client, data):
