@@ -232,6 +232,10 @@ RESULT_CALLS = {
     "catboost_metric-Precision": lambda put: mg.catboost_metric("Precision", put(T3),
                                                                 put(SCORES3)),
     "catboost_metric-MCC": lambda put: mg.catboost_metric("MCC", put(T3), put(SCORES3)),
+    # The curves: reversed views of their scans (which torch cannot share).
+    "roc_curve": lambda put: mg.roc_curve(put(T2), put(SCORES3[:5, 1])),
+    "precision_recall_curve": lambda put: mg.precision_recall_curve(put(T2),
+                                                                    put(SCORES3[:5, 1])),
 }
 
 

@@ -123,16 +123,22 @@ class CudaDevice:
         (DLPack), on the same device, no sync. Host data sent to this backend
         (NumPy, torch CPU tensors: ``like`` not on a GPU) gets host results, as
         the host backends give them: one copy back (a sync), a 0-d value as a
-        NumPy scalar."""
+        NumPy scalar. A view whose strides run backwards (a curve's reversed
+        scan) is copied first (on the device, no sync): torch shares no such
+        buffer."""
         if not isinstance(value, self.cupy.ndarray):
             return value
         if like is not None and not is_device_array(like):
             host = value.get()
             return host_framework(host[()] if host.ndim == 0 else host, like)
         torch = sys.modules.get("torch")
+        jax = sys.modules.get("jax")
+        shared = (torch is not None and isinstance(like, torch.Tensor)) or (
+            jax is not None and isinstance(like, jax.Array))
+        if shared and any(stride < 0 for stride in value.strides):
+            value = self.cupy.ascontiguousarray(value)
         if torch is not None and isinstance(like, torch.Tensor):
             return torch.from_dlpack(value)
-        jax = sys.modules.get("jax")
         if jax is not None and isinstance(like, jax.Array):
             return jax.numpy.from_dlpack(value)
         return value
