@@ -704,23 +704,30 @@ def exact_score_dtype(score_dtype, from_logits: bool) -> np.dtype:
     return np.dtype(score_dtype)
 
 
+# The constants of exact_auc_bytes, measured as resident memory (VmHWM) of
+# reports on the NumPy backend (tests/test_exact_ranking.py holds the estimate
+# to a real run).
+#
 # Bytes one ranked binary problem takes per score beyond its inputs (scores,
-# mask, weights), at its peak. The NumPy reference (_ranking_formulas) holds the
-# order, the ranked scores and about ten float64 arrays at once (cumulative
-# weights, tie-group totals, rates, trapezoids): 89 bytes and the score's,
-# measured with tracemalloc for float16/32/64, weighted or not. The kernels'
-# path (kernels/ranking.cu) holds a 32-bit key or an int64 order, the ranked
-# scores, class and weight, and per-tile sums: 13-26 bytes measured on the
-# emulator; 40 leaves room for the sort's temporary storage on a GPU (CUB's,
-# not measured here).
-NUMPY_RANK_BYTES = 89
+# mask, weights), at its peak. The NumPy reference (_ranking_formulas) holds six
+# float64 arrays at once (the tie-group totals, the rates, a trapezoid or
+# precision step; the order and ranked scores are gone by then): 48-49 bytes
+# allocated (tracemalloc) for float16/32/64, weighted or not, 54 resident (the
+# allocator's reuse of freed blocks is not perfect). The kernels' path
+# (kernels/ranking.cu) holds a 32-bit key or an int64 order, the ranked scores,
+# class and weight, and per-tile sums: 13-26 bytes allocated on the emulator;
+# 40 leaves room for the sort's temporary storage on a GPU (CUB's, not
+# measured here).
+NUMPY_RANK_BYTES = 58
 KERNEL_RANK_BYTES = 40
-# Per row of a chunk, beside its two buffer sets: the softmax's three (rows, K)
-# arrays, and up to this many bytes of the states' per-row temporaries (labels,
-# argmax, masks; the NumPy backend bounds its own in sub-chunks).
-CHUNK_ROW_TEMPORARY_BYTES = 128
-# The states, the report and the allocator's slack: a few MB at any size.
-EXACT_OVERHEAD_BYTES = 16 << 20
+# Reading, per row of a chunk beside the buffer sets and the softmax's three
+# (rows, K) arrays: the states' per-row temporaries (labels, argmax, masks),
+# about 112 bytes; and a bound of theirs that does not grow with the chunk
+# (the NumPy backend works in sub-chunks of its own).
+CHUNK_ROW_TEMPORARY_BYTES = 112
+CHUNK_STATE_BYTES = 24 << 20
+# The states, the report and the allocator's slack, at any size.
+EXACT_OVERHEAD_BYTES = 8 << 20
 
 
 def exact_auc_bytes(rows: int, num_classes: int, score_dtype, *, weighted: bool = False,
@@ -731,23 +738,27 @@ def exact_auc_bytes(rows: int, num_classes: int, score_dtype, *, weighted: bool 
 
     Kept while reading: every row's target (int64), probabilities (``score_dtype``,
     see :func:`exact_score_dtype`) and weight (float64). Then the larger of
-    reading (two buffer sets of ``chunk_rows`` rows of ``row_bytes``, and the
-    chunk's temporaries) and ranking: the micro average ranks
-    the N K pooled scores in one problem (their one-vs-rest mask, the weights
-    repeated, and the ranking's own arrays, :data:`NUMPY_RANK_BYTES` or
+    reading (the buffer sets of ``chunk_rows`` rows of ``row_bytes`` and the
+    chunk's temporaries) and ranking: the micro average ranks the N K pooled
+    scores in one problem (their one-vs-rest mask, the weights repeated, and
+    the ranking's own arrays, :data:`NUMPY_RANK_BYTES` or
     :data:`KERNEL_RANK_BYTES` a score); a class's problem is N of them, less.
     With ``ignore_index`` the rows kept are copied first.
     """
     score_bytes = np.dtype(score_dtype).itemsize
     weight_bytes = 8 if weighted else 0
     kept = rows * (8 + num_classes * score_bytes + weight_bytes)
-    rank_bytes = NUMPY_RANK_BYTES + score_bytes if backend == "numpy" else KERNEL_RANK_BYTES
+    rank_bytes = NUMPY_RANK_BYTES if backend == "numpy" else KERNEL_RANK_BYTES
     ranking = rows * num_classes * (1 + weight_bytes + rank_bytes)
     if ignore_index:
         ranking += rows + kept  # the mask, then the rows kept
-    # (a chunk's pages are touched only as far as rows are read into it)
-    reading = min(chunk_rows, rows) * (2 * row_bytes + 3 * num_classes * score_bytes
-                                       + CHUNK_ROW_TEMPORARY_BYTES)
+    # A chunk's pages are touched only as far as rows are read into them: one
+    # buffer set for a file of one chunk.
+    chunk = min(chunk_rows, rows)
+    buffer_sets = 1 if chunk >= rows else 2
+    reading = CHUNK_STATE_BYTES + chunk * (buffer_sets * row_bytes
+                                           + 3 * num_classes * score_bytes
+                                           + CHUNK_ROW_TEMPORARY_BYTES)
     return EXACT_OVERHEAD_BYTES + kept + max(reading, ranking)
 
 
