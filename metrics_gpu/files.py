@@ -712,8 +712,8 @@ def exact_score_dtype(score_dtype, from_logits: bool) -> np.dtype:
 # mask, weights), at its peak. The NumPy reference (_ranking_formulas) holds six
 # float64 arrays at once (the tie-group totals, the rates, a trapezoid or
 # precision step; the order and ranked scores are gone by then): 48-49 bytes
-# allocated (tracemalloc) for float16/32/64, weighted or not, 54 resident (the
-# allocator's reuse of freed blocks is not perfect). The kernels' path
+# allocated (tracemalloc) for float16/32/64, weighted or not, about 54 resident (the
+# allocator's reuse of freed blocks is not perfect), 58 with room. The kernels' path
 # (kernels/ranking.cu) holds a 32-bit key or an int64 order, the ranked scores,
 # class and weight, and per-tile sums: 13-26 bytes allocated on the emulator;
 # 40 leaves room for the sort's temporary storage on a GPU (CUB's, not
