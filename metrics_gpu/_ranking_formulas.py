@@ -69,9 +69,14 @@ def tie_group_totals(scan: RankedScan, xp):
     The end of the group of the value at descending position i is where that
     value first appears in the ascending (reversed) scores.
     """
-    ascending = xp.flip(scan.scores)
-    group_end = (scan.scores.shape[0] - 1) - xp.searchsorted(ascending, scan.scores, side="left")
+    group_end = tie_group_ends(scan.scores, xp)
     return scan.tps[group_end], scan.fps[group_end]
+
+
+def tie_group_ends(ranked, xp):
+    """The last position of each position's tie group in descending ``ranked``
+    scores: where its value first appears in the ascending (reversed) ones."""
+    return (ranked.shape[0] - 1) - xp.searchsorted(xp.flip(ranked), ranked, side="left")
 
 
 def positive_negative_weights(is_positive, sample_weight, xp):
@@ -138,9 +143,11 @@ def step_average_precision(tps, fps, xp):
     weight (scikit-learn then sets recall to 1 and the last precision is 0)."""
     predicted = tps + fps
     precision = xp.where(predicted > 0, tps / xp.where(predicted > 0, predicted, 1.0), 0.0)
+    del predicted  # (N,) float64 arrays: the pooled micro average has N K of them
     total = tps[-1]
     recall = tps / xp.where(total > 0, total, 1.0)
     gain = xp.diff(recall, prepend=xp.zeros(1, dtype=np.float64))
+    del recall
     return xp.where(total > 0, xp.maximum(xp.sum(gain * precision), 0.0), 0.0)
 
 
@@ -183,9 +190,33 @@ def binary_rank_areas(scores, is_positive, sample_weight, xp, max_fpr=None):
     """``[ROC AUC, average precision]`` of one binary problem, float64 where the
     scores live (no sync). ROC AUC is McClish's standardised partial area for
     ``max_fpr`` < 1, and NaN when the positive or the negative weight is 0;
-    average precision is 0 when the positive weight is 0."""
+    average precision is 0 when the positive weight is 0.
+
+    The scan of :func:`ranked_scan` and :func:`tie_group_totals`, each array
+    dropped once used: the class and weight are gathered in rank order before
+    they become float64 weights (the same products, ranked), the order and
+    the ranked scores go once the sums and the tie groups are taken. The
+    pooled micro average ranks N K scores in one problem, so its peak is the
+    report's.
+    """
     check_rank_arrays(scores, is_positive, sample_weight)
-    positive_weight, negative_weight = positive_negative_weights(is_positive, sample_weight, xp)
-    scan = ranked_scan(scores, positive_weight, negative_weight, xp)
-    tps, fps = tie_group_totals(scan, xp)
-    return xp.stack([roc_area(tps, fps, xp, max_fpr), step_average_precision(tps, fps, xp)])
+    order = descending_order(scores, xp)
+    ranked = scores[order]
+    ranked_positive = is_positive[order]
+    ranked_weight = None if sample_weight is None else sample_weight[order]
+    del order
+    positive_weight, negative_weight = positive_negative_weights(ranked_positive,
+                                                                 ranked_weight, xp)
+    del ranked_positive, ranked_weight
+    # float64 sums: exact counts up to 2**53, and scikit-learn's dtype.
+    tps = xp.cumsum(positive_weight, dtype=np.float64)
+    del positive_weight
+    fps = xp.cumsum(negative_weight, dtype=np.float64)
+    del negative_weight
+    group_end = tie_group_ends(ranked, xp)
+    del ranked
+    tps = tps[group_end]
+    fps = fps[group_end]
+    del group_end
+    average_precision = step_average_precision(tps, fps, xp)
+    return xp.stack([roc_area(tps, fps, xp, max_fpr), average_precision])

@@ -696,11 +696,70 @@ def _free_memory(backend_name: str) -> int:
     return os.sysconf("SC_AVPHYS_PAGES") * os.sysconf("SC_PAGE_SIZE")
 
 
-def exact_auc_bytes(rows: int, num_classes: int, score_itemsize: int) -> int:
-    """Memory exact ROC AUC / AP take for ``rows`` x K scores: the probabilities,
-    targets and weights kept, the one-vs-rest flattening of the micro average,
-    and a sort's keys, order and running sums per class."""
-    return rows * (num_classes * (score_itemsize + 1 + 8) + 16 + 40)
+def exact_score_dtype(score_dtype, from_logits: bool) -> np.dtype:
+    """The dtype in which the exact path keeps the probabilities of scores read
+    as ``score_dtype`` (logits or probabilities): the one place that decides
+    it, for :class:`_ExactScores` and for the bytes :func:`exact_auc_bytes`
+    counts."""
+    return np.dtype(score_dtype)
+
+
+# The constants of exact_auc_bytes, measured as resident memory (VmHWM) of
+# reports on the NumPy backend (tests/test_exact_ranking.py holds the estimate
+# to a real run).
+#
+# Bytes one ranked binary problem takes per score beyond its inputs (scores,
+# mask, weights), at its peak. The NumPy reference (_ranking_formulas) holds six
+# float64 arrays at once (the tie-group totals, the rates, a trapezoid or
+# precision step; the order and ranked scores are gone by then): 48-49 bytes
+# allocated (tracemalloc) for float16/32/64, weighted or not, about 54 resident (the
+# allocator's reuse of freed blocks is not perfect), 58 with room. The kernels' path
+# (kernels/ranking.cu) holds a 32-bit key or an int64 order, the ranked scores,
+# class and weight, and per-tile sums: 13-26 bytes allocated on the emulator;
+# 40 leaves room for the sort's temporary storage on a GPU (CUB's, not
+# measured here).
+NUMPY_RANK_BYTES = 58
+KERNEL_RANK_BYTES = 40
+# Reading, per row of a chunk beside the buffer sets and the softmax's three
+# (rows, K) arrays: the states' per-row temporaries (labels, argmax, masks),
+# about 112 bytes; and a bound of theirs that does not grow with the chunk
+# (the NumPy backend works in sub-chunks of its own).
+CHUNK_ROW_TEMPORARY_BYTES = 112
+CHUNK_STATE_BYTES = 24 << 20
+# The states, the report and the allocator's slack, at any size.
+EXACT_OVERHEAD_BYTES = 8 << 20
+
+
+def exact_auc_bytes(rows: int, num_classes: int, score_dtype, *, weighted: bool = False,
+                    ignore_index: bool = False, backend: str = "numpy", chunk_rows: int = 0,
+                    row_bytes: int = 0) -> int:
+    """Peak memory of a report with exact ROC AUC / AP over ``rows`` x K scores,
+    beyond what the process held before it, where the backend computes.
+
+    Kept while reading: every row's target (int64), probabilities (``score_dtype``,
+    see :func:`exact_score_dtype`) and weight (float64). Then the larger of
+    reading (the buffer sets of ``chunk_rows`` rows of ``row_bytes`` and the
+    chunk's temporaries) and ranking: the micro average ranks the N K pooled
+    scores in one problem (their one-vs-rest mask, the weights repeated, and
+    the ranking's own arrays, :data:`NUMPY_RANK_BYTES` or
+    :data:`KERNEL_RANK_BYTES` a score); a class's problem is N of them, less.
+    With ``ignore_index`` the rows kept are copied first.
+    """
+    score_bytes = np.dtype(score_dtype).itemsize
+    weight_bytes = 8 if weighted else 0
+    kept = rows * (8 + num_classes * score_bytes + weight_bytes)
+    rank_bytes = NUMPY_RANK_BYTES if backend == "numpy" else KERNEL_RANK_BYTES
+    ranking = rows * num_classes * (1 + weight_bytes + rank_bytes)
+    if ignore_index:
+        ranking += rows + kept  # the mask, then the rows kept
+    # A chunk's pages are touched only as far as rows are read into them: one
+    # buffer set for a file of one chunk.
+    chunk = min(chunk_rows, rows)
+    buffer_sets = 1 if chunk >= rows else 2
+    reading = CHUNK_STATE_BYTES + chunk * (buffer_sets * row_bytes
+                                           + 3 * num_classes * score_bytes
+                                           + CHUNK_ROW_TEMPORARY_BYTES)
+    return EXACT_OVERHEAD_BYTES + kept + max(reading, ranking)
 
 
 def _format_bytes(count: float) -> str:
@@ -751,50 +810,69 @@ class _ExactScores:
         return self.targets, self.probabilities, self.weights
 
 
-def exact_ranking(y_true, probabilities, sample_weight=None, *, ignore_index=None
-                  ) -> dict[str, Any]:
+def _ranked_scores(rows: int, num_classes: int) -> int:
+    """Scores :func:`exact_ranking` ranks: each class's column, then all N K pooled."""
+    return 2 * rows * num_classes
+
+
+def exact_ranking(y_true, probabilities, sample_weight=None, *, ignore_index=None,
+                  progress: Callable[[int], None] | None = None) -> dict[str, Any]:
     """Exact ROC AUC and average precision of every class against the rest, and
     their averages, with the names and conventions of the binned ones of
     :class:`metrics_gpu.StreamingReport`: macro over the classes where a value
     is defined, weighted by the positives' weight, micro over every class's
     one-vs-rest pairs pooled; ``roc_auc`` / ``average_precision`` are class
-    1's for K = 2, else the macro averages. Error bounds are 0."""
-    from metrics_gpu._ranking import average_precision_score, roc_auc_score
+    1's for K = 2, else the macro averages. Error bounds are 0.
+
+    One sort per class gives both of its values, and one sort of the N K
+    pooled scores both micro averages (the backend's ``binary_rank_areas``).
+    ``progress`` is told the scores ranked, :func:`_ranked_scores` in all.
+    """
+    from metrics_gpu._backend import resolve_backend
     from metrics_gpu._streaming import _to_numpy
 
-    xp = np if isinstance(probabilities, np.ndarray) else _array_module(probabilities)
+    backend = resolve_backend(probabilities)
+    xp = backend.xp
+    rows, k = probabilities.shape
     if ignore_index is not None:
         keep = y_true != ignore_index
         y_true, probabilities = y_true[keep], probabilities[keep]
         sample_weight = None if sample_weight is None else sample_weight[keep]
-    k = probabilities.shape[1]
+        del keep
     positives = np.asarray(_to_numpy(xp.bincount(y_true, sample_weight, minlength=k)),
                            dtype=np.float64)[:k]
     negatives = positives.sum() - positives
+    areas = []  # [ROC AUC, AP] of each class with positives, where the scores live
+    for c in range(k):
+        if positives[c] > 0:
+            areas.append(backend.binary_rank_areas(probabilities[:, c], y_true == c,
+                                                   sample_weight))
+        if progress is not None:
+            progress(rows)
     auc = np.full(k, math.nan)
     ap = np.full(k, math.nan)
-    for c in range(k):
-        is_c = y_true == c
-        if positives[c] > 0:
-            ap[c] = float(_to_numpy(average_precision_score(is_c, probabilities[:, c],
-                                                            sample_weight=sample_weight)))
-            if negatives[c] > 0:
-                auc[c] = float(_to_numpy(roc_auc_score(is_c, probabilities[:, c],
-                                                       sample_weight=sample_weight)))
-    onehot = (y_true[:, None] == xp.arange(k)[None, :]).ravel()
+    if areas:
+        scored = positives > 0
+        per_class = np.asarray(_to_numpy(xp.stack(areas)), dtype=np.float64)
+        ap[scored] = per_class[:, 1]
+        auc[scored] = np.where(negatives[scored] > 0, per_class[:, 0], math.nan)
+    del areas
+    # The pooled problem: the sample's own class is the positive of its K scores.
+    onehot = (y_true[:, None] == xp.arange(k)[None, :]).reshape(-1)
     flat_weight = None if sample_weight is None else xp.repeat(sample_weight, k)
-    micro_auc = float(_to_numpy(roc_auc_score(onehot, probabilities.ravel(),
-                                              sample_weight=flat_weight)))
-    micro_ap = float(_to_numpy(average_precision_score(onehot, probabilities.ravel(),
-                                                       sample_weight=flat_weight)))
+    micro = np.asarray(_to_numpy(backend.binary_rank_areas(
+        probabilities.reshape(-1), onehot, flat_weight)), dtype=np.float64)
+    del onehot, flat_weight
+    if progress is not None:
+        progress(rows * k)
     out: dict[str, Any] = {}
-    for name, per_class, micro in (("roc_auc", auc, micro_auc),
-                                   ("average_precision", ap, micro_ap)):
-        macro, weighted = defined_averages(per_class, positives)
-        out[name] = per_class[1] if k == 2 else macro
+    for name, values, micro_value in (("roc_auc", auc, micro[0]),
+                                      ("average_precision", ap, micro[1])):
+        macro, weighted = defined_averages(values, positives)
+        out[name] = values[1] if k == 2 else macro
         out[f"{name}_macro"], out[f"{name}_weighted"] = macro, weighted
-        out[f"{name}_micro"], out[f"{name}_error_bound"] = micro, 0.0
-        out[f"per_class_{name}"] = per_class
+        out[f"{name}_micro"], out[f"{name}_error_bound"] = float(micro_value), 0.0
+        out[f"per_class_{name}"] = values
     return out
 
 
@@ -931,11 +1009,12 @@ def evaluate_files(sources: dict[str, str | None], *, num_classes: int | None = 
                 progress=None if progress is None else progress("finding the classes", rows))
         rows = next((r.rows for r in readers.values() if r.rows is not None), None)
         if chunk_rows is None:
-            row_bytes = sum(r.dtype.itemsize * math.prod(r.shape_tail) for r in readers.values())
-            chunk_rows = max(1, min(MAX_CHUNK_ROWS, CHUNK_BYTES // row_bytes))
+            chunk_rows = max(1, min(MAX_CHUNK_ROWS, CHUNK_BYTES // _row_bytes(readers)))
         auc_mode = None
         if score_reader is not None:
-            auc_mode = _auc_mode(auc, rows, num_classes, score_reader, backend, readers)
+            auc_mode = _auc_mode(auc, rows, num_classes, score_reader, backend, readers,
+                                 from_logits=from_logits, ignore_index=ignore_index,
+                                 chunk_rows=chunk_rows)
         # Remapped codes are positions 0..P-1: ignored targets become -1.
         state_ignore = ignore_index if class_codes is None or ignore_index is None else -1
         common: dict[str, Any] = dict(ignore_index=state_ignore, validate="deferred")
@@ -960,8 +1039,15 @@ def evaluate_files(sources: dict[str, str | None], *, num_classes: int | None = 
             _raise_first_invalid(state, readers, name, chunk_rows)
         exact_values = None
         if exact is not None:
+            # A second bar: ranking takes about as long as reading, and a bar
+            # left at 100% meanwhile looks like a hang.
+            kept = exact.arrays()
+            ranking = None if progress is None else progress(
+                "ranking (exact ROC AUC / AP)", _ranked_scores(*kept[1].shape))
             with use_backend(backend):
-                exact_values = exact_ranking(*exact.arrays(), ignore_index=ignore_index)
+                exact_values = exact_ranking(*kept, ignore_index=ignore_index,
+                                             progress=ranking)
+            del kept, exact
         total_rows = readers["y_true"].position
     finally:
         for reader in readers.values():
@@ -971,14 +1057,18 @@ def evaluate_files(sources: dict[str, str | None], *, num_classes: int | None = 
 
 
 def _auc_mode(auc: str, rows: int | None, num_classes: int, score_reader: ColumnReader,
-              backend: str, readers) -> str:
+              backend: str, readers, *, from_logits: bool, ignore_index: int | None,
+              chunk_rows: int) -> str:
     if auc == "binned":
         return "binned"
     if rows is None:
         if auc == "exact":
             return "exact"  # no row count to check: the memory error, if any, says it
         return "binned"
-    needed = exact_auc_bytes(rows, num_classes, score_reader.dtype.itemsize)
+    needed = exact_auc_bytes(
+        rows, num_classes, exact_score_dtype(score_reader.dtype, from_logits),
+        weighted="sample_weight" in readers, ignore_index=ignore_index is not None,
+        backend=backend, chunk_rows=chunk_rows, row_bytes=_row_bytes(readers))
     free = _free_memory(backend)
     fits = needed <= EXACT_MEMORY_FRACTION * free
     if auc == "exact" and not fits:
@@ -989,6 +1079,11 @@ def _auc_mode(auc: str, rows: int | None, num_classes: int, score_reader: Column
             f"{where} (it takes at most {EXACT_MEMORY_FRACTION:.0%}); use --auc binned "
             "(the error bound is printed beside each value)")
     return "exact" if fits else "binned"
+
+
+def _row_bytes(readers) -> int:
+    """Bytes of one row of every column, as the chunk buffers hold them."""
+    return sum(r.dtype.itemsize * math.prod(r.shape_tail) for r in readers.values())
 
 
 def _stream(readers, backend: str, chunk_rows: int, label_state, score_state, lut,
@@ -1003,7 +1098,8 @@ def _stream(readers, backend: str, chunk_rows: int, label_state, score_state, lu
 
             xp = cupy
         score_reader = readers["scores"]
-        exact = _ExactScores(xp, score_reader.rows, num_classes, score_reader.dtype,
+        exact = _ExactScores(xp, score_reader.rows, num_classes,
+                             exact_score_dtype(score_reader.dtype, from_logits),
                              "sample_weight" in readers, from_logits)
     device_lut = None
     prefetch = _Prefetch(readers, staging.buffer_sets)

@@ -328,7 +328,7 @@ def test_exact_auc_refused_when_it_does_not_fit(formats, capsys, monkeypatch):
     # auto takes the binned path instead, and says so.
     report = run_json(capsys, "--y-true", t, "--scores", s)
     assert report["auc_method"] == "binned"
-    assert exact_auc_bytes(N, K, 4) > 1000
+    assert exact_auc_bytes(N, K, np.float32) > 1000
 
 
 def test_plots_written_and_checked(formats, tmp_path, capsys):
