@@ -49,6 +49,7 @@ from metrics_gpu._validation import (
     check_ignore_index,
     check_int_range,
     check_num_classes,
+    check_state_size,
     check_stream_batch,
     check_top_k,
 )
@@ -151,6 +152,8 @@ class ClassificationMetrics:
         if checked_classes is None:
             raise ValueError("num_classes is required: the state is sized by it")
         num_classes = checked_classes
+        # Refused now, as label_report refuses it, not by the first update's allocation.
+        check_state_size(num_classes)
         confusion_matrix = check_confusion_matrix_option(confusion_matrix)
         if not (validate is False or validate in ("deferred", "eager")):
             raise ValueError(f"validate must be one of {VALIDATE_MODES}, got {validate!r}")
