@@ -222,7 +222,8 @@ class ClassificationMetrics:
     def _held_state(self) -> StreamState:
         """The state, or ``ValueError`` before any update (nothing to report)."""
         if self._state is None:
-            raise ValueError("compute() before any update: there is nothing to report")
+            raise ValueError("compute() before any update with samples: there is nothing to "
+                             "report")
         return self._state
 
     @property
@@ -237,6 +238,9 @@ class ClassificationMetrics:
 
         numpy, torch (CPU or CUDA, requiring grad or not), CuPy or JAX arrays.
         On a GPU: one kernel launch on the caller's stream, no host sync.
+
+        A batch of no sample (N = 0: a last short batch, a rank without
+        data) adds nothing; a state that saw only such batches is as a new one.
 
         Parameters
         ----------
@@ -268,19 +272,22 @@ class ClassificationMetrics:
         --------
         compute : Every metric of the batches added.
         """
-        if self._backend is None:
-            self._backend = resolve_backend(y_true, preds, sample_weight)
-            self._like = y_true
         backend = self._backend
+        fresh = backend is None
+        if backend is None:
+            backend = self._backend = resolve_backend(y_true, preds, sample_weight)
+            self._like = y_true
         with caller_stream(y_true):
             self._update(backend, y_true, preds, sample_weight)
+        if fresh and self._state is None:  # only empty batches: still a new state
+            self._backend = self._like = None
 
     def _update(self, backend: Backend, y_true, preds, sample_weight) -> None:
         spec = self._spec
         batch = check_stream_batch(
             y_true, preds, sample_weight, num_classes=self.num_classes, backend=backend,
             ignore_index=spec["ignore_index"], eager=self.validate == "eager",
-            contiguous=getattr(backend, "contiguous", None))
+            contiguous=getattr(backend, "contiguous", None), allow_empty=True)
         kind = "scores" if batch.scores else "labels"
         float_weights = batch.sample_weight is not None and batch.sample_weight.dtype.kind == "f"
         if float_weights and self.deterministic and backend.name != "numpy":
@@ -289,13 +296,16 @@ class ClassificationMetrics:
                 "backends, which deterministic=True rules out; pass integer weights, or "
                 "deterministic=False")
         state = self._state
-        if state is None:
-            state = self._allocate(backend, kind, integer=not float_weights)
-        elif kind != state.kind:
+        if state is not None and kind != state.kind:
             raise ValueError(
                 f"preds: this state holds {state.kind} (set by its first update), got "
                 f"{'(N, K) scores' if batch.scores else '(N,) labels'}; use one "
                 "ClassificationMetrics per kind of prediction")
+        if batch.n == 0:  # nothing to add; the call still has its ordinal
+            self._updates += 1
+            return
+        if state is None:
+            state = self._allocate(backend, kind, integer=not float_weights)
         elif float_weights and state.integer:
             state.promote_to_float()
         state.update(batch, self._updates)

@@ -1235,10 +1235,12 @@ def _collapsed_positions(shape, strides):
 
 def check_stream_batch(y_true, preds, sample_weight, *, num_classes: int, backend,
                        ignore_index=None, eager: bool = False, contiguous=None,
-                       pred_name: str = "preds") -> StreamBatch:
+                       pred_name: str = "preds", allow_empty: bool = False) -> StreamBatch:
     """Shapes and types of one streaming update (free: nothing is read); with
     ``eager`` also the values (ranges, finiteness, weights: a few syncs on a
-    GPU), raising ``ValueError`` before anything is added.
+    GPU), raising ``ValueError`` before anything is added. ``allow_empty``:
+    a batch of no sample is one (a state's last batch, a rank without data),
+    not an error.
 
     ``contiguous(array)`` makes a contiguous copy (the caller counts it as an
     allocation); it is needed only for layouts the kernels cannot stride.
@@ -1313,7 +1315,7 @@ def check_stream_batch(y_true, preds, sample_weight, *, num_classes: int, backen
                              f"dtype {pred.dtype} (scores are (N, K))")
         layout = {}
         n = int(true.size)
-    if n == 0:
+    if n == 0 and not allow_empty:
         raise ValueError(f"y_true and {pred_name} are empty; at least one sample is required")
     # Targets (and labels) of another type, or not contiguous: one copy each.
     if not true.flags.c_contiguous:
@@ -1342,7 +1344,7 @@ def check_stream_batch(y_true, preds, sample_weight, *, num_classes: int, backen
             raise ValueError(f"sample_weight must be numeric, got dtype {weight.dtype}")
         elif weight.dtype not in (np.float32, np.float64):
             weight = converted(weight, np.dtype(np.float64))
-    if eager:
+    if eager and n:
         _label_range(true, "y_true", backend, num_classes, ignore_index, targets=True)
         if layout:
             values = pred if bits is None else Bfloat16Bits(pred)  # read in chunks

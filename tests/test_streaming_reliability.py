@@ -66,3 +66,83 @@ def test_stream_state_size_limit(num_classes):
     else:
         metrics = mg.ClassificationMetrics(num_classes, confusion_matrix=False)
         assert metrics.num_classes == num_classes  # nothing allocated before an update
+
+
+# -- empty batches -------------------------------------------------------------------
+
+
+def _empty_batches(k):
+    """Empty batches of every layout an update takes: labels, (0, K) scores,
+    channel-first (0, K, d) scores, and weighted."""
+    return [
+        (np.zeros(0, np.int64), np.zeros(0, np.int64), None),
+        (np.zeros(0, np.int64), np.zeros((0, k)), None),
+        (np.zeros((0, 4), np.int64), np.zeros((0, k, 4), np.float32), None),
+        (np.zeros(0, np.int64), np.zeros((0, k)), np.zeros(0, np.int64)),
+        (np.zeros(0, np.int64), np.zeros((0, k)), np.zeros(0)),
+    ]
+
+
+@pytest.mark.parametrize("validate", ["deferred", "eager", False])
+def test_empty_batches_add_nothing(backend, validate):
+    """A last, empty batch (or a rank without samples) was refused; it adds
+    nothing, and a stream that saw only empty batches is a new stream."""
+    k = 3
+    for y, z, w in _empty_batches(k):
+        metrics = mg.ClassificationMetrics(k, validate=validate)
+        args = (backend.asarray(y), backend.asarray(z), None if w is None else backend.asarray(w))
+        metrics.update(*args)
+        fresh = mg.ClassificationMetrics(k, validate=validate)
+        with pytest.raises(ValueError, match="compute.. before any update"):
+            metrics.compute()
+        assert metrics.state_dict()["kind"] is None and metrics.first_invalid() is None
+        metrics.merge(fresh)  # still mergeable both ways
+        fresh.merge(metrics)
+    scores = mg.ClassificationMetrics(k, validate=validate)
+    one = (np.array([0, 2]), np.array([[2.0, 0, 0], [0, 1.0, 0]]))
+    scores.update(*(backend.asarray(a) for a in one))
+    expected = scores.compute().to_dict()
+    for y, z, w in _empty_batches(k)[1:]:
+        scores.update(backend.asarray(y), backend.asarray(z),
+                      None if w is None else backend.asarray(w))
+    np.testing.assert_equal(scores.compute().to_dict(), expected)
+
+
+def test_empty_batches_keep_update_ordinals(backend):
+    """An empty update still counts as a call: deferred errors name the call."""
+    metrics = mg.ClassificationMetrics(3)
+    metrics.update(backend.asarray(np.zeros(0, np.int64)), backend.asarray(np.zeros(0, np.int64)))
+    metrics.update(backend.asarray([0, 5]), backend.asarray([0, 1]))
+    with pytest.raises(ValueError, match="y_true of update call 1 .* at sample 1"):
+        metrics.compute()
+
+
+def test_functional_api_still_refuses_empty_input():
+    with pytest.raises(ValueError, match="empty"):
+        mg.label_report(np.zeros(0, np.int64), np.zeros(0, np.int64), num_classes=2,
+                        validate=False)
+
+
+def test_empty_batches_anywhere_change_nothing(backend):
+    """Property: any sequence of batches, some empty, gives the report of the
+    same sequence without its empty batches."""
+
+    @settings(SETTINGS, max_examples=EXAMPLES[backend.name])
+    @given(st.lists(st.integers(0, 5), min_size=1, max_size=6), st.integers(0, 2**32 - 1))
+    def check(sizes, seed):
+        rng = np.random.default_rng(seed)
+        batches = [(rng.integers(0, 3, n), rng.normal(size=(n, 3)), rng.integers(0, 4, n))
+                   for n in sizes]
+        with_empty, without = mg.ClassificationMetrics(3), mg.ClassificationMetrics(3)
+        for y, z, w in batches:
+            args = tuple(backend.asarray(a) for a in (y, z, w))
+            with_empty.update(*args)
+            if y.size:
+                without.update(*args)
+        if not any(sizes):
+            with pytest.raises(ValueError, match="compute.. before any update"):
+                with_empty.compute()
+            return
+        np.testing.assert_equal(with_empty.compute().to_dict(), without.compute().to_dict())
+
+    check()
