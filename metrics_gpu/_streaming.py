@@ -33,7 +33,12 @@ from typing import TYPE_CHECKING, Any, get_args
 import numpy as np
 
 from metrics_gpu import _formulas as F
-from metrics_gpu._backend import caller_stream, get_backend_implementation, resolve_backend
+from metrics_gpu._backend import (
+    caller_stream,
+    get_backend_implementation,
+    is_device_array,
+    resolve_backend,
+)
 from metrics_gpu._docs import shared_parameters
 from metrics_gpu._kernels import STREAM_NO_ERROR, STREAM_ORDINAL_SHIFT
 from metrics_gpu._stages import (
@@ -72,6 +77,8 @@ VALIDATE_MODES = get_args(StreamValidate)
 MAX_THRESHOLDS = 1 << 16
 CHECKED = ("y_true", "preds", "sample_weight")
 STATE_VERSION = 1
+# The entries of a state_dict that are not state arrays.
+STATE_FIELDS = ("version", "spec", "kind", "updates")
 
 
 @shared_parameters
@@ -266,7 +273,8 @@ class ClassificationMetrics:
             Wrong shapes or types; with ``validate="eager"`` also a bad value
             (nothing is then added); a batch of the other kind (labels after
             scores, or scores after labels); float weights with
-            ``deterministic=True`` on a kernel backend.
+            ``deterministic=True`` on a kernel backend; GPU arrays for a state
+            on the host (``.to("cuda")`` moves it).
 
         See Also
         --------
@@ -277,8 +285,19 @@ class ClassificationMetrics:
         if backend is None:
             backend = self._backend = resolve_backend(y_true, preds, sample_weight)
             self._like = y_true
-        with caller_stream(y_true):
-            self._update(backend, y_true, preds, sample_weight)
+        try:
+            with caller_stream(y_true):
+                self._update(backend, y_true, preds, sample_weight)
+        except TypeError as error:
+            # Read only on failure: the host backends meet a GPU array as a
+            # TypeError of the array library, which names no remedy.
+            if backend.name == "cuda" or not any(
+                    is_device_array(a) for a in (y_true, preds, sample_weight)):
+                raise
+            raise ValueError(
+                f"y_true, preds: GPU arrays for a state held on the host ({backend.name} "
+                "backend, as its first update or load_state_dict placed it); move the state "
+                "with .to('cuda'), or pass host arrays") from error
         if fresh and self._state is None:  # only empty batches: still a new state
             self._backend = self._like = None
 
@@ -467,8 +486,10 @@ class ClassificationMetrics:
         return out
 
     def load_state_dict(self, state: Mapping[str, Any]) -> None:
-        """Restore a :meth:`state_dict` (onto this object's device, or the
-        host when it has none yet).
+        """Restore a :meth:`state_dict` onto this object's device or, when it
+        has none yet, where the state's arrays live (the backend an update
+        with them takes: a GPU's tensors stay on the GPU; results then come
+        back in their framework).
 
         Parameters
         ----------
@@ -496,11 +517,15 @@ class ClassificationMetrics:
         if state["kind"] is None:
             self._state, self._updates = None, 0
             return
-        self._load_arrays(state, self._backend_or_host())
+        backend = self._backend
+        if backend is None:
+            held = [value for name, value in state.items() if name not in STATE_FIELDS]
+            backend, self._like = resolve_backend(*held), state["counts"]
+        self._load_arrays(state, backend)
 
     def _load_arrays(self, snapshot: Mapping[str, Any], backend: Backend) -> None:
         arrays = {name: _to_numpy(snapshot[name]) for name in snapshot
-                  if name not in ("version", "spec", "kind", "updates")}
+                  if name not in STATE_FIELDS}
         integer = arrays["counts"].dtype.kind in "iu"
         state = self._allocate(backend, snapshot["kind"], integer)
         for name, mine in state.arrays.items():

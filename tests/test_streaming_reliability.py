@@ -146,3 +146,63 @@ def test_empty_batches_anywhere_change_nothing(backend):
         np.testing.assert_equal(with_empty.compute().to_dict(), without.compute().to_dict())
 
     check()
+
+
+# -- a state restored where its arrays live ------------------------------------------
+
+
+class _GpuOnlyArray:
+    """Stands for a CUDA tensor: NumPy cannot read it (torch's TypeError)."""
+
+    def __init__(self, values):
+        self.values = np.asarray(values)
+        self.shape, self.ndim, self.dtype = self.values.shape, self.values.ndim, self.values.dtype
+
+    def __array__(self, *args, **kwargs):
+        raise TypeError("can't convert cuda:0 device type tensor to numpy. Use Tensor.cpu()")
+
+
+def test_gpu_arrays_for_a_host_state_name_the_remedy(monkeypatch):
+    """A state on the host (restored there) updated with GPU arrays raised
+    NumPy's raw TypeError; now a ValueError saying to move the state."""
+    monkeypatch.setattr(streaming, "is_device_array", lambda a: isinstance(a, _GpuOnlyArray))
+    source = mg.ClassificationMetrics(3)
+    source.update(np.array([0, 1]), np.array([0, 1]))
+    restored = mg.ClassificationMetrics(3)
+    restored.load_state_dict(source.state_dict())
+    with pytest.raises(ValueError, match=r"GPU arrays for a state held on the host.*\.to\('cuda'\)"):
+        restored.update(_GpuOnlyArray([0, 1]), _GpuOnlyArray([0, 1]))
+    with pytest.raises(TypeError, match="not an array"):  # host data keeps its own error
+        restored.update(np.array([0, 1]), _NotAnArray())
+
+
+class _NotAnArray:
+    def __array__(self, *args, **kwargs):
+        raise TypeError("not an array")
+
+
+def test_load_state_dict_places_the_state_where_its_arrays_live(monkeypatch):
+    """A fresh object restores a state_dict on the backend its arrays resolve to
+    (a GPU's tensors: cuda), not always on the host."""
+    seen = []
+    emulated = get_backend_implementation("emulated")
+
+    def resolve(*arrays):
+        seen.append(arrays)
+        return emulated  # stands for the cuda backend of device arrays
+
+    source = mg.ClassificationMetrics(3, n_bins=4)
+    source.update(np.array([0, 1, 2]), np.array([[2.0, 0, 0], [0, 1.0, 0], [0, 1.0, 0]]))
+    state = source.state_dict()
+    monkeypatch.setattr(streaming, "resolve_backend", resolve)
+    restored = mg.ClassificationMetrics(3, n_bins=4)
+    restored.load_state_dict(state)
+    assert restored._state.backend is emulated
+    assert any(a is state["counts"] for a in seen[-1])  # asked with the state's arrays
+    report = restored.compute().to_dict()
+    assert report["metrics"]["accuracy"] == pytest.approx(2 / 3)
+    # An object with a device keeps it.
+    held = mg.ClassificationMetrics(3, n_bins=4)
+    held.to("cpu")
+    held.load_state_dict(state)
+    assert held._state.backend.name == "numpy"
