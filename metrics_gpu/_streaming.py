@@ -184,6 +184,10 @@ class ClassificationMetrics:
         self._state: StreamState | None = None
         self._backend: Backend | None = None
         self._like: Any = None  # the first update's y_true: results take its framework
+        # After sync(): this rank's own (state, updates), kept apart from the
+        # synced sum it holds, so that sync is idempotent (torchmetrics'
+        # cache); the next update, merge or load drops the sum for it.
+        self._local: tuple[StreamState | None, int] | None = None
         self.reset()
 
     # -- state ------------------------------------------------------------------
@@ -208,6 +212,7 @@ class ClassificationMetrics:
         update : Add a batch.
         """
         self._updates = 0
+        self._local = None
         if self._state is not None:
             self._state.clear()
             return
@@ -225,6 +230,12 @@ class ClassificationMetrics:
         if self._backend is not None:
             return self._backend
         return get_backend_implementation("numpy")
+
+    def _own_state(self) -> None:
+        """Back to this rank's own state after a sync (the sum is dropped), so
+        that what is added next is not summed twice by the next sync."""
+        if self._local is not None:
+            (self._state, self._updates), self._local = self._local, None
 
     def _held_state(self) -> StreamState:
         """The state, or ``ValueError`` before any update (nothing to report)."""
@@ -280,6 +291,8 @@ class ClassificationMetrics:
         --------
         compute : Every metric of the batches added.
         """
+        if self._local is not None:
+            self._own_state()
         backend = self._backend
         fresh = backend is None
         if backend is None:
@@ -431,6 +444,7 @@ class ClassificationMetrics:
         """
         if not isinstance(other, ClassificationMetrics) or other._spec != self._spec:
             raise ValueError("other must be a ClassificationMetrics built with the same arguments")
+        self._own_state()
         other_state = other._state
         if other_state is None:
             return
@@ -514,6 +528,7 @@ class ClassificationMetrics:
         if state.get("version") != STATE_VERSION or dict(state.get("spec", {})) != self._spec:
             raise ValueError("state: not a state_dict of a ClassificationMetrics with these "
                              "arguments")
+        self._local = None
         if state["kind"] is None:
             self._state, self._updates = None, 0
             return
@@ -541,6 +556,12 @@ class ClassificationMetrics:
         moments by 32-bit halves), MIN of the check keys. Every rank must call
         it; a rank without any update contributes zeros.
 
+        Idempotent: the object then holds the sum over ranks, and keeps its
+        own state apart; calling ``sync`` again (on every rank) sums the own
+        states again, never the sum. The next ``update`` or ``merge`` goes
+        back to the own state first (the sum is dropped), so that a later
+        ``sync`` counts every batch once.
+
         Parameters
         ----------
         group : torch.distributed.ProcessGroup, optional
@@ -559,19 +580,25 @@ class ClassificationMetrics:
                 not torch.distributed.is_initialized():
             return
         dist = torch.distributed
+        local = self._local if self._local is not None else (self._state, self._updates)
+        own, own_updates = local
         # Filled by all_gather_object with each rank's (kind, integer).
         kinds: list[Any] = [None] * dist.get_world_size(group)
-        integer = None if self._state is None else self._state.integer
-        dist.all_gather_object(kinds, (self._kind, integer), group=group)
+        integer = None if own is None else own.integer
+        dist.all_gather_object(kinds, (None if own is None else own.kind, integer), group=group)
         kind = next((k for k, _ in kinds if k is not None), None)
         if kind is None:
             return
         any_float = any(i is False for _, i in kinds)
-        state = self._state
-        if state is None:
+        # The sum is reduced in a copy: the own state stays as it was.
+        if own is None:
             state = self._allocate(self._backend_or_host(), kind, not any_float)
-        elif any_float and state.integer:
-            state.promote_to_float()
+        else:
+            state = self._allocate(own.backend, own.kind, own.integer)
+            for name, mine in state.arrays.items():
+                mine[...] = own.arrays[name]
+            if any_float and state.integer:
+                state.promote_to_float()
         for name, value in state.arrays.items():
             tensor = _as_torch(value.view(np.int64) if value.dtype == np.uint64 else value)
             if name == "checks":
@@ -582,9 +609,10 @@ class ClassificationMetrics:
             else:
                 dist.all_reduce(tensor, op=dist.ReduceOp.SUM, group=group)
         state.moments_fresh = False
-        updates = torch.tensor([self._updates], dtype=torch.int64)
+        updates = torch.tensor([own_updates], dtype=torch.int64)
         dist.all_reduce(updates, group=group)
         self._updates = int(updates[0])
+        self._local = local
 
     def to(self, device: str | int | torch.device) -> ClassificationMetrics:
         """Move the state to the host or the current GPU.
@@ -618,10 +646,18 @@ class ClassificationMetrics:
             target = get_backend_implementation("numpy")
         else:
             raise ValueError(f"device must be 'cpu' or 'cuda', got {device!r}")
+        local = self._local
+        if local is not None and local[0] is not None:  # the own state of a sync moves too
+            held = self._state, self._updates
+            self._state, self._updates = local
+            self._load_arrays(self.state_dict(), target)
+            local = (self._state, self._updates)
+            self._state, self._updates = held
         snapshot = self.state_dict() if self._state is not None else None
         self._backend = target
         if snapshot is not None:
             self._load_arrays(snapshot, target)
+        self._local = local
         return self
 
     def __repr__(self) -> str:

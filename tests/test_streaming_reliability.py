@@ -206,3 +206,52 @@ def test_load_state_dict_places_the_state_where_its_arrays_live(monkeypatch):
     held.to("cpu")
     held.load_state_dict(state)
     assert held._state.backend.name == "numpy"
+
+
+# -- sync, twice -------------------------------------------------------------------
+
+
+def _sync_twice_worker(rank, world_size, init_file, out_dir):
+    import torch.distributed as dist
+
+    dist.init_process_group("gloo", init_method=f"file://{init_file}", rank=rank,
+                            world_size=world_size)
+    try:
+        results = []
+        metrics = mg.ClassificationMetrics(3, confusion_matrix=False)
+        metrics.update(np.array([0, 1, 2, rank]), np.array([0, 1, 1, 0]))
+        metrics.sync()
+        results.append(metrics.compute().to_dict())
+        metrics.sync()  # again, with no update between: the same sum
+        results.append(metrics.compute().to_dict())
+        metrics.update(np.array([2]), np.array([2]))  # then more of this rank's own
+        metrics.sync()
+        results.append(metrics.compute().to_dict())
+        with open(os.path.join(out_dir, f"{rank}.pkl"), "wb") as out:
+            pickle.dump(results, out)
+    finally:
+        dist.destroy_process_group()
+
+
+def test_sync_twice_counts_every_batch_once():
+    """sync() on 2 ranks, twice, once gave twice the rows; an update after a
+    sync then a sync again counts each batch once."""
+    torch = pytest.importorskip("torch")
+    import torch.multiprocessing as mp
+
+    if not torch.distributed.is_available() or not torch.distributed.is_gloo_available():
+        pytest.skip("torch.distributed with gloo is not available")
+    world_size = 2
+    with tempfile.TemporaryDirectory() as directory:
+        init_file = os.path.join(directory, "init")
+        mp.spawn(_sync_twice_worker, args=(world_size, init_file, directory),
+                 nprocs=world_size, join=True)
+        results = []
+        for rank in range(world_size):
+            with open(os.path.join(directory, f"{rank}.pkl"), "rb") as source:
+                results.append(pickle.load(source))
+    for first, again, after in results:
+        assert first["total"] == again["total"] == 8
+        np.testing.assert_equal(again, first)
+        assert after["total"] == 10
+        assert after["per_class"]["support"] == [3, 3, 4]
