@@ -40,7 +40,7 @@ from metrics_gpu._backend import (
     resolve_backend,
 )
 from metrics_gpu._docs import shared_parameters
-from metrics_gpu._kernels import STREAM_NO_ERROR, STREAM_ORDINAL_SHIFT
+from metrics_gpu._kernels import STREAM_CHECK_SLOTS, STREAM_NO_ERROR, STREAM_ORDINAL_SHIFT
 from metrics_gpu._stages import (
     StreamState,
     keeps_matrix,
@@ -48,6 +48,7 @@ from metrics_gpu._stages import (
     stream_spec,
 )
 from metrics_gpu._validation import (
+    EXACT_INTEGER_LIMIT,
     MAX_BINS,
     check_bool,
     check_confusion_matrix_option,
@@ -57,6 +58,7 @@ from metrics_gpu._validation import (
     check_state_size,
     check_stream_batch,
     check_top_k,
+    integer_weights_fit,
 )
 from metrics_gpu._types import (
     ArrayLike,
@@ -75,7 +77,12 @@ SCORE_KINDS = get_args(ScoresAre)
 VALIDATE_MODES = get_args(StreamValidate)
 # Thresholds of the binned ranking metrics: a (2, K, H) histogram.
 MAX_THRESHOLDS = 1 << 16
-CHECKED = ("y_true", "preds", "sample_weight")
+# The keys of ``checks`` after its count (kernels/streaming.cu StreamCheck):
+# the first bad sample of each argument, then the first update whose integer
+# weights took the counts past 2**63 - 1.
+CHECKED = ("y_true", "preds", "sample_weight", "overflow")
+SAMPLE_CHECKED = CHECKED[:-1]
+OVERFLOW_CHECK = 1 + CHECKED.index("overflow")
 STATE_VERSION = 1
 # The entries of a state_dict that are not state arrays.
 STATE_FIELDS = ("version", "spec", "kind", "updates")
@@ -188,6 +195,12 @@ class ClassificationMetrics:
         # synced sum it holds, so that sync is idempotent (torchmetrics'
         # cache); the next update, merge or load drops the sum for it.
         self._local: tuple[StreamState | None, int] | None = None
+        # Integer counts: a bound of their total known on the host without a
+        # read (rows times the largest weight each dtype holds), and whether
+        # an update added past it unchecked (its pass then keeps the check,
+        # which compute reads).
+        self._count_bound = 0
+        self._overflow_possible = False
         self.reset()
 
     # -- state ------------------------------------------------------------------
@@ -213,6 +226,7 @@ class ClassificationMetrics:
         """
         self._updates = 0
         self._local = None
+        self._count_bound, self._overflow_possible = 0, False
         if self._state is not None:
             self._state.clear()
             return
@@ -271,8 +285,10 @@ class ClassificationMetrics:
             logits or probabilities, as ``scores`` says.
         sample_weight : array-like, optional
             Non-negative weight of each target (as many as ``y_true`` holds).
-            Integer weights keep the counts exact integers; the first float
-            weights turn them into float64.
+            Integer weights keep the counts exact integers while their total
+            stays below 2**63 (past it: float64 counts with
+            ``validate="eager"``, else :meth:`compute` raises); the first
+            float weights turn them into float64.
 
         Returns
         -------
@@ -340,8 +356,36 @@ class ClassificationMetrics:
             state = self._allocate(backend, kind, integer=not float_weights)
         elif float_weights and state.integer:
             state.promote_to_float()
+        if state.integer:
+            bound = self._count_bound + batch.n * batch.weight_limit
+            self._count_bound = (bound if bound < EXACT_INTEGER_LIMIT
+                                 else self._exact_range(backend, state, batch))
         state.update(batch, self._updates)
         self._updates += 1
+
+    def _exact_range(self, backend: Backend, state: StreamState, batch) -> int:
+        """Integer counts the host bound no longer proves below 2**63 before
+        ``batch``; returns the new bound. ``validate="eager"`` reads the
+        state's total and the batch's largest weight (syncs on a GPU) and,
+        where the sum can pass 2**63, turns the counts into float64 before
+        adding anything, as the functional API counts such weights. The other
+        modes never sync an update: its pass checks the sum exactly and keeps
+        the update, and compute refuses the state."""
+        if self.validate != "eager":
+            self._overflow_possible = True
+            return self._count_bound
+        held = int(np.asarray(backend.to_host(state.arrays["counts"][-1:]))[0])
+        weight = batch.sample_weight
+        if (held + batch.n < EXACT_INTEGER_LIMIT if weight is None
+                else integer_weights_fit(weight, batch.weight_limit, held)):
+            return held + batch.n * batch.weight_limit
+        if self.deterministic and backend.name != "numpy":
+            raise ValueError(
+                "sample_weight: these integer weights can take the counts past 2**63 - 1, "
+                "where they are counted in float64, which deterministic=True rules out on "
+                "the kernel backends; nothing was added")
+        state.promote_to_float()
+        return 0
 
     # -- compute ----------------------------------------------------------------
 
@@ -353,7 +397,10 @@ class ClassificationMetrics:
         state = self._state
         if state is None:
             return None
-        checks = np.asarray(state.backend.to_host(state.arrays["checks"]))
+        return self._first_invalid(np.asarray(state.backend.to_host(state.arrays["checks"])))
+
+    def _first_invalid(self, checks) -> tuple[str, int, int, str, int] | None:
+        state = self._held_state()
         invalid = int(checks[0])
         if not invalid:
             return None
@@ -364,15 +411,28 @@ class ClassificationMetrics:
                       else "a row of scores with a NaN or an infinity"),
             "sample_weight": "a negative or non-finite weight",
         }
-        found = [(int(key), name) for name, key in zip(CHECKED, checks[1:])
+        found = [(int(key), name) for name, key in zip(SAMPLE_CHECKED, checks[1:])
                  if int(key) != STREAM_NO_ERROR]
         key, name = min(found)
         return (name, key >> STREAM_ORDINAL_SHIFT, key & ((1 << STREAM_ORDINAL_SHIFT) - 1), problems[name],
                 invalid)
 
-    def _raise_deferred(self) -> None:
+    def _raise_overflow(self, checks) -> None:
+        """The first update that took integer counts past 2**63 - 1, as a ValueError."""
+        key = int(checks[OVERFLOW_CHECK]) if checks.size > OVERFLOW_CHECK else STREAM_NO_ERROR
+        if key == STREAM_NO_ERROR:
+            return
+        raise ValueError(
+            f"sample_weight of update call {key >> STREAM_ORDINAL_SHIFT} (counting from 0): "
+            "its integer weights take the counts past 2**63 - 1, beyond exact 64-bit "
+            "integers, so the state is not exact. reset() and pass such weights as floats "
+            "(counted in float64), or build the state with validate='eager', which turns "
+            "the counts into float64 before such a batch"
+        )
+
+    def _raise_deferred(self, checks) -> None:
         """The first offending sample of each kind, as a ValueError (deferred mode)."""
-        first = self.first_invalid()
+        first = self._first_invalid(checks)
         if first is None:
             return
         name, call, sample, problem, invalid = first
@@ -403,7 +463,9 @@ class ClassificationMetrics:
         ValueError
             Before any update (nothing to report); with
             ``validate="deferred"``, when a bad sample was added (naming the
-            argument, the update call and the sample).
+            argument, the update call and the sample); in every mode, when
+            integer weights took the counts past 2**63 - 1 (checked by the
+            updates, read here only when the host could not rule it out).
 
         See Also
         --------
@@ -411,8 +473,11 @@ class ClassificationMetrics:
         first_invalid : The first bad sample added, without raising.
         """
         state = self._held_state()
-        if self.validate == "deferred":
-            self._raise_deferred()
+        if self.validate == "deferred" or self._overflow_possible:
+            checks = np.asarray(state.backend.to_host(state.arrays["checks"]))
+            self._raise_overflow(checks)
+            if self.validate == "deferred":
+                self._raise_deferred(checks)
         with caller_stream(self._like):
             label_values, score_values = state.compute()
         return StreamingReport(self, label_values, score_values)
@@ -456,6 +521,12 @@ class ClassificationMetrics:
             raise ValueError(f"cannot merge a state of {other_state.kind} into one of "
                              f"{state.kind}")
         theirs = {name: _to_numpy(value) for name, value in other_state.arrays.items()}
+        if state.integer and other_state.integer:
+            total = int(_to_numpy(state.arrays["counts"][-1:])[0]) + int(theirs["counts"][-1])
+            if total >= EXACT_INTEGER_LIMIT:  # float64 counts, as the functional API
+                state.promote_to_float()
+            self._count_bound = total
+        self._overflow_possible |= other._overflow_possible
         if state.integer and not other_state.integer:
             state.promote_to_float()
         elif other_state.integer and not state.integer:
@@ -542,7 +613,13 @@ class ClassificationMetrics:
         arrays = {name: _to_numpy(snapshot[name]) for name in snapshot
                   if name not in STATE_FIELDS}
         integer = arrays["counts"].dtype.kind in "iu"
+        checks = arrays["checks"].view(np.uint64)
+        if checks.size < STREAM_CHECK_SLOTS:  # a state_dict from before the overflow key
+            arrays["checks"] = np.concatenate(
+                [checks, np.full(STREAM_CHECK_SLOTS - checks.size, STREAM_NO_ERROR, np.uint64)])
         state = self._allocate(backend, snapshot["kind"], integer)
+        self._count_bound = int(arrays["counts"][-1]) if integer else 0
+        self._overflow_possible = int(arrays["checks"][OVERFLOW_CHECK]) != STREAM_NO_ERROR
         for name, mine in state.arrays.items():
             value = arrays[name].view(np.uint64) if mine.dtype == np.uint64 else arrays[name]
             mine[...] = backend.asarray(value)
@@ -582,14 +659,22 @@ class ClassificationMetrics:
         dist = torch.distributed
         local = self._local if self._local is not None else (self._state, self._updates)
         own, own_updates = local
-        # Filled by all_gather_object with each rank's (kind, integer).
+        # Filled by all_gather_object with each rank's (kind, integer, total of
+        # integer counts, overflow possible).
         kinds: list[Any] = [None] * dist.get_world_size(group)
         integer = None if own is None else own.integer
-        dist.all_gather_object(kinds, (None if own is None else own.kind, integer), group=group)
-        kind = next((k for k, _ in kinds if k is not None), None)
+        total = int(_to_numpy(own.arrays["counts"][-1:])[0]) if own is not None and integer else 0
+        dist.all_gather_object(kinds, (None if own is None else own.kind, integer, total,
+                                       self._overflow_possible), group=group)
+        kind = next((k for k, *_ in kinds if k is not None), None)
         if kind is None:
             return
-        any_float = any(i is False for _, i in kinds)
+        totals = sum(t for _, _, t, _ in kinds)
+        # Integer counts whose sum over ranks would pass 2**63 are reduced as
+        # float64 (an int64 all-reduce would wrap).
+        any_float = any(i is False for _, i, *_ in kinds) or totals >= EXACT_INTEGER_LIMIT
+        self._count_bound = totals
+        self._overflow_possible = any(possible for *_, possible in kinds)
         # The sum is reduced in a copy: the own state stays as it was.
         if own is None:
             state = self._allocate(self._backend_or_host(), kind, not any_float)

@@ -41,6 +41,143 @@ def _accuracy_of(batches):
     return correct / total if total else float("nan"), total
 
 
+# -- integer weights past 2**63 ---------------------------------------------------
+
+
+@pytest.mark.parametrize("weight", [2**61, 2**62], ids=["2^61", "2^62"])
+@pytest.mark.parametrize("validate", ["deferred", False])
+def test_integer_weights_past_2_63_are_refused_at_compute(backend, weight, validate):
+    """Four weights of 2**61 summed to 2**63 (accuracy -0.75 on numpy), 2**62
+    raised OverflowError half-way on numpy and gave a total of 0 on the
+    kernels: now compute names the update, in every mode but eager."""
+    metrics = mg.ClassificationMetrics(2, validate=validate)
+    metrics.update(backend.asarray([0, 1, 1, 0]), backend.asarray([0, 1, 0, 0]),
+                   backend.asarray(np.full(4, weight)))
+    with pytest.raises(ValueError, match=WRAPPED.format(call=0)):
+        metrics.compute()
+
+
+@pytest.mark.parametrize("weight", [2**61, 2**62], ids=["2^61", "2^62"])
+def test_eager_integer_weights_past_2_63_count_in_float64(backend, weight):
+    """validate="eager" decides before adding: float64 counts, as accuracy_score."""
+    metrics = mg.ClassificationMetrics(2, validate="eager")
+    metrics.update(backend.asarray([0, 1, 1, 0]), backend.asarray([0, 1, 0, 0]),
+                   backend.asarray(np.full(4, weight)))
+    report = metrics.compute()
+    assert _value(report["accuracy"]) == 0.75
+    assert _value(report.total) == 4.0 * weight
+
+
+def test_a_later_batch_past_2_63_is_named(backend):
+    """Each batch alone fits; the second takes the running total past 2**63 - 1."""
+    metrics = mg.ClassificationMetrics(3)
+    y, p = backend.asarray([0, 1, 2]), backend.asarray([0, 1, 1])
+    metrics.update(y, p, backend.asarray(np.full(3, 2**61)))
+    assert _value(metrics.compute()["accuracy"]) == pytest.approx(2 / 3)
+    metrics.update(y, p, backend.asarray(np.full(3, 2**61)))
+    with pytest.raises(ValueError, match=WRAPPED.format(call=1)):
+        metrics.compute()
+    metrics.reset()  # a new start forgets it
+    metrics.update(y, p, backend.asarray(np.full(3, 2**61)))
+    assert _value(metrics.compute()["accuracy"]) == pytest.approx(2 / 3)
+
+
+def test_deterministic_eager_refuses_weights_past_2_63():
+    """deterministic=True rules out float64 counts on the kernels: the batch is
+    refused before anything is added."""
+    with mg.use_backend("emulated"):
+        metrics = mg.ClassificationMetrics(2, validate="eager", deterministic=True)
+        metrics.update(np.array([0, 1]), np.array([0, 1]), np.array([3, 4]))
+        with pytest.raises(ValueError, match="sample_weight.*2\\*\\*63 - 1.*deterministic"):
+            metrics.update(np.array([0, 1]), np.array([0, 1]), np.full(2, 2**62))
+        assert _value(metrics.compute().total) == 7
+
+
+def test_merged_integer_states_past_2_63_count_in_float64(backend):
+    """Two states that each fit, merged past 2**63: float64 counts (dask's tree of
+    per-chunk states is such a merge)."""
+    halves = [mg.ClassificationMetrics(2) for _ in range(2)]
+    for half in halves:
+        half.update(backend.asarray([0, 1, 1]), backend.asarray([0, 1, 0]),
+                    backend.asarray(np.full(3, 2**61)))
+    halves[0].merge(halves[1])
+    report = halves[0].compute()
+    assert _value(report["accuracy"]) == pytest.approx(2 / 3)
+    assert _value(report.total) == 6.0 * 2**61
+
+
+def test_one_pass_integer_weights_past_2_63(backend):
+    """label_report and accuracy_score with validate=False (the one-pass path)
+    count such weights in float64, as their checked path."""
+    y, p = backend.asarray([0, 1, 1, 0]), backend.asarray([0, 1, 0, 0])
+    for weight in (2**61, 2**62):
+        w = backend.asarray(np.full(4, weight))
+        report = mg.label_report(y, p, sample_weight=w, num_classes=2, validate=False)
+        assert report.metrics["accuracy"] == 0.75 and report.total == 4.0 * weight
+        assert _value(mg.accuracy_score(y, p, sample_weight=w, num_classes=2,
+                                        validate=False)) == 0.75
+
+
+def test_dask_classification_metrics_past_2_63():
+    da = pytest.importorskip("dask.array")
+    from metrics_gpu.dask import classification_metrics
+
+    y = da.from_array(np.array([0, 1, 1, 0, 1, 1]), chunks=3)
+    p = da.from_array(np.array([0, 1, 0, 0, 1, 1]), chunks=3)
+    w = da.from_array(np.full(6, 2**61), chunks=3)
+    report = classification_metrics(y, p, 2, sample_weight=w, compute=True)
+    assert report["metrics"]["accuracy"] == pytest.approx(5 / 6)
+
+
+# Weights near the powers of two where sums pass 2**63 within a few samples.
+_BIG_WEIGHTS = st.lists(
+    st.lists(st.tuples(st.integers(0, 2), st.integers(0, 2),
+                       st.sampled_from([0, 1, 3, 2**40, 2**60 + 7, 2**61, 2**62 - 1, 2**62,
+                                        2**63 - 1])),
+             min_size=0, max_size=6),
+    min_size=1, max_size=5)
+
+
+@pytest.mark.parametrize("validate", ["deferred", "eager", False])
+def test_integer_weight_sums_never_wrap(backend, validate):
+    """The class of the defect: over any sequence of batches of integer weights,
+    a stream gives the exact integer counts, float64 counts within rounding
+    (eager), or ValueError naming the first update whose running total passes
+    2**63 - 1; never a wrapped count, never a half-added batch."""
+
+    @settings(SETTINGS, max_examples=EXAMPLES[backend.name])
+    @given(_BIG_WEIGHTS)
+    def check(rows):
+        batches = [tuple(np.array([r[i] for r in batch], np.int64) for i in range(3))
+                   for batch in rows]
+        metrics = mg.ClassificationMetrics(3, validate=validate)
+        for y, p, w in batches:
+            metrics.update(backend.asarray(y), backend.asarray(p), backend.asarray(w))
+        running, first_past = 0, None
+        for call, (_, _, w) in enumerate(batches):
+            running += sum(int(v) for v in w)
+            if running >= LIMIT and first_past is None:
+                first_past = call
+        accuracy, total = _accuracy_of(batches)
+        if total == 0:
+            return  # nothing counted: no metric to compare
+        if first_past is not None and validate != "eager":
+            with pytest.raises(ValueError, match=WRAPPED.format(call=first_past)):
+                metrics.compute()
+            return
+        report = metrics.compute()
+        support = host_array(report.per_class["support"])
+        if first_past is None and validate != "eager":  # exact integers
+            assert support.dtype.kind == "i"
+            assert [int(s) for s in support] == [
+                sum(int(w_i) for b in batches for y_i, w_i in zip(b[0], b[2]) if y_i == c)
+                for c in range(3)]
+        assert _value(report.total) == pytest.approx(float(total), rel=1e-12)
+        assert _value(report["accuracy"]) == pytest.approx(accuracy, rel=1e-12)
+
+    check()
+
+
 # -- a number of classes no state can hold --------------------------------------------
 
 
