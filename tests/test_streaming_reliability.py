@@ -359,6 +359,7 @@ def _sync_twice_worker(rank, world_size, init_file, out_dir):
         metrics.update(np.array([0, 1, 2, rank]), np.array([0, 1, 1, 0]))
         metrics.sync()
         results.append(metrics.compute().to_dict())
+        metrics.to("cpu")  # moves the sum and the own state kept beside it
         metrics.sync()  # again, with no update between: the same sum
         results.append(metrics.compute().to_dict())
         metrics.update(np.array([2]), np.array([2]))  # then more of this rank's own
