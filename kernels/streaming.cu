@@ -18,7 +18,16 @@
 //   or infinite score, a negative or non-finite weight) are counted, and the
 //   first of each kind is kept as (update ordinal << 40 | row) by atomicMin,
 //   so compute() can name the update call and the sample. A row left out
-//   adds nothing anywhere.
+//   adds nothing anywhere;
+// * for integer counts, whether the batch took them past 2^63 - 1 (int64,
+//   as the host reads them): with integer weights each block adds its weight
+//   sum modulo 2^64 and as a double into batch_weight (unit weights count
+//   rows, fewer than 2^40: their sum cannot wrap), and the last block, from
+//   those and the state's total, keeps the first such update (ordinal << 40)
+//   in checks[kCheckOverflow]. Every count is at most the total, so the
+//   total alone decides; compute() refuses such a state instead of reading
+//   counts that wrapped (the batch cannot be taken back without a second
+//   pass).
 // The last block to finish (a ticket it resets itself) also writes the
 // state's kappa moments as two doubles (moments_out), which is all
 // label_metrics_from_statistics needs beside the counts: a state of labels
@@ -71,11 +80,42 @@ enum StreamConfig {
   kCfgSize
 };
 
-enum StreamCheck { kCheckInvalid = 0, kCheckTarget, kCheckPrediction, kCheckWeight, kChecks };
+enum StreamCheck {
+  kCheckInvalid = 0,
+  kCheckTarget,
+  kCheckPrediction,
+  kCheckWeight,
+  kCheckOverflow,  // integer counts past 2^63 - 1: the update's key, row 0
+  kChecks
+};
 // The host's copies: metrics_gpu/_kernels.py STREAM_NO_ERROR, STREAM_ORDINAL_SHIFT
 // (tests/test_kernel_interface.py holds them, and the enums here, to this file).
 constexpr unsigned long long kNoError = 0x7fffffffffffffffull;
 constexpr int kOrdinalShift = 40;  // rows per batch < 2^40; the host caps the ordinal
+// A batch's weight sum summed as doubles is within a relative 2^-12 of the
+// exact sum (at most 2^40 rows), so below 1.5 * 2^63 the exact sum is below
+// 2^64 (its low word is the sum itself), and at or above it past 2^63.
+constexpr double kBatchWeightExactBelow = 1.5 * 9223372036854775808.0;
+
+// Counts of type C are exact integers (checked against 2^63), or doubles.
+template <typename C>
+struct IntegerCounts {
+  static constexpr bool value = false;
+};
+template <>
+struct IntegerCounts<unsigned long long> {
+  static constexpr bool value = true;
+};
+// Integer weights into integer counts: a batch's sum may wrap 64 bits, so
+// it is also summed as a double (unit weights need neither: no registers).
+template <typename W, typename C>
+struct SumsWeights {
+  static constexpr bool value = false;
+};
+template <>
+struct SumsWeights<long long, unsigned long long> {
+  static constexpr bool value = true;
+};
 
 // The pred types that are (N, K) scores, not labels.
 template <typename T>
@@ -181,7 +221,8 @@ streaming_update(const TrueT* y_true, const PredT* preds, const W* weight, int64
                  long long ordinal, const long long* config, C* counts, C* matrix,
                  uint64* exact_moments, double* float_moments, C* histogram,
                  double* score_state, double* partials, unsigned int* ticket,
-                 unsigned long long* checks, double* moments_out) {
+                 unsigned long long* checks, double* moments_out,
+                 unsigned long long* batch_weight) {
   constexpr bool kScores = is_stream_score<PredT>::value;
   typedef typename StreamWiden<PredT>::type F;
   const int64 K = config[kCfgClasses];
@@ -220,8 +261,9 @@ streaming_update(const TrueT* y_true, const PredT* preds, const W* weight, int64
 #pragma unroll
   for (int i = 0; i < kScalarSlots; ++i) sums[i] = 0.0;
   unsigned long long invalid = 0ull;
-  unsigned long long first[kChecks] = {0ull, kNoError, kNoError, kNoError};
+  unsigned long long first[kChecks] = {0ull, kNoError, kNoError, kNoError, kNoError};
   C total[1] = {C(0)};
+  double weight_sum = 0.0;  // with SumsWeights: the same sum as a double, which cannot wrap
   StreamMoments<C> moments;
 
   const int group = kScores ? (int)config[kCfgGroup] : 1;
@@ -316,6 +358,7 @@ streaming_update(const TrueT* y_true, const PredT* preds, const W* weight, int64
       atomicAdd(&cells[K + t], w_count);
       atomicAdd(&cells[2 * K + p], w_count);
       total[0] += w_count;
+      if constexpr (SumsWeights<W, C>::value) weight_sum += (double)w_count;
       moments.add(w_count, t > p ? t - p : p - t);
     }
   }
@@ -325,9 +368,17 @@ streaming_update(const TrueT* y_true, const PredT* preds, const W* weight, int64
   if (threadIdx.x == 0 && total[0] != C(0)) {
     atomicAdd(privatize ? &cells_shared[3 * K] : &counts[3 * K], total[0]);
   }
+  if constexpr (SumsWeights<W, C>::value) {  // the whole block sums
+    double weight_sums[1] = {weight_sum};
+    block_sum(weight_sums, scratch);
+    if (threadIdx.x == 0 && weight_sums[0] != 0.0) {
+      atomicAdd(&batch_weight[0], (unsigned long long)total[0]);
+      atomicAdd(reinterpret_cast<double*>(batch_weight + 1), weight_sums[0]);
+    }
+  }
   moments.flush(exact_moments, float_moments);
   if (invalid) atomicAdd(&checks[kCheckInvalid], invalid);
-  for (int i = kCheckTarget; i < kChecks; ++i) {
+  for (int i = kCheckTarget; i < kCheckOverflow; ++i) {
     if (first[i] != kNoError) atomicMin(&checks[i], first[i]);
   }
   __syncthreads();
@@ -371,6 +422,18 @@ streaming_update(const TrueT* y_true, const PredT* preds, const W* weight, int64
   }
   if (threadIdx.x == 0) {
     write_moments(exact_moments, float_moments, moments_out);
+    if constexpr (IntegerCounts<C>::value) {
+      // The state's total was below 2^63 before (else already kept); a batch
+      // sum below 2^63 then cannot wrap it, and the total says the rest.
+      bool past = (read_fresh((const unsigned long long*)&counts[3 * K]) >> 63) != 0ull;
+      if constexpr (SumsWeights<W, C>::value) {
+        const double approx = read_fresh(reinterpret_cast<const double*>(batch_weight + 1));
+        past = past || approx >= kBatchWeightExactBelow || (read_fresh(batch_weight) >> 63) != 0ull;
+        batch_weight[0] = 0ull;
+        batch_weight[1] = 0ull;
+      }
+      if (past) atomicMin(&checks[kCheckOverflow], (unsigned long long)ordinal << kOrdinalShift);
+    }
     *ticket = 0u;
   }
 }

@@ -45,6 +45,10 @@ SCORE_MAX_TOP_K = 8
 # (kNoError, the largest int64) while there is none.
 STREAM_ORDINAL_SHIFT = 40
 STREAM_NO_ERROR = (1 << 63) - 1
+# The checks array (kernels/streaming.cu kChecks): the rows left out, then a
+# key per kind of bad sample, then the first update whose integer weights
+# took the counts past 2^63 - 1.
+STREAM_CHECK_SLOTS = 5
 
 
 @dataclass(frozen=True)

@@ -27,7 +27,7 @@ from typing import Any, Protocol
 import numpy as np
 
 from metrics_gpu import _formulas as F
-from metrics_gpu._kernels import STREAM_NO_ERROR
+from metrics_gpu._kernels import STREAM_CHECK_SLOTS, STREAM_NO_ERROR
 from metrics_gpu._state import ClassStatistics, ScoreSums, score_sums_size, use_dense_matrix
 from metrics_gpu._validation import (
     LabelInputs,
@@ -281,7 +281,7 @@ class StreamState:
             self.workspace = StreamWorkspace()
 
     def _initial_checks(self):
-        checks = np.array([0, *[STREAM_NO_ERROR] * 3], dtype=np.uint64)
+        checks = np.array([0, *[STREAM_NO_ERROR] * (STREAM_CHECK_SLOTS - 1)], dtype=np.uint64)
         return checks if self.backend.name == "numpy" else self.backend.upload(checks)
 
     @property
@@ -413,7 +413,12 @@ def one_pass(y_true, y_pred, *, kind: str, num_classes=None, sample_weight=None,
     left out and counted, as :class:`metrics_gpu.ClassificationMetrics` does.
     """
     from metrics_gpu._backend import resolve_backend
-    from metrics_gpu._validation import check_ignore_index, check_num_classes, check_stream_batch
+    from metrics_gpu._validation import (
+        check_ignore_index,
+        check_num_classes,
+        check_stream_batch,
+        integer_weights_fit,
+    )
 
     if validate is not False or not _integral(y_true):
         return None
@@ -430,11 +435,16 @@ def one_pass(y_true, y_pred, *, kind: str, num_classes=None, sample_weight=None,
                                contiguous=getattr(backend, "contiguous", None),
                                pred_name=pred_name)
     float_weights = batch.sample_weight is not None and batch.sample_weight.dtype.kind == "f"
-    if deterministic and float_weights and backend.name != "numpy":
+    # Integer weights whose sums could pass 2**63 are counted in float64, as
+    # the checked path counts them (a read of max|w| where the dtype cannot
+    # prove it).
+    as_float = float_weights or (batch.sample_weight is not None and not integer_weights_fit(
+        batch.sample_weight, batch.weight_limit))
+    if deterministic and as_float and backend.name != "numpy":
         return None  # fixed-point weights: the accumulation path has them
     keep_matrix = keeps_matrix(keep_matrix, k)
     spec = stream_spec(k, top_k=top_k, n_bins=n_bins, keep_matrix=keep_matrix,
                        ignore_index=check_ignore_index(ignore_index), from_logits=from_logits)
-    state = StreamState(backend, spec, kind, integer=not float_weights)
+    state = StreamState(backend, spec, kind, integer=not as_float)
     state.update(batch, 0)
     return OnePass(state, backend, y_true)

@@ -33,9 +33,14 @@ from typing import TYPE_CHECKING, Any, get_args
 import numpy as np
 
 from metrics_gpu import _formulas as F
-from metrics_gpu._backend import caller_stream, get_backend_implementation, resolve_backend
+from metrics_gpu._backend import (
+    caller_stream,
+    get_backend_implementation,
+    is_device_array,
+    resolve_backend,
+)
 from metrics_gpu._docs import shared_parameters
-from metrics_gpu._kernels import STREAM_NO_ERROR, STREAM_ORDINAL_SHIFT
+from metrics_gpu._kernels import STREAM_CHECK_SLOTS, STREAM_NO_ERROR, STREAM_ORDINAL_SHIFT
 from metrics_gpu._stages import (
     StreamState,
     keeps_matrix,
@@ -43,14 +48,17 @@ from metrics_gpu._stages import (
     stream_spec,
 )
 from metrics_gpu._validation import (
+    EXACT_INTEGER_LIMIT,
     MAX_BINS,
     check_bool,
     check_confusion_matrix_option,
     check_ignore_index,
     check_int_range,
     check_num_classes,
+    check_state_size,
     check_stream_batch,
     check_top_k,
+    integer_weights_fit,
 )
 from metrics_gpu._types import (
     ArrayLike,
@@ -69,8 +77,15 @@ SCORE_KINDS = get_args(ScoresAre)
 VALIDATE_MODES = get_args(StreamValidate)
 # Thresholds of the binned ranking metrics: a (2, K, H) histogram.
 MAX_THRESHOLDS = 1 << 16
-CHECKED = ("y_true", "preds", "sample_weight")
+# The keys of ``checks`` after its count (kernels/streaming.cu StreamCheck):
+# the first bad sample of each argument, then the first update whose integer
+# weights took the counts past 2**63 - 1.
+CHECKED = ("y_true", "preds", "sample_weight", "overflow")
+SAMPLE_CHECKED = CHECKED[:-1]
+OVERFLOW_CHECK = 1 + CHECKED.index("overflow")
 STATE_VERSION = 1
+# The entries of a state_dict that are not state arrays.
+STATE_FIELDS = ("version", "spec", "kind", "updates")
 
 
 @shared_parameters
@@ -151,6 +166,8 @@ class ClassificationMetrics:
         if checked_classes is None:
             raise ValueError("num_classes is required: the state is sized by it")
         num_classes = checked_classes
+        # Refused now, as label_report refuses it, not by the first update's allocation.
+        check_state_size(num_classes)
         confusion_matrix = check_confusion_matrix_option(confusion_matrix)
         if not (validate is False or validate in ("deferred", "eager")):
             raise ValueError(f"validate must be one of {VALIDATE_MODES}, got {validate!r}")
@@ -174,6 +191,16 @@ class ClassificationMetrics:
         self._state: StreamState | None = None
         self._backend: Backend | None = None
         self._like: Any = None  # the first update's y_true: results take its framework
+        # After sync(): this rank's own (state, updates), kept apart from the
+        # synced sum it holds, so that sync is idempotent (torchmetrics'
+        # cache); the next update, merge or load drops the sum for it.
+        self._local: tuple[StreamState | None, int] | None = None
+        # Integer counts: a bound of their total known on the host without a
+        # read (rows times the largest weight each dtype holds), and whether
+        # an update added past it unchecked (its pass then keeps the check,
+        # which compute reads).
+        self._count_bound = 0
+        self._overflow_possible = False
         self.reset()
 
     # -- state ------------------------------------------------------------------
@@ -198,6 +225,8 @@ class ClassificationMetrics:
         update : Add a batch.
         """
         self._updates = 0
+        self._local = None
+        self._count_bound, self._overflow_possible = 0, False
         if self._state is not None:
             self._state.clear()
             return
@@ -216,10 +245,17 @@ class ClassificationMetrics:
             return self._backend
         return get_backend_implementation("numpy")
 
+    def _own_state(self) -> None:
+        """Back to this rank's own state after a sync (the sum is dropped), so
+        that what is added next is not summed twice by the next sync."""
+        if self._local is not None:
+            (self._state, self._updates), self._local = self._local, None
+
     def _held_state(self) -> StreamState:
         """The state, or ``ValueError`` before any update (nothing to report)."""
         if self._state is None:
-            raise ValueError("compute() before any update: there is nothing to report")
+            raise ValueError("compute() before any update with samples: there is nothing to "
+                             "report")
         return self._state
 
     @property
@@ -235,6 +271,9 @@ class ClassificationMetrics:
         numpy, torch (CPU or CUDA, requiring grad or not), CuPy or JAX arrays.
         On a GPU: one kernel launch on the caller's stream, no host sync.
 
+        A batch of no sample (N = 0: a last short batch, a rank without
+        data) adds nothing; a state that saw only such batches is as a new one.
+
         Parameters
         ----------
         y_true : array-like of shape (N,) or (N, d1, ...)
@@ -246,8 +285,10 @@ class ClassificationMetrics:
             logits or probabilities, as ``scores`` says.
         sample_weight : array-like, optional
             Non-negative weight of each target (as many as ``y_true`` holds).
-            Integer weights keep the counts exact integers; the first float
-            weights turn them into float64.
+            Integer weights keep the counts exact integers while their total
+            stays below 2**63 (past it: float64 counts with
+            ``validate="eager"``, else :meth:`compute` raises); the first
+            float weights turn them into float64.
 
         Returns
         -------
@@ -259,25 +300,42 @@ class ClassificationMetrics:
             Wrong shapes or types; with ``validate="eager"`` also a bad value
             (nothing is then added); a batch of the other kind (labels after
             scores, or scores after labels); float weights with
-            ``deterministic=True`` on a kernel backend.
+            ``deterministic=True`` on a kernel backend; GPU arrays for a state
+            on the host (``.to("cuda")`` moves it).
 
         See Also
         --------
         compute : Every metric of the batches added.
         """
-        if self._backend is None:
-            self._backend = resolve_backend(y_true, preds, sample_weight)
-            self._like = y_true
+        if self._local is not None:
+            self._own_state()
         backend = self._backend
-        with caller_stream(y_true):
-            self._update(backend, y_true, preds, sample_weight)
+        fresh = backend is None
+        if backend is None:
+            backend = self._backend = resolve_backend(y_true, preds, sample_weight)
+            self._like = y_true
+        try:
+            with caller_stream(y_true):
+                self._update(backend, y_true, preds, sample_weight)
+        except TypeError as error:
+            # Read only on failure: the host backends meet a GPU array as a
+            # TypeError of the array library, which names no remedy.
+            if backend.name == "cuda" or not any(
+                    is_device_array(a) for a in (y_true, preds, sample_weight)):
+                raise
+            raise ValueError(
+                f"y_true, preds: GPU arrays for a state held on the host ({backend.name} "
+                "backend, as its first update or load_state_dict placed it); move the state "
+                "with .to('cuda'), or pass host arrays") from error
+        if fresh and self._state is None:  # only empty batches: still a new state
+            self._backend = self._like = None
 
     def _update(self, backend: Backend, y_true, preds, sample_weight) -> None:
         spec = self._spec
         batch = check_stream_batch(
             y_true, preds, sample_weight, num_classes=self.num_classes, backend=backend,
             ignore_index=spec["ignore_index"], eager=self.validate == "eager",
-            contiguous=getattr(backend, "contiguous", None))
+            contiguous=getattr(backend, "contiguous", None), allow_empty=True)
         kind = "scores" if batch.scores else "labels"
         float_weights = batch.sample_weight is not None and batch.sample_weight.dtype.kind == "f"
         if float_weights and self.deterministic and backend.name != "numpy":
@@ -286,17 +344,48 @@ class ClassificationMetrics:
                 "backends, which deterministic=True rules out; pass integer weights, or "
                 "deterministic=False")
         state = self._state
-        if state is None:
-            state = self._allocate(backend, kind, integer=not float_weights)
-        elif kind != state.kind:
+        if state is not None and kind != state.kind:
             raise ValueError(
                 f"preds: this state holds {state.kind} (set by its first update), got "
                 f"{'(N, K) scores' if batch.scores else '(N,) labels'}; use one "
                 "ClassificationMetrics per kind of prediction")
+        if batch.n == 0:  # nothing to add; the call still has its ordinal
+            self._updates += 1
+            return
+        if state is None:
+            state = self._allocate(backend, kind, integer=not float_weights)
         elif float_weights and state.integer:
             state.promote_to_float()
+        if state.integer:
+            bound = self._count_bound + batch.n * batch.weight_limit
+            self._count_bound = (bound if bound < EXACT_INTEGER_LIMIT
+                                 else self._exact_range(backend, state, batch))
         state.update(batch, self._updates)
         self._updates += 1
+
+    def _exact_range(self, backend: Backend, state: StreamState, batch) -> int:
+        """Integer counts the host bound no longer proves below 2**63 before
+        ``batch``; returns the new bound. ``validate="eager"`` reads the
+        state's total and the batch's largest weight (syncs on a GPU) and,
+        where the sum can pass 2**63, turns the counts into float64 before
+        adding anything, as the functional API counts such weights. The other
+        modes never sync an update: its pass checks the sum exactly and keeps
+        the update, and compute refuses the state."""
+        if self.validate != "eager":
+            self._overflow_possible = True
+            return self._count_bound
+        held = int(np.asarray(backend.to_host(state.arrays["counts"][-1:]))[0])
+        weight = batch.sample_weight
+        if (held + batch.n < EXACT_INTEGER_LIMIT if weight is None
+                else integer_weights_fit(weight, batch.weight_limit, held)):
+            return held + batch.n * batch.weight_limit
+        if self.deterministic and backend.name != "numpy":
+            raise ValueError(
+                "sample_weight: these integer weights can take the counts past 2**63 - 1, "
+                "where they are counted in float64, which deterministic=True rules out on "
+                "the kernel backends; nothing was added")
+        state.promote_to_float()
+        return 0
 
     # -- compute ----------------------------------------------------------------
 
@@ -308,7 +397,10 @@ class ClassificationMetrics:
         state = self._state
         if state is None:
             return None
-        checks = np.asarray(state.backend.to_host(state.arrays["checks"]))
+        return self._first_invalid(np.asarray(state.backend.to_host(state.arrays["checks"])))
+
+    def _first_invalid(self, checks) -> tuple[str, int, int, str, int] | None:
+        state = self._held_state()
         invalid = int(checks[0])
         if not invalid:
             return None
@@ -319,15 +411,28 @@ class ClassificationMetrics:
                       else "a row of scores with a NaN or an infinity"),
             "sample_weight": "a negative or non-finite weight",
         }
-        found = [(int(key), name) for name, key in zip(CHECKED, checks[1:])
+        found = [(int(key), name) for name, key in zip(SAMPLE_CHECKED, checks[1:])
                  if int(key) != STREAM_NO_ERROR]
         key, name = min(found)
         return (name, key >> STREAM_ORDINAL_SHIFT, key & ((1 << STREAM_ORDINAL_SHIFT) - 1), problems[name],
                 invalid)
 
-    def _raise_deferred(self) -> None:
+    def _raise_overflow(self, checks) -> None:
+        """The first update that took integer counts past 2**63 - 1, as a ValueError."""
+        key = int(checks[OVERFLOW_CHECK]) if checks.size > OVERFLOW_CHECK else STREAM_NO_ERROR
+        if key == STREAM_NO_ERROR:
+            return
+        raise ValueError(
+            f"sample_weight of update call {key >> STREAM_ORDINAL_SHIFT} (counting from 0): "
+            "its integer weights take the counts past 2**63 - 1, beyond exact 64-bit "
+            "integers, so the state is not exact. reset() and pass such weights as floats "
+            "(counted in float64), or build the state with validate='eager', which turns "
+            "the counts into float64 before such a batch"
+        )
+
+    def _raise_deferred(self, checks) -> None:
         """The first offending sample of each kind, as a ValueError (deferred mode)."""
-        first = self.first_invalid()
+        first = self._first_invalid(checks)
         if first is None:
             return
         name, call, sample, problem, invalid = first
@@ -358,7 +463,9 @@ class ClassificationMetrics:
         ValueError
             Before any update (nothing to report); with
             ``validate="deferred"``, when a bad sample was added (naming the
-            argument, the update call and the sample).
+            argument, the update call and the sample); in every mode, when
+            integer weights took the counts past 2**63 - 1 (checked by the
+            updates, read here only when the host could not rule it out).
 
         See Also
         --------
@@ -366,8 +473,11 @@ class ClassificationMetrics:
         first_invalid : The first bad sample added, without raising.
         """
         state = self._held_state()
-        if self.validate == "deferred":
-            self._raise_deferred()
+        if self.validate == "deferred" or self._overflow_possible:
+            checks = np.asarray(state.backend.to_host(state.arrays["checks"]))
+            self._raise_overflow(checks)
+            if self.validate == "deferred":
+                self._raise_deferred(checks)
         with caller_stream(self._like):
             label_values, score_values = state.compute()
         return StreamingReport(self, label_values, score_values)
@@ -399,6 +509,7 @@ class ClassificationMetrics:
         """
         if not isinstance(other, ClassificationMetrics) or other._spec != self._spec:
             raise ValueError("other must be a ClassificationMetrics built with the same arguments")
+        self._own_state()
         other_state = other._state
         if other_state is None:
             return
@@ -410,6 +521,12 @@ class ClassificationMetrics:
             raise ValueError(f"cannot merge a state of {other_state.kind} into one of "
                              f"{state.kind}")
         theirs = {name: _to_numpy(value) for name, value in other_state.arrays.items()}
+        if state.integer and other_state.integer:
+            total = int(_to_numpy(state.arrays["counts"][-1:])[0]) + int(theirs["counts"][-1])
+            if total >= EXACT_INTEGER_LIMIT:  # float64 counts, as the functional API
+                state.promote_to_float()
+            self._count_bound = total
+        self._overflow_possible |= other._overflow_possible
         if state.integer and not other_state.integer:
             state.promote_to_float()
         elif other_state.integer and not state.integer:
@@ -454,8 +571,10 @@ class ClassificationMetrics:
         return out
 
     def load_state_dict(self, state: Mapping[str, Any]) -> None:
-        """Restore a :meth:`state_dict` (onto this object's device, or the
-        host when it has none yet).
+        """Restore a :meth:`state_dict` onto this object's device or, when it
+        has none yet, where the state's arrays live (the backend an update
+        with them takes: a GPU's tensors stay on the GPU; results then come
+        back in their framework).
 
         Parameters
         ----------
@@ -480,16 +599,27 @@ class ClassificationMetrics:
         if state.get("version") != STATE_VERSION or dict(state.get("spec", {})) != self._spec:
             raise ValueError("state: not a state_dict of a ClassificationMetrics with these "
                              "arguments")
+        self._local = None
         if state["kind"] is None:
             self._state, self._updates = None, 0
             return
-        self._load_arrays(state, self._backend_or_host())
+        backend = self._backend
+        if backend is None:
+            held = [value for name, value in state.items() if name not in STATE_FIELDS]
+            backend, self._like = resolve_backend(*held), state["counts"]
+        self._load_arrays(state, backend)
 
     def _load_arrays(self, snapshot: Mapping[str, Any], backend: Backend) -> None:
         arrays = {name: _to_numpy(snapshot[name]) for name in snapshot
-                  if name not in ("version", "spec", "kind", "updates")}
+                  if name not in STATE_FIELDS}
         integer = arrays["counts"].dtype.kind in "iu"
+        checks = arrays["checks"].view(np.uint64)
+        if checks.size < STREAM_CHECK_SLOTS:  # a state_dict from before the overflow key
+            arrays["checks"] = np.concatenate(
+                [checks, np.full(STREAM_CHECK_SLOTS - checks.size, STREAM_NO_ERROR, np.uint64)])
         state = self._allocate(backend, snapshot["kind"], integer)
+        self._count_bound = int(arrays["counts"][-1]) if integer else 0
+        self._overflow_possible = int(arrays["checks"][OVERFLOW_CHECK]) != STREAM_NO_ERROR
         for name, mine in state.arrays.items():
             value = arrays[name].view(np.uint64) if mine.dtype == np.uint64 else arrays[name]
             mine[...] = backend.asarray(value)
@@ -502,6 +632,12 @@ class ClassificationMetrics:
         (integer counts stay exact: they are reduced as int64, the 128-bit
         moments by 32-bit halves), MIN of the check keys. Every rank must call
         it; a rank without any update contributes zeros.
+
+        Idempotent: the object then holds the sum over ranks, and keeps its
+        own state apart; calling ``sync`` again (on every rank) sums the own
+        states again, never the sum. The next ``update`` or ``merge`` goes
+        back to the own state first (the sum is dropped), so that a later
+        ``sync`` counts every batch once.
 
         Parameters
         ----------
@@ -521,19 +657,33 @@ class ClassificationMetrics:
                 not torch.distributed.is_initialized():
             return
         dist = torch.distributed
-        # Filled by all_gather_object with each rank's (kind, integer).
+        local = self._local if self._local is not None else (self._state, self._updates)
+        own, own_updates = local
+        # Filled by all_gather_object with each rank's (kind, integer, total of
+        # integer counts, overflow possible).
         kinds: list[Any] = [None] * dist.get_world_size(group)
-        integer = None if self._state is None else self._state.integer
-        dist.all_gather_object(kinds, (self._kind, integer), group=group)
-        kind = next((k for k, _ in kinds if k is not None), None)
+        integer = None if own is None else own.integer
+        total = int(_to_numpy(own.arrays["counts"][-1:])[0]) if own is not None and integer else 0
+        dist.all_gather_object(kinds, (None if own is None else own.kind, integer, total,
+                                       self._overflow_possible), group=group)
+        kind = next((k for k, *_ in kinds if k is not None), None)
         if kind is None:
             return
-        any_float = any(i is False for _, i in kinds)
-        state = self._state
-        if state is None:
+        totals = sum(t for _, _, t, _ in kinds)
+        # Integer counts whose sum over ranks would pass 2**63 are reduced as
+        # float64 (an int64 all-reduce would wrap).
+        any_float = any(i is False for _, i, *_ in kinds) or totals >= EXACT_INTEGER_LIMIT
+        self._count_bound = totals
+        self._overflow_possible = any(possible for *_, possible in kinds)
+        # The sum is reduced in a copy: the own state stays as it was.
+        if own is None:
             state = self._allocate(self._backend_or_host(), kind, not any_float)
-        elif any_float and state.integer:
-            state.promote_to_float()
+        else:
+            state = self._allocate(own.backend, own.kind, own.integer)
+            for name, mine in state.arrays.items():
+                mine[...] = own.arrays[name]
+            if any_float and state.integer:
+                state.promote_to_float()
         for name, value in state.arrays.items():
             tensor = _as_torch(value.view(np.int64) if value.dtype == np.uint64 else value)
             if name == "checks":
@@ -544,9 +694,10 @@ class ClassificationMetrics:
             else:
                 dist.all_reduce(tensor, op=dist.ReduceOp.SUM, group=group)
         state.moments_fresh = False
-        updates = torch.tensor([self._updates], dtype=torch.int64)
+        updates = torch.tensor([own_updates], dtype=torch.int64)
         dist.all_reduce(updates, group=group)
         self._updates = int(updates[0])
+        self._local = local
 
     def to(self, device: str | int | torch.device) -> ClassificationMetrics:
         """Move the state to the host or the current GPU.
@@ -580,10 +731,18 @@ class ClassificationMetrics:
             target = get_backend_implementation("numpy")
         else:
             raise ValueError(f"device must be 'cpu' or 'cuda', got {device!r}")
+        local = self._local
+        if local is not None and local[0] is not None:  # the own state of a sync moves too
+            held = self._state, self._updates
+            self._state, self._updates = local
+            self._load_arrays(self.state_dict(), target)
+            local = (self._state, self._updates)
+            self._state, self._updates = held
         snapshot = self.state_dict() if self._state is not None else None
         self._backend = target
         if snapshot is not None:
             self._load_arrays(snapshot, target)
+        self._local = local
         return self
 
     def __repr__(self) -> str:

@@ -325,25 +325,36 @@ ALL_ZERO_WEIGHT = "sample_weight must hold at least one non-zero weight; all {n}
 EXACT_INTEGER_LIMIT = 1 << 63
 
 
+def integer_weight_limit(dtype) -> int:
+    """The largest |w| an integer (or bool) weight of ``dtype`` can hold."""
+    if np.dtype(dtype).kind == "b":
+        return 1
+    info = np.iinfo(dtype)
+    return max(int(info.max), -int(info.min))
+
+
+def integer_weights_fit(weight, limit: int, held: int = 0) -> bool:
+    """Whether integer weights (each at most ``limit`` in magnitude, as their
+    dtype holds) added to counts already holding ``held`` keep every sum below
+    2**63: ``held + max|w| * N < 2**63``. The dtype's range proves it for most
+    inputs (int32 weights below 2**32 samples); otherwise max|w| is reduced
+    where the weights live (one number read back, a sync on a GPU)."""
+    n = int(weight.shape[0])
+    if held + limit * n < EXACT_INTEGER_LIMIT:
+        return True
+    largest = max(int(weight.max()), -int(weight.min())) if n else 0
+    return held + largest * n < EXACT_INTEGER_LIMIT
+
+
 def _exact_or_float_weights(weight, backend):
     """Integer ``weight`` as it is when its sums cannot pass 2**63, else float64;
     float weights as float32 or float64 (float16 and long double are summed in
-    float64, as scikit-learn does).
-
-    The dtype's range proves the integer bound for most inputs (int32 weights
-    below 2**32 samples); otherwise max|w| is reduced where the weights live
-    (one number read back, a sync on a GPU).
-    """
+    float64, as scikit-learn does)."""
     if weight.dtype.kind == "f" and weight.dtype not in (np.float32, np.float64):
         return weight.astype(np.float64)
     if weight.dtype.kind not in "iu":
         return weight
-    n = int(weight.shape[0])
-    info = np.iinfo(weight.dtype)
-    if max(int(info.max), -int(info.min)) * n < EXACT_INTEGER_LIMIT:
-        return weight
-    largest = max(int(weight.max()), -int(weight.min())) if n else 0
-    if largest * n < EXACT_INTEGER_LIMIT:
+    if integer_weights_fit(weight, integer_weight_limit(weight.dtype)):
         return weight
     return weight.astype(np.float64)
 
@@ -1328,6 +1339,9 @@ class StreamBatch:
     preds: Any             # (M,) labels of y_true's dtype, or the scores as given
     sample_weight: Any     # (M,) int64, float32 or float64, or None
     n: int                 # M samples (positions, for channel-first scores)
+    # The largest weight the caller's integer dtype holds (1 without weights):
+    # n * weight_limit bounds the batch's counts without reading a weight.
+    weight_limit: int = 1
     score_dtype: str | None = None  # numpy name of the scores' type; None for labels
     # Scores: element strides of (image, position, class) and positions per image.
     inner: int = 1
@@ -1365,10 +1379,12 @@ def _collapsed_positions(shape, strides):
 
 def check_stream_batch(y_true, preds, sample_weight, *, num_classes: int, backend,
                        ignore_index=None, eager: bool = False, contiguous=None,
-                       pred_name: str = "preds") -> StreamBatch:
+                       pred_name: str = "preds", allow_empty: bool = False) -> StreamBatch:
     """Shapes and types of one streaming update (free: nothing is read); with
     ``eager`` also the values (ranges, finiteness, weights: a few syncs on a
-    GPU), raising ``ValueError`` before anything is added.
+    GPU), raising ``ValueError`` before anything is added. ``allow_empty``:
+    a batch of no sample is one (a state's last batch, a rank without data),
+    not an error.
 
     ``contiguous(array)`` makes a contiguous copy (the caller counts it as an
     allocation); it is needed only for layouts the kernels cannot stride.
@@ -1443,7 +1459,7 @@ def check_stream_batch(y_true, preds, sample_weight, *, num_classes: int, backen
                              f"dtype {pred.dtype} (scores are (N, K))")
         layout = {}
         n = int(true.size)
-    if n == 0:
+    if n == 0 and not allow_empty:
         raise ValueError(f"y_true and {pred_name} are empty; at least one sample is required")
     # Targets (and labels) of another type, or not contiguous: one copy each.
     if not true.flags.c_contiguous:
@@ -1457,7 +1473,7 @@ def check_stream_batch(y_true, preds, sample_weight, *, num_classes: int, backen
         pred = pred.reshape(-1)
         if pred.dtype != true.dtype:  # the kernels read both as one type
             true, pred = converted(true, np.dtype(np.int64)), converted(pred, np.dtype(np.int64))
-    weight = None
+    weight, weight_limit = None, 1
     if sample_weight is not None:
         weight = _to_backend(sample_weight, backend)
         if weight.size != n:
@@ -1467,12 +1483,13 @@ def check_stream_batch(y_true, preds, sample_weight, *, num_classes: int, backen
             weight = contiguous(weight)
         weight = weight.reshape(-1)
         if weight.dtype.kind in "iub":
+            weight_limit = integer_weight_limit(weight.dtype)
             weight = converted(weight, np.dtype(np.int64))
         elif weight.dtype.kind != "f":
             raise ValueError(f"sample_weight must be numeric, got dtype {weight.dtype}")
         elif weight.dtype not in (np.float32, np.float64):
             weight = converted(weight, np.dtype(np.float64))
-    if eager:
+    if eager and n:
         _label_range(true, "y_true", backend, num_classes, ignore_index, targets=True)
         if layout:
             values = pred if bits is None else Bfloat16Bits(pred)  # read in chunks
@@ -1485,7 +1502,8 @@ def check_stream_batch(y_true, preds, sample_weight, *, num_classes: int, backen
             _label_range(pred, pred_name, backend, num_classes, None)
         if weight is not None:
             check_sample_weight(weight, n, backend, validate=True, allow_all_zero=True)
-    return StreamBatch(y_true=true, preds=pred, sample_weight=weight, n=n, **layout)
+    return StreamBatch(y_true=true, preds=pred, sample_weight=weight, n=n,
+                       weight_limit=weight_limit, **layout)
 
 
 # -- arguments of the score metrics and of the streaming state ------------------

@@ -79,6 +79,7 @@ INTERFACE = (
     Mirror("ranking.cu", "kRankItems", _RANKING, "RANK_ITEMS_PER_THREAD"),
     Mirror("streaming.cu", "kOrdinalShift", _KERNELS, "STREAM_ORDINAL_SHIFT"),
     Mirror("streaming.cu", "kNoError", _KERNELS, "STREAM_NO_ERROR"),
+    Mirror("streaming.cu", "kChecks", _KERNELS, "STREAM_CHECK_SLOTS"),
 )
 
 

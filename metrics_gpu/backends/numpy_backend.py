@@ -25,7 +25,7 @@ import numpy as np
 
 from metrics_gpu import _ranking_formulas
 from metrics_gpu._formulas import label_metric_values, softmax_rows
-from metrics_gpu._kernels import STREAM_NO_ERROR, STREAM_ORDINAL_SHIFT
+from metrics_gpu._kernels import STREAM_CHECK_SLOTS, STREAM_NO_ERROR, STREAM_ORDINAL_SHIFT
 from metrics_gpu._state import (
     SCORE_SLOT,
     ClassStatistics,
@@ -525,7 +525,10 @@ def stream_update(state: dict, batch, *, num_classes: int, ignore_index, ordinal
     A counted sample (its target is not ``ignore_index``) is left out, and
     counted in ``checks[0]``, when its target or prediction is outside
     ``[0, K)``, a score of its row is not finite, or its weight is negative or
-    not finite; the first of each kind is kept in ``checks[1..3]``.
+    not finite; the first of each kind is kept in ``checks[1..3]``. A batch
+    that would take integer counts past 2^63 - 1 adds nothing and is kept in
+    ``checks[4]`` (the kernel adds it, wrapped, and keeps it there alike: in
+    both, compute refuses the state).
     """
     k = num_classes
     t = batch.y_true.astype(np.int64, copy=False)
@@ -564,6 +567,12 @@ def stream_update(state: dict, batch, *, num_classes: int, ignore_index, ordinal
     if wv is not None:  # integers exactly, floats summed in float64 (as the kernels)
         wv = wv.astype(np.int64 if integer else np.float64, copy=False)
     counts = state["counts"]
+    if integer:
+        added = tv.size if wv is None else _exact_sum(wv, np.ones_like(tv))
+        if int(counts[3 * k]) + added >= 1 << 63:
+            overflow = STREAM_CHECK_SLOTS - 1
+            checks[overflow] = min(int(checks[overflow]), ordinal << STREAM_ORDINAL_SHIFT)
+            return
     hit = tv == pv
 
     def add(target, index, weights, size):

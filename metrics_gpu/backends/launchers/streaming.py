@@ -86,6 +86,9 @@ class StreamWorkspace:
         self.partial_rows = 0
         self.update_ticket: Any = None
         self.moments: Any = None   # the kappa moments as doubles, written by each update
+        # An update's weight sum (low 64 bits, and as a double) for the check
+        # of integer counts against 2^63; its last block zeroes it again.
+        self.batch_weight: Any = None
         self.ones: Any = None      # weights of 1.0 for unweighted batches into float counts
         self.compute: tuple | None = None   # (pooled, ticket, score out, label out)
 
@@ -122,7 +125,8 @@ class StreamingLaunchers(LaunchBase):
 
         No host sync, and no allocation once the workspace has seen the
         batch's layout and size. The launch's last block also writes the
-        state's kappa moments as doubles into the workspace.
+        state's kappa moments as doubles into the workspace, and for integer
+        counts keeps the update in ``checks`` when it took them past 2^63 - 1.
         """
         device = self.device
         k = spec["num_classes"]
@@ -176,6 +180,7 @@ class StreamingLaunchers(LaunchBase):
         if workspace.update_ticket is None:
             workspace.update_ticket = self.zeros(1, np.uint32)
             workspace.moments = self.zeros(2, np.float64)
+            workspace.batch_weight = self.zeros(2, np.uint64)
         if score_sums and workspace.partial_rows < grid:
             # Sized once for the largest grid this device launches.
             workspace.partial_rows = max(grid, self._grid(1 << STREAM_ORDINAL_SHIFT,
@@ -190,7 +195,8 @@ class StreamingLaunchers(LaunchBase):
              state["counts"], state.get("matrix"), state["moments"] if integer else None,
              None if integer else state["moments"], state.get("histogram"),
              state.get("scores"), workspace.partials if score_sums else None,
-             workspace.update_ticket, state["checks"], workspace.moments],
+             workspace.update_ticket, state["checks"], workspace.moments,
+             workspace.batch_weight],
             shared,
         )
 
