@@ -9,12 +9,17 @@ A column is named ``path`` or ``path:selector``:
 * ``.csv`` / ``.txt``: comma- or whitespace-separated, an optional header row;
   ``file.csv:name`` picks a column by its header name, ``file.csv:a,b,c``
   several (the columns of ``(N, K)`` scores); no selector: every column;
+  blank lines are skipped (LF or CRLF line ends);
 * ``.parquet`` / ``.pq``, ``.arrow`` / ``.feather`` / ``.ipc`` (Arrow IPC file
   or stream): through pyarrow (the ``[io]`` extra); ``file.parquet:column``,
   a list or fixed-size-list column for ``(N, K)`` scores, or ``a,b,c``.
 
 Every problem with a file is a :class:`FileProblem` (a ``ValueError``) whose
-message names the option, the file and the problem, in one line.
+message names the option, the file and the problem, in one line. A value is
+named by its row, counted from 0 over the values (a header row and blank
+lines are not rows), whatever the chunk size; in a text file also by its line
+number as an editor shows it (from 1, the header and blank lines counted):
+``row 3 (line 6)``.
 
 The loop (:func:`evaluate_files`) reads chunk ``i + 1`` in a background thread
 while chunk ``i`` is computed. On the ``cuda`` backend each chunk is read
@@ -31,6 +36,7 @@ import itertools
 import math
 import os
 import queue
+import re
 import threading
 import zipfile
 from dataclasses import dataclass, field
@@ -103,6 +109,10 @@ class ColumnReader:
     def problem(self, message: str) -> FileProblem:
         return FileProblem(f"{self.argument} {self.path}: {message}")
 
+    def row_name(self, row: int) -> str:
+        """How messages name the value of ``row`` (counted from 0 over the values)."""
+        return f"row {row:,}"
+
     @property
     def shape_tail(self) -> tuple[int, ...]:
         return () if self.width is None else (self.width,)
@@ -125,12 +135,13 @@ class ColumnReader:
                 finite = np.isfinite(values)
                 if not finite.all():
                     row = self.position + int(np.argmin(finite))
-                    raise self.problem(f"row {row} holds {values[row - self.position].item()} "
+                    raise self.problem(f"{self.row_name(row)} holds "
+                                       f"{values[row - self.position].item()} "
                                        "where a label should be")
                 whole = values == np.floor(values)
                 if not whole.all():
                     row = self.position + int(np.argmin(whole))
-                    raise self.problem(f"row {row} holds the non-integer label "
+                    raise self.problem(f"{self.row_name(row)} holds the non-integer label "
                                        f"{values[row - self.position].item()}")
             return values.astype(self.dtype, copy=False)
         if self.role == "scores" and values.ndim == 1:
@@ -308,7 +319,7 @@ class TextReader(ColumnReader):
             self.file.close()
             raise self.problem("holds no values (the first line is empty)")
         header = not all(_is_number(f) for f in fields)
-        self.line = 2 if header else 1
+        self.header = header
         self.pending = [] if header else [first]
         if selector is None:
             self.columns = list(range(len(fields)))
@@ -332,22 +343,56 @@ class TextReader(ColumnReader):
         self._parse_dtype = np.float64
 
     def read(self, out: np.ndarray) -> int:
-        lines = self.pending + list(itertools.islice(self.file, len(out) - len(self.pending)))
-        self.pending = []
-        lines = [line for line in lines if line.strip()]
+        # Blank lines are skipped, and every chunk but the last still gets
+        # len(out) rows: the columns of one chunk must stay the same rows, and
+        # the rows of a chunk cannot depend on where the blank lines fall.
+        lines, self.pending = self.pending, []
+        while len(lines) < len(out):
+            block = list(itertools.islice(self.file, len(out) - len(lines)))
+            if not block:
+                break
+            lines += [line for line in block if line.strip()]
         if not lines:
             return 0
         try:
             values = np.loadtxt(lines, dtype=self._parse_dtype, delimiter=self.delimiter,
                                 usecols=self.columns, ndmin=2)
-        except ValueError as error:
-            raise self.problem(f"cannot parse the rows from line {self.line}: {error}") from None
+        except ValueError:
+            raise self._parse_problem(lines) from None
         values = values[:, 0] if values.shape[1] == 1 else values
         rows = len(lines)
         out[:rows] = self._checked(values)
-        self.line += rows
         self.position += rows
         return rows
+
+    def _parse_problem(self, lines: list[str]) -> FileProblem:
+        """The first of ``lines`` that does not parse, named by its row and line."""
+        for i, line in enumerate(lines):
+            try:
+                np.loadtxt([line], dtype=self._parse_dtype, delimiter=self.delimiter,
+                           usecols=self.columns, ndmin=2)
+            except ValueError as error:
+                reason = re.sub(r" at row \d+, column \d+\.?$", "", str(error))
+                return self.problem(f"cannot parse {self.row_name(self.position + i)} "
+                                    f"{line.strip()!r}: {reason}")
+        return self.problem(f"cannot parse the rows from {self.row_name(self.position)}")
+
+    def row_name(self, row: int) -> str:
+        return f"row {row:,} (line {self.line_of(row):,})"
+
+    def line_of(self, row: int) -> int:
+        """The line number (from 1, as an editor shows it) of the value of ``row``:
+        read again from the start (messages only, so no bookkeeping per chunk)."""
+        seen, number = -1, 0
+        with open(self.path, encoding="utf-8", errors="replace") as file:
+            for number, line in enumerate(file, start=1):
+                if number == 1 and self.header:
+                    continue
+                if line.strip():
+                    seen += 1
+                    if seen == row:
+                        return number
+        return number + 1  # past the end (not reached for a row that was read)
 
     def close(self) -> None:
         self.file.close()
@@ -1067,8 +1112,10 @@ def _raise_first_invalid(state, readers, name: str, chunk_rows: int) -> None:
     argument, call, sample, problem, invalid = first
     column = {"y_true": "y_true", "preds": name, "sample_weight": "sample_weight"}[argument]
     reader = readers[column]
-    raise FileProblem(f"{OPTIONS[column]} {reader.path}: row {call * chunk_rows + sample:,} "
-                      f"holds {problem} ({invalid:,} bad rows in all)")
+    # Every chunk but the last holds chunk_rows rows (the readers fill them).
+    row = reader.row_name(call * chunk_rows + sample)
+    raise FileProblem(f"{OPTIONS[column]} {reader.path}: {row} holds {problem} "
+                      f"({invalid:,} bad rows in all)")
 
 
 # -- the report of a file evaluation -------------------------------------------------

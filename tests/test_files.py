@@ -13,6 +13,8 @@ import zipfile
 
 import numpy as np
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 from sklearn import metrics as sk
 
 import metrics_gpu
@@ -485,3 +487,125 @@ def test_bad_options_name_the_argument(formats, option, value, message):
 
 def test_reader_error_type_is_value_error():
     assert issubclass(FileProblem, ValueError)
+
+
+# -- text files: neither results nor row numbers depend on --chunk-size ---------------
+
+
+def _write_lines(path, lines, *, newline: str, trailing: bool) -> None:
+    text = newline.join(lines) + (newline if trailing else "")
+    path.write_bytes(text.encode())
+
+
+def _text_columns(directory, y_true, y_pred, scores, blanks, *, newline: str,
+                  trailing: bool):
+    """y_true in a CSV of its own with blank lines at the rows ``blanks``; y_pred
+    and the scores in a second CSV without any: the two must stay row-aligned."""
+    true_lines = ["y_true"]
+    for row, value in enumerate(y_true):
+        true_lines += [""] * blanks.count(row) + [str(value)]
+    true_lines += [""] * blanks.count(len(y_true))  # blank lines at the end
+    _write_lines(directory / "t.csv", true_lines, newline=newline, trailing=trailing)
+    pred_lines = ["y_pred,s0,s1,s2"] + [
+        f"{p}," + ",".join(f"{v:.9g}" for v in row) for p, row in zip(y_pred, scores)]
+    _write_lines(directory / "p.csv", pred_lines, newline=newline, trailing=trailing)
+    return {"y_true": str(directory / "t.csv"), "y_pred": str(directory / "p.csv:y_pred"),
+            "scores": str(directory / "p.csv:s0,s1,s2")}
+
+
+@st.composite
+def text_files(draw):
+    n = draw(st.integers(1, 12))
+    y_true = draw(st.lists(st.integers(0, 2), min_size=n, max_size=n))
+    y_pred = draw(st.lists(st.integers(0, 2), min_size=n, max_size=n))
+    scores = draw(st.lists(st.lists(st.floats(-4, 4, width=32), min_size=3, max_size=3),
+                           min_size=n, max_size=n))
+    # Positions of blank lines: before row i (0..n-1) or after the last (n).
+    blanks = draw(st.lists(st.integers(0, n), max_size=6))
+    newline = draw(st.sampled_from(("\n", "\r\n")))
+    trailing = draw(st.booleans())
+    return np.array(y_true), np.array(y_pred), np.array(scores), blanks, newline, trailing
+
+
+@settings(max_examples=40, deadline=None)
+@given(files=text_files())
+def test_text_reports_do_not_depend_on_the_chunk_size(tmp_path_factory, files):
+    y_true, y_pred, scores, blanks, newline, trailing = files
+    directory = tmp_path_factory.mktemp("chunks")
+    sources = _text_columns(directory, y_true, y_pred, scores, blanks, newline=newline,
+                            trailing=trailing)
+    reports = {chunk: report_files(sources, num_classes=3, backend="numpy", chunk_rows=chunk,
+                                   auc="exact").to_dict()
+               for chunk in range(1, len(y_true) + 2)}
+    first = reports[1]
+    assert first["total"] == len(y_true)
+    assert first["confusion_matrix"] == sk.confusion_matrix(y_true, y_pred,
+                                                            labels=[0, 1, 2]).tolist()
+    for chunk, report in reports.items():
+        _assert_same_report(report, first, f"chunk_rows={chunk}")
+
+
+def _assert_same_report(report, expected, where: str) -> None:
+    """Counts and the layout equal; floats equal up to the rounding of sums added
+    chunk by chunk (a score sum is rounded once per chunk); NaN equals NaN."""
+    if isinstance(expected, dict):
+        assert report.keys() == expected.keys(), where
+        for key in expected:
+            _assert_same_report(report[key], expected[key], f"{where}: {key}")
+    elif isinstance(expected, list):
+        assert len(report) == len(expected), where
+        for i, (mine, theirs) in enumerate(zip(report, expected)):
+            _assert_same_report(mine, theirs, f"{where}[{i}]")
+    elif isinstance(expected, float):
+        assert report == pytest.approx(expected, rel=1e-12, abs=1e-15, nan_ok=True), where
+    else:
+        assert report == expected, where
+
+
+@settings(max_examples=40, deadline=None)
+@given(files=text_files(), data=st.data())
+def test_text_errors_name_the_same_row_and_line_for_every_chunk_size(tmp_path_factory, files,
+                                                                     data):
+    y_true, y_pred, scores, blanks, newline, trailing = files
+    bad_row = data.draw(st.integers(0, len(y_true) - 1))
+    y_true = y_true.copy()
+    y_true[bad_row] = 7  # out of 0..2
+    directory = tmp_path_factory.mktemp("rows")
+    sources = _text_columns(directory, y_true, y_pred, scores, blanks, newline=newline,
+                            trailing=trailing)
+    # The line as an editor shows it: the header, then values and blank lines.
+    line = 2 + bad_row + sum(1 for b in blanks if b <= bad_row)
+    for chunk in range(1, len(y_true) + 2):
+        with pytest.raises(FileProblem) as error:
+            report_files(sources, num_classes=3, backend="numpy", chunk_rows=chunk)
+        assert f"t.csv: row {bad_row} (line {line}) holds a target outside 0..2" \
+            in str(error.value), chunk
+
+
+@pytest.mark.parametrize("backend", ["numpy", "emulated"])
+def test_blank_lines_in_a_csv_at_chunk_size_2(tmp_path, capsys, backend):
+    # The case reported: blank lines made --chunk-size 2 fail with "ends after 3 rows".
+    (tmp_path / "t.csv").write_text("y\n0\n1\n\n2\n1\n")
+    (tmp_path / "p.csv").write_text("p\n0\n1\n2\n7\n")
+    argv = ["--y-true", str(tmp_path / "t.csv"), "--y-pred", str(tmp_path / "p.csv"),
+            "--num-classes", "3", "--backend", backend]
+    outputs = []
+    for chunk in ("2", "10"):
+        assert main(["report", "--quiet", *argv, "--chunk-size", chunk]) == 2
+        outputs.append(capsys.readouterr().err)
+    assert outputs[0] == outputs[1]
+    assert "p.csv: row 3 (line 5) holds a prediction outside 0..2" in outputs[0], outputs[0]
+    (tmp_path / "p.csv").write_text("p\n0\n1\n2\n1\n")
+    reports = [run_json(capsys, *argv, "--chunk-size", chunk) for chunk in ("1", "2", "10")]
+    assert reports[0] == reports[1] == reports[2]
+    assert reports[0]["total"] == 4
+
+
+def test_unparsable_text_names_its_row_and_line(tmp_path, capsys):
+    (tmp_path / "t.csv").write_text("y\n0\n1\n1\n2\n")
+    (tmp_path / "p.csv").write_text("p\n0\n\n1\ncat\n2\n")
+    for chunk in ("1", "2", "3", "10"):
+        assert main(["report", "--quiet", "--y-true", str(tmp_path / "t.csv"), "--y-pred",
+                     str(tmp_path / "p.csv"), "--num-classes", "3", "--chunk-size", chunk]) == 2
+        err = capsys.readouterr().err
+        assert "p.csv: cannot parse row 2 (line 5) 'cat'" in err, (chunk, err)
