@@ -756,13 +756,27 @@ def _format_bytes(count: float) -> str:
     return ""
 
 
+def exact_score_dtype(input_dtype, scores_are: ScoresAre) -> np.dtype:
+    """The dtype exact ROC AUC / AP keep each probability in, for scores of
+    ``input_dtype`` declared as ``scores_are``.
+
+    The softmax of logits is formed and kept in float64: rounded to a 16- or
+    32-bit type, distinct probabilities would tie (or swap) and the "exact"
+    values would carry an error no bound reports. Probabilities given are
+    ranked as they are, in their own type (no rounding: exact, and no larger).
+    """
+    return np.dtype(np.float64) if scores_are == "logits" else np.dtype(input_dtype)
+
+
 class _ExactScores:
     """Every row's targets, probabilities and weights, kept where the backend
-    computes, for the exact ranking metrics at the end."""
+    computes, for the exact ranking metrics at the end. ``dtype`` is the kept
+    probabilities' (:func:`exact_score_dtype`)."""
 
     def __init__(self, xp, rows: int | None, num_classes: int, dtype, weighted: bool,
                  from_logits: bool):
         self.xp, self.from_logits, self.filled = xp, from_logits, 0
+        self.dtype = np.dtype(dtype)
         # Unknown rows (text files, Arrow streams): (targets, probabilities,
         # weights) per chunk, joined at the end.
         self.parts: list[tuple] | None = None if rows is not None else []
@@ -773,9 +787,10 @@ class _ExactScores:
 
     def add(self, y_true, scores, weight) -> None:
         xp = self.xp
-        probabilities = softmax_rows(scores, xp) if self.from_logits else scores
+        probabilities = (softmax_rows(scores.astype(self.dtype), xp) if self.from_logits
+                         else scores)
         if self.parts is not None:
-            self.parts.append((y_true.astype(np.int64), probabilities.astype(scores.dtype),
+            self.parts.append((y_true.astype(np.int64), probabilities.astype(self.dtype),
                                None if weight is None else weight.astype(np.float64)))
             return
         stop = self.filled + len(y_true)
@@ -1048,7 +1063,9 @@ def _stream(readers, backend: str, chunk_rows: int, label_state, score_state, lu
 
             xp = cupy
         score_reader = readers["scores"]
-        exact = _ExactScores(xp, score_reader.rows, num_classes, score_reader.dtype,
+        kept = exact_score_dtype(score_reader.dtype,
+                                 "logits" if from_logits else "probabilities")
+        exact = _ExactScores(xp, score_reader.rows, num_classes, kept,
                              "sample_weight" in readers, from_logits)
     device_lut = None
     prefetch = _Prefetch(readers, staging.buffer_sets)

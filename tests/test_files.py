@@ -609,3 +609,74 @@ def test_unparsable_text_names_its_row_and_line(tmp_path, capsys):
                      str(tmp_path / "p.csv"), "--num-classes", "3", "--chunk-size", chunk]) == 2
         err = capsys.readouterr().err
         assert "p.csv: cannot parse row 2 (line 5) 'cat'" in err, (chunk, err)
+
+
+# -- exact ROC AUC / AP of 16- and 32-bit logits: exact ------------------------------
+
+
+def _exact_reference(y_true, logits, k):
+    """scikit-learn's values on the float64 softmax of the logits as stored."""
+    probabilities = softmax(logits.astype(np.float64))
+    if k == 2:
+        return (sk.roc_auc_score(y_true, probabilities[:, 1]),
+                sk.average_precision_score(y_true, probabilities[:, 1]))
+    return (sk.roc_auc_score(y_true, probabilities, multi_class="ovr"),
+            np.mean([sk.average_precision_score(y_true == c, probabilities[:, c])
+                     for c in range(k)]))
+
+
+def _exact_report(tmp_path, capsys, y_true, logits, backend, *extra):
+    np.save(tmp_path / "t.npy", y_true)
+    np.save(tmp_path / "s.npy", logits)
+    report = run_json(capsys, "--y-true", str(tmp_path / "t.npy"), "--scores",
+                      str(tmp_path / "s.npy"), "--auc", "exact", "--backend", backend, *extra)
+    assert report["auc_method"] == "exact"
+    assert report["scores"]["roc_auc_error_bound"] == 0.0
+    return report["scores"]
+
+
+@pytest.mark.parametrize("backend", ["numpy", "emulated"])
+@pytest.mark.parametrize("dtype, n, scale", [("float16", 200, 3.0), ("float32", 20_000, 12.0)],
+                         ids=["float16", "float32-confident"])
+def test_exact_auc_of_narrow_logits_is_exact(tmp_path, capsys, backend, dtype, n, scale):
+    # The softmax was stored in the file's type: 200 float16 rows gave 0.809643
+    # for 0.809733, and confident float32 rows were off by 6e-6, with a bound of 0.
+    rng = np.random.default_rng(11)
+    k = 3
+    y_true = rng.integers(0, k, n)
+    logits = (scale * rng.normal(size=(n, k))).astype(dtype)
+    logits[np.arange(n), y_true] += scale / 2
+    scores = _exact_report(tmp_path, capsys, y_true, logits, backend)
+    auc, ap = _exact_reference(y_true, logits, k)
+    assert scores["roc_auc_macro"] == pytest.approx(auc, rel=1e-12)
+    assert scores["average_precision_macro"] == pytest.approx(ap, rel=1e-12)
+
+
+@settings(max_examples=25, deadline=None)
+@given(dtype=st.sampled_from(("float16", "float32", "float64")),
+       k=st.integers(2, 4), n=st.integers(4, 300), scale=st.sampled_from((0.5, 4.0, 20.0)),
+       seed=st.integers(0, 2**32 - 1), chunk=st.integers(1, 301))
+def test_exact_auc_equals_sklearn_on_the_float64_softmax(tmp_path_factory, dtype, k, n, scale,
+                                                         seed, chunk):
+    rng = np.random.default_rng(seed)
+    y_true = np.arange(n) % k  # every class present: every AUC defined
+    logits = (scale * rng.normal(size=(n, k))).astype(dtype)
+    directory = tmp_path_factory.mktemp("exact")
+    np.save(directory / "t.npy", y_true)
+    np.save(directory / "s.npy", logits)
+    report = report_files({"y_true": str(directory / "t.npy"),
+                           "scores": str(directory / "s.npy")},
+                          auc="exact", backend="numpy", chunk_rows=chunk)
+    auc, ap = _exact_reference(y_true, logits, k)
+    name = "roc_auc" if k == 2 else "roc_auc_macro"
+    assert report.scores[name] == pytest.approx(auc, rel=1e-12, abs=1e-15)
+    name = "average_precision" if k == 2 else "average_precision_macro"
+    assert report.scores[name] == pytest.approx(ap, rel=1e-12, abs=1e-15)
+
+
+def test_exact_score_dtype():
+    from metrics_gpu.files import exact_score_dtype
+
+    for dtype in (np.float16, np.float32, np.float64):
+        assert exact_score_dtype(np.dtype(dtype), "logits") == np.float64
+        assert exact_score_dtype(np.dtype(dtype), "probabilities") == dtype
