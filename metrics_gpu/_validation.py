@@ -609,10 +609,11 @@ class ScoreInputs:
     binary_column: bool = False  # the caller gave one column (the positive class)
 
 
-def _check_probability_range(values, name: str, backend, takes_logits: bool) -> None:
-    """Refuse a score outside [0, 1], naming the first: two reductions (no
-    temporaries) per chunk of rows (:func:`_row_chunks`), a mask only where
-    one fails."""
+def _first_outside_unit_range(values, backend) -> tuple[tuple[int, ...], float] | None:
+    """The index and value of the first score outside [0, 1], or None: two
+    reductions (no temporaries) per chunk of rows (:func:`_row_chunks`), a
+    mask only where one fails. NaN is not found here (the finiteness checks
+    name it)."""
     for start, rows in _row_chunks(values):
         if not (rows.size and bool((rows.min() < 0) | (rows.max() > 1))):
             continue
@@ -620,14 +621,79 @@ def _check_probability_range(values, name: str, backend, takes_logits: bool) -> 
         if i is None:
             continue
         in_chunk = np.unravel_index(i, rows.shape)
-        found = rows[in_chunk].item()
-        index = (start + int(in_chunk[0]), *(int(v) for v in in_chunk[1:]))
-        hint = "; for logits (raw scores), pass from_logits=True" if takes_logits else ""
-        raise ValueError(
-            f"{name} must hold probabilities in [0, 1]; found {found!r} at "
-            f"{'index' if values.ndim == 1 else 'row, column'} "
-            f"{index[0] if values.ndim == 1 else index}{hint}"
-        )
+        return (start + int(in_chunk[0]), *(int(v) for v in in_chunk[1:])), \
+            rows[in_chunk].item()
+    return None
+
+
+def _check_probability_range(values, name: str, backend, takes_logits: bool,
+                             logits_option: str = "from_logits=True") -> None:
+    """Refuse a score outside [0, 1], naming the first. ``takes_logits``: the
+    caller also reads logits, which ``logits_option`` (the caller's way to
+    say so) selects; the message suggests it."""
+    first = _first_outside_unit_range(values, backend)
+    if first is None:
+        return
+    index, found = first
+    hint = f"; for logits (raw scores), pass {logits_option}" if takes_logits else ""
+    raise ValueError(
+        f"{name} must hold probabilities in [0, 1]; found {found!r} at "
+        f"{'index' if values.ndim == 1 else 'row, column'} "
+        f"{index[0] if values.ndim == 1 else index}{hint}"
+    )
+
+
+def probability_sum_tolerance(dtype) -> float:
+    """How far from 1 a row of probabilities of ``dtype`` may sum: scikit-learn's
+    sqrt(eps) of the type (:func:`score_dtype_eps`)."""
+    return math.sqrt(score_dtype_eps(dtype))
+
+
+def first_non_probability_row(values, backend, tolerance: float | None = None
+                              ) -> tuple[int, str] | None:
+    """The first row of ``values`` that is not a row of probabilities, and what
+    is wrong with it; None when every row is. ``(N, K)`` rows must hold values
+    in [0, 1] summing to 1 within ``tolerance`` (default
+    :func:`probability_sum_tolerance` of their type); an ``(N,)`` column (the
+    positive class's probability) values in [0, 1]. Reductions per chunk of
+    rows; a mask only where one fails."""
+    first = _first_outside_unit_range(values, backend)
+    if first is not None:
+        index, found = first
+        where = "" if values.ndim == 1 else f" in column {index[1]}"
+        return index[0], f"{found!r}{where}, outside [0, 1]"
+    if values.ndim != 2:
+        return None
+    xp = backend.xp
+    if tolerance is None:
+        tolerance = probability_sum_tolerance(values.dtype)
+    for start, rows in _row_chunks(values, chunked=True):
+        sums = rows.sum(axis=1, dtype=np.float64)
+        i = _first_true(xp.abs(sums - 1) > tolerance, backend)
+        if i is not None:
+            return start + i, (f"probabilities summing to {sums[i].item()!r}, not 1 "
+                               f"(within {tolerance:.2g})")
+    return None
+
+
+def looks_like_probabilities(values, backend, tolerance: float | None = None) -> bool:
+    """Whether every row of scores (not empty) is a row of probabilities
+    (:func:`first_non_probability_row`): logits that look so were most likely
+    probabilities given without saying so. NaN rows are not probabilities."""
+    if not values.size:
+        return False
+    xp = backend.xp
+    if not bool(xp.isfinite(values.sum(dtype=np.float64))):
+        return False
+    return first_non_probability_row(values, backend, tolerance) is None
+
+
+def probabilities_read_as_logits(name: str, option: str) -> str:
+    """The warning for scores read as logits whose every row is a row of
+    probabilities, naming the ``option`` that declares them."""
+    return (f"{name}: every row is in [0, 1] and sums to 1, as probabilities do, but the "
+            f"scores are read as logits (the default); pass {option} if they are "
+            "probabilities, else the score metrics are wrong")
 
 
 def check_score_inputs(y_true, scores, *, name: str = "y_score", kind: str = "probabilities",

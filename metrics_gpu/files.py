@@ -38,6 +38,7 @@ import os
 import queue
 import re
 import threading
+import warnings
 import zipfile
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -47,6 +48,7 @@ import numpy as np
 
 from metrics_gpu._formulas import defined_averages, softmax_rows
 from metrics_gpu._types import ScoresAre
+from metrics_gpu._validation import probabilities_read_as_logits, probability_sum_tolerance
 
 ARROW_SUFFIXES = (".parquet", ".pq", ".arrow", ".feather", ".ipc")
 TEXT_SUFFIXES = (".csv", ".txt")
@@ -127,9 +129,35 @@ class ColumnReader:
     def close(self) -> None:
         pass
 
+    # Scores: how far a row of probabilities may sum from 1 (None: the
+    # tolerance of the values' type), and whether every row read so far looked
+    # like probabilities (logits that all do are warned of at the end).
+    sum_tolerance: float | None = None
+    probability_rows_only = True
+
+    def _check_declared_kind(self, values: np.ndarray) -> None:
+        """Scores as declared (``--scores-are``), checked block by block as they
+        are read (the reader thread: inside the pass, no device sync)."""
+        from metrics_gpu._backend import get_backend_implementation
+        from metrics_gpu._validation import first_non_probability_row, looks_like_probabilities
+
+        host = get_backend_implementation("numpy")
+        if not self.from_logits:
+            bad = first_non_probability_row(values, host, self.sum_tolerance)
+            if bad is not None:
+                row, problem = bad
+                raise self.problem(f"{self.row_name(self.position + row)} holds {problem}: "
+                                   "not probabilities, as --scores-are probabilities declares "
+                                   "(pass --scores-are logits for raw scores)")
+        elif self.probability_rows_only:
+            self.probability_rows_only = looks_like_probabilities(values, host,
+                                                                  self.sum_tolerance)
+
     # Shared checks of the values read, by role.
     def _checked(self, values: np.ndarray) -> np.ndarray:
         """Values of a block as this column's dtype and shape, with the checks of its role."""
+        if self.role == "scores":
+            self._check_declared_kind(values)
         if self.role == "labels":
             if values.dtype.kind == "f":
                 finite = np.isfinite(values)
@@ -285,6 +313,8 @@ class NpyReader(ColumnReader):
             return 0
         if self._direct:  # straight from the file into the caller's (pinned) buffer
             got = _readinto(self.stream, out[:rows])
+            if self.role == "scores" and got == rows * self._row_bytes:
+                self._check_declared_kind(out[:rows])
         else:
             raw = np.empty((rows, self._row_bytes // self.file_dtype.itemsize), self.file_dtype)
             got = _readinto(self.stream, raw)
@@ -341,6 +371,10 @@ class TextReader(ColumnReader):
         self.rows = None
         self._set_layout(np.dtype(np.int64 if role == "labels" else np.float64), tail)
         self._parse_dtype = np.float64
+        # Decimal text holds what its writer kept, not float64's digits: rows
+        # of float16 probabilities written out sum as far from 1 as float16's
+        # tolerance allows, the loosest of the score types.
+        self.sum_tolerance = probability_sum_tolerance(np.float16)
 
     def read(self, out: np.ndarray) -> int:
         # Blank lines are skipped, and every chunk but the last still gets
@@ -1018,6 +1052,10 @@ def evaluate_files(sources: dict[str, str | None], *, num_classes: int | None = 
                             None if progress is None else progress("reading", rows))
         for name, state in (("y_pred", label_state), ("scores", score_state)):
             _raise_first_invalid(state, readers, name, chunk_rows)
+        if score_reader is not None and from_logits and score_reader.probability_rows_only:
+            warnings.warn(probabilities_read_as_logits(f"--scores {score_reader.path}",
+                                                       "--scores-are probabilities"),
+                          UserWarning, stacklevel=2)
         exact_values = None
         if exact is not None:
             with use_backend(backend):

@@ -9,6 +9,7 @@ import re
 import subprocess
 import sys
 import textwrap
+import warnings
 import zipfile
 
 import numpy as np
@@ -680,3 +681,115 @@ def test_exact_score_dtype():
     for dtype in (np.float16, np.float32, np.float64):
         assert exact_score_dtype(np.dtype(dtype), "logits") == np.float64
         assert exact_score_dtype(np.dtype(dtype), "probabilities") == dtype
+
+
+# -- the declared kind of the scores (--scores-are) ------------------------------------
+
+
+def _probability_case(rng, n, k, dtype="float64"):
+    y_true = np.arange(n) % k
+    logits = 2 * rng.normal(size=(n, k))
+    logits[np.arange(n), y_true] += 1
+    return y_true, softmax(logits).astype(dtype)
+
+
+def _main_err(capsys, *argv):
+    status = main(["report", "--quiet", "--format", "json", *argv])
+    captured = capsys.readouterr()
+    return status, captured.out, captured.err
+
+
+@pytest.mark.parametrize("backend", ["numpy", "emulated"])
+def test_probabilities_read_as_logits_warn_and_declared_ones_are_right(tmp_path, capsys,
+                                                                       backend):
+    rng = np.random.default_rng(5)
+    y_true, probabilities = _probability_case(rng, 300, 3)
+    np.save(tmp_path / "t.npy", y_true)
+    np.save(tmp_path / "p.npy", probabilities)
+    argv = ["--y-true", str(tmp_path / "t.npy"), "--scores", str(tmp_path / "p.npy"),
+            "--backend", backend, "--chunk-size", "64"]
+    status, out, err = _main_err(capsys, *argv)
+    assert status == 0, err
+    assert err.count("\n") == 1, err
+    assert re.match(r"metrics-gpu: warning: --scores .*p\.npy: every row is in \[0, 1\] and "
+                    r"sums to 1.*read as logits \(the default\); pass --scores-are "
+                    r"probabilities", err), err
+    status, out, err = _main_err(capsys, *argv, "--scores-are", "probabilities")
+    assert status == 0 and err == "", err
+    scores = json.loads(out)["scores"]
+    assert scores["cross_entropy"] == pytest.approx(sk.log_loss(y_true, probabilities),
+                                                    rel=1e-9)
+    assert scores["brier_score"] == pytest.approx(
+        sk.brier_score_loss(y_true, probabilities), rel=1e-9)
+
+
+@pytest.mark.parametrize("backend", ["numpy", "emulated"])
+def test_logits_declared_as_probabilities_are_refused(tmp_path, capsys, backend):
+    rng = np.random.default_rng(6)
+    y_true = np.arange(200) % 3
+    np.save(tmp_path / "t.npy", y_true)
+    np.save(tmp_path / "z.npy", rng.normal(size=(200, 3)).astype(np.float32))
+    status, out, err = _main_err(capsys, "--y-true", str(tmp_path / "t.npy"), "--scores",
+                                 str(tmp_path / "z.npy"), "--scores-are", "probabilities",
+                                 "--backend", backend)
+    assert status == 2 and out == ""
+    assert re.match(r"metrics-gpu: error: --scores .*z\.npy: row \d+ holds .*outside \[0, 1\]: "
+                    r"not probabilities, as --scores-are probabilities declares", err), err
+
+
+def test_help_says_the_default_kind(capsys):
+    with pytest.raises(SystemExit):
+        main(["report", "--help"])
+    assert "default logits" in " ".join(capsys.readouterr().out.split())
+
+
+def _write_scores(directory, fmt: str, values: np.ndarray) -> str:
+    if fmt == "npy":
+        np.save(directory / "s.npy", values)
+        return str(directory / "s.npy")
+    if fmt == "csv":
+        header = ",".join(f"s{c}" for c in range(values.shape[1]))
+        np.savetxt(directory / "s.csv", values, delimiter=",", header=header, comments="",
+                   fmt="%.9g")
+        return str(directory / "s.csv")
+    table = pa.table({"scores": pa.FixedSizeListArray.from_arrays(
+        pa.array(values.ravel()), values.shape[1])})
+    pa.parquet.write_table(table, directory / "s.parquet", row_group_size=7)
+    return str(directory / "s.parquet:scores")
+
+
+@settings(max_examples=30, deadline=None)
+@given(fmt=st.sampled_from(("npy", "csv", "parquet")),
+       dtype=st.sampled_from(("float16", "float32", "float64")),
+       k=st.integers(2, 4), n=st.integers(4, 40), seed=st.integers(0, 2**32 - 1),
+       flaw=st.sampled_from(("none", "negative", "above_one", "sum")), data=st.data())
+def test_declared_kind_checked_in_every_chunk(tmp_path_factory, fmt, dtype, k, n, seed, flaw,
+                                              data):
+    """Rows declared as probabilities that are not are refused, naming the same row
+    at every chunk size; rows of probabilities read as logits warn, and only they."""
+    rng = np.random.default_rng(seed)
+    y_true, probabilities = _probability_case(rng, n, k, dtype)
+    bad_row = data.draw(st.integers(0, n - 1))
+    if flaw == "negative":
+        probabilities[bad_row, 0] = -0.25
+    elif flaw == "above_one":
+        probabilities[bad_row, k - 1] = 1.5
+    elif flaw == "sum":  # in [0, 1], but the row sums to 1.25
+        probabilities[bad_row] = 0.25 + (1 / k) * (probabilities[bad_row] > -1)
+    directory = tmp_path_factory.mktemp("kind")
+    np.save(directory / "t.npy", y_true)
+    sources = {"y_true": str(directory / "t.npy"),
+               "scores": _write_scores(directory, fmt, probabilities)}
+    for chunk in sorted({1, 3, n - 1, n, n + 1} - {0}):
+        options = dict(backend="numpy", chunk_rows=chunk, auc="binned")
+        if flaw == "none":
+            report_files(sources, scores_are="probabilities", **options)  # no error
+            with pytest.warns(UserWarning, match="--scores-are probabilities"):
+                report_files(sources, **options)
+            continue
+        with pytest.raises(FileProblem, match=rf": row {bad_row}( \(line {bad_row + 2}\))? "
+                                              r"holds .*not probabilities"):
+            report_files(sources, scores_are="probabilities", **options)
+        with warnings.catch_warnings():
+            warnings.simplefilter("error", UserWarning)  # logits: no warning
+            report_files(sources, **options)
