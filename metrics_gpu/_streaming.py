@@ -33,7 +33,12 @@ from typing import TYPE_CHECKING, Any, get_args
 import numpy as np
 
 from metrics_gpu import _formulas as F
-from metrics_gpu._backend import caller_stream, get_backend_implementation, resolve_backend
+from metrics_gpu._backend import (
+    caller_stream,
+    get_backend_implementation,
+    is_device_array,
+    resolve_backend,
+)
 from metrics_gpu._docs import shared_parameters
 from metrics_gpu._kernels import STREAM_NO_ERROR, STREAM_ORDINAL_SHIFT
 from metrics_gpu._stages import (
@@ -44,6 +49,7 @@ from metrics_gpu._stages import (
 )
 from metrics_gpu._validation import (
     MAX_BINS,
+    StreamBatch,
     check_bool,
     check_confusion_matrix_option,
     check_ignore_index,
@@ -51,6 +57,8 @@ from metrics_gpu._validation import (
     check_num_classes,
     check_stream_batch,
     check_top_k,
+    looks_like_probabilities,
+    probabilities_read_as_logits,
 )
 from metrics_gpu._types import (
     ArrayLike,
@@ -120,7 +128,12 @@ class ClassificationMetrics:
         weights go through float64 atomics, so with ``deterministic=True``
         they are refused on the kernel backends (pass integer weights).
     scores : {"logits", "probabilities"}, default "logits"
-        What ``(N, K)`` predictions are.
+        What ``(N, K)`` predictions are: logits (raw scores, the default) or
+        probabilities (in [0, 1], each row summing to 1 within sqrt(eps) of
+        its type; with ``validate="eager"`` a batch that is not is refused).
+        Read as logits, a first batch whose every row looks like
+        probabilities warns (checked where it costs no device sync: on the
+        host, or with ``validate="eager"``).
 
     See Also
     --------
@@ -277,8 +290,11 @@ class ClassificationMetrics:
         batch = check_stream_batch(
             y_true, preds, sample_weight, num_classes=self.num_classes, backend=backend,
             ignore_index=spec["ignore_index"], eager=self.validate == "eager",
-            contiguous=getattr(backend, "contiguous", None))
+            contiguous=getattr(backend, "contiguous", None),
+            probabilities=not spec["from_logits"])
         kind = "scores" if batch.scores else "labels"
+        if self._state is None and batch.scores and spec["from_logits"]:
+            self._warn_if_probabilities(backend, batch)
         float_weights = batch.sample_weight is not None and batch.sample_weight.dtype.kind == "f"
         if float_weights and self.deterministic and backend.name != "numpy":
             raise ValueError(
@@ -297,6 +313,16 @@ class ClassificationMetrics:
             state.promote_to_float()
         state.update(batch, self._updates)
         self._updates += 1
+
+    def _warn_if_probabilities(self, backend: Backend, batch: StreamBatch) -> None:
+        """Warn when the first batch of scores read as logits is made of rows of
+        probabilities. Read only where that costs no device sync: a batch on
+        the host, or ``validate="eager"`` (which syncs to check values anyway)."""
+        if is_device_array(batch.preds) and self.validate != "eager":
+            return
+        if looks_like_probabilities(batch.rows(backend.xp), backend):
+            F.warn(probabilities_read_as_logits("preds", "scores='probabilities'"),
+                   UserWarning)
 
     # -- compute ----------------------------------------------------------------
 

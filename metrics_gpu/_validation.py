@@ -658,22 +658,25 @@ def first_non_probability_row(values, backend, tolerance: float | None = None
     positive class's probability) values in [0, 1]. Reductions per chunk of
     rows; a mask only where one fails."""
     first = _first_outside_unit_range(values, backend)
+    outside = None
     if first is not None:
         index, found = first
         where = "" if values.ndim == 1 else f" in column {index[1]}"
-        return index[0], f"{found!r}{where}, outside [0, 1]"
+        outside = index[0], f"{found!r}{where}, outside [0, 1]"
     if values.ndim != 2:
-        return None
+        return outside
     xp = backend.xp
     if tolerance is None:
         tolerance = probability_sum_tolerance(values.dtype)
-    for start, rows in _row_chunks(values, chunked=True):
+    # Only the rows before the first value out of range can come first.
+    for start, rows in _row_chunks(values if outside is None else values[:outside[0]],
+                                   chunked=True):
         sums = rows.sum(axis=1, dtype=np.float64)
         i = _first_true(xp.abs(sums - 1) > tolerance, backend)
         if i is not None:
             return start + i, (f"probabilities summing to {sums[i].item()!r}, not 1 "
                                f"(within {tolerance:.2g})")
-    return None
+    return outside
 
 
 def looks_like_probabilities(values, backend, tolerance: float | None = None) -> bool:
@@ -1282,7 +1285,10 @@ class StreamBatch:
             values = xp.moveaxis(values, 1, -1)
         values = values.reshape(-1, values.shape[-1])
         if self.score_dtype == "bfloat16":
-            values = values.astype(np.float32)
+            # On a kernel backend the scores are bfloat16 bit patterns (uint16):
+            # widened as patterns, not converted as integers.
+            values = (Bfloat16Bits(values).widened() if values.dtype == np.uint16
+                      else values.astype(np.float32))
         return values
 
 
@@ -1301,9 +1307,10 @@ def _collapsed_positions(shape, strides):
 
 def check_stream_batch(y_true, preds, sample_weight, *, num_classes: int, backend,
                        ignore_index=None, eager: bool = False, contiguous=None,
-                       pred_name: str = "preds") -> StreamBatch:
+                       pred_name: str = "preds", probabilities: bool = False) -> StreamBatch:
     """Shapes and types of one streaming update (free: nothing is read); with
-    ``eager`` also the values (ranges, finiteness, weights: a few syncs on a
+    ``eager`` also the values (ranges, finiteness, weights, and with
+    ``probabilities`` that score rows are probabilities: a few syncs on a
     GPU), raising ``ValueError`` before anything is added.
 
     ``contiguous(array)`` makes a contiguous copy (the caller counts it as an
@@ -1417,6 +1424,15 @@ def check_stream_batch(y_true, preds, sample_weight, *, num_classes: int, backen
                 found = values.reshape(-1)[i].item()
                 raise ValueError(f"{pred_name} must hold finite scores; found {found!r} at "
                                  f"{_position(i, values.shape)}")
+            if probabilities:
+                rows = StreamBatch(true, pred, None, n, **layout).rows(backend.xp)
+                bad = first_non_probability_row(rows, backend)
+                if bad is not None:
+                    row, problem = bad
+                    raise ValueError(
+                        f"{pred_name} row {row} (of {n} score rows) holds {problem}: not "
+                        "probabilities, as scores='probabilities' declares (for logits, "
+                        "build the state with scores='logits')")
         else:
             _label_range(pred, pred_name, backend, num_classes, None)
         if weight is not None:
