@@ -130,10 +130,12 @@ class ClassificationMetrics:
     scores : {"logits", "probabilities"}, default "logits"
         What ``(N, K)`` predictions are: logits (raw scores, the default) or
         probabilities (in [0, 1], each row summing to 1 within sqrt(eps) of
-        its type; with ``validate="eager"`` a batch that is not is refused).
-        Read as logits, a first batch whose every row looks like
-        probabilities warns (checked where it costs no device sync: on the
-        host, or with ``validate="eager"``).
+        its type). A row declared as probabilities that is not is a bad
+        sample, as a row with a NaN is: refused by "eager", named by
+        ``compute()`` under "deferred" (checked inside the update pass),
+        left out and counted with False. Read as logits, a first batch whose
+        every row looks like probabilities warns (checked where it costs no
+        device sync: on the host, or with ``validate="eager"``).
 
     See Also
     --------
@@ -154,6 +156,10 @@ class ClassificationMetrics:
     (0.6667, 0.6667)
     >>> metrics.reset()
     """
+
+    # Whether a first batch of logits that looks like probabilities warns (a
+    # caller that checks every row itself, as the files' readers, turns it off).
+    _warns_of_probabilities = True
 
     def __init__(self, num_classes: int, *, top_k: int | Sequence[int] = (1, 5),
                  n_bins: int = 15, thresholds: int | None = None,
@@ -293,7 +299,8 @@ class ClassificationMetrics:
             contiguous=getattr(backend, "contiguous", None),
             probabilities=not spec["from_logits"])
         kind = "scores" if batch.scores else "labels"
-        if self._state is None and batch.scores and spec["from_logits"]:
+        if (self._state is None and batch.scores and spec["from_logits"]
+                and self._warns_of_probabilities):
             self._warn_if_probabilities(backend, batch)
         float_weights = batch.sample_weight is not None and batch.sample_weight.dtype.kind == "f"
         if float_weights and self.deterministic and backend.name != "numpy":
@@ -342,7 +349,11 @@ class ClassificationMetrics:
         problems = {
             "y_true": f"a target outside 0..{k - 1} (num_classes={k})",
             "preds": (f"a prediction outside 0..{k - 1}" if state.kind == "labels"
-                      else "a row of scores with a NaN or an infinity"),
+                      else "a row of scores with a NaN or an infinity"
+                      + ("" if self._spec["from_logits"] else
+                         ", or that is not probabilities (a value outside [0, 1], or a sum "
+                         "off 1 by more than sqrt(eps) of its type), as scores="
+                         "'probabilities' declares")),
             "sample_weight": "a negative or non-finite weight",
         }
         found = [(int(key), name) for name, key in zip(CHECKED, checks[1:])

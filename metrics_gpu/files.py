@@ -371,10 +371,14 @@ class TextReader(ColumnReader):
         self.rows = None
         self._set_layout(np.dtype(np.int64 if role == "labels" else np.float64), tail)
         self._parse_dtype = np.float64
-        # Decimal text holds what its writer kept, not float64's digits: rows
-        # of float16 probabilities written out sum as far from 1 as float16's
-        # tolerance allows, the loosest of the score types.
-        self.sum_tolerance = probability_sum_tolerance(np.float16)
+        # Decimal text holds the digits its writer kept (often 6 or 9), not
+        # float64's: rows are checked for probabilities as float32 (a sum
+        # within sqrt(eps) of float32 of 1), and probabilities are held as
+        # float32 (the state checks them again, at their type's tolerance), so
+        # that rows written with 6 decimals are still rows of probabilities.
+        self.sum_tolerance = probability_sum_tolerance(np.float32)
+        if role == "scores" and not from_logits:
+            self.dtype = np.dtype(np.float32)
 
     def read(self, out: np.ndarray) -> int:
         # Blank lines are skipped, and every chunk but the last still gets
@@ -1046,6 +1050,10 @@ def evaluate_files(sources: dict[str, str | None], *, num_classes: int | None = 
         if class_codes is not None:
             lut = np.full(int(class_codes.max()) + 1, -1, np.int64)
             lut[class_codes] = np.arange(class_codes.size)
+        if score_state is not None:
+            # The readers check every row of the file (_check_declared_kind),
+            # not the first batch only: one warning, theirs.
+            score_state._warns_of_probabilities = False
         with use_backend(backend):
             exact = _stream(readers, backend, chunk_rows, label_state, score_state, lut,
                             ignore_index, auc_mode, from_logits, num_classes,

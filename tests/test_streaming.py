@@ -583,3 +583,68 @@ def test_declared_kind_property(dtype, k, n, seed, flaws):
         warnings.simplefilter("always", UserWarning)
         mg.ClassificationMetrics(k).update(y, rows)
     assert len(caught) == (first is None), [str(w.message) for w in caught]
+
+
+def test_deferred_probabilities_checked_in_the_pass(backend, rng):
+    """validate="deferred": rows that are not probabilities are left out inside the
+    update (no sync) and named at compute(); validate=False counts them."""
+    y = np.array([0, 1, 2, 1, 0])
+    good = _softmax(rng.normal(size=(5, 3)))
+    bad = good.copy()
+    bad[3] = [0.5, 0.6, 0.1]   # sums to 1.2
+    bad[4] = [1.5, -0.2, -0.3]  # sums to 1, outside [0, 1]
+    metrics = mg.ClassificationMetrics(3, scores="probabilities")
+    metrics.update(backend.asarray(y), backend.asarray(good))
+    metrics.update(backend.asarray(y), backend.asarray(bad))
+    with pytest.raises(ValueError, match=r"preds of update call 1 .* not probabilities .*"
+                                         r"at sample 3; 2 sample\(s\) were left out"):
+        metrics.compute()
+    lax = mg.ClassificationMetrics(3, scores="probabilities", validate=False)
+    lax.update(backend.asarray(y), backend.asarray(bad))
+    report = lax.compute()
+    assert int(host_array(report.invalid)) == 2 and _value(report.total) == 3
+    assert _value(report["cross_entropy"]) == pytest.approx(
+        float(mg.log_loss(y[:3], bad[:3], labels=[0, 1, 2])), rel=1e-12)
+    logits = mg.ClassificationMetrics(3, validate=False)  # logits: any finite value
+    logits.update(backend.asarray(y), backend.asarray(bad))
+    assert int(host_array(logits.compute().invalid)) == 0
+
+
+@pytest.mark.parametrize("backend_name", ["numpy", "emulated"])
+def test_deferred_probabilities_property(backend_name):
+    """Deferred states of probabilities leave out exactly the rows that are not
+    probabilities (the brute-force reference), on every row layout of the
+    kernel (a lane, lanes or a warp per row: K = 2 .. 300), and name the first."""
+
+    @settings(max_examples=25 if backend_name == "numpy" else 12, deadline=None)
+    @given(dtype=st.sampled_from(("float16", "float32", "float64")),
+           k=st.sampled_from((2, 5, 20, 300)), n=st.integers(1, 12),
+           seed=st.integers(0, 2**32 - 1),
+           flaws=st.lists(st.tuples(st.integers(0, 11), st.sampled_from(
+               ("negative", "above_one", "scaled"))), max_size=3))
+    def check(dtype, k, n, seed, flaws):
+        rng = np.random.default_rng(seed)
+        rows = _softmax(3 * rng.normal(size=(n, k))).astype(dtype)
+        for row, flaw in flaws:
+            row %= n
+            if flaw == "negative":
+                rows[row, 0] = -0.5
+            elif flaw == "above_one":
+                rows[row, -1] = 1.25
+            else:
+                rows[row] = rows[row] * 0.5
+        tolerance = float(np.sqrt(np.finfo(dtype).eps))
+        bad = [i for i in range(n) if _first_non_probability(rows[i:i + 1], tolerance) == 0]
+        y = rng.integers(0, k, n)
+        with mg.use_backend(backend_name):
+            lax = mg.ClassificationMetrics(k, scores="probabilities", validate=False)
+            lax.update(y, rows)
+            assert int(host_array(lax.compute().invalid)) == len(bad)
+            deferred = mg.ClassificationMetrics(k, scores="probabilities")
+            deferred.update(y, rows)
+            first = deferred.first_invalid()
+        assert (first is None) == (not bad)
+        if bad:
+            assert first[:3] == ("preds", 0, bad[0])
+
+    check()

@@ -519,8 +519,10 @@ def stream_update(state: dict, batch, *, num_classes: int, ignore_index, ordinal
 
     A counted sample (its target is not ``ignore_index``) is left out, and
     counted in ``checks[0]``, when its target or prediction is outside
-    ``[0, K)``, a score of its row is not finite, or its weight is negative or
-    not finite; the first of each kind is kept in ``checks[1..3]``.
+    ``[0, K)``, a score of its row is not finite (or, read as probabilities,
+    outside [0, 1], or the row sums farther from 1 than sqrt(clip_eps)), or
+    its weight is negative or not finite; the first of each kind is kept in
+    ``checks[1..3]``.
     """
     k = num_classes
     t = batch.y_true.astype(np.int64, copy=False)
@@ -540,6 +542,11 @@ def stream_update(state: dict, batch, *, num_classes: int, ignore_index, ordinal
         pred_ok = np.ones(t.shape, bool)
         scanned = counted & target_ok
         pred_ok[scanned] = np.isfinite(rows[scanned]).all(axis=1)
+        if not from_logits:
+            chosen = widen_scores(rows[scanned]).astype(np.float64)
+            with np.errstate(invalid="ignore"):
+                pred_ok[scanned] &= ((chosen >= 0).all(axis=1) & (chosen <= 1).all(axis=1)
+                                     & (np.abs(chosen.sum(axis=1) - 1) <= np.sqrt(clip_eps)))
         p = np.zeros(t.shape, np.int64)
         p[scanned] = row_argmax(rows[scanned])
     else:
