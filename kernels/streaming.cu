@@ -178,10 +178,19 @@ __device__ __forceinline__ void write_moments(const uint64* exact, const double*
 
 // Whether a row of a state of probabilities is one: every value in [0, 1]
 // (`best`, the row's max, tested by the caller's scan) and the sum within
-// `tolerance` of 1 (sqrt of the type's eps, as the host's check). The lanes
+// `tolerance` of 1 (probability_tolerance). The lanes
 // of the row's group read their columns again (just read by the scan: cached)
 // and merge with width-`group` shuffles; the whole warp calls it. Out of
 // line: only states of probabilities pay its registers.
+// How far from 1 a row of probabilities may sum: sqrt of the type's eps (the
+// clip eps of the launch), at least float32's: float64 probabilities are
+// often a float32 softmax widened. The host's copy:
+// metrics_gpu/_validation.py probability_sum_tolerance.
+__device__ __forceinline__ double probability_tolerance(double clip_eps) {
+  const double least = 1.1920928955078125e-07;  // FLT_EPSILON
+  return sqrt(clip_eps > least ? clip_eps : least);
+}
+
 template <typename PredT, typename F>
 __device__ __noinline__ bool probability_row(const PredT* row_scores, bool scan, F best, int64 K,
                                              int64 column_stride, int group, double tolerance) {
@@ -291,7 +300,8 @@ streaming_update(const TrueT* y_true, const PredT* preds, const W* weight, int64
       p = r.best_index;
       pred_ok = !r.nonfinite;
       if (!from_logits) {  // uniform: the whole warp takes it
-        const double tolerance = sqrt(__longlong_as_double(config[kCfgClipEpsBits]));
+        const double tolerance =
+            probability_tolerance(__longlong_as_double(config[kCfgClipEpsBits]));
         const bool probabilities = probability_row(row_scores, scan && pred_ok, r.best, K,
                                                    column_stride, group, tolerance);
         pred_ok = pred_ok && (!scan || probabilities);

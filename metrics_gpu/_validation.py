@@ -643,20 +643,27 @@ def _check_probability_range(values, name: str, backend, takes_logits: bool,
     )
 
 
+# The least eps a row sum is held to: float32's. float64 probabilities are
+# most often a float32 softmax widened (or decimal text), whose rows sum to 1
+# only within float32's rounding; the check is there for logits and
+# unnormalized scores, which miss 1 by far more.
+PROBABILITY_SUM_MIN_EPS = float(np.finfo(np.float32).eps)
+
+
 def probability_sum_tolerance(dtype) -> float:
-    """How far from 1 a row of probabilities of ``dtype`` may sum: scikit-learn's
-    sqrt(eps) of the type (:func:`score_dtype_eps`)."""
-    return math.sqrt(score_dtype_eps(dtype))
+    """How far from 1 a row of probabilities of ``dtype`` may sum: sqrt(eps) of
+    the type (:func:`score_dtype_eps`, scikit-learn's tolerance), at least
+    float32's (:data:`PROBABILITY_SUM_MIN_EPS`). kernels/streaming.cu holds
+    rows to the same."""
+    return math.sqrt(max(score_dtype_eps(dtype), PROBABILITY_SUM_MIN_EPS))
 
 
-def first_non_probability_row(values, backend, tolerance: float | None = None
-                              ) -> tuple[int, str] | None:
+def first_non_probability_row(values, backend) -> tuple[int, str] | None:
     """The first row of ``values`` that is not a row of probabilities, and what
     is wrong with it; None when every row is. ``(N, K)`` rows must hold values
-    in [0, 1] summing to 1 within ``tolerance`` (default
-    :func:`probability_sum_tolerance` of their type); an ``(N,)`` column (the
-    positive class's probability) values in [0, 1]. Reductions per chunk of
-    rows; a mask only where one fails."""
+    in [0, 1] summing to 1 within :func:`probability_sum_tolerance` of their
+    type; an ``(N,)`` column (the positive class's probability) values in
+    [0, 1]. Reductions per chunk of rows; a mask only where one fails."""
     first = _first_outside_unit_range(values, backend)
     outside = None
     if first is not None:
@@ -666,8 +673,7 @@ def first_non_probability_row(values, backend, tolerance: float | None = None
     if values.ndim != 2:
         return outside
     xp = backend.xp
-    if tolerance is None:
-        tolerance = probability_sum_tolerance(values.dtype)
+    tolerance = probability_sum_tolerance(values.dtype)
     # Only the rows before the first value out of range can come first.
     for start, rows in _row_chunks(values if outside is None else values[:outside[0]],
                                    chunked=True):
@@ -679,7 +685,7 @@ def first_non_probability_row(values, backend, tolerance: float | None = None
     return outside
 
 
-def looks_like_probabilities(values, backend, tolerance: float | None = None) -> bool:
+def looks_like_probabilities(values, backend) -> bool:
     """Whether every row of scores (not empty) is a row of probabilities
     (:func:`first_non_probability_row`): logits that look so were most likely
     probabilities given without saying so. NaN rows are not probabilities."""
@@ -688,7 +694,7 @@ def looks_like_probabilities(values, backend, tolerance: float | None = None) ->
     xp = backend.xp
     if not bool(xp.isfinite(values.sum(dtype=np.float64))):
         return False
-    return first_non_probability_row(values, backend, tolerance) is None
+    return first_non_probability_row(values, backend) is None
 
 
 def probabilities_read_as_logits(name: str, option: str) -> str:

@@ -48,7 +48,7 @@ import numpy as np
 
 from metrics_gpu._formulas import defined_averages, softmax_rows
 from metrics_gpu._types import ScoresAre
-from metrics_gpu._validation import probabilities_read_as_logits, probability_sum_tolerance
+from metrics_gpu._validation import probabilities_read_as_logits
 
 ARROW_SUFFIXES = (".parquet", ".pq", ".arrow", ".feather", ".ipc")
 TEXT_SUFFIXES = (".csv", ".txt")
@@ -129,10 +129,8 @@ class ColumnReader:
     def close(self) -> None:
         pass
 
-    # Scores: how far a row of probabilities may sum from 1 (None: the
-    # tolerance of the values' type), and whether every row read so far looked
-    # like probabilities (logits that all do are warned of at the end).
-    sum_tolerance: float | None = None
+    # Scores: whether every row read so far looked like probabilities (logits
+    # that all do are warned of at the end).
     probability_rows_only = True
 
     def _check_declared_kind(self, values: np.ndarray) -> None:
@@ -143,15 +141,14 @@ class ColumnReader:
 
         host = get_backend_implementation("numpy")
         if not self.from_logits:
-            bad = first_non_probability_row(values, host, self.sum_tolerance)
+            bad = first_non_probability_row(values, host)
             if bad is not None:
                 row, problem = bad
                 raise self.problem(f"{self.row_name(self.position + row)} holds {problem}: "
                                    "not probabilities, as --scores-are probabilities declares "
                                    "(pass --scores-are logits for raw scores)")
         elif self.probability_rows_only:
-            self.probability_rows_only = looks_like_probabilities(values, host,
-                                                                  self.sum_tolerance)
+            self.probability_rows_only = looks_like_probabilities(values, host)
 
     # Shared checks of the values read, by role.
     def _checked(self, values: np.ndarray) -> np.ndarray:
@@ -371,14 +368,6 @@ class TextReader(ColumnReader):
         self.rows = None
         self._set_layout(np.dtype(np.int64 if role == "labels" else np.float64), tail)
         self._parse_dtype = np.float64
-        # Decimal text holds the digits its writer kept (often 6 or 9), not
-        # float64's: rows are checked for probabilities as float32 (a sum
-        # within sqrt(eps) of float32 of 1), and probabilities are held as
-        # float32 (the state checks them again, at their type's tolerance), so
-        # that rows written with 6 decimals are still rows of probabilities.
-        self.sum_tolerance = probability_sum_tolerance(np.float32)
-        if role == "scores" and not from_logits:
-            self.dtype = np.dtype(np.float32)
 
     def read(self, out: np.ndarray) -> int:
         # Blank lines are skipped, and every chunk but the last still gets

@@ -768,8 +768,8 @@ def test_declared_kind_checked_in_every_chunk(tmp_path_factory, fmt, dtype, k, n
     """Rows declared as probabilities that are not are refused, naming the same row
     at every chunk size; rows of probabilities read as logits warn, and only they."""
     rng = np.random.default_rng(seed)
-    # Text holds decimals, no type: its probabilities are checked as float32
-    # (float16 ones written out may sum farther from 1).
+    # Text holds decimals, no type: its probabilities are checked as float64,
+    # to float32's tolerance (float16 ones written out may sum farther from 1).
     y_true, probabilities = _probability_case(
         rng, n, k, "float32" if fmt == "csv" and dtype == "float16" else dtype)
     bad_row = data.draw(st.integers(0, n - 1))

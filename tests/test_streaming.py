@@ -570,7 +570,7 @@ def test_declared_kind_property(dtype, k, n, seed, flaws):
             rows[row] = rows[row] * 0.5
         else:  # within the tolerance of the type: still probabilities
             rows[row, 0] = min(1.0, rows[row, 0] + 0.2 * float(np.finfo(dtype).eps))
-    tolerance = float(np.sqrt(np.finfo(dtype).eps))
+    tolerance = float(np.sqrt(max(np.finfo(dtype).eps, np.finfo(np.float32).eps)))
     first = _first_non_probability(rows, tolerance)
     y = rng.integers(0, k, n)
     eager = mg.ClassificationMetrics(k, scores="probabilities", validate="eager")
@@ -633,7 +633,7 @@ def test_deferred_probabilities_property(backend_name):
                 rows[row, -1] = 1.25
             else:
                 rows[row] = rows[row] * 0.5
-        tolerance = float(np.sqrt(np.finfo(dtype).eps))
+        tolerance = float(np.sqrt(max(np.finfo(dtype).eps, np.finfo(np.float32).eps)))
         bad = [i for i in range(n) if _first_non_probability(rows[i:i + 1], tolerance) == 0]
         y = rng.integers(0, k, n)
         with mg.use_backend(backend_name):
@@ -648,3 +648,17 @@ def test_deferred_probabilities_property(backend_name):
             assert first[:3] == ("preds", 0, bad[0])
 
     check()
+
+
+@pytest.mark.parametrize("validate", ["deferred", "eager"])
+def test_widened_float32_probabilities_are_probabilities(backend, rng, validate):
+    """A float32 softmax widened to float64 sums to 1 within float32's rounding
+    only: still rows of probabilities (the least tolerance is float32's)."""
+    y = np.arange(64) % 7
+    rows = _softmax(rng.normal(size=(64, 7)).astype(np.float32) * 4).astype(np.float32)
+    widened = rows.astype(np.float64)
+    assert np.abs(widened.sum(axis=1) - 1).max() > np.sqrt(np.finfo(np.float64).eps)
+    metrics = mg.ClassificationMetrics(7, scores="probabilities", validate=validate)
+    metrics.update(backend.asarray(y), backend.asarray(widened))
+    report = metrics.compute()
+    assert int(host_array(report.invalid)) == 0 and _value(report.total) == 64
