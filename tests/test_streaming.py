@@ -662,3 +662,14 @@ def test_widened_float32_probabilities_are_probabilities(backend, rng, validate)
     metrics.update(backend.asarray(y), backend.asarray(widened))
     report = metrics.compute()
     assert int(host_array(report.invalid)) == 0 and _value(report.total) == 64
+
+
+def test_one_pass_leaves_out_rows_that_are_not_probabilities(backend):
+    """logits_report(from_logits=False, validate=False) runs the streaming update:
+    a row that is not probabilities is left out and counted, as a NaN row is."""
+    y = np.array([0, 1, 2])
+    p = np.array([[0.8, 0.1, 0.1], [0.1, 0.8, 0.1], [0.5, 0.6, 0.1]])
+    report = mg.logits_report(backend.asarray(y), backend.asarray(p), from_logits=False,
+                              validate=False)
+    assert int(host_array(report.n_invalid)) == 1
+    assert _value(report.cross_entropy) == pytest.approx(-np.log(0.8), rel=1e-12)
