@@ -130,7 +130,7 @@ class ClassificationMetrics:
     scores : {"logits", "probabilities"}, default "logits"
         What ``(N, K)`` predictions are: logits (raw scores, the default) or
         probabilities (in [0, 1], each row summing to 1 within sqrt(eps) of
-        its type). A row declared as probabilities that is not is a bad
+        its type, at least float32's). A row declared as probabilities that is not is a bad
         sample, as a row with a NaN is: refused by "eager", named by
         ``compute()`` under "deferred" (checked inside the update pass),
         left out and counted with False. Read as logits, a first batch whose
@@ -352,8 +352,8 @@ class ClassificationMetrics:
                       else "a row of scores with a NaN or an infinity"
                       + ("" if self._spec["from_logits"] else
                          ", or that is not probabilities (a value outside [0, 1], or a sum "
-                         "off 1 by more than sqrt(eps) of its type), as scores="
-                         "'probabilities' declares")),
+                         "off 1 by more than sqrt(eps) of its type, at least float32's), as "
+                         "scores='probabilities' declares")),
             "sample_weight": "a negative or non-finite weight",
         }
         found = [(int(key), name) for name, key in zip(CHECKED, checks[1:])
