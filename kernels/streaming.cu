@@ -15,7 +15,8 @@
 // * with thresholds, the (2, K, H) histogram of each class's probability
 //   (rows whose target is k, then the others) for the binned ROC AUC and AP;
 // * the checks: rows left out (a target or prediction out of [0, K), a NaN
-//   or infinite score, a negative or non-finite weight) are counted, and the
+//   or infinite score, in a state of probabilities a row that is not
+//   probabilities, a negative or non-finite weight) are counted, and the
 //   first of each kind is kept as (update ordinal << 40 | row) by atomicMin,
 //   so compute() can name the update call and the sample. A row left out
 //   adds nothing anywhere;
@@ -215,6 +216,42 @@ __device__ __forceinline__ void write_moments(const uint64* exact, const double*
   }
 }
 
+// Whether a row of a state of probabilities is one: every value in [0, 1]
+// (`best`, the row's max, tested by the caller's scan) and the sum within
+// `tolerance` of 1 (probability_tolerance). The lanes
+// of the row's group read their columns again (just read by the scan: cached)
+// and merge with width-`group` shuffles; the whole warp calls it. Out of
+// line: only states of probabilities pay its registers.
+// How far from 1 a row of probabilities may sum: sqrt of the type's eps (the
+// clip eps of the launch), at least float32's: float64 probabilities are
+// often a float32 softmax widened. The host's copy:
+// metrics_gpu/_validation.py probability_sum_tolerance.
+__device__ __forceinline__ double probability_tolerance(double clip_eps) {
+  const double least = 1.1920928955078125e-07;  // FLT_EPSILON
+  return sqrt(clip_eps > least ? clip_eps : least);
+}
+
+template <typename PredT, typename F>
+__device__ __noinline__ bool probability_row(const PredT* row_scores, bool scan, F best, int64 K,
+                                             int64 column_stride, int group, double tolerance) {
+  double sum = 0.0;
+  F lowest = F(0);
+  if (scan) {
+    for (int64 c = (int64)(lane_index() % (unsigned int)group); c < K; c += group) {
+      const F v = widen(row_scores[c * column_stride]);
+      sum += (double)v;
+      lowest = v < lowest ? v : lowest;
+    }
+  }
+  for (int offset = group / 2; offset > 0; offset /= 2) {
+    sum += __shfl_xor_sync(kFullWarp, sum, offset, group);
+    const F other = __shfl_xor_sync(kFullWarp, lowest, offset, group);
+    lowest = other < lowest ? other : lowest;
+  }
+  const double gap = sum - 1.0;
+  return lowest >= F(0) && best <= F(1) && (gap < 0.0 ? -gap : gap) <= tolerance;
+}
+
 template <typename TrueT, typename PredT, typename W, typename C>
 __global__ void __launch_bounds__(kScoreBlockThreads)
 streaming_update(const TrueT* y_true, const PredT* preds, const W* weight, int64 n,
@@ -304,6 +341,13 @@ streaming_update(const TrueT* y_true, const PredT* preds, const W* weight, int64
       }
       p = r.best_index;
       pred_ok = !r.nonfinite;
+      if (!from_logits) {  // uniform: the whole warp takes it
+        const double tolerance =
+            probability_tolerance(__longlong_as_double(config[kCfgClipEpsBits]));
+        const bool probabilities = probability_row(row_scores, scan && pred_ok, r.best, K,
+                                                   column_stride, group, tolerance);
+        pred_ok = pred_ok && (!scan || probabilities);
+      }
       valid = scan && pred_ok && weight_ok;
       if (valid && leader) {
         // The per-row terms of fused_logits_pass (scores.cu add_row_terms).

@@ -409,8 +409,9 @@ def one_pass(y_true, y_pred, *, kind: str, num_classes=None, sample_weight=None,
     (``(N, K)`` or channel-first scores, or labels with ``num_classes``);
     ``kind="scores"`` needs scores. Returns None otherwise (the caller takes
     its usual path). Samples a check would have refused (targets or labels
-    out of range, non-finite score rows, negative or non-finite weights) are
-    left out and counted, as :class:`metrics_gpu.ClassificationMetrics` does.
+    out of range, non-finite score rows, with ``from_logits=False`` rows that
+    are not probabilities, negative or non-finite weights) are left out and
+    counted, as :class:`metrics_gpu.ClassificationMetrics` does.
     """
     from metrics_gpu._backend import resolve_backend
     from metrics_gpu._validation import (

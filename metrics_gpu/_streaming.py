@@ -50,6 +50,7 @@ from metrics_gpu._stages import (
 from metrics_gpu._validation import (
     EXACT_INTEGER_LIMIT,
     MAX_BINS,
+    StreamBatch,
     check_bool,
     check_confusion_matrix_option,
     check_ignore_index,
@@ -59,6 +60,8 @@ from metrics_gpu._validation import (
     check_stream_batch,
     check_top_k,
     integer_weights_fit,
+    looks_like_probabilities,
+    probabilities_read_as_logits,
 )
 from metrics_gpu._types import (
     ArrayLike,
@@ -135,7 +138,14 @@ class ClassificationMetrics:
         weights go through float64 atomics, so with ``deterministic=True``
         they are refused on the kernel backends (pass integer weights).
     scores : {"logits", "probabilities"}, default "logits"
-        What ``(N, K)`` predictions are.
+        What ``(N, K)`` predictions are: logits (raw scores, the default) or
+        probabilities (in [0, 1], each row summing to 1 within sqrt(eps) of
+        its type, at least float32's). A row declared as probabilities that is not is a bad
+        sample, as a row with a NaN is: refused by "eager", named by
+        ``compute()`` under "deferred" (checked inside the update pass),
+        left out and counted with False. Read as logits, a first batch whose
+        every row looks like probabilities warns (checked where it costs no
+        device sync: on the host, or with ``validate="eager"``).
 
     See Also
     --------
@@ -156,6 +166,10 @@ class ClassificationMetrics:
     (0.6667, 0.6667)
     >>> metrics.reset()
     """
+
+    # Whether a first batch of logits that looks like probabilities warns (a
+    # caller that checks every row itself, as the files' readers, turns it off).
+    _warns_of_probabilities = True
 
     def __init__(self, num_classes: int, *, top_k: int | Sequence[int] = (1, 5),
                  n_bins: int = 15, thresholds: int | None = None,
@@ -335,7 +349,8 @@ class ClassificationMetrics:
         batch = check_stream_batch(
             y_true, preds, sample_weight, num_classes=self.num_classes, backend=backend,
             ignore_index=spec["ignore_index"], eager=self.validate == "eager",
-            contiguous=getattr(backend, "contiguous", None), allow_empty=True)
+            contiguous=getattr(backend, "contiguous", None), allow_empty=True,
+            probabilities=not spec["from_logits"])
         kind = "scores" if batch.scores else "labels"
         float_weights = batch.sample_weight is not None and batch.sample_weight.dtype.kind == "f"
         if float_weights and self.deterministic and backend.name != "numpy":
@@ -352,6 +367,9 @@ class ClassificationMetrics:
         if batch.n == 0:  # nothing to add; the call still has its ordinal
             self._updates += 1
             return
+        if (self._state is None and batch.scores and spec["from_logits"]
+                and self._warns_of_probabilities):
+            self._warn_if_probabilities(backend, batch)
         if state is None:
             state = self._allocate(backend, kind, integer=not float_weights)
         elif float_weights and state.integer:
@@ -387,6 +405,16 @@ class ClassificationMetrics:
         state.promote_to_float()
         return 0
 
+    def _warn_if_probabilities(self, backend: Backend, batch: StreamBatch) -> None:
+        """Warn when the first batch of scores read as logits is made of rows of
+        probabilities. Read only where that costs no device sync: a batch on
+        the host, or ``validate="eager"`` (which syncs to check values anyway)."""
+        if is_device_array(batch.preds) and self.validate != "eager":
+            return
+        if looks_like_probabilities(batch.rows(backend.xp), backend):
+            F.warn(probabilities_read_as_logits("preds", "scores='probabilities'"),
+                   UserWarning)
+
     # -- compute ----------------------------------------------------------------
 
     def first_invalid(self) -> tuple[str, int, int, str, int] | None:
@@ -408,7 +436,11 @@ class ClassificationMetrics:
         problems = {
             "y_true": f"a target outside 0..{k - 1} (num_classes={k})",
             "preds": (f"a prediction outside 0..{k - 1}" if state.kind == "labels"
-                      else "a row of scores with a NaN or an infinity"),
+                      else "a row of scores with a NaN or an infinity"
+                      + ("" if self._spec["from_logits"] else
+                         ", or that is not probabilities (a value outside [0, 1], or a sum "
+                         "off 1 by more than sqrt(eps) of its type, at least float32's), as "
+                         "scores='probabilities' declares")),
             "sample_weight": "a negative or non-finite weight",
         }
         found = [(int(key), name) for name, key in zip(SAMPLE_CHECKED, checks[1:])

@@ -620,10 +620,11 @@ class ScoreInputs:
     binary_column: bool = False  # the caller gave one column (the positive class)
 
 
-def _check_probability_range(values, name: str, backend, takes_logits: bool) -> None:
-    """Refuse a score outside [0, 1], naming the first: two reductions (no
-    temporaries) per chunk of rows (:func:`_row_chunks`), a mask only where
-    one fails."""
+def _first_outside_unit_range(values, backend) -> tuple[tuple[int, ...], float] | None:
+    """The index and value of the first score outside [0, 1], or None: two
+    reductions (no temporaries) per chunk of rows (:func:`_row_chunks`), a
+    mask only where one fails. NaN is not found here (the finiteness checks
+    name it)."""
     for start, rows in _row_chunks(values):
         if not (rows.size and bool((rows.min() < 0) | (rows.max() > 1))):
             continue
@@ -631,14 +632,88 @@ def _check_probability_range(values, name: str, backend, takes_logits: bool) -> 
         if i is None:
             continue
         in_chunk = np.unravel_index(i, rows.shape)
-        found = rows[in_chunk].item()
-        index = (start + int(in_chunk[0]), *(int(v) for v in in_chunk[1:]))
-        hint = "; for logits (raw scores), pass from_logits=True" if takes_logits else ""
-        raise ValueError(
-            f"{name} must hold probabilities in [0, 1]; found {found!r} at "
-            f"{'index' if values.ndim == 1 else 'row, column'} "
-            f"{index[0] if values.ndim == 1 else index}{hint}"
-        )
+        return (start + int(in_chunk[0]), *(int(v) for v in in_chunk[1:])), \
+            rows[in_chunk].item()
+    return None
+
+
+def _check_probability_range(values, name: str, backend, takes_logits: bool,
+                             logits_option: str = "from_logits=True") -> None:
+    """Refuse a score outside [0, 1], naming the first. ``takes_logits``: the
+    caller also reads logits, which ``logits_option`` (the caller's way to
+    say so) selects; the message suggests it."""
+    first = _first_outside_unit_range(values, backend)
+    if first is None:
+        return
+    index, found = first
+    hint = f"; for logits (raw scores), pass {logits_option}" if takes_logits else ""
+    raise ValueError(
+        f"{name} must hold probabilities in [0, 1]; found {found!r} at "
+        f"{'index' if values.ndim == 1 else 'row, column'} "
+        f"{index[0] if values.ndim == 1 else index}{hint}"
+    )
+
+
+# The least eps a row sum is held to: float32's. float64 probabilities are
+# most often a float32 softmax widened (or decimal text), whose rows sum to 1
+# only within float32's rounding; the check is there for logits and
+# unnormalized scores, which miss 1 by far more.
+PROBABILITY_SUM_MIN_EPS = float(np.finfo(np.float32).eps)
+
+
+def probability_sum_tolerance(dtype) -> float:
+    """How far from 1 a row of probabilities of ``dtype`` may sum: sqrt(eps) of
+    the type (:func:`score_dtype_eps`, scikit-learn's tolerance), at least
+    float32's (:data:`PROBABILITY_SUM_MIN_EPS`). kernels/streaming.cu holds
+    rows to the same."""
+    return math.sqrt(max(score_dtype_eps(dtype), PROBABILITY_SUM_MIN_EPS))
+
+
+def first_non_probability_row(values, backend) -> tuple[int, str] | None:
+    """The first row of ``values`` that is not a row of probabilities, and what
+    is wrong with it; None when every row is. ``(N, K)`` rows must hold values
+    in [0, 1] summing to 1 within :func:`probability_sum_tolerance` of their
+    type; an ``(N,)`` column (the positive class's probability) values in
+    [0, 1]. Reductions per chunk of rows; a mask only where one fails."""
+    first = _first_outside_unit_range(values, backend)
+    outside = None
+    if first is not None:
+        index, found = first
+        where = "" if values.ndim == 1 else f" in column {index[1]}"
+        outside = index[0], f"{found!r}{where}, outside [0, 1]"
+    if values.ndim != 2:
+        return outside
+    xp = backend.xp
+    tolerance = probability_sum_tolerance(values.dtype)
+    # Only the rows before the first value out of range can come first.
+    for start, rows in _row_chunks(values if outside is None else values[:outside[0]],
+                                   chunked=True):
+        sums = rows.sum(axis=1, dtype=np.float64)
+        i = _first_true(xp.abs(sums - 1) > tolerance, backend)
+        if i is not None:
+            return start + i, (f"probabilities summing to {sums[i].item()!r}, not 1 "
+                               f"(within {tolerance:.2g})")
+    return outside
+
+
+def looks_like_probabilities(values, backend) -> bool:
+    """Whether every row of scores (not empty) is a row of probabilities
+    (:func:`first_non_probability_row`): logits that look so were most likely
+    probabilities given without saying so. NaN rows are not probabilities."""
+    if not values.size:
+        return False
+    xp = backend.xp
+    if not bool(xp.isfinite(values.sum(dtype=np.float64))):
+        return False
+    return first_non_probability_row(values, backend) is None
+
+
+def probabilities_read_as_logits(name: str, option: str) -> str:
+    """The warning for scores read as logits whose every row is a row of
+    probabilities, naming the ``option`` that declares them."""
+    return (f"{name}: every row is in [0, 1] and sums to 1, as probabilities do, but the "
+            f"scores are read as logits (the default); pass {option} if they are "
+            "probabilities, else the score metrics are wrong")
 
 
 def check_score_inputs(y_true, scores, *, name: str = "y_score", kind: str = "probabilities",
@@ -1360,7 +1435,10 @@ class StreamBatch:
             values = xp.moveaxis(values, 1, -1)
         values = values.reshape(-1, values.shape[-1])
         if self.score_dtype == "bfloat16":
-            values = values.astype(np.float32)
+            # On a kernel backend the scores are bfloat16 bit patterns (uint16):
+            # widened as patterns, not converted as integers.
+            values = (Bfloat16Bits(values).widened() if values.dtype == np.uint16
+                      else values.astype(np.float32))
         return values
 
 
@@ -1379,9 +1457,11 @@ def _collapsed_positions(shape, strides):
 
 def check_stream_batch(y_true, preds, sample_weight, *, num_classes: int, backend,
                        ignore_index=None, eager: bool = False, contiguous=None,
-                       pred_name: str = "preds", allow_empty: bool = False) -> StreamBatch:
+                       pred_name: str = "preds", allow_empty: bool = False,
+                       probabilities: bool = False) -> StreamBatch:
     """Shapes and types of one streaming update (free: nothing is read); with
-    ``eager`` also the values (ranges, finiteness, weights: a few syncs on a
+    ``eager`` also the values (ranges, finiteness, weights, and with
+    ``probabilities`` that score rows are probabilities: a few syncs on a
     GPU), raising ``ValueError`` before anything is added. ``allow_empty``:
     a batch of no sample is one (a state's last batch, a rank without data),
     not an error.
@@ -1498,6 +1578,15 @@ def check_stream_batch(y_true, preds, sample_weight, *, num_classes: int, backen
                 found = values.reshape(-1)[i].item()
                 raise ValueError(f"{pred_name} must hold finite scores; found {found!r} at "
                                  f"{_position(i, values.shape)}")
+            if probabilities:
+                rows = StreamBatch(true, pred, None, n, **layout).rows(backend.xp)
+                bad = first_non_probability_row(rows, backend)
+                if bad is not None:
+                    row, problem = bad
+                    raise ValueError(
+                        f"{pred_name} row {row} (of {n} score rows) holds {problem}: not "
+                        "probabilities, as scores='probabilities' declares (for logits, "
+                        "build the state with scores='logits')")
         else:
             _label_range(pred, pred_name, backend, num_classes, None)
         if weight is not None:

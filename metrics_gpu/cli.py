@@ -12,6 +12,7 @@ import importlib.util
 import os
 import sys
 import time
+import warnings
 from pathlib import Path
 from typing import Any
 
@@ -82,15 +83,19 @@ def _command_report(args: argparse.Namespace) -> int:
         _check_plot_directory(args.plot)
     progress, bars = _progress_bars(args.quiet)
     try:
-        report = report_files(
-            sources, num_classes=args.num_classes, ignore_index=args.ignore_index,
-            scores_are=args.scores_are, top_k=args.top_k, n_bins=args.n_bins, auc=args.auc,
-            thresholds=args.thresholds, backend=args.backend, chunk_rows=args.chunk_size,
-            curves=args.plot is not None, progress=progress)
-        report.labels.metrics  # read back before the bars close
+        with warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("always", UserWarning)
+            report = report_files(
+                sources, num_classes=args.num_classes, ignore_index=args.ignore_index,
+                scores_are=args.scores_are, top_k=args.top_k, n_bins=args.n_bins,
+                auc=args.auc, thresholds=args.thresholds, backend=args.backend,
+                chunk_rows=args.chunk_size, curves=args.plot is not None, progress=progress)
+            report.labels.metrics  # read back before the bars close
     finally:
         for bar in bars:
             bar.close()
+    for warning in caught:  # one line each, as the errors are
+        print(f"metrics-gpu: warning: {warning.message}", file=sys.stderr)
     if args.plot is not None:
         written = report.save_plots(args.plot)
     _print_report(report, args.format)
@@ -183,7 +188,11 @@ def build_parser() -> argparse.ArgumentParser:
     report.add_argument("--scores", metavar="FILE[:COLUMNS]",
                         help="(N, K) scores (a list column, or COLUMNS as a,b,c), or (N,) "
                         "scores of the positive class")
-    report.add_argument("--scores-are", choices=("logits", "probabilities"), default="logits")
+    report.add_argument("--scores-are", choices=("logits", "probabilities"), default="logits",
+                        help="what --scores hold (default logits: raw scores, softmax taken); "
+                        "probabilities must be in [0, 1] with rows summing to 1, checked as "
+                        "they are read; logits whose every row looks like probabilities are "
+                        "warned of")
     report.add_argument("--sample-weight", metavar="FILE[:COLUMN]", help="per-sample weights")
     report.add_argument("--num-classes", type=_positive_int,
                         help="K (default: the scores' width, or the classes present: one "

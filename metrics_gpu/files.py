@@ -9,12 +9,17 @@ A column is named ``path`` or ``path:selector``:
 * ``.csv`` / ``.txt``: comma- or whitespace-separated, an optional header row;
   ``file.csv:name`` picks a column by its header name, ``file.csv:a,b,c``
   several (the columns of ``(N, K)`` scores); no selector: every column;
+  blank lines are skipped (LF or CRLF line ends);
 * ``.parquet`` / ``.pq``, ``.arrow`` / ``.feather`` / ``.ipc`` (Arrow IPC file
   or stream): through pyarrow (the ``[io]`` extra); ``file.parquet:column``,
   a list or fixed-size-list column for ``(N, K)`` scores, or ``a,b,c``.
 
 Every problem with a file is a :class:`FileProblem` (a ``ValueError``) whose
-message names the option, the file and the problem, in one line.
+message names the option, the file and the problem, in one line. A value is
+named by its row, counted from 0 over the values (a header row and blank
+lines are not rows), whatever the chunk size; in a text file also by its line
+number as an editor shows it (from 1, the header and blank lines counted):
+``row 3 (line 6)``.
 
 The loop (:func:`evaluate_files`) reads chunk ``i + 1`` in a background thread
 while chunk ``i`` is computed. On the ``cuda`` backend each chunk is read
@@ -31,7 +36,9 @@ import itertools
 import math
 import os
 import queue
+import re
 import threading
+import warnings
 import zipfile
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -41,6 +48,7 @@ import numpy as np
 
 from metrics_gpu._formulas import defined_averages, softmax_rows
 from metrics_gpu._types import ScoresAre
+from metrics_gpu._validation import probabilities_read_as_logits
 
 ARROW_SUFFIXES = (".parquet", ".pq", ".arrow", ".feather", ".ipc")
 TEXT_SUFFIXES = (".csv", ".txt")
@@ -103,6 +111,10 @@ class ColumnReader:
     def problem(self, message: str) -> FileProblem:
         return FileProblem(f"{self.argument} {self.path}: {message}")
 
+    def row_name(self, row: int) -> str:
+        """How messages name the value of ``row`` (counted from 0 over the values)."""
+        return f"row {row:,}"
+
     @property
     def shape_tail(self) -> tuple[int, ...]:
         return () if self.width is None else (self.width,)
@@ -117,20 +129,44 @@ class ColumnReader:
     def close(self) -> None:
         pass
 
+    # Scores: whether every row read so far looked like probabilities (logits
+    # that all do are warned of at the end).
+    probability_rows_only = True
+
+    def _check_declared_kind(self, values: np.ndarray) -> None:
+        """Scores as declared (``--scores-are``), checked block by block as they
+        are read (the reader thread: inside the pass, no device sync)."""
+        from metrics_gpu._backend import get_backend_implementation
+        from metrics_gpu._validation import first_non_probability_row, looks_like_probabilities
+
+        host = get_backend_implementation("numpy")
+        if not self.from_logits:
+            bad = first_non_probability_row(values, host)
+            if bad is not None:
+                row, problem = bad
+                raise self.problem(f"{self.row_name(self.position + row)} holds {problem}: "
+                                   "not probabilities, as --scores-are probabilities declares "
+                                   "(pass --scores-are logits for raw scores)")
+        elif self.probability_rows_only:
+            self.probability_rows_only = looks_like_probabilities(values, host)
+
     # Shared checks of the values read, by role.
     def _checked(self, values: np.ndarray) -> np.ndarray:
         """Values of a block as this column's dtype and shape, with the checks of its role."""
+        if self.role == "scores":
+            self._check_declared_kind(values)
         if self.role == "labels":
             if values.dtype.kind == "f":
                 finite = np.isfinite(values)
                 if not finite.all():
                     row = self.position + int(np.argmin(finite))
-                    raise self.problem(f"row {row} holds {values[row - self.position].item()} "
+                    raise self.problem(f"{self.row_name(row)} holds "
+                                       f"{values[row - self.position].item()} "
                                        "where a label should be")
                 whole = values == np.floor(values)
                 if not whole.all():
                     row = self.position + int(np.argmin(whole))
-                    raise self.problem(f"row {row} holds the non-integer label "
+                    raise self.problem(f"{self.row_name(row)} holds the non-integer label "
                                        f"{values[row - self.position].item()}")
             return values.astype(self.dtype, copy=False)
         if self.role == "scores" and values.ndim == 1:
@@ -274,6 +310,8 @@ class NpyReader(ColumnReader):
             return 0
         if self._direct:  # straight from the file into the caller's (pinned) buffer
             got = _readinto(self.stream, out[:rows])
+            if self.role == "scores" and got == rows * self._row_bytes:
+                self._check_declared_kind(out[:rows])
         else:
             raw = np.empty((rows, self._row_bytes // self.file_dtype.itemsize), self.file_dtype)
             got = _readinto(self.stream, raw)
@@ -308,7 +346,7 @@ class TextReader(ColumnReader):
             self.file.close()
             raise self.problem("holds no values (the first line is empty)")
         header = not all(_is_number(f) for f in fields)
-        self.line = 2 if header else 1
+        self.header = header
         self.pending = [] if header else [first]
         if selector is None:
             self.columns = list(range(len(fields)))
@@ -332,22 +370,56 @@ class TextReader(ColumnReader):
         self._parse_dtype = np.float64
 
     def read(self, out: np.ndarray) -> int:
-        lines = self.pending + list(itertools.islice(self.file, len(out) - len(self.pending)))
-        self.pending = []
-        lines = [line for line in lines if line.strip()]
+        # Blank lines are skipped, and every chunk but the last still gets
+        # len(out) rows: the columns of one chunk must stay the same rows, and
+        # the rows of a chunk cannot depend on where the blank lines fall.
+        lines, self.pending = self.pending, []
+        while len(lines) < len(out):
+            block = list(itertools.islice(self.file, len(out) - len(lines)))
+            if not block:
+                break
+            lines += [line for line in block if line.strip()]
         if not lines:
             return 0
         try:
             values = np.loadtxt(lines, dtype=self._parse_dtype, delimiter=self.delimiter,
                                 usecols=self.columns, ndmin=2)
-        except ValueError as error:
-            raise self.problem(f"cannot parse the rows from line {self.line}: {error}") from None
+        except ValueError:
+            raise self._parse_problem(lines) from None
         values = values[:, 0] if values.shape[1] == 1 else values
         rows = len(lines)
         out[:rows] = self._checked(values)
-        self.line += rows
         self.position += rows
         return rows
+
+    def _parse_problem(self, lines: list[str]) -> FileProblem:
+        """The first of ``lines`` that does not parse, named by its row and line."""
+        for i, line in enumerate(lines):
+            try:
+                np.loadtxt([line], dtype=self._parse_dtype, delimiter=self.delimiter,
+                           usecols=self.columns, ndmin=2)
+            except ValueError as error:
+                reason = re.sub(r" at row \d+, column \d+\.?$", "", str(error))
+                return self.problem(f"cannot parse {self.row_name(self.position + i)} "
+                                    f"{line.strip()!r}: {reason}")
+        return self.problem(f"cannot parse the rows from {self.row_name(self.position)}")
+
+    def row_name(self, row: int) -> str:
+        return f"row {row:,} (line {self.line_of(row):,})"
+
+    def line_of(self, row: int) -> int:
+        """The line number (from 1, as an editor shows it) of the value of ``row``:
+        read again from the start (messages only, so no bookkeeping per chunk)."""
+        seen, number = -1, 0
+        with open(self.path, encoding="utf-8", errors="replace") as file:
+            for number, line in enumerate(file, start=1):
+                if number == 1 and self.header:
+                    continue
+                if line.strip():
+                    seen += 1
+                    if seen == row:
+                        return number
+        return number + 1  # past the end (not reached for a row that was read)
 
     def close(self) -> None:
         self.file.close()
@@ -700,8 +772,14 @@ def exact_score_dtype(score_dtype, from_logits: bool) -> np.dtype:
     """The dtype in which the exact path keeps the probabilities of scores read
     as ``score_dtype`` (logits or probabilities): the one place that decides
     it, for :class:`_ExactScores` and for the bytes :func:`exact_auc_bytes`
-    counts."""
-    return np.dtype(score_dtype)
+    counts.
+
+    The softmax of logits is formed and kept in float64: rounded to a 16- or
+    32-bit type, distinct probabilities would tie (or swap) and the "exact"
+    values would carry an error no bound reports. Probabilities given are
+    ranked as they are, in their own type (no rounding: exact, and no larger).
+    """
+    return np.dtype(np.float64) if from_logits else np.dtype(score_dtype)
 
 
 # The constants of exact_auc_bytes, measured as resident memory (VmHWM) of
@@ -772,11 +850,13 @@ def _format_bytes(count: float) -> str:
 
 class _ExactScores:
     """Every row's targets, probabilities and weights, kept where the backend
-    computes, for the exact ranking metrics at the end."""
+    computes, for the exact ranking metrics at the end. ``dtype`` is the kept
+    probabilities' (:func:`exact_score_dtype`)."""
 
     def __init__(self, xp, rows: int | None, num_classes: int, dtype, weighted: bool,
                  from_logits: bool):
         self.xp, self.from_logits, self.filled = xp, from_logits, 0
+        self.dtype = np.dtype(dtype)
         # Unknown rows (text files, Arrow streams): (targets, probabilities,
         # weights) per chunk, joined at the end.
         self.parts: list[tuple] | None = None if rows is not None else []
@@ -787,9 +867,10 @@ class _ExactScores:
 
     def add(self, y_true, scores, weight) -> None:
         xp = self.xp
-        probabilities = softmax_rows(scores, xp) if self.from_logits else scores
+        probabilities = (softmax_rows(scores.astype(self.dtype), xp) if self.from_logits
+                         else scores)
         if self.parts is not None:
-            self.parts.append((y_true.astype(np.int64), probabilities.astype(scores.dtype),
+            self.parts.append((y_true.astype(np.int64), probabilities.astype(self.dtype),
                                None if weight is None else weight.astype(np.float64)))
             return
         stop = self.filled + len(y_true)
@@ -1031,12 +1112,20 @@ def evaluate_files(sources: dict[str, str | None], *, num_classes: int | None = 
         if class_codes is not None:
             lut = np.full(int(class_codes.max()) + 1, -1, np.int64)
             lut[class_codes] = np.arange(class_codes.size)
+        if score_state is not None:
+            # The readers check every row of the file (_check_declared_kind),
+            # not the first batch only: one warning, theirs.
+            score_state._warns_of_probabilities = False
         with use_backend(backend):
             exact = _stream(readers, backend, chunk_rows, label_state, score_state, lut,
                             ignore_index, auc_mode, from_logits, num_classes,
                             None if progress is None else progress("reading", rows))
         for name, state in (("y_pred", label_state), ("scores", score_state)):
             _raise_first_invalid(state, readers, name, chunk_rows)
+        if score_reader is not None and from_logits and score_reader.probability_rows_only:
+            warnings.warn(probabilities_read_as_logits(f"--scores {score_reader.path}",
+                                                       "--scores-are probabilities"),
+                          UserWarning, stacklevel=2)
         exact_values = None
         if exact is not None:
             # A second bar: ranking takes about as long as reading, and a bar
@@ -1163,8 +1252,10 @@ def _raise_first_invalid(state, readers, name: str, chunk_rows: int) -> None:
     argument, call, sample, problem, invalid = first
     column = {"y_true": "y_true", "preds": name, "sample_weight": "sample_weight"}[argument]
     reader = readers[column]
-    raise FileProblem(f"{OPTIONS[column]} {reader.path}: row {call * chunk_rows + sample:,} "
-                      f"holds {problem} ({invalid:,} bad rows in all)")
+    # Every chunk but the last holds chunk_rows rows (the readers fill them).
+    row = reader.row_name(call * chunk_rows + sample)
+    raise FileProblem(f"{OPTIONS[column]} {reader.path}: {row} holds {problem} "
+                      f"({invalid:,} bad rows in all)")
 
 
 # -- the report of a file evaluation -------------------------------------------------

@@ -9,10 +9,13 @@ import re
 import subprocess
 import sys
 import textwrap
+import warnings
 import zipfile
 
 import numpy as np
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 from sklearn import metrics as sk
 
 import metrics_gpu
@@ -485,3 +488,311 @@ def test_bad_options_name_the_argument(formats, option, value, message):
 
 def test_reader_error_type_is_value_error():
     assert issubclass(FileProblem, ValueError)
+
+
+# -- text files: neither results nor row numbers depend on --chunk-size ---------------
+
+
+def _write_lines(path, lines, *, newline: str, trailing: bool) -> None:
+    text = newline.join(lines) + (newline if trailing else "")
+    path.write_bytes(text.encode())
+
+
+def _text_columns(directory, y_true, y_pred, scores, blanks, *, newline: str,
+                  trailing: bool):
+    """y_true in a CSV of its own with blank lines at the rows ``blanks``; y_pred
+    and the scores in a second CSV without any: the two must stay row-aligned."""
+    true_lines = ["y_true"]
+    for row, value in enumerate(y_true):
+        true_lines += [""] * blanks.count(row) + [str(value)]
+    true_lines += [""] * blanks.count(len(y_true))  # blank lines at the end
+    _write_lines(directory / "t.csv", true_lines, newline=newline, trailing=trailing)
+    pred_lines = ["y_pred,s0,s1,s2"] + [
+        f"{p}," + ",".join(f"{v:.9g}" for v in row) for p, row in zip(y_pred, scores)]
+    _write_lines(directory / "p.csv", pred_lines, newline=newline, trailing=trailing)
+    return {"y_true": str(directory / "t.csv"), "y_pred": str(directory / "p.csv:y_pred"),
+            "scores": str(directory / "p.csv:s0,s1,s2")}
+
+
+@st.composite
+def text_files(draw):
+    n = draw(st.integers(1, 12))
+    y_true = draw(st.lists(st.integers(0, 2), min_size=n, max_size=n))
+    y_pred = draw(st.lists(st.integers(0, 2), min_size=n, max_size=n))
+    scores = draw(st.lists(st.lists(st.floats(-4, 4, width=32), min_size=3, max_size=3),
+                           min_size=n, max_size=n))
+    # Positions of blank lines: before row i (0..n-1) or after the last (n).
+    blanks = draw(st.lists(st.integers(0, n), max_size=6))
+    newline = draw(st.sampled_from(("\n", "\r\n")))
+    trailing = draw(st.booleans())
+    return np.array(y_true), np.array(y_pred), np.array(scores), blanks, newline, trailing
+
+
+@settings(max_examples=40, deadline=None)
+@given(files=text_files())
+def test_text_reports_do_not_depend_on_the_chunk_size(tmp_path_factory, files):
+    y_true, y_pred, scores, blanks, newline, trailing = files
+    directory = tmp_path_factory.mktemp("chunks")
+    sources = _text_columns(directory, y_true, y_pred, scores, blanks, newline=newline,
+                            trailing=trailing)
+    reports = {chunk: report_files(sources, num_classes=3, backend="numpy", chunk_rows=chunk,
+                                   auc="exact").to_dict()
+               for chunk in range(1, len(y_true) + 2)}
+    first = reports[1]
+    assert first["total"] == len(y_true)
+    assert first["confusion_matrix"] == sk.confusion_matrix(y_true, y_pred,
+                                                            labels=[0, 1, 2]).tolist()
+    for chunk, report in reports.items():
+        _assert_same_report(report, first, f"chunk_rows={chunk}")
+
+
+def _assert_same_report(report, expected, where: str) -> None:
+    """Counts and the layout equal; floats equal up to the rounding of sums added
+    chunk by chunk (a score sum is rounded once per chunk); NaN equals NaN."""
+    if isinstance(expected, dict):
+        assert report.keys() == expected.keys(), where
+        for key in expected:
+            _assert_same_report(report[key], expected[key], f"{where}: {key}")
+    elif isinstance(expected, list):
+        assert len(report) == len(expected), where
+        for i, (mine, theirs) in enumerate(zip(report, expected)):
+            _assert_same_report(mine, theirs, f"{where}[{i}]")
+    elif isinstance(expected, float):
+        assert report == pytest.approx(expected, rel=1e-12, abs=1e-15, nan_ok=True), where
+    else:
+        assert report == expected, where
+
+
+@settings(max_examples=40, deadline=None)
+@given(files=text_files(), data=st.data())
+def test_text_errors_name_the_same_row_and_line_for_every_chunk_size(tmp_path_factory, files,
+                                                                     data):
+    y_true, y_pred, scores, blanks, newline, trailing = files
+    bad_row = data.draw(st.integers(0, len(y_true) - 1))
+    y_true = y_true.copy()
+    y_true[bad_row] = 7  # out of 0..2
+    directory = tmp_path_factory.mktemp("rows")
+    sources = _text_columns(directory, y_true, y_pred, scores, blanks, newline=newline,
+                            trailing=trailing)
+    # The line as an editor shows it: the header, then values and blank lines.
+    line = 2 + bad_row + sum(1 for b in blanks if b <= bad_row)
+    for chunk in range(1, len(y_true) + 2):
+        with pytest.raises(FileProblem) as error:
+            report_files(sources, num_classes=3, backend="numpy", chunk_rows=chunk)
+        assert f"t.csv: row {bad_row} (line {line}) holds a target outside 0..2" \
+            in str(error.value), chunk
+
+
+@pytest.mark.parametrize("backend", ["numpy", "emulated"])
+def test_blank_lines_in_a_csv_at_chunk_size_2(tmp_path, capsys, backend):
+    # The case reported: blank lines made --chunk-size 2 fail with "ends after 3 rows".
+    (tmp_path / "t.csv").write_text("y\n0\n1\n\n2\n1\n")
+    (tmp_path / "p.csv").write_text("p\n0\n1\n2\n7\n")
+    argv = ["--y-true", str(tmp_path / "t.csv"), "--y-pred", str(tmp_path / "p.csv"),
+            "--num-classes", "3", "--backend", backend]
+    outputs = []
+    for chunk in ("2", "10"):
+        assert main(["report", "--quiet", *argv, "--chunk-size", chunk]) == 2
+        outputs.append(capsys.readouterr().err)
+    assert outputs[0] == outputs[1]
+    assert "p.csv: row 3 (line 5) holds a prediction outside 0..2" in outputs[0], outputs[0]
+    (tmp_path / "p.csv").write_text("p\n0\n1\n2\n1\n")
+    reports = [run_json(capsys, *argv, "--chunk-size", chunk) for chunk in ("1", "2", "10")]
+    assert reports[0] == reports[1] == reports[2]
+    assert reports[0]["total"] == 4
+
+
+def test_unparsable_text_names_its_row_and_line(tmp_path, capsys):
+    (tmp_path / "t.csv").write_text("y\n0\n1\n1\n2\n")
+    (tmp_path / "p.csv").write_text("p\n0\n\n1\ncat\n2\n")
+    for chunk in ("1", "2", "3", "10"):
+        assert main(["report", "--quiet", "--y-true", str(tmp_path / "t.csv"), "--y-pred",
+                     str(tmp_path / "p.csv"), "--num-classes", "3", "--chunk-size", chunk]) == 2
+        err = capsys.readouterr().err
+        assert "p.csv: cannot parse row 2 (line 5) 'cat'" in err, (chunk, err)
+
+
+# -- exact ROC AUC / AP of 16- and 32-bit logits: exact ------------------------------
+
+
+def _exact_reference(y_true, logits, k):
+    """scikit-learn's values on the float64 softmax of the logits as stored."""
+    probabilities = softmax(logits.astype(np.float64))
+    if k == 2:
+        return (sk.roc_auc_score(y_true, probabilities[:, 1]),
+                sk.average_precision_score(y_true, probabilities[:, 1]))
+    return (sk.roc_auc_score(y_true, probabilities, multi_class="ovr"),
+            np.mean([sk.average_precision_score(y_true == c, probabilities[:, c])
+                     for c in range(k)]))
+
+
+def _exact_report(tmp_path, capsys, y_true, logits, backend, *extra):
+    np.save(tmp_path / "t.npy", y_true)
+    np.save(tmp_path / "s.npy", logits)
+    report = run_json(capsys, "--y-true", str(tmp_path / "t.npy"), "--scores",
+                      str(tmp_path / "s.npy"), "--auc", "exact", "--backend", backend, *extra)
+    assert report["auc_method"] == "exact"
+    assert report["scores"]["roc_auc_error_bound"] == 0.0
+    return report["scores"]
+
+
+@pytest.mark.parametrize("backend", ["numpy", "emulated"])
+@pytest.mark.parametrize("dtype, n, scale", [("float16", 200, 3.0), ("float32", 20_000, 12.0)],
+                         ids=["float16", "float32-confident"])
+def test_exact_auc_of_narrow_logits_is_exact(tmp_path, capsys, backend, dtype, n, scale):
+    # The softmax was stored in the file's type: 200 float16 rows gave 0.809643
+    # for 0.809733, and confident float32 rows were off by 6e-6, with a bound of 0.
+    rng = np.random.default_rng(11)
+    k = 3
+    y_true = rng.integers(0, k, n)
+    logits = (scale * rng.normal(size=(n, k))).astype(dtype)
+    logits[np.arange(n), y_true] += scale / 2
+    scores = _exact_report(tmp_path, capsys, y_true, logits, backend)
+    auc, ap = _exact_reference(y_true, logits, k)
+    assert scores["roc_auc_macro"] == pytest.approx(auc, rel=1e-12)
+    assert scores["average_precision_macro"] == pytest.approx(ap, rel=1e-12)
+
+
+@settings(max_examples=25, deadline=None)
+@given(dtype=st.sampled_from(("float16", "float32", "float64")),
+       k=st.integers(2, 4), n=st.integers(4, 300), scale=st.sampled_from((0.5, 4.0, 20.0)),
+       seed=st.integers(0, 2**32 - 1), chunk=st.integers(1, 301))
+def test_exact_auc_equals_sklearn_on_the_float64_softmax(tmp_path_factory, dtype, k, n, scale,
+                                                         seed, chunk):
+    rng = np.random.default_rng(seed)
+    y_true = np.arange(n) % k  # every class present: every AUC defined
+    logits = (scale * rng.normal(size=(n, k))).astype(dtype)
+    directory = tmp_path_factory.mktemp("exact")
+    np.save(directory / "t.npy", y_true)
+    np.save(directory / "s.npy", logits)
+    report = report_files({"y_true": str(directory / "t.npy"),
+                           "scores": str(directory / "s.npy")},
+                          auc="exact", backend="numpy", chunk_rows=chunk)
+    auc, ap = _exact_reference(y_true, logits, k)
+    name = "roc_auc" if k == 2 else "roc_auc_macro"
+    assert report.scores[name] == pytest.approx(auc, rel=1e-12, abs=1e-15)
+    name = "average_precision" if k == 2 else "average_precision_macro"
+    assert report.scores[name] == pytest.approx(ap, rel=1e-12, abs=1e-15)
+
+
+def test_exact_score_dtype():
+    from metrics_gpu.files import exact_score_dtype
+
+    for dtype in (np.float16, np.float32, np.float64):
+        assert exact_score_dtype(np.dtype(dtype), "logits") == np.float64
+        assert exact_score_dtype(np.dtype(dtype), "probabilities") == dtype
+
+
+# -- the declared kind of the scores (--scores-are) ------------------------------------
+
+
+def _probability_case(rng, n, k, dtype="float64"):
+    y_true = np.arange(n) % k
+    logits = 2 * rng.normal(size=(n, k))
+    logits[np.arange(n), y_true] += 1
+    return y_true, softmax(logits).astype(dtype)
+
+
+def _main_err(capsys, *argv):
+    status = main(["report", "--quiet", "--format", "json", *argv])
+    captured = capsys.readouterr()
+    return status, captured.out, captured.err
+
+
+@pytest.mark.parametrize("backend", ["numpy", "emulated"])
+def test_probabilities_read_as_logits_warn_and_declared_ones_are_right(tmp_path, capsys,
+                                                                       backend):
+    rng = np.random.default_rng(5)
+    y_true, probabilities = _probability_case(rng, 300, 3)
+    np.save(tmp_path / "t.npy", y_true)
+    np.save(tmp_path / "p.npy", probabilities)
+    argv = ["--y-true", str(tmp_path / "t.npy"), "--scores", str(tmp_path / "p.npy"),
+            "--backend", backend, "--chunk-size", "64"]
+    status, out, err = _main_err(capsys, *argv)
+    assert status == 0, err
+    assert err.count("\n") == 1, err
+    assert re.match(r"metrics-gpu: warning: --scores .*p\.npy: every row is in \[0, 1\] and "
+                    r"sums to 1.*read as logits \(the default\); pass --scores-are "
+                    r"probabilities", err), err
+    status, out, err = _main_err(capsys, *argv, "--scores-are", "probabilities")
+    assert status == 0 and err == "", err
+    scores = json.loads(out)["scores"]
+    assert scores["cross_entropy"] == pytest.approx(sk.log_loss(y_true, probabilities),
+                                                    rel=1e-9)
+    assert scores["brier_score"] == pytest.approx(
+        sk.brier_score_loss(y_true, probabilities), rel=1e-9)
+
+
+@pytest.mark.parametrize("backend", ["numpy", "emulated"])
+def test_logits_declared_as_probabilities_are_refused(tmp_path, capsys, backend):
+    rng = np.random.default_rng(6)
+    y_true = np.arange(200) % 3
+    np.save(tmp_path / "t.npy", y_true)
+    np.save(tmp_path / "z.npy", rng.normal(size=(200, 3)).astype(np.float32))
+    status, out, err = _main_err(capsys, "--y-true", str(tmp_path / "t.npy"), "--scores",
+                                 str(tmp_path / "z.npy"), "--scores-are", "probabilities",
+                                 "--backend", backend)
+    assert status == 2 and out == ""
+    assert re.match(r"metrics-gpu: error: --scores .*z\.npy: row \d+ holds .*outside \[0, 1\]: "
+                    r"not probabilities, as --scores-are probabilities declares", err), err
+
+
+def test_help_says_the_default_kind(capsys):
+    with pytest.raises(SystemExit):
+        main(["report", "--help"])
+    assert "default logits" in " ".join(capsys.readouterr().out.split())
+
+
+def _write_scores(directory, fmt: str, values: np.ndarray) -> str:
+    if fmt == "npy":
+        np.save(directory / "s.npy", values)
+        return str(directory / "s.npy")
+    if fmt == "csv":
+        header = ",".join(f"s{c}" for c in range(values.shape[1]))
+        np.savetxt(directory / "s.csv", values, delimiter=",", header=header, comments="",
+                   fmt="%.9g")
+        return str(directory / "s.csv")
+    table = pa.table({"scores": pa.FixedSizeListArray.from_arrays(
+        pa.array(values.ravel()), values.shape[1])})
+    pa.parquet.write_table(table, directory / "s.parquet", row_group_size=7)
+    return str(directory / "s.parquet:scores")
+
+
+@settings(max_examples=30, deadline=None)
+@given(fmt=st.sampled_from(("npy", "csv", "parquet")),
+       dtype=st.sampled_from(("float16", "float32", "float64")),
+       k=st.integers(2, 4), n=st.integers(4, 40), seed=st.integers(0, 2**32 - 1),
+       flaw=st.sampled_from(("none", "negative", "above_one", "sum")), data=st.data())
+def test_declared_kind_checked_in_every_chunk(tmp_path_factory, fmt, dtype, k, n, seed, flaw,
+                                              data):
+    """Rows declared as probabilities that are not are refused, naming the same row
+    at every chunk size; rows of probabilities read as logits warn, and only they."""
+    rng = np.random.default_rng(seed)
+    # Text holds decimals, no type: its probabilities are checked as float64,
+    # to float32's tolerance (float16 ones written out may sum farther from 1).
+    y_true, probabilities = _probability_case(
+        rng, n, k, "float32" if fmt == "csv" and dtype == "float16" else dtype)
+    bad_row = data.draw(st.integers(0, n - 1))
+    if flaw == "negative":
+        probabilities[bad_row, 0] = -0.25
+    elif flaw == "above_one":
+        probabilities[bad_row, k - 1] = 1.5
+    elif flaw == "sum":  # in [0, 1], but the row sums to 1.25
+        probabilities[bad_row] = 0.25 + (1 / k) * (probabilities[bad_row] > -1)
+    directory = tmp_path_factory.mktemp("kind")
+    np.save(directory / "t.npy", y_true)
+    sources = {"y_true": str(directory / "t.npy"),
+               "scores": _write_scores(directory, fmt, probabilities)}
+    for chunk in sorted({1, 3, n - 1, n, n + 1} - {0}):
+        options = dict(backend="numpy", chunk_rows=chunk, auc="binned")
+        if flaw == "none":
+            report_files(sources, scores_are="probabilities", **options)  # no error
+            with pytest.warns(UserWarning, match="--scores-are probabilities"):
+                report_files(sources, **options)
+            continue
+        with pytest.raises(FileProblem, match=rf": row {bad_row}( \(line {bad_row + 2}\))? "
+                                              r"holds .*not probabilities"):
+            report_files(sources, scores_are="probabilities", **options)
+        with warnings.catch_warnings():
+            warnings.simplefilter("error", UserWarning)  # logits: no warning
+            report_files(sources, **options)

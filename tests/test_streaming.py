@@ -4,8 +4,12 @@ eager validation, and the per-call cost budget on the emulated backend."""
 
 from __future__ import annotations
 
+import warnings
+
 import numpy as np
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 import metrics_gpu as mg
 from metrics_gpu._formulas import REPORT_METRICS
@@ -492,3 +496,180 @@ def test_moves_between_host_and_backend(rng):
     _assert_reports_equal(metrics.compute().to_dict(), expected)
     with pytest.raises(ValueError, match="device must be"):
         metrics.to("tpu")
+
+
+# -- the declared kind of the scores ---------------------------------------------------
+
+
+def _softmax(z):
+    e = np.exp(z - z.max(axis=1, keepdims=True))
+    return e / e.sum(axis=1, keepdims=True)
+
+
+def _first_non_probability(rows: np.ndarray, tolerance: float):
+    """The first row that is not probabilities, by brute force (the reference)."""
+    for i, row in enumerate(rows.astype(np.float64)):
+        if (row < 0).any() or (row > 1).any() or abs(row.sum() - 1) > tolerance:
+            return i
+    return None
+
+
+def test_eager_refuses_rows_that_are_not_probabilities(backend, rng):
+    y = np.array([0, 1, 2, 1])
+    probabilities = _softmax(rng.normal(size=(4, 3)))
+    for row, bad, problem in ((2, [0.5, 0.6, -0.1], r"-0\.1 in column 2, outside \[0, 1\]"),
+                              (1, [0.5, 0.6, 0.1], r"summing to 1\.2")):
+        scores = probabilities.copy()
+        scores[row] = bad
+        metrics = mg.ClassificationMetrics(3, scores="probabilities", validate="eager")
+        with pytest.raises(ValueError, match=rf"preds row {row} .*holds .*{problem}.*not "
+                                             r"probabilities, as scores='probabilities'"):
+            metrics.update(backend.asarray(y), backend.asarray(scores))
+        with pytest.raises(ValueError, match="compute.. before any update"):
+            metrics.compute()  # nothing was added
+    metrics = mg.ClassificationMetrics(3, scores="probabilities", validate="eager")
+    metrics.update(backend.asarray(y), backend.asarray(probabilities))
+    assert _value(metrics.compute()["cross_entropy"]) == pytest.approx(
+        float(mg.log_loss(y, probabilities)), rel=1e-12)
+
+
+@pytest.mark.parametrize("validate", ["deferred", "eager", False])
+def test_probabilities_read_as_logits_warn_once(backend, rng, validate):
+    y = np.array([0, 1, 2, 1])
+    probabilities = _softmax(rng.normal(size=(4, 3)))
+    metrics = mg.ClassificationMetrics(3, validate=validate)
+    with pytest.warns(UserWarning, match=r"preds: every row is in \[0, 1\] and sums to 1.*"
+                                         r"pass scores='probabilities'"):
+        metrics.update(backend.asarray(y), backend.asarray(probabilities))
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", UserWarning)
+        metrics.update(backend.asarray(y), backend.asarray(probabilities))  # once
+        logits = mg.ClassificationMetrics(3, validate=validate)
+        logits.update(backend.asarray(y), backend.asarray(np.log(probabilities)))
+        declared = mg.ClassificationMetrics(3, validate=validate, scores="probabilities")
+        declared.update(backend.asarray(y), backend.asarray(probabilities))
+
+
+@settings(max_examples=60, deadline=None)
+@given(dtype=st.sampled_from(("float16", "float32", "float64")), k=st.integers(2, 5),
+       n=st.integers(1, 20), seed=st.integers(0, 2**32 - 1),
+       flaws=st.lists(st.tuples(st.integers(0, 19), st.sampled_from(
+           ("negative", "above_one", "scaled", "nudged"))), max_size=3))
+def test_declared_kind_property(dtype, k, n, seed, flaws):
+    """Eager states refuse exactly the batches with a row that is not probabilities,
+    naming the first; logits warn exactly when every row is probabilities."""
+    rng = np.random.default_rng(seed)
+    rows = _softmax(3 * rng.normal(size=(n, k))).astype(dtype)
+    for row, flaw in flaws:
+        row %= n
+        if flaw == "negative":
+            rows[row, 0] = -0.5
+        elif flaw == "above_one":
+            rows[row, -1] = 1.25
+        elif flaw == "scaled":
+            rows[row] = rows[row] * 0.5
+        else:  # within the tolerance of the type: still probabilities
+            rows[row, 0] = min(1.0, rows[row, 0] + 0.2 * float(np.finfo(dtype).eps))
+    tolerance = float(np.sqrt(max(np.finfo(dtype).eps, np.finfo(np.float32).eps)))
+    first = _first_non_probability(rows, tolerance)
+    y = rng.integers(0, k, n)
+    eager = mg.ClassificationMetrics(k, scores="probabilities", validate="eager")
+    if first is None:
+        eager.update(y, rows)
+    else:
+        with pytest.raises(ValueError, match=rf"preds row {first} "):
+            eager.update(y, rows)
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always", UserWarning)
+        mg.ClassificationMetrics(k).update(y, rows)
+    assert len(caught) == (first is None), [str(w.message) for w in caught]
+
+
+def test_deferred_probabilities_checked_in_the_pass(backend, rng):
+    """validate="deferred": rows that are not probabilities are left out inside the
+    update (no sync) and named at compute(); validate=False counts them."""
+    y = np.array([0, 1, 2, 1, 0])
+    good = _softmax(rng.normal(size=(5, 3)))
+    bad = good.copy()
+    bad[3] = [0.5, 0.6, 0.1]   # sums to 1.2
+    bad[4] = [1.5, -0.2, -0.3]  # sums to 1, outside [0, 1]
+    metrics = mg.ClassificationMetrics(3, scores="probabilities")
+    metrics.update(backend.asarray(y), backend.asarray(good))
+    metrics.update(backend.asarray(y), backend.asarray(bad))
+    with pytest.raises(ValueError, match=r"preds of update call 1 .* not probabilities .*"
+                                         r"at sample 3; 2 sample\(s\) were left out"):
+        metrics.compute()
+    lax = mg.ClassificationMetrics(3, scores="probabilities", validate=False)
+    lax.update(backend.asarray(y), backend.asarray(bad))
+    report = lax.compute()
+    assert int(host_array(report.invalid)) == 2 and _value(report.total) == 3
+    assert _value(report["cross_entropy"]) == pytest.approx(
+        float(mg.log_loss(y[:3], bad[:3], labels=[0, 1, 2])), rel=1e-12)
+    logits = mg.ClassificationMetrics(3, validate=False)  # logits: any finite value
+    logits.update(backend.asarray(y), backend.asarray(bad))
+    assert int(host_array(logits.compute().invalid)) == 0
+
+
+@pytest.mark.parametrize("backend_name", ["numpy", "emulated"])
+def test_deferred_probabilities_property(backend_name):
+    """Deferred states of probabilities leave out exactly the rows that are not
+    probabilities (the brute-force reference), on every row layout of the
+    kernel (a lane, lanes or a warp per row: K = 2 .. 300), and name the first."""
+
+    @settings(max_examples=25 if backend_name == "numpy" else 12, deadline=None)
+    @given(dtype=st.sampled_from(("float16", "float32", "float64")),
+           k=st.sampled_from((2, 5, 20, 300)), n=st.integers(1, 12),
+           seed=st.integers(0, 2**32 - 1),
+           flaws=st.lists(st.tuples(st.integers(0, 11), st.sampled_from(
+               ("negative", "above_one", "scaled"))), max_size=3))
+    def check(dtype, k, n, seed, flaws):
+        rng = np.random.default_rng(seed)
+        rows = _softmax(3 * rng.normal(size=(n, k))).astype(dtype)
+        for row, flaw in flaws:
+            row %= n
+            if flaw == "negative":
+                rows[row, 0] = -0.5
+            elif flaw == "above_one":
+                rows[row, -1] = 1.25
+            else:
+                rows[row] = rows[row] * 0.5
+        tolerance = float(np.sqrt(max(np.finfo(dtype).eps, np.finfo(np.float32).eps)))
+        bad = [i for i in range(n) if _first_non_probability(rows[i:i + 1], tolerance) == 0]
+        y = rng.integers(0, k, n)
+        with mg.use_backend(backend_name):
+            lax = mg.ClassificationMetrics(k, scores="probabilities", validate=False)
+            lax.update(y, rows)
+            assert int(host_array(lax.compute().invalid)) == len(bad)
+            deferred = mg.ClassificationMetrics(k, scores="probabilities")
+            deferred.update(y, rows)
+            first = deferred.first_invalid()
+        assert (first is None) == (not bad)
+        if bad:
+            assert first[:3] == ("preds", 0, bad[0])
+
+    check()
+
+
+@pytest.mark.parametrize("validate", ["deferred", "eager"])
+def test_widened_float32_probabilities_are_probabilities(backend, rng, validate):
+    """A float32 softmax widened to float64 sums to 1 within float32's rounding
+    only: still rows of probabilities (the least tolerance is float32's)."""
+    y = np.arange(64) % 7
+    rows = _softmax(rng.normal(size=(64, 7)).astype(np.float32) * 4).astype(np.float32)
+    widened = rows.astype(np.float64)
+    assert np.abs(widened.sum(axis=1) - 1).max() > np.sqrt(np.finfo(np.float64).eps)
+    metrics = mg.ClassificationMetrics(7, scores="probabilities", validate=validate)
+    metrics.update(backend.asarray(y), backend.asarray(widened))
+    report = metrics.compute()
+    assert int(host_array(report.invalid)) == 0 and _value(report.total) == 64
+
+
+def test_one_pass_leaves_out_rows_that_are_not_probabilities(backend):
+    """logits_report(from_logits=False, validate=False) runs the streaming update:
+    a row that is not probabilities is left out and counted, as a NaN row is."""
+    y = np.array([0, 1, 2])
+    p = np.array([[0.8, 0.1, 0.1], [0.1, 0.8, 0.1], [0.5, 0.6, 0.1]])
+    report = mg.logits_report(backend.asarray(y), backend.asarray(p), from_logits=False,
+                              validate=False)
+    assert int(host_array(report.n_invalid)) == 1
+    assert _value(report.cross_entropy) == pytest.approx(-np.log(0.8), rel=1e-12)

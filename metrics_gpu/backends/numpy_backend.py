@@ -18,6 +18,7 @@ cache and memory stays bounded for any N.
 
 from __future__ import annotations
 
+import math
 import sys
 from typing import Any
 
@@ -34,6 +35,7 @@ from metrics_gpu._state import (
     score_sums_size,
     statistics_from_matrix,
 )
+from metrics_gpu._validation import PROBABILITY_SUM_MIN_EPS
 
 # 2**18 samples: the int64 index temporaries of one chunk (2 MiB each) stay in
 # L2/L3 cache, and the per-chunk Python overhead is < 1% at this size.
@@ -524,11 +526,13 @@ def stream_update(state: dict, batch, *, num_classes: int, ignore_index, ordinal
 
     A counted sample (its target is not ``ignore_index``) is left out, and
     counted in ``checks[0]``, when its target or prediction is outside
-    ``[0, K)``, a score of its row is not finite, or its weight is negative or
-    not finite; the first of each kind is kept in ``checks[1..3]``. A batch
-    that would take integer counts past 2^63 - 1 adds nothing and is kept in
-    ``checks[4]`` (the kernel adds it, wrapped, and keeps it there alike: in
-    both, compute refuses the state).
+    ``[0, K)``, a score of its row is not finite (or, read as probabilities,
+    outside [0, 1], or the row sums farther from 1 than
+    :func:`metrics_gpu._validation.probability_sum_tolerance`), or
+    its weight is negative or not finite; the first of each kind is kept in
+    ``checks[1..3]``. A batch that would take integer counts past 2^63 - 1
+    adds nothing and is kept in ``checks[4]`` (the kernel adds it, wrapped,
+    and keeps it there alike: in both, compute refuses the state).
     """
     k = num_classes
     t = batch.y_true.astype(np.int64, copy=False)
@@ -548,6 +552,12 @@ def stream_update(state: dict, batch, *, num_classes: int, ignore_index, ordinal
         pred_ok = np.ones(t.shape, bool)
         scanned = counted & target_ok
         pred_ok[scanned] = np.isfinite(rows[scanned]).all(axis=1)
+        if not from_logits:
+            chosen = widen_scores(rows[scanned]).astype(np.float64)
+            with np.errstate(invalid="ignore"):
+                tolerance = math.sqrt(max(clip_eps, PROBABILITY_SUM_MIN_EPS))
+                pred_ok[scanned] &= ((chosen >= 0).all(axis=1) & (chosen <= 1).all(axis=1)
+                                     & (np.abs(chosen.sum(axis=1) - 1) <= tolerance))
         p = np.zeros(t.shape, np.int64)
         p[scanned] = row_argmax(rows[scanned])
     else:
