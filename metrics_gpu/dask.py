@@ -441,13 +441,15 @@ def _host_state(state: dict) -> dict:
 
 
 def _state_of_chunk(y_true, preds, sample_weight, *, index, offset, spec,
-                    check) -> dict | None:
+                    check, functional=False) -> dict | None:
     """One chunk's :class:`ClassificationMetrics` state, as host arrays.
 
     ``check``: the arguments of the in-memory checks of scores to run first,
     which also map the targets to their columns with ``labels=`` (None: the
     state's deferred checks only). The check keys of the state name the
-    chunk as the update ordinal."""
+    chunk as the update ordinal. ``functional``: the state of a functional
+    score metric, which says what the in-memory function says of its scores
+    (nothing of logits that look like probabilities)."""
     if y_true.shape[0] == 0:
         return None
     if check is not None:
@@ -457,6 +459,8 @@ def _state_of_chunk(y_true, preds, sample_weight, *, index, offset, spec,
             raise _in_chunk(error, index, offset) from error
         y_true, preds, sample_weight = inputs.y_true, inputs.scores, inputs.sample_weight
     metrics = ClassificationMetrics(**spec)
+    if functional:
+        metrics._warns_of_probabilities = False
     metrics.update(y_true, preds, sample_weight)
     state = _host_state(metrics.state_dict())
     checks = state["checks"].copy()
@@ -501,10 +505,11 @@ def _report_of_state(state, spec: dict, offsets: tuple, positions: int, pick=Non
 
 def _score_graph(y_true, preds, sample_weight, *, spec, check, compute, pick=None,
                  options=None):
-    """The graph of a streaming-state metric: a state per chunk, merged, reported."""
+    """The graph of a streaming-state metric: a state per chunk, merged,
+    reported (``pick``: one functional metric of the report)."""
     y_true, aligned, offsets = _aligned(y_true, {"preds": preds, "sample_weight": sample_weight})
     states = _per_chunk(_state_of_chunk, (y_true, aligned["preds"], aligned["sample_weight"]),
-                        offsets, spec=spec, check=check)
+                        offsets, spec=spec, check=check, functional=pick is not None)
     return _result(_tree(states, _merge_states, spec), _report_of_state, spec, offsets,
                    math.prod(y_true.shape[1:]), pick, options, compute=compute)
 
@@ -580,7 +585,10 @@ def _score_metric(y_true, y_score, *, name, kind, sample_weight, ignore_index, v
     if labels is not None and ignore_index is not None:
         ignored = IGNORED_POSITION
     spec = dict(num_classes=_score_columns(y_score, name), top_k=top_k, n_bins=n_bins,
-                thresholds=thresholds, scores="logits" if kind == "logits" else "probabilities",
+                # Decision scores (top-k) are ranked as they are, which the
+                # state's logits do; its probabilities must be probabilities.
+                thresholds=thresholds,
+                scores="probabilities" if kind == "probabilities" else "logits",
                 ignore_index=ignored, confusion_matrix=False,
                 validate="deferred" if validate else False)
     ClassificationMetrics(**spec)

@@ -679,8 +679,8 @@ def test_exact_score_dtype():
     from metrics_gpu.files import exact_score_dtype
 
     for dtype in (np.float16, np.float32, np.float64):
-        assert exact_score_dtype(np.dtype(dtype), "logits") == np.float64
-        assert exact_score_dtype(np.dtype(dtype), "probabilities") == dtype
+        assert exact_score_dtype(np.dtype(dtype), True) == np.float64
+        assert exact_score_dtype(np.dtype(dtype), False) == dtype
 
 
 # -- the declared kind of the scores (--scores-are) ------------------------------------
