@@ -29,10 +29,11 @@
 // confident row (p_t near 1) keeps its digits: its Brier term is
 // sum_{j != t} p_j^2 + (1 - p_t)^2 with 1 - p_t = (sum_{j != t} e_j) / s, not
 // sum p^2 - 2 p_t + 1 (which cancels to the rounding of p_t), and its loss
-// log1p of that sum when t holds the max; the one-vs-all loss takes the
-// target's softplus(z_t) - z_t as softplus(-z_t). Squares below the widened
-// type's normal range (non-target probabilities under about 1e-19 for float)
-// lose digits.
+// log1p of that sum when t holds the max. Squares below the widened type's
+// normal range (non-target probabilities under about 1e-19 for float) lose
+// digits. Differences of logits that may pass the float range (m - z_t of
+// +-3e38) are taken in double, and the one-vs-all softplus terms summed in
+// double, the target's as softplus(-z_t) (= softplus(z_t) - z_t) apart.
 //
 // Output: each block writes its partial sums to partials[block * slots ...]
 // (no global atomics); the host adds the rows in a fixed order. The scalar
@@ -171,7 +172,6 @@ __device__ __forceinline__ void absorb_columns(RowScan<F>& r, F& lowest, const F
                                                bool from_logits, bool one_vs_all) {
   const F minus_inf = negative_infinity(F());
   F chunk_max = minus_inf;
-  F softplus_part = F(0);
 #pragma unroll
   for (int u = 0; u < M; ++u) {
     const int c = c0 + u * group;
@@ -187,7 +187,8 @@ __device__ __forceinline__ void absorb_columns(RowScan<F>& r, F& lowest, const F
     lowest = v[u] < lowest ? v[u] : lowest;
     if (c != t && v[u] > r.other_max) r.other_max = v[u];
     if (v[u] > z_t || (v[u] == z_t && c > t)) ++r.rank;
-    if (one_vs_all && c != t) softplus_part += softplus(v[u]);
+    // In double: two float softplus terms of 3e38 overflow their sum.
+    if (one_vs_all && c != t) r.softplus_sum += (double)softplus(v[u]);
   }
   F part = F(0), square_part = F(0);
   if (from_logits) {
@@ -213,7 +214,6 @@ __device__ __forceinline__ void absorb_columns(RowScan<F>& r, F& lowest, const F
     }
   }
   r.other_square_sum += (double)square_part;
-  r.softplus_sum += (double)softplus_part;
 }
 
 // A scan of no columns yet.
@@ -420,10 +420,12 @@ __device__ __forceinline__ void add_row_terms(const RowScan<F>& r, int64 t, F z_
     const F e_t = exp_of(z_t - r.max_finite);  // 1 when t holds the max
     const double other = r.other_exp_sum;      // s (1 - p_t), not s - e_t
     const double s = other + (double)e_t;
-    // -log p_t = (m - z_t) + log1p(s - 1), m - z_t first: exact when they
-    // are close (Sterbenz), and s - 1 is `other` exactly when t holds the
-    // max, so a small loss next to large logits keeps its digits.
-    nll = (double)((r.max_finite - z_t) + log1p_of((F)(other + ((double)e_t - 1.0))));
+    // -log p_t = (m - z_t) + log1p(s - 1). m - z_t in double: the
+    // difference of float logits may pass the float range (3e38 - -3e38);
+    // s - 1 is `other` exactly when t holds the max, so a small loss keeps
+    // its digits.
+    nll = ((double)r.max_finite - (double)z_t) +
+          (double)log1p_of((F)(other + ((double)e_t - 1.0)));
     confidence = 1.0 / s;
     brier = (r.other_square_sum + other * other) / (s * s);
   } else {

@@ -1,12 +1,15 @@
 """Precision of the score metrics where it is easily lost, on every backend.
 
-A defect class of the fused score pass (kernels/scores.cu, shared by
-streaming.cu, and its NumPy reference): confident rows (p_t near 1), whose
-Brier term sum_j p_j^2 - 2 p_t + 1, loss log(s) next to m - z_t and
-CatBoost's one-vs-all sum_j softplus(z_j) - z_t are differences of nearly
-equal numbers, which leave the rounding of p_t (0.23 % low on 4,000 float32
-rows of K = 10, found by the long fuzz profile), unless the target's term is
-kept apart.
+Two defect classes of the fused score pass (kernels/scores.cu, shared by
+streaming.cu, and its NumPy reference):
+
+* confident rows (p_t near 1): the Brier term sum_j p_j^2 - 2 p_t + 1, the
+  loss log(s) next to m - z_t and CatBoost's one-vs-all sum_j softplus(z_j) -
+  z_t are differences of nearly equal numbers, which leave the rounding of
+  p_t (0.23 % low on 4,000 float32 rows of K = 10, found by the long fuzz
+  profile), unless the target's term is kept apart;
+* logits whose difference leaves the float range (m - z_t of 3e38 and
+  -3e38): the kernels' loss was inf where it is 3e38.
 
 References are exact: Python fractions and 200-digit decimals of the values
 as stored, so each backend is held to what its scores' type allows (the
@@ -16,6 +19,7 @@ scores), not to another backend.
 
 from __future__ import annotations
 
+import warnings
 from decimal import Decimal, localcontext
 from fractions import Fraction
 
@@ -28,8 +32,8 @@ import metrics_gpu as mg
 from metrics_gpu._validation import score_dtype_eps
 
 SCORE_DTYPES = ("float16", "bfloat16", "float32", "float64")
-# The rows' probabilities need not sum to 1 in a 16-bit type (the warning is
-# scikit-learn's; the references take the values as stored).
+# 16-bit probabilities need not sum to 1 within the check's tolerance (the
+# library warns, as scikit-learn does); the references take them as stored.
 NOT_SUMMING = "ignore:The y_prob values do not sum to one:UserWarning"
 # Digits of the decimal references: 1 - p_t of a float64 row of logits
 # 345 apart is 1e-150, which p_t must hold.
@@ -145,9 +149,40 @@ def test_brier_score_and_loss_of_confident_float32_rows(backend, rng, k, n, from
         assert float(backend.to_numpy(ours)) == pytest.approx(brier, rel=rtol)
 
 
+def test_cross_entropy_of_logits_past_the_float_range(backend):
+    """m - z_t = 3e38 - (-3e38) overflowed the kernels' float: inf, where the
+    loss is 3.0e38 (log_loss, logits_report, ClassificationMetrics)."""
+    y_true = np.array([0, 1])
+    logits = np.array([[-3e38, 3e38], [0.0, 1.0]], np.float32)
+    _, expected, _ = _exact_means(y_true, logits, None, from_logits=True)
+    assert 2.9e38 < expected < 3.1e38  # the test's premise: finite in float64
+    t, z = backend.asarray(y_true), backend.asarray(logits)
+    got = {"log_loss": mg.log_loss(t, z, from_logits=True)}
+    for validate in (True, False):
+        report = mg.logits_report(t, z, top_k=(1,), validate=validate)
+        got[f"logits_report(validate={validate})"] = report.cross_entropy
+        assert np.isinf(float(backend.to_numpy(report.perplexity)))  # exp(3e38), no warning
+    metrics = mg.ClassificationMetrics(2, top_k=(1,))
+    metrics.update(t, z)
+    got["ClassificationMetrics"] = metrics.compute()["cross_entropy"]
+    for name, value in got.items():
+        assert float(backend.to_numpy(value)) == pytest.approx(expected, rel=1e-6), name
+
+
+def test_one_vs_all_of_logits_past_the_float_range(backend):
+    """Two float softplus terms of 3e38 in one chunk overflowed their float
+    sum (CatBoost MultiClassOneVsAll: inf for 3.75e37)."""
+    y_true = np.array([0, 1])
+    logits = np.array([[3e38, 3e38, -1.0, 2.0], [0.0, 1.0, 2.0, 3.0]], np.float32)
+    _, _, expected = _exact_means(y_true, logits, None, from_logits=True, one_vs_all=True)
+    ours = mg.catboost_metric("MultiClassOneVsAll", backend.asarray(y_true),
+                              backend.asarray(logits))
+    assert float(backend.to_numpy(ours)) == pytest.approx(expected / 4, rel=1e-6)
+
+
 def test_one_vs_all_of_confident_rows(backend):
-    """sum_j softplus(z_j) - z_t cancels for a confident row: (20, -20) in
-    float gave 2.1e-9 for 4.1e-9 (softplus(20) = 20 + 2e-9 rounds to 20)."""
+    """sum_j softplus(z_j) - z_t cancels for a confident row (softplus(20) =
+    20 + 2e-9 is 20 in float): the kernels gave 9.7e-10 for 2.9e-9 here."""
     y_true = np.array([0, 1, 2])
     logits = np.array([[20.0, -20.0, -25.0], [-30.0, 18.0, -19.0], [-21.0, -22.0, 23.0]],
                       np.float32)
@@ -222,5 +257,52 @@ def test_confident_rows_match_exact_values(backend):
                        validate=validate)
         np.testing.assert_allclose(ours, (brier, nll), rtol=_rtol(backend, dtype, from_logits),
                                    atol=0.0, err_msg="(brier, cross-entropy)")
+
+    run()
+
+
+@st.composite
+def extreme_logits(draw):
+    """(y_true, logits, dtype): rows of K = 2..12 mixing the type's largest
+    magnitudes (float64: 1e300, whose losses stay finite) with ordinary
+    values."""
+    dtype = draw(st.sampled_from(SCORE_DTYPES))
+    if dtype == "bfloat16":
+        ml_dtypes = pytest.importorskip("ml_dtypes")
+        big = float(ml_dtypes.finfo(ml_dtypes.bfloat16).max)
+    else:
+        big = 1e300 if dtype == "float64" else float(np.finfo(dtype).max)
+    k = draw(st.integers(2, 12))
+    n = draw(st.integers(1, 8))
+    element = st.one_of(st.sampled_from((big, -big, big / 2, -big / 3, 0.0)),
+                        st.floats(-big, big), st.floats(-30.0, 30.0))
+    values = np.array(draw(st.lists(st.lists(element, min_size=k, max_size=k),
+                                    min_size=n, max_size=n)))
+    logits = _stored(values, dtype)
+    y_true = np.array(draw(st.lists(st.integers(0, k - 1), min_size=n, max_size=n)))
+    return y_true, logits, dtype
+
+
+def test_extreme_logits_do_not_overflow(backend):
+    """Cross-entropy, Brier score and CatBoost's one-vs-all loss of logits as
+    large as their type holds: finite where the exact value is, within the
+    precision of the scores' type."""
+
+    @_settings(backend)
+    @given(case=extreme_logits(), validate=st.booleans())
+    def run(case, validate):
+        y_true, logits, dtype = case
+        brier, nll, one_vs_all = _exact_means(y_true, logits, None, from_logits=True,
+                                              one_vs_all=True)
+        rtol = 1e-12 if backend.name == "numpy" or dtype == "float64" else 1e-6
+        with warnings.catch_warnings():
+            warnings.simplefilter("error", RuntimeWarning)  # no overflow on the way
+            ours = _report(backend, y_true, logits, None, from_logits=True, validate=validate)
+            ours_one_vs_all = float(backend.to_numpy(mg.catboost_metric(
+                "MultiClassOneVsAll", backend.asarray(y_true), backend.asarray(logits))))
+        np.testing.assert_allclose(ours[1], nll, rtol=rtol, err_msg="cross-entropy")
+        np.testing.assert_allclose(ours[0], brier, rtol=rtol, atol=1e-300, err_msg="brier")
+        np.testing.assert_allclose(ours_one_vs_all, one_vs_all / logits.shape[1], rtol=rtol,
+                                   err_msg="one-vs-all")
 
     run()
