@@ -511,6 +511,25 @@ struct ScoreMinBlocks<float16_bits> {
   static constexpr int value = 3;
 };
 #endif
+// fused_logits_pass's own: sm_100's ptxas, left to choose, takes 64
+// registers there for float and bfloat16 scores and spills 8-24 bytes (since
+// the target's terms are summed apart); at 3 blocks per SM it takes 72, the
+// 24 warps per SM its 80 registers gave before. The other mappings keep
+// ScoreMinBlocks (64 registers or fewer, 32 warps, no spill).
+template <typename S>
+struct ScorePassMinBlocks {
+  static constexpr int value = ScoreMinBlocks<S>::value;
+};
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 1000
+template <>
+struct ScorePassMinBlocks<float> {
+  static constexpr int value = 3;
+};
+template <>
+struct ScorePassMinBlocks<bfloat16_bits> {
+  static constexpr int value = 3;
+};
+#endif
 
 // The block's shared state of a score pass: calibration bins, then top-k
 // buckets (dynamic shared memory), zeroed; the top_k values copied into
@@ -596,7 +615,7 @@ __device__ __forceinline__ void add_scanned_row(const RowScan<F>& r, bool contri
 
 // partials: gridDim.x rows of (kScalarSlots + num_top_k + 3 * n_bins) doubles.
 template <typename TrueT, typename S, typename W>
-__global__ void __launch_bounds__(kScoreBlockThreads, ScoreMinBlocks<S>::value)
+__global__ void __launch_bounds__(kScoreBlockThreads, ScorePassMinBlocks<S>::value)
 fused_logits_pass(const TrueT* y_true, const S* scores, const W* weight, int64 n,
                   int64 num_columns, int64 row_stride, int64 column_stride, int group,
                   long long ignore_index, int has_ignore_index, int from_logits,
