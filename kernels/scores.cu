@@ -21,10 +21,19 @@
 // Precision: per-element exponentials in the widened score type (float for
 // float/half/bfloat16 scores, double for double), summed in that type over a
 // lane's chunk of kScoreUnroll columns; sums over a row and over rows in
-// double; a row's loss, probability and Brier terms from logits in the
-// widened type too (add_row_terms), its confidence in double. With logits,
-// the row's max m and s = sum exp(z - m) are kept online (rescaled when a
-// chunk raises the max), so the row is read once.
+// double; a row's exp and log in the widened type (add_row_terms), its
+// terms from there in double. With logits, the row's max m and the sums
+// over the columns other than the target, sum exp(z_j - m) and
+// sum exp(2 (z_j - m)), are kept online (rescaled when a chunk raises the
+// max), so the row is read once. The target's term is kept apart so that a
+// confident row (p_t near 1) keeps its digits: its Brier term is
+// sum_{j != t} p_j^2 + (1 - p_t)^2 with 1 - p_t = (sum_{j != t} e_j) / s, not
+// sum p^2 - 2 p_t + 1 (which cancels to the rounding of p_t), and its loss
+// log1p of that sum when t holds the max. Squares below the widened type's
+// normal range (non-target probabilities under about 1e-19 for float) lose
+// digits. Differences of logits that may pass the float range (m - z_t of
+// +-3e38) are taken in double, and the one-vs-all softplus terms summed in
+// double, the target's as softplus(-z_t) (= softplus(z_t) - z_t) apart.
 //
 // Output: each block writes its partial sums to partials[block * slots ...]
 // (no global atomics); the host adds the rows in a fixed order. The scalar
@@ -91,11 +100,12 @@ struct RowScan {
   F best;            // max score (argmax_beats order), and its column
   int best_index;
   F max_finite;      // logits: running max m of the softmax (ignores -inf)
-  double exp_sum;    // logits: sum exp(z - m); probabilities: unused
-  double square_sum; // logits: sum exp(2 (z - m)); probabilities: sum p^2
+  // Over the columns j != t (the target's term apart: add_row_terms).
+  double other_exp_sum;     // logits: sum exp(z_j - m); probabilities: unused
+  double other_square_sum;  // logits: sum exp(2 (z_j - m)); probabilities: sum p_j^2
   F other_max;       // max over columns j != t (hinge)
   int rank;          // columns that sort before t
-  double softplus_sum;
+  double softplus_sum;  // over the columns j != t (add_row_terms adds the target's)
   bool nonfinite;    // a NaN or an infinity in the row (the streaming checks read it)
 };
 
@@ -127,13 +137,13 @@ __device__ __forceinline__ void merge_lanes(RowScan<F>& r, int group, bool from_
       r.best = best;
       r.best_index = best_index;
     }
-    double s2 = __shfl_xor_sync(kFullWarp, r.square_sum, offset, group);
+    double s2 = __shfl_xor_sync(kFullWarp, r.other_square_sum, offset, group);
     if (from_logits) {
       F m = __shfl_xor_sync(kFullWarp, r.max_finite, offset, group);
-      double s = __shfl_xor_sync(kFullWarp, r.exp_sum, offset, group);
-      merge_softmax(r.max_finite, r.exp_sum, r.square_sum, m, s, s2);
+      double s = __shfl_xor_sync(kFullWarp, r.other_exp_sum, offset, group);
+      merge_softmax(r.max_finite, r.other_exp_sum, r.other_square_sum, m, s, s2);
     } else {
-      r.square_sum += s2;
+      r.other_square_sum += s2;
     }
     F other = __shfl_xor_sync(kFullWarp, r.other_max, offset, group);
     if (other > r.other_max) r.other_max = other;
@@ -147,9 +157,9 @@ __device__ __forceinline__ void merge_lanes(RowScan<F>& r, int group, bool from_
 // the loads of a chunk are issued before any is used, so each lane keeps
 // several in flight (one at a time cannot cover the memory latency). Whole
 // chunks take no per-column bounds checks; the last (fewer than kScoreUnroll
-// columns of the lane) goes one column at a time. The chunk's terms are
-// summed in F, then added to the row's double sums; with logits the running
-// max moves at most once per chunk.
+// columns of the lane) goes one column at a time. The chunk's terms (the
+// target's left out) are summed in F, then added to the row's double sums;
+// with logits the running max moves at most once per chunk.
 constexpr int kScoreUnroll = 4;
 
 // M columns of a lane (v[u] at column c0 + u * group) folded into its
@@ -162,7 +172,6 @@ __device__ __forceinline__ void absorb_columns(RowScan<F>& r, F& lowest, const F
                                                bool from_logits, bool one_vs_all) {
   const F minus_inf = negative_infinity(F());
   F chunk_max = minus_inf;
-  F softplus_part = F(0);
 #pragma unroll
   for (int u = 0; u < M; ++u) {
     const int c = c0 + u * group;
@@ -178,31 +187,33 @@ __device__ __forceinline__ void absorb_columns(RowScan<F>& r, F& lowest, const F
     lowest = v[u] < lowest ? v[u] : lowest;
     if (c != t && v[u] > r.other_max) r.other_max = v[u];
     if (v[u] > z_t || (v[u] == z_t && c > t)) ++r.rank;
-    if (one_vs_all) softplus_part += softplus(v[u]);
+    // In double: two float softplus terms of 3e38 overflow their sum.
+    if (one_vs_all && c != t) r.softplus_sum += (double)softplus(v[u]);
   }
   F part = F(0), square_part = F(0);
   if (from_logits) {
     if (chunk_max > r.max_finite) {
       double scale = r.max_finite == minus_inf ? 0.0 : (double)exp_of(r.max_finite - chunk_max);
-      r.exp_sum *= scale;
-      r.square_sum *= scale * scale;
+      r.other_exp_sum *= scale;
+      r.other_square_sum *= scale * scale;
       r.max_finite = chunk_max;
     }
 #pragma unroll
     for (int u = 0; u < M; ++u) {
-      if (v[u] != minus_inf) {
+      if (v[u] != minus_inf && c0 + u * group != t) {
         F e = exp_of(v[u] - r.max_finite);
         part += e;
         square_part += e * e;
       }
     }
-    r.exp_sum += (double)part;
+    r.other_exp_sum += (double)part;
   } else {
 #pragma unroll
-    for (int u = 0; u < M; ++u) square_part += v[u] * v[u];
+    for (int u = 0; u < M; ++u) {
+      if (c0 + u * group != t) square_part += v[u] * v[u];
+    }
   }
-  r.square_sum += (double)square_part;
-  r.softplus_sum += (double)softplus_part;
+  r.other_square_sum += (double)square_part;
 }
 
 // A scan of no columns yet.
@@ -213,8 +224,8 @@ __device__ __forceinline__ RowScan<F> empty_scan(int num_columns) {
   r.best = minus_inf;
   r.best_index = num_columns;  // sentinel: loses every tie to a real column
   r.max_finite = minus_inf;
-  r.exp_sum = 0.0;
-  r.square_sum = 0.0;
+  r.other_exp_sum = 0.0;
+  r.other_square_sum = 0.0;
   r.other_max = minus_inf;
   r.rank = 0;
   r.softplus_sum = 0.0;
@@ -377,12 +388,19 @@ __device__ __forceinline__ int bin_fixed_shift(const unsigned long long* max_wei
   return fixed_point_shift(max_weight_bits != nullptr ? max_weight_bits : &one_bits, n);
 }
 
+// The softmax's denominator s = sum_j exp(z_j - m) of a scanned row of logits.
+template <typename F>
+__device__ __forceinline__ double softmax_denominator(const RowScan<F>& r, F z_t) {
+  return r.other_exp_sum + (double)exp_of(z_t - r.max_finite);
+}
+
 // One scanned row's terms, weighted by w, added to `sums` (ScoreSlot order;
 // the top-k hits go to top_k_bucket's buckets): -log p_t (softmax of logits, or the clipped
 // probability), the Brier sum, the Crammer-Singer hinge, the argmax hit and
 // CatBoost's one-vs-all loss. Returns the row's confidence (its max
 // probability) and correctness for the calibration bins. Shared by
-// fused_logits_pass and streaming.cu's streaming_update: the formulas live here.
+// fused_logits_pass and streaming.cu's streaming_update: the formulas live
+// here (and in NumpyBackend's score_row_terms, the reference).
 template <typename F>
 __device__ __forceinline__ void add_row_terms(const RowScan<F>& r, int64 t, F z_t, double w,
                                               bool from_logits, double clip_eps,
@@ -394,21 +412,29 @@ __device__ __forceinline__ void add_row_terms(const RowScan<F>& r, int64 t, F z_
   // from there.
   // The confidence stays a double quotient: the calibration bin edges are
   // compared in double, as by the NumPy reference.
-  double p_t, nll, squares;
+  // The Brier term is sum_{j != t} p_j^2 + (1 - p_t)^2 either way: of
+  // positive parts, where sum p^2 - 2 p_t + 1 leaves a confident row (p_t
+  // near 1) the rounding of p_t.
+  double nll, brier;
   if (from_logits) {
-    const F s = (F)r.exp_sum;
-    p_t = (double)(exp_of(z_t - r.max_finite) / s);
-    // m - z_t first: exact when they are close (Sterbenz), so a small loss
-    // next to large logits keeps its digits.
-    nll = (double)((r.max_finite - z_t) + log_of(s));
-    confidence = 1.0 / r.exp_sum;
-    squares = (double)((F)r.square_sum / (s * s));
+    const F e_t = exp_of(z_t - r.max_finite);  // 1 when t holds the max
+    const double other = r.other_exp_sum;      // s (1 - p_t), not s - e_t
+    const double s = other + (double)e_t;
+    // -log p_t = (m - z_t) + log1p(s - 1). m - z_t in double: the
+    // difference of float logits may pass the float range (3e38 - -3e38);
+    // s - 1 is `other` exactly when t holds the max, so a small loss keeps
+    // its digits.
+    nll = ((double)r.max_finite - (double)z_t) +
+          (double)log1p_of((F)(other + ((double)e_t - 1.0)));
+    confidence = 1.0 / s;
+    brier = (r.other_square_sum + other * other) / (s * s);
   } else {
-    p_t = (double)z_t;
+    const double p_t = (double)z_t;
     double clipped = p_t < clip_eps ? clip_eps : (p_t > 1.0 - clip_eps ? 1.0 - clip_eps : p_t);
     nll = -log(clipped);  // one log a row: double, as log_loss of probabilities promises
     confidence = (double)r.best;
-    squares = r.square_sum;
+    const double miss = 1.0 - p_t;  // exact for p_t >= 1/2 (Sterbenz)
+    brier = r.other_square_sum + miss * miss;
   }
   double margin = (double)z_t - (double)r.other_max;
   double hinge = 1.0 - margin > 0.0 ? 1.0 - margin : 0.0;
@@ -416,9 +442,11 @@ __device__ __forceinline__ void add_row_terms(const RowScan<F>& r, int64 t, F z_
   sums[kSlotWeight] += w;
   sums[kSlotCorrect] += w * correct;
   sums[kSlotNll] += w * nll;
-  sums[kSlotBrier] += w * (squares - 2.0 * p_t + 1.0);
+  sums[kSlotBrier] += w * brier;
   sums[kSlotHinge] += w * hinge;
-  sums[kSlotOneVsAll] += one_vs_all ? w * (r.softplus_sum - (double)z_t) : 0.0;
+  // sum_j softplus(z_j) - z_t as sum_{j != t} softplus(z_j) + softplus(-z_t):
+  // positive terms, where the difference of a confident row cancels.
+  sums[kSlotOneVsAll] += one_vs_all ? w * (r.softplus_sum + (double)softplus(-z_t)) : 0.0;
 }
 
 // Top-k hits without a register per k value. A row whose true class has
@@ -480,6 +508,25 @@ struct ScoreMinBlocks<double> {
 // spills; at 3 blocks per SM it takes 80, as for the other 16-bit type.
 template <>
 struct ScoreMinBlocks<float16_bits> {
+  static constexpr int value = 3;
+};
+#endif
+// fused_logits_pass's own: sm_100's ptxas, left to choose, takes 64
+// registers there for float and bfloat16 scores and spills 8-24 bytes (since
+// the target's terms are summed apart); at 3 blocks per SM it takes 72, the
+// 24 warps per SM its 80 registers gave before. The other mappings keep
+// ScoreMinBlocks (64 registers or fewer, 32 warps, no spill).
+template <typename S>
+struct ScorePassMinBlocks {
+  static constexpr int value = ScoreMinBlocks<S>::value;
+};
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 1000
+template <>
+struct ScorePassMinBlocks<float> {
+  static constexpr int value = 3;
+};
+template <>
+struct ScorePassMinBlocks<bfloat16_bits> {
   static constexpr int value = 3;
 };
 #endif
@@ -568,7 +615,7 @@ __device__ __forceinline__ void add_scanned_row(const RowScan<F>& r, bool contri
 
 // partials: gridDim.x rows of (kScalarSlots + num_top_k + 3 * n_bins) doubles.
 template <typename TrueT, typename S, typename W>
-__global__ void __launch_bounds__(kScoreBlockThreads, ScoreMinBlocks<S>::value)
+__global__ void __launch_bounds__(kScoreBlockThreads, ScorePassMinBlocks<S>::value)
 fused_logits_pass(const TrueT* y_true, const S* scores, const W* weight, int64 n,
                   int64 num_columns, int64 row_stride, int64 column_stride, int group,
                   long long ignore_index, int has_ignore_index, int from_logits,

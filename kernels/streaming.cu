@@ -377,9 +377,10 @@ streaming_update(const TrueT* y_true, const PredT* preds, const W* weight, int64
         const C w_count = count_of<C>(weight, row);
         const int first_column = (int)(lane % (unsigned int)group);
         const double m = (double)r.max_finite;
+        const double s = from_logits ? softmax_denominator(r, z_t) : 1.0;
         for (int64 c = first_column; c < K; c += group) {
           const double v = (double)widen(row_scores[c * column_stride]);
-          const double probability = from_logits ? exp(v - m) / r.exp_sum : v;
+          const double probability = from_logits ? exp(v - m) / s : v;
           const int64 b = calibration_bin(probability, (int)thresholds);
           atomicAdd(histogram + (c == t ? 0 : K * thresholds) + c * thresholds + b, w_count);
         }

@@ -452,8 +452,9 @@ def log_loss(sums: ScoreSums, normalize: bool = True):
 
 
 def perplexity(sums: ScoreSums, xp):
-    """exp(cross-entropy)."""
-    return xp.exp(log_loss(sums))
+    """exp(cross-entropy): inf past about 709, the float64 value, not an error."""
+    with np.errstate(over="ignore"):
+        return xp.exp(log_loss(sums))
 
 
 def brier_score(sums: ScoreSums, scale_by_half: bool):

@@ -114,7 +114,11 @@ def _first_nonfinite(array, backend) -> int | None:
         if not array.any_nonfinite():
             return None
     else:
-        total = array.sum(dtype=np.float32) if array.dtype.itemsize < 4 else array.sum()
+        # Finite scores near the type's limit overflow the sum (inf, or NaN
+        # from both signs): the chunks then decide, and NumPy's warning would
+        # be about this sum, not the caller's scores.
+        with np.errstate(over="ignore", invalid="ignore"):
+            total = array.sum(dtype=np.float32) if array.dtype.itemsize < 4 else array.sum()
         if bool(xp.isfinite(total)):
             return None
     row_size = math.prod(array.shape[1:])

@@ -102,6 +102,12 @@ def score_row_terms(z, t, *, from_logits: bool, clip_eps: float, one_vs_all: boo
     def spread(per_sample):  # a per-sample vector against z
         return np.expand_dims(per_sample, class_axis)
 
+    def set_targets(array, value):  # each row's target entry of an array shaped as z
+        if class_axis == 1:
+            array[samples, t] = value
+        else:
+            array[t, samples] = value
+
     classes = np.expand_dims(np.arange(z.shape[class_axis]), 1 - class_axis)
     terms = {}
     m = z.max(axis=class_axis) if wanted & {"correct", "nll", "brier", "confidence"} else None
@@ -115,34 +121,48 @@ def score_row_terms(z, t, *, from_logits: bool, clip_eps: float, one_vs_all: boo
             part = z[undecided] if class_axis == 1 else z[:, undecided]
             correct[undecided] = np.argmax(part, axis=class_axis) == t[undecided]
         terms["correct"] = correct
+    # As kernels/scores.cu add_row_terms: the target's term kept apart, so
+    # that a confident row (p_t near 1) keeps its digits. The Brier term is
+    # sum_{j != t} p_j^2 + (1 - p_t)^2 (sum p^2 - 2 p_t + 1 cancels to the
+    # rounding of p_t), with 1 - p_t = (sum_{j != t} e_j) / s from logits,
+    # and -log p_t = (m - z_t) + log1p(s - 1), s - 1 exact when t holds the max.
     with np.errstate(divide="ignore", invalid="ignore", over="ignore"):
         if from_logits and wanted & {"nll", "brier", "confidence"}:
             e = np.exp(z - spread(m))
-            s = e.sum(axis=class_axis)
+            e_t = e[samples, t] if class_axis == 1 else e[t, samples]  # a copy
+            set_targets(e, 0.0)
+            other = e.sum(axis=class_axis)
+            s = other + e_t
             if "nll" in wanted:
-                terms["nll"] = m + np.log(s) - z_t
+                terms["nll"] = (m - z_t) + np.log1p(other + (e_t - 1.0))
             if "confidence" in wanted:
                 terms["confidence"] = 1.0 / s
             if "brier" in wanted:
-                p_t = np.exp(z_t - m) / s
-                terms["brier"] = (e * e).sum(axis=class_axis) / (s * s) - 2.0 * p_t + 1.0
+                terms["brier"] = ((e * e).sum(axis=class_axis) + other * other) / (s * s)
         elif not from_logits:
             if "nll" in wanted:
                 terms["nll"] = -np.log(np.clip(z_t, clip_eps, 1.0 - clip_eps))
             if "confidence" in wanted:
                 terms["confidence"] = m
             if "brier" in wanted:
-                terms["brier"] = (z * z).sum(axis=class_axis) - 2.0 * z_t + 1.0
+                squares = z * z
+                set_targets(squares, 0.0)
+                miss = 1.0 - z_t
+                terms["brier"] = squares.sum(axis=class_axis) + miss * miss
         if "hinge" in wanted:
             others = z.copy()
-            if class_axis == 1:
-                others[samples, t] = -np.inf
-            else:
-                others[t, samples] = -np.inf
+            set_targets(others, -np.inf)
             terms["hinge"] = np.maximum(0.0, 1.0 - (z_t - others.max(axis=class_axis)))
         if "one_vs_all" in wanted:
-            terms["one_vs_all"] = ((np.logaddexp(0.0, z).sum(axis=class_axis) - z_t)
-                                   if one_vs_all else np.zeros_like(z_t))
+            if one_vs_all:
+                # sum_j softplus(z_j) - z_t, the target's term as softplus(-z_t):
+                # positive terms (the difference cancels for a confident row).
+                softplus = np.logaddexp(0.0, z)
+                set_targets(softplus, 0.0)
+                terms["one_vs_all"] = (softplus.sum(axis=class_axis)
+                                       + np.logaddexp(0.0, -z_t))
+            else:
+                terms["one_vs_all"] = np.zeros_like(z_t)
     if "rank" in wanted:
         target = spread(z_t)
         rank = np.count_nonzero(z > target, axis=class_axis)
