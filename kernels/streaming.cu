@@ -226,9 +226,18 @@ __device__ __forceinline__ void write_moments(const uint64* exact, const double*
 // clip eps of the launch), at least float32's: float64 probabilities are
 // often a float32 softmax widened. The host's copy:
 // metrics_gpu/_validation.py probability_sum_tolerance.
-__device__ __forceinline__ double probability_tolerance(double clip_eps) {
+// bfloat16 rows take their own eps, 2^-7, at least (BFLOAT16_EPS on the host):
+// 8 significant bits round each probability by up to 2^-9 of itself.
+template <typename PredT>
+__device__ __forceinline__ double score_type_eps(const PredT*) { return 0.0; }
+__device__ __forceinline__ double score_type_eps(const bfloat16_bits*) { return 0.0078125; }
+
+template <typename PredT>
+__device__ __forceinline__ double probability_tolerance(double clip_eps, const PredT* type) {
   const double least = 1.1920928955078125e-07;  // FLT_EPSILON
-  return sqrt(clip_eps > least ? clip_eps : least);
+  double eps = clip_eps > least ? clip_eps : least;
+  eps = score_type_eps(type) > eps ? score_type_eps(type) : eps;
+  return sqrt(eps);
 }
 
 template <typename PredT, typename F>
@@ -343,7 +352,7 @@ streaming_update(const TrueT* y_true, const PredT* preds, const W* weight, int64
       pred_ok = !r.nonfinite;
       if (!from_logits) {  // uniform: the whole warp takes it
         const double tolerance =
-            probability_tolerance(__longlong_as_double(config[kCfgClipEpsBits]));
+            probability_tolerance(__longlong_as_double(config[kCfgClipEpsBits]), row_scores);
         const bool probabilities = probability_row(row_scores, scan && pred_ok, r.best, K,
                                                    column_stride, group, tolerance);
         pred_ok = pred_ok && (!scan || probabilities);

@@ -665,20 +665,31 @@ def _check_probability_range(values, name: str, backend, takes_logits: bool,
 PROBABILITY_SUM_MIN_EPS = float(np.finfo(np.float32).eps)
 
 
+# bfloat16 keeps 8 significant bits: each probability rounds by up to 2**-9 of
+# itself, so a row of them sums to 1 only within about 2**-8, past float32's
+# tolerance; its own eps (2**-7) sets its rows' tolerance.
+BFLOAT16_EPS = 2.0 ** -7
+
+
 def probability_sum_tolerance(dtype) -> float:
-    """How far from 1 a row of probabilities of ``dtype`` may sum: sqrt(eps) of
+    """How far from 1 a row of probabilities of ``dtype`` (or its name) may sum: sqrt(eps) of
     the type (:func:`score_dtype_eps`, scikit-learn's tolerance), at least
-    float32's (:data:`PROBABILITY_SUM_MIN_EPS`). kernels/streaming.cu holds
-    rows to the same."""
+    float32's (:data:`PROBABILITY_SUM_MIN_EPS`), and bfloat16's own
+    (:data:`BFLOAT16_EPS`) for bfloat16 rows. kernels/streaming.cu holds rows
+    to the same (probability_tolerance)."""
+    if (dtype if isinstance(dtype, str) else np.dtype(dtype).name) == "bfloat16":
+        return math.sqrt(max(BFLOAT16_EPS, PROBABILITY_SUM_MIN_EPS))
     return math.sqrt(max(score_dtype_eps(dtype), PROBABILITY_SUM_MIN_EPS))
 
 
-def first_non_probability_row(values, backend) -> tuple[int, str] | None:
+def first_non_probability_row(values, backend, dtype=None) -> tuple[int, str] | None:
     """The first row of ``values`` that is not a row of probabilities, and what
     is wrong with it; None when every row is. ``(N, K)`` rows must hold values
     in [0, 1] summing to 1 within :func:`probability_sum_tolerance` of their
     type; an ``(N,)`` column (the positive class's probability) values in
-    [0, 1]. Reductions per chunk of rows; a mask only where one fails."""
+    [0, 1]. Reductions per chunk of rows; a mask only where one fails.
+    ``dtype``: the type the rows were given in, where ``values`` are widened
+    (bfloat16 rows read as float32)."""
     first = _first_outside_unit_range(values, backend)
     outside = None
     if first is not None:
@@ -688,7 +699,7 @@ def first_non_probability_row(values, backend) -> tuple[int, str] | None:
     if values.ndim != 2:
         return outside
     xp = backend.xp
-    tolerance = probability_sum_tolerance(values.dtype)
+    tolerance = probability_sum_tolerance(values.dtype if dtype is None else dtype)
     # Only the rows before the first value out of range can come first.
     for start, rows in _row_chunks(values if outside is None else values[:outside[0]],
                                    chunked=True):
@@ -1584,7 +1595,7 @@ def check_stream_batch(y_true, preds, sample_weight, *, num_classes: int, backen
                                  f"{_position(i, values.shape)}")
             if probabilities:
                 rows = StreamBatch(true, pred, None, n, **layout).rows(backend.xp)
-                bad = first_non_probability_row(rows, backend)
+                bad = first_non_probability_row(rows, backend, layout["score_dtype"])
                 if bad is not None:
                     row, problem = bad
                     raise ValueError(

@@ -664,6 +664,25 @@ def test_widened_float32_probabilities_are_probabilities(backend, rng, validate)
     assert int(host_array(report.invalid)) == 0 and _value(report.total) == 64
 
 
+@pytest.mark.parametrize("validate", ["deferred", False, "eager"])
+def test_bfloat16_probabilities_are_probabilities(backend, rng, validate):
+    """bfloat16 keeps 8 significant bits: a softmax rounded to it sums to 1
+    within about 2**-8, past float32's tolerance; its rows are still
+    probabilities (their own eps sets the tolerance), on every path."""
+    ml_dtypes = pytest.importorskip("ml_dtypes")
+    y = np.arange(256) % 5
+    y[:2] = 1
+    rows = _softmax(rng.normal(size=(256, 5)) * 3).astype(ml_dtypes.bfloat16)
+    rows[:2, :2] = np.array([[0.048584, 0.953125], [0.287109, 0.710938]])
+    rows[:2, 2:] = 0
+    gaps = np.abs(rows.astype(np.float64).sum(axis=1) - 1)
+    assert gaps.max() > np.sqrt(np.finfo(np.float32).eps)
+    metrics = mg.ClassificationMetrics(5, scores="probabilities", validate=validate)
+    metrics.update(backend.asarray(y), backend.asarray(rows))
+    report = metrics.compute()
+    assert int(host_array(report.invalid)) == 0 and _value(report.total) == 256
+
+
 def test_one_pass_leaves_out_rows_that_are_not_probabilities(backend):
     """logits_report(from_logits=False, validate=False) runs the streaming update:
     a row that is not probabilities is left out and counted, as a NaN row is."""

@@ -18,7 +18,6 @@ cache and memory stays bounded for any N.
 
 from __future__ import annotations
 
-import math
 import sys
 from typing import Any
 
@@ -35,7 +34,7 @@ from metrics_gpu._state import (
     score_sums_size,
     statistics_from_matrix,
 )
-from metrics_gpu._validation import PROBABILITY_SUM_MIN_EPS
+from metrics_gpu._validation import probability_sum_tolerance
 
 # 2**18 samples: the int64 index temporaries of one chunk (2 MiB each) stay in
 # L2/L3 cache, and the per-chunk Python overhead is < 1% at this size.
@@ -575,7 +574,7 @@ def stream_update(state: dict, batch, *, num_classes: int, ignore_index, ordinal
         if not from_logits:
             chosen = widen_scores(rows[scanned]).astype(np.float64)
             with np.errstate(invalid="ignore"):
-                tolerance = math.sqrt(max(clip_eps, PROBABILITY_SUM_MIN_EPS))
+                tolerance = probability_sum_tolerance(batch.score_dtype)
                 pred_ok[scanned] &= ((chosen >= 0).all(axis=1) & (chosen <= 1).all(axis=1)
                                      & (np.abs(chosen.sum(axis=1) - 1) <= tolerance))
         p = np.zeros(t.shape, np.int64)
