@@ -4,9 +4,10 @@ metric at the end, as a training loop needs it.
 :class:`ClassificationMetrics` keeps one state per object, on the device of
 its first update (NumPy arrays on the host backends, CuPy arrays on a GPU):
 
-* ``counts``: per-class true positives, support, predicted counts and the
-  total (3K + 1 cells; uint64 for counts and integer weights, float64 for
-  float weights), and ``moments``, the weighted-kappa disagreement sums
+* ``counts``: per-class true positives, support, predicted counts, the
+  total and the misclassified weight (3K + 2 cells; uint64 for counts and
+  integer weights, float64 for float weights; version 1 states had no
+  misclassified cell), and ``moments``, the weighted-kappa disagreement sums
   (exact 128-bit words, or two float64);
 * ``matrix``: the K x K confusion matrix, while K <= 2048 (or as asked);
 * ``scores``: the sums of the fused score pass (kernels/scores.cu layout:
@@ -70,7 +71,8 @@ VALIDATE_MODES = get_args(StreamValidate)
 # Thresholds of the binned ranking metrics: a (2, K, H) histogram.
 MAX_THRESHOLDS = 1 << 16
 CHECKED = ("y_true", "preds", "sample_weight")
-STATE_VERSION = 1
+# 2: counts gained the misclassified weight (kappa's observed disagreement).
+STATE_VERSION = 2
 
 
 @shared_parameters
@@ -477,6 +479,7 @@ class ClassificationMetrics:
         --------
         state_dict : The state as plain arrays.
         """
+        state = _upgraded_state(state)
         if state.get("version") != STATE_VERSION or dict(state.get("spec", {})) != self._spec:
             raise ValueError("state: not a state_dict of a ClassificationMetrics with these "
                              "arguments")
@@ -600,6 +603,21 @@ def _to_numpy(value):
     if hasattr(value, "get") and not isinstance(value, np.ndarray):
         return value.get()
     return np.asarray(value)
+
+
+def _upgraded_state(state: Mapping[str, Any]) -> Mapping[str, Any]:
+    """A version 1 state_dict as version 2: its counts gain the misclassified
+    cell, total - sum(true positives) (exact for integer counts; for float
+    weights the best the old state holds). Other states as they are."""
+    if state.get("version") != 1:
+        return state
+    upgraded = dict(state, version=2)
+    if state.get("kind") is not None and "counts" in state:
+        counts = _to_numpy(state["counts"])
+        k = (counts.shape[0] - 1) // 3
+        missed = counts[3 * k:3 * k + 1] - counts[:k].sum(dtype=counts.dtype)
+        upgraded["counts"] = np.concatenate([counts, missed])
+    return upgraded
 
 
 def _float_arrays(arrays: dict) -> dict:
