@@ -124,14 +124,15 @@ __device__ __forceinline__ bool is_selected(const unsigned char* selected, int64
 constexpr int kMaxBlockThreads = 256;
 
 // One class's counts as a thread holds them: `rank` is its position among the
-// selected classes, `present` whether the thread holds a selected class.
+// selected classes, `present` whether the thread holds a selected class;
+// `negatives` the supports of every other class (selected or not).
 struct ClassCounts {
   bool present;
-  double rank, tp, t, p;
+  double rank, tp, t, p, negatives;
 };
 
 // Values a routed class carries (route_selected's buffer: kRouted per thread).
-constexpr int kRouted = 3;
+constexpr int kRouted = 4;
 
 // The per-thread partials of a block sum depend on which thread holds which
 // class. For sums over the selected classes to have the same bits whether or
@@ -156,36 +157,41 @@ __device__ ClassCounts route_selected(ClassCounts own, int64 k, bool masked, dou
     route[kRouted * slot] = own.tp;
     route[kRouted * slot + 1] = own.t;
     route[kRouted * slot + 2] = own.p;
+    route[kRouted * slot + 3] = own.negatives;
   }
   __syncthreads();
   const int64 block = blockDim.x;
   const int64 offset = ((int64)threadIdx.x - first % block + block) % block;
-  ClassCounts mine{offset < (int64)carry[0] - first, (double)(first + offset), 0.0, 0.0, 0.0};
+  ClassCounts mine{offset < (int64)carry[0] - first, (double)(first + offset), 0.0, 0.0, 0.0,
+                   0.0};
   if (mine.present) {
     mine.tp = route[kRouted * threadIdx.x];
     mine.t = route[kRouted * threadIdx.x + 1];
     mine.p = route[kRouted * threadIdx.x + 2];
+    mine.negatives = route[kRouted * threadIdx.x + 3];
   }
   __syncthreads();  // the next tile writes `route` again
   return mine;
 }
 
-// The per-class rates of _formulas (a 0/0 rate is 0).
+// The per-class rates of _formulas (a 0/0 rate is 0). `negatives` is the
+// other classes' supports, summed as such (_formulas.sum_of_others): exactly
+// 0 for a class that holds every sample, where total - support may be a
+// rounding residue of either sign.
 struct ClassRates {
-  double precision, recall, f1, jaccard, specificity, negatives, tn;
+  double precision, recall, f1, jaccard, specificity, tn;
 };
 
-__device__ __forceinline__ ClassRates class_rates(double tp, double t, double p, double s) {
+__device__ __forceinline__ ClassRates class_rates(double tp, double t, double p,
+                                                  double negatives) {
   double fp = p - tp;
   double fn = t - tp;
-  double negatives = s - t;
   double tn = negatives - fp;
   return ClassRates{divide(tp, p, 0.0),
                     divide(tp, t, 0.0),
                     divide(2.0 * tp, t + p, 0.0),
                     divide(tp, (tp + fp) + fn, 0.0),
                     divide(tn, negatives, 0.0),
-                    negatives,
                     tn};
 }
 
@@ -203,6 +209,21 @@ __device__ void evaluate_metrics(const C* true_positives, const C* support, cons
                                  double* route /* shared, kRouted * kMaxBlockThreads */) {
   double* columns = out + kSlotCount;
   const int64 tiles = (K + blockDim.x - 1) / blockDim.x;
+
+  // Pass 0: the supports of the classes after each class, scanned in
+  // descending class order and kept in its specificity cell until pass 1 reads
+  // them and writes the rate there; another thread of the block may hold the
+  // class then, so the barriers of the scans in between order the two.
+  {
+    double after[1] = {0.0};
+    for (int64 tile = 0; tile < tiles; ++tile) {
+      int64 k = K - 1 - (tile * blockDim.x + threadIdx.x);
+      double running[1] = {k >= 0 ? (double)load_fresh(support + k) : 0.0};
+      double before[1];
+      block_scan(running, after, scratch, before);
+      if (k >= 0) columns[kSpecificity * K + k] = before[0];
+    }
+  }
 
   // Pass 1: sums over the selected classes, and the per-class columns.
   enum {
@@ -227,15 +248,20 @@ __device__ void evaluate_metrics(const C* true_positives, const C* support, cons
   for (int i = 0; i < kPass1; ++i) pass1[i] = 0.0;
   const bool masked = selected != nullptr;
   double rank_carry[1] = {0.0};
+  double support_carry[1] = {0.0};
   for (int64 tile = 0; tile < tiles; ++tile) {
     int64 k = tile * blockDim.x + threadIdx.x;
-    ClassCounts own{false, 0.0, 0.0, 0.0, 0.0};
+    ClassCounts own{false, 0.0, 0.0, 0.0, 0.0, 0.0};
+    double running[1] = {k < K ? (double)load_fresh(support + k) : 0.0};
+    double before[1];
+    block_scan(running, support_carry, scratch, before);
     if (k < K) {
       own.tp = (double)load_fresh(true_positives + k);
       own.t = (double)load_fresh(support + k);
       own.p = (double)load_fresh(predicted + k);
+      own.negatives = before[0] + columns[kSpecificity * K + k];
       own.present = is_selected(selected, k);
-      ClassRates rates = class_rates(own.tp, own.t, own.p, s);
+      ClassRates rates = class_rates(own.tp, own.t, own.p, own.negatives);
       columns[kPrecision * K + k] = rates.precision;
       columns[kRecall * K + k] = rates.recall;
       columns[kF1 * K + k] = rates.f1;
@@ -245,7 +271,7 @@ __device__ void evaluate_metrics(const C* true_positives, const C* support, cons
     ClassCounts c = route_selected(own, k, masked, rank_carry, route, scratch);
     if (!c.present) continue;
     const double tp = c.tp, t = c.t, p = c.p;
-    ClassRates rates = class_rates(tp, t, p, s);
+    ClassRates rates = class_rates(tp, t, p, c.negatives);
     double fp = p - tp;
     double fn = t - tp;
     pass1[sTp] += tp;
@@ -270,7 +296,7 @@ __device__ void evaluate_metrics(const C* true_positives, const C* support, cons
     if (t > 0.0 && p > 0.0) pass1[sBoth] += 1.0;
     if (p == 0.0) pass1[sUnpredicted] += 1.0;
     if (t == 0.0 && p == 0.0) pass1[sAbsent] += 1.0;
-    if (rates.negatives == 0.0) pass1[sNoNegatives] += 1.0;
+    if (c.negatives == 0.0) pass1[sNoNegatives] += 1.0;
   }
   block_sum(pass1, scratch);
 
@@ -326,7 +352,7 @@ __device__ void evaluate_metrics(const C* true_positives, const C* support, cons
     double route_carry[1] = {0.0};
     for (int64 tile = 0; tile < tiles; ++tile) {
       int64 k = tile * blockDim.x + threadIdx.x;
-      ClassCounts own{k < K && is_selected(selected, k), 0.0, 0.0, 0.0, 0.0};
+      ClassCounts own{k < K && is_selected(selected, k), 0.0, 0.0, 0.0, 0.0, 0.0};
       if (own.present) {
         own.t = (double)load_fresh(support + k);
         own.p = (double)load_fresh(predicted + k);

@@ -7,7 +7,8 @@ where the sources differ (zero division, macro F), passed as arguments rather
 than written again.
 
 Notation (per class k): ``tp`` true positives, ``fp = predicted - tp``,
-``fn = support - tp``, ``tn = total - support - predicted + tp``.
+``fn = support - tp``, ``negatives`` the other classes' supports,
+``tn = negatives - fp``.
 """
 
 from __future__ import annotations
@@ -34,9 +35,12 @@ class UndefinedMetricWarning(UserWarning):
 class Counts:
     """Float64 view of :class:`ClassStatistics` with the derived fp/fn/tn.
 
-    ``misclassified`` is the counting pass's own sum, not the difference
-    ``total - sum(tp)``: a misclassified weight below the rounding of a
-    dominant class's counts is not lost.
+    ``negatives`` (per class) and ``misclassified`` are sums of their own
+    terms, not differences of larger sums: a class that holds every sample
+    has exactly 0 negatives whatever order float weights were added in (where
+    ``total - support`` may be a rounding residue of either sign), and a
+    misclassified weight below the rounding of a dominant class's counts is
+    not lost.
     """
 
     tp: Any
@@ -44,6 +48,7 @@ class Counts:
     predicted: Any
     total: Any
     xp: Any
+    negatives: Any
     misclassified: Any
 
     @classmethod
@@ -52,10 +57,12 @@ class Counts:
         tp = stats.true_positives.astype(f64)
         support = stats.support.astype(f64)
         total = xp.asarray(stats.total, dtype=f64)
+        negatives = (sum_of_others(support, xp) if stats.negatives is None
+                     else xp.asarray(stats.negatives, dtype=f64))
         misclassified = (total - tp.sum() if stats.misclassified is None
                          else xp.asarray(stats.misclassified, dtype=f64))
         return cls(tp=tp, support=support, predicted=stats.predicted.astype(f64), total=total,
-                   xp=xp, misclassified=misclassified)
+                   xp=xp, negatives=negatives, misclassified=misclassified)
 
     @property
     def fp(self):
@@ -66,13 +73,16 @@ class Counts:
         return self.support - self.tp
 
     @property
-    def negatives(self):
-        """Samples whose true class is not k: tn + fp."""
-        return self.total - self.support
-
-    @property
     def tn(self):
         return self.negatives - self.fp
+
+
+def sum_of_others(values, xp):
+    """``sum_{j != k} values_j`` for each k, as the sum of the values before k
+    plus the sum of those after it (non-negative terms only: exactly 0 when
+    the others are 0, and no cancellation against ``values_k``)."""
+    values = xp.asarray(values, dtype=xp.float64)
+    return exclusive_cumsum(values, xp) + exclusive_cumsum(values[::-1], xp)[::-1]
 
 
 def exclusive_cumsum(values, xp):

@@ -173,7 +173,7 @@ def on_host(stats: ClassStatistics, backend) -> ClassStatistics:
         return stats
     fields = {name: getattr(stats, name) for name in (
         "true_positives", "support", "predicted", "total", "observed", "invalid",
-        "linear_disagreement", "quadratic_disagreement", "misclassified")}
+        "linear_disagreement", "quadratic_disagreement", "misclassified", "negatives")}
     host: dict[str, Any] = {name: (None if value is None else backend.to_host(value))
                             for name, value in fields.items()}
     host["invalid"] = int(host["invalid"])

@@ -138,6 +138,9 @@ class ClassStatistics:
         when one class holds nearly all the weight: a misclassified weight
         below the rounding of that class's float64 counts is absorbed by them.
         None where a state does not carry it (the difference is used then).
+    negatives : (K,) array or None
+        Weight of the samples whose true class is not k, set by :meth:`take`
+        (the classes left out still count); None: the other classes' supports.
     """
 
     true_positives: Any
@@ -149,6 +152,7 @@ class ClassStatistics:
     linear_disagreement: Any = None
     quadratic_disagreement: Any = None
     misclassified: Any = None
+    negatives: Any = None
 
     @property
     def num_classes(self) -> int:
@@ -159,8 +163,14 @@ class ClassStatistics:
 
         Totals are kept: this is scikit-learn's ``labels=`` for set-wise metrics
         (precision, recall, F, Jaccard), whose per-class counts come from all
-        samples. The kappa disagreements do not survive a selection.
+        samples; so are each class's negatives, from every other class. The
+        kappa disagreements do not survive a selection.
         """
+        from metrics_gpu._formulas import sum_of_others
+
+        negatives = self.negatives
+        if negatives is None:
+            negatives = sum_of_others(self.support, _namespace(self.support))
         return replace(
             self,
             true_positives=self.true_positives[classes],
@@ -170,6 +180,7 @@ class ClassStatistics:
             linear_disagreement=None,
             quadratic_disagreement=None,
             misclassified=None,
+            negatives=negatives[classes],
         )
 
     def merge(self, other: ClassStatistics) -> ClassStatistics:
@@ -195,7 +206,17 @@ class ClassStatistics:
                 self.quadratic_disagreement, other.quadratic_disagreement
             ),
             misclassified=add(self.misclassified, other.misclassified),
+            negatives=add(self.negatives, other.negatives),
         )
+
+
+def _namespace(array):
+    """NumPy for host arrays, CuPy for device ones (without importing it otherwise)."""
+    if isinstance(array, (np.ndarray, np.generic)):
+        return np
+    import cupy
+
+    return cupy
 
 
 def off_diagonal_sum(matrix, xp):

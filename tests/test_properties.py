@@ -569,3 +569,47 @@ def test_cohen_kappa_and_mcc_when_one_class_holds_nearly_all_weight(backend):
 
     run()
 
+
+def test_specificity_of_a_class_without_negatives(backend):
+    """A class that every target belongs to has no negatives: its specificity
+    is the zero-division value on every path (stream, label_report,
+    specificity_score), whatever the float weights and the order they were
+    added in; the other classes' specificities are their exact values."""
+
+    @_settings(backend)
+    @given(sample=samples(max_k=6, max_n=60, weight_kinds=("float",)),
+           target=st.integers(0, 5))
+    def run(sample, target):
+        k = sample.k
+        target %= k
+        assume(_some_weight(sample.weights))
+        y_true = np.full(sample.y_pred.size, target)
+        t, p, w = put(backend, y_true, sample.y_pred, sample.weights)
+        exact_weights = [Fraction(float(v)) for v in sample.weights]
+        total = sum(exact_weights, Fraction(0))
+        exact = [float(sum((v for v, q in zip(exact_weights, sample.y_pred) if q != j),
+                           Fraction(0)) / total) for j in range(k)]
+        metrics = mg.ClassificationMetrics(k)
+        metrics.update(t, p, w)
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", mg.UndefinedMetricWarning)
+            paths = {
+                "stream": metrics.compute().per_class["specificity"],
+                "label_report": mg.label_report(t, p, sample_weight=w, num_classes=k)
+                .per_class["specificity"],
+                "specificity_score": mg.specificity_score(t, p, sample_weight=w, num_classes=k,
+                                                          average=None, zero_division=0.0),
+            }
+        for name, per_class in paths.items():
+            per_class = backend.to_numpy(per_class)
+            assert per_class[target] == 0.0, name
+            others = [j for j in range(k) if j != target]
+            np.testing.assert_allclose(per_class[others], np.array(exact)[others], rtol=1e-12,
+                                       err_msg=name)
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", mg.UndefinedMetricWarning)
+            ones = mg.specificity_score(t, p, sample_weight=w, num_classes=k, average=None,
+                                        zero_division=1.0)
+        assert backend.to_numpy(ones)[target] == 1.0
+
+    run()

@@ -534,6 +534,28 @@ def test_matthews_corrcoef_when_one_class_holds_nearly_all_weight(backend, case)
     assert abs(float(backend.to_numpy(report["matthews_corrcoef"])) - exact) <= 1e-12
 
 
+def test_specificity_of_a_class_without_negatives_float_weights(backend):
+    """Every target 0 and float weights: class 0 has no negatives, so its
+    specificity is the zero-division value. With negatives as total - support
+    the stream, whose total is summed apart from the supports, gave
+    tiny / tiny = 1.0 where label_report gave 0.0 (and on a GPU either,
+    run to run). Negatives are now the other classes' supports: exactly 0."""
+    weights = np.random.default_rng(20261126).uniform(0.01, 10.0, 20)
+    y_true = np.zeros(20, dtype=np.int64)
+    y_pred = y_true.copy()
+    y_pred[3] = 1
+    t, p, w = put(backend, y_true, y_pred, weights)
+    report = _stream_report(t, p, w, 2)
+    assert backend.to_numpy(report.per_class["specificity"])[0] == 0.0
+    assert float(backend.to_numpy(report["macro_specificity"])) == pytest.approx(
+        (weights.sum() - weights[3]) / weights.sum() / 2, rel=1e-12)
+    assert mg.label_report(t, p, sample_weight=w).per_class["specificity"][0] == 0.0
+    for zero_division in (0.0, 1.0):
+        per_class = mg.specificity_score(t, p, sample_weight=w, average=None,
+                                         zero_division=zero_division)
+        assert backend.to_numpy(per_class)[0] == zero_division
+
+
 MCC_UNDEFINED_CASES = {
     # one true class: the covariance of y_true with itself is 0
     "constant-y_true": ([1, 1, 1, 1, 1], [2, 1, 0, 0, 0], [0.09] * 5),
