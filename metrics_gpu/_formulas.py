@@ -357,8 +357,8 @@ def matthews_corrcoef(c: Counts, zero_division: float = 0.0):
 def unequal_pairs(a, b, xp):
     """``sum_{i != j} a_i b_j`` as ``sum_j b_j A_<j + a_j B_<j`` (running sums
     of the values before j): non-negative terms for non-negative a and b, so
-    no cancellation against the pairs i = j, and exactly 0 when at most one
-    class has a or b."""
+    no cancellation against the pairs i = j, and exactly 0 when a and b are
+    both confined to one and the same class."""
     return xp.dot(b, exclusive_cumsum(a, xp)) + xp.dot(a, exclusive_cumsum(b, xp))
 
 
