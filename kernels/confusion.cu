@@ -269,8 +269,10 @@ struct BinaryBallotSink {
 // Per-class statistics (O(K) memory): true positives, support and predicted
 // counts with atomics on CellT cells (the global Accumulator cells, or the
 // block's SharedAccumulator cells in shared memory, flushed at its end), and
-// the weighted-kappa moments sum w|t-p| and sum w(t-p)^2 in registers,
-// flushed once per thread.
+// in registers, flushed once per thread, the misclassified weight sum w[t!=p]
+// (kappa's observed disagreement: total - sum(tp) loses a misclassified weight
+// below the rounding of a dominant class's counts) and the weighted-kappa
+// moments sum w|t-p| and sum w(t-p)^2.
 template <typename W, bool FIXED, typename CellT>
 struct StatisticsSink {
   typedef typename Accumulator<W, FIXED>::type Acc;
@@ -281,6 +283,7 @@ struct StatisticsSink {
   int shift;  // fixed point: weights are scaled by 2^shift
   unsigned char* zero_weight_seen;
   int moments;
+  Acc misclassified = 0;
   U128 linear_exact{0, 0}, quadratic_exact{0, 0};  // integer / fixed-point weights
   double linear_float = 0.0, quadratic_float = 0.0; // float weights
 
@@ -291,9 +294,9 @@ struct StatisticsSink {
     atomicAdd(&support[t], (CellT)w);
     atomicAdd(&predicted[p], (CellT)w);
     mark_if_zero(w, zero_weight_seen, t, p);
-    if (moments && t != p) {
-      uint64 gap = (uint64)(t > p ? t - p : p - t);
-      add_moment(w, gap);
+    if (t != p) {
+      misclassified += w;
+      if (moments) add_moment(w, (uint64)(t > p ? t - p : p - t));
     }
   }
   __device__ __forceinline__ void add_moment(uint64 w, uint64 gap) {
@@ -304,6 +307,9 @@ struct StatisticsSink {
     double g = (double)gap;
     linear_float += w * g;
     quadratic_float += w * g * g;
+  }
+  __device__ __forceinline__ void flush_misclassified(Acc* total) {
+    if (misclassified != Acc(0)) atomicAdd(total, misclassified);
   }
   // One of the two kinds is in use; the other stays zero and adds nothing.
   __device__ __forceinline__ void flush_moments(uint64* exact, double* floats) {
@@ -347,7 +353,10 @@ struct PackedStatisticsSink
     if (t == p) count(t, &this->true_positives[t]);
     count(size + t, &this->support[t]);
     count(2 * size + p, &this->predicted[p]);
-    if (this->moments && t != p) this->add_moment((uint64)1, (uint64)(t > p ? t - p : p - t));
+    if (t != p) {
+      this->misclassified += Acc(1);
+      if (this->moments) this->add_moment((uint64)1, (uint64)(t > p ? t - p : p - t));
+    }
   }
   // The whole block, after a __syncthreads: each non-zero field to its count.
   __device__ __forceinline__ void flush() {
@@ -506,7 +515,8 @@ __global__ void confusion_binary(MG_ACCUMULATE_PARAMETERS(mg::unit_weight),
 }
 
 // Per-class statistics (O(K) memory), for every metric but the matrix
-// itself. `moments` selects the weighted-kappa moments: exact 128-bit
+// itself, and the misclassified weight (one Accumulator cell, always).
+// `moments` selects the weighted-kappa moments: exact 128-bit
 // integers (words: linear low/high, quadratic low/high) for counts, integer
 // weights and fixed point, float64 (linear, quadratic) for float weights.
 // `privatize` (uniform) keeps the 3 * size counts per block in dynamic
@@ -521,6 +531,7 @@ __global__ void class_statistics(MG_ACCUMULATE_PARAMETERS(W),
                                  typename mg::Accumulator<W, FIXED>::type* __restrict__ true_positives,
                                  typename mg::Accumulator<W, FIXED>::type* __restrict__ support,
                                  typename mg::Accumulator<W, FIXED>::type* __restrict__ predicted,
+                                 typename mg::Accumulator<W, FIXED>::type* __restrict__ misclassified,
                                  unsigned char* __restrict__ zero_weight_seen,
                                  unsigned long long* __restrict__ invalid_total, int moments,
                                  unsigned long long* __restrict__ exact_moments,
@@ -541,6 +552,7 @@ __global__ void class_statistics(MG_ACCUMULATE_PARAMETERS(W),
           words, size};
       mg::sample_loop(y_true, y_pred, n, vector_loads, row_stride, column_stride, group, rules,
                       sink, invalid);
+      sink.flush_misclassified(misclassified);
       if (moments) sink.flush_moments(exact_moments, float_moments);
       __syncthreads();
       sink.flush();
@@ -557,6 +569,7 @@ __global__ void class_statistics(MG_ACCUMULATE_PARAMETERS(W),
         cells, cells + size, cells + 2 * size, weight, shift, zero_weight_seen, moments};
     mg::sample_loop(y_true, y_pred, n, vector_loads, row_stride, column_stride, group, rules,
                     sink, invalid);
+    sink.flush_misclassified(misclassified);
     if (moments) sink.flush_moments(exact_moments, float_moments);
     __syncthreads();
     for (long long c = threadIdx.x; c < cell_count; c += blockDim.x) {
@@ -570,6 +583,7 @@ __global__ void class_statistics(MG_ACCUMULATE_PARAMETERS(W),
         true_positives, support, predicted, weight, shift, zero_weight_seen, moments};
     mg::sample_loop(y_true, y_pred, n, vector_loads, row_stride, column_stride, group, rules,
                     sink, invalid);
+    sink.flush_misclassified(misclassified);
     if (moments) sink.flush_moments(exact_moments, float_moments);
   }
   mg::flush_invalid(invalid_total, invalid);

@@ -54,6 +54,7 @@ enum Slot {
   kAbsentClasses,
   kClassesWithoutNegatives,
   kKappaUndefined,
+  kMisclassified,
   kSlotCount
 };
 
@@ -78,9 +79,13 @@ __device__ __forceinline__ T load_fresh(const T* p) {
 }
 
 // Inclusive scan of N values over one tile of blockDim.x classes; `carry`
-// holds the totals of the tiles before and is advanced past this one.
+// holds the totals of the tiles before and is advanced past this one. With
+// `exclusive`, also the sums of the values before each thread's, summed as
+// such (not the inclusive sum less the thread's own value, which cancels when
+// that value dominates): the previous lane's inclusive sum within the warp.
 template <int N>
-__device__ void block_scan(double (&values)[N], double (&carry)[N], double* scratch) {
+__device__ void block_scan(double (&values)[N], double (&carry)[N], double* scratch,
+                           double* exclusive = nullptr) {
   const unsigned int lane = lane_index();
   const unsigned int warp = threadIdx.x / kWarpSize;
   const unsigned int warps = blockDim.x / kWarpSize;
@@ -88,6 +93,10 @@ __device__ void block_scan(double (&values)[N], double (&carry)[N], double* scra
     for (int offset = 1; offset < kWarpSize; offset <<= 1) {
       double before = __shfl_up_sync(kFullWarp, values[i], offset);
       if (lane >= (unsigned int)offset) values[i] += before;
+    }
+    if (exclusive != nullptr) {
+      double previous = __shfl_up_sync(kFullWarp, values[i], 1);
+      exclusive[i] = lane > 0 ? previous : 0.0;
     }
     if (lane == kWarpSize - 1) scratch[i * kWarpSize + warp] = values[i];
   }
@@ -100,6 +109,7 @@ __device__ void block_scan(double (&values)[N], double (&carry)[N], double* scra
       tile += scratch[i * kWarpSize + w];
     }
     values[i] += before;
+    if (exclusive != nullptr) exclusive[i] += before;
     carry[i] += tile;
   }
   __syncthreads();
@@ -114,11 +124,15 @@ __device__ __forceinline__ bool is_selected(const unsigned char* selected, int64
 constexpr int kMaxBlockThreads = 256;
 
 // One class's counts as a thread holds them: `rank` is its position among the
-// selected classes, `present` whether the thread holds a selected class.
+// selected classes, `present` whether the thread holds a selected class;
+// `negatives` the supports of every other class (selected or not).
 struct ClassCounts {
   bool present;
-  double rank, tp, t, p;
+  double rank, tp, t, p, negatives;
 };
+
+// Values a routed class carries (route_selected's buffer: kRouted per thread).
+constexpr int kRouted = 4;
 
 // The per-thread partials of a block sum depend on which thread holds which
 // class. For sums over the selected classes to have the same bits whether or
@@ -129,7 +143,7 @@ struct ClassCounts {
 // is k and nothing moves. Every thread calls this (it holds barriers);
 // `carry` counts the selected classes of the tiles before.
 __device__ ClassCounts route_selected(ClassCounts own, int64 k, bool masked, double (&carry)[1],
-                                      double* route /* shared, 3 * kMaxBlockThreads */,
+                                      double* route /* shared, kRouted * kMaxBlockThreads */,
                                       double* scratch) {
   if (!masked) {
     own.rank = (double)k;
@@ -140,58 +154,80 @@ __device__ ClassCounts route_selected(ClassCounts own, int64 k, bool masked, dou
   block_scan(running, carry, scratch);
   if (own.present) {
     int64 slot = ((int64)running[0] - 1) % blockDim.x;
-    route[3 * slot] = own.tp;
-    route[3 * slot + 1] = own.t;
-    route[3 * slot + 2] = own.p;
+    route[kRouted * slot] = own.tp;
+    route[kRouted * slot + 1] = own.t;
+    route[kRouted * slot + 2] = own.p;
+    route[kRouted * slot + 3] = own.negatives;
   }
   __syncthreads();
   const int64 block = blockDim.x;
   const int64 offset = ((int64)threadIdx.x - first % block + block) % block;
-  ClassCounts mine{offset < (int64)carry[0] - first, (double)(first + offset), 0.0, 0.0, 0.0};
+  ClassCounts mine{offset < (int64)carry[0] - first, (double)(first + offset), 0.0, 0.0, 0.0,
+                   0.0};
   if (mine.present) {
-    mine.tp = route[3 * threadIdx.x];
-    mine.t = route[3 * threadIdx.x + 1];
-    mine.p = route[3 * threadIdx.x + 2];
+    mine.tp = route[kRouted * threadIdx.x];
+    mine.t = route[kRouted * threadIdx.x + 1];
+    mine.p = route[kRouted * threadIdx.x + 2];
+    mine.negatives = route[kRouted * threadIdx.x + 3];
   }
   __syncthreads();  // the next tile writes `route` again
   return mine;
 }
 
-// The per-class rates of _formulas (a 0/0 rate is 0).
+// The per-class rates of _formulas (a 0/0 rate is 0). `negatives` is the
+// other classes' supports, summed as such (_formulas.sum_of_others): exactly
+// 0 for a class that holds every sample, where total - support may be a
+// rounding residue of either sign.
 struct ClassRates {
-  double precision, recall, f1, jaccard, specificity, negatives, tn;
+  double precision, recall, f1, jaccard, specificity, tn;
 };
 
-__device__ __forceinline__ ClassRates class_rates(double tp, double t, double p, double s) {
+__device__ __forceinline__ ClassRates class_rates(double tp, double t, double p,
+                                                  double negatives) {
   double fp = p - tp;
   double fn = t - tp;
-  double negatives = s - t;
   double tn = negatives - fp;
   return ClassRates{divide(tp, p, 0.0),
                     divide(tp, t, 0.0),
                     divide(2.0 * tp, t + p, 0.0),
                     divide(tp, (tp + fp) + fn, 0.0),
                     divide(tn, negatives, 0.0),
-                    negatives,
                     tn};
 }
 
 // Every metric from per-class counts, by one block (`scratch`: shared memory
-// for the block reductions). `total` < 0 means the sum
-// of the supports. Loops over classes step whole tiles (block-uniform trip
+// for the block reductions). `total` < 0 means the sum of the supports;
+// `misclassified` is the counting pass's sum w [t != p] (NaN: none, then
+// total - sum tp). Loops over classes step whole tiles (block-uniform trip
 // counts) because they hold barriers.
 template <typename C>
 __device__ void evaluate_metrics(const C* true_positives, const C* support, const C* predicted,
-                                 double total, int64 K, const unsigned char* selected,
-                                 double linear, double quadratic, double* out,
+                                 double total, double misclassified, int64 K,
+                                 const unsigned char* selected, double linear, double quadratic,
+                                 double* out,
                                  double* scratch /* shared, kMaxReduced * kWarpSize */,
-                                 double* route /* shared, 3 * kMaxBlockThreads */) {
+                                 double* route /* shared, kRouted * kMaxBlockThreads */) {
   double* columns = out + kSlotCount;
   const int64 tiles = (K + blockDim.x - 1) / blockDim.x;
 
+  // Pass 0: the supports of the classes after each class, scanned in
+  // descending class order and kept in its specificity cell until pass 1 reads
+  // them and writes the rate there; another thread of the block may hold the
+  // class then, so the barriers of the scans in between order the two.
+  {
+    double after[1] = {0.0};
+    for (int64 tile = 0; tile < tiles; ++tile) {
+      int64 k = K - 1 - (tile * blockDim.x + threadIdx.x);
+      double running[1] = {k >= 0 ? (double)load_fresh(support + k) : 0.0};
+      double before[1];
+      block_scan(running, after, scratch, before);
+      if (k >= 0) columns[kSpecificity * K + k] = before[0];
+    }
+  }
+
   // Pass 1: sums over the selected classes, and the per-class columns.
   enum {
-    sTp, sSupport, sPredicted, sTruePred, sPredPred, sTrueTrue, sSelected, sSupported,
+    sTp, sSupport, sPredicted, sSelected, sSupported,
     sRecallSupported, sPrecision, sRecall, sF1, sJaccard, sSpecificity, sWeightedPrecision,
     sWeightedRecall, sWeightedF1, sClassAccuracy, sClassError, sPredictedClasses, sBoth,
     sUnpredicted, sAbsent, sNoNegatives, kPass1
@@ -212,15 +248,20 @@ __device__ void evaluate_metrics(const C* true_positives, const C* support, cons
   for (int i = 0; i < kPass1; ++i) pass1[i] = 0.0;
   const bool masked = selected != nullptr;
   double rank_carry[1] = {0.0};
+  double support_carry[1] = {0.0};
   for (int64 tile = 0; tile < tiles; ++tile) {
     int64 k = tile * blockDim.x + threadIdx.x;
-    ClassCounts own{false, 0.0, 0.0, 0.0, 0.0};
+    ClassCounts own{false, 0.0, 0.0, 0.0, 0.0, 0.0};
+    double running[1] = {k < K ? (double)load_fresh(support + k) : 0.0};
+    double before[1];
+    block_scan(running, support_carry, scratch, before);
     if (k < K) {
       own.tp = (double)load_fresh(true_positives + k);
       own.t = (double)load_fresh(support + k);
       own.p = (double)load_fresh(predicted + k);
+      own.negatives = before[0] + columns[kSpecificity * K + k];
       own.present = is_selected(selected, k);
-      ClassRates rates = class_rates(own.tp, own.t, own.p, s);
+      ClassRates rates = class_rates(own.tp, own.t, own.p, own.negatives);
       columns[kPrecision * K + k] = rates.precision;
       columns[kRecall * K + k] = rates.recall;
       columns[kF1 * K + k] = rates.f1;
@@ -230,15 +271,12 @@ __device__ void evaluate_metrics(const C* true_positives, const C* support, cons
     ClassCounts c = route_selected(own, k, masked, rank_carry, route, scratch);
     if (!c.present) continue;
     const double tp = c.tp, t = c.t, p = c.p;
-    ClassRates rates = class_rates(tp, t, p, s);
+    ClassRates rates = class_rates(tp, t, p, c.negatives);
     double fp = p - tp;
     double fn = t - tp;
     pass1[sTp] += tp;
     pass1[sSupport] += t;
     pass1[sPredicted] += p;
-    pass1[sTruePred] += t * p;
-    pass1[sPredPred] += p * p;
-    pass1[sTrueTrue] += t * t;
     pass1[sSelected] += 1.0;
     if (t > 0.0) {
       pass1[sSupported] += 1.0;
@@ -258,7 +296,7 @@ __device__ void evaluate_metrics(const C* true_positives, const C* support, cons
     if (t > 0.0 && p > 0.0) pass1[sBoth] += 1.0;
     if (p == 0.0) pass1[sUnpredicted] += 1.0;
     if (t == 0.0 && p == 0.0) pass1[sAbsent] += 1.0;
-    if (rates.negatives == 0.0) pass1[sNoNegatives] += 1.0;
+    if (c.negatives == 0.0) pass1[sNoNegatives] += 1.0;
   }
   block_sum(pass1, scratch);
 
@@ -269,35 +307,52 @@ __device__ void evaluate_metrics(const C* true_positives, const C* support, cons
       s == 0.0 || (pass1[sSupported] == 1.0 && pass1[sPredictedClasses] == pass1[sBoth] &&
                    pass1[sBoth] == 1.0);
 
-  // Passes 2 and 3 (weighted kappa only): positions are ranks among the
-  // selected classes. Pass 2 scans (rank, T, P) for the |i - j| gaps and the
-  // mean position of y_true; pass 3 sums about that centre, as _formulas does.
+  // Pass 2: sums over pairs of classes i != j as sums of non-negative terms
+  // (_formulas.unequal_pairs and kappa_disagreements), positions being ranks
+  // among the selected classes: sum_{i != j} t_i p_j = sum_j p_j T_<j + t_j
+  // P_<j (kappa's expected disagreement, MCC's covariance), t_i t_j and p_i
+  // p_j (MCC's variances, half of them), and (weighted kappa) the linear
+  // one, sum_j p_j A_j + t_j B_j with A_j the running sums T_<=m added over
+  // the gaps m below j (B likewise for P). It also sums t * rank for pass 3,
+  // which sums about the mean position of y_true.
   double linear_cross = 0.0, quadratic_cross = 0.0;
   const bool weighted_kappa = !(linear != linear) || !(quadratic != quadratic);
-  if (weighted_kappa) {
-    double pass2[2] = {0.0, 0.0};  // linear cross, sum t * rank
+  // t p pairs, linear cross, sum t * rank, t t pairs / 2, p p pairs / 2
+  double pass2[5] = {0.0, 0.0, 0.0, 0.0, 0.0};
+  {
     double carry[3] = {0.0, 0.0, 0.0};
+    double gap_carry[2] = {0.0, 0.0};
     for (int64 tile = 0; tile < tiles; ++tile) {
       int64 k = tile * blockDim.x + threadIdx.x;
       bool chosen = k < K && is_selected(selected, k);
       double t = chosen ? (double)load_fresh(support + k) : 0.0;
       double p = chosen ? (double)load_fresh(predicted + k) : 0.0;
       double running[3] = {chosen ? 1.0 : 0.0, t, p};
-      block_scan(running, carry, scratch);
-      double rank = running[0] - 1.0;
-      // The gap after each selected class but the last.
-      if (chosen && rank < m - 1.0)
-        pass2[0] += running[1] * (p_total - running[2]) + running[2] * (t_total - running[1]);
-      if (chosen) pass2[1] += t * rank;
+      double before[3];
+      block_scan(running, carry, scratch, before);
+      if (chosen) {
+        pass2[0] += p * before[1] + t * before[2];
+        pass2[2] += t * (running[0] - 1.0);
+        pass2[3] += t * before[1];
+        pass2[4] += p * before[2];
+      }
+      if (weighted_kappa) {
+        double gaps[2] = {chosen ? running[1] : 0.0, chosen ? running[2] : 0.0};
+        double gaps_before[2];
+        block_scan(gaps, gap_carry, scratch, gaps_before);
+        if (chosen) pass2[1] += p * gaps_before[0] + t * gaps_before[1];
+      }
     }
     block_sum(pass2, scratch);
-    linear_cross = pass2[0];
-    const double centre = divide(pass2[1], t_total, 0.0);
+  }
+  if (weighted_kappa) {
+    linear_cross = pass2[1];
+    const double centre = divide(pass2[2], t_total, 0.0);
     double pass3[4] = {0.0, 0.0, 0.0, 0.0};  // t o^2, p o^2, t o, p o
     double route_carry[1] = {0.0};
     for (int64 tile = 0; tile < tiles; ++tile) {
       int64 k = tile * blockDim.x + threadIdx.x;
-      ClassCounts own{k < K && is_selected(selected, k), 0.0, 0.0, 0.0, 0.0};
+      ClassCounts own{k < K && is_selected(selected, k), 0.0, 0.0, 0.0, 0.0, 0.0};
       if (own.present) {
         own.t = (double)load_fresh(support + k);
         own.p = (double)load_fresh(predicted + k);
@@ -341,14 +396,13 @@ __device__ void evaluate_metrics(const C* true_positives, const C* support, cons
                      : weight_sum != 0.0 ? pass1[sWeightedF1] / weight_sum : pass1[sF1] / m;
   out[kMacroJaccard] = m > 0.0 ? pass1[sJaccard] / m : nan;
   out[kMacroSpecificity] = m > 0.0 ? pass1[sSpecificity] / m : nan;
-  // Matthews: each variance about its own marginal's total (_formulas).
-  double cov_tp = pass1[sTp] * t_total - pass1[sTruePred];
-  double cov_pp = p_total * p_total - pass1[sPredPred];
-  double cov_tt = t_total * t_total - pass1[sTrueTrue];
-  double product = cov_pp * cov_tt;
-  out[kMatthewsCorrcoef] = divide(cov_tp, sqrt(product < 0.0 ? 0.0 : product), 0.0);
-  double expected = divide(t_total * p_total - pass1[sTruePred], s, nan);
-  out[kCohenKappa] = kappa_undefined ? nan : 1.0 - (s - pass1[sTp]) / expected;
+  const double observed = misclassified != misclassified ? s - pass1[sTp] : misclassified;
+  // Matthews from the pairs of classes, without differences of squares (_formulas).
+  const double cov_tp = pass2[0] - observed * s;
+  const double cov_pp = pass2[4] + pass2[4];
+  const double cov_tt = pass2[3] + pass2[3];
+  out[kMatthewsCorrcoef] = divide(cov_tp, sqrt(cov_pp * cov_tt), 0.0);
+  out[kCohenKappa] = kappa_undefined ? nan : 1.0 - observed / divide(pass2[0], s, nan);
   out[kLinearWeightedKappa] =
       kappa_undefined ? nan : 1.0 - linear / divide(linear_cross, s, nan);
   out[kQuadraticWeightedKappa] =
@@ -365,30 +419,35 @@ __device__ void evaluate_metrics(const C* true_positives, const C* support, cons
   out[kAbsentClasses] = pass1[sAbsent];
   out[kClassesWithoutNegatives] = pass1[sNoNegatives];
   out[kKappaUndefined] = kappa_undefined ? 1.0 : 0.0;
+  out[kMisclassified] = observed;
 }
 
 }  // namespace mg
 
-// One block. `total` points at the statistics' total (C); the moments are
-// float64 scalars, or null when the state has none (weighted kappa is NaN).
+// One block. `total` and `misclassified` point at the statistics' total and
+// misclassified weight (C; misclassified null when the state has none); the
+// moments are float64 scalars, or null when the state has none (weighted
+// kappa is NaN).
 template <typename C>
 __global__ void label_metrics_from_statistics(const C* true_positives, const C* support,
                                               const C* predicted, const C* total,
-                                              mg::int64 num_classes,
+                                              const C* misclassified, mg::int64 num_classes,
                                               const unsigned char* selected,
                                               const double* linear, const double* quadratic,
                                               double* out) {
   __shared__ double scratch[mg::kMaxReduced * mg::kWarpSize];
-  __shared__ double route[3 * mg::kMaxBlockThreads];
+  __shared__ double route[mg::kRouted * mg::kMaxBlockThreads];
   const double nan = mg::quiet_nan();
-  mg::evaluate_metrics(true_positives, support, predicted, (double)*total, num_classes, selected,
-                       linear == nullptr ? nan : *linear,
+  mg::evaluate_metrics(true_positives, support, predicted, (double)*total,
+                       misclassified == nullptr ? nan : (double)*misclassified, num_classes,
+                       selected, linear == nullptr ? nan : *linear,
                        quadratic == nullptr ? nan : *quadratic, out, scratch, route);
 }
 
 // Dynamic shared memory: K counters of C (this block's column sums) and K
 // int64 positions. Block b owns rows b, b + gridDim.x, ...; it writes their
-// support and diagonal, and its column sums and moment sums as partials.
+// support and diagonal, and its column sums, moment sums and off-diagonal
+// sum (the misclassified weight) as partials (kMatrixMoments per block).
 // `blocks_done` is zero at launch and zero again after it.
 template <typename C>
 __global__ void label_metrics_from_matrix(const C* matrix, mg::int64 num_classes,
@@ -401,7 +460,7 @@ __global__ void label_metrics_from_matrix(const C* matrix, mg::int64 num_classes
   MG_DYNAMIC_SHARED(C, column);
   int64* position = reinterpret_cast<int64*>(column + K);
   __shared__ double scratch[mg::kMaxReduced * mg::kWarpSize];
-  __shared__ double route[3 * mg::kMaxBlockThreads];
+  __shared__ double route[mg::kRouted * mg::kMaxBlockThreads];
   __shared__ C row_scratch[mg::kWarpSize];
   __shared__ unsigned int ticket;
   const int64 tiles = (K + blockDim.x - 1) / blockDim.x;
@@ -419,7 +478,8 @@ __global__ void label_metrics_from_matrix(const C* matrix, mg::int64 num_classes
   }
   __syncthreads();
 
-  double moment[2] = {0.0, 0.0};
+  constexpr int kMatrixMoments = 3;  // linear, quadratic, off the diagonal
+  double moment[kMatrixMoments] = {0.0, 0.0, 0.0};
   for (int64 row = blockIdx.x; row < K; row += gridDim.x) {
     C row_sum[1] = {0};
     const C* values = matrix + row * K;
@@ -428,12 +488,15 @@ __global__ void label_metrics_from_matrix(const C* matrix, mg::int64 num_classes
       C value = values[k];
       column[k] += value;
       row_sum[0] += value;
-      if (moments && row_chosen && mg::is_selected(selected, k)) {
-        int64 gap = position[row] > position[k] ? position[row] - position[k]
-                                                : position[k] - position[row];
-        double weighted = (double)value * (double)gap;
-        moment[0] += weighted;
-        moment[1] += weighted * (double)gap;
+      if (row_chosen && k != row && mg::is_selected(selected, k)) {
+        moment[2] += (double)value;
+        if (moments) {
+          int64 gap = position[row] > position[k] ? position[row] - position[k]
+                                                  : position[k] - position[row];
+          double weighted = (double)value * (double)gap;
+          moment[0] += weighted;
+          moment[1] += weighted * (double)gap;
+        }
       }
     }
     mg::block_sum(row_sum, row_scratch);
@@ -446,8 +509,8 @@ __global__ void label_metrics_from_matrix(const C* matrix, mg::int64 num_classes
     column_partials[(int64)blockIdx.x * K + k] = column[k];
   mg::block_sum(moment, scratch);
   if (threadIdx.x == 0) {
-    moment_partials[2 * blockIdx.x] = moment[0];
-    moment_partials[2 * blockIdx.x + 1] = moment[1];
+    for (int i = 0; i < kMatrixMoments; ++i)
+      moment_partials[kMatrixMoments * blockIdx.x + i] = moment[i];
   }
 
   // The last block to arrive finishes: every thread fences its own writes,
@@ -465,21 +528,20 @@ __global__ void label_metrics_from_matrix(const C* matrix, mg::int64 num_classes
       sum += mg::load_fresh(column_partials + (int64)b * K + k);
     predicted[k] = sum;
   }
-  __shared__ double moment_total[2];
+  __shared__ double moment_total[kMatrixMoments];
   if (threadIdx.x == 0) {
-    double linear = 0.0, quadratic = 0.0;
-    for (unsigned int b = 0; b < gridDim.x; ++b) {
-      linear += mg::load_fresh(moment_partials + 2 * b);
-      quadratic += mg::load_fresh(moment_partials + 2 * b + 1);
+    for (int i = 0; i < kMatrixMoments; ++i) {
+      double sum = 0.0;
+      for (unsigned int b = 0; b < gridDim.x; ++b)
+        sum += mg::load_fresh(moment_partials + kMatrixMoments * b + i);
+      moment_total[i] = sum;
     }
-    moment_total[0] = linear;
-    moment_total[1] = quadratic;
     *blocks_done = 0;
   }
   __threadfence_block();
   __syncthreads();
   const double nan = mg::quiet_nan();
-  mg::evaluate_metrics(true_positives, support, predicted, -1.0, K, selected,
+  mg::evaluate_metrics(true_positives, support, predicted, -1.0, moment_total[2], K, selected,
                        moments ? moment_total[0] : nan, moments ? moment_total[1] : nan, out,
                        scratch, route);
 }

@@ -4,8 +4,10 @@
 // streaming_update<TrueT, PredT, W, C>: one read of a batch of labels, or of
 // (N, K) scores (channel-first (N, K, d1, ...) too: every position a row),
 // adds to the state the object owns:
-// * the per-class counts [true positives | support | predicted | total]
-//   (3K + 1 cells) and the weighted-kappa moments, privatised per block in
+// * the per-class counts [true positives | support | predicted | total |
+//   misclassified] (3K + 2 cells; the misclassified weight is kappa's observed
+//   disagreement, which total - sum(tp) loses when one class holds nearly all
+//   the weight) and the weighted-kappa moments, privatised per block in
 //   shared memory when they fit (config kCfgPrivatize); with kCfgMatrix also
 //   the K x K matrix (global atomics: it is only read for confusion_matrix);
 // * for score states, the sums of scores.cu's fused pass (argmax correctness,
@@ -42,7 +44,7 @@
 // kCfgWideRows, group a warp) are read 16 bytes a load, as fused_logits_wide
 // reads them with a warp per row. Dynamic shared memory: 3 * n_bins BinCells, the
 // top-k buckets of scores.cu ((num_top_k + 1) * blockDim.x doubles, score
-// sums with top_k only), then the 3K + 1 privatised cells when config
+// sums with top_k only), then the 3K + 2 privatised cells when config
 // kCfgPrivatize is set.
 // Limits: rows per launch < 2^40 (checks keep the row in 40 bits), update
 // ordinals < 2^23; K < 2^31; top_k at most kMaxTopK values.
@@ -76,7 +78,7 @@ enum StreamConfig {
   kCfgBins = kCfgTopK + kMaxTopK,
   kCfgThresholds,
   kCfgMatrix,         // also keep the K x K matrix
-  kCfgPrivatize,      // the 3K + 1 counts in shared memory
+  kCfgPrivatize,      // the 3K + 2 counts in shared memory
   kCfgWideRows,       // a warp per row with 16-byte loads (scores.cu scan_row_wide)
   kCfgSize
 };
@@ -290,7 +292,7 @@ streaming_update(const TrueT* y_true, const PredT* preds, const W* weight, int64
   const int top_k_buckets = score_state != nullptr && num_top_k > 0 ? num_top_k + 1 : 0;
   double* buckets = reinterpret_cast<double*>(bins + 3 * n_bins);
   C* cells_shared = reinterpret_cast<C*>(buckets + (size_t)top_k_buckets * blockDim.x);
-  const int64 cell_count = 3 * K + 1;
+  const int64 cell_count = 3 * K + 2;
   for (int i = threadIdx.x; i < 3 * n_bins; i += blockDim.x) bins[i].fixed = 0ull;
   for (int i = threadIdx.x; i < num_top_k; i += blockDim.x) limits[i] = config[kCfgTopK + i];
   for (int j = 0; j < top_k_buckets; ++j) buckets[j * blockDim.x + threadIdx.x] = 0.0;
@@ -310,6 +312,7 @@ streaming_update(const TrueT* y_true, const PredT* preds, const W* weight, int64
   unsigned long long first[kChecks] = {0ull, kNoError, kNoError, kNoError, kNoError};
   C total[1] = {C(0)};
   double weight_sum = 0.0;  // with SumsWeights: the same sum as a double, which cannot wrap
+  C misclassified = C(0);
   StreamMoments<C> moments;
 
   const int group = kScores ? (int)config[kCfgGroup] : 1;
@@ -413,6 +416,7 @@ streaming_update(const TrueT* y_true, const PredT* preds, const W* weight, int64
       atomicAdd(&cells[2 * K + p], w_count);
       total[0] += w_count;
       if constexpr (SumsWeights<W, C>::value) weight_sum += (double)w_count;
+      if (t != p) misclassified += w_count;
       moments.add(w_count, t > p ? t - p : p - t);
     }
   }
@@ -429,6 +433,14 @@ streaming_update(const TrueT* y_true, const PredT* preds, const W* weight, int64
       atomicAdd(&batch_weight[0], (unsigned long long)total[0]);
       atomicAdd(reinterpret_cast<double*>(batch_weight + 1), weight_sums[0]);
     }
+  }
+  // The misclassified weight by warp, not in block_sum beside the total: a
+  // second value there costs the update loop registers (ptxas: 56 instead
+  // of 48 with integer weights, a quarter of the resident warps).
+  for (int offset = kWarpSize / 2; offset > 0; offset >>= 1)
+    misclassified += __shfl_xor_sync(kFullWarp, misclassified, offset);
+  if (lane == 0 && misclassified != C(0)) {
+    atomicAdd(privatize ? &cells_shared[3 * K + 1] : &counts[3 * K + 1], misclassified);
   }
   moments.flush(exact_moments, float_moments);
   if (invalid) atomicAdd(&checks[kCheckInvalid], invalid);

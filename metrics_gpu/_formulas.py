@@ -7,7 +7,8 @@ where the sources differ (zero division, macro F), passed as arguments rather
 than written again.
 
 Notation (per class k): ``tp`` true positives, ``fp = predicted - tp``,
-``fn = support - tp``, ``tn = total - support - predicted + tp``.
+``fn = support - tp``, ``negatives`` the other classes' supports,
+``tn = negatives - fp``.
 """
 
 from __future__ import annotations
@@ -32,24 +33,36 @@ class UndefinedMetricWarning(UserWarning):
 
 @dataclass(frozen=True)
 class Counts:
-    """Float64 view of :class:`ClassStatistics` with the derived fp/fn/tn."""
+    """Float64 view of :class:`ClassStatistics` with the derived fp/fn/tn.
+
+    ``negatives`` (per class) and ``misclassified`` are sums of their own
+    terms, not differences of larger sums: a class that holds every sample
+    has exactly 0 negatives whatever order float weights were added in (where
+    ``total - support`` may be a rounding residue of either sign), and a
+    misclassified weight below the rounding of a dominant class's counts is
+    not lost.
+    """
 
     tp: Any
     support: Any
     predicted: Any
     total: Any
     xp: Any
+    negatives: Any
+    misclassified: Any
 
     @classmethod
     def from_statistics(cls, stats: ClassStatistics, xp) -> Counts:
         f64 = xp.float64
-        return cls(
-            tp=stats.true_positives.astype(f64),
-            support=stats.support.astype(f64),
-            predicted=stats.predicted.astype(f64),
-            total=xp.asarray(stats.total, dtype=f64),
-            xp=xp,
-        )
+        tp = stats.true_positives.astype(f64)
+        support = stats.support.astype(f64)
+        total = xp.asarray(stats.total, dtype=f64)
+        negatives = (sum_of_others(support, xp) if stats.negatives is None
+                     else xp.asarray(stats.negatives, dtype=f64))
+        misclassified = (total - tp.sum() if stats.misclassified is None
+                         else xp.asarray(stats.misclassified, dtype=f64))
+        return cls(tp=tp, support=support, predicted=stats.predicted.astype(f64), total=total,
+                   xp=xp, negatives=negatives, misclassified=misclassified)
 
     @property
     def fp(self):
@@ -60,13 +73,22 @@ class Counts:
         return self.support - self.tp
 
     @property
-    def negatives(self):
-        """Samples whose true class is not k: tn + fp."""
-        return self.total - self.support
-
-    @property
     def tn(self):
         return self.negatives - self.fp
+
+
+def sum_of_others(values, xp):
+    """``sum_{j != k} values_j`` for each k, as the sum of the values before k
+    plus the sum of those after it (non-negative terms only: exactly 0 when
+    the others are 0, and no cancellation against ``values_k``)."""
+    values = xp.asarray(values, dtype=xp.float64)
+    return exclusive_cumsum(values, xp) + exclusive_cumsum(values[::-1], xp)[::-1]
+
+
+def exclusive_cumsum(values, xp):
+    """``sum_{j < k} values_j`` for each k (the first is 0)."""
+    values = xp.asarray(values, dtype=xp.float64)
+    return xp.concatenate([xp.zeros(1), xp.cumsum(values[:-1])])[:values.shape[0]]
 
 
 # -- zero division and averaging ----------------------------------------------
@@ -273,8 +295,8 @@ def accuracy(c: Counts):
 
 
 def misclassified(c: Counts):
-    """Weight of samples off the diagonal: total - sum(tp)."""
-    return c.total - c.tp.sum()
+    """Weight of samples off the diagonal, as the counting pass summed it."""
+    return c.misclassified
 
 
 def balanced_accuracy(c: Counts, adjusted: bool = False):
@@ -316,16 +338,28 @@ def matthews_corrcoef(c: Counts, zero_division: float = 0.0):
     (c s - sum t p) / sqrt((s^2 - sum p^2)(s^2 - sum t^2)) with c = sum(tp),
     s = total, t = support, p = predicted; ``zero_division`` when the
     denominator is 0 (scikit-learn and CatBoost: 0.0).
+
+    Written without its differences of squares, which cancel when one class
+    holds nearly all the weight (then c s and sum t p agree to every digit of
+    float64 and the covariance is lost): s^2 - sum p^2 = sum_{i != j} p_i p_j
+    (likewise for t), and c s - sum t p = sum_{i != j} t_i p_j - m s with m
+    the misclassified weight (s^2 = sum t p + sum_{i != j} t_i p_j, c = s - m).
+    A constant y_true (or y_pred) still gives exactly 0.
     """
     xp = c.xp
-    # Each variance uses the total of its own marginal, so that a constant
-    # y_true (or y_pred) gives exactly 0, not float rounding noise.
-    s_true, s_pred = c.support.sum(), c.predicted.sum()
-    cov_tp = c.tp.sum() * s_true - xp.dot(c.support, c.predicted)
-    cov_pp = s_pred * s_pred - xp.dot(c.predicted, c.predicted)
-    cov_tt = s_true * s_true - xp.dot(c.support, c.support)
-    denominator = xp.maximum(cov_pp * cov_tt, 0.0)
-    return divide(cov_tp, xp.sqrt(denominator), xp, zero_division)[0]
+    t, p = c.support, c.predicted
+    cov_tp = unequal_pairs(t, p, xp) - c.misclassified * c.total
+    cov_pp = unequal_pairs(p, p, xp)
+    cov_tt = unequal_pairs(t, t, xp)
+    return divide(cov_tp, xp.sqrt(cov_pp * cov_tt), xp, zero_division)[0]
+
+
+def unequal_pairs(a, b, xp):
+    """``sum_{i != j} a_i b_j`` as ``sum_j b_j A_<j + a_j B_<j`` (running sums
+    of the values before j): non-negative terms for non-negative a and b, so
+    no cancellation against the pairs i = j, and exactly 0 when a and b are
+    both confined to one and the same class."""
+    return xp.dot(b, exclusive_cumsum(a, xp)) + xp.dot(a, exclusive_cumsum(b, xp))
 
 
 def kappa_disagreements(c: Counts, stats: ClassStatistics, weights: str | None):
@@ -333,17 +367,17 @@ def kappa_disagreements(c: Counts, stats: ClassStatistics, weights: str | None):
 
     kappa = 1 - observed / expected with observed = sum_ij w_ij C_ij and
     expected = sum_ij w_ij t_i p_j / s; w = 1 - I (None), |i - j| (linear)
-    or (i - j)^2 (quadratic), i and j the class positions 0..K-1. Both sums
-    are O(K) from the statistics (the weighted ones use the moments).
+    or (i - j)^2 (quadratic), i and j the class positions 0..K-1. The
+    observed ones are sums of the counting pass (the misclassified weight,
+    the moments); the expected ones are O(K) from the statistics, as sums of
+    non-negative terms where they can be, so that a class holding nearly all
+    the weight does not cancel the others' share to 0.
     """
     xp = c.xp
     s = c.total
     t, p = c.support, c.predicted
     if weights is None:
-        observed = s - c.tp.sum()
-        # sum_{i != j} t_i p_j / s, written so that one class gives exactly 0
-        expected = divide(t.sum() * p.sum() - xp.dot(t, p), s, xp)[0]
-        return observed, expected
+        return c.misclassified, divide(unequal_pairs(t, p, xp), s, xp)[0]
     positions = xp.arange(t.shape[0], dtype=xp.float64)
     t_total, p_total = t.sum(), p.sum()
     if weights == "quadratic":
@@ -360,12 +394,11 @@ def kappa_disagreements(c: Counts, stats: ClassStatistics, weights: str | None):
         )
     else:
         observed = xp.asarray(stats.linear_disagreement, dtype=xp.float64)
-        # |i - j| counts the unit gaps between i and j, so sum_ij t_i p_j |i - j|
-        # = sum over gaps m|m+1 of the pairs straddling it: T<=m P>m + P<=m T>m,
-        # a sum of non-negative terms.
-        t_cum = xp.cumsum(t)[:-1]
-        p_cum = xp.cumsum(p)[:-1]
-        cross = (t_cum * (p_total - p_cum) + p_cum * (t_total - t_cum)).sum()
+        # sum_{i<j} t_i (j - i) = sum over the gaps m below j of T_{<=m}: a scan
+        # of the running sums; likewise for p. Both terms are non-negative.
+        t_gaps = exclusive_cumsum(xp.cumsum(t), xp)
+        p_gaps = exclusive_cumsum(xp.cumsum(p), xp)
+        cross = xp.dot(p, t_gaps) + xp.dot(t, p_gaps)
     expected = divide(cross, s, xp)[0]
     return observed, expected
 
@@ -612,7 +645,7 @@ PER_CLASS_METRICS: tuple[tuple[str, Callable[[Counts], Any]], ...] = (
 # its options and warnings), then one column of K values per per-class metric.
 LABEL_METRIC_COUNTS = (
     "total", "correct", "selected_classes", "supported_classes", "unpredicted_classes",
-    "absent_classes", "classes_without_negatives", "kappa_undefined",
+    "absent_classes", "classes_without_negatives", "kappa_undefined", "misclassified",
 )
 LABEL_METRIC_SLOTS = tuple(row.name for row in REPORT_METRICS) + LABEL_METRIC_COUNTS
 LABEL_METRIC_COLUMNS = tuple(name for name, _ in PER_CLASS_METRICS if name != "support")
@@ -645,7 +678,8 @@ def label_metric_values(stats: ClassStatistics, selected=None):
         classes = np.flatnonzero(np.asarray(selected, dtype=bool))
         chosen = replace(stats.take(classes),
                          linear_disagreement=stats.linear_disagreement,
-                         quadratic_disagreement=stats.quadratic_disagreement)
+                         quadratic_disagreement=stats.quadratic_disagreement,
+                         misclassified=stats.misclassified)
     c = Counts.from_statistics(chosen, np)
     with _quiet(np):
         metrics = [row.formula(c, chosen) for row in REPORT_METRICS]
@@ -653,7 +687,7 @@ def label_metric_values(stats: ClassStatistics, selected=None):
     counts = [
         c.total, c.tp.sum(), c.tp.shape[0], (c.support > 0).sum(), (c.predicted == 0).sum(),
         ((c.support == 0) & (c.predicted == 0)).sum(), (c.negatives == 0).sum(),
-        kappa_undefined(c),
+        kappa_undefined(c), c.misclassified,
     ]
     head = np.array([float(v) for v in metrics + counts], dtype=np.float64)
     return np.concatenate([head, np.asarray(columns, dtype=np.float64).reshape(-1)])

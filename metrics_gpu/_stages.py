@@ -28,7 +28,13 @@ import numpy as np
 
 from metrics_gpu import _formulas as F
 from metrics_gpu._kernels import STREAM_CHECK_SLOTS, STREAM_NO_ERROR
-from metrics_gpu._state import ClassStatistics, ScoreSums, score_sums_size, use_dense_matrix
+from metrics_gpu._state import (
+    ClassStatistics,
+    ScoreSums,
+    score_sums_size,
+    stream_count_cells,
+    use_dense_matrix,
+)
 from metrics_gpu._validation import (
     LabelInputs,
     StreamBatch,
@@ -167,7 +173,7 @@ def on_host(stats: ClassStatistics, backend) -> ClassStatistics:
         return stats
     fields = {name: getattr(stats, name) for name in (
         "true_positives", "support", "predicted", "total", "observed", "invalid",
-        "linear_disagreement", "quadratic_disagreement")}
+        "linear_disagreement", "quadratic_disagreement", "misclassified", "negatives")}
     host: dict[str, Any] = {name: (None if value is None else backend.to_host(value))
                             for name, value in fields.items()}
     host["invalid"] = int(host["invalid"])
@@ -258,7 +264,7 @@ class StreamState:
         count = np.uint64 if integer else np.float64
         zeros = backend.zeros
         arrays = {
-            "counts": zeros(3 * k + 1, count),
+            "counts": zeros(stream_count_cells(k), count),
             "moments": zeros(4 if integer else 2, np.uint64 if integer else np.float64),
             "checks": self._initial_checks(),
         }
@@ -348,7 +354,8 @@ class StreamState:
         view = counts.view(np.int64) if self.integer else counts
         return ClassStatistics(true_positives=view[:k], support=view[k:2 * k],
                                predicted=view[2 * k:3 * k], total=view[3 * k],
-                               observed=None, invalid=self.arrays["checks"][:1].view(np.int64)[0])
+                               observed=None, invalid=self.arrays["checks"][:1].view(np.int64)[0],
+                               misclassified=view[3 * k + 1])
 
     def _numpy_label_values(self):
         moments = self.arrays["moments"]
@@ -358,7 +365,8 @@ class StreamState:
             true_positives=stats.true_positives, support=stats.support,
             predicted=stats.predicted, total=stats.total,
             observed=np.ones(self.spec["num_classes"], bool), invalid=int(stats.invalid),
-            linear_disagreement=np.float64(linear), quadratic_disagreement=np.float64(quadratic))
+            linear_disagreement=np.float64(linear), quadratic_disagreement=np.float64(quadratic),
+            misclassified=stats.misclassified)
         return F.label_metric_values(stats)
 
     def _numpy_score_values(self):

@@ -5,9 +5,9 @@ Two shapes of state exist:
 * a dense confusion matrix ``C`` (K x K, rows = actual, columns = predicted),
   used while ``K * K`` fits comfortably in memory, and
 * :class:`ClassStatistics`: per-class sufficient statistics in O(K) memory
-  (true positives, support, predicted counts, the total, and the two
-  disagreement moments weighted kappa needs). Every label metric except the
-  dense matrix itself is a function of these.
+  (true positives, support, predicted counts, the total, the misclassified
+  weight, and the two disagreement moments weighted kappa needs). Every label
+  metric except the dense matrix itself is a function of these.
 
 A dense matrix is reduced to :class:`ClassStatistics` by
 :func:`statistics_from_matrix`, so both paths meet in one set of formulas.
@@ -132,6 +132,15 @@ class ClassStatistics:
     linear_disagreement, quadratic_disagreement : 0-d array or None
         ``sum_n w_n |t_n - p_n|`` and ``sum_n w_n (t_n - p_n)**2`` over class
         positions; only filled when weighted kappa asks for them.
+    misclassified : 0-d array or None
+        ``sum_n w_n [t_n != p_n]``, summed by the counting pass itself (the
+        count type of the others). ``total - sum(true_positives)`` loses it
+        when one class holds nearly all the weight: a misclassified weight
+        below the rounding of that class's float64 counts is absorbed by them.
+        None where a state does not carry it (the difference is used then).
+    negatives : (K,) array or None
+        Weight of the samples whose true class is not k, set by :meth:`take`
+        (the classes left out still count); None: the other classes' supports.
     """
 
     true_positives: Any
@@ -142,6 +151,8 @@ class ClassStatistics:
     invalid: int = 0
     linear_disagreement: Any = None
     quadratic_disagreement: Any = None
+    misclassified: Any = None
+    negatives: Any = None
 
     @property
     def num_classes(self) -> int:
@@ -152,8 +163,14 @@ class ClassStatistics:
 
         Totals are kept: this is scikit-learn's ``labels=`` for set-wise metrics
         (precision, recall, F, Jaccard), whose per-class counts come from all
-        samples. The kappa moments do not survive a selection.
+        samples; so are each class's negatives, from every other class. The
+        kappa disagreements do not survive a selection.
         """
+        from metrics_gpu._formulas import sum_of_others
+
+        negatives = self.negatives
+        if negatives is None:
+            negatives = sum_of_others(self.support, _namespace(self.support))
         return replace(
             self,
             true_positives=self.true_positives[classes],
@@ -162,6 +179,8 @@ class ClassStatistics:
             observed=self.observed[classes],
             linear_disagreement=None,
             quadratic_disagreement=None,
+            misclassified=None,
+            negatives=negatives[classes],
         )
 
     def merge(self, other: ClassStatistics) -> ClassStatistics:
@@ -186,19 +205,46 @@ class ClassStatistics:
             quadratic_disagreement=add(
                 self.quadratic_disagreement, other.quadratic_disagreement
             ),
+            misclassified=add(self.misclassified, other.misclassified),
+            negatives=add(self.negatives, other.negatives),
         )
+
+
+def _namespace(array):
+    """NumPy for host arrays, CuPy for device ones (without importing it otherwise)."""
+    if isinstance(array, (np.ndarray, np.generic)):
+        return np
+    import cupy
+
+    return cupy
+
+
+def off_diagonal_sum(matrix, xp):
+    """Sum of the cells off the diagonal of a square matrix, without forming
+    ``matrix.sum() - trace`` (which cancels when the diagonal holds nearly
+    everything): the flat matrix past its first cell, as rows of K + 1, holds
+    the K cells between two diagonal cells in each row's first K columns."""
+    k = matrix.shape[0]
+    if k < 2:
+        return matrix.reshape(-1)[:0].sum()
+    return xp.ascontiguousarray(matrix).reshape(-1)[1:].reshape(k - 1, k + 1)[:, :k].sum()
 
 
 def statistics_from_matrix(matrix, observed, xp, *, invalid: int = 0,
                            moments: bool = False, selected=None) -> ClassStatistics:
     """Reduce a dense confusion matrix to :class:`ClassStatistics`.
 
-    With ``moments=True`` the kappa disagreement moments are computed with the
+    The misclassified weight is the sum of the cells off the diagonal; with
+    ``moments=True`` the kappa disagreement moments are computed with the
     matrix's own row/column indices as class positions (O(K^2) work); with a
-    boolean ``selected`` mask, over the selected rows and columns only, with
-    their ranks among the selected classes as positions.
+    boolean ``selected`` mask, both run over the selected rows and columns
+    only, with their ranks among the selected classes as positions.
     """
     support = matrix.sum(axis=1)
+    chosen_cells = matrix
+    if selected is not None:
+        chosen = xp.asarray(selected, dtype=bool)
+        chosen_cells = xp.where(chosen[:, None] & chosen[None, :], matrix, 0)
     stats = ClassStatistics(
         true_positives=xp.diagonal(matrix).copy(),
         support=support,
@@ -208,6 +254,7 @@ def statistics_from_matrix(matrix, observed, xp, *, invalid: int = 0,
         total=support.sum(),
         observed=observed,
         invalid=invalid,
+        misclassified=off_diagonal_sum(chosen_cells, xp),
     )
     if not moments:
         return stats
@@ -241,6 +288,19 @@ SCORE_SLOTS = (
     "invalid",      # rows whose target is out of range (counted, never indexed)
 )
 SCORE_SLOT = {name: index for index, name in enumerate(SCORE_SLOTS)}
+
+
+def stream_count_cells(k: int) -> int:
+    """Cells of a streaming state's ``counts``: true positives, support and
+    predicted counts (K each), the total, and the misclassified weight
+    (kernels/streaming.cu writes the same layout)."""
+    return 3 * k + 2
+
+
+def stream_total_cell(k: int) -> int:
+    """The cell of a streaming state's ``counts`` that holds the total (its
+    bound against 2**63 - 1 is read there)."""
+    return 3 * k
 
 
 def score_sums_size(num_top_k: int, n_bins: int) -> int:

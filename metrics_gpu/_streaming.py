@@ -4,9 +4,10 @@ metric at the end, as a training loop needs it.
 :class:`ClassificationMetrics` keeps one state per object, on the device of
 its first update (NumPy arrays on the host backends, CuPy arrays on a GPU):
 
-* ``counts``: per-class true positives, support, predicted counts and the
-  total (3K + 1 cells; uint64 for counts and integer weights, float64 for
-  float weights), and ``moments``, the weighted-kappa disagreement sums
+* ``counts``: per-class true positives, support, predicted counts, the
+  total and the misclassified weight (3K + 2 cells; uint64 for counts and
+  integer weights, float64 for float weights; version 1 states had no
+  misclassified cell), and ``moments``, the weighted-kappa disagreement sums
   (exact 128-bit words, or two float64);
 * ``matrix``: the K x K confusion matrix, while K <= 2048 (or as asked);
 * ``scores``: the sums of the fused score pass (kernels/scores.cu layout:
@@ -41,6 +42,7 @@ from metrics_gpu._backend import (
 )
 from metrics_gpu._docs import shared_parameters
 from metrics_gpu._kernels import STREAM_CHECK_SLOTS, STREAM_NO_ERROR, STREAM_ORDINAL_SHIFT
+from metrics_gpu._state import stream_total_cell
 from metrics_gpu._stages import (
     StreamState,
     keeps_matrix,
@@ -86,7 +88,8 @@ MAX_THRESHOLDS = 1 << 16
 CHECKED = ("y_true", "preds", "sample_weight", "overflow")
 SAMPLE_CHECKED = CHECKED[:-1]
 OVERFLOW_CHECK = 1 + CHECKED.index("overflow")
-STATE_VERSION = 1
+# 2: counts gained the misclassified weight (kappa's observed disagreement).
+STATE_VERSION = 2
 # The entries of a state_dict that are not state arrays.
 STATE_FIELDS = ("version", "spec", "kind", "updates")
 
@@ -392,7 +395,8 @@ class ClassificationMetrics:
         if self.validate != "eager":
             self._overflow_possible = True
             return self._count_bound
-        held = int(np.asarray(backend.to_host(state.arrays["counts"][-1:]))[0])
+        cell = stream_total_cell(self.num_classes)
+        held = int(np.asarray(backend.to_host(state.arrays["counts"][cell:cell + 1]))[0])
         weight = batch.sample_weight
         if (held + batch.n < EXACT_INTEGER_LIMIT if weight is None
                 else integer_weights_fit(weight, batch.weight_limit, held)):
@@ -554,7 +558,9 @@ class ClassificationMetrics:
                              f"{state.kind}")
         theirs = {name: _to_numpy(value) for name, value in other_state.arrays.items()}
         if state.integer and other_state.integer:
-            total = int(_to_numpy(state.arrays["counts"][-1:])[0]) + int(theirs["counts"][-1])
+            cell = stream_total_cell(self.num_classes)
+            total = (int(_to_numpy(state.arrays["counts"][cell:cell + 1])[0])
+                     + int(theirs["counts"][cell]))
             if total >= EXACT_INTEGER_LIMIT:  # float64 counts, as the functional API
                 state.promote_to_float()
             self._count_bound = total
@@ -628,6 +634,7 @@ class ClassificationMetrics:
         --------
         state_dict : The state as plain arrays.
         """
+        state = _upgraded_state(state)
         if state.get("version") != STATE_VERSION or dict(state.get("spec", {})) != self._spec:
             raise ValueError("state: not a state_dict of a ClassificationMetrics with these "
                              "arguments")
@@ -650,7 +657,8 @@ class ClassificationMetrics:
             arrays["checks"] = np.concatenate(
                 [checks, np.full(STREAM_CHECK_SLOTS - checks.size, STREAM_NO_ERROR, np.uint64)])
         state = self._allocate(backend, snapshot["kind"], integer)
-        self._count_bound = int(arrays["counts"][-1]) if integer else 0
+        self._count_bound = (int(arrays["counts"][stream_total_cell(self.num_classes)])
+                             if integer else 0)
         self._overflow_possible = int(arrays["checks"][OVERFLOW_CHECK]) != STREAM_NO_ERROR
         for name, mine in state.arrays.items():
             value = arrays[name].view(np.uint64) if mine.dtype == np.uint64 else arrays[name]
@@ -695,7 +703,9 @@ class ClassificationMetrics:
         # integer counts, overflow possible).
         kinds: list[Any] = [None] * dist.get_world_size(group)
         integer = None if own is None else own.integer
-        total = int(_to_numpy(own.arrays["counts"][-1:])[0]) if own is not None and integer else 0
+        cell = stream_total_cell(self.num_classes)
+        total = (int(_to_numpy(own.arrays["counts"][cell:cell + 1])[0])
+                 if own is not None and integer else 0)
         dist.all_gather_object(kinds, (None if own is None else own.kind, integer, total,
                                        self._overflow_possible), group=group)
         kind = next((k for k, *_ in kinds if k is not None), None)
@@ -791,6 +801,21 @@ def _to_numpy(value):
     if hasattr(value, "get") and not isinstance(value, np.ndarray):
         return value.get()
     return np.asarray(value)
+
+
+def _upgraded_state(state: Mapping[str, Any]) -> Mapping[str, Any]:
+    """A version 1 state_dict as version 2: its counts gain the misclassified
+    cell, total - sum(true positives) (exact for integer counts; for float
+    weights the best the old state holds). Other states as they are."""
+    if state.get("version") != 1:
+        return state
+    upgraded = dict(state, version=2)
+    if state.get("kind") is not None and "counts" in state:
+        counts = _to_numpy(state["counts"])
+        k = (counts.shape[0] - 1) // 3
+        missed = counts[3 * k:3 * k + 1] - counts[:k].sum(dtype=counts.dtype)
+        upgraded["counts"] = np.concatenate([counts, missed])
+    return upgraded
 
 
 def _float_arrays(arrays: dict) -> dict:

@@ -21,6 +21,7 @@ from __future__ import annotations
 import contextlib
 import warnings
 from dataclasses import dataclass, fields
+from fractions import Fraction
 from unittest import mock
 
 import numpy as np
@@ -498,3 +499,117 @@ def test_ignore_index_example(backend, num_classes):
     expected[2, 0] = 1
     np.testing.assert_array_equal(cm, expected)
     assert float(backend.to_numpy(mg.accuracy_score(t, p, ignore_index=-1, **kw))) == 0.75
+
+
+# -- one class holding nearly all the weight -------------------------------------
+
+# Against the exact value (rational arithmetic), where float64 sums of the
+# dominant class's counts absorb every other weight: the metrics that cancel
+# (kappa, MCC) are left with rounding of their own terms only.
+DOMINATED_TOLERANCE = 1e-9
+
+
+@st.composite
+def dominated_samples(draw):
+    """Float weights of 0.01 to 10 (samples()), plus a few correct samples of
+    one class with a weight 2**54 to 2**70 times larger: every other weight
+    lies below the rounding of that class's support, predicted and total
+    counts. Shuffled, so the large weights come anywhere in the sums."""
+    sample = draw(samples(max_k=6, max_n=30, weight_kinds=("float",)))
+    dominant = draw(st.integers(0, sample.k - 1))
+    repeats = draw(st.integers(1, 3))
+    large = 2.0 ** draw(st.integers(54, 70)) * draw(st.sampled_from((1.0, 1.25, 1.9921875)))
+    y_true = np.concatenate([sample.y_true, np.full(repeats, dominant)])
+    y_pred = np.concatenate([sample.y_pred, np.full(repeats, dominant)])
+    weights = np.concatenate([sample.weights, np.full(repeats, large)])
+    order = draw(st.permutations(range(y_true.size)))
+    return Sample(sample.k, y_true[order], y_pred[order], weights[order], "float")
+
+
+def _close_to_exact(ours, exact) -> bool:
+    return abs(float(ours) - exact) <= DOMINATED_TOLERANCE * max(1.0, abs(exact))
+
+
+def test_cohen_kappa_and_mcc_when_one_class_holds_nearly_all_weight(backend):
+    """Kappa (every weighting) and MCC of dominated samples are their exact
+    values on the dense path, the per-class statistics path and the stream:
+    the class of the defect where s - sum(tp), s s - t.p, the linear gaps
+    about the totals and MCC's differences of squares cancelled to 0 (kappa
+    NaN or -inf, MCC 0 where it is 0.7)."""
+    from test_fuzz import exact_cohen_kappa, exact_matthews_corrcoef
+
+    @_settings(backend)
+    @given(sample=dominated_samples())
+    def run(sample):
+        labels = list(range(sample.k))
+        exact_weights = [Fraction(float(w)) for w in sample.weights]
+        rows = (sample.y_true.tolist(), sample.y_pred.tolist(), exact_weights)
+        kappas = {weights: exact_cohen_kappa(*rows, labels=labels, kappa_weights=weights)
+                  for weights in ("linear", "quadratic", None)}
+        mcc = exact_matthews_corrcoef(*rows)
+        t, p, w = put(backend, sample.y_true, sample.y_pred, sample.weights)
+        for path in (contextlib.nullcontext, statistics_path):
+            with path():
+                for weights, exact in kappas.items():
+                    if exact is None:
+                        continue
+                    ours = mg.cohen_kappa_score(t, p, weights=weights, sample_weight=w,
+                                                num_classes=sample.k)
+                    assert _close_to_exact(backend.to_numpy(ours), exact), (path, weights)
+                ours = mg.matthews_corrcoef(t, p, sample_weight=w, num_classes=sample.k)
+                assert _close_to_exact(backend.to_numpy(ours), mcc), path
+        metrics = mg.ClassificationMetrics(sample.k)
+        metrics.update(t, p, w)
+        report = metrics.compute()
+        for weights, name in ((None, "cohen_kappa"), ("linear", "linear_weighted_kappa"),
+                              ("quadratic", "quadratic_weighted_kappa")):
+            if kappas[weights] is not None:
+                assert _close_to_exact(backend.to_numpy(report[name]), kappas[weights]), name
+        assert _close_to_exact(backend.to_numpy(report["matthews_corrcoef"]), mcc)
+
+    run()
+
+
+def test_specificity_of_a_class_without_negatives(backend):
+    """A class that every target belongs to has no negatives: its specificity
+    is the zero-division value on every path (stream, label_report,
+    specificity_score), whatever the float weights and the order they were
+    added in; the other classes' specificities are their exact values."""
+
+    @_settings(backend)
+    @given(sample=samples(max_k=6, max_n=60, weight_kinds=("float",)),
+           target=st.integers(0, 5))
+    def run(sample, target):
+        k = sample.k
+        target %= k
+        assume(_some_weight(sample.weights))
+        y_true = np.full(sample.y_pred.size, target)
+        t, p, w = put(backend, y_true, sample.y_pred, sample.weights)
+        exact_weights = [Fraction(float(v)) for v in sample.weights]
+        total = sum(exact_weights, Fraction(0))
+        exact = [float(sum((v for v, q in zip(exact_weights, sample.y_pred) if q != j),
+                           Fraction(0)) / total) for j in range(k)]
+        metrics = mg.ClassificationMetrics(k)
+        metrics.update(t, p, w)
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", mg.UndefinedMetricWarning)
+            paths = {
+                "stream": metrics.compute().per_class["specificity"],
+                "label_report": mg.label_report(t, p, sample_weight=w, num_classes=k)
+                .per_class["specificity"],
+                "specificity_score": mg.specificity_score(t, p, sample_weight=w, num_classes=k,
+                                                          average=None, zero_division=0.0),
+            }
+        for name, per_class in paths.items():
+            per_class = backend.to_numpy(per_class)
+            assert per_class[target] == 0.0, name
+            others = [j for j in range(k) if j != target]
+            np.testing.assert_allclose(per_class[others], np.array(exact)[others], rtol=1e-12,
+                                       err_msg=name)
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", mg.UndefinedMetricWarning)
+            ones = mg.specificity_score(t, p, sample_weight=w, num_classes=k, average=None,
+                                        zero_division=1.0)
+        assert backend.to_numpy(ones)[target] == 1.0
+
+    run()

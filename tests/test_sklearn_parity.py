@@ -458,42 +458,102 @@ def test_cohen_kappa_weighted_high_codes_float_weights(backend, rng, case, kappa
 
 # One class holds nearly all the weight, and a misclassified weight lies below
 # the rounding of that class's float64 counts (weights 2**53 or more apart, or
-# a subnormal one): (y1, y2, sample_weight, kappa weightings that fail).
+# a subnormal one): (y1, y2, sample_weight). Found by the long fuzz profile
+# (2026-11-26). scikit-learn and the exact value: kappa 0 for every weighting.
 KAPPA_ABSORBED_CASES = {
-    "below-the-true-class-count": ([0, 0], [0, 1], [1e17, 1.0], (None, "linear")),
-    "below-the-predicted-class-count": ([0, 1], [0, 0], [1e17, 1.0], (None, "linear")),
-    "integer-weights": ([0, 0], [0, 1], np.array([10**17, 1], dtype=np.int64),
-                        (None, "linear")),
-    "subnormal-weight": ([0, 0], [0, 1], [1.0, 3.6e-44], (None, "linear")),
-    "both-directions": ([2, 2, 2, 0], [2, 2, 0, 2], [1e18, 1e18, 1.0, 2.0], (None,)),
+    "below-the-true-class-count": ([0, 0], [0, 1], [1e17, 1.0]),
+    "below-the-predicted-class-count": ([0, 1], [0, 0], [1e17, 1.0]),
+    "integer-weights": ([0, 0], [0, 1], np.array([10**17, 1], dtype=np.int64)),
+    "subnormal-weight": ([0, 0], [0, 1], [1.0, 3.6e-44]),
+    # weights lost in both a row and a column of the dominant class: sums of
+    # non-negative terms over the statistics give 1/3, the information is gone
+    "both-directions": ([2, 2, 2, 0], [2, 2, 0, 2], [1e18, 1e18, 1.0, 2.0]),
 }
+# K beyond the dense matrix: the per-class statistics path (class_statistics).
+STATISTICS_PATH_K = 3000
 
 
-@pytest.mark.xfail(strict=True, raises=AssertionError, reason=(
-    "known defect: the O(K) statistics lose the disagreement (see the docstring)"))
-@pytest.mark.parametrize("case, kappa_weights", [
-    (case, kappa_weights) for case, (*_, failing) in KAPPA_ABSORBED_CASES.items()
-    for kappa_weights in failing])
+def _stream_report(y1, y2, weights, num_classes):
+    """The report of a ClassificationMetrics fed one batch (on the active backend)."""
+    metrics = mg.ClassificationMetrics(num_classes)
+    metrics.update(y1, y2, weights)
+    return metrics.compute()
+
+
+@pytest.mark.parametrize("kappa_weights", KAPPA_WEIGHTS, ids=lambda w: f"weights={w}")
+@pytest.mark.parametrize("case", KAPPA_ABSORBED_CASES)
 def test_cohen_kappa_when_one_class_absorbs_the_disagreement(backend, case, kappa_weights):
-    """Known defect, found by the long fuzz profile (2026-11-26): kappa is
-    computed from per-class statistics, whose float64 support, predicted and
-    total counts of the dominant class absorb a misclassified weight below
-    their rounding. The observed disagreement s - sum(tp) and the expected one
-    (s s - t.p, or the linear gaps) then cancel to 0: NaN or -inf (with a
-    RuntimeWarning), where scikit-learn, which sums the matrix's off-diagonal
-    cells, gives 0 (the exact value is 0 to 1e-18). Quadratic kappa, whose
-    expected disagreement is centred, is right. The fix: the counting pass
-    accumulates sum w [t != p] itself, as it does sum w |t - p| for linear
-    kappa. Strict: the test fails once the defect is fixed, to be unmarked."""
-    y1, y2, weights, _ = KAPPA_ABSORBED_CASES[case]
-    y1, y2, weights = np.array(y1), np.array(y2), np.asarray(weights)
+    """The float64 support, predicted and total counts of the dominant class
+    absorb a misclassified weight below their rounding, so s - sum(tp) and the
+    expected disagreement (s s - t.p, or the linear gaps about the totals)
+    cancelled to 0: NaN or -inf with a RuntimeWarning (an error here). The
+    counting pass now sums w [t != p] itself, and the expected disagreements
+    are sums of non-negative terms: on the dense path, the per-class
+    statistics path and the stream alike."""
+    y1, y2, weights = (np.asarray(v) for v in KAPPA_ABSORBED_CASES[case])
     expected = skm.cohen_kappa_score(y1, y2, weights=kappa_weights, sample_weight=weights)
     assert expected == 0.0
     t, p, w = put(backend, y1, y2, weights)
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore", RuntimeWarning)
-        ours = mg.cohen_kappa_score(t, p, weights=kappa_weights, sample_weight=w)
-    assert_float(backend, ours, expected, atol=1e-12)
+    for num_classes in (None, STATISTICS_PATH_K):
+        ours = mg.cohen_kappa_score(t, p, weights=kappa_weights, sample_weight=w,
+                                    num_classes=num_classes)
+        assert_float(backend, ours, expected, atol=1e-12)
+    slot = {None: "cohen_kappa", "linear": "linear_weighted_kappa",
+            "quadratic": "quadratic_weighted_kappa"}[kappa_weights]
+    report = _stream_report(t, p, w, 3)
+    assert abs(float(backend.to_numpy(report[slot])) - expected) <= 1e-12, slot
+
+
+# MCC where one class holds nearly all the weight: (y_true, y_pred, weights,
+# the exact value, tests/test_fuzz.py's rational referee). scikit-learn's
+# c s - t.p and s^2 - sum p^2 lose the covariance and the variances to the
+# dominant class's rounding and give 0 in the first three.
+MCC_ABSORBED_CASES = {
+    "fn-of-the-dominant-class": ([0, 0, 1], [0, 1, 1], [1e17, 1.0, 1.0], 0.7071067811865476),
+    "three-classes": ([0, 0, 1, 2], [0, 1, 1, 2], [1e17, 1.0, 1.0, 1.0], 0.816496580927726),
+    "fp-and-fn-of-other-classes": ([1, 1, 0, 2], [1, 2, 0, 1], [1e17, 1.0, 3.0, 2.0],
+                                   0.6708203932499369),
+    "both-directions": ([2, 2, 2, 0], [2, 2, 0, 2], [1e18, 1e18, 1.0, 2.0],
+                        -7.071067811865475e-19),
+    "constant-y_pred": ([0, 1], [0, 0], [1e17, 1.0], 0.0),
+}
+
+
+@pytest.mark.parametrize("case", MCC_ABSORBED_CASES)
+def test_matthews_corrcoef_when_one_class_holds_nearly_all_weight(backend, case):
+    """MCC against its exact value where the covariance c s - sum t p and the
+    variances s^2 - sum p^2 cancel in float64 (0 where the exact value is
+    0.71): now sums over pairs of unequal classes, and the misclassified
+    weight of the counting pass. Dense path, statistics path and stream."""
+    y_true, y_pred, weights, exact = MCC_ABSORBED_CASES[case]
+    t, p, w = put(backend, np.array(y_true), np.array(y_pred), np.array(weights))
+    for num_classes in (None, STATISTICS_PATH_K):
+        ours = mg.matthews_corrcoef(t, p, sample_weight=w, num_classes=num_classes)
+        assert abs(float(backend.to_numpy(ours)) - exact) <= 1e-12, num_classes
+    report = _stream_report(t, p, w, 3)
+    assert abs(float(backend.to_numpy(report["matthews_corrcoef"])) - exact) <= 1e-12
+
+
+def test_specificity_of_a_class_without_negatives_float_weights(backend):
+    """Every target 0 and float weights: class 0 has no negatives, so its
+    specificity is the zero-division value. With negatives as total - support
+    the stream, whose total is summed apart from the supports, gave
+    tiny / tiny = 1.0 where label_report gave 0.0 (and on a GPU either,
+    run to run). Negatives are now the other classes' supports: exactly 0."""
+    weights = np.random.default_rng(20261126).uniform(0.01, 10.0, 20)
+    y_true = np.zeros(20, dtype=np.int64)
+    y_pred = y_true.copy()
+    y_pred[3] = 1
+    t, p, w = put(backend, y_true, y_pred, weights)
+    report = _stream_report(t, p, w, 2)
+    assert backend.to_numpy(report.per_class["specificity"])[0] == 0.0
+    assert float(backend.to_numpy(report["macro_specificity"])) == pytest.approx(
+        (weights.sum() - weights[3]) / weights.sum() / 2, rel=1e-12)
+    assert mg.label_report(t, p, sample_weight=w).per_class["specificity"][0] == 0.0
+    for zero_division in (0.0, 1.0):
+        per_class = mg.specificity_score(t, p, sample_weight=w, average=None,
+                                         zero_division=zero_division)
+        assert backend.to_numpy(per_class)[0] == zero_division
 
 
 MCC_UNDEFINED_CASES = {

@@ -161,6 +161,23 @@ def test_merge_and_state_dict(backend, rng):
         first.merge(mg.ClassificationMetrics(5))
 
 
+@pytest.mark.parametrize("weights", ("int", "float"))
+def test_version_1_state_dict_loads(backend, rng, weights):
+    """A state_dict of version 1 (counts without the misclassified cell) still
+    loads: the cell is total - sum(tp), exact for integer counts, the value
+    version 1 computed kappa from for float ones."""
+    whole = mg.ClassificationMetrics(4)
+    for y, z, w in _batches(rng, 4, (20, 11), weights=weights):
+        whole.update(backend.asarray(y), backend.asarray(z), backend.asarray(w))
+    state = whole.state_dict()
+    old = dict(state, version=1, counts=backend.to_numpy(state["counts"])[:-1])
+    restored = mg.ClassificationMetrics(4)
+    restored.load_state_dict(old)
+    counts = backend.to_numpy(restored.state_dict()["counts"])
+    np.testing.assert_allclose(counts, backend.to_numpy(state["counts"]), rtol=1e-15)
+    _assert_reports_equal(restored.compute().to_dict(), whole.compute().to_dict())
+
+
 def _assert_reports_equal(actual, expected, rtol=1e-12):
     assert actual.keys() == expected.keys()
     for key, value in expected.items():

@@ -352,8 +352,9 @@ class NumpyBackend(HostArrays):
                          moments=False, deterministic=False) -> ClassStatistics:
         """Per-class statistics in O(K) memory, without a K x K matrix.
 
-        With ``moments=True`` also ``sum w |t - p|`` and ``sum w (t - p)**2``
-        over class positions (exact integers when unweighted).
+        The misclassified weight ``sum w [t != p]`` is summed as a count; with
+        ``moments=True`` also ``sum w |t - p|`` and ``sum w (t - p)**2`` over
+        class positions (exact integers when unweighted).
         """
         size = num_classes if class_lut is None else int(class_lut.max(initial=-1)) + 1
         weighted = sample_weight is not None
@@ -363,6 +364,7 @@ class NumpyBackend(HostArrays):
         support = np.zeros(size, dtype=count_dtype)
         predicted = np.zeros(size, dtype=count_dtype)
         observed_zero = np.zeros(size, dtype=bool)
+        misclassified = count_dtype(0)
         linear = 0 if not weighted else 0.0
         quadratic = 0 if not weighted else 0.0
         n_invalid = 0
@@ -374,6 +376,9 @@ class NumpyBackend(HostArrays):
             true_positives += weighted_bincount(t[hit], None if w is None else w[hit], size)
             support += weighted_bincount(t, w, size)
             predicted += weighted_bincount(p, w, size)
+            miss = ~hit
+            misclassified += (np.count_nonzero(miss) if w is None
+                              else w[miss].sum(dtype=count_dtype))
             if moments:
                 gap = t - p
                 np.abs(gap, out=gap)
@@ -397,6 +402,7 @@ class NumpyBackend(HostArrays):
             invalid=n_invalid,
             linear_disagreement=np.float64(linear) if moments else None,
             quadratic_disagreement=np.float64(quadratic) if moments else None,
+            misclassified=misclassified,
         )
 
     def statistics_from_matrix(self, matrix, observed, *, invalid=0, moments=False):
@@ -612,8 +618,11 @@ def stream_update(state: dict, batch, *, num_classes: int, ignore_index, ordinal
     add(counts[k:2 * k], tv, wv, k)
     add(counts[2 * k:3 * k], pv, wv, k)
     gap = np.abs(tv - pv)
+    miss = ~hit
     if integer:
         counts[3 * k] += np.uint64(tv.size if wv is None else _exact_sum(wv, np.ones_like(tv)))
+        counts[3 * k + 1] += np.uint64(np.count_nonzero(miss) if wv is None
+                                       else _exact_sum(wv[miss], np.ones_like(tv[miss])))
         words = state["moments"]
         for i, moment in enumerate((_exact_sum(wv, gap), _exact_sum(wv, gap * gap))):
             value = int(words[2 * i]) + (int(words[2 * i + 1]) << 64) + moment
@@ -623,6 +632,7 @@ def stream_update(state: dict, batch, *, num_classes: int, ignore_index, ordinal
         # unweighted batch weighs 1.0 a sample (the kernels' unit weights).
         weights = np.ones(tv.size) if wv is None else wv
         counts[3 * k] += weights.sum()
+        counts[3 * k + 1] += weights[miss].sum()
         gap = gap.astype(np.float64)
         state["moments"] += [np.dot(weights, gap), np.dot(weights, gap * gap)]
     if "matrix" in state:

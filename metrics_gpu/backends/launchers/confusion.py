@@ -280,8 +280,10 @@ class ConfusionLaunchers(LaunchBase):
                          deterministic=False) -> ClassStatistics:
         """Per-class statistics in O(K) memory (``class_statistics`` kernel).
 
-        The kappa moments are exact 128-bit integers for counts, integer
-        weights and ``deterministic=True``; float64 sums otherwise.
+        The misclassified weight is a count of the same type as the others
+        (the four share one allocation). The kappa moments are exact 128-bit
+        integers for counts, integer weights and ``deterministic=True``;
+        float64 sums otherwise.
         """
         del guard
         xp, device = self.xp, self.device
@@ -291,9 +293,9 @@ class ConfusionLaunchers(LaunchBase):
         weights, size, n, max_bits = run.weights, run.size, run.n, run.max_weight_bits
         integer_counts = weights.integer_counts
         count_dtype = np.uint64 if integer_counts else np.float64
-        true_positives = self.zeros(size, count_dtype)
-        support = self.zeros(size, count_dtype)
-        predicted = self.zeros(size, count_dtype)
+        counts = self.zeros(3 * size + 1, count_dtype)
+        true_positives, support, predicted, misclassified = (
+            counts[:size], counts[size:2 * size], counts[2 * size:3 * size], counts[3 * size:])
         seen = self._zero_weight_seen(weights, size)
         invalid = self.zeros(1, np.uint64)
         exact_moments = self.zeros(4, np.uint64)
@@ -314,17 +316,15 @@ class ConfusionLaunchers(LaunchBase):
         for start, stop in self._segments(n, grid):
             self.launch(SOURCE, expression, grid, device.block_threads,
                           run.arguments(start, stop)
-                          + [true_positives, support, predicted, seen, invalid,
+                          + [true_positives, support, predicted, misclassified, seen, invalid,
                              np.int32(bool(moments)), exact_moments, float_moments,
                              np.int32(privatize)], shared)
-        if weights.fixed:
-            true_positives, support, predicted = (
-                self._fixed_to_float(a, max_bits, n) for a in (true_positives, support, predicted)
-            )
-        elif integer_counts:
-            true_positives, support, predicted = (
-                a.view(np.int64) for a in (true_positives, support, predicted)
-            )
+        if weights.fixed or integer_counts:
+            counts = (self._fixed_to_float(counts, max_bits, n) if weights.fixed
+                      else counts.view(np.int64))
+            true_positives, support, predicted, misclassified = (
+                counts[:size], counts[size:2 * size], counts[2 * size:3 * size],
+                counts[3 * size:])
         observed = (support > 0) | (predicted > 0)
         if weights.array is not None:
             observed |= seen.astype(bool)
@@ -348,6 +348,7 @@ class ConfusionLaunchers(LaunchBase):
             invalid=device.scalar(invalid[0]),
             linear_disagreement=linear,
             quadratic_disagreement=quadratic,
+            misclassified=misclassified[0],
         )
 
     def statistics_from_matrix(self, matrix, observed, *, invalid=0, moments=False):

@@ -13,13 +13,17 @@ from metrics_gpu.backends.launchers.base import LaunchBase, native_byte_order
 
 SOURCE = "reduce_metrics.cu"
 # Static shared memory of label_metrics_from_matrix (reduction scratch of
-# 24 x 32 doubles, the routing buffer of 3 x 256 doubles, a row sum per warp,
-# ticket, totals: 12.3 KiB), rounded up: the dynamic part must fit beside it
+# 24 x 32 doubles, the routing buffer of 4 x 256 doubles, a row sum per warp,
+# ticket, totals: 14.3 KiB), rounded up: the dynamic part must fit beside it
 # in the block's budget.
-REDUCE_STATIC_SHARED_BYTES = 13 * 1024
+REDUCE_STATIC_SHARED_BYTES = 15 * 1024
 # The reduction kernels' shared buffers are sized for blocks of at most this
 # many threads (kMaxBlockThreads in reduce_metrics.cu).
 REDUCE_MAX_BLOCK_THREADS = 256
+
+# Partial sums per block of label_metrics_from_matrix (kMatrixMoments):
+# the linear and quadratic kappa moments and the cells off the diagonal.
+MATRIX_MOMENTS = 3
 
 # Count types of the reduction: int64 counts, float64 weighted counts.
 COUNT_TYPES = {"int64": "long long", "float64": "double"}
@@ -36,15 +40,17 @@ MODULE = KernelModule(SOURCE, tuple(
 
 
 def launch_metrics_from_statistics(backend: LaunchBase, true_positives, support, predicted,
-                                   total, num_classes: int, mask, linear, quadratic, out) -> None:
+                                   total, misclassified, num_classes: int, mask, linear,
+                                   quadratic, out) -> None:
     """``label_metrics_from_statistics`` into ``out``: one block; the counts
-    are contiguous int64 or float64 device arrays, ``mask`` uint8 or None,
-    the kappa moments (1,) float64 arrays or None."""
+    (``total`` and ``misclassified`` one cell each, ``misclassified`` None
+    when the state has none) are contiguous int64 or float64 device arrays,
+    ``mask`` uint8 or None, the kappa moments (1,) float64 arrays or None."""
     backend.launch(
         SOURCE, reduce_expression("label_metrics_from_statistics", COUNT_TYPES[support.dtype.name]),
         1, min(backend.device.block_threads, REDUCE_MAX_BLOCK_THREADS),
-        [true_positives, support, predicted, total, np.int64(num_classes), mask, linear,
-         quadratic, out],
+        [true_positives, support, predicted, total, misclassified, np.int64(num_classes), mask,
+         linear, quadratic, out],
     )
 
 
@@ -76,7 +82,9 @@ class ReduceLaunchers(LaunchBase):
         out = self.zeros(label_metric_size(num_classes), np.float64)
         launch_metrics_from_statistics(
             self, counts(stats.true_positives), counts(stats.support), counts(stats.predicted),
-            counts(stats.total), num_classes, self._mask(selected),
+            counts(stats.total),
+            None if stats.misclassified is None else counts(stats.misclassified),
+            num_classes, self._mask(selected),
             moment(stats.linear_disagreement), moment(stats.quadratic_disagreement), out)
         return out
 
@@ -104,14 +112,15 @@ class ReduceLaunchers(LaunchBase):
             grid, min(device.block_threads, REDUCE_MAX_BLOCK_THREADS),
             [matrix, np.int64(size), self._mask(selected), np.int32(bool(moments)),
              true_positives, support, predicted, self.zeros(grid * size, dtype),
-             self.zeros(2 * grid, np.float64), self.zeros(1, np.uint32), out],
+             self.zeros(MATRIX_MOMENTS * grid, np.float64), self.zeros(1, np.uint32), out],
             shared_bytes,
         )
         stats = ClassStatistics(
             true_positives=true_positives, support=support, predicted=predicted,
-            # The kernel's sum of the supports, read from the buffer (float64)
-            # rather than reduced again.
+            # The kernel's sum of the supports and of the cells off the
+            # diagonal, read from the buffer (float64) rather than reduced again.
             total=out[SLOT["total"]], observed=observed, invalid=invalid,
+            misclassified=out[SLOT["misclassified"]],
         )
         return out, stats
 

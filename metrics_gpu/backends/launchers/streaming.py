@@ -17,7 +17,7 @@ from metrics_gpu._kernels import (
     STREAM_ORDINAL_SHIFT,
     KernelModule,
 )
-from metrics_gpu._state import score_sums_size
+from metrics_gpu._state import score_sums_size, stream_count_cells
 from metrics_gpu.backends.launchers.base import (
     WARP_SIZE,
     LaunchBase,
@@ -159,13 +159,14 @@ class StreamingLaunchers(LaunchBase):
         n_bins = spec["n_bins"] if score_sums else 0
         score_bytes = 3 * n_bins * 8 + top_k_shared_bytes(
             len(spec["top_k"]) if score_sums else 0, block)
-        cell_bytes = (3 * k + 1) * 8
+        cells = stream_count_cells(k)
+        cell_bytes = cells * 8
         work = batch.n * group
         grid = max(1, min(self._grid(work, score_bytes), -(-work // block)))
         # Privatised counts pay off when a block has many more rows than cells
         # to flush into the state at its end.
         privatize = (score_bytes + cell_bytes <= device.shared_memory_per_block_optin
-                     and batch.n >= grid * (3 * k + 1))
+                     and batch.n >= grid * cells)
         shared = score_bytes + (cell_bytes if privatize else 0)
         if privatize:
             grid = max(1, min(grid, self._grid(work, shared)))
@@ -253,6 +254,7 @@ class StreamingLaunchers(LaunchBase):
         if labels:
             counts = state["counts"].view(np.int64) if integer else state["counts"]
             launch_metrics_from_statistics(
-                self, counts[:k], counts[k:2 * k], counts[2 * k:3 * k], counts[3 * k:], k, None,
-                workspace.moments[0:1], workspace.moments[1:2], label_out)
+                self, counts[:k], counts[k:2 * k], counts[2 * k:3 * k], counts[3 * k:3 * k + 1],
+                counts[3 * k + 1:3 * k + 2], k, None, workspace.moments[0:1],
+                workspace.moments[1:2], label_out)
         return label_out, score_out
