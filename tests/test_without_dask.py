@@ -1,7 +1,7 @@
 """The README's test command on a machine without Dask (the GPU image has
 none): ``--doctest-modules`` over ``metrics_gpu`` (pyproject.toml's
 ``testpaths``) must not fail on ``metrics_gpu/dask.py``, the one module that
-imports Dask at the top; the root ``conftest.py`` leaves it out then. Run in
+imports Dask at the top; ``metrics_gpu/conftest.py`` leaves it out then. Run in
 a subprocess whose ``dask`` is a package that refuses to import."""
 
 from __future__ import annotations
