@@ -567,15 +567,10 @@ def test_probabilities_read_as_logits_warn_once(backend, rng, validate):
         declared.update(backend.asarray(y), backend.asarray(probabilities))
 
 
-@settings(max_examples=60, deadline=None)
-@given(dtype=st.sampled_from(("float16", "float32", "float64")), k=st.integers(2, 5),
-       n=st.integers(1, 20), seed=st.integers(0, 2**32 - 1),
-       flaws=st.lists(st.tuples(st.integers(0, 19), st.sampled_from(
-           ("negative", "above_one", "scaled", "nudged"))), max_size=3))
-def test_declared_kind_property(dtype, k, n, seed, flaws):
-    """Eager states refuse exactly the batches with a row that is not probabilities,
-    naming the first; logits warn exactly when every row is probabilities."""
-    rng = np.random.default_rng(seed)
+def _flawed_probabilities(rng, n, k, dtype, flaws):
+    """n softmax rows of ``dtype``, each ``(row, flaw)`` applied: a negative
+    value, a value above 1, the row halved (not probabilities), or "nudged"
+    within the type's tolerance (still probabilities)."""
     rows = _softmax(3 * rng.normal(size=(n, k))).astype(dtype)
     for row, flaw in flaws:
         row %= n
@@ -585,8 +580,21 @@ def test_declared_kind_property(dtype, k, n, seed, flaws):
             rows[row, -1] = 1.25
         elif flaw == "scaled":
             rows[row] = rows[row] * 0.5
-        else:  # within the tolerance of the type: still probabilities
+        else:
             rows[row, 0] = min(1.0, rows[row, 0] + 0.2 * float(np.finfo(dtype).eps))
+    return rows
+
+
+@settings(max_examples=60, deadline=None)
+@given(dtype=st.sampled_from(("float16", "float32", "float64")), k=st.integers(2, 5),
+       n=st.integers(1, 20), seed=st.integers(0, 2**32 - 1),
+       flaws=st.lists(st.tuples(st.integers(0, 19), st.sampled_from(
+           ("negative", "above_one", "scaled", "nudged"))), max_size=3))
+def test_declared_kind_property(dtype, k, n, seed, flaws):
+    """Eager states refuse exactly the batches with a row that is not probabilities,
+    naming the first; logits warn exactly when every row is probabilities."""
+    rng = np.random.default_rng(seed)
+    rows = _flawed_probabilities(rng, n, k, dtype, flaws)
     tolerance = float(np.sqrt(max(np.finfo(dtype).eps, np.finfo(np.float32).eps)))
     first = _first_non_probability(rows, tolerance)
     y = rng.integers(0, k, n)
@@ -641,15 +649,7 @@ def test_deferred_probabilities_property(backend_name):
                ("negative", "above_one", "scaled"))), max_size=3))
     def check(dtype, k, n, seed, flaws):
         rng = np.random.default_rng(seed)
-        rows = _softmax(3 * rng.normal(size=(n, k))).astype(dtype)
-        for row, flaw in flaws:
-            row %= n
-            if flaw == "negative":
-                rows[row, 0] = -0.5
-            elif flaw == "above_one":
-                rows[row, -1] = 1.25
-            else:
-                rows[row] = rows[row] * 0.5
+        rows = _flawed_probabilities(rng, n, k, dtype, flaws)
         tolerance = float(np.sqrt(max(np.finfo(dtype).eps, np.finfo(np.float32).eps)))
         bad = [i for i in range(n) if _first_non_probability(rows[i:i + 1], tolerance) == 0]
         y = rng.integers(0, k, n)
