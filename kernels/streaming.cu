@@ -284,6 +284,11 @@ streaming_update(const TrueT* y_true, const PredT* preds, const W* weight, int64
 
   __shared__ double scratch[kReducedSlots * kWarpSize];
   __shared__ C count_scratch[kWarpSize];
+  // Score states: the block's misclassified weight, one shared atomic per
+  // misclassified row (beside that row's K columns of work), not a register
+  // per thread: float64 row scans into integer counts have none spare (ptxas
+  // spilled on sm_80). Label states keep it in a register, summed by warp.
+  __shared__ C misclassified_shared[1];
   __shared__ unsigned int last_block;
   __shared__ long long limits[kMaxTopK];
   MG_DYNAMIC_SHARED(unsigned char, dynamic);
@@ -300,6 +305,7 @@ streaming_update(const TrueT* y_true, const PredT* preds, const W* weight, int64
     for (int64 i = threadIdx.x; i < cell_count; i += blockDim.x) cells_shared[i] = C(0);
   }
   C* cells = privatize ? cells_shared : counts;
+  if (kScores && threadIdx.x == 0) misclassified_shared[0] = C(0);
   // Unweighted calibration bins in fixed point (exact, bit-identical); weighted ones as doubles.
   const bool fixed_bins = n_bins > 0 && weight == nullptr;
   const int shift = fixed_bins ? bin_fixed_shift(nullptr, n) : 0;
@@ -416,7 +422,13 @@ streaming_update(const TrueT* y_true, const PredT* preds, const W* weight, int64
       atomicAdd(&cells[2 * K + p], w_count);
       total[0] += w_count;
       if constexpr (SumsWeights<W, C>::value) weight_sum += (double)w_count;
-      if (t != p) misclassified += w_count;
+      if (t != p) {
+        if constexpr (kScores) {
+          atomicAdd(&misclassified_shared[0], w_count);
+        } else {
+          misclassified += w_count;
+        }
+      }
       moments.add(w_count, t > p ? t - p : p - t);
     }
   }
@@ -437,10 +449,12 @@ streaming_update(const TrueT* y_true, const PredT* preds, const W* weight, int64
   // The misclassified weight by warp, not in block_sum beside the total: a
   // second value there costs the update loop registers (ptxas: 56 instead
   // of 48 with integer weights, a quarter of the resident warps).
-  for (int offset = kWarpSize / 2; offset > 0; offset >>= 1)
-    misclassified += __shfl_xor_sync(kFullWarp, misclassified, offset);
-  if (lane == 0 && misclassified != C(0)) {
-    atomicAdd(privatize ? &cells_shared[3 * K + 1] : &counts[3 * K + 1], misclassified);
+  if constexpr (!kScores) {
+    for (int offset = kWarpSize / 2; offset > 0; offset >>= 1)
+      misclassified += __shfl_xor_sync(kFullWarp, misclassified, offset);
+    if (lane == 0 && misclassified != C(0)) {
+      atomicAdd(privatize ? &cells_shared[3 * K + 1] : &counts[3 * K + 1], misclassified);
+    }
   }
   moments.flush(exact_moments, float_moments);
   if (invalid) atomicAdd(&checks[kCheckInvalid], invalid);
@@ -448,6 +462,9 @@ streaming_update(const TrueT* y_true, const PredT* preds, const W* weight, int64
     if (first[i] != kNoError) atomicMin(&checks[i], first[i]);
   }
   __syncthreads();
+  if (kScores && threadIdx.x == 0 && misclassified_shared[0] != C(0)) {
+    atomicAdd(&counts[3 * K + 1], misclassified_shared[0]);
+  }
   if (privatize) {
     for (int64 i = threadIdx.x; i < cell_count; i += blockDim.x) {
       const C value = cells_shared[i];
