@@ -230,7 +230,7 @@ __device__ void evaluate_metrics(const C* true_positives, const C* support, cons
     sTp, sSupport, sPredicted, sSelected, sSupported,
     sRecallSupported, sPrecision, sRecall, sF1, sJaccard, sSpecificity, sWeightedPrecision,
     sWeightedRecall, sWeightedF1, sClassAccuracy, sClassError, sPredictedClasses, sBoth,
-    sUnpredicted, sAbsent, sNoNegatives, kPass1
+    sUnpredicted, sAbsent, sNoNegatives, sSupportTimesPredicted, kPass1
   };
   double pass1[kPass1];
   __shared__ double total_shared;
@@ -277,6 +277,7 @@ __device__ void evaluate_metrics(const C* true_positives, const C* support, cons
     pass1[sTp] += tp;
     pass1[sSupport] += t;
     pass1[sPredicted] += p;
+    pass1[sSupportTimesPredicted] += t * p;
     pass1[sSelected] += 1.0;
     if (t > 0.0) {
       pass1[sSupported] += 1.0;
@@ -398,7 +399,15 @@ __device__ void evaluate_metrics(const C* true_positives, const C* support, cons
   out[kMacroSpecificity] = m > 0.0 ? pass1[sSpecificity] / m : nan;
   const double observed = misclassified != misclassified ? s - pass1[sTp] : misclassified;
   // Matthews from the pairs of classes, without differences of squares (_formulas).
-  const double cov_tp = pass2[0] - observed * s;
+  // The covariance's two forms split s^2 between their terms (c s + m s =
+  // sum t p + sum_{i != j} t_i p_j): the one with the smaller terms cancels
+  // least (_formulas.matthews_corrcoef).
+  const double correct_s = pass1[sTp] * s;
+  const double misclassified_s = observed * s;
+  const double cov_tp =
+      fmax(correct_s, pass1[sSupportTimesPredicted]) <= fmax(pass2[0], misclassified_s)
+          ? correct_s - pass1[sSupportTimesPredicted]
+          : pass2[0] - misclassified_s;
   const double cov_pp = pass2[4] + pass2[4];
   const double cov_tt = pass2[3] + pass2[3];
   out[kMatthewsCorrcoef] = divide(cov_tp, sqrt(cov_pp * cov_tt), 0.0);

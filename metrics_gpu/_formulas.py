@@ -340,15 +340,24 @@ def matthews_corrcoef(c: Counts, zero_division: float = 0.0):
     denominator is 0 (scikit-learn and CatBoost: 0.0).
 
     Written without its differences of squares, which cancel when one class
-    holds nearly all the weight (then c s and sum t p agree to every digit of
-    float64 and the covariance is lost): s^2 - sum p^2 = sum_{i != j} p_i p_j
-    (likewise for t), and c s - sum t p = sum_{i != j} t_i p_j - m s with m
-    the misclassified weight (s^2 = sum t p + sum_{i != j} t_i p_j, c = s - m).
-    A constant y_true (or y_pred) still gives exactly 0.
+    holds nearly all the weight: s^2 - sum p^2 = sum_{i != j} p_i p_j
+    (likewise for t). The covariance has two forms whose terms split s^2
+    between them (s^2 = c s + m s = sum t p + sum_{i != j} t_i p_j, m the
+    misclassified weight): c s - sum t p, and sum_{i != j} t_i p_j - m s.
+    Each cancels where its terms are near s^2 (the first when nearly all the
+    weight is correct in one class, the second when nearly all of it is
+    misclassified), so the one with the smaller terms is taken; its rounding
+    is then at most about eps s^2 / 2 and often far less. A constant y_true
+    (or y_pred) still gives exactly 0.
     """
     xp = c.xp
     t, p = c.support, c.predicted
-    cov_tp = unequal_pairs(t, p, xp) - c.misclassified * c.total
+    correct_terms = (c.tp.sum() * c.total, xp.dot(t, p))
+    misclassified_terms = (unequal_pairs(t, p, xp), c.misclassified * c.total)
+    cov_tp = xp.where(
+        xp.maximum(*correct_terms) <= xp.maximum(*misclassified_terms),
+        correct_terms[0] - correct_terms[1],
+        misclassified_terms[0] - misclassified_terms[1])
     cov_pp = unequal_pairs(p, p, xp)
     cov_tt = unequal_pairs(t, t, xp)
     return divide(cov_tp, xp.sqrt(cov_pp * cov_tt), xp, zero_division)[0]

@@ -63,6 +63,7 @@ from metrics_gpu._validation import (
     check_top_k,
     integer_weights_fit,
     looks_like_probabilities,
+    probability_rows_flag,
     probabilities_read_as_logits,
 )
 from metrics_gpu._types import (
@@ -218,6 +219,9 @@ class ClassificationMetrics:
         # which compute reads).
         self._count_bound = 0
         self._overflow_possible = False
+        # The first batch's "logits that look like probabilities" test, queued
+        # on a GPU (validate="deferred") and read by the next compute().
+        self._probability_flag = None
         self.reset()
 
     # -- state ------------------------------------------------------------------
@@ -244,6 +248,7 @@ class ClassificationMetrics:
         self._updates = 0
         self._local = None
         self._count_bound, self._overflow_possible = 0, False
+        self._probability_flag = None
         if self._state is not None:
             self._state.clear()
             return
@@ -411,13 +416,18 @@ class ClassificationMetrics:
 
     def _warn_if_probabilities(self, backend: Backend, batch: StreamBatch) -> None:
         """Warn when the first batch of scores read as logits is made of rows of
-        probabilities. Read only where that costs no device sync: a batch on
-        the host, or ``validate="eager"`` (which syncs to check values anyway)."""
+        probabilities. Here where that costs no device sync: a batch on the
+        host, or ``validate="eager"`` (which syncs to check values anyway). A
+        GPU batch under ``validate="deferred"`` queues the test and the next
+        :meth:`compute` (which reads the checks anyway) warns; with
+        ``validate=False`` nothing is read."""
+        rows = batch.rows(backend.xp)
         if is_device_array(batch.preds) and self.validate != "eager":
+            if self.validate == "deferred":
+                self._probability_flag = probability_rows_flag(rows, backend, batch.score_dtype)
             return
-        if looks_like_probabilities(batch.rows(backend.xp), backend):
-            F.warn(probabilities_read_as_logits("preds", "scores='probabilities'"),
-                   UserWarning)
+        if looks_like_probabilities(rows, backend, batch.score_dtype):
+            _warn_probabilities_read_as_logits()
 
     # -- compute ----------------------------------------------------------------
 
@@ -514,6 +524,10 @@ class ClassificationMetrics:
             self._raise_overflow(checks)
             if self.validate == "deferred":
                 self._raise_deferred(checks)
+        if self._probability_flag is not None:
+            flag, self._probability_flag = self._probability_flag, None
+            if bool(state.backend.to_host(flag)):
+                _warn_probabilities_read_as_logits()
         with caller_stream(self._like):
             label_values, score_values = state.compute()
         return StreamingReport(self, label_values, score_values)
@@ -660,6 +674,7 @@ class ClassificationMetrics:
         self._count_bound = (int(arrays["counts"][stream_total_cell(self.num_classes)])
                              if integer else 0)
         self._overflow_possible = int(arrays["checks"][OVERFLOW_CHECK]) != STREAM_NO_ERROR
+        self._probability_flag = None
         for name, mine in state.arrays.items():
             value = arrays[name].view(np.uint64) if mine.dtype == np.uint64 else arrays[name]
             mine[...] = backend.asarray(value)
@@ -792,6 +807,10 @@ class ClassificationMetrics:
         where = "empty" if state is None else f"{state.kind} on {state.backend.name}"
         return (f"ClassificationMetrics(num_classes={self.num_classes}, updates={self._updates}, "
                 f"{where})")
+
+
+def _warn_probabilities_read_as_logits() -> None:
+    F.warn(probabilities_read_as_logits("preds", "scores='probabilities'"), UserWarning)
 
 
 def _to_numpy(value):

@@ -711,16 +711,34 @@ def first_non_probability_row(values, backend, dtype=None) -> tuple[int, str] | 
     return outside
 
 
-def looks_like_probabilities(values, backend) -> bool:
+def looks_like_probabilities(values, backend, dtype=None) -> bool:
     """Whether every row of scores (not empty) is a row of probabilities
     (:func:`first_non_probability_row`): logits that look so were most likely
-    probabilities given without saying so. NaN rows are not probabilities."""
+    probabilities given without saying so. NaN rows are not probabilities.
+    ``dtype``: the type the rows were given in, where ``values`` are widened."""
     if not values.size:
         return False
     xp = backend.xp
     if not bool(xp.isfinite(values.sum(dtype=np.float64))):
         return False
-    return first_non_probability_row(values, backend) is None
+    return first_non_probability_row(values, backend, dtype) is None
+
+
+def probability_rows_flag(values, backend, dtype=None):
+    """:func:`looks_like_probabilities` as a 0-d bool array of the backend,
+    without reading anything back: a GPU queues the reductions (per chunk of
+    rows, :func:`_row_chunks`) and the caller reads the flag when it syncs
+    anyway. A NaN fails the range test (min and max propagate it)."""
+    xp = backend.xp
+    tolerance = probability_sum_tolerance(values.dtype if dtype is None else dtype)
+    flag = xp.asarray(values.size > 0)
+    for _, rows in _row_chunks(values, chunked=True):
+        if not rows.size:
+            continue
+        flag = flag & (rows.min() >= 0) & (rows.max() <= 1)
+        if values.ndim == 2:
+            flag = flag & (xp.abs(rows.sum(axis=1, dtype=np.float64) - 1) <= tolerance).all()
+    return flag
 
 
 def probabilities_read_as_logits(name: str, option: str) -> str:

@@ -514,13 +514,19 @@ def dominated_samples(draw):
     """Float weights of 0.01 to 10 (samples()), plus a few correct samples of
     one class with a weight 2**54 to 2**70 times larger: every other weight
     lies below the rounding of that class's support, predicted and total
-    counts. Shuffled, so the large weights come anywhere in the sums."""
+    counts. Half the time they are misclassified as one other class (nearly
+    all the weight off the diagonal: the case where MCC's covariance over
+    pairs of classes cancels). Shuffled, so the large weights come anywhere
+    in the sums."""
     sample = draw(samples(max_k=6, max_n=30, weight_kinds=("float",)))
     dominant = draw(st.integers(0, sample.k - 1))
+    predicted = dominant
+    if sample.k > 1 and draw(st.booleans()):
+        predicted = (dominant + draw(st.integers(1, sample.k - 1))) % sample.k
     repeats = draw(st.integers(1, 3))
     large = 2.0 ** draw(st.integers(54, 70)) * draw(st.sampled_from((1.0, 1.25, 1.9921875)))
     y_true = np.concatenate([sample.y_true, np.full(repeats, dominant)])
-    y_pred = np.concatenate([sample.y_pred, np.full(repeats, dominant)])
+    y_pred = np.concatenate([sample.y_pred, np.full(repeats, predicted)])
     weights = np.concatenate([sample.weights, np.full(repeats, large)])
     order = draw(st.permutations(range(y_true.size)))
     return Sample(sample.k, y_true[order], y_pred[order], weights[order], "float")
@@ -535,7 +541,8 @@ def test_cohen_kappa_and_mcc_when_one_class_holds_nearly_all_weight(backend):
     values on the dense path, the per-class statistics path and the stream:
     the class of the defect where s - sum(tp), s s - t.p, the linear gaps
     about the totals and MCC's differences of squares cancelled to 0 (kappa
-    NaN or -inf, MCC 0 where it is 0.7)."""
+    NaN or -inf, MCC 0 where it is 0.7), and where MCC's covariance over
+    pairs of classes cancelled when that weight is misclassified."""
     from test_fuzz import exact_cohen_kappa, exact_matthews_corrcoef
 
     @_settings(backend)

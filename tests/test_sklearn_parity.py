@@ -516,6 +516,11 @@ MCC_ABSORBED_CASES = {
     "both-directions": ([2, 2, 2, 0], [2, 2, 0, 2], [1e18, 1e18, 1.0, 2.0],
                         -7.071067811865475e-19),
     "constant-y_pred": ([0, 1], [0, 0], [1e17, 1.0], 0.0),
+    # nearly all the weight misclassified (the long fuzz run of 2026-11-26):
+    # here the pairs' form cancels (-1.0000000065) and c s - sum t p does not
+    "misclassified-dominant": ([0, 1], [1, 0], [153391685.0, 1.0], -1.0),
+    "misclassified-dominant-three-classes": ([0, 1, 2, 2], [1, 0, 2, 0],
+                                             [1e17, 3.0, 2.0, 1.0], -0.41666666666666663),
 }
 
 

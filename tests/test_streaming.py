@@ -4,6 +4,7 @@ eager validation, and the per-call cost budget on the emulated backend."""
 
 from __future__ import annotations
 
+import contextlib
 import warnings
 
 import numpy as np
@@ -12,7 +13,9 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 import metrics_gpu as mg
+from metrics_gpu._backend import get_backend_implementation
 from metrics_gpu._formulas import REPORT_METRICS
+from metrics_gpu._validation import probability_rows_flag
 from metrics_gpu.testing import operation_counter
 from conftest import host_array
 
@@ -550,17 +553,30 @@ def test_eager_refuses_rows_that_are_not_probabilities(backend, rng):
         float(mg.log_loss(y, probabilities)), rel=1e-12)
 
 
+PROBABILITIES_AS_LOGITS = (r"preds: every row is in \[0, 1\] and sums to 1.*"
+                           r"pass scores='probabilities'")
+
+
 @pytest.mark.parametrize("validate", ["deferred", "eager", False])
 def test_probabilities_read_as_logits_warn_once(backend, rng, validate):
+    """Host batches and validate="eager" warn in the first update; a GPU batch
+    under "deferred" at the first compute() (the test queued, no sync in the
+    update), and under validate=False not at all (nothing read)."""
     y = np.array([0, 1, 2, 1])
     probabilities = _softmax(rng.normal(size=(4, 3)))
     metrics = mg.ClassificationMetrics(3, validate=validate)
-    with pytest.warns(UserWarning, match=r"preds: every row is in \[0, 1\] and sums to 1.*"
-                                         r"pass scores='probabilities'"):
+    on_gpu = backend.name == "cuda" and validate != "eager"
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always", UserWarning)
         metrics.update(backend.asarray(y), backend.asarray(probabilities))
+    assert len(caught) == (not on_gpu), [str(w.message) for w in caught]
+    if on_gpu and validate == "deferred":
+        with pytest.warns(UserWarning, match=PROBABILITIES_AS_LOGITS):
+            metrics.compute()
     with warnings.catch_warnings():
         warnings.simplefilter("error", UserWarning)
         metrics.update(backend.asarray(y), backend.asarray(probabilities))  # once
+        metrics.compute()
         logits = mg.ClassificationMetrics(3, validate=validate)
         logits.update(backend.asarray(y), backend.asarray(np.log(probabilities)))
         declared = mg.ClassificationMetrics(3, validate=validate, scores="probabilities")
@@ -608,6 +624,9 @@ def test_declared_kind_property(dtype, k, n, seed, flaws):
         warnings.simplefilter("always", UserWarning)
         mg.ClassificationMetrics(k).update(y, rows)
     assert len(caught) == (first is None), [str(w.message) for w in caught]
+    # the GPU's queued form of the same test (read at compute)
+    numpy_backend = get_backend_implementation("numpy")
+    assert bool(probability_rows_flag(rows, numpy_backend)) == (first is None)
 
 
 def test_deferred_probabilities_checked_in_the_pass(backend, rng):
@@ -633,6 +652,43 @@ def test_deferred_probabilities_checked_in_the_pass(backend, rng):
     logits = mg.ClassificationMetrics(3, validate=False)  # logits: any finite value
     logits.update(backend.asarray(y), backend.asarray(bad))
     assert int(host_array(logits.compute().invalid)) == 0
+
+
+@pytest.mark.parametrize("backend_name", ["numpy", "emulated"])
+def test_gpu_batch_of_probabilities_read_as_logits_warns_at_compute(monkeypatch, rng,
+                                                                    backend_name):
+    """A GPU batch (here host arrays taken for one) under validate="deferred":
+    the update queues the test and reads nothing; the first compute() warns,
+    once; NaN rows, logits and a declared state do not warn."""
+    from metrics_gpu import _streaming
+
+    monkeypatch.setattr(_streaming, "is_device_array", lambda array: True)
+    y = np.array([0, 1, 2, 1])
+    probabilities = _softmax(rng.normal(size=(4, 3)))
+    with_nan = probabilities.copy()
+    with_nan[2, 1] = np.nan
+    with mg.use_backend(backend_name):
+        metrics = mg.ClassificationMetrics(3)
+        with warnings.catch_warnings(), operation_counter() as counts:
+            warnings.simplefilter("error", UserWarning)
+            metrics.update(y, probabilities)
+        assert counts.host_transfers == 0
+        with pytest.warns(UserWarning, match=PROBABILITIES_AS_LOGITS):
+            metrics.compute()
+        with warnings.catch_warnings():
+            warnings.simplefilter("error", UserWarning)
+            metrics.compute()  # once
+            metrics.reset()
+            metrics.update(y, probabilities)
+            metrics.compute()
+            for scores, options in ((np.log(probabilities), {}), (with_nan, {}),
+                                    (probabilities, {"scores": "probabilities"}),
+                                    (probabilities, {"validate": False})):
+                other = mg.ClassificationMetrics(3, **options)
+                other.update(y, scores)
+                if options.get("validate", True):
+                    with contextlib.suppress(ValueError):  # NaN rows: named at compute
+                        other.compute()
 
 
 @pytest.mark.parametrize("backend_name", ["numpy", "emulated"])

@@ -84,6 +84,44 @@ def test_stream_on_torch_cpu_and_checkpoint(rng):
                                list(expected["metrics"].values()), rtol=1e-12, atol=1e-12)
 
 
+def test_state_dict_of_cuda_tensors_restores_on_the_gpu(rng):
+    """A checkpoint of a state fed with CUDA tensors (torch.save / torch.load,
+    weights only) restored into a fresh object stays on the GPU (the cuda
+    backend, results as CUDA tensors) and goes on counting there; an object
+    placed on the CPU restores it on the host. Same values either way."""
+    import io
+
+    from conftest import skip_unavailable
+
+    if not torch.cuda.is_available():
+        pytest.skip("no CUDA device for torch")
+    skip_unavailable("cuda")
+    y = torch.tensor(rng.integers(0, 5, 64), device="cuda")
+    logits = torch.tensor(rng.normal(size=(64, 5)), dtype=torch.float32, device="cuda")
+    metrics = mg.ClassificationMetrics(5, n_bins=4, thresholds=6)
+    metrics.update(y, logits)
+    expected = metrics.compute().to_dict()["metrics"]
+    buffer = io.BytesIO()
+    torch.save(metrics.state_dict(), buffer)
+    buffer.seek(0)
+    state = torch.load(buffer, weights_only=True)
+    assert state["counts"].device.type == "cuda"
+    restored = mg.ClassificationMetrics(5, n_bins=4, thresholds=6)
+    restored.load_state_dict(state)
+    assert restored._state.backend.name == "cuda"
+    report = restored.compute()
+    assert report["accuracy"].device.type == "cuda"
+    assert report.to_dict()["metrics"] == pytest.approx(expected, rel=1e-12, nan_ok=True)
+    restored.update(y, logits)  # the same batch again: the same rates
+    assert float(restored.compute()["accuracy"]) == pytest.approx(expected["accuracy"])
+    host = mg.ClassificationMetrics(5, n_bins=4, thresholds=6)
+    host.to("cpu")
+    host.load_state_dict(state)
+    assert host._state.backend.name == "numpy"
+    assert host.compute().to_dict()["metrics"] == pytest.approx(expected, rel=1e-12,
+                                                               nan_ok=True)
+
+
 # -- float16 and bfloat16 scores: read as they are, never widened ---------------
 
 HALF_DTYPES = ["bfloat16", "float16"]
