@@ -914,6 +914,10 @@ def exact_ranking(y_true, probabilities, sample_weight=None, *, ignore_index=Non
 
     backend = resolve_backend(probabilities)
     xp = backend.xp
+    # Host arrays may resolve to a GPU backend (set_backend, METRICS_GPU_BACKEND).
+    y_true, probabilities = backend.asarray(y_true), backend.asarray(probabilities)
+    if sample_weight is not None:
+        sample_weight = backend.asarray(sample_weight)
     rows, k = probabilities.shape
     if ignore_index is not None:
         keep = y_true != ignore_index

@@ -303,14 +303,16 @@ def test_gpu_arrays_for_a_host_state_name_the_remedy(monkeypatch):
     """A state on the host (restored there) updated with GPU arrays raised
     NumPy's raw TypeError; now a ValueError saying to move the state."""
     monkeypatch.setattr(streaming, "is_device_array", lambda a: isinstance(a, _GpuOnlyArray))
-    source = mg.ClassificationMetrics(3)
-    source.update(np.array([0, 1]), np.array([0, 1]))
-    restored = mg.ClassificationMetrics(3)
-    restored.load_state_dict(source.state_dict())
-    with pytest.raises(ValueError, match=r"GPU arrays for a state held on the host.*\.to\('cuda'\)"):
-        restored.update(_GpuOnlyArray([0, 1]), _GpuOnlyArray([0, 1]))
-    with pytest.raises(TypeError, match="not an array"):  # host data keeps its own error
-        restored.update(np.array([0, 1]), _NotAnArray())
+    with mg.use_backend("numpy"):  # a state on the host, whatever the default backend
+        source = mg.ClassificationMetrics(3)
+        source.update(np.array([0, 1]), np.array([0, 1]))
+        restored = mg.ClassificationMetrics(3)
+        restored.load_state_dict(source.state_dict())
+        with pytest.raises(ValueError,
+                           match=r"GPU arrays for a state held on the host.*\.to\('cuda'\)"):
+            restored.update(_GpuOnlyArray([0, 1]), _GpuOnlyArray([0, 1]))
+        with pytest.raises(TypeError, match="not an array"):  # host data keeps its own error
+            restored.update(np.array([0, 1]), _NotAnArray())
 
 
 class _NotAnArray:
