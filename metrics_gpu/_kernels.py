@@ -14,6 +14,8 @@ every other layout and limit the host mirrors, to the sources.
 
 from __future__ import annotations
 
+import functools
+import hashlib
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -67,6 +69,17 @@ def kernel_directory() -> Path:
     raise FileNotFoundError(
         "metrics-gpu kernel sources not found next to the package; reinstall metrics-gpu"
     )
+
+
+@functools.cache
+def kernel_sources_digest() -> str:
+    """SHA-256 of every kernel source and header (they include one another):
+    part of each compiled kernel's cache key (metrics_gpu._kernel_cache)."""
+    digest = hashlib.sha256()
+    directory = kernel_directory()
+    for path in sorted(directory.glob("*.cu*")):
+        digest.update(path.name.encode() + b"\0" + path.read_bytes() + b"\0")
+    return digest.hexdigest()
 
 
 def kernel_source(name: str) -> str:

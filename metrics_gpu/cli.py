@@ -1,4 +1,5 @@
-"""Command line: ``metrics-gpu report`` on prediction files, ``metrics-gpu demo``.
+"""Command line: ``metrics-gpu report`` on prediction files, ``metrics-gpu demo``,
+``metrics-gpu warmup`` (the kernels compiled into the on-disk cache).
 
 Built on the standard library's argparse. The report streams its files in
 chunks (:mod:`metrics_gpu.files`): any size, bounded memory, a tqdm progress
@@ -159,6 +160,13 @@ def _command_demo(args: argparse.Namespace) -> int:
     return 0
 
 
+def _command_warmup(args: argparse.Namespace) -> int:
+    from metrics_gpu._warmup import warmup
+
+    print(f"metrics-gpu warmup: {warmup(args.jobs).summary()}")
+    return 0
+
+
 def _positive_int(text: str) -> int:
     value = int(text)
     if value < 1:
@@ -227,6 +235,16 @@ def build_parser() -> argparse.ArgumentParser:
     demo.add_argument("--format", choices=FORMATS, default="text")
     demo.add_argument("--backend", choices=BACKEND_NAMES, default="auto")
     demo.set_defaults(run=_command_demo)
+
+    warm = commands.add_parser(
+        "warmup", help="compile every kernel for this GPU into the on-disk cache",
+        description="Compile every kernel instantiation for this machine's GPU into the "
+        "kernel cache (METRICS_GPU_CACHE_DIR, default ~/.cache/metrics-gpu), so that no "
+        "later process compiles: for Docker images and cluster nodes. Needs the cuda "
+        "backend (CuPy and a GPU); instantiations already cached are skipped.")
+    warm.add_argument("--jobs", type=_positive_int,
+                      help="processes that compile (default: one per CPU core)")
+    warm.set_defaults(run=_command_warmup)
     return parser
 
 

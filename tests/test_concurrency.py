@@ -16,6 +16,7 @@ import pytest
 
 import metrics_gpu as mg
 from metrics_gpu import _backend
+from metrics_gpu._kernel_cache import CACHE_VARIABLE
 from metrics_gpu.backends import emulated
 from conftest import skip_unavailable
 
@@ -217,7 +218,7 @@ def test_first_build_from_several_threads(tmp_path, monkeypatch):
     compiles (the others wait on the library's file lock), each gets a working
     library, and no staging file is left behind."""
     skip_unavailable("emulated")
-    monkeypatch.setenv(emulated.CACHE_VARIABLE, str(tmp_path))
+    monkeypatch.setenv(CACHE_VARIABLE, str(tmp_path))
     builders = 3
     started = threading.Barrier(builders, timeout=60)
     compiles = []

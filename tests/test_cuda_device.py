@@ -14,6 +14,7 @@ from types import SimpleNamespace
 import numpy as np
 import pytest
 
+from metrics_gpu._kernel_cache import KernelCache
 from metrics_gpu._kernels import NVRTC_OPTIONS
 from metrics_gpu.backends.cuda import CudaDevice
 
@@ -46,7 +47,9 @@ def fake_cupy(static_shared: int, records: dict):
     def compile_using_nvrtc(source, options=(), arch=None, filename="kern.cu",
                             name_expressions=None, **_):
         records["options"] = tuple(options)
-        return b"cubin", {e: f"lowered {e}" for e in name_expressions}
+        records["compiles"] = records.get("compiles", 0) + 1
+        return (b"cubin of " + " ".join(name_expressions).encode(),
+                {e: f"lowered {e}" for e in name_expressions})
 
     class Module:
         def load(self, binary):
@@ -69,23 +72,40 @@ def fake_cupy(static_shared: int, records: dict):
     device_attributes = {"MaxSharedMemoryPerBlock": DEFAULT_SHARED,
                          "MaxSharedMemoryPerBlockOptin": OPTIN_SHARED}
     # No RawModule: the device must not compile through it (it appends -ftz=true).
+    class Device:
+        compute_capability = "90"
+
+        def __init__(self, index):
+            self.attributes = device_attributes
+
+        def __enter__(self):
+            return self
+
+        def __exit__(self, *exc):
+            return False
+
     return SimpleNamespace(
+        __version__="14.fake",
         ndarray=FakeArray,
         cuda=SimpleNamespace(
             compiler=SimpleNamespace(compile_using_nvrtc=compile_using_nvrtc),
             function=SimpleNamespace(Module=Module),
             driver=driver,
             runtime=SimpleNamespace(getDevice=lambda: 0),
-            Device=lambda index: SimpleNamespace(attributes=device_attributes),
+            nvrtc=SimpleNamespace(getVersion=lambda: (13, 0)),
+            Device=Device,
         ),
     )
 
 
-def fake_device(static_shared: int = 0):
+def fake_device(static_shared: int = 0, cache_directory=None):
+    """A CudaDevice on the fake CuPy; its kernel cache in ``cache_directory``
+    (None: none, every new device compiles)."""
     records: dict = {}
     device = object.__new__(CudaDevice)  # __init__ would import CuPy
     device.cupy = device.xp = fake_cupy(static_shared, records)
     device._kernels, device._lock, device._attributes = {}, threading.Lock(), {}
+    device.kernel_cache = KernelCache(cache_directory)
     return device, records
 
 

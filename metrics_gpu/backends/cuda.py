@@ -2,8 +2,9 @@
 
 Each kernel instantiation is compiled on first use by NVRTC with exactly
 :data:`~metrics_gpu._kernels.NVRTC_OPTIONS` (``cupy.cuda.compiler.compile_using_nvrtc``;
-``cupy.RawModule`` would append ``-ftz=true``) and memoised per GPU in a
-thread-safe table. Launches go to CuPy's current stream on the GPU that
+``cupy.RawModule`` would append ``-ftz=true``), kept on disk for the next
+process (:mod:`metrics_gpu._kernel_cache`; ``metrics-gpu warmup`` fills it)
+and memoised per GPU in a thread-safe table. Launches go to CuPy's current stream on the GPU that
 holds the data. Importing this module imports CuPy; ``metrics_gpu`` imports
 it only when the ``cuda`` backend is asked for.
 """
@@ -19,7 +20,13 @@ from typing import Any
 import numpy as np
 
 from metrics_gpu._backend import is_device_array
-from metrics_gpu._kernels import NVRTC_OPTIONS, kernel_directory, kernel_source
+from metrics_gpu._kernel_cache import KernelCache
+from metrics_gpu._kernels import (
+    NVRTC_OPTIONS,
+    kernel_directory,
+    kernel_source,
+    kernel_sources_digest,
+)
 from metrics_gpu.backends.numpy_backend import host_framework
 
 
@@ -36,6 +43,37 @@ def cuda_unavailable_reason() -> str | None:
     if count == 0:
         return "no NVIDIA GPU found"
     return None
+
+
+def nvrtc_options() -> tuple[str, ...]:
+    """What NVRTC is given: the project's options and the kernels' include path."""
+    return (*NVRTC_OPTIONS, f"--include-path={kernel_directory()}")
+
+
+def kernel_cache_key(cupy, source: str, expression: str, architecture: str) -> dict[str, str]:
+    """Everything a compiled instantiation depends on (metrics_gpu._kernel_cache)."""
+    try:
+        nvrtc_version = ".".join(map(str, cupy.cuda.nvrtc.getVersion()))
+    except Exception:  # noqa: BLE001 - an unknown version keys entries of its own
+        nvrtc_version = "unknown"
+    return {"sources": kernel_sources_digest(), "source": source, "expression": expression,
+            "options": " ".join(NVRTC_OPTIONS), "architecture": architecture,
+            "nvrtc": nvrtc_version, "cupy": str(getattr(cupy, "__version__", "unknown"))}
+
+
+def compiled_instantiation(cupy, cache: KernelCache, source: str, expression: str,
+                           architecture: str) -> tuple[bytes, str]:
+    """``(binary, lowered name)`` of one instantiation for ``architecture``
+    (the current GPU's, which NVRTC targets), from ``cache`` or compiled into it."""
+    def compile_it() -> tuple[bytes, dict]:
+        binary, lowered_names = cupy.cuda.compiler.compile_using_nvrtc(
+            kernel_source(source), options=nvrtc_options(), filename=f"{source}.cu",
+            name_expressions=[expression])
+        return bytes(binary), {"lowered_name": lowered_names[expression]}
+
+    binary, header = cache.get_or_compile(
+        kernel_cache_key(cupy, source, expression, architecture), compile_it)
+    return binary, header["lowered_name"]
 
 
 @dataclass
@@ -63,6 +101,7 @@ class CudaDevice:
         self.cupy = cupy
         self.xp = cupy
         self._kernels: dict[tuple[int, str, str], _Kernel] = {}
+        self.kernel_cache = KernelCache.default("cuda")
         self._lock = threading.Lock()
         self._attributes: dict[int, dict] = {}
 
@@ -203,16 +242,16 @@ class CudaDevice:
         return kernel
 
     def _compile(self, source: str, expression: str) -> _Kernel:
-        """One instantiation, compiled for the current GPU with NVRTC_OPTIONS alone."""
+        """One instantiation for the current GPU with NVRTC_OPTIONS alone, from
+        the on-disk kernel cache when a process compiled it before."""
         cupy = self.cupy
-        binary, lowered_names = cupy.cuda.compiler.compile_using_nvrtc(
-            kernel_source(source),
-            options=(*NVRTC_OPTIONS, f"--include-path={kernel_directory()}"),
-            filename=f"{source}.cu", name_expressions=[expression],
-        )
+        device_id = cupy.cuda.runtime.getDevice()
+        architecture = str(cupy.cuda.Device(device_id).compute_capability)
+        binary, lowered_name = compiled_instantiation(cupy, self.kernel_cache, source,
+                                                      expression, architecture)
         module = cupy.cuda.function.Module()
         module.load(binary)
-        function = module.get_function(lowered_names[expression])  # keeps module loaded
+        function = module.get_function(lowered_name)  # keeps module loaded
         driver = cupy.cuda.driver
         return _Kernel(
             function,

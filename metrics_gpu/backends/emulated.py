@@ -9,7 +9,8 @@ It is a test device: slow, exact.
 
 Libraries are built lazily, one per group of instantiations (for the
 accumulation kernels, per ``y_true`` type), and cached under
-``$METRICS_GPU_CACHE_DIR`` (default ``~/.cache/metrics-gpu``) by a hash of the
+``emulated`` of the kernel cache's root (:func:`metrics_gpu._kernel_cache.cache_root`:
+``$METRICS_GPU_CACHE_DIR``, else ``~/.cache/metrics-gpu``) by a hash of the
 sources, the flags and the compiler; processes sharing the cache (pytest-xdist
 workers) build each library once. ``METRICS_GPU_EMULATED_SANITIZE=address``
 builds with AddressSanitizer (the process must preload libasan),
@@ -35,12 +36,12 @@ from pathlib import Path
 import numpy as np
 
 from metrics_gpu._kernels import kernel_directory
+from metrics_gpu._kernel_cache import cache_root
 from metrics_gpu.backends.launchers import KERNEL_MODULES
 from metrics_gpu.backends.numpy_backend import HostArrays
 
 EMULATION_HEADER = "emulation/cuda_emulation.h"
 SANITIZE_VARIABLE = "METRICS_GPU_EMULATED_SANITIZE"
-CACHE_VARIABLE = "METRICS_GPU_CACHE_DIR"
 _ERROR_BUFFER_BYTES = 4096
 
 
@@ -208,8 +209,7 @@ class EmulatedDevice(HostArrays):
                      (directory / EMULATION_HEADER).read_text(),
                      *(p.read_text() for p in sorted(directory.glob("*.cu*")))):
             digest.update(part.encode())
-        cache = Path(os.environ.get(CACHE_VARIABLE) or Path.home() / ".cache" / "metrics-gpu")
-        target = cache / "emulated" / f"{name}-{digest.hexdigest()[:20]}.so"
+        target = cache_root() / "emulated" / f"{name}-{digest.hexdigest()[:20]}.so"
         if target.is_file():
             return target
         target.parent.mkdir(parents=True, exist_ok=True)
