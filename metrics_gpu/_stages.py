@@ -241,6 +241,12 @@ def moments_as_float(words, xp):
 MAX_ORDINAL = (1 << 23) - 1
 
 
+def _clip_eps(batch: StreamBatch) -> float:
+    """The probability clip of the batch's score type (bfloat16 read as float32)."""
+    return score_dtype_eps(np.float32 if batch.score_dtype == "bfloat16"
+                           else batch.score_dtype or np.float64)
+
+
 def stream_spec(num_classes: int, *, top_k=(), n_bins: int = 0, thresholds: int = 0,
                 keep_matrix: bool = False, ignore_index=None, from_logits: bool = True) -> dict:
     """What a streaming state is built for (its constant arguments)."""
@@ -311,12 +317,19 @@ class StreamState:
                 arrays[name] = arrays[name].astype(np.float64)
         arrays["moments"] = moments_as_float(arrays["moments"], self.backend.xp)
         self.moments_fresh = False
+        if self.workspace is not None:
+            self.workspace.plans.clear()  # their launches name the integer arrays
+
+    def update_plan(self, batch: StreamBatch):
+        """The kernel backends' launch plan of ``batch``'s layout (kept in the
+        workspace), for the streaming object's hot path."""
+        return self.backend.stream_update_plan(self.arrays, self.workspace, batch,
+                                               spec=self.spec, clip_eps=_clip_eps(batch))
 
     def update(self, batch: StreamBatch, ordinal: int) -> None:
         """Add one formatted batch: one launch on the kernel backends."""
         spec = self.spec
-        clip_eps = score_dtype_eps(np.float32 if batch.score_dtype == "bfloat16"
-                                   else batch.score_dtype or np.float64)
+        clip_eps = _clip_eps(batch)
         ordinal = min(ordinal, MAX_ORDINAL)
         if self.backend.name == "numpy":
             from metrics_gpu.backends.numpy_backend import stream_update

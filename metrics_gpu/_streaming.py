@@ -44,6 +44,7 @@ from metrics_gpu._docs import shared_parameters
 from metrics_gpu._kernels import STREAM_CHECK_SLOTS, STREAM_NO_ERROR, STREAM_ORDINAL_SHIFT
 from metrics_gpu._state import stream_total_cell
 from metrics_gpu._stages import (
+    MAX_ORDINAL,
     StreamState,
     keeps_matrix,
     moments_as_float,
@@ -222,6 +223,10 @@ class ClassificationMetrics:
         # The first batch's "logits that look like probabilities" test, queued
         # on a GPU (validate="deferred") and read by the next compute().
         self._probability_flag = None
+        # The hot path: per input layout, the update's launch worked out by
+        # its first batch (_PlannedUpdate); a later batch of the layout only
+        # reads its arrays' addresses and launches.
+        self._planned: dict[tuple, _PlannedUpdate] = {}
         self.reset()
 
     # -- state ------------------------------------------------------------------
@@ -329,6 +334,10 @@ class ClassificationMetrics:
         --------
         compute : Every metric of the batches added.
         """
+        if self._planned:
+            planned = self._planned.get(_input_layout(y_true, preds, sample_weight))
+            if planned is not None and planned.add(self, y_true, preds, sample_weight):
+                return
         if self._local is not None:
             self._own_state()
         backend = self._backend
@@ -388,6 +397,30 @@ class ClassificationMetrics:
                                  else self._exact_range(backend, state, batch))
         state.update(batch, self._updates)
         self._updates += 1
+        if backend.name != "numpy" and self.validate != "eager":
+            self._plan(backend, state, batch, y_true, preds, sample_weight)
+
+    def _plan(self, backend: Backend, state: StreamState, batch: StreamBatch, y_true, preds,
+              sample_weight) -> None:
+        """Keep the launch of this batch's layout for the next batches of it,
+        where the kernel read the caller's arrays as they are (no copy or
+        conversion) from memory whose address the layout's type gives."""
+        layout = _input_layout(y_true, preds, sample_weight)
+        if layout is None or len(self._planned) >= _MAX_PLANNED_LAYOUTS:
+            return
+        plan = state.update_plan(batch)
+        pointer = backend.device.data_pointer
+        scores = plan.scores_of(batch.preds)
+        given = (y_true, preds) if sample_weight is None else (y_true, preds, sample_weight)
+        read = ((batch.y_true, scores) if sample_weight is None
+                else (batch.y_true, scores, batch.sample_weight))
+        if plan.float_weights or any(_address(a) != pointer(b) for a, b in zip(given, read)):
+            return
+        samples = int(np.shape(y_true)[0])
+        self._planned[layout] = _PlannedUpdate(
+            plan=plan, state=state, counts=state.arrays["counts"],
+            positions=batch.n // samples if samples else 0, weight_limit=batch.weight_limit,
+            integer=state.integer, device=backend.device, weighted=sample_weight is not None)
 
     def _exact_range(self, backend: Backend, state: StreamState, batch) -> int:
         """Integer counts the host bound no longer proves below 2**63 before
@@ -807,6 +840,101 @@ class ClassificationMetrics:
         where = "empty" if state is None else f"{state.kind} on {state.backend.name}"
         return (f"ClassificationMetrics(num_classes={self.num_classes}, updates={self._updates}, "
                 f"{where})")
+
+
+# Layouts a state keeps launch plans for (a loop has one or two: the full
+# batches and the last, smaller one of the same layout share a plan).
+_MAX_PLANNED_LAYOUTS = 8
+
+
+def _array_layout(array):
+    """What fixes a batch's launch about one input array (its type, dtype,
+    trailing shape, strides and device), read from attributes alone; None
+    for inputs without a known address (lists, other types)."""
+    kind = type(array)
+    if kind is np.ndarray:
+        return kind, array.dtype, array.shape[1:], array.strides
+    module = kind.__module__
+    if module == "torch":
+        return kind, array.dtype, array.shape[1:], array.stride(), array.device
+    if module.startswith("cupy"):
+        return kind, array.dtype, array.shape[1:], array.strides, array.data.device_id
+    return None
+
+
+def _input_layout(y_true, preds, sample_weight):
+    """The plan key of an update's inputs (:func:`_array_layout` of each), or None."""
+    true = _array_layout(y_true)
+    pred = _array_layout(preds)
+    if true is None or pred is None:
+        return None
+    if sample_weight is None:
+        return true, pred
+    weight = _array_layout(sample_weight)
+    return None if weight is None else (true, pred, weight)
+
+
+def _address(array) -> int:
+    """The address of an array's first element (NumPy, torch, CuPy)."""
+    kind = type(array)
+    if kind is np.ndarray:
+        return array.__array_interface__["data"][0]
+    if kind.__module__ == "torch":
+        return array.data_ptr()
+    return array.data.ptr
+
+
+class _PlannedUpdate:
+    """A state's update of one input layout after its first batch: the
+    launch plan (metrics_gpu.backends.launchers.streaming.StreamUpdatePlan)
+    and what the host checks of a batch (the rows agree, the count bound)
+    before it launches on the arrays' addresses. Value checks are the
+    kernel's, as in every deferred update."""
+
+    __slots__ = ("plan", "state", "counts", "positions", "weight_limit", "integer", "device",
+                 "weighted")
+
+    def __init__(self, *, plan, state, counts, positions, weight_limit, integer, device,
+                 weighted):
+        self.plan, self.state, self.counts = plan, state, counts
+        self.positions, self.weight_limit, self.integer = positions, weight_limit, integer
+        self.device, self.weighted = device, weighted
+
+    def add(self, metrics: ClassificationMetrics, y_true, preds, sample_weight) -> bool:
+        """Add the batch as the plan says; False (nothing done) when the full
+        path must take it: another state or counts, a row mismatch, an empty
+        batch, an unaligned address, or a buffer to make first."""
+        state = metrics._state
+        if (state is not self.state or state.arrays["counts"] is not self.counts
+                or metrics._local is not None):
+            return False
+        samples = y_true.shape[0]
+        if samples == 0 or preds.shape[0] != samples:
+            return False
+        weight = 0
+        if self.weighted:
+            if sample_weight.shape[0] != samples:
+                return False
+            weight = np.uint64(_address(sample_weight))
+        n = samples * self.positions
+        address = _address(preds)
+        if self.plan.itemsize and address % self.plan.itemsize:
+            return False  # an unaligned view: the full path copies it
+        if not self.plan.run(np.uint64(_address(y_true)), np.uint64(address),
+                             weight if self.weighted else None, n,
+                             min(metrics._updates, MAX_ORDINAL),
+                             self.device.launch_stream(y_true), allocate=False):
+            return False
+        if self.integer:
+            # As the full path (_exact_range, not eager): past what the host
+            # bound proves, the kernel's own sum checks the counts.
+            bound = metrics._count_bound + n * self.weight_limit
+            if bound < EXACT_INTEGER_LIMIT:
+                metrics._count_bound = bound
+            else:
+                metrics._overflow_possible = True
+        metrics._updates += 1
+        return True
 
 
 def _warn_probabilities_read_as_logits() -> None:

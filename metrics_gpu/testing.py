@@ -8,6 +8,11 @@ the ``cuda`` and ``emulated`` backends share
 backend, on a machine without a GPU, holds the cuda backend to the same
 budget.
 
+:func:`call_counter` counts the function calls a call makes on the host
+(Python functions and built-ins alike), the device's own launch counted as
+one: what a per-batch call costs before its launch, which on a GPU is the
+whole of its time when the batch is small.
+
 What is counted: every launch, allocation and read-back the shared launch
 code issues itself. Operations of the array library that the launch code does
 not issue (a CuPy reduction inside a functional metric, say) are not seen;
@@ -17,11 +22,12 @@ the streaming state (:class:`metrics_gpu.ClassificationMetrics`) issues none.
 from __future__ import annotations
 
 import contextlib
+import sys
 import threading
 from collections.abc import Iterator
 from dataclasses import dataclass
 
-__all__ = ["OperationCounts", "operation_counter"]
+__all__ = ["CallCounts", "OperationCounts", "call_counter", "operation_counter"]
 
 
 @dataclass
@@ -74,3 +80,67 @@ def operation_counter() -> Iterator[OperationCounts]:
         yield counts
     finally:
         counters.remove(counts)
+
+
+@dataclass
+class CallCounts:
+    """The function calls made inside one :func:`call_counter` block."""
+
+    python: int = 0    # calls of Python functions
+    builtin: int = 0   # calls of built-in (C) functions and methods
+
+    @property
+    def total(self) -> int:
+        return self.python + self.builtin
+
+
+def _device_launch_codes() -> set:
+    """The code of the devices' ``launch``: below it is the device's own
+    business (one driver call on a GPU; the emulator's argument marshalling
+    on the CPU), counted as the one call it is."""
+    from metrics_gpu.backends.cuda import CudaDevice
+    from metrics_gpu.backends.emulated import EmulatedDevice
+
+    return {CudaDevice.launch.__code__, EmulatedDevice.launch.__code__}
+
+
+@contextlib.contextmanager
+def call_counter() -> Iterator[CallCounts]:
+    """Count the function calls of this thread inside the block
+    (``sys.setprofile``), a device's kernel launch as one call.
+
+    Not nestable, and it replaces any profile function of the thread while
+    open (restored after).
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> import metrics_gpu
+    >>> from metrics_gpu.testing import call_counter
+    >>> with call_counter() as calls:
+    ...     _ = len([1, 2])
+    >>> calls.builtin
+    1
+    """
+    counts = CallCounts()
+    launches = _device_launch_codes()
+    inside: list = []  # the frame of the device launch being run, while it runs
+
+    def profile(frame, event, arg):
+        if inside:
+            if event == "return" and frame is inside[0]:
+                inside.clear()
+            return
+        if event == "call":
+            counts.python += 1
+            if frame.f_code in launches:
+                inside.append(frame)
+        elif event == "c_call":
+            counts.builtin += 1
+
+    previous = sys.getprofile()
+    sys.setprofile(profile)
+    try:
+        yield counts
+    finally:
+        sys.setprofile(previous)

@@ -102,6 +102,7 @@ class CudaDevice:
         self.xp = cupy
         self._kernels: dict[tuple[int, str, str], _Kernel] = {}
         self.kernel_cache = KernelCache.default("cuda")
+        self._streams: dict[int, Any] = {}  # torch stream handle -> CuPy stream (launch_stream)
         self._lock = threading.Lock()
         self._attributes: dict[int, dict] = {}
 
@@ -261,8 +262,22 @@ class CudaDevice:
                 driver.CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES, function.ptr),
         )
 
+    def launch_stream(self, like):
+        """The CuPy stream of the caller's torch stream for ``like`` (a torch
+        CUDA tensor), kept per stream handle so that a loop's updates look it
+        up once; None for anything else (CuPy's current stream)."""
+        torch = sys.modules.get("torch")
+        if torch is None or not isinstance(like, torch.Tensor):
+            return None
+        stream = torch.cuda.current_stream(like.device)
+        handle = stream.cuda_stream
+        found = self._streams.get(handle)
+        if found is None:
+            found = self._streams[handle] = self._external_stream(stream, like.device.index)
+        return found
+
     def launch(self, source: str, expression: str, grid: int, block: int, args,
-               shared_bytes: int = 0) -> None:
+               shared_bytes: int = 0, stream=None) -> None:
         cupy = self.cupy
         device = next((a.device for a in args if isinstance(a, cupy.ndarray)), None)
         packed = tuple(np.uint64(0) if a is None else a for a in args)  # null pointers
@@ -273,7 +288,11 @@ class CudaDevice:
                 # together, unless its kernel opts in to more (up to the
                 # device's opt-in limit; the host sizes what it asks for).
                 self._opt_in(kernel, expression, shared_bytes)
-            kernel.function((grid,), (block,), packed, shared_mem=shared_bytes)
+            if stream is None:
+                kernel.function((grid,), (block,), packed, shared_mem=shared_bytes)
+            else:
+                kernel.function((grid,), (block,), packed, shared_mem=shared_bytes,
+                                stream=stream)
 
     def _opt_in(self, kernel: _Kernel, expression: str, shared_bytes: int) -> None:
         total = kernel.static_shared_bytes + shared_bytes

@@ -149,6 +149,10 @@ class EmulatedDevice(HostArrays):
 
     # -- kernels -------------------------------------------------------------
 
+    def launch_stream(self, like):
+        """No streams on the CPU: kernels run as they are launched."""
+        return None
+
     def launch(self, source: str, expression: str, grid: int, block: int, args,
                shared_bytes: int = 0) -> None:
         _run(self._entry(source, expression), grid, block, args, shared_bytes)

@@ -88,10 +88,15 @@ class LaunchBase:
     # -- what a call costs: every launch and allocation goes through these -----
 
     def launch(self, source: str, expression: str, grid: int, block: int, args,
-               shared_bytes: int = 0) -> None:
-        """Launch one kernel instantiation (counted by metrics_gpu.testing)."""
+               shared_bytes: int = 0, stream=None) -> None:
+        """Launch one kernel instantiation (counted by metrics_gpu.testing);
+        on ``stream`` (the device's, e.g. the caller's torch stream as a CuPy
+        one) where given, else the device's current stream."""
         record(launches=1)
-        self.device.launch(source, expression, grid, block, args, shared_bytes)
+        if stream is None:
+            self.device.launch(source, expression, grid, block, args, shared_bytes)
+        else:
+            self.device.launch(source, expression, grid, block, args, shared_bytes, stream=stream)
 
     def zeros(self, shape, dtype):
         """A zeroed device array (counted as one allocation)."""

@@ -4,6 +4,7 @@ the config vector the host packs, and the workspace a state owns."""
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
@@ -90,7 +91,72 @@ class StreamWorkspace:
         # of integer counts against 2^63; its last block zeroes it again.
         self.batch_weight: Any = None
         self.ones: Any = None      # weights of 1.0 for unweighted batches into float counts
+        self.plans: dict[tuple, StreamUpdatePlan] = {}  # the update's launch per input layout
         self.compute: tuple | None = None   # (pooled, ticket, score out, label out)
+
+
+@dataclass
+class StreamUpdatePlan:
+    """One input layout's ``streaming_update`` launch but the batch: what
+    :meth:`StreamingLaunchers.stream_update_plan` worked out once. A batch
+    of the layout (its arrays, or their addresses as ``np.uint64``) only
+    sizes the grid from its rows and launches (the in-loop hot path,
+    :class:`metrics_gpu.ClassificationMetrics`)."""
+
+    launcher: Any
+    expression: str
+    block: int
+    group: int            # threads per row
+    cells: int            # count cells of the state
+    score_bytes: int      # shared memory of the score sums per block
+    cell_bytes: int
+    grid_cap: int         # blocks an SM holds at once with score_bytes each, times SMs
+    privatized_grid_cap: int  # the same with the counts in shared memory (0: they do not fit)
+    make_config: Any      # privatize -> the packed config vector, uploaded
+    configs: dict
+    half: bool            # 16-bit scores, read as their bit patterns
+    wide_rows: bool       # rows read 16 bytes a load (needs element-aligned rows)
+    itemsize: int         # bytes per score (0: labels)
+    float_weights: bool   # integer weights into float counts: converted (no direct launch)
+    unit_weights: bool    # float counts without weights: the workspace's ones
+    workspace: Any
+    state_args: tuple     # the launch's arguments after the config
+
+    def scores_of(self, preds):
+        return preds.view(np.uint16) if self.half else preds
+
+    def run(self, y_true, preds, weight, n: int, ordinal: int, stream=None,
+               allocate: bool = True) -> bool:
+        """Add ``n`` samples: ``y_true``, ``preds`` and ``weight`` as arrays
+        of the plan's layout or their device addresses (``np.uint64``); on
+        ``stream`` where given (BackendBase.launch). Without ``allocate``,
+        launches nothing and returns False where the batch needs a buffer the
+        plan does not hold yet (a config, more unit weights): the caller's
+        full path, on the caller's device, makes it."""
+        if n >= 1 << STREAM_ORDINAL_SHIFT:
+            raise ValueError(f"an update takes fewer than 2**{STREAM_ORDINAL_SHIFT} samples, "
+                             f"got {n}")
+        block_threads = self.launcher.device.block_threads
+        grid = max(1, min(self.grid_cap, -(-n * self.group // block_threads)))
+        privatize = self.privatized_grid_cap > 0 and n >= grid * self.cells
+        if privatize:
+            grid = max(1, min(grid, self.privatized_grid_cap))
+        check_rows_per_block(n, grid)
+        config = self.configs.get(privatize)
+        if config is None:
+            if not allocate:
+                return False
+            config = self.configs[privatize] = self.make_config(privatize)
+        if self.unit_weights:
+            ones = self.workspace.ones
+            if not allocate and (ones is None or ones.shape[0] < n):
+                return False
+            weight = self.launcher._unit_float_weights(self.workspace, n)
+        self.launcher.launch(
+            SOURCE, self.expression, grid, self.block,
+            [y_true, preds, weight, np.int64(n), np.int64(ordinal), config, *self.state_args],
+            self.score_bytes + (self.cell_bytes if privatize else 0), stream)
+        return True
 
 
 def _stream_scalar_args(spec, batch, group, clip_eps, privatize, thresholds, score_sums=True,
@@ -128,17 +194,29 @@ class StreamingLaunchers(LaunchBase):
         state's kappa moments as doubles into the workspace, and for integer
         counts keeps the update in ``checks`` when it took them past 2^63 - 1.
         """
+        plan = self.stream_update_plan(state, workspace, batch, spec=spec, clip_eps=clip_eps)
+        weight = batch.sample_weight
+        if plan.float_weights:
+            weight = self.contiguous(weight.astype(np.float64))
+        plan.run(batch.y_true, plan.scores_of(batch.preds), weight, batch.n, ordinal)
+
+    def stream_update_plan(self, state: dict, workspace: StreamWorkspace, batch, *, spec: dict,
+                           clip_eps: float) -> StreamUpdatePlan:
+        """Everything of a batch's ``streaming_update`` launch that its layout
+        fixes (instantiation, block, grid limits, the config vectors, the
+        state's arrays), made once per layout and kept in the workspace: a
+        later batch of the layout only sizes the grid and launches."""
         device = self.device
         k = spec["num_classes"]
         integer = state["counts"].dtype == np.uint64
         score_sums = state.get("scores") is not None
-        weight, weight_type = batch.sample_weight, "mg::unit_weight"
+        weight, weight_type, float_weights = batch.sample_weight, "mg::unit_weight", False
         if weight is not None:
             weight_type = STREAM_WEIGHT_TYPES[weight.dtype.name]
             if not integer and weight_type == "long long":
-                weight, weight_type = self.contiguous(weight.astype(np.float64)), "double"
+                weight_type, float_weights = "double", True
         elif not integer:
-            weight, weight_type = self._unit_float_weights(workspace, batch.n), "double"
+            weight_type = "double"
         count_type = "unsigned long long" if integer else "double"
         true_type = LABEL_TYPES[batch.y_true.dtype.name]
         if batch.scores:
@@ -149,57 +227,58 @@ class StreamingLaunchers(LaunchBase):
             # A warp per row with 16-byte loads, as fused_logits_wide's warp tile.
             wide_rows = group == WARP_SIZE and reads_wide_rows(
                 k, batch.column_stride, device.data_pointer(preds), preds.dtype.itemsize)
+            itemsize = preds.dtype.itemsize
         else:
-            pred_type, preds, group, wide_rows = true_type, batch.preds, 1, False
-        # Rows per update the checks' keys hold (kernels/streaming.cu kOrdinalShift).
-        if batch.n >= 1 << STREAM_ORDINAL_SHIFT:
-            raise ValueError(f"an update takes fewer than 2**{STREAM_ORDINAL_SHIFT} samples, "
-                             f"got {batch.n}")
+            pred_type, group, wide_rows, half, itemsize = true_type, 1, False, False, 0
+        layout = (batch.inner, batch.image_stride, batch.inner_stride, batch.column_stride, group,
+                  str(batch.y_true.dtype), clip_eps, batch.scores, wide_rows, weight_type,
+                  pred_type, count_type, weight is None)
+        plan = workspace.plans.get(layout)
+        if plan is not None:
+            return plan
         block = min(device.block_threads, SCORE_MAX_BLOCK_THREADS)
         n_bins = spec["n_bins"] if score_sums else 0
         score_bytes = 3 * n_bins * 8 + top_k_shared_bytes(
             len(spec["top_k"]) if score_sums else 0, block)
         cells = stream_count_cells(k)
         cell_bytes = cells * 8
-        work = batch.n * group
-        grid = max(1, min(self._grid(work, score_bytes), -(-work // block)))
-        # Privatised counts pay off when a block has many more rows than cells
-        # to flush into the state at its end.
-        privatize = (score_bytes + cell_bytes <= device.shared_memory_per_block_optin
-                     and batch.n >= grid * cells)
-        shared = score_bytes + (cell_bytes if privatize else 0)
-        if privatize:
-            grid = max(1, min(grid, self._grid(work, shared)))
-        check_rows_per_block(batch.n, grid)
-        key = (batch.inner, batch.image_stride, batch.inner_stride, batch.column_stride, group,
-               str(batch.y_true.dtype), clip_eps, privatize, batch.scores, wide_rows)
-        config = workspace.configs.get(key)
-        if config is None:
-            config = workspace.configs[key] = self.upload(_stream_scalar_args(
-                spec, batch, group, clip_eps, privatize, spec["thresholds"], score_sums,
-                wide_rows))
         if workspace.update_ticket is None:
             workspace.update_ticket = self.zeros(1, np.uint32)
             workspace.moments = self.zeros(2, np.float64)
             workspace.batch_weight = self.zeros(2, np.uint64)
-        if score_sums and workspace.partial_rows < grid:
+        huge = 1 << STREAM_ORDINAL_SHIFT
+        if score_sums and workspace.partial_rows < self._grid(huge, score_bytes):
             # Sized once for the largest grid this device launches.
-            workspace.partial_rows = max(grid, self._grid(1 << STREAM_ORDINAL_SHIFT,
-                                                          score_bytes))
+            workspace.partial_rows = self._grid(huge, score_bytes)
             workspace.partials = self.zeros(
                 workspace.partial_rows * score_sums_size(len(spec["top_k"]), n_bins), np.float64)
-        self.launch(
-            SOURCE,
-            stream_update_expression(true_type, pred_type, weight_type, count_type),
-            grid, block,
-            [batch.y_true, preds, weight, np.int64(batch.n), np.int64(ordinal), config,
-             state["counts"], state.get("matrix"), state["moments"] if integer else None,
-             None if integer else state["moments"], state.get("histogram"),
-             state.get("scores"), workspace.partials if score_sums else None,
-             workspace.update_ticket, state["checks"], workspace.moments,
-             workspace.batch_weight],
-            shared,
-        )
+        # Privatised counts pay off when a block has many more rows than cells
+        # to flush into the state at its end.
+        privatize_fits = score_bytes + cell_bytes <= device.shared_memory_per_block_optin
+
+        def config(privatize: bool):
+            return self.upload(_stream_scalar_args(
+                spec, batch, group, clip_eps, privatize, spec["thresholds"], score_sums,
+                wide_rows))
+
+        plan = workspace.plans[layout] = StreamUpdatePlan(
+            launcher=self,
+            expression=stream_update_expression(true_type, pred_type, weight_type, count_type),
+            block=block, group=group, cells=cells, score_bytes=score_bytes,
+            cell_bytes=cell_bytes,
+            grid_cap=self._grid(huge, score_bytes),
+            privatized_grid_cap=self._grid(huge, score_bytes + cell_bytes) if privatize_fits
+            else 0,
+            make_config=config, configs={}, half=half, wide_rows=wide_rows, itemsize=itemsize,
+            float_weights=float_weights, unit_weights=weight is None and not integer,
+            workspace=workspace,
+            state_args=(state["counts"], state.get("matrix"),
+                        state["moments"] if integer else None,
+                        None if integer else state["moments"], state.get("histogram"),
+                        state.get("scores"), workspace.partials if score_sums else None,
+                        workspace.update_ticket, state["checks"], workspace.moments,
+                        workspace.batch_weight))
+        return plan
 
     def _unit_float_weights(self, workspace: StreamWorkspace, n: int):
         """Weights of 1.0 for an unweighted batch into a state of float counts
