@@ -2,6 +2,7 @@
 
     python bench/gpu_inloop.py [--batches 256 4096 32768] [--classes 10 1000 128000]
                                [--dtypes float32 bfloat16] [--steps 50] [--json PATH]
+                               [--no-first-call]
 
 For each (batch N, classes K, logits dtype), in one run on one GPU, with torch
 CUDA tensors as a training loop has them:
@@ -15,9 +16,13 @@ CUDA tensors as a training loop has them:
 
 Per update it prints the GPU time (CUDA events around ``--steps`` updates,
 divided) and the host time (wall clock of issuing them, before the sync),
-the ratio to each anchor, and the GPU time of one read of the logits
-(``logits.sum()``) as the memory floor, and whether our accuracy equals
-torch's ``argmax == y`` on the batch (exit status 1 if not). Targets (issue 14): at 4096 x 1000
+the ratio to each anchor, the function calls of one of our updates
+(``metrics_gpu.testing.call_counter``: Python and built-in, the kernel launch
+as one), the GPU time of one read of the logits (``logits.sum()``) as the
+memory floor, and whether our accuracy equals torch's ``argmax == y`` on the
+batch (exit status 1 if not). Then the first calls in a fresh process (the
+first update, compute and accuracy_score, each synchronised), with an empty
+kernel cache and again with the cache that run filled. Targets (issue 14): at 4096 x 1000
 float32 an update <= 15 us of host time and <= 10 us of GPU time; >= 10x
 torchmetrics' collection. Needs a GPU, CuPy, torch and torchmetrics.
 """
@@ -25,6 +30,11 @@ torchmetrics' collection. Needs a GPU, CuPy, torch and torchmetrics.
 from __future__ import annotations
 
 import argparse
+import json
+import os
+import subprocess
+import sys
+import tempfile
 import time
 from pathlib import Path
 
@@ -69,6 +79,11 @@ def bench_one(n: int, k: int, dtype_name: str, steps: int) -> dict:
                                     validate=False)
     row = {"batch": n, "classes": k, "dtype": dtype_name}
     row["ours_gpu_s"], row["ours_host_s"] = timed(lambda: ours.update(y, logits), steps)
+    from metrics_gpu.testing import call_counter
+
+    with call_counter() as calls:
+        ours.update(y, logits)
+    row["ours_calls"] = calls.total
 
     collection = torchmetrics.MetricCollection({
         "accuracy": tmc.MulticlassAccuracy(k, average="micro"),
@@ -103,6 +118,41 @@ def bench_one(n: int, k: int, dtype_name: str, steps: int) -> dict:
     return _checked(row, ours, logits, y)
 
 
+_FIRST_CALL_SCRIPT = """
+import json, time, torch, metrics_gpu as mg
+y = torch.randint(0, 1000, (4096,), device="cuda")
+logits = torch.randn(4096, 1000, device="cuda")
+torch.cuda.synchronize()
+times = {}
+metrics = mg.ClassificationMetrics(1000)
+for name, call in (("update", lambda: metrics.update(y, logits)),
+                   ("compute", lambda: metrics.compute()["accuracy"]),
+                   ("accuracy_score", lambda: mg.accuracy_score(y, logits))):
+    start = time.perf_counter()
+    call()
+    torch.cuda.synchronize()
+    times[name] = time.perf_counter() - start
+print(json.dumps(times))
+"""
+
+
+def first_calls() -> list[dict]:
+    """The first update, compute and accuracy_score (4096 x 1000 float32) of a
+    fresh process, with an empty kernel cache and then with the one it filled."""
+    rows = []
+    with tempfile.TemporaryDirectory() as cache:
+        environment = {**os.environ, "METRICS_GPU_CACHE_DIR": cache}
+        environment.pop("METRICS_GPU_KERNEL_CACHE", None)
+        for name in ("empty cache", "filled cache"):
+            done = subprocess.run([sys.executable, "-c", _FIRST_CALL_SCRIPT], env=environment,
+                                  capture_output=True, text=True, timeout=600)
+            if done.returncode != 0:
+                print(f"first calls ({name}): failed\n{done.stderr[-2000:]}")
+                return rows
+            rows.append({"cache": name, **json.loads(done.stdout.strip().splitlines()[-1])})
+    return rows
+
+
 def _checked(row: dict, ours, logits, y) -> dict:
     """Every update added the same batch: the state's accuracy is the batch's,
     as torch's argmax (first of ties, as ours) gives it."""
@@ -119,13 +169,15 @@ def main(argv=None) -> int:
     parser.add_argument("--dtypes", nargs="+", default=["float32", "bfloat16"])
     parser.add_argument("--steps", type=int, default=50)
     parser.add_argument("--json", type=Path)
+    parser.add_argument("--no-first-call", action="store_true",
+                        help="skip the first calls in fresh processes")
     args = parser.parse_args(argv)
     import torch
 
     commit = git_commit(dirty=False) or ""
     print(f"commit {commit}; {torch.cuda.get_device_name()}, torch {torch.__version__}")
     print(f"{'N':>6} {'K':>7} {'dtype':>9} | {'ours gpu':>9} {'host':>8} | {'tm gpu':>9} "
-          f"{'ratio':>7} | {'idiom gpu':>9} {'ratio':>6} | {'read':>8} | agree")
+          f"{'ratio':>7} | {'idiom gpu':>9} {'ratio':>6} | {'read':>8} | {'calls':>5} | agree")
     rows = []
     for dtype in args.dtypes:
         for n in args.batches:
@@ -144,9 +196,14 @@ def main(argv=None) -> int:
                 print(f"{n:>6} {k:>7} {dtype:>9} | {ours_gpu * 1e6:>7.1f}us "
                       f"{row['ours_host_s'] * 1e6:>6.1f}us | {tm_time:>9} {tm_ratio:>7} | "
                       f"{idiom_time:>9} {idiom_ratio:>6}"
-                      f" | {row['read_gpu_s'] * 1e6:>6.1f}us | {str(row['agree']).lower()}")
+                      f" | {row['read_gpu_s'] * 1e6:>6.1f}us | {row['ours_calls']:>5} | "
+                      f"{str(row['agree']).lower()}")
+    first = [] if args.no_first_call else first_calls()
+    for row in first:
+        print(f"first calls in a fresh process, {row['cache']}: update {row['update']:.3f} s, "
+              f"compute {row['compute']:.3f} s, accuracy_score {row['accuracy_score']:.3f} s")
     if args.json:
-        write_json(args.json, {"commit": commit, "rows": rows})
+        write_json(args.json, {"commit": commit, "rows": rows, "first_calls": first})
     skipped = sorted({row["classes"] for row in rows if "torchmetrics_gpu_s" not in row})
     if skipped:
         print(f"torchmetrics not run at K = {', '.join(map(str, skipped))}: its binned AUROC "

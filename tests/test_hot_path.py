@@ -153,3 +153,67 @@ def test_plans_follow_the_state(rng):
         metrics.to("cpu")  # the numpy backend: no plans there
         metrics.update(*first)
         assert int(metrics.compute().total) == 100
+
+
+# -- on a GPU (tools/gpu_session.sh runs these; skipped elsewhere) -----------------------
+
+
+def _cuda_or_skip():
+    from conftest import skip_unavailable
+
+    if not torch.cuda.is_available():
+        pytest.skip("no CUDA device for torch")
+    skip_unavailable("cuda")
+
+
+def test_cuda_planned_updates_add_what_the_full_path_adds(rng, monkeypatch):
+    """torch CUDA tensors, the layout changing between calls: the planned
+    path (addresses, the caller's stream) gives the full path's state."""
+    _cuda_or_skip()
+    batches = []
+    for i, dtype in enumerate([torch.float32, torch.float32, torch.bfloat16, torch.float32,
+                               torch.bfloat16, torch.float32]):
+        n = 300 + 50 * i
+        y = torch.tensor(rng.integers(0, K, n), device="cuda")
+        z = torch.tensor(rng.normal(size=(n, K)), device="cuda").to(dtype)
+        w = torch.tensor(rng.integers(0, 4, n), device="cuda") if i % 2 else None
+        batches.append((y, z, w))
+    states = []
+    for planned in (True, False):
+        if not planned:
+            monkeypatch.setattr(_streaming, "_MAX_PLANNED_LAYOUTS", 0)
+        metrics = mg.ClassificationMetrics(K, top_k=(1, 3), thresholds=8)
+        for batch in batches:
+            metrics.update(*batch)
+        if planned:
+            assert metrics._planned
+        states.append(metrics.compute().to_dict()["metrics"])
+    assert states[0] == pytest.approx(states[1], rel=1e-12, nan_ok=True)
+
+
+def test_cuda_update_is_capturable_in_a_cuda_graph(rng):
+    """After the first batch of a layout, update allocates nothing, reads
+    nothing back and launches once on the caller's stream: torch.cuda.graph
+    captures it, and each replay adds the batch again."""
+    _cuda_or_skip()
+    n = 512
+    y = torch.tensor(rng.integers(0, K, n), device="cuda")
+    z = torch.tensor(rng.normal(size=(n, K)).astype(np.float32), device="cuda")
+    metrics = mg.ClassificationMetrics(K, top_k=(1, 3), validate=False)
+    side = torch.cuda.Stream()
+    side.wait_stream(torch.cuda.current_stream())
+    with torch.cuda.stream(side):
+        metrics.update(y, z)  # the layout's first batch: plans, allocates
+    torch.cuda.current_stream().wait_stream(side)
+    graph = torch.cuda.CUDAGraph()
+    with torch.cuda.graph(graph):
+        metrics.update(y, z)
+    for _ in range(3):
+        graph.replay()
+    torch.cuda.synchronize()
+    eager = mg.ClassificationMetrics(K, top_k=(1, 3), validate=False)
+    for _ in range(4):  # the first batch and three replays (capturing runs nothing)
+        eager.update(y, z)
+    ours = metrics.compute().to_dict()["metrics"]
+    assert ours == pytest.approx(eager.compute().to_dict()["metrics"], rel=1e-12, nan_ok=True)
+    assert int(metrics.compute().total) == 4 * n
