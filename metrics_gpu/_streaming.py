@@ -27,6 +27,7 @@ NumPy backend runs the reference of the same update
 
 from __future__ import annotations
 
+import math
 import sys
 from collections.abc import KeysView, Mapping, Sequence
 from typing import TYPE_CHECKING, Any, get_args
@@ -64,7 +65,6 @@ from metrics_gpu._validation import (
     check_top_k,
     integer_weights_fit,
     looks_like_probabilities,
-    probability_rows_flag,
     probabilities_read_as_logits,
 )
 from metrics_gpu._types import (
@@ -220,9 +220,9 @@ class ClassificationMetrics:
         # which compute reads).
         self._count_bound = 0
         self._overflow_possible = False
-        # The first batch's "logits that look like probabilities" test, queued
-        # on a GPU (validate="deferred") and read by the next compute().
-        self._probability_flag = None
+        # The first rows of a GPU state's first batch of logits, copied on the
+        # device (validate="deferred") and tested by the next compute().
+        self._probability_sample = None
         # The hot path: per input layout, the update's launch worked out by
         # its first batch (_PlannedUpdate); a later batch of the layout only
         # reads its arrays' addresses and launches.
@@ -253,7 +253,7 @@ class ClassificationMetrics:
         self._updates = 0
         self._local = None
         self._count_bound, self._overflow_possible = 0, False
-        self._probability_flag = None
+        self._probability_sample = None
         if self._state is not None:
             self._state.clear()
             return
@@ -450,16 +450,16 @@ class ClassificationMetrics:
     def _warn_if_probabilities(self, backend: Backend, batch: StreamBatch) -> None:
         """Warn when the first batch of scores read as logits is made of rows of
         probabilities. Here where that costs no device sync: a batch on the
-        host, or ``validate="eager"`` (which syncs to check values anyway). A
-        GPU batch under ``validate="deferred"`` queues the test and the next
-        :meth:`compute` (which reads the checks anyway) warns; with
-        ``validate=False`` nothing is read."""
-        rows = batch.rows(backend.xp)
+        host, or ``validate="eager"`` (which syncs to check values anyway). Of
+        a GPU batch under ``validate="deferred"`` the first rows are copied
+        on the device (:func:`_first_rows_sample`: no kernel, no sync) and the
+        next :meth:`compute` (which reads the checks anyway) tests them on the
+        host; with ``validate=False`` nothing is read."""
         if is_device_array(batch.preds) and self.validate != "eager":
             if self.validate == "deferred":
-                self._probability_flag = probability_rows_flag(rows, backend, batch.score_dtype)
+                self._probability_sample = _first_rows_sample(backend, batch)
             return
-        if looks_like_probabilities(rows, backend, batch.score_dtype):
+        if looks_like_probabilities(batch.rows(backend.xp), backend, batch.score_dtype):
             _warn_probabilities_read_as_logits()
 
     # -- compute ----------------------------------------------------------------
@@ -557,9 +557,11 @@ class ClassificationMetrics:
             self._raise_overflow(checks)
             if self.validate == "deferred":
                 self._raise_deferred(checks)
-        if self._probability_flag is not None:
-            flag, self._probability_flag = self._probability_flag, None
-            if bool(state.backend.to_host(flag)):
+        if self._probability_sample is not None:
+            (sample, score_dtype), self._probability_sample = self._probability_sample, None
+            rows = StreamBatch(y_true=None, preds=np.asarray(state.backend.to_host(sample)),
+                               sample_weight=None, n=0, score_dtype=score_dtype).rows(np)
+            if looks_like_probabilities(rows, get_backend_implementation("numpy"), score_dtype):
                 _warn_probabilities_read_as_logits()
         with caller_stream(self._like):
             label_values, score_values = state.compute()
@@ -707,7 +709,7 @@ class ClassificationMetrics:
         self._count_bound = (int(arrays["counts"][stream_total_cell(self.num_classes)])
                              if integer else 0)
         self._overflow_possible = int(arrays["checks"][OVERFLOW_CHECK]) != STREAM_NO_ERROR
-        self._probability_flag = None
+        self._probability_sample = None
         for name, mine in state.arrays.items():
             value = arrays[name].view(np.uint64) if mine.dtype == np.uint64 else arrays[name]
             mine[...] = backend.asarray(value)
@@ -935,6 +937,26 @@ class _PlannedUpdate:
                 metrics._overflow_possible = True
         metrics._updates += 1
         return True
+
+
+# At most this many scores of a GPU state's first batch are kept for the
+# "logits that look like probabilities" test at compute (at least one sample).
+PROBABILITY_SAMPLE_SCORES = 1 << 16
+
+
+def _first_rows_sample(backend: Backend, batch: StreamBatch):
+    """``(the batch's first samples' scores, their type)`` copied into a
+    buffer of their own by one device-to-device copy (no kernel to compile,
+    no sync), for the next compute's host test; None where the scores are not
+    contiguous (the test is left out, rather than a copy kernel launched)."""
+    preds = batch.preds
+    if not preds.flags.c_contiguous:
+        return None
+    per_sample = math.prod(preds.shape[1:]) or 1
+    samples = max(1, min(preds.shape[0], PROBABILITY_SAMPLE_SCORES // per_sample))
+    sample = backend.zeros((samples, *preds.shape[1:]), preds.dtype)
+    backend.copy_into(sample, preds[:samples])
+    return sample, batch.score_dtype
 
 
 def _warn_probabilities_read_as_logits() -> None:

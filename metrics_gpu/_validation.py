@@ -724,23 +724,6 @@ def looks_like_probabilities(values, backend, dtype=None) -> bool:
     return first_non_probability_row(values, backend, dtype) is None
 
 
-def probability_rows_flag(values, backend, dtype=None):
-    """:func:`looks_like_probabilities` as a 0-d bool array of the backend,
-    without reading anything back: a GPU queues the reductions (per chunk of
-    rows, :func:`_row_chunks`) and the caller reads the flag when it syncs
-    anyway. A NaN fails the range test (min and max propagate it)."""
-    xp = backend.xp
-    tolerance = probability_sum_tolerance(values.dtype if dtype is None else dtype)
-    flag = xp.asarray(values.size > 0)
-    for _, rows in _row_chunks(values, chunked=True):
-        if not rows.size:
-            continue
-        flag = flag & (rows.min() >= 0) & (rows.max() <= 1)
-        if values.ndim == 2:
-            flag = flag & (xp.abs(rows.sum(axis=1, dtype=np.float64) - 1) <= tolerance).all()
-    return flag
-
-
 def probabilities_read_as_logits(name: str, option: str) -> str:
     """The warning for scores read as logits whose every row is a row of
     probabilities, naming the ``option`` that declares them."""

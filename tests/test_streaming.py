@@ -15,7 +15,6 @@ from hypothesis import strategies as st
 import metrics_gpu as mg
 from metrics_gpu._backend import get_backend_implementation
 from metrics_gpu._formulas import REPORT_METRICS
-from metrics_gpu._validation import probability_rows_flag
 from metrics_gpu.testing import operation_counter
 from conftest import host_array
 
@@ -631,9 +630,6 @@ def test_declared_kind_property(dtype, k, n, seed, flaws):
         logits.compute()  # where a GPU state (the default backend's) warns
     caught = [str(w.message) for w in caught if "as probabilities do" in str(w.message)]
     assert len(caught) == (first is None), caught
-    # the GPU's queued form of the same test (read at compute)
-    numpy_backend = get_backend_implementation("numpy")
-    assert bool(probability_rows_flag(rows, numpy_backend)) == (first is None)
 
 
 def test_deferred_probabilities_checked_in_the_pass(backend, rng):
@@ -665,8 +661,8 @@ def test_deferred_probabilities_checked_in_the_pass(backend, rng):
 def test_gpu_batch_of_probabilities_read_as_logits_warns_at_compute(monkeypatch, rng,
                                                                     backend_name):
     """A GPU batch (here host arrays taken for one) under validate="deferred":
-    the update queues the test and reads nothing; the first compute() warns,
-    once; NaN rows, logits and a declared state do not warn."""
+    the update copies its first rows and reads nothing; the first compute()
+    warns, once; NaN rows, logits and a declared state do not warn."""
     from metrics_gpu import _streaming
 
     monkeypatch.setattr(_streaming, "is_device_array", lambda array: True)
@@ -696,6 +692,36 @@ def test_gpu_batch_of_probabilities_read_as_logits_warns_at_compute(monkeypatch,
                 if options.get("validate", True):
                     with contextlib.suppress(ValueError):  # NaN rows: named at compute
                         other.compute()
+
+
+@pytest.mark.parametrize("layout", ["bfloat16", "images", "column slice"])
+def test_gpu_batch_sample_of_probabilities_keeps_the_layout(monkeypatch, rng, layout):
+    """The rows copied from a GPU batch for the test at compute: bfloat16
+    scores as their bit patterns, channel-first images (a class per channel),
+    and no test (no warning, no copy kernel) for scores that are not
+    contiguous."""
+    torch = pytest.importorskip("torch")
+    from metrics_gpu import _streaming
+
+    monkeypatch.setattr(_streaming, "is_device_array", lambda array: True)
+    probabilities = _softmax(rng.normal(size=(6, 3)))
+    y = np.array([0, 1, 2, 1, 0, 2])
+    if layout == "bfloat16":
+        scores = torch.tensor(probabilities, dtype=torch.bfloat16)
+    elif layout == "images":  # (2 images, 3 classes, 3 positions)
+        scores = np.ascontiguousarray(probabilities.reshape(2, 3, 3, order="F"))
+        scores = scores / scores.sum(axis=1, keepdims=True)
+        y = y.reshape(2, 3)
+    else:
+        scores = np.concatenate([probabilities, probabilities], axis=1)[:, :3]
+    with mg.use_backend("emulated"):
+        metrics = mg.ClassificationMetrics(3)
+        metrics.update(y, scores)
+        with warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("always", UserWarning)
+            metrics.compute()
+    messages = [str(w.message) for w in caught if "as probabilities do" in str(w.message)]
+    assert len(messages) == (layout != "column slice"), messages
 
 
 @pytest.mark.parametrize("backend_name", ["numpy", "emulated"])
