@@ -36,7 +36,7 @@ from pathlib import Path
 try:
     import fcntl
 except ImportError:  # Windows: the atomic rename alone (two writers may both compile)
-    fcntl = None
+    fcntl = None  # type: ignore[assignment]
 
 CACHE_VARIABLE = "METRICS_GPU_CACHE_DIR"
 SWITCH_VARIABLE = "METRICS_GPU_KERNEL_CACHE"

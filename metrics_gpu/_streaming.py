@@ -30,7 +30,7 @@ from __future__ import annotations
 import math
 import sys
 from collections.abc import KeysView, Mapping, Sequence
-from typing import TYPE_CHECKING, Any, get_args
+from typing import TYPE_CHECKING, Any, cast, get_args
 
 import numpy as np
 
@@ -79,6 +79,7 @@ if TYPE_CHECKING:  # torch is optional, imported only where a caller uses it
     import torch
 
     from metrics_gpu.backends import Backend
+    from metrics_gpu.backends.launchers.base import LaunchBase
 
 SCORE_KINDS = get_args(ScoresAre)
 VALIDATE_MODES = get_args(StreamValidate)
@@ -409,7 +410,8 @@ class ClassificationMetrics:
         if layout is None or len(self._planned) >= _MAX_PLANNED_LAYOUTS:
             return
         plan = state.update_plan(batch)
-        pointer = backend.device.data_pointer
+        device = cast("LaunchBase", backend).device  # a kernel backend's
+        pointer = device.data_pointer
         scores = plan.scores_of(batch.preds)
         given = (y_true, preds) if sample_weight is None else (y_true, preds, sample_weight)
         read = ((batch.y_true, scores) if sample_weight is None
@@ -420,7 +422,7 @@ class ClassificationMetrics:
         self._planned[layout] = _PlannedUpdate(
             plan=plan, state=state, counts=state.arrays["counts"],
             positions=batch.n // samples if samples else 0, weight_limit=batch.weight_limit,
-            integer=state.integer, device=backend.device, weighted=sample_weight is not None)
+            integer=state.integer, device=device, weighted=sample_weight is not None)
 
     def _exact_range(self, backend: Backend, state: StreamState, batch) -> int:
         """Integer counts the host bound no longer proves below 2**63 before
