@@ -474,7 +474,9 @@ class ClassificationMetrics:
         state = self._state
         if state is None:
             return None
-        return self._first_invalid(np.asarray(state.backend.to_host(state.arrays["checks"])))
+        with caller_stream(self._like):  # after the updates queued on the caller's stream
+            checks = np.asarray(state.backend.to_host(state.arrays["checks"]))
+        return self._first_invalid(checks)
 
     def _first_invalid(self, checks) -> tuple[str, int, int, str, int] | None:
         state = self._held_state()
@@ -554,18 +556,21 @@ class ClassificationMetrics:
         first_invalid : The first bad sample added, without raising.
         """
         state = self._held_state()
-        if self.validate == "deferred" or self._overflow_possible:
-            checks = np.asarray(state.backend.to_host(state.arrays["checks"]))
-            self._raise_overflow(checks)
-            if self.validate == "deferred":
-                self._raise_deferred(checks)
-        if self._probability_sample is not None:
-            (sample, score_dtype), self._probability_sample = self._probability_sample, None
-            rows = StreamBatch(y_true=None, preds=np.asarray(state.backend.to_host(sample)),
-                               sample_weight=None, n=0, score_dtype=score_dtype).rows(np)
-            if looks_like_probabilities(rows, get_backend_implementation("numpy"), score_dtype):
-                _warn_probabilities_read_as_logits()
+        # On the caller's stream throughout: the reads below wait for the
+        # updates it queued (a torch stream need not order with CuPy's).
         with caller_stream(self._like):
+            if self.validate == "deferred" or self._overflow_possible:
+                checks = np.asarray(state.backend.to_host(state.arrays["checks"]))
+                self._raise_overflow(checks)
+                if self.validate == "deferred":
+                    self._raise_deferred(checks)
+            if self._probability_sample is not None:
+                (sample, score_dtype), self._probability_sample = self._probability_sample, None
+                rows = StreamBatch(y_true=None, preds=np.asarray(state.backend.to_host(sample)),
+                                   sample_weight=None, n=0, score_dtype=score_dtype).rows(np)
+                if looks_like_probabilities(rows, get_backend_implementation("numpy"),
+                                            score_dtype):
+                    _warn_probabilities_read_as_logits()
             label_values, score_values = state.compute()
         return StreamingReport(self, label_values, score_values)
 
