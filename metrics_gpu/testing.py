@@ -104,43 +104,52 @@ def _device_launch_codes() -> set:
     return {CudaDevice.launch.__code__, EmulatedDevice.launch.__code__}
 
 
-@contextlib.contextmanager
-def call_counter() -> Iterator[CallCounts]:
-    """Count the function calls of this thread inside the block
-    (``sys.setprofile``), a device's kernel launch as one call.
+class call_counter:  # noqa: N801 - used as a function, like operation_counter
+    """Count the function calls of this thread inside the ``with`` block
+    (``sys.setprofile``), a device's kernel launch as one call; the block's
+    own entry and exit are not counted.
 
     Not nestable, and it replaces any profile function of the thread while
     open (restored after).
 
     Examples
     --------
-    >>> import numpy as np
-    >>> import metrics_gpu
     >>> from metrics_gpu.testing import call_counter
     >>> with call_counter() as calls:
     ...     _ = len([1, 2])
-    >>> calls.builtin
-    1
+    >>> calls.builtin, calls.python
+    (1, 0)
     """
-    counts = CallCounts()
-    launches = _device_launch_codes()
-    inside: list = []  # the frame of the device launch being run, while it runs
 
-    def profile(frame, event, arg):
+    def __init__(self) -> None:
+        self.counts = CallCounts()
+        self._launches = _device_launch_codes()
+        self._inside: list = []  # the frame of the device launch being run, while it runs
+        self._previous = None
+
+    def _profile(self, frame, event, arg) -> None:
+        inside = self._inside
         if inside:
             if event == "return" and frame is inside[0]:
                 inside.clear()
             return
         if event == "call":
-            counts.python += 1
-            if frame.f_code in launches:
+            if frame.f_code is _EXIT_CODE:
+                sys.setprofile(self._previous)  # the block ended: nothing more counts
+                return
+            self.counts.python += 1
+            if frame.f_code in self._launches:
                 inside.append(frame)
         elif event == "c_call":
-            counts.builtin += 1
+            self.counts.builtin += 1
 
-    previous = sys.getprofile()
-    sys.setprofile(profile)
-    try:
-        yield counts
-    finally:
-        sys.setprofile(previous)
+    def __enter__(self) -> CallCounts:
+        self._previous = sys.getprofile()
+        sys.setprofile(self._profile)
+        return self.counts
+
+    def __exit__(self, *exc) -> None:
+        sys.setprofile(self._previous)
+
+
+_EXIT_CODE = call_counter.__exit__.__code__
