@@ -26,6 +26,7 @@ import sys
 import threading
 from collections.abc import Iterator
 from dataclasses import dataclass
+from typing import Any
 
 __all__ = ["CallCounts", "OperationCounts", "call_counter", "operation_counter"]
 
@@ -125,7 +126,7 @@ class call_counter:  # noqa: N801 - used as a function, like operation_counter
         self.counts = CallCounts()
         self._launches = _device_launch_codes()
         self._inside: list = []  # the frame of the device launch being run, while it runs
-        self._previous = None
+        self._previous: Any = None  # the thread's profile function before the block
 
     def _profile(self, frame, event, arg) -> None:
         inside = self._inside
