@@ -72,6 +72,14 @@ __device__ __forceinline__ double divide(double numerator, double denominator, d
   return denominator == 0.0 ? zero : numerator / denominator;
 }
 
+// value 2^-exponent with total = m 2^exponent (frexp): weights scaled exactly
+// to at most about 1, so that a product of two of them neither overflows
+// (huge weights) nor underflows to 0 (subnormal ones), and exact sums stay
+// exact (_formulas.scaled_by_total).
+__device__ __forceinline__ double scaled(double value, int exponent) {
+  return ldexp(value, -exponent);
+}
+
 // Reads of values other blocks wrote before the ticket: past L1.
 template <typename T>
 __device__ __forceinline__ T load_fresh(const T* p) {
@@ -245,6 +253,8 @@ __device__ void evaluate_metrics(const C* true_positives, const C* support, cons
     __syncthreads();
   }
   const double s = total_shared;
+  int s_exponent;
+  frexp(s, &s_exponent);  // s = m 2^s_exponent, m in [0.5, 1) (exponent 0 for 0)
   for (int i = 0; i < kPass1; ++i) pass1[i] = 0.0;
   const bool masked = selected != nullptr;
   double rank_carry[1] = {0.0};
@@ -277,7 +287,7 @@ __device__ void evaluate_metrics(const C* true_positives, const C* support, cons
     pass1[sTp] += tp;
     pass1[sSupport] += t;
     pass1[sPredicted] += p;
-    pass1[sSupportTimesPredicted] += t * p;
+    pass1[sSupportTimesPredicted] += scaled(t, s_exponent) * scaled(p, s_exponent);
     pass1[sSelected] += 1.0;
     if (t > 0.0) {
       pass1[sSupported] += 1.0;
@@ -326,8 +336,9 @@ __device__ void evaluate_metrics(const C* true_positives, const C* support, cons
     for (int64 tile = 0; tile < tiles; ++tile) {
       int64 k = tile * blockDim.x + threadIdx.x;
       bool chosen = k < K && is_selected(selected, k);
-      double t = chosen ? (double)load_fresh(support + k) : 0.0;
-      double p = chosen ? (double)load_fresh(predicted + k) : 0.0;
+      // Scaled weights (scaled): the pair sums are those of s^2 2^-2e.
+      double t = chosen ? scaled((double)load_fresh(support + k), s_exponent) : 0.0;
+      double p = chosen ? scaled((double)load_fresh(predicted + k), s_exponent) : 0.0;
       double running[3] = {chosen ? 1.0 : 0.0, t, p};
       double before[3];
       block_scan(running, carry, scratch, before);
@@ -348,15 +359,15 @@ __device__ void evaluate_metrics(const C* true_positives, const C* support, cons
   }
   if (weighted_kappa) {
     linear_cross = pass2[1];
-    const double centre = divide(pass2[2], t_total, 0.0);
+    const double centre = divide(pass2[2], scaled(t_total, s_exponent), 0.0);
     double pass3[4] = {0.0, 0.0, 0.0, 0.0};  // t o^2, p o^2, t o, p o
     double route_carry[1] = {0.0};
     for (int64 tile = 0; tile < tiles; ++tile) {
       int64 k = tile * blockDim.x + threadIdx.x;
       ClassCounts own{k < K && is_selected(selected, k), 0.0, 0.0, 0.0, 0.0, 0.0};
       if (own.present) {
-        own.t = (double)load_fresh(support + k);
-        own.p = (double)load_fresh(predicted + k);
+        own.t = scaled((double)load_fresh(support + k), s_exponent);
+        own.p = scaled((double)load_fresh(predicted + k), s_exponent);
       }
       ClassCounts c = route_selected(own, k, masked, route_carry, route, scratch);
       if (!c.present) continue;
@@ -367,7 +378,8 @@ __device__ void evaluate_metrics(const C* true_positives, const C* support, cons
       pass3[3] += c.p * offset;
     }
     block_sum(pass3, scratch);
-    quadratic_cross = p_total * pass3[0] + t_total * pass3[1] - 2.0 * pass3[2] * pass3[3];
+    quadratic_cross = scaled(p_total, s_exponent) * pass3[0] +
+                      scaled(t_total, s_exponent) * pass3[1] - 2.0 * pass3[2] * pass3[3];
   }
 
   if (threadIdx.x != 0) return;
@@ -402,8 +414,11 @@ __device__ void evaluate_metrics(const C* true_positives, const C* support, cons
   // The covariance's two forms split s^2 between their terms (c s + m s =
   // sum t p + sum_{i != j} t_i p_j): the one with the smaller terms cancels
   // least (_formulas.matthews_corrcoef).
-  const double correct_s = pass1[sTp] * s;
-  const double misclassified_s = observed * s;
+  // The pair sums are of weights scaled by 2^-s_exponent (scaled), so the
+  // terms they meet are too: times s 2^-2 s_exponent.
+  const double s_scaled = scaled(s, s_exponent);
+  const double correct_s = scaled(pass1[sTp], s_exponent) * s_scaled;
+  const double misclassified_s = scaled(observed, s_exponent) * s_scaled;
   const double cov_tp =
       fmax(correct_s, pass1[sSupportTimesPredicted]) <= fmax(pass2[0], misclassified_s)
           ? correct_s - pass1[sSupportTimesPredicted]
@@ -411,11 +426,11 @@ __device__ void evaluate_metrics(const C* true_positives, const C* support, cons
   const double cov_pp = pass2[4] + pass2[4];
   const double cov_tt = pass2[3] + pass2[3];
   out[kMatthewsCorrcoef] = divide(cov_tp, sqrt(cov_pp * cov_tt), 0.0);
-  out[kCohenKappa] = kappa_undefined ? nan : 1.0 - observed / divide(pass2[0], s, nan);
+  out[kCohenKappa] = kappa_undefined ? nan : 1.0 - misclassified_s / pass2[0];
   out[kLinearWeightedKappa] =
-      kappa_undefined ? nan : 1.0 - linear / divide(linear_cross, s, nan);
+      kappa_undefined ? nan : 1.0 - scaled(linear, s_exponent) * s_scaled / linear_cross;
   out[kQuadraticWeightedKappa] =
-      kappa_undefined ? nan : 1.0 - quadratic / divide(quadratic_cross, s, nan);
+      kappa_undefined ? nan : 1.0 - scaled(quadratic, s_exponent) * s_scaled / quadratic_cross;
   out[kAverageAccuracy] = m > 0.0 ? pass1[sClassAccuracy] / m : nan;
   out[kErrorRate] = m > 0.0 ? pass1[sClassError] / m : nan;
   out[kHammingLoss] = 1.0 - accuracy;

@@ -351,9 +351,13 @@ def matthews_corrcoef(c: Counts, zero_division: float = 0.0):
     (or y_pred) still gives exactly 0.
     """
     xp = c.xp
-    t, p = c.support, c.predicted
-    correct_terms = (c.tp.sum() * c.total, xp.dot(t, p))
-    misclassified_terms = (unequal_pairs(t, p, xp), c.misclassified * c.total)
+    # On weights scaled by the total's power of two (MCC does not change when
+    # the weights are scaled): products of two weights neither overflow nor
+    # underflow, and exact sums stay exact.
+    scale = scaled_by_total(c.total, xp)
+    t, p, s = scale(c.support), scale(c.predicted), scale(c.total)
+    correct_terms = (scale(c.tp.sum()) * s, xp.dot(t, p))
+    misclassified_terms = (unequal_pairs(t, p, xp), scale(c.misclassified) * s)
     cov_tp = xp.where(
         xp.maximum(*correct_terms) <= xp.maximum(*misclassified_terms),
         correct_terms[0] - correct_terms[1],
@@ -361,6 +365,15 @@ def matthews_corrcoef(c: Counts, zero_division: float = 0.0):
     cov_pp = unequal_pairs(p, p, xp)
     cov_tt = unequal_pairs(t, t, xp)
     return divide(cov_tp, xp.sqrt(cov_pp * cov_tt), xp, zero_division)[0]
+
+
+def scaled_by_total(total, xp):
+    """``values -> values * 2**-e`` for ``total = m 2**e`` (frexp: m in [0.5, 1),
+    e = 0 for a total of 0): weights scaled exactly to at most about 1, so that
+    a product of two of them neither overflows (huge weights) nor underflows
+    to 0 (subnormal ones) (kernels/reduce_metrics.cu ``scaled``)."""
+    exponent = -xp.frexp(xp.asarray(total, dtype=xp.float64))[1]
+    return lambda values: xp.ldexp(xp.asarray(values, dtype=xp.float64), exponent)
 
 
 def unequal_pairs(a, b, xp):
@@ -375,7 +388,8 @@ def kappa_disagreements(c: Counts, stats: ClassStatistics, weights: str | None):
     """Observed and chance-expected weighted disagreement for Cohen's kappa.
 
     kappa = 1 - observed / expected with observed = sum_ij w_ij C_ij and
-    expected = sum_ij w_ij t_i p_j / s; w = 1 - I (None), |i - j| (linear)
+    expected = sum_ij w_ij t_i p_j / s, both returned multiplied by s 2**-2e
+    (``total = m 2**e``; see the comment below); w = 1 - I (None), |i - j| (linear)
     or (i - j)^2 (quadratic), i and j the class positions 0..K-1. The
     observed ones are sums of the counting pass (the misclassified weight,
     the moments); the expected ones are O(K) from the statistics, as sums of
@@ -383,14 +397,19 @@ def kappa_disagreements(c: Counts, stats: ClassStatistics, weights: str | None):
     the weight does not cancel the others' share to 0.
     """
     xp = c.xp
-    s = c.total
-    t, p = c.support, c.predicted
+    # On weights scaled by the total's power of two (scaled_by_total): both
+    # disagreements come multiplied by s 2**-2e, and no product of two weights
+    # overflows (huge weights) or underflows to 0 (subnormal ones, where kappa
+    # became 1 - x/0).
+    scale = scaled_by_total(c.total, xp)
+    s = scale(c.total)
+    t, p = scale(c.support), scale(c.predicted)
     if weights is None:
-        return c.misclassified, divide(unequal_pairs(t, p, xp), s, xp)[0]
+        return scale(c.misclassified) * s, unequal_pairs(t, p, xp)
     positions = xp.arange(t.shape[0], dtype=xp.float64)
     t_total, p_total = t.sum(), p.sum()
     if weights == "quadratic":
-        observed = xp.asarray(stats.quadratic_disagreement, dtype=xp.float64)
+        observed = scale(stats.quadratic_disagreement) * s
         # sum_ij t_i p_j (i - j)^2 about the mean position of y_true, so the
         # terms stay small and the cross term nearly vanishes: no cancellation
         # between terms of size total^2 K^2 when the classes in use have high codes.
@@ -402,14 +421,13 @@ def kappa_disagreements(c: Counts, stats: ClassStatistics, weights: str | None):
             - 2 * xp.dot(t, offset) * xp.dot(p, offset)
         )
     else:
-        observed = xp.asarray(stats.linear_disagreement, dtype=xp.float64)
+        observed = scale(stats.linear_disagreement) * s
         # sum_{i<j} t_i (j - i) = sum over the gaps m below j of T_{<=m}: a scan
         # of the running sums; likewise for p. Both terms are non-negative.
         t_gaps = exclusive_cumsum(xp.cumsum(t), xp)
         p_gaps = exclusive_cumsum(xp.cumsum(p), xp)
         cross = xp.dot(p, t_gaps) + xp.dot(t, p_gaps)
-    expected = divide(cross, s, xp)[0]
-    return observed, expected
+    return observed, cross
 
 
 def kappa_undefined(c: Counts) -> bool:

@@ -577,6 +577,33 @@ def test_cohen_kappa_and_mcc_when_one_class_holds_nearly_all_weight(backend):
     run()
 
 
+def test_kappa_and_mcc_do_not_see_a_power_of_two_scaling_of_the_weights(backend):
+    """Scaling every weight by 2**k (exact) leaves kappa (every weighting) and
+    MCC as they were, from weights about 1e-303 to 1e302: their
+    pair sums are taken on weights scaled by the total's power of two, so
+    that products of two weights neither overflow nor underflow (the class
+    of the long fuzz run's subnormal kappa, 1 - x/0)."""
+
+    @_settings(backend)
+    @given(sample=samples(max_k=6, max_n=40, weight_kinds=("float",)),
+           exponent=st.integers(-1000, 1000))
+    def run(sample, exponent):
+        assume(_some_weight(sample.weights))  # all-zero weights are refused
+        results = []
+        for scale in (1.0, 2.0 ** exponent):
+            t, p, w = put(backend, sample.y_true, sample.y_pred, sample.weights * scale)
+            values = [mg.cohen_kappa_score(t, p, weights=kw, sample_weight=w,
+                                           num_classes=sample.k)
+                      for kw in (None, "linear", "quadratic")]
+            values.append(mg.matthews_corrcoef(t, p, sample_weight=w, num_classes=sample.k))
+            results.append([float(backend.to_numpy(v)) for v in values])
+        # Bit for bit on numpy; the kernels add float weights with atomics,
+        # in an order that changes from run to run.
+        np.testing.assert_allclose(results[0], results[1], rtol=1e-12, atol=1e-12)
+
+    run()
+
+
 def test_specificity_of_a_class_without_negatives(backend):
     """A class that every target belongs to has no negatives: its specificity
     is the zero-division value on every path (stream, label_report,

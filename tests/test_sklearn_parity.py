@@ -504,6 +504,53 @@ def test_cohen_kappa_when_one_class_absorbs_the_disagreement(backend, case, kapp
     assert abs(float(backend.to_numpy(report[slot])) - expected) <= 1e-12, slot
 
 
+# Weights at the ends of float64, where a product of two weights overflows to
+# inf or underflows to 0: (y1, y2, weights). The first is the long fuzz run's
+# (2026-11-26, after the fixes above): every weight 0 but a subnormal one,
+# where t_0 p_1 / s underflowed and kappa was 1 - x/0 (-inf, a RuntimeWarning).
+EXTREME_WEIGHT_CASES = {
+    "one-subnormal-weight": ([0] * 8, [0, 0, 0, 0, 1, 0, 0, 0], [0.0] * 4 + [5e-324] + [0.0] * 3),
+    "subnormal-weights": ([0, 1, 2, 0, 1, 2], [0, 1, 1, 2, 2, 0], [3e-320, 5e-324, 1e-321,
+                                                                   2e-322, 7e-323, 4e-319]),
+    "tiny-weights": ([0, 1, 2, 0, 1, 2], [0, 1, 1, 2, 2, 0], [3e-300, 1e-310, 2e-305, 1e-300,
+                                                              5e-301, 7e-302]),
+    # the total stays finite (2.4e307); its square and t_i p_j do not
+    "huge-weights": ([0, 1, 2, 0, 1, 2, 0], [0, 1, 1, 2, 2, 0, 0], [1e300, 3e305, 1e307, 2e300,
+                                                                    5e306, 1e299, 9e306]),
+}
+
+
+@pytest.mark.parametrize("case", EXTREME_WEIGHT_CASES)
+def test_kappa_and_mcc_at_the_ends_of_float64(backend, case):
+    """Kappa (every weighting) and MCC against their exact values (rational
+    arithmetic) where products of two weights leave float64: the pair sums
+    are now taken on weights scaled by the total's power of two (exactly), as
+    both metrics are unchanged by scaling the weights. Dense path, statistics
+    path and stream."""
+    from fractions import Fraction
+
+    from test_fuzz import exact_cohen_kappa, exact_matthews_corrcoef
+
+    y1, y2, weights = EXTREME_WEIGHT_CASES[case]
+    rows = (y1, y2, [Fraction(w) for w in weights])
+    labels = [0, 1, 2]
+    kappas = {kw: exact_cohen_kappa(*rows, labels=labels, kappa_weights=kw)
+              for kw in KAPPA_WEIGHTS}
+    mcc = exact_matthews_corrcoef(*rows)
+    t, p, w = put(backend, np.array(y1), np.array(y2), np.array(weights))
+    for num_classes in (3, STATISTICS_PATH_K):
+        for kw, exact in kappas.items():
+            ours = mg.cohen_kappa_score(t, p, weights=kw, sample_weight=w, num_classes=num_classes)
+            assert_float(backend, ours, exact, atol=1e-12)
+        ours = mg.matthews_corrcoef(t, p, sample_weight=w, num_classes=num_classes)
+        assert_float(backend, ours, mcc, atol=1e-12)
+    report = _stream_report(t, p, w, 3)
+    for kw, slot in ((None, "cohen_kappa"), ("linear", "linear_weighted_kappa"),
+                     ("quadratic", "quadratic_weighted_kappa")):
+        assert abs(float(backend.to_numpy(report[slot])) - kappas[kw]) <= 1e-12, slot
+    assert abs(float(backend.to_numpy(report["matthews_corrcoef"])) - mcc) <= 1e-12
+
+
 # MCC where one class holds nearly all the weight: (y_true, y_pred, weights,
 # the exact value, tests/test_fuzz.py's rational referee). scikit-learn's
 # c s - t.p and s^2 - sum p^2 lose the covariance and the variances to the
