@@ -123,6 +123,58 @@ __device__ void block_scan(double (&values)[N], double (&carry)[N], double* scra
   __syncthreads();
 }
 
+// Error-free transformations (no fused multiply-add: the kernels build with
+// --fmad=false): a + b and a * b as a rounded value and its exact error, for
+// covariances whose terms cancel (_formulas.two_product, accurate_sum).
+__device__ __forceinline__ void two_sum(double a, double b, double& sum, double& error) {
+  sum = a + b;
+  const double b_part = sum - a;
+  error = (a - (sum - b_part)) + (b - b_part);
+}
+
+__device__ __forceinline__ void two_product(double a, double b, double& product,
+                                            double& error) {
+  const double split = 134217729.0;  // 2^27 + 1 (Veltkamp)
+  const double a_big = split * a, b_big = split * b;
+  const double a_high = a_big - (a_big - a), b_high = b_big - (b_big - b);
+  const double a_low = a - a_high, b_low = b - b_high;
+  product = a * b;
+  error = ((a_high * b_high - product) + a_high * b_low + a_low * b_high) + a_low * b_low;
+}
+
+// (high, low) += value, with value's rounding kept in low.
+__device__ __forceinline__ void add_exactly(double& high, double& low, double value) {
+  double error;
+  two_sum(high, value, high, error);
+  low += error;
+}
+
+// A block's sum of (high, low) pairs, to about one rounding of the result:
+// the highs added with their errors kept, then the lows (every thread gets it).
+__device__ void block_sum_exact(double& high, double& low, double* scratch) {
+  const unsigned int lane = lane_index();
+  const unsigned int warp = threadIdx.x / kWarpSize;
+  const unsigned int warps = blockDim.x / kWarpSize;
+  for (int offset = kWarpSize / 2; offset > 0; offset >>= 1) {
+    const double other_high = __shfl_xor_sync(kFullWarp, high, offset);
+    const double other_low = __shfl_xor_sync(kFullWarp, low, offset);
+    add_exactly(high, low, other_high);
+    low += other_low;
+  }
+  if (lane == 0) {
+    scratch[warp] = high;
+    scratch[kWarpSize + warp] = low;
+  }
+  __syncthreads();
+  high = 0.0;
+  low = 0.0;
+  for (unsigned int w = 0; w < warps; ++w) {
+    add_exactly(high, low, scratch[w]);
+    low += scratch[kWarpSize + w];
+  }
+  __syncthreads();
+}
+
 __device__ __forceinline__ bool is_selected(const unsigned char* selected, int64 k) {
   return selected == nullptr || selected[k] != 0;
 }
@@ -259,6 +311,8 @@ __device__ void evaluate_metrics(const C* true_positives, const C* support, cons
   const bool masked = selected != nullptr;
   double rank_carry[1] = {0.0};
   double support_carry[1] = {0.0};
+  // sum t p (scaled) exactly, for MCC's covariance c s - sum t p
+  double tp_high = 0.0, tp_low = 0.0;
   for (int64 tile = 0; tile < tiles; ++tile) {
     int64 k = tile * blockDim.x + threadIdx.x;
     ClassCounts own{false, 0.0, 0.0, 0.0, 0.0, 0.0};
@@ -287,7 +341,13 @@ __device__ void evaluate_metrics(const C* true_positives, const C* support, cons
     pass1[sTp] += tp;
     pass1[sSupport] += t;
     pass1[sPredicted] += p;
-    pass1[sSupportTimesPredicted] += scaled(t, s_exponent) * scaled(p, s_exponent);
+    {
+      double product, error;
+      two_product(scaled(t, s_exponent), scaled(p, s_exponent), product, error);
+      pass1[sSupportTimesPredicted] += product;
+      add_exactly(tp_high, tp_low, product);
+      tp_low += error;
+    }
     pass1[sSelected] += 1.0;
     if (t > 0.0) {
       pass1[sSupported] += 1.0;
@@ -310,6 +370,7 @@ __device__ void evaluate_metrics(const C* true_positives, const C* support, cons
     if (c.negatives == 0.0) pass1[sNoNegatives] += 1.0;
   }
   block_sum(pass1, scratch);
+  block_sum_exact(tp_high, tp_low, scratch);
 
   const double m = pass1[sSelected];
   const double t_total = pass1[sSupport];
@@ -330,6 +391,7 @@ __device__ void evaluate_metrics(const C* true_positives, const C* support, cons
   const bool weighted_kappa = !(linear != linear) || !(quadratic != quadratic);
   // t p pairs, linear cross, sum t * rank, t t pairs / 2, p p pairs / 2
   double pass2[5] = {0.0, 0.0, 0.0, 0.0, 0.0};
+  double pairs_high = 0.0, pairs_low = 0.0;  // pass2[0] exactly, for MCC
   {
     double carry[3] = {0.0, 0.0, 0.0};
     double gap_carry[2] = {0.0, 0.0};
@@ -343,6 +405,13 @@ __device__ void evaluate_metrics(const C* true_positives, const C* support, cons
       double before[3];
       block_scan(running, carry, scratch, before);
       if (chosen) {
+        double product, error;
+        two_product(p, before[1], product, error);
+        add_exactly(pairs_high, pairs_low, product);
+        pairs_low += error;
+        two_product(t, before[2], product, error);
+        add_exactly(pairs_high, pairs_low, product);
+        pairs_low += error;
         pass2[0] += p * before[1] + t * before[2];
         pass2[2] += t * (running[0] - 1.0);
         pass2[3] += t * before[1];
@@ -356,6 +425,7 @@ __device__ void evaluate_metrics(const C* true_positives, const C* support, cons
       }
     }
     block_sum(pass2, scratch);
+    block_sum_exact(pairs_high, pairs_low, scratch);
   }
   if (weighted_kappa) {
     linear_cross = pass2[1];
@@ -419,10 +489,27 @@ __device__ void evaluate_metrics(const C* true_positives, const C* support, cons
   const double s_scaled = scaled(s, s_exponent);
   const double correct_s = scaled(pass1[sTp], s_exponent) * s_scaled;
   const double misclassified_s = scaled(observed, s_exponent) * s_scaled;
-  const double cov_tp =
-      fmax(correct_s, pass1[sSupportTimesPredicted]) <= fmax(pass2[0], misclassified_s)
-          ? correct_s - pass1[sSupportTimesPredicted]
-          : pass2[0] - misclassified_s;
+  // The chosen form evaluated exactly from its error-free parts: exact counts
+  // (integer weights below 2^53) give the exact covariance however much its
+  // terms cancel (_formulas.matthews_corrcoef).
+  double cov_high = 0.0, cov_low = 0.0;
+  {
+    double product, error;
+    if (fmax(correct_s, pass1[sSupportTimesPredicted]) <= fmax(pass2[0], misclassified_s)) {
+      two_product(scaled(pass1[sTp], s_exponent), s_scaled, product, error);
+      add_exactly(cov_high, cov_low, product);
+      cov_low += error;
+      add_exactly(cov_high, cov_low, -tp_high);
+      cov_low -= tp_low;
+    } else {
+      add_exactly(cov_high, cov_low, pairs_high);
+      cov_low += pairs_low;
+      two_product(-scaled(observed, s_exponent), s_scaled, product, error);
+      add_exactly(cov_high, cov_low, product);
+      cov_low += error;
+    }
+  }
+  const double cov_tp = cov_high + cov_low;
   const double cov_pp = pass2[4] + pass2[4];
   const double cov_tt = pass2[3] + pass2[3];
   out[kMatthewsCorrcoef] = divide(cov_tp, sqrt(cov_pp * cov_tt), 0.0);

@@ -356,15 +356,57 @@ def matthews_corrcoef(c: Counts, zero_division: float = 0.0):
     # underflow, and exact sums stay exact.
     scale = scaled_by_total(c.total, xp)
     t, p, s = scale(c.support), scale(c.predicted), scale(c.total)
-    correct_terms = (scale(c.tp.sum()) * s, xp.dot(t, p))
-    misclassified_terms = (unequal_pairs(t, p, xp), scale(c.misclassified) * s)
-    cov_tp = xp.where(
-        xp.maximum(*correct_terms) <= xp.maximum(*misclassified_terms),
-        correct_terms[0] - correct_terms[1],
-        misclassified_terms[0] - misclassified_terms[1])
+    correct, misclassified = scale(c.tp.sum()), scale(c.misclassified)
+    correct_terms = (correct * s, xp.dot(t, p))
+    misclassified_terms = (unequal_pairs(t, p, xp), misclassified * s)
+    # The chosen form's products and sums are evaluated exactly (error-free
+    # transformations): with exact counts (integer weights below 2**53) the
+    # covariance is then exact however much its terms cancel.
+    if bool(xp.maximum(*correct_terms) <= xp.maximum(*misclassified_terms)):
+        cov_tp = accurate_sum([*two_product(correct, s, xp), *two_product(-t, p, xp)], xp)
+    else:
+        cov_tp = accurate_sum([*two_product(p, exclusive_cumsum(t, xp), xp),
+                               *two_product(t, exclusive_cumsum(p, xp), xp),
+                               *two_product(-misclassified, s, xp)], xp)
     cov_pp = unequal_pairs(p, p, xp)
     cov_tt = unequal_pairs(t, t, xp)
     return divide(cov_tp, xp.sqrt(cov_pp * cov_tt), xp, zero_division)[0]
+
+
+def two_product(a, b, xp):
+    """``(a * b, its rounding error)``, both exact (Dekker's product with
+    Veltkamp's split, no fused multiply-add): for values well inside float64's
+    range, as weights scaled by scaled_by_total are."""
+    a = xp.asarray(a, dtype=xp.float64)
+    b = xp.asarray(b, dtype=xp.float64)
+    split = 134217729.0  # 2**27 + 1
+    a_big, b_big = split * a, split * b
+    a_high = a_big - (a_big - a)
+    b_high = b_big - (b_big - b)
+    a_low, b_low = a - a_high, b - b_high
+    product = a * b
+    error = ((a_high * b_high - product) + a_high * b_low + a_low * b_high) + a_low * b_low
+    return product, error
+
+
+def accurate_sum(parts, xp):
+    """The sum of every value of ``parts`` (arrays or scalars) to about one
+    rounding of the result: a pairwise cascade of error-free additions
+    (Knuth's TwoSum) whose errors are added at the end, so that large terms
+    that cancel leave the small ones their digits (kernels/reduce_metrics.cu
+    ``block_sum_exact``)."""
+    values = xp.concatenate([xp.asarray(v, dtype=xp.float64).reshape(-1) for v in parts])
+    errors = []
+    while values.shape[0] > 1:
+        if values.shape[0] % 2:
+            values = xp.concatenate([values, xp.zeros(1)])
+        a, b = values[0::2], values[1::2]
+        total = a + b
+        b_part = total - a
+        errors.append((a - (total - b_part)) + (b - b_part))
+        values = total
+    error = xp.concatenate(errors).sum() if errors else 0.0
+    return values[0] + error if values.shape[0] else xp.float64(0.0)
 
 
 def scaled_by_total(total, xp):

@@ -577,6 +577,36 @@ def test_cohen_kappa_and_mcc_when_one_class_holds_nearly_all_weight(backend):
     run()
 
 
+def test_mcc_of_exact_counts_is_exact(backend):
+    """Integer weights whose sums stay below 2**53 (exact float64 counts): MCC
+    within a few roundings of its exact value (relative 1e-12), however much
+    the covariance's terms cancel (each form is evaluated with error-free
+    products and sums). The class of the long fuzz run's -5.41e-08 for an
+    exact -5.38e-08."""
+    from test_fuzz import exact_matthews_corrcoef
+
+    @_settings(backend)
+    @given(k=st.integers(2, 5), data=st.data())
+    def run(k, data):
+        n = data.draw(st.integers(2, 25))
+        codes = st.lists(st.integers(0, k - 1), min_size=n, max_size=n)
+        y_true = np.array(data.draw(codes))
+        y_pred = np.array(data.draw(codes))
+        weights = np.array(data.draw(st.lists(
+            st.one_of(st.integers(0, 3), st.integers(2**40, 2**47)), min_size=n, max_size=n)),
+            dtype=np.int64)
+        assume(weights.sum() > 0)
+        exact = exact_matthews_corrcoef(y_true.tolist(), y_pred.tolist(),
+                                        [Fraction(int(w)) for w in weights])
+        t, p, w = put(backend, y_true, y_pred, weights)
+        for num_classes in (k, None):
+            ours = float(backend.to_numpy(mg.matthews_corrcoef(t, p, sample_weight=w,
+                                                               num_classes=num_classes)))
+            assert abs(ours - exact) <= 1e-12 * abs(exact) + 1e-300, (num_classes, ours, exact)
+
+    run()
+
+
 def test_kappa_and_mcc_do_not_see_a_power_of_two_scaling_of_the_weights(backend):
     """Scaling every weight by 2**k (exact) leaves kappa (every weighting) and
     MCC as they were, from weights about 1e-303 to 1e302: their

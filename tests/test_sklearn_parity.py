@@ -568,6 +568,12 @@ MCC_ABSORBED_CASES = {
     "misclassified-dominant": ([0, 1], [1, 0], [153391685.0, 1.0], -1.0),
     "misclassified-dominant-three-classes": ([0, 1, 2, 2], [1, 0, 2, 0],
                                              [1e17, 3.0, 2.0, 1.0], -0.41666666666666663),
+    # exact integer counts where both forms' terms (about 1e28) cancel to a
+    # covariance of -1.3e14: the full long fuzz run of 2026-11-26 (emulated;
+    # scikit-learn -5.3508e-08); now each form is evaluated exactly
+    "both-forms-cancel": ([0, 1, 0, 0, 0], [1, 0, 0, 0, 0],
+                          [66645498172321.0, 1.0, 1191.0, 122021545197664.0, 2684354560.0],
+                          -5.380359077652416e-08),
 }
 
 
