@@ -114,6 +114,31 @@ def test_planned_updates_add_what_the_full_path_adds(rng, monkeypatch):
                                                       nan_ok=True)
 
 
+def test_every_kind_of_weights_in_one_state_equals_numpy(rng):
+    """Float, integer and no weights into one state, in turns: a launch plan
+    per kind (int64 weights into float counts are converted, float64 ones are
+    not, and no weights read the workspace's ones). Found by CI: an int64
+    batch after a float64 one reused the float64 plan and read its integers
+    as doubles."""
+    make = _layouts(rng)["torch float32 logits"]
+    kinds = [None, "int64", "float64", "int64", None, "float32", "int32", "float64", None]
+    batches = []
+    for i, kind in enumerate(kinds):
+        y, z, _ = make(20 + i)
+        w = None if kind is None else torch.tensor(rng.integers(1, 4, 20 + i)).to(
+            getattr(torch, kind))
+        batches.append((y, z, w))
+    reports = []
+    for name in ("numpy", "emulated"):
+        with mg.use_backend(name):
+            metrics = mg.ClassificationMetrics(K, top_k=(1, 3), thresholds=8)
+            for batch in batches:
+                metrics.update(*batch)
+            reports.append(metrics.compute().to_dict()["metrics"])
+    # float32 scores: the kernels take a row's exp and log in float
+    assert reports[1] == pytest.approx(reports[0], rel=1e-6, nan_ok=True)
+
+
 def test_a_planned_update_still_checks_values_in_the_kernel(rng):
     """Deferred checks of a planned batch: a target out of range is named at
     compute() with its update call and sample, and left out."""

@@ -232,7 +232,10 @@ class StreamingLaunchers(LaunchBase):
             pred_type, group, wide_rows, half, itemsize = true_type, 1, False, False, 0
         layout = (batch.inner, batch.image_stride, batch.inner_stride, batch.column_stride, group,
                   str(batch.y_true.dtype), clip_eps, batch.scores, wide_rows, weight_type,
-                  pred_type, count_type, weight is None)
+                  pred_type, count_type,
+                  # the weights as given: none, or their type (an int64 array into
+                  # float counts is converted, a float64 one is not)
+                  None if weight is None else weight.dtype.name)
         plan = workspace.plans.get(layout)
         if plan is not None:
             return plan
