@@ -70,6 +70,19 @@ def _state_of(metrics):
     return {k: np.asarray(v) for k, v in state.items() if k not in ("spec", "kind", "version")}
 
 
+def _with_and_without_plans(monkeypatch, batches):
+    """Two states fed ``batches``: with launch plans, then without any."""
+    states = []
+    for planned in (True, False):
+        if not planned:
+            monkeypatch.setattr(_streaming, "_MAX_PLANNED_LAYOUTS", 0)
+        metrics = mg.ClassificationMetrics(K, top_k=(1, 3), thresholds=8)
+        for batch in batches:
+            metrics.update(*batch)
+        states.append(metrics)
+    return states
+
+
 def test_planned_updates_add_what_the_full_path_adds(rng, monkeypatch):
     """One sequence of batches whose layout changes between calls (and comes
     back), with a float-weighted batch that turns the counts to float64 in
@@ -94,15 +107,9 @@ def test_planned_updates_add_what_the_full_path_adds(rng, monkeypatch):
         return done
 
     monkeypatch.setattr(_streaming._PlannedUpdate, "add", counted)
-    states = []
     with mg.use_backend("emulated"):
-        for planned in (True, False):
-            if not planned:
-                monkeypatch.setattr(_streaming, "_MAX_PLANNED_LAYOUTS", 0)
-            metrics = mg.ClassificationMetrics(K, top_k=(1, 3), thresholds=8)
-            for batch in batches:
-                metrics.update(*batch)
-            states.append((_state_of(metrics), metrics.compute().to_dict()))
+        states = [(_state_of(metrics), metrics.compute().to_dict())
+                  for metrics in _with_and_without_plans(monkeypatch, batches)]
     # The planned path took the repeated layouts (not where the counts had just
     # turned float, nor a batch needing more unit weights than the last).
     assert sum(used) >= 4, used
@@ -203,16 +210,9 @@ def test_cuda_planned_updates_add_what_the_full_path_adds(rng, monkeypatch):
         z = torch.tensor(rng.normal(size=(n, K)), device="cuda").to(dtype)
         w = torch.tensor(rng.integers(0, 4, n), device="cuda") if i % 2 else None
         batches.append((y, z, w))
-    states = []
-    for planned in (True, False):
-        if not planned:
-            monkeypatch.setattr(_streaming, "_MAX_PLANNED_LAYOUTS", 0)
-        metrics = mg.ClassificationMetrics(K, top_k=(1, 3), thresholds=8)
-        for batch in batches:
-            metrics.update(*batch)
-        if planned:
-            assert metrics._planned
-        states.append(metrics.compute().to_dict()["metrics"])
+    planned, full = _with_and_without_plans(monkeypatch, batches)
+    assert planned._planned
+    states = [metrics.compute().to_dict()["metrics"] for metrics in (planned, full)]
     assert states[0] == pytest.approx(states[1], rel=1e-12, nan_ok=True)
 
 
