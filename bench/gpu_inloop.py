@@ -2,7 +2,7 @@
 
     python bench/gpu_inloop.py [--batches 256 4096 32768] [--classes 10 1000 128000]
                                [--dtypes float32 bfloat16] [--steps 50] [--json PATH]
-                               [--no-first-call]
+                               [--no-first-call] [--no-functional]
 
 For each (batch N, classes K, logits dtype), in one run on one GPU, with torch
 CUDA tensors as a training loop has them:
@@ -20,7 +20,12 @@ the ratio to each anchor, the function calls of one of our updates
 (``metrics_gpu.testing.call_counter``: Python and built-in, the kernel launch
 as one), the GPU time of one read of the logits (``logits.sum()``) as the
 memory floor, and whether our accuracy equals torch's ``argmax == y`` on the
-batch (exit status 1 if not). Then the first calls in a fresh process (the
+batch (exit status 1 if not). Then the functional calls with
+``validate=False`` after the first of their layout (accuracy from labels and
+from logits, macro F1, MCC, balanced accuracy, label_report) at each N and
+K = 10 and 1000, beside torchmetrics' functional twins (``validate_args=False``):
+GPU and host time per call and our calls per call; target (issue 28) >= 3x
+torchmetrics. Then the first calls in a fresh process (the
 first update, compute and accuracy_score, each synchronised), with an empty
 kernel cache and again with the cache that run filled. Targets (issue 14): at 4096 x 1000
 float32 an update <= 15 us of host time and <= 10 us of GPU time; >= 10x
@@ -118,6 +123,67 @@ def bench_one(n: int, k: int, dtype_name: str, steps: int) -> dict:
     return _checked(row, ours, logits, y)
 
 
+def functional_cases(k: int) -> dict:
+    """name -> (ours(y, labels, logits), torchmetrics functional's twin or None)."""
+    from torchmetrics.functional import classification as tmf
+
+    def tm(function, **kwargs):
+        return lambda y, labels, logits: function(labels, y, k, validate_args=False, **kwargs)
+
+    return {
+        "accuracy_score (labels)": (
+            lambda y, labels, logits: mg.accuracy_score(y, labels, num_classes=k,
+                                                        validate=False),
+            tm(tmf.multiclass_accuracy, average="micro")),
+        "accuracy_score (logits)": (
+            lambda y, labels, logits: mg.accuracy_score(y, logits, validate=False),
+            lambda y, labels, logits: tmf.multiclass_accuracy(
+                logits, y, k, average="micro", validate_args=False)),
+        "f1_score macro": (
+            lambda y, labels, logits: mg.f1_score(y, labels, average="macro", num_classes=k,
+                                                  validate=False),
+            tm(tmf.multiclass_f1_score, average="macro")),
+        "matthews_corrcoef": (
+            lambda y, labels, logits: mg.matthews_corrcoef(y, labels, num_classes=k,
+                                                           validate=False),
+            tm(tmf.multiclass_matthews_corrcoef)),
+        "balanced_accuracy_score": (
+            lambda y, labels, logits: mg.balanced_accuracy_score(y, labels, num_classes=k,
+                                                                 validate=False),
+            tm(tmf.multiclass_recall, average="macro")),
+        "label_report": (
+            lambda y, labels, logits: mg.label_report(y, labels, num_classes=k,
+                                                      confusion_matrix=False, validate=False),
+            None),
+    }
+
+
+def bench_functional(n: int, k: int, steps: int) -> list[dict]:
+    """The functional calls with ``validate=False`` on one batch (after the
+    first call of the layout), beside torchmetrics' functional twins
+    (``validate_args=False``): GPU and host time per call, and our calls."""
+    import torch
+    from metrics_gpu.testing import call_counter
+
+    generator = torch.Generator(device="cuda").manual_seed(7 * n + k)
+    y = torch.randint(0, k, (n,), device="cuda", generator=generator)
+    logits = torch.randn(n, k, device="cuda", generator=generator)
+    logits = logits + 2.0 * torch.nn.functional.one_hot(y, k)
+    labels = logits.argmax(dim=1)
+    rows = []
+    for name, (ours, theirs) in functional_cases(k).items():
+        row = {"function": name, "batch": n, "classes": k}
+        row["ours_gpu_s"], row["ours_host_s"] = timed(lambda: ours(y, labels, logits), steps)
+        with call_counter() as calls:
+            ours(y, labels, logits)
+        row["ours_calls"] = calls.total
+        if theirs is not None:
+            row["torchmetrics_gpu_s"], row["torchmetrics_host_s"] = timed(
+                lambda: theirs(y, labels, logits), steps)
+        rows.append(row)
+    return rows
+
+
 _FIRST_CALL_SCRIPT = """
 import json, time, torch, metrics_gpu as mg
 y = torch.randint(0, 1000, (4096,), device="cuda")
@@ -171,6 +237,8 @@ def main(argv=None) -> int:
     parser.add_argument("--json", type=Path)
     parser.add_argument("--no-first-call", action="store_true",
                         help="skip the first calls in fresh processes")
+    parser.add_argument("--no-functional", action="store_true",
+                        help="skip the functional calls")
     args = parser.parse_args(argv)
     import torch
 
@@ -198,12 +266,30 @@ def main(argv=None) -> int:
                       f"{idiom_time:>9} {idiom_ratio:>6}"
                       f" | {row['read_gpu_s'] * 1e6:>6.1f}us | {row['ours_calls']:>5} | "
                       f"{str(row['agree']).lower()}")
+    functional = []
+    if not args.no_functional:
+        print(f"\n{'functional call (validate=False)':>34} {'N':>6} {'K':>5} | {'ours gpu':>9} "
+              f"{'host':>8} {'calls':>5} | {'tm gpu':>9} {'host':>8} | ratio")
+        for n in args.batches:
+            for k in (10, 1000):
+                for row in bench_functional(n, k, args.steps):
+                    functional.append(row)
+                    tm = row.get("torchmetrics_gpu_s")
+                    # Per call in a loop: the GPU events' span, which a host-bound
+                    # call stretches to its host time.
+                    ratio = "-" if tm is None else f"{tm / row['ours_gpu_s']:.1f}x"
+                    tm_text = ("-" if tm is None else
+                               f"{tm * 1e6:>7.1f}us {row['torchmetrics_host_s'] * 1e6:>6.1f}us")
+                    print(f"{row['function']:>34} {n:>6} {k:>5} | "
+                          f"{row['ours_gpu_s'] * 1e6:>7.1f}us {row['ours_host_s'] * 1e6:>6.1f}us "
+                          f"{row['ours_calls']:>5} | {tm_text:>18} | {ratio}")
     first = [] if args.no_first_call else first_calls()
     for row in first:
         print(f"first calls in a fresh process, {row['cache']}: update {row['update']:.3f} s, "
               f"compute {row['compute']:.3f} s, accuracy_score {row['accuracy_score']:.3f} s")
     if args.json:
-        write_json(args.json, {"commit": commit, "rows": rows, "first_calls": first})
+        write_json(args.json, {"commit": commit, "rows": rows, "functional": functional,
+                               "first_calls": first})
     skipped = sorted({row["classes"] for row in rows if "torchmetrics_gpu_s" not in row})
     if skipped:
         print(f"torchmetrics not run at K = {', '.join(map(str, skipped))}: its binned AUROC "

@@ -205,12 +205,13 @@ def use_backend(name: str) -> Iterator[None]:
 
 def is_device_array(array: object) -> bool:
     """True for arrays that live on a GPU: CuPy, torch CUDA tensors, JAX GPU arrays."""
+    # torch first, and its tensors' flag as it is: the in-loop calls' inputs.
+    torch = sys.modules.get("torch")
+    if torch is not None and isinstance(array, torch.Tensor):
+        return array.is_cuda
     cupy = sys.modules.get("cupy")
     if cupy is not None and isinstance(array, cupy.ndarray):
         return True
-    torch = sys.modules.get("torch")
-    if torch is not None and isinstance(array, torch.Tensor):
-        return bool(array.is_cuda)
     jax = sys.modules.get("jax")
     if jax is not None and isinstance(array, jax.Array):
         return any(device.platform == "gpu" for device in array.devices())
@@ -231,11 +232,11 @@ def on_caller_stream(function: Callable[Parameters, Result]) -> Callable[Paramet
 
     @functools.wraps(function)
     def wrapper(*args: Parameters.args, **kwargs: Parameters.kwargs) -> Result:
-        data = next((a for a in args[:2] if is_device_array(a)), None)
-        if data is None:
-            return function(*args, **kwargs)
-        with caller_stream(data):
-            return function(*args, **kwargs)
+        for data in args[:2]:
+            if is_device_array(data):
+                with caller_stream(data):
+                    return function(*args, **kwargs)
+        return function(*args, **kwargs)
 
     return wrapper
 

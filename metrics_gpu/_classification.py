@@ -25,6 +25,12 @@ a few counts back to decide. The other options evaluate their formulas on the
 host from O(K) statistics (one copy) and return the result on the input's
 device; ``confusion_matrix`` stays on the device throughout.
 
+With ``validate=False`` and K known without reading the data, the scalar
+label metrics (and kappa without ``labels`` whose undefined value is NaN)
+take the streaming state's one pass instead (:func:`_one_pass_values`): an
+update and a reduction launch, nothing read back, and from the second call
+of an input layout its launch plan (:mod:`metrics_gpu._planned`).
+
 Return types are ``Any`` where a result lives where the inputs live: a NumPy
 ``float64`` (or array) for NumPy arrays and sequences, a 0-d (or 1-d) array
 or tensor of the inputs' framework (CuPy, torch, JAX) on their device
@@ -51,6 +57,7 @@ from metrics_gpu._stages import (
     host_counts,
     one_pass,
     output,
+    planned_label_values,
     reduces_on_device,
 )
 from metrics_gpu._state import ClassStatistics, statistics_from_matrix, use_dense_matrix
@@ -239,6 +246,16 @@ def confusion_matrix(y_true: ArrayLike, y_pred: ArrayLike, *, labels: ArrayLike 
            [0, 1, 1]])
     """
     check_option(normalize, NORMALIZE_OPTIONS, "normalize")
+    if validate is False and labels is None and normalize is None:
+        # K known: the streaming update's matrix (one launch, nothing read back).
+        passed = one_pass(y_true, y_pred, kind="labels", num_classes=num_classes,
+                          sample_weight=sample_weight, ignore_index=ignore_index,
+                          validate=False, deterministic=deterministic, keep_matrix=True,
+                          computes="matrix")
+        if passed is not None:
+            matrix = passed.state.arrays["matrix"]
+            return output(matrix.view(np.int64) if matrix.dtype == np.uint64 else matrix,
+                          passed)
     options = _PassOptions(num_classes, sample_weight, ignore_index, validate, deterministic)
     inputs, labels = options.check(y_true, y_pred, labels=labels)
     xp = inputs.backend.xp
@@ -273,6 +290,39 @@ def _any_true_in(inputs: LabelInputs, labels: np.ndarray) -> bool:
 
 
 # -- counting metrics ---------------------------------------------------------
+
+
+def _one_pass_values(y_true, y_pred, options: _PassOptions | None, *, sample_weight=None,
+                     num_classes=None, ignore_index=None, deterministic=False) -> Any:
+    """The label values (:data:`metrics_gpu._formulas.LABEL_METRIC_SLOTS`, in
+    the inputs' framework) of a ``validate=False`` call whose K is known
+    without reading the data: from its layout's launch plan (an update and a
+    reduction launch on a buffer of the call's own), else through one fresh
+    streaming state (which keeps the plan). None where the call needs the
+    checked path. The pass options come as ``options`` or one by one."""
+    if options is not None:
+        sample_weight, num_classes = options.sample_weight, options.num_classes
+        ignore_index, deterministic = options.ignore_index, options.deterministic
+    values = planned_label_values(y_true, y_pred, sample_weight, num_classes, ignore_index,
+                                  deterministic)
+    if values is not None:
+        return values
+    passed = one_pass(y_true, y_pred, kind="labels", num_classes=num_classes,
+                      sample_weight=sample_weight, ignore_index=ignore_index, validate=False,
+                      deterministic=deterministic)
+    if passed is None:
+        return None
+    values, _ = passed.compute(scores=False)
+    return output(values, passed)
+
+
+def _one_pass_slot(y_true, y_pred, sample_weight, num_classes, ignore_index, deterministic,
+                   slot: str) -> Any:
+    """One slot of :func:`_one_pass_values`, or None."""
+    values = _one_pass_values(y_true, y_pred, None, sample_weight=sample_weight,
+                              num_classes=num_classes, ignore_index=ignore_index,
+                              deterministic=deterministic)
+    return None if values is None else values[F.SLOT[slot]]
 
 
 def _prediction_tally(y_true: ArrayLike, y_pred: ArrayLike, options: _PassOptions, *,
@@ -336,11 +386,13 @@ def accuracy_score(y_true: ArrayLike, y_pred: ArrayLike, *, normalize: bool = Tr
     >>> float(accuracy_score(np.array([0, 1, 2, 3]), np.array([0, 2, 1, 3])))
     0.5
     """
+    slot = "accuracy" if normalize else "correct"
+    if validate is False:
+        value = _one_pass_slot(y_true, y_pred, sample_weight, num_classes, ignore_index,
+                               deterministic, slot)
+        if value is not None:
+            return value
     options = _PassOptions(num_classes, sample_weight, ignore_index, validate, deterministic)
-    passed = one_pass(y_true, y_pred, kind="labels", **options.keywords())
-    if passed is not None:  # validate=False, K known: one update and one reduction launch
-        values, _ = passed.state.compute(scores=False)
-        return output(values[F.SLOT["accuracy" if normalize else "correct"]], passed)
     return _prediction_tally(y_true, y_pred, options, correct=True, normalize=normalize)
 
 
@@ -383,6 +435,11 @@ def zero_one_loss(y_true: ArrayLike, y_pred: ArrayLike, *, normalize: bool = Tru
     >>> float(zero_one_loss(np.array([1, 2, 3, 4]), np.array([2, 2, 3, 4])))
     0.25
     """
+    if validate is False:
+        value = _one_pass_slot(y_true, y_pred, sample_weight, num_classes, ignore_index,
+                               deterministic, "zero_one_loss" if normalize else "misclassified")
+        if value is not None:
+            return value
     options = _PassOptions(num_classes, sample_weight, ignore_index, validate, deterministic)
     return _prediction_tally(y_true, y_pred, options, correct=False, normalize=normalize)
 
@@ -422,6 +479,11 @@ def hamming_loss(y_true: ArrayLike, y_pred: ArrayLike, *, sample_weight: ArrayLi
     >>> float(hamming_loss(np.array([1, 2, 3, 4]), np.array([2, 2, 3, 4])))
     0.25
     """
+    if validate is False:
+        value = _one_pass_slot(y_true, y_pred, sample_weight, num_classes, ignore_index,
+                               deterministic, "hamming_loss")
+        if value is not None:
+            return value
     options = _PassOptions(num_classes, sample_weight, ignore_index, validate, deterministic)
     return _prediction_tally(y_true, y_pred, options, correct=False, normalize=True)
 
@@ -469,6 +531,11 @@ def balanced_accuracy_score(y_true: ArrayLike, y_pred: ArrayLike, *,
     >>> float(balanced_accuracy_score(np.array([0, 1, 0, 0, 1, 0]), np.array([0, 1, 0, 0, 0, 1])))
     0.625
     """
+    if validate is False and not adjusted:
+        value = _one_pass_slot(y_true, y_pred, sample_weight, num_classes, ignore_index,
+                               deterministic, "balanced_accuracy")
+        if value is not None:
+            return value
     options = _PassOptions(num_classes, sample_weight, ignore_index, validate, deterministic)
     inputs, _ = options.check(y_true, y_pred)
     if reduces_on_device(inputs):
@@ -581,6 +648,11 @@ def matthews_corrcoef(y_true: ArrayLike, y_pred: ArrayLike, *,
     >>> round(float(matthews_corrcoef(np.array([1, 1, 1, 0]), np.array([1, 0, 1, 1]))), 4)
     -0.3333
     """
+    if validate is False:
+        value = _one_pass_slot(y_true, y_pred, sample_weight, num_classes, ignore_index,
+                               deterministic, "matthews_corrcoef")
+        if value is not None:
+            return value
     options = _PassOptions(num_classes, sample_weight, ignore_index, validate, deterministic)
     inputs, _ = options.check(y_true, y_pred)
     if reduces_on_device(inputs):
@@ -644,6 +716,13 @@ def cohen_kappa_score(y1: ArrayLike, y2: ArrayLike, *, labels: ArrayLike | None 
     0.6875
     """
     check_option(weights, KAPPA_WEIGHTS, "weights")
+    # validate=False, K known: the reduction's value, whose 0/0 is NaN (no
+    # warning: the undefined case is not read back).
+    if validate is False and labels is None and replace_undefined_by != replace_undefined_by:
+        value = _one_pass_slot(y1, y2, sample_weight, num_classes, ignore_index, deterministic,
+                               _KAPPA_SLOTS[weights])
+        if value is not None:
+            return value
     options = _PassOptions(num_classes, sample_weight, ignore_index, validate, deterministic)
     inputs, labels = options.check(y1, y2, labels=labels, names=("y1", "y2"))
     if labels is None and reduces_on_device(inputs):
@@ -652,9 +731,7 @@ def cohen_kappa_score(y1: ArrayLike, y2: ArrayLike, *, labels: ArrayLike | None 
         if bool(evaluation.slot("kappa_undefined")):
             _warn_kappa_undefined(replace_undefined_by)
             return output(np.float64(replace_undefined_by), inputs)
-        slot = {None: "cohen_kappa", "linear": "linear_weighted_kappa",
-                "quadratic": "quadratic_weighted_kappa"}[weights]
-        return output(evaluation.slot(slot), inputs)
+        return output(evaluation.slot(_KAPPA_SLOTS[weights]), inputs)
     stats = _kappa_statistics(inputs, labels, moments=weights is not None)
     if labels is not None and not _any_true_in(inputs, labels):
         raise ValueError(
@@ -665,6 +742,10 @@ def cohen_kappa_score(y1: ArrayLike, y2: ArrayLike, *, labels: ArrayLike | None 
     if F.kappa_undefined(c):
         _warn_kappa_undefined(replace_undefined_by)
     return output(F.cohen_kappa(c, stats, weights, replace_undefined_by), inputs)
+
+
+_KAPPA_SLOTS = {None: "cohen_kappa", "linear": "linear_weighted_kappa",
+                "quadratic": "quadratic_weighted_kappa"}
 
 
 def _warn_kappa_undefined(replace_undefined_by) -> None:
@@ -711,6 +792,14 @@ def _precision_recall_fscore(y_true: ArrayLike, y_pred: ArrayLike, options: _Pas
     check_option(average, AVERAGE_OPTIONS, "average")
     beta = check_beta(beta)
     zero_division = check_zero_division(zero_division)
+    if (options.validate is False and labels is None and beta == 1.0
+            and average in ("micro", "macro", "weighted")
+            and (zero_division == "warn" or zero_division == 0.0)):
+        values = _one_pass_values(y_true, y_pred, options)
+        if values is not None:  # no zero-division warning: it would read counts back
+            _warn_pos_label_ignored(pos_label, average)
+            return (values[F.SLOT[f"{average}_precision"]], values[F.SLOT[f"{average}_recall"]],
+                    values[F.SLOT[f"{average}_f1"]], None)
     inputs, labels = options.check(y_true, y_pred, labels=labels,
                                    pos_label=pos_label if average == "binary" else None)
     if (reduces_on_device(inputs) and labels is None and beta == 1.0
@@ -1038,6 +1127,11 @@ def _rate_score(terms, name, modifier, y_true, y_pred, options: _PassOptions, *,
     """Shared pipeline of Jaccard and specificity: a per-class rate, averaged."""
     check_option(average, AVERAGE_OPTIONS, "average")
     zero_division = check_zero_division(zero_division)
+    if (options.validate is False and labels is None and average == "macro"
+            and (zero_division == "warn" or zero_division == 0.0)):
+        values = _one_pass_values(y_true, y_pred, options)
+        if values is not None:  # no zero-division warning: it would read counts back
+            return values[F.SLOT[f"macro_{name.lower()}"]]
     inputs, labels = options.check(y_true, y_pred, labels=labels,
                                    pos_label=pos_label if average == "binary" else None)
     stats, _ = accumulate(inputs)

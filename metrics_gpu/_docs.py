@@ -51,7 +51,12 @@ ignore_index : int, optional
 validate : bool, default True
     False skips the checks that cost a pass (and a host sync on a GPU):
     out-of-range samples are then left out and counted, never written out
-    of bounds.""",
+    of bounds. Where K is known without reading the data (``num_classes``,
+    or ``(N, K)`` scores), the label metrics then read nothing back on a
+    GPU, so scikit-learn's warnings that need counts (zero division,
+    classes absent from ``y_true``) are not given; and a later call with
+    inputs of the same layout (types, dtypes, trailing shape, strides,
+    device) reuses its launches (README, "Hot path").""",
     "deterministic": """\
 deterministic : bool, default False
     Float weights on a GPU: True accumulates them in 64-bit fixed point

@@ -124,6 +124,11 @@ def log_loss(y_true: ArrayLike, y_proba: ArrayLike | None = None, *, normalize: 
         raise ValueError("y_proba is required: (N, K) probabilities or logits")
     from_logits = check_bool(from_logits, "from_logits")
     normalize = check_bool(normalize, "normalize")
+    if from_logits and normalize and labels is None:
+        value = _one_pass_score(y_true, y_proba, sample_weight, ignore_index, validate,
+                                "cross_entropy", ())
+        if value is not None:
+            return value
     inputs = check_score_inputs(y_true, y_proba, name="y_proba",
                                 kind="logits" if from_logits else "probabilities",
                                 sample_weight=sample_weight, labels=labels,
@@ -323,6 +328,11 @@ def top_k_accuracy_score(y_true: ArrayLike, y_score: ArrayLike, *, k: int = 2,
     """
     k = check_k(k)
     normalize = check_bool(normalize, "normalize")
+    if normalize and labels is None and k < (getattr(y_score, "shape", None) or (0, 0))[-1]:
+        value = _one_pass_score(y_true, y_score, sample_weight, ignore_index, validate,
+                                len(F.STREAM_SCORE_SLOTS), (k,))
+        if value is not None:
+            return value
     threshold = None
     values = y_score
     if getattr(values, "ndim", np.ndim(values)) == 1:
@@ -603,30 +613,47 @@ def logits_report(y_true: ArrayLike, scores: ArrayLike, *, from_logits: bool = T
     )
 
 
+def _one_pass_score(y_true, scores, sample_weight, ignore_index, validate, slot,
+                    top_k: tuple) -> Any:
+    """A score metric (``slot``: a name of :data:`metrics_gpu._formulas.STREAM_SCORE_SLOTS`
+    or a position in the score values) of a ``validate=False`` call on
+    ``(N, K)`` logits: the streaming state's one pass (an update and a compute
+    launch, nothing read back; a layout's later calls issue its launch plan).
+    Rows a check would refuse (targets out of range, non-finite scores) are
+    left out. None where the call needs its own pass."""
+    if validate is not False:
+        return None
+    passed = one_pass(y_true, scores, kind="scores", sample_weight=sample_weight,
+                      ignore_index=ignore_index, validate=False, top_k=top_k,
+                      pred_name="scores")
+    if passed is None:
+        return None
+    _, values = passed.compute(labels=False)
+    return output(values[F.STREAM_SLOT[slot] if isinstance(slot, str) else slot], passed)
+
+
 def _one_pass_logits_report(passed, top_k, n_bins) -> LogitsReport:
-    """The report from a one-pass streaming state (two launches on a GPU, no sync)."""
-    _, values = passed.state.compute(labels=False)
+    """The report from a one-pass streaming state (two launches on a GPU, no
+    sync): its fields are views of the score values, in the inputs' framework."""
+    _, values = passed.compute(labels=False)
+    values = output(values, passed)
     slot = F.STREAM_SLOT
     head = len(F.STREAM_SCORE_SLOTS)
     bins = head + len(top_k)
-
-    def out(value):
-        return output(value, passed)
-
     return LogitsReport(
-        accuracy=out(values[slot["accuracy"]]),
-        top_k_accuracy={k: out(values[head + i]) for i, k in enumerate(top_k)},
-        cross_entropy=out(values[slot["cross_entropy"]]),
-        perplexity=out(values[slot["perplexity"]]),
-        brier_score=out(values[slot["brier_score"]]),
-        hinge_loss=out(values[slot["hinge_loss"]]),
-        expected_calibration_error=out(values[slot["expected_calibration_error"]]),
-        max_calibration_error=out(values[slot["max_calibration_error"]]),
-        calibration_proportion=out(values[bins:bins + n_bins]),
-        calibration_confidence=out(values[bins + n_bins:bins + 2 * n_bins]),
-        calibration_accuracy=out(values[bins + 2 * n_bins:bins + 3 * n_bins]),
-        total_weight=out(values[slot["total_weight"]]),
-        n_invalid=out(passed.state.statistics().invalid),
+        accuracy=values[slot["accuracy"]],
+        top_k_accuracy={k: values[head + i] for i, k in enumerate(top_k)},
+        cross_entropy=values[slot["cross_entropy"]],
+        perplexity=values[slot["perplexity"]],
+        brier_score=values[slot["brier_score"]],
+        hinge_loss=values[slot["hinge_loss"]],
+        expected_calibration_error=values[slot["expected_calibration_error"]],
+        max_calibration_error=values[slot["max_calibration_error"]],
+        calibration_proportion=values[bins:bins + n_bins],
+        calibration_confidence=values[bins + n_bins:bins + 2 * n_bins],
+        calibration_accuracy=values[bins + 2 * n_bins:bins + 3 * n_bins],
+        total_weight=values[slot["total_weight"]],
+        n_invalid=output(passed.invalid(), passed),
     )
 
 

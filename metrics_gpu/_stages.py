@@ -14,9 +14,10 @@ Two kinds of state run through these stages:
 * the streaming state: :class:`StreamState` (:func:`StreamState.update`:
   one kernel launch on the kernel backends, :func:`StreamState.compute`: one
   or two), used by :class:`metrics_gpu.ClassificationMetrics` and by the
-  functional API's one-pass path for small batches with ``validate=False``
-  (``label_report``, ``logits_report``, ``accuracy_score``), so that a check
-  or a formula of either exists once.
+  functional API's one-pass path with ``validate=False`` and K known
+  (``label_report``, ``logits_report``, the scalar label metrics), so that
+  a check or a formula of either exists once; a layout's later calls issue
+  the launch plan its first call kept (:mod:`metrics_gpu._planned`).
 """
 
 from __future__ import annotations
@@ -28,6 +29,7 @@ import numpy as np
 
 from metrics_gpu import _formulas as F
 from metrics_gpu._kernels import STREAM_CHECK_SLOTS, STREAM_NO_ERROR
+from metrics_gpu._planned import keep_plan, plan_key, planned_pass
 from metrics_gpu._state import (
     ClassStatistics,
     ScoreSums,
@@ -272,7 +274,7 @@ class StreamState:
         arrays = {
             "counts": zeros(stream_count_cells(k), count),
             "moments": zeros(4 if integer else 2, np.uint64 if integer else np.float64),
-            "checks": self._initial_checks(),
+            "checks": self.initial_checks(),
         }
         if spec["keep_matrix"]:
             arrays["matrix"] = zeros((k, k), count)
@@ -292,7 +294,19 @@ class StreamState:
 
             self.workspace = StreamWorkspace()
 
-    def _initial_checks(self):
+    @classmethod
+    def over(cls, backend, spec: dict, kind: str, arrays: dict) -> StreamState:
+        """A state on ``arrays`` as they are (views of a functional call's
+        block, :mod:`metrics_gpu._planned`): nothing allocated, no workspace;
+        its compute is the plan's, already issued."""
+        state = cls.__new__(cls)
+        state.backend, state.spec, state.kind, state.arrays = backend, spec, kind, arrays
+        state.workspace, state.moments_fresh = None, True
+        return state
+
+    def initial_checks(self):
+        """The check slots of a state without an update: no sample left out,
+        no check failed (on the state's device)."""
         checks = np.array([0, *[STREAM_NO_ERROR] * (STREAM_CHECK_SLOTS - 1)], dtype=np.uint64)
         return checks if self.backend.name == "numpy" else self.backend.upload(checks)
 
@@ -305,7 +319,7 @@ class StreamState:
         for name, array in self.arrays.items():
             if name != "checks":
                 self.backend.clear(array)
-        self.backend.copy_into(self.arrays["checks"], self._initial_checks())
+        self.backend.copy_into(self.arrays["checks"], self.initial_checks())
         self.moments_fresh = False
 
     def promote_to_float(self) -> None:
@@ -364,10 +378,10 @@ class StreamState:
         """The per-class counts as :class:`ClassStatistics` (views, on the state's device)."""
         k = self.spec["num_classes"]
         counts = self.arrays["counts"]
-        view = counts.view(np.int64) if self.integer else counts
+        view = counts.view(np.int64) if counts.dtype == np.uint64 else counts  # integer counts
         return ClassStatistics(true_positives=view[:k], support=view[k:2 * k],
                                predicted=view[2 * k:3 * k], total=view[3 * k],
-                               observed=None, invalid=self.arrays["checks"][:1].view(np.int64)[0],
+                               observed=None, invalid=invalid_count(self.arrays["checks"]),
                                misclassified=view[3 * k + 1])
 
     def _numpy_label_values(self):
@@ -410,21 +424,57 @@ def _integral(array) -> bool:
     return np.dtype(dtype).kind in "iub"
 
 
-@dataclass(frozen=True)
 class OnePass:
     """One batch through a fresh streaming state: what a functional call with
     ``validate=False`` and a known K costs on a GPU is one update launch and
     one or two compute launches, with no host sync. ``backend`` and
-    ``source`` make it the ``inputs`` of :func:`output`."""
+    ``source`` make it the ``inputs`` of :func:`output`.
 
-    state: StreamState
-    backend: Any
-    source: Any
+    A later call of a layout passes through its launch plan instead
+    (:mod:`metrics_gpu._planned`): ``plan`` and the call's ``block``, whose
+    values the plan's compute wrote already; the state over the block is
+    made only when asked for.
+    """
+
+    __slots__ = ("backend", "source", "_state", "_plan", "_block")
+
+    def __init__(self, state: StreamState | None, backend, source, plan=None, block=None):
+        self._state, self.backend, self.source = state, backend, source
+        self._plan, self._block = plan, block
+
+    @property
+    def state(self) -> StreamState:
+        """The streaming state of the pass (views of the block, for a plan's)."""
+        if self._state is None:
+            self._state = self._plan.state(self._block)
+        return self._state
+
+    def compute(self, *, labels: bool = True, scores: bool = True):
+        """``(label values, score values)`` of the pass (:meth:`StreamState.compute`;
+        a plan's: what it computes, None for the other)."""
+        plan = self._plan
+        if plan is None:
+            return self.state.compute(labels=labels, scores=scores)
+        block = self._block
+        return (None if plan.label_range is None else plan.label_values(block),
+                None if plan.score_range is None else plan.score_values(block))
+
+    def invalid(self):
+        """The number of samples left out (a 0-d device value)."""
+        if self._plan is not None:
+            return self._plan.invalid(self._block)
+        return invalid_count(self.state.arrays["checks"])
+
+
+def invalid_count(checks):
+    """The samples a streaming state left out: the first check slot, as int64."""
+    return checks[:1].view(np.int64)[0]
 
 
 def one_pass(y_true, y_pred, *, kind: str, num_classes=None, sample_weight=None,
              ignore_index=None, validate=True, deterministic=False, keep_matrix=False,
-             top_k=(), n_bins=0, from_logits=True, pred_name="y_pred") -> OnePass | None:
+             top_k=(), n_bins=0, from_logits=True, pred_name="y_pred",
+             computes: str | None = None) -> OnePass | None:
     """Run ``y_pred`` through the streaming update when the call allows it:
     ``validate=False``, integer targets, and K known without reading the data
     (``(N, K)`` or channel-first scores, or labels with ``num_classes``);
@@ -433,6 +483,11 @@ def one_pass(y_true, y_pred, *, kind: str, num_classes=None, sample_weight=None,
     out of range, non-finite score rows, with ``from_logits=False`` rows that
     are not probabilities, negative or non-finite weights) are left out and
     counted, as :class:`metrics_gpu.ClassificationMetrics` does.
+
+    ``computes`` (what a layout's launch plan computes after the update):
+    ``"labels"`` (the label values, the default for ``kind="labels"``),
+    ``"scores"`` (the score values, the default for ``kind="scores"``) or
+    ``"matrix"`` (nothing: the state's matrix is the result).
     """
     from metrics_gpu._backend import resolve_backend
     from metrics_gpu._validation import (
@@ -442,7 +497,16 @@ def one_pass(y_true, y_pred, *, kind: str, num_classes=None, sample_weight=None,
         integer_weights_fit,
     )
 
-    if validate is not False or not _integral(y_true):
+    if validate is not False:
+        return None
+    options = one_pass_options(num_classes, ignore_index, deterministic, top_k, n_bins,
+                               from_logits, keep_matrix)
+    computes = computes or kind
+    planned = planned_pass(computes, y_true, y_pred, sample_weight, options)
+    if planned is not None:  # a later call of a layout: its plan's launches, issued
+        plan, block = planned
+        return OnePass(None, plan.backend, y_true, plan, block)
+    if not _integral(y_true):
         return None
     ndim = getattr(y_pred, "ndim", 0)
     scores = ndim >= 2 and y_pred.shape[1] > 1 and _floating(y_pred)
@@ -469,4 +533,28 @@ def one_pass(y_true, y_pred, *, kind: str, num_classes=None, sample_weight=None,
                        ignore_index=check_ignore_index(ignore_index), from_logits=from_logits)
     state = StreamState(backend, spec, kind, integer=not as_float)
     state.update(batch, 0)
+    if backend.name != "numpy":
+        keep_plan(plan_key(computes, y_true, y_pred, sample_weight, options), state, batch,
+                  (y_true, y_pred, sample_weight), computes)
     return OnePass(state, backend, y_true)
+
+
+def one_pass_options(num_classes, ignore_index, deterministic, top_k=(), n_bins=0,
+                     from_logits=True, keep_matrix=False) -> tuple:
+    """The arguments of :func:`one_pass` that a launch plan is kept for
+    (:mod:`metrics_gpu._planned`), as its key holds them."""
+    return (num_classes, ignore_index, deterministic, tuple(top_k), n_bins, from_logits,
+            keep_matrix)
+
+
+def planned_label_values(y_true, y_pred, sample_weight, num_classes, ignore_index,
+                         deterministic):
+    """The label values (:data:`metrics_gpu._formulas.LABEL_METRIC_SLOTS`) of
+    a ``validate=False`` call whose layout has a launch plan, in the inputs'
+    framework; None when it has none (:func:`one_pass` makes it)."""
+    planned = planned_pass("labels", y_true, y_pred, sample_weight,
+                           one_pass_options(num_classes, ignore_index, deterministic))
+    if planned is None:
+        return None
+    plan, block = planned
+    return plan.backend.to_framework(plan.label_values(block), y_true)

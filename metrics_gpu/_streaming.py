@@ -43,6 +43,7 @@ from metrics_gpu._backend import (
 )
 from metrics_gpu._docs import shared_parameters
 from metrics_gpu._kernels import STREAM_CHECK_SLOTS, STREAM_NO_ERROR, STREAM_ORDINAL_SHIFT
+from metrics_gpu._planned import address, input_layout
 from metrics_gpu._state import stream_total_cell
 from metrics_gpu._stages import (
     MAX_ORDINAL,
@@ -336,7 +337,7 @@ class ClassificationMetrics:
         compute : Every metric of the batches added.
         """
         if self._planned:
-            planned = self._planned.get(_input_layout(y_true, preds, sample_weight))
+            planned = self._planned.get(input_layout(y_true, preds, sample_weight))
             if planned is not None and planned.add(self, y_true, preds, sample_weight):
                 return
         if self._local is not None:
@@ -406,7 +407,7 @@ class ClassificationMetrics:
         """Keep the launch of this batch's layout for the next batches of it,
         where the kernel read the caller's arrays as they are (no copy or
         conversion) from memory whose address the layout's type gives."""
-        layout = _input_layout(y_true, preds, sample_weight)
+        layout = input_layout(y_true, preds, sample_weight)
         if layout is None or len(self._planned) >= _MAX_PLANNED_LAYOUTS:
             return
         plan = state.update_plan(batch)
@@ -416,7 +417,7 @@ class ClassificationMetrics:
         given = (y_true, preds) if sample_weight is None else (y_true, preds, sample_weight)
         read = ((batch.y_true, scores) if sample_weight is None
                 else (batch.y_true, scores, batch.sample_weight))
-        if plan.float_weights or any(_address(a) != pointer(b) for a, b in zip(given, read)):
+        if plan.float_weights or any(address(a) != pointer(b) for a, b in zip(given, read)):
             return
         samples = int(np.shape(y_true)[0])
         self._planned[layout] = _PlannedUpdate(
@@ -856,43 +857,6 @@ class ClassificationMetrics:
 _MAX_PLANNED_LAYOUTS = 8
 
 
-def _array_layout(array):
-    """What fixes a batch's launch about one input array (its type, dtype,
-    trailing shape, strides and device), read from attributes alone; None
-    for inputs without a known address (lists, other types)."""
-    kind = type(array)
-    if kind is np.ndarray:
-        return kind, array.dtype, array.shape[1:], array.strides
-    module = kind.__module__
-    if module == "torch":
-        return kind, array.dtype, array.shape[1:], array.stride(), array.device
-    if module.startswith("cupy"):
-        return kind, array.dtype, array.shape[1:], array.strides, array.data.device_id
-    return None
-
-
-def _input_layout(y_true, preds, sample_weight):
-    """The plan key of an update's inputs (:func:`_array_layout` of each), or None."""
-    true = _array_layout(y_true)
-    pred = _array_layout(preds)
-    if true is None or pred is None:
-        return None
-    if sample_weight is None:
-        return true, pred
-    weight = _array_layout(sample_weight)
-    return None if weight is None else (true, pred, weight)
-
-
-def _address(array) -> int:
-    """The address of an array's first element (NumPy, torch, CuPy)."""
-    kind = type(array)
-    if kind is np.ndarray:
-        return array.__array_interface__["data"][0]
-    if kind.__module__ == "torch":
-        return array.data_ptr()
-    return array.data.ptr
-
-
 class _PlannedUpdate:
     """A state's update of one input layout after its first batch: the
     launch plan (metrics_gpu.backends.launchers.streaming.StreamUpdatePlan)
@@ -924,12 +888,12 @@ class _PlannedUpdate:
         if self.weighted:
             if sample_weight.shape[0] != samples:
                 return False
-            weight = np.uint64(_address(sample_weight))
+            weight = np.uint64(address(sample_weight))
         n = samples * self.positions
-        address = _address(preds)
-        if self.plan.itemsize and address % self.plan.itemsize:
+        preds_address = address(preds)
+        if self.plan.itemsize and preds_address % self.plan.itemsize:
             return False  # an unaligned view: the full path copies it
-        if not self.plan.run(np.uint64(_address(y_true)), np.uint64(address),
+        if not self.plan.run(np.uint64(address(y_true)), np.uint64(preds_address),
                              weight if self.weighted else None, n,
                              min(metrics._updates, MAX_ORDINAL),
                              self.device.launch_stream(y_true), allocate=False):

@@ -69,6 +69,8 @@ class LabelInputs:
 
 
 def _is_int(value) -> bool:
+    if type(value) is int:  # the common case, without the ABC's check
+        return True
     return isinstance(value, numbers.Integral) and not isinstance(value, bool)
 
 
@@ -889,6 +891,8 @@ def check_zero_division(zero_division):
 
 
 def check_beta(beta, name: str = "beta") -> float:
+    if type(beta) is float and beta >= 0.0:  # the common case, without the checks' calls
+        return beta
     if (
         not isinstance(beta, numbers.Real)
         or isinstance(beta, bool)
@@ -1635,6 +1639,9 @@ def check_top_k(top_k, *, allow_empty: bool = False) -> tuple:
     :data:`~metrics_gpu._kernels.SCORE_MAX_TOP_K`, the kernels' limit); empty (or
     None) only with ``allow_empty``."""
     values: tuple | None
+    if type(top_k) is tuple and top_k and all(type(k) is int and k >= 1 for k in top_k) and (
+            len(top_k) <= SCORE_MAX_TOP_K):
+        return top_k  # the common case, checked without the general path's calls
     if _is_int(top_k):
         values = (top_k,)
     elif top_k is None and allow_empty:

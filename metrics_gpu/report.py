@@ -238,7 +238,7 @@ def label_report(y_true: ArrayLike, y_pred: ArrayLike, *, num_classes: int | Non
                       deterministic=deterministic, keep_matrix=confusion_matrix)
     if passed is not None:
         backend, all_classes = passed.backend, True
-        evaluation = _stream_evaluation(passed.state, None)
+        evaluation = _stream_evaluation(passed.state, None, passed.compute(scores=False)[0])
     else:
         inputs = check_label_inputs(y_true, y_pred, num_classes=num_classes,
                                     sample_weight=sample_weight, ignore_index=ignore_index,
@@ -309,9 +309,11 @@ def stream_label_report(metrics, *, class_codes=None, class_names=None) -> Label
     return _report(metrics._backend, evaluation, all_classes=True, class_names=class_names)
 
 
-def _stream_evaluation(state, class_codes) -> Evaluation:
-    """The label metrics of a streaming state (one reduction launch on a GPU)."""
-    values, _ = state.compute(scores=False)
+def _stream_evaluation(state, class_codes, values=None) -> Evaluation:
+    """The label metrics of a streaming state (one reduction launch on a GPU,
+    unless its label ``values`` are given: a launch plan's, issued already)."""
+    if values is None:
+        values, _ = state.compute(scores=False)
     matrix = state.arrays.get("matrix")
     if matrix is not None and matrix.dtype == np.uint64:
         matrix = matrix.view(np.int64)

@@ -52,7 +52,7 @@ def _counters() -> list[OperationCounts]:
 
 def record(*, launches: int = 0, device_allocations: int = 0, host_transfers: int = 0) -> None:
     """Add to every counter open in this thread (the launch code calls this)."""
-    for counts in _counters():
+    for counts in getattr(_local, "counters", ()):
         counts.launches += launches
         counts.device_allocations += device_allocations
         counts.host_transfers += host_transfers

@@ -242,3 +242,284 @@ def test_cuda_update_is_capturable_in_a_cuda_graph(rng):
     ours = metrics.compute().to_dict()["metrics"]
     assert ours == pytest.approx(eager.compute().to_dict()["metrics"], rel=1e-12, nan_ok=True)
     assert int(metrics.compute().total) == 4 * n
+
+
+# -- the functional API's launch plans (validate=False, K known) ----------------------
+
+# Function calls of a functional call after the first of its input layout
+# (issue 28: the label metrics and label_report).
+FUNCTIONAL_CALL_BUDGET = 80
+# logits_report builds a report of thirteen values and checks four options
+# first: above the budget of the scalar calls, held here so it does not grow.
+LOGITS_REPORT_CALL_BUDGET = 110
+
+
+def _functional_calls():
+    """name -> (call(y_true, preds, weight, preds_are_labels), its sklearn twin or None)."""
+    def label_kw(labels):
+        return {"num_classes": K} if labels else {}
+
+    def averaged(function, average):
+        return lambda y, p, w, labels: function(y, p, average=average, sample_weight=w,
+                                                validate=False, **label_kw(labels))
+
+    return {
+        "accuracy_score": lambda y, p, w, labels: mg.accuracy_score(
+            y, p, sample_weight=w, validate=False, **label_kw(labels)),
+        "accuracy_score normalize=False": lambda y, p, w, labels: mg.accuracy_score(
+            y, p, normalize=False, sample_weight=w, validate=False, **label_kw(labels)),
+        "zero_one_loss": lambda y, p, w, labels: mg.zero_one_loss(
+            y, p, sample_weight=w, validate=False, **label_kw(labels)),
+        "zero_one_loss normalize=False": lambda y, p, w, labels: mg.zero_one_loss(
+            y, p, normalize=False, sample_weight=w, validate=False, **label_kw(labels)),
+        "hamming_loss": lambda y, p, w, labels: mg.hamming_loss(
+            y, p, sample_weight=w, validate=False, **label_kw(labels)),
+        "balanced_accuracy_score": lambda y, p, w, labels: mg.balanced_accuracy_score(
+            y, p, sample_weight=w, validate=False, **label_kw(labels)),
+        "matthews_corrcoef": lambda y, p, w, labels: mg.matthews_corrcoef(
+            y, p, sample_weight=w, validate=False, **label_kw(labels)),
+        "cohen_kappa_score quadratic": lambda y, p, w, labels: mg.cohen_kappa_score(
+            y, p, weights="quadratic", sample_weight=w, validate=False, **label_kw(labels)),
+        "f1_score macro": averaged(mg.f1_score, "macro"),
+        "precision_score micro": averaged(mg.precision_score, "micro"),
+        "recall_score weighted": averaged(mg.recall_score, "weighted"),
+        "precision_recall_fscore_support weighted": lambda y, p, w, labels: (
+            mg.precision_recall_fscore_support(y, p, average="weighted", sample_weight=w,
+                                               validate=False, **label_kw(labels))[:3]),
+        "jaccard_score macro": averaged(mg.jaccard_score, "macro"),
+        "specificity_score macro": averaged(mg.specificity_score, "macro"),
+        "log_loss from logits": lambda y, p, w, labels: mg.log_loss(
+            y, p, from_logits=True, sample_weight=w, validate=False),
+        "top_k_accuracy_score": lambda y, p, w, labels: mg.top_k_accuracy_score(
+            y, p, k=3, sample_weight=w, validate=False),
+        "confusion_matrix": lambda y, p, w, labels: mg.confusion_matrix(
+            y, p, sample_weight=w, validate=False, **label_kw(labels)),
+        "label_report": lambda y, p, w, labels: mg.label_report(
+            y, p, sample_weight=w, confusion_matrix=False, validate=False, **label_kw(labels)),
+        "label_report with its matrix": lambda y, p, w, labels: mg.label_report(
+            y, p, sample_weight=w, confusion_matrix=True, validate=False, **label_kw(labels)),
+    }
+
+
+def _logits_report_values(report):
+    return {"accuracy": report.accuracy, "cross_entropy": report.cross_entropy,
+            "brier_score": report.brier_score, "ece": report.expected_calibration_error,
+            "top_3": report.top_k_accuracy[3], "total_weight": report.total_weight,
+            "n_invalid": report.n_invalid, "bins": np.asarray(report.calibration_accuracy)}
+
+
+def _plain(value) -> list:
+    """A result as one flat list of numbers (tensors, arrays, reports, tuples
+    and dicts of them; the matrix of a report that keeps one)."""
+    if isinstance(value, mg.LabelReport):
+        matrix = value.confusion_matrix
+        value = [value.metrics, value.total, value.invalid, value.per_class,
+                 [] if matrix is None else matrix]
+    if isinstance(value, dict):
+        value = [value[k] for k in sorted(value)]
+    if isinstance(value, (tuple, list)):
+        return [x for v in value for x in _plain(v)]
+    value = value.cpu() if isinstance(value, torch.Tensor) else value
+    return np.asarray(value, dtype=np.float64).reshape(-1).tolist()
+
+
+# The functional calls of scores alone (no labels form).
+SCORE_CALLS = ("log_loss from logits", "top_k_accuracy_score")
+
+
+@pytest.mark.parametrize("name, labels", [
+    pytest.param(name, labels, id=f"{name}-{'labels' if labels else 'logits'}")
+    for name in _functional_calls() for labels in (False, True)
+    if not (labels and name in SCORE_CALLS)])
+def test_functional_call_after_the_first_of_a_layout_is_two_launches_and_few_calls(
+        rng, name, labels):
+    call = _functional_calls()[name]
+    with mg.use_backend("emulated"):
+        for n in (64, 64, 50):
+            y = torch.tensor(rng.integers(0, K, n))
+            z = torch.tensor(rng.normal(size=(n, K)).astype(np.float32))
+            preds = z.argmax(1) if labels else z
+            with operation_counter() as operations, call_counter() as calls:
+                call(y, preds, None, labels)
+        # One update launch and one compute launch (the matrix is the update's).
+        launches = 1 if name == "confusion_matrix" else 2
+        assert (operations.launches, operations.host_transfers) == (launches, 0), name
+        # The call's own block (and the update's partials of score sums).
+        assert operations.device_allocations == (2 if name in SCORE_CALLS else 1)
+        assert calls.total <= FUNCTIONAL_CALL_BUDGET, calls
+
+
+def test_logits_report_after_the_first_of_a_layout_is_two_launches(rng):
+    with mg.use_backend("emulated"):
+        for n in (64, 64, 50):
+            y = torch.tensor(rng.integers(0, K, n))
+            z = torch.tensor(rng.normal(size=(n, K)).astype(np.float32))
+            with operation_counter() as operations, call_counter() as calls:
+                mg.logits_report(y, z, top_k=(1, 3), validate=False)
+        assert (operations.launches, operations.host_transfers) == (2, 0)
+        assert operations.device_allocations == 2  # the call's block, the update's partials
+        assert calls.total <= LOGITS_REPORT_CALL_BUDGET, calls
+
+
+def _functional_batches(rng):
+    """Batches whose layout changes between calls (each layout seen more than
+    once, so that later calls of it take its plan): (y_true, preds, weight, labels)."""
+    def batch(n, kind):
+        y = rng.integers(-1, K + 1, n)  # a few targets out of range: left out and counted
+        z = rng.normal(size=(n, K))
+        if kind == "numpy float64":
+            return y, z, None, False
+        if kind == "float32 weights":
+            return (torch.tensor(y), torch.tensor(z.astype(np.float32)),
+                    torch.tensor(rng.random(n).astype(np.float32)), False)
+        if kind == "float64 weights, labels":
+            return (torch.tensor(y), torch.tensor(z.argmax(1)),
+                    torch.tensor(rng.random(n)), True)
+        if kind == "int32 labels":
+            return (torch.tensor(y.astype(np.int32)),
+                    torch.tensor(z.argmax(1).astype(np.int32)), None, True)
+        if kind == "float16 strided":
+            wide = torch.tensor(np.repeat(z, 2, axis=1).astype(np.float16))
+            return torch.tensor(y), wide[:, ::2], None, False
+        assert kind == "bfloat16"
+        return torch.tensor(y), torch.tensor(z).to(torch.bfloat16), None, False
+
+    kinds = ["numpy float64", "float32 weights", "float64 weights, labels", "int32 labels",
+             "float16 strided", "bfloat16"]
+    return [batch(int(rng.integers(1, 300)), kinds[i % len(kinds)]) for i in range(18)]
+
+
+def _score_batches(rng):
+    """The batches of :func:`_functional_batches` whose predictions are scores."""
+    return [batch for batch in _functional_batches(rng) if not batch[3]]
+
+
+def _without_plans(call, batch):
+    from metrics_gpu import _planned
+
+    _planned.clear_plans()
+    try:
+        return _plain(call(*batch))
+    finally:
+        _planned.clear_plans()
+
+
+@pytest.mark.parametrize("name", ["accuracy_score", "zero_one_loss normalize=False",
+                                  "balanced_accuracy_score", "matthews_corrcoef",
+                                  "cohen_kappa_score quadratic",
+                                  "precision_recall_fscore_support weighted",
+                                  "jaccard_score macro", "confusion_matrix",
+                                  "label_report with its matrix"])
+def test_planned_functional_calls_equal_the_full_path(rng, name):
+    """Layouts changing between calls: each call through its layout's plan
+    (all but a layout's first) gives what the full path gives the batch."""
+    from metrics_gpu import _planned
+
+    call = _functional_calls()[name]
+    batches = _functional_batches(rng)
+    with mg.use_backend("emulated"):
+        _planned.clear_plans()
+        planned = [_plain(call(*batch)) for batch in batches]
+        assert len(_planned._plans) == 6
+        full = [_without_plans(call, batch) for batch in batches]
+    for batch, ours, reference in zip(batches, planned, full):
+        if batch[2] is None:  # counts: exact
+            assert ours == pytest.approx(reference, rel=0, abs=0, nan_ok=True)
+        else:  # float weights: float64 atomics, summed in any order
+            assert ours == pytest.approx(reference, rel=1e-12, abs=1e-15, nan_ok=True)
+
+
+@pytest.mark.parametrize("name", SCORE_CALLS)
+def test_planned_score_calls_equal_the_full_path(rng, name):
+    from metrics_gpu import _planned
+
+    call = _functional_calls()[name]
+    batches = _score_batches(rng)
+    with mg.use_backend("emulated"):
+        _planned.clear_plans()
+        planned = [_plain(call(*batch)) for batch in batches]
+        assert len(_planned._plans) == 4
+        full = [_without_plans(call, batch) for batch in batches]
+    assert sum(planned, []) == pytest.approx(sum(full, []), rel=1e-12, abs=1e-15, nan_ok=True)
+
+
+def test_planned_logits_reports_equal_the_full_path(rng):
+    batches = _score_batches(rng)
+    with mg.use_backend("emulated"):
+        planned = [_plain(_logits_report_values(mg.logits_report(
+            y, z, sample_weight=w, top_k=(1, 3), validate=False))) for y, z, w, _ in batches]
+        full = [_without_plans(lambda y, z, w, _: _logits_report_values(mg.logits_report(
+            y, z, sample_weight=w, top_k=(1, 3), validate=False)), batch) for batch in batches]
+    for ours, reference in zip(planned, full):
+        assert ours == pytest.approx(reference, rel=1e-12, abs=1e-15, nan_ok=True)
+
+
+def test_planned_results_are_the_calls_own(rng):
+    """A result is never written again by a later call of its layout (each
+    call computes into a buffer of its own)."""
+    def batch(n):
+        y = torch.tensor(rng.integers(0, K, n))
+        return y, torch.where(torch.tensor(rng.random(n) < 0.7), y, (y + 1) % K)
+
+    with mg.use_backend("emulated"):
+        results = []
+        for n in (100, 100, 80, 60):
+            y, p = batch(n)
+            results.append((mg.accuracy_score(y, p, num_classes=K, validate=False),
+                            mg.accuracy_score(y.numpy(), p.numpy())))
+        for ours, reference in results:
+            assert float(ours) == float(reference)
+
+
+def test_planned_functional_calls_from_threads(rng):
+    """Threads share a layout's plan, each call on buffers of its own."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    batches = []
+    for n in rng.integers(20, 400, 24):
+        y = torch.tensor(rng.integers(0, K, n))
+        batches.append((y, torch.tensor(rng.normal(size=(n, K)).astype(np.float32))))
+
+    def call(batch):
+        with mg.use_backend("emulated"):
+            return float(mg.matthews_corrcoef(*batch, validate=False))
+
+    expected = [float(mg.matthews_corrcoef(y.numpy(), z.numpy().argmax(1)))
+                for y, z in batches]
+    call(batches[0])  # the layout's plan
+    with ThreadPoolExecutor(4) as pool:
+        ours = list(pool.map(call, batches * 2))
+    assert ours == pytest.approx(expected * 2, rel=1e-12)
+
+
+def test_functional_plans_are_bounded(rng):
+    from metrics_gpu import _planned
+
+    with mg.use_backend("emulated"):
+        _planned.clear_plans()
+        for k in range(2, _planned.MAX_PLANS + 6):
+            y = torch.tensor(rng.integers(0, k, 30))
+            mg.accuracy_score(y, torch.tensor(rng.normal(size=(30, k))), validate=False)
+        assert len(_planned._plans) == _planned.MAX_PLANS
+        _planned.clear_plans()
+
+
+def test_cuda_planned_functional_calls_equal_the_full_path(rng):
+    """torch CUDA tensors: calls through a layout's plan give the full path's
+    values, on the caller's device, without a host read."""
+    _cuda_or_skip()
+    calls = _functional_calls()
+
+    def on_cuda(value):
+        if value is None or isinstance(value, bool):
+            return value
+        return (value if isinstance(value, torch.Tensor) else torch.from_numpy(value)).cuda()
+
+    batches = [tuple(on_cuda(value) for value in batch) for batch in _functional_batches(rng)]
+    for name in ("accuracy_score", "matthews_corrcoef", "f1_score macro",
+                 "label_report with its matrix"):
+        call = calls[name]
+        planned = [_plain(call(*batch)) for batch in batches]
+        full = [_without_plans(call, batch) for batch in batches]
+        for batch, ours, reference in zip(batches, planned, full):
+            assert ours == pytest.approx(reference, rel=1e-12, abs=1e-15, nan_ok=True), name

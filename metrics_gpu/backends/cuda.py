@@ -102,7 +102,8 @@ class CudaDevice:
         self.xp = cupy
         self._kernels: dict[tuple[int, str, str], _Kernel] = {}
         self.kernel_cache = KernelCache.default("cuda")
-        self._streams: dict[int, Any] = {}  # torch stream handle -> CuPy stream (launch_stream)
+        # (torch stream handle, device) -> the CuPy stream over it (launch_stream, stream_of)
+        self._streams: dict[tuple, Any] = {}
         self._lock = threading.Lock()
         self._attributes: dict[int, dict] = {}
 
@@ -196,7 +197,14 @@ class CudaDevice:
                 index = torch.cuda.current_device()
             stack.enter_context(cupy.cuda.Device(index))
             stream = torch.cuda.current_stream(index)
-            stack.enter_context(self._external_stream(stream, index))
+            # Kept per stream handle (as launch_stream's): a CuPy stream over
+            # torch's is made once, not at every call. CuPy keeps the stack
+            # of entered streams per thread, so one object serves every thread.
+            key = (stream.cuda_stream, index)  # every device's default stream is handle 0
+            external = self._streams.get(key)
+            if external is None:
+                external = self._streams[key] = self._external_stream(stream, index)
+            stack.enter_context(external)
         elif isinstance(like, cupy.ndarray):
             stack.enter_context(like.device)
         return stack
@@ -269,11 +277,12 @@ class CudaDevice:
         torch = sys.modules.get("torch")
         if torch is None or not isinstance(like, torch.Tensor):
             return None
-        stream = torch.cuda.current_stream(like.device)
-        handle = stream.cuda_stream
-        found = self._streams.get(handle)
+        device = like.device
+        stream = torch.cuda.current_stream(device)
+        key = (stream.cuda_stream, device.index)  # every device's default stream is handle 0
+        found = self._streams.get(key)
         if found is None:
-            found = self._streams[handle] = self._external_stream(stream, like.device.index)
+            found = self._streams[key] = self._external_stream(stream, device.index)
         return found
 
     def launch(self, source: str, expression: str, grid: int, block: int, args,

@@ -503,8 +503,8 @@ def host_framework(value, like):
     torch = sys.modules.get("torch")
     if torch is not None and isinstance(like, torch.Tensor) and isinstance(
             value, (np.ndarray, np.generic)):
-        array = np.asarray(value)
-        if any(stride < 0 for stride in array.strides) or not array.flags.writeable:
+        array = value if type(value) is np.ndarray else np.asarray(value)
+        if min(array.strides, default=0) < 0 or not array.flags.writeable:
             # torch shares no buffer walked backwards (the curves hand back
             # reversed views of their scans) and warns on a read-only one.
             array = array.copy()

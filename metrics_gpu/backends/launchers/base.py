@@ -10,6 +10,7 @@ instantiations take). Nothing here synchronises with the host.
 
 from __future__ import annotations
 
+import copy
 import math
 
 import numpy as np
@@ -58,6 +59,22 @@ def ignore_arguments(ignore_index, label_dtype):
         return np.int64(0), np.int32(0)
     wrapped = (int(ignore_index) + 2**63) % 2**64 - 2**63
     return np.int64(wrapped), np.int32(1)
+
+
+def recording_launcher(launcher):
+    """``(launcher, launches)``: a shallow copy of ``launcher`` whose launches
+    are listed in ``launches`` (as ``(source, expression, grid, block, args,
+    shared_bytes)``), not issued: what a plan issues later on other buffers
+    (the functional API's, :mod:`metrics_gpu._planned`). Its allocations are
+    the launcher's own."""
+    launches = []
+    recorder = copy.copy(launcher)
+
+    def launch(source, expression, grid, block, args, shared_bytes=0, stream=None):
+        launches.append((source, expression, grid, block, args, shared_bytes))
+
+    recorder.launch = launch
+    return recorder, launches
 
 
 class LaunchBase:

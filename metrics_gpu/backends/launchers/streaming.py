@@ -126,21 +126,24 @@ class StreamUpdatePlan:
         return preds.view(np.uint16) if self.half else preds
 
     def run(self, y_true, preds, weight, n: int, ordinal: int, stream=None,
-               allocate: bool = True) -> bool:
+            allocate: bool = True, state_args=None) -> bool:
         """Add ``n`` samples: ``y_true``, ``preds`` and ``weight`` as arrays
         of the plan's layout or their device addresses (``np.uint64``); on
         ``stream`` where given (BackendBase.launch). Without ``allocate``,
         launches nothing and returns False where the batch needs a buffer the
         plan does not hold yet (a config, more unit weights): the caller's
-        full path, on the caller's device, makes it."""
+        full path, on the caller's device, makes it. ``state_args`` replaces
+        the plan's own state (the same arrays elsewhere, as addresses: a
+        functional call's fresh buffers, :mod:`metrics_gpu._planned`)."""
         if n >= 1 << STREAM_ORDINAL_SHIFT:
             raise ValueError(f"an update takes fewer than 2**{STREAM_ORDINAL_SHIFT} samples, "
                              f"got {n}")
         block_threads = self.launcher.device.block_threads
-        grid = max(1, min(self.grid_cap, -(-n * self.group // block_threads)))
+        # At least one block (no samples still writes the moments and checks).
+        grid = min(self.grid_cap, -(-n * self.group // block_threads)) or 1
         privatize = self.privatized_grid_cap > 0 and n >= grid * self.cells
         if privatize:
-            grid = max(1, min(grid, self.privatized_grid_cap))
+            grid = min(grid, self.privatized_grid_cap)  # both >= 1
         check_rows_per_block(n, grid)
         config = self.configs.get(privatize)
         if config is None:
@@ -154,7 +157,8 @@ class StreamUpdatePlan:
             weight = self.launcher._unit_float_weights(self.workspace, n)
         self.launcher.launch(
             SOURCE, self.expression, grid, self.block,
-            [y_true, preds, weight, np.int64(n), np.int64(ordinal), config, *self.state_args],
+            [y_true, preds, weight, np.int64(n), np.int64(ordinal), config,
+             *(self.state_args if state_args is None else state_args)],
             self.score_bytes + (self.cell_bytes if privatize else 0), stream)
         return True
 
