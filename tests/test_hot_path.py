@@ -523,3 +523,26 @@ def test_cuda_planned_functional_calls_equal_the_full_path(rng):
         full = [_without_plans(call, batch) for batch in batches]
         for batch, ours, reference in zip(batches, planned, full):
             assert ours == pytest.approx(reference, rel=1e-12, abs=1e-15, nan_ok=True), name
+
+
+def test_a_plan_keeps_none_of_the_first_calls_buffers(rng):
+    """The plan relocates the first call's launches into its own block: the
+    state that call computed in (its results' buffers) is not kept."""
+    import gc
+    import weakref
+
+    from metrics_gpu import _planned
+    from metrics_gpu._stages import one_pass
+
+    y = torch.tensor(rng.integers(0, K, 100))
+    z = torch.tensor(rng.normal(size=(100, K)).astype(np.float32))
+    with mg.use_backend("emulated"):
+        _planned.clear_plans()
+        passed = one_pass(y, z, kind="scores", validate=False, top_k=(1, 3), n_bins=5)
+        assert len(_planned._plans) == 1
+        held = [weakref.ref(array) for array in (*passed.state.arrays.values(),
+                                                 *passed.state.workspace.compute)]
+        del passed
+        gc.collect()
+        assert all(ref() is None for ref in held)
+        _planned.clear_plans()
