@@ -44,6 +44,7 @@ from metrics_gpu._validation import (
     RANKING_AVERAGE_OPTIONS,
     check_average_precision_pos_label,
     check_binary_scores,
+    check_bool,
     check_cost_matrix,
     check_curve_pos_label,
     check_drop_intermediate,
@@ -319,7 +320,8 @@ def precision_recall_curve(
 def roc_auc_score(y_true: ArrayLike, y_score: ArrayLike, *,
                   average: RankingAverage | None = "macro",
                   sample_weight: ArrayLike | None = None, max_fpr: float | None = None,
-                  multi_class: MultiClass = "raise", labels: ArrayLike | None = None) -> Any:
+                  multi_class: MultiClass = "raise", labels: ArrayLike | None = None,
+                  validate: bool = True) -> Any:
     """Area under the ROC curve, as ``sklearn.metrics.roc_auc_score``.
 
     Parameters
@@ -347,6 +349,13 @@ def roc_auc_score(y_true: ArrayLike, y_score: ArrayLike, *,
     labels : array-like of class codes, optional
         Multiclass: the class of each score column, sorted; ``y_true`` must be
         within them.
+    validate : bool, default True
+        False skips what reads data back on a GPU: scores and weights are not
+        checked (NaN, infinities, negative weights), and with ``(N,)`` scores
+        the labels are not read either: the greatest label (found on the
+        device) is the positive class, one class gives NaN without a
+        warning, and a third class is not refused. The sort's one read
+        remains.
 
     Returns
     -------
@@ -369,8 +378,10 @@ def roc_auc_score(y_true: ArrayLike, y_score: ArrayLike, *,
 
     Notes
     -----
-    Syncs once to find the classes of ``y_true`` (and, with weights, the class
-    weight totals); the areas themselves are computed without a sync.
+    Syncs to find the classes of ``y_true`` (and, with weights, the class
+    weight totals); a binary area reads one number back more, where its
+    sort's two parts meet (scores of at most 32 bits, no weights).
+    ``validate=False`` with ``(N,)`` scores leaves that read alone.
 
     Examples
     --------
@@ -386,7 +397,14 @@ def roc_auc_score(y_true: ArrayLike, y_score: ArrayLike, *,
     check_ranking_average(average)
     max_fpr = check_max_fpr(max_fpr)
     multi_class = check_multi_class(multi_class)
-    inputs = check_ranking_inputs(y_true, y_score, sample_weight)
+    validate = check_bool(validate, "validate")
+    inputs = check_ranking_inputs(y_true, y_score, sample_weight, validate=validate)
+    if not validate and inputs.y_score.ndim == 1:
+        # Binary, unread: the greatest label against the others, on the device.
+        labels_on_device = inputs.y_true
+        is_positive = labels_on_device == labels_on_device.max()
+        return output(_binary_roc_auc(inputs.backend, inputs.y_score, is_positive,
+                                      inputs.sample_weight, max_fpr), inputs)
     classes = present_labels(inputs)
     scores = inputs.y_score
     if classes.size > 2 or (scores.ndim == 2 and scores.shape[1] > 2):
@@ -595,7 +613,8 @@ def _one_vs_one_roc_auc(backend, scores, codes, totals: _ClassTotals, average):
 @on_caller_stream
 def average_precision_score(y_true: ArrayLike, y_score: ArrayLike, *,
                             average: RankingAverage | None = "macro", pos_label: int = 1,
-                            sample_weight: ArrayLike | None = None) -> Any:
+                            sample_weight: ArrayLike | None = None,
+                            validate: bool = True) -> Any:
     """Average precision Σ (R_n - R_{n-1}) P_n, as ``sklearn.metrics.average_precision_score``.
 
     Not interpolated (no trapezoid): each threshold's precision weighted by
@@ -617,6 +636,12 @@ def average_precision_score(y_true: ArrayLike, y_score: ArrayLike, *,
         Binary only; must be 1 for multiclass ``y_true``.
     sample_weight : array-like of shape (N,), optional
         Non-negative weights.
+    validate : bool, default True
+        False skips what reads data back on a GPU: scores and weights are not
+        checked (NaN, infinities, negative weights), and with ``(N,)`` scores
+        the labels are not read either: ``pos_label`` is the positive class
+        whatever the others, and no positive weight gives 0 without a
+        warning. The sort's one read remains.
 
     Returns
     -------
@@ -649,7 +674,13 @@ def average_precision_score(y_true: ArrayLike, y_score: ArrayLike, *,
     0.777778
     """
     check_ranking_average(average, RANKING_AVERAGE_OPTIONS)
-    inputs = check_ranking_inputs(y_true, y_score, sample_weight)
+    validate = check_bool(validate, "validate")
+    inputs = check_ranking_inputs(y_true, y_score, sample_weight, validate=validate)
+    if not validate and inputs.y_score.ndim == 1:
+        # Binary, unread: pos_label against the others.
+        return output(_binary_average_precision(inputs.backend, inputs.y_score,
+                                                inputs.y_true == pos_label,
+                                                inputs.sample_weight), inputs)
     classes = present_labels(inputs)
     pos_label = check_average_precision_pos_label(pos_label, classes)
     xp = inputs.backend.xp

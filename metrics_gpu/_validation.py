@@ -1082,12 +1082,15 @@ class RankingInputs:
 
 
 def check_ranking_inputs(y_true, y_score, sample_weight=None, score_name: str = "y_score",
-                         weight_name: str = "sample_weight") -> RankingInputs:
+                         weight_name: str = "sample_weight",
+                         validate: bool = True) -> RankingInputs:
     """Labels, finite scores ((N,), (N, 1) flattened, or (N, K)) and weights of one length.
 
     Reads back one flag per check (and an index when a check fails), never the
     data. ``score_name`` and ``weight_name`` are the caller's names of
-    ``y_score`` and ``sample_weight``, for the messages.
+    ``y_score`` and ``sample_weight``, for the messages. Without ``validate``
+    the scores and weights are not read (shapes and types are still checked;
+    float labels still are, integer ones never need a read).
     """
     backend = resolve_backend(y_true, y_score, sample_weight)
     labels = _as_label_array(y_true, "y_true", backend, validate=True, targets=True)
@@ -1109,15 +1112,15 @@ def check_ranking_inputs(y_true, y_score, sample_weight=None, score_name: str = 
         raise ValueError(f"y_true and {score_name} are empty; at least one sample is required")
     if scores.shape[0] != n:
         raise ValueError(f"y_true has {n} samples but {score_name} has {scores.shape[0]}")
-    if scores.dtype.kind == "f":
+    if validate and scores.dtype.kind == "f":
         i = _first_nonfinite(scores, backend)
         if i is not None:
             raise ValueError(
                 f"{score_name} must hold finite scores; found {scores.reshape(-1)[i].item()!r} at "
                 f"{_position(i, scores.shape)}"
             )
-    weight = check_sample_weight(sample_weight, n, backend, validate=True, allow_all_zero=True,
-                                 name=weight_name)
+    weight = check_sample_weight(sample_weight, n, backend, validate=validate,
+                                 allow_all_zero=True, name=weight_name)
     return RankingInputs(labels, scores, weight, backend, source=y_true, score_eps=score_eps)
 
 

@@ -546,3 +546,55 @@ def test_a_plan_keeps_none_of_the_first_calls_buffers(rng):
         gc.collect()
         assert all(ref() is None for ref in held)
         _planned.clear_plans()
+
+
+# -- binary ranking areas without validation: the sort's one read ---------------------
+
+
+@pytest.mark.parametrize("backend", ["numpy", "emulated"])
+@pytest.mark.parametrize("classes", [(0, 1), (-1, 1), (3, 7), (False, True)])
+@pytest.mark.parametrize("weighted", [False, True], ids=["unweighted", "weighted"])
+def test_binary_ranking_areas_without_validation_read_back_only_the_sort(
+        rng, backend, classes, weighted):
+    """roc_auc_score and average_precision_score with validate=False and (N,)
+    scores read no label back: the greatest label (ROC AUC) or pos_label (AP)
+    is the positive class; their values are the validated ones, and
+    scikit-learn's. At most one read remains: where the packed sort's parts
+    meet (unweighted scores of 32 bits)."""
+    from sklearn import metrics as skm
+
+    y = np.array(classes)[rng.integers(0, 2, 700)]
+    scores = rng.random(700).astype(np.float32)
+    weight = rng.random(700) if weighted else None
+    tensors = (torch.tensor(y), torch.tensor(scores),
+               None if weight is None else torch.tensor(weight))
+    positive = max(classes)
+    with mg.use_backend(backend):
+        with operation_counter() as operations:
+            auc = mg.roc_auc_score(*tensors[:2], sample_weight=tensors[2], validate=False)
+            ap = mg.average_precision_score(*tensors[:2], sample_weight=tensors[2],
+                                            pos_label=positive, validate=False)
+        # Two calls: at most one read each.
+        assert operations.host_transfers <= (0 if weighted or backend == "numpy" else 2)
+        checked = (mg.roc_auc_score(y, scores, sample_weight=weight),
+                   mg.average_precision_score(y, scores, sample_weight=weight,
+                                              pos_label=positive))
+    assert (float(auc), float(ap)) == (float(checked[0]), float(checked[1]))
+    assert float(auc) == pytest.approx(skm.roc_auc_score(y, scores, sample_weight=weight),
+                                       rel=1e-12)
+    assert float(ap) == pytest.approx(skm.average_precision_score(
+        y, scores, sample_weight=weight, pos_label=positive), rel=1e-12)
+
+
+@pytest.mark.parametrize("backend", ["numpy", "emulated"])
+def test_binary_ranking_areas_without_validation_of_one_class(rng, backend):
+    """Nothing read, nothing warned: one class gives NaN (ROC AUC), no positive 0 (AP)."""
+    import warnings
+
+    scores = torch.tensor(rng.random(50))
+    with mg.use_backend(backend), warnings.catch_warnings():
+        warnings.simplefilter("error")
+        assert np.isnan(float(mg.roc_auc_score(torch.ones(50, dtype=torch.int64), scores,
+                                               validate=False)))
+        assert float(mg.average_precision_score(torch.zeros(50, dtype=torch.int64), scores,
+                                                validate=False)) == 0.0
