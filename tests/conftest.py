@@ -89,6 +89,16 @@ def backend(request):
         yield BackendCase(name)
 
 
+@pytest.fixture(autouse=True)
+def _functional_plans_of_this_test_only():
+    """Each test starts without the functional API's launch plans
+    (metrics_gpu._planned): a plan an earlier test of the worker kept would
+    take later calls of its layout past a test's own patches and counts."""
+    from metrics_gpu import _planned
+
+    _planned.clear_plans()
+
+
 @pytest.fixture
 def rng(request):
     """A generator seeded from the test's id, so every case is reproducible."""
