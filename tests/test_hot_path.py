@@ -404,6 +404,20 @@ def _without_plans(call, batch):
         _planned.clear_plans()
 
 
+def _planned_and_full(call, batches, *, layouts: int):
+    """``call`` of each batch on the emulated backend, as plain numbers: through
+    the plans (a layout's first call makes its plan; ``layouts`` of them), then
+    each batch without any."""
+    from metrics_gpu import _planned
+
+    with mg.use_backend("emulated"):
+        _planned.clear_plans()
+        planned = [_plain(call(*batch)) for batch in batches]
+        assert len(_planned._plans) == layouts
+        full = [_without_plans(call, batch) for batch in batches]
+    return planned, full
+
+
 @pytest.mark.parametrize("name", ["accuracy_score", "zero_one_loss normalize=False",
                                   "balanced_accuracy_score", "matthews_corrcoef",
                                   "cohen_kappa_score quadratic",
@@ -413,15 +427,8 @@ def _without_plans(call, batch):
 def test_planned_functional_calls_equal_the_full_path(rng, name):
     """Layouts changing between calls: each call through its layout's plan
     (all but a layout's first) gives what the full path gives the batch."""
-    from metrics_gpu import _planned
-
-    call = _functional_calls()[name]
     batches = _functional_batches(rng)
-    with mg.use_backend("emulated"):
-        _planned.clear_plans()
-        planned = [_plain(call(*batch)) for batch in batches]
-        assert len(_planned._plans) == 6
-        full = [_without_plans(call, batch) for batch in batches]
+    planned, full = _planned_and_full(_functional_calls()[name], batches, layouts=6)
     for batch, ours, reference in zip(batches, planned, full):
         if batch[2] is None:  # counts: exact
             assert ours == pytest.approx(reference, rel=0, abs=0, nan_ok=True)
@@ -431,15 +438,7 @@ def test_planned_functional_calls_equal_the_full_path(rng, name):
 
 @pytest.mark.parametrize("name", SCORE_CALLS)
 def test_planned_score_calls_equal_the_full_path(rng, name):
-    from metrics_gpu import _planned
-
-    call = _functional_calls()[name]
-    batches = _score_batches(rng)
-    with mg.use_backend("emulated"):
-        _planned.clear_plans()
-        planned = [_plain(call(*batch)) for batch in batches]
-        assert len(_planned._plans) == 4
-        full = [_without_plans(call, batch) for batch in batches]
+    planned, full = _planned_and_full(_functional_calls()[name], _score_batches(rng), layouts=4)
     assert sum(planned, []) == pytest.approx(sum(full, []), rel=1e-12, abs=1e-15, nan_ok=True)
 
 
