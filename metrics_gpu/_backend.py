@@ -233,8 +233,8 @@ def on_caller_stream(function: Callable[Parameters, Result]) -> Callable[Paramet
     @functools.wraps(function)
     def wrapper(*args: Parameters.args, **kwargs: Parameters.kwargs) -> Result:
         for data in args[:2]:
-            if is_device_array(data):
-                with caller_stream(data):
+            if is_device_array(data):  # caller_stream's context, without its second test
+                with _kernel_backend("cuda").device.stream_of(data):
                     return function(*args, **kwargs)
         return function(*args, **kwargs)
 

@@ -74,6 +74,21 @@ def address(array) -> int:
     return array.data.ptr
 
 
+def address_reader(array):
+    """A function of one argument giving the address of arrays of ``array``'s
+    type (what :func:`address` finds, without its type tests)."""
+    kind = type(array)
+    if kind.__module__ == "torch":
+        return kind.data_ptr
+    if kind is not np.ndarray and kind.__module__.startswith("cupy"):
+        return _cupy_address
+    return address
+
+
+def _cupy_address(array) -> int:
+    return array.data.ptr
+
+
 def plan_key(computes: str, y_true, y_pred, sample_weight, options: tuple):
     """The key of a call's plan: what it computes (``computes`` and
     ``options``, the one-pass arguments), the backend in force and the input
@@ -165,12 +180,12 @@ class FunctionalPlan:
 
     __slots__ = ("backend", "spec", "kind", "update", "compute", "state_args", "template",
                  "partials_size", "positions", "weighted", "itemsize", "label_range",
-                 "score_range", "arrays")
+                 "score_range", "arrays", "torch_dtypes", "addresses")
 
     def __init__(self, *, backend, spec: dict, kind: str, update, compute: list,
                  state_args: _Relocated, template, partials_size: int, positions: int,
                  weighted: bool, itemsize: int, label_range: tuple[int, int] | None,
-                 score_range: tuple[int, int] | None, arrays: dict):
+                 score_range: tuple[int, int] | None, arrays: dict, given: tuple):
         self.backend, self.spec, self.kind = backend, spec, kind
         self.update = update            # the update's StreamUpdatePlan (its state relocated)
         self.compute = compute          # the compute's launches, relocated
@@ -182,6 +197,16 @@ class FunctionalPlan:
         # Byte ranges of the compute's outputs in the block (None: not computed).
         self.label_range, self.score_range = label_range, score_range
         self.arrays = arrays            # the state's arrays: name -> (start, stop, dtype, shape)
+        # The layout fixes the inputs' types: how to read each one's address
+        # (y_true, preds, weight), and for torch inputs the dtypes of the
+        # results' views of the block, which is converted once per call.
+        self.addresses = tuple(None if array is None else address_reader(array)
+                               for array in given)
+        self.torch_dtypes = None
+        if type(given[0]).__module__ == "torch":
+            import torch
+
+            self.torch_dtypes = (torch.float64, torch.int64)
 
     @classmethod
     def make(cls, state, batch, given: tuple, computes: str) -> FunctionalPlan | None:
@@ -257,7 +282,8 @@ class FunctionalPlan:
             score_range=byte_range(score_out) if computes == "scores" else None,
             arrays={name: (offset, offset + array.nbytes, array.dtype,
                            array.shape if array.ndim > 1 else None)
-                    for (name, array), (_, _, offset) in zip(state.arrays.items(), ranges)})
+                    for (name, array), (_, _, offset) in zip(state.arrays.items(), ranges)},
+            given=given)
 
     def run(self, y_true, preds, sample_weight):
         """Issue the plan on a fresh block (its bytes, a device array); None
@@ -266,12 +292,13 @@ class FunctionalPlan:
         samples = y_true.shape[0]
         if samples == 0 or preds.shape[0] != samples:
             return None
+        true_address, preds_address, weight_address = self.addresses
         weight = None
         if self.weighted:
             if sample_weight.shape[0] != samples:
                 return None
-            weight = np.uint64(address(sample_weight))
-        preds_address = address(preds)
+            weight = np.uint64(weight_address(sample_weight))
+        preds_address = preds_address(preds)
         if self.itemsize and preds_address % self.itemsize:
             return None
         block = self.template.copy()
@@ -280,7 +307,7 @@ class FunctionalPlan:
         partials = None
         if self.partials_size:
             partials = self.backend.zeros(self.partials_size, np.float64)
-        if not self.update.run(np.uint64(address(y_true)), np.uint64(preds_address), weight,
+        if not self.update.run(np.uint64(true_address(y_true)), np.uint64(preds_address), weight,
                                samples * self.positions, 0, allocate=False,
                                state_args=self.state_args.args(base, partials)):
             return None
@@ -305,6 +332,18 @@ class FunctionalPlan:
 
         start, stop, _, _ = self.arrays["checks"]
         return invalid_count(block[start:stop].view(np.uint64))
+
+    def results(self, block, like):
+        """``(values, samples left out)`` in the framework of the caller's
+        ``like``: the computed values (float64) and a 0-d int64, views of
+        ``block`` converted once (one DLPack exchange for torch tensors)."""
+        start, stop = self.label_range or self.score_range
+        checks = self.arrays["checks"][0]
+        dtypes = self.torch_dtypes
+        if dtypes is None:  # NumPy and CuPy: the block is in the caller's framework
+            return block[start:stop].view(np.float64), block[checks:checks + 8].view(np.int64)[0]
+        framed = self.backend.to_framework(block, like)
+        return framed[start:stop].view(dtypes[0]), framed[checks:checks + 8].view(dtypes[1])[0]
 
     def state(self, block):
         """The streaming state in ``block`` (views), as the full path's

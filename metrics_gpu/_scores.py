@@ -478,7 +478,7 @@ class LogitsReport:
         Accuracy per bin (NaN for an empty bin).
     total_weight : float
         Weight of the rows counted (their number without weights).
-    n_invalid : float
+    n_invalid : int
         Rows left out as invalid (``validate=False`` only: a target out of
         range, a NaN or an infinity in the scores).
     """
@@ -609,7 +609,8 @@ def logits_report(y_true: ArrayLike, scores: ArrayLike, *, from_logits: bool = T
         calibration_confidence=out(confidence),
         calibration_accuracy=out(accuracy),
         total_weight=out(sums.slot("weight")),
-        n_invalid=out(sums.slot("invalid")),
+        n_invalid=inputs.backend.to_framework(  # a count: int64 (output() gives floats)
+            xp.asarray(sums.slot("invalid")).astype(np.int64)[()], inputs.source),
     )
 
 
@@ -628,15 +629,14 @@ def _one_pass_score(y_true, scores, sample_weight, ignore_index, validate, slot,
                       pred_name="scores")
     if passed is None:
         return None
-    _, values = passed.compute(labels=False)
-    return output(values[F.STREAM_SLOT[slot] if isinstance(slot, str) else slot], passed)
+    values, _ = passed.results(labels=False)
+    return values[F.STREAM_SLOT[slot] if isinstance(slot, str) else slot]
 
 
 def _one_pass_logits_report(passed, top_k, n_bins) -> LogitsReport:
     """The report from a one-pass streaming state (two launches on a GPU, no
     sync): its fields are views of the score values, in the inputs' framework."""
-    _, values = passed.compute(labels=False)
-    values = output(values, passed)
+    values, n_invalid = passed.results(labels=False)
     slot = F.STREAM_SLOT
     head = len(F.STREAM_SCORE_SLOTS)
     bins = head + len(top_k)
@@ -653,7 +653,7 @@ def _one_pass_logits_report(passed, top_k, n_bins) -> LogitsReport:
         calibration_confidence=values[bins + n_bins:bins + 2 * n_bins],
         calibration_accuracy=values[bins + 2 * n_bins:bins + 3 * n_bins],
         total_weight=values[slot["total_weight"]],
-        n_invalid=output(passed.invalid(), passed),
+        n_invalid=n_invalid,
     )
 
 

@@ -465,6 +465,17 @@ class OnePass:
             return self._plan.invalid(self._block)
         return invalid_count(self.state.arrays["checks"])
 
+    def results(self, *, labels: bool):
+        """``(values, samples left out)`` in the inputs' framework: the label
+        values (``labels``) or the score values, and a 0-d int64."""
+        plan = self._plan
+        if plan is not None:
+            return plan.results(self._block, self.source)
+        label_values, score_values = self.state.compute(labels=labels, scores=not labels)
+        # The count as it is (output() makes host scalars float64).
+        return (output(label_values if labels else score_values, self),
+                self.backend.to_framework(self.invalid(), self.source))
+
 
 def invalid_count(checks):
     """The samples a streaming state left out: the first check slot, as int64."""
@@ -557,4 +568,4 @@ def planned_label_values(y_true, y_pred, sample_weight, num_classes, ignore_inde
     if planned is None:
         return None
     plan, block = planned
-    return plan.backend.to_framework(plan.label_values(block), y_true)
+    return plan.results(block, y_true)[0]

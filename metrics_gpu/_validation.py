@@ -1625,6 +1625,8 @@ MAX_BINS = 1024
 
 
 def check_bool(value, name: str) -> bool:
+    if value is True or value is False:
+        return value
     if not isinstance(value, (bool, np.bool_)):
         raise ValueError(f"{name} must be True or False, got {value!r}")
     return bool(value)
@@ -1642,9 +1644,12 @@ def check_top_k(top_k, *, allow_empty: bool = False) -> tuple:
     :data:`~metrics_gpu._kernels.SCORE_MAX_TOP_K`, the kernels' limit); empty (or
     None) only with ``allow_empty``."""
     values: tuple | None
-    if type(top_k) is tuple and top_k and all(type(k) is int and k >= 1 for k in top_k) and (
-            len(top_k) <= SCORE_MAX_TOP_K):
-        return top_k  # the common case, checked without the general path's calls
+    if type(top_k) is tuple and 0 < len(top_k) <= SCORE_MAX_TOP_K:
+        for k in top_k:  # the common case, checked without the general path's calls
+            if type(k) is not int or k < 1:
+                break
+        else:
+            return top_k
     if _is_int(top_k):
         values = (top_k,)
     elif top_k is None and allow_empty:
@@ -1664,6 +1669,8 @@ def check_top_k(top_k, *, allow_empty: bool = False) -> tuple:
 
 
 def check_bins(n_bins) -> int:
+    if type(n_bins) is int and 1 <= n_bins <= MAX_BINS:
+        return n_bins
     if not _is_int(n_bins) or not 1 <= n_bins <= MAX_BINS:
         raise ValueError(f"n_bins must be an integer in 1..{MAX_BINS}, got {n_bins!r}")
     return int(n_bins)
