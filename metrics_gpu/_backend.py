@@ -24,6 +24,8 @@ import threading
 from collections.abc import Callable, Iterator
 from typing import TYPE_CHECKING, ParamSpec, TypeVar
 
+from metrics_gpu._extras import install_hint
+
 if TYPE_CHECKING:  # the backends import lazily: CuPy only when asked for
     from metrics_gpu.backends import Backend
     from metrics_gpu.backends.kernel_backend import KernelBackend
@@ -34,10 +36,7 @@ Result = TypeVar("Result")
 BACKEND_NAMES = ("auto", "numpy", "cuda", "emulated")
 ENV_VARIABLE = "METRICS_GPU_BACKEND"
 
-CUDA_INSTALL_HINT = (
-    "install CuPy for your CUDA version: pip install 'metrics-gpu[cuda12]' "
-    "or pip install 'metrics-gpu[cuda13]'"
-)
+CUDA_INSTALL_HINT = "install CuPy for your CUDA version: " + install_hint("cuda12", "cuda13")
 
 _context_backend: contextvars.ContextVar[str | None] = contextvars.ContextVar(
     "metrics_gpu_backend", default=None

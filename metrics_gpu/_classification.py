@@ -34,7 +34,7 @@ of an input layout its launch plan (:mod:`metrics_gpu._planned`).
 Return types are ``Any`` where a result lives where the inputs live: a NumPy
 ``float64`` (or array) for NumPy arrays and sequences, a 0-d (or 1-d) array
 or tensor of the inputs' framework (CuPy, torch, JAX) on their device
-otherwise (README, "Backends").
+otherwise (docs/gpu.md, "Backends").
 """
 
 from __future__ import annotations
@@ -685,7 +685,7 @@ def cohen_kappa_score(y1: ArrayLike, y2: ArrayLike, *, labels: ArrayLike | None 
     {labels}
     weights : {"linear", "quadratic"} or None, default None
         Disagreement weights from the distance of the two class positions:
-        None (unweighted), |i - j| or (i - j)**2.
+        None (unweighted), ``|i - j|`` or ``(i - j)**2``.
     {sample_weight}
     replace_undefined_by : float, default np.nan
         Returned (with an UndefinedMetricWarning) when kappa is 0/0: no

@@ -56,7 +56,7 @@ validate : bool, default True
     GPU, so scikit-learn's warnings that need counts (zero division,
     classes absent from ``y_true``) are not given; and a later call with
     inputs of the same layout (types, dtypes, trailing shape, strides,
-    device) reuses its launches (README, "Hot path").""",
+    device) reuses its launches (docs/usage.md, "In-loop validation").""",
     "deterministic": """\
 deterministic : bool, default False
     Float weights on a GPU: True accumulates them in 64-bit fixed point

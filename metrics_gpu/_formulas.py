@@ -646,9 +646,11 @@ REPORT_METRICS: tuple[MetricDefinition, ...] = (
          "mean recall over classes with support",
          sklearn="balanced_accuracy_score", overview="balanced accuracy"),
     _row("micro_precision", lambda c, s: micro_rate(precision_terms(c), c.xp, 0.0), True,
-         "sum tp / sum predicted", onedal="microPrecision", pyactlearn="precision (micro)"),
+         "sum tp / sum predicted", sklearn="precision_score(average='micro')",
+         onedal="microPrecision", pyactlearn="precision (micro)"),
     _row("micro_recall", lambda c, s: micro_rate(recall_terms(c), c.xp, 0.0), True,
-         "sum tp / sum support", onedal="microRecall", pyactlearn="recall (micro)"),
+         "sum tp / sum support", sklearn="recall_score(average='micro')",
+         onedal="microRecall", pyactlearn="recall (micro)"),
     _row("micro_f1", lambda c, s: catboost_total_f1(c, "Micro"), True,
          "F1 of the summed counts (= accuracy for single-label data)",
          sklearn="f1_score(average='micro')", onedal="microFscore", catboost="TotalF1:average=Micro"),
@@ -694,6 +696,25 @@ REPORT_METRICS: tuple[MetricDefinition, ...] = (
     _row("zero_one_loss", lambda c, s: 1 - accuracy(c), False,
          "1 - accuracy", sklearn="zero_one_loss", catboost="ZeroOneLoss"),
 )
+
+# How the reports print and describe the label metrics: scikit-learn's
+# definitions (the rows with a scikit-learn name) first, then the averages of
+# per-class one-vs-rest rates of oneDAL and pyActLearn, whose names mislead
+# (average_accuracy counts true negatives: near 1 with many classes).
+SKLEARN_GROUP = "overall (scikit-learn definitions)"
+PER_CLASS_AVERAGES_GROUP = "per-class averages (oneDAL, pyActLearn conventions)"
+PER_CLASS_AVERAGES_LEGEND = (
+    "one-vs-rest rates averaged over classes: average_accuracy and error_rate count "
+    "true negatives, so with many classes they sit near 1 and 0 whatever accuracy is"
+)
+
+
+def label_metric_groups() -> tuple[tuple[str, tuple[str, ...]], ...]:
+    """The report's label metric names in print order, by group (see above)."""
+    sklearn = tuple(row.name for row in REPORT_METRICS if "sklearn" in row.sources)
+    others = tuple(row.name for row in REPORT_METRICS if "sklearn" not in row.sources)
+    return (SKLEARN_GROUP, sklearn), (PER_CLASS_AVERAGES_GROUP, others)
+
 
 # Per-class columns of the report.
 PER_CLASS_METRICS: tuple[tuple[str, Callable[[Counts], Any]], ...] = (
@@ -780,6 +801,46 @@ STREAM_SCORE_SLOTS = (
 STREAM_SLOT = {name: index for index, name in enumerate(STREAM_SCORE_SLOTS)}
 STREAM_CLASS_COLUMNS = ("roc_auc", "average_precision", "roc_auc_error_bound",
                         "average_precision_error_bound", "positives")
+
+# One line of meaning for each scalar score metric of the reports (the label
+# metrics' lines are the descriptions of REPORT_METRICS rows; see
+# metric_description for both, and for top_{k}_accuracy).
+SCORE_METRIC_DESCRIPTIONS = {
+    "cross_entropy": "mean -log p(true class) (log loss)",
+    "perplexity": "exp(cross_entropy)",
+    "brier_score": "mean squared distance of the probabilities to the one-hot target "
+                   "(summed over classes, not halved)",
+    "hinge_loss": "Crammer-Singer multiclass hinge loss of the scores as given",
+    "expected_calibration_error": "weighted mean |accuracy - confidence| over the "
+                                  "confidence bins",
+    "max_calibration_error": "largest |accuracy - confidence| over the non-empty bins",
+    "roc_auc": "ROC AUC: class 1's with two classes, else roc_auc_macro",
+    "roc_auc_macro": "mean one-vs-rest ROC AUC over the classes where it is defined",
+    "roc_auc_weighted": "one-vs-rest ROC AUC averaged with each class's positives as weight",
+    "roc_auc_micro": "ROC AUC of every class's one-vs-rest scores pooled",
+    "roc_auc_error_bound": "bound on |binned - exact| ROC AUC (score ties within a bin)",
+    "average_precision": "average precision: class 1's with two classes, else "
+                         "average_precision_macro",
+    "average_precision_macro": "mean one-vs-rest average precision over the classes with "
+                               "positives",
+    "average_precision_weighted": "one-vs-rest average precision averaged with each "
+                                  "class's positives as weight",
+    "average_precision_micro": "average precision of every class's one-vs-rest scores pooled",
+    "average_precision_error_bound": "bound on |binned - exact| average precision",
+}
+
+
+def metric_description(name: str) -> str | None:
+    """The one-line meaning of a report's metric name, None for a name no report has."""
+    for row in REPORT_METRICS:
+        if row.name == name:
+            return row.description
+    if name in SCORE_METRIC_DESCRIPTIONS:
+        return SCORE_METRIC_DESCRIPTIONS[name]
+    k = name[len("top_"):-len("_accuracy")] if name.startswith("top_") else ""
+    if name.endswith("_accuracy") and k.isdigit():
+        return f"fraction of samples whose target is among the {k} highest scores"
+    return None
 
 
 def stream_score_size(num_top_k: int, n_bins: int, num_classes: int, thresholds: int) -> int:

@@ -23,6 +23,8 @@ import numpy as np
 from metrics_gpu import _formulas as F
 from metrics_gpu._backend import on_caller_stream
 from metrics_gpu._docs import shared_parameters
+from metrics_gpu._report_mapping import MetricMapping, plain, strict_json, whole
+from metrics_gpu._report_mapping import descriptions as metric_descriptions
 from metrics_gpu._stages import one_pass, output
 from metrics_gpu._state import ScoreSums
 from metrics_gpu._types import ArrayLike, CalibrationNorm
@@ -444,11 +446,22 @@ def expected_calibration_error(y_true: ArrayLike, y_proba: ArrayLike, *,
     return output(F.calibration_error(sums, norm, inputs.backend.xp), inputs)
 
 
-@dataclass(frozen=True)
-class LogitsReport:
+@dataclass(frozen=True, repr=False)
+class LogitsReport(MetricMapping):
     """Every score metric of one read of the logits (see :func:`logits_report`).
 
     Scalars and arrays live where the inputs live (NumPy, CuPy, torch).
+
+    A read-only :class:`collections.abc.Mapping` of the scalar metrics:
+    ``report["cross_entropy"]``, ``keys()`` (``accuracy``,
+    ``top_{k}_accuracy`` for each ``k``, ``cross_entropy``, ``perplexity``,
+    ``brier_score``, ``hinge_loss``, ``expected_calibration_error``,
+    ``max_calibration_error``: the names of
+    :class:`metrics_gpu.StreamingReport`), ``items()``, ``values()``, with the
+    attributes' values (nothing read back). As in every report type, the
+    entries are the scalar metrics only; the calibration bins and the counts
+    are attributes, and :meth:`to_dict` holds everything as Python numbers.
+    The repr reads its few values back from a GPU.
 
     Attributes
     ----------
@@ -497,6 +510,39 @@ class LogitsReport:
     total_weight: Any
     n_invalid: Any
 
+    def _metric_names(self) -> tuple[str, ...]:
+        return ("accuracy", *(f"top_{k}_accuracy" for k in self.top_k_accuracy),
+                *_LOGITS_METRICS)
+
+    def _metric_value(self, name: str) -> Any:
+        if name.startswith("top_") and name != "top_k_accuracy":
+            return self.top_k_accuracy[int(name[len("top_"):-len("_accuracy")])]
+        return getattr(self, name)
+
+    def _headline(self) -> list[tuple[str, Any]]:
+        return [("total_weight", whole(self.total_weight))]
+
+    def to_dict(self, descriptions: bool = False) -> dict[str, Any]:
+        """Every value as plain Python numbers (one read-back from a GPU), laid
+        out as :meth:`metrics_gpu.StreamingReport.to_dict`: ``total`` (the
+        total weight), ``invalid``, ``metrics`` (the entries),
+        ``calibration`` (``proportion``, ``confidence``, ``accuracy`` per bin).
+        NaN and infinities are ``None`` (strict JSON). ``descriptions=True``
+        adds each metric name's one-line meaning."""
+        out = {"total": whole(plain(self.total_weight)), "invalid": plain(self.n_invalid),
+               "metrics": plain(dict(self.items())),
+               "calibration": plain({"proportion": self.calibration_proportion,
+                                     "confidence": self.calibration_confidence,
+                                     "accuracy": self.calibration_accuracy})}
+        if descriptions:
+            out["descriptions"] = metric_descriptions(self)
+        return out
+
+    def to_json(self, descriptions: bool = True, **kwargs: Any) -> str:
+        """:meth:`to_dict` as strict JSON text, with the descriptions by default
+        (``kwargs`` go to :func:`json.dumps`): NaN and infinities are ``null``."""
+        return strict_json(self.to_dict(descriptions=descriptions), **kwargs)
+
     def plot_reliability(self, ax: Any = None, **kwargs: Any) -> Any:
         """Draw the reliability diagram of the calibration bins, with the
         expected calibration error (:func:`metrics_gpu.plot.plot_reliability`,
@@ -509,6 +555,10 @@ class LogitsReport:
         return plot_reliability(_to_numpy(self.calibration_proportion),
                                 _to_numpy(self.calibration_confidence),
                                 _to_numpy(self.calibration_accuracy), ax=ax, **kwargs)
+
+
+_LOGITS_METRICS = ("cross_entropy", "perplexity", "brier_score", "hinge_loss",
+                   "expected_calibration_error", "max_calibration_error")
 
 
 @on_caller_stream

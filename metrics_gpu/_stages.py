@@ -199,7 +199,7 @@ class Placement(Protocol):
 
 
 def output(value, inputs: Placement):
-    """A result in the input's framework and on its device (README,
+    """A result in the input's framework and on its device (docs/gpu.md,
     "Backends"). Host backends: NumPy, a scalar as ``numpy.float64``. The cuda
     backend: CuPy arrays (torch or JAX through DLPack) on the input's device;
     a value the host computed is copied there (no sync), one from the

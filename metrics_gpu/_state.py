@@ -23,7 +23,7 @@ import numpy as np
 # Dense confusion matrices are used up to this many cells (K <= 2048): at that
 # size the matrix is 32 MiB of int64, small next to the inputs that need it,
 # and the O(K^2) reductions cost less than one pass over 1e7 labels. Above it,
-# per-class statistics keep memory O(K) (README, "Semantics in one paragraph").
+# per-class statistics keep memory O(K) (docs/conventions.md, "Inputs and the counts").
 DENSE_MATRIX_MAX_CELLS = 2048 * 2048
 
 

@@ -29,7 +29,7 @@ from __future__ import annotations
 
 import math
 import sys
-from collections.abc import KeysView, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any, cast, get_args
 
 import numpy as np
@@ -44,6 +44,7 @@ from metrics_gpu._backend import (
 from metrics_gpu._docs import shared_parameters
 from metrics_gpu._kernels import STREAM_CHECK_SLOTS, STREAM_NO_ERROR, STREAM_ORDINAL_SHIFT
 from metrics_gpu._planned import address, input_layout
+from metrics_gpu._report_mapping import MetricMapping, plain, strict_json, whole
 from metrics_gpu._state import stream_total_cell
 from metrics_gpu._stages import (
     MAX_ORDINAL,
@@ -123,8 +124,8 @@ class ClassificationMetrics:
         average precision, in O(K H) memory. The error against the exact
         values of the same scores is reported with them
         (``roc_auc_error_bound``, ``average_precision_error_bound``): for one
-        class, |AUC - exact| <= sum_b P_b N_b / (2 P N) and
-        |AP - exact| <= sum_b (P_b / P) (P_b + N_b) / (count at or above bin b),
+        class, ``|AUC - exact| <= sum_b P_b N_b / (2 P N)`` and
+        ``|AP - exact| <= sum_b (P_b / P) (P_b + N_b) / (count at or above bin b)``,
         with P_b, N_b the positives and negatives in bin b; the bounds of the
         averages are the means of the per-class bounds.
     confusion_matrix : {"auto", True, False}, default "auto"
@@ -1008,20 +1009,25 @@ def _all_reduce_words(tensor, dist, group) -> None:
     tensor.copy_(torch.from_numpy(words.view(np.int64)).to(tensor.device))
 
 
-class StreamingReport:
+class StreamingReport(MetricMapping):
     """Every metric of a :class:`ClassificationMetrics` state.
 
-    ``report[name]`` (and ``report.metrics``) gives each scalar metric in the
-    framework of the state's inputs, without a host sync (0-d CuPy arrays or
-    torch tensors on a GPU; NumPy scalars or torch CPU tensors on the host):
-    the label metrics of :data:`metrics_gpu.REPORT_METRICS`, and for score
-    states ``cross_entropy``, ``perplexity``, ``brier_score``, ``hinge_loss``,
-    ``top_{k}_accuracy``, ``expected_calibration_error``,
+    A read-only :class:`collections.abc.Mapping` of the scalar metrics:
+    ``report[name]`` (and ``report.metrics``, ``items()``, ``values()``)
+    gives each in the framework of the state's inputs, without a host sync
+    (0-d CuPy arrays or torch tensors on a GPU; NumPy scalars or torch CPU
+    tensors on the host); ``keys()``, ``len`` and ``in`` read nothing. The
+    names: the label metrics of :data:`metrics_gpu.REPORT_METRICS`, and for
+    score states ``cross_entropy``, ``perplexity``, ``brier_score``,
+    ``hinge_loss``, ``top_{k}_accuracy``, ``expected_calibration_error``,
     ``max_calibration_error`` and, with thresholds, the binned ``roc_auc`` /
     ``average_precision`` (``_macro``, ``_weighted``, ``_micro``,
-    ``_error_bound``). ``per_class``, ``calibration`` and
-    ``confusion_matrix`` hold the arrays; :meth:`to_dict` reads everything
-    back as Python numbers.
+    ``_error_bound``). As in every report type, the entries are the scalar
+    metrics only: ``per_class``, ``calibration`` and ``confusion_matrix``
+    hold the arrays, ``total`` and ``invalid`` the counts, and
+    :meth:`to_dict` reads everything back as Python numbers (NaN as None).
+    The repr reads its few values back from a GPU. Reports compare by
+    identity.
 
     Parameters
     ----------
@@ -1064,40 +1070,40 @@ class StreamingReport:
             matrix.view(np.int64) if matrix.dtype == np.uint64 else matrix).copy()
         self._checks = arrays["checks"]
         self._histogram = None if "histogram" not in arrays else arrays["histogram"].copy()
+        # Each scalar metric's place: (True for the score values, index).
+        places = {row.name: (False, F.SLOT[row.name]) for row in F.REPORT_METRICS}
+        if self._kind == "scores":
+            for name in ("cross_entropy", "perplexity", "brier_score", "hinge_loss"):
+                places[name] = (True, F.STREAM_SLOT[name])
+            head = len(F.STREAM_SCORE_SLOTS)
+            for i, k in enumerate(self._spec["top_k"]):
+                places[f"top_{k}_accuracy"] = (True, head + i)
+            for name in ("expected_calibration_error", "max_calibration_error"):
+                places[name] = (True, F.STREAM_SLOT[name])
+            if self._spec["thresholds"]:
+                for name in F.STREAM_SCORE_SLOTS[F.STREAM_SLOT["roc_auc"]:]:
+                    places[name] = (True, F.STREAM_SLOT[name])
+        self._places = places
+        self._names = tuple(places)
 
     def _out(self, value: Any) -> Any:
         return self._backend.to_framework(value, self._like)
 
+    def _metric_names(self) -> tuple[str, ...]:
+        return self._names
+
+    def _metric_value(self, name: str) -> Any:
+        scores, index = self._places[name]
+        return self._out((self._score_values if scores else self._label_values)[index])
+
+    def _headline(self) -> list[tuple[str, Any]]:
+        return [("kind", self._kind), ("samples", whole(self.total)),
+                ("classes", self._spec["num_classes"])]
+
     @property
     def metrics(self) -> dict[str, Any]:
-        """Every scalar metric by name (values in the inputs' framework)."""
-        out = {row.name: self._out(self._label_values[F.SLOT[row.name]])
-               for row in F.REPORT_METRICS}
-        if self._kind != "scores":
-            return out
-        values = self._score_values
-        for name in ("cross_entropy", "perplexity", "brier_score", "hinge_loss"):
-            out[name] = self._out(values[F.STREAM_SLOT[name]])
-        head = len(F.STREAM_SCORE_SLOTS)
-        for i, k in enumerate(self._spec["top_k"]):
-            out[f"top_{k}_accuracy"] = self._out(values[head + i])
-        out["expected_calibration_error"] = self._out(
-            values[F.STREAM_SLOT["expected_calibration_error"]])
-        out["max_calibration_error"] = self._out(values[F.STREAM_SLOT["max_calibration_error"]])
-        if self._spec["thresholds"]:
-            for name in F.STREAM_SCORE_SLOTS[F.STREAM_SLOT["roc_auc"]:]:
-                out[name] = self._out(values[F.STREAM_SLOT[name]])
-        return out
-
-    def __getitem__(self, name: str) -> Any:
-        metrics = self.metrics
-        if name not in metrics:
-            raise KeyError(f"{name!r} is not a metric of this report; it has {sorted(metrics)}")
-        return metrics[name]
-
-    def keys(self) -> KeysView[str]:
-        """The names of the scalar metrics."""
-        return self.metrics.keys()
+        """Every scalar metric by name (values in the inputs' framework): ``dict(report)``."""
+        return {name: self._metric_value(name) for name in self._names}
 
     @property
     def total(self) -> Any:
@@ -1140,22 +1146,40 @@ class StreamingReport:
         """The K x K matrix (rows actual, columns predicted), or None when not kept."""
         return None if self._matrix is None else self._out(self._matrix)
 
-    def to_dict(self) -> dict[str, Any]:
-        """Every value as Python numbers (one read-back)."""
-        def plain(value):
-            return np.asarray(_to_numpy(value)).tolist()
-
-        out = {"total": plain(self.total), "invalid": plain(self.invalid),
-               "metrics": {name: plain(v) for name, v in self.metrics.items()},
-               "per_class": {name: plain(v) for name, v in self.per_class.items()}}
+    def _host_values(self) -> dict[str, Any]:
+        """:meth:`to_dict`'s layout with NumPy values, NaN kept (one read-back)."""
+        out = {"total": _to_numpy(self.total), "invalid": _to_numpy(self.invalid),
+               "metrics": {name: _to_numpy(v) for name, v in self.metrics.items()},
+               "per_class": {name: _to_numpy(v) for name, v in self.per_class.items()}}
         if self.calibration is not None:
-            out["calibration"] = {name: plain(v) for name, v in self.calibration.items()}
+            out["calibration"] = {name: _to_numpy(v) for name, v in self.calibration.items()}
         out["confusion_matrix"] = (None if self._matrix is None
-                                   else plain(self.confusion_matrix))
+                                   else _to_numpy(self.confusion_matrix))
         return out
 
-    def __repr__(self) -> str:
-        return f"StreamingReport({self._kind}, num_classes={self._spec['num_classes']})"
+    def to_dict(self, descriptions: bool = False) -> dict[str, Any]:
+        """Every value as plain Python numbers and lists (one read-back): ``total``,
+        ``invalid``, ``metrics`` (the entries), ``per_class``, ``calibration``
+        (score states) and ``confusion_matrix`` (None when not kept).
+
+        An undefined value (NaN) or an infinity is ``None``, so that
+        ``json.dumps(report.to_dict(), allow_nan=False)`` works.
+        ``descriptions=True`` adds ``"descriptions"`` (each metric name's
+        one-line meaning) and ``"groups"`` (the label metric names by
+        convention: scikit-learn's, then the per-class averages of oneDAL and
+        pyActLearn).
+        """
+        out = plain(self._host_values())
+        if descriptions:
+            from metrics_gpu.report import metric_legend
+
+            out.update(metric_legend(self._names))
+        return out
+
+    def to_json(self, descriptions: bool = True, **kwargs: Any) -> str:
+        """:meth:`to_dict` as strict JSON text, with the descriptions by default
+        (``kwargs`` go to :func:`json.dumps`): NaN and infinities are ``null``."""
+        return strict_json(self.to_dict(descriptions=descriptions), **kwargs)
 
     # -- pictures (metrics_gpu.plot, the [plot] extra) ----------------------------------
 

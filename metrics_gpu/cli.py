@@ -20,11 +20,12 @@ from typing import Any
 import numpy as np
 
 import metrics_gpu
-from metrics_gpu._backend import BACKEND_NAMES, BackendUnavailableError, resolve_backend
+from metrics_gpu._backend import BACKEND_NAMES, BackendUnavailableError, backend_for_host_data
+from metrics_gpu._extras import install_hint
 from metrics_gpu.files import AUC_MODES, SUFFIXES, report_files, split_source
 from metrics_gpu.report import label_report
 
-FORMATS = ("text", "json", "markdown")
+FORMATS = ("text", "json", "markdown", "html")
 
 
 def _top_k(text: str) -> tuple[int, ...]:
@@ -82,7 +83,9 @@ def _command_report(args: argparse.Namespace) -> int:
         raise ValueError("give --y-pred (predicted labels) or --scores (or both)")
     if args.plot is not None:
         _check_plot_directory(args.plot)
+    _check_output(args.output)
     progress, bars = _progress_bars(args.quiet)
+    start = time.perf_counter()
     try:
         with warnings.catch_warnings(record=True) as caught:
             warnings.simplefilter("always", UserWarning)
@@ -90,8 +93,10 @@ def _command_report(args: argparse.Namespace) -> int:
                 sources, num_classes=args.num_classes, ignore_index=args.ignore_index,
                 scores_are=args.scores_are, top_k=args.top_k, n_bins=args.n_bins,
                 auc=args.auc, thresholds=args.thresholds, backend=args.backend,
-                chunk_rows=args.chunk_size, curves=args.plot is not None, progress=progress)
+                chunk_rows=args.chunk_size, progress=progress,
+                curves=args.plot is not None or args.format == "html")
             report.labels.metrics  # read back before the bars close
+        elapsed = time.perf_counter() - start
     finally:
         for bar in bars:
             bar.close()
@@ -99,39 +104,68 @@ def _command_report(args: argparse.Namespace) -> int:
         print(f"metrics-gpu: warning: {warning.message}", file=sys.stderr)
     if args.plot is not None:
         written = report.save_plots(args.plot)
-    _print_report(report, args.format)
+    _print_report(report, args.format, args.output, quiet=args.quiet, elapsed=elapsed)
     if args.plot is not None and not args.quiet:
         print(f"metrics-gpu: wrote {len(written)} pictures to {args.plot}", file=sys.stderr)
     return 0
 
 
-def _print_report(report, output_format: str) -> None:
+def _print_report(report, output_format: str, output: str | None = None, *,
+                  quiet: bool = False, **html_options: Any) -> None:
+    """The report in ``output_format`` on stdout, or written to the file
+    ``output``; ``html_options`` go to ``to_html`` (elapsed, inputs)."""
     if output_format == "json":
-        print(report.to_json(indent=2))
+        text = report.to_json(indent=2) + "\n"
     elif output_format == "markdown":
-        print(report.to_markdown(), end="")
+        text = report.to_markdown()
+    elif output_format == "html":
+        text = report.to_html(**html_options)
     else:
-        print(report.to_text(), end="")
+        text = report.to_text()
+    if output is None:
+        sys.stdout.write(text)
+        return
+    try:
+        Path(output).write_text(text, encoding="utf-8")
+    except OSError as error:
+        raise ValueError(f"--output {output}: {error.strerror or error}") from None
+    if not quiet:
+        print(f"metrics-gpu: wrote the {output_format} report to {output}", file=sys.stderr)
+
+
+def _check_output(output: str | None) -> None:
+    """--output names a file in an existing directory: said before any reading."""
+    if output is None:
+        return
+    path = Path(output)
+    if path.is_dir():
+        raise ValueError(f"--output {output}: is a directory (name the file to write)")
+    if not path.parent.is_dir():
+        raise ValueError(f"--output {output}: the directory {path.parent} does not exist")
 
 
 def _check_plot_directory(directory: str) -> None:
     """--plot needs matplotlib and a directory it can write: said before any reading."""
     if importlib.util.find_spec("matplotlib") is None:
-        raise ValueError("--plot needs matplotlib: pip install 'metrics-gpu[plot]'")
+        raise ValueError(f"--plot needs matplotlib: {install_hint('plot')}")
     path = Path(directory)
     if path.exists() and not path.is_dir():
         raise ValueError(f"--plot {directory}: exists and is not a directory")
 
 
 def synthetic_predictions(n_samples: int, num_classes: int, *, accuracy: float = 0.8,
-                          seed: int = 0) -> tuple[np.ndarray, np.ndarray]:
+                          seed: int = 0, xp: Any = np) -> tuple[Any, Any]:
     """Imbalanced labels and predictions that are right with probability ``accuracy``.
 
     Wrong predictions go to a neighbouring class more often than to a far
-    one, so the weighted kappas differ from the plain one.
+    one, so the weighted kappas differ from the plain one. ``xp`` is the
+    array module that makes them: NumPy, or CuPy to generate them on the GPU
+    (the same distribution and seed, other values); int32 either way.
     """
     rng = np.random.default_rng(seed)
     frequencies = rng.dirichlet(np.full(num_classes, 2.0))
+    if xp is not np:
+        return _synthetic_with_random_state(xp, n_samples, frequencies, accuracy, seed)
     y_true = rng.choice(num_classes, size=n_samples, p=frequencies).astype(np.int32)
     offsets = rng.geometric(0.5, size=n_samples).astype(np.int32)
     offsets *= rng.choice(np.array([-1, 1], dtype=np.int32), size=n_samples)
@@ -141,21 +175,79 @@ def synthetic_predictions(n_samples: int, num_classes: int, *, accuracy: float =
     return y_true, y_pred.astype(np.int32)
 
 
+def _synthetic_with_random_state(xp: Any, n_samples: int, frequencies: np.ndarray,
+                                 accuracy: float, seed: int) -> tuple[Any, Any]:
+    """:func:`synthetic_predictions`' recipe in ``xp``'s own arrays and
+    ``xp.random.RandomState`` (CuPy's: made on the GPU, nothing copied but the
+    K class frequencies). NumPy runs the same lines in the tests."""
+    random = xp.random.RandomState(seed)
+    cdf = xp.asarray(np.cumsum(frequencies))
+    y_true = xp.searchsorted(cdf, random.random_sample(n_samples), side="right")
+    xp.minimum(y_true, frequencies.size - 1, out=y_true)  # a sum of K floats may end below 1
+    offsets = random.geometric(0.5, size=n_samples)
+    offsets *= random.randint(0, 2, size=n_samples) * 2 - 1
+    y_pred = xp.remainder(y_true + offsets, frequencies.size)
+    correct = random.random_sample(n_samples) < accuracy
+    y_pred = xp.where(correct, y_true, y_pred)
+    return y_true.astype(xp.int32), y_pred.astype(xp.int32)
+
+
+def _demo_backend(requested: str) -> tuple[str, str | None]:
+    """The backend the demo runs on, and, when ``auto`` fell back to numpy, why.
+
+    ``auto`` is cuda when CuPy and a GPU are present (the data is then made on
+    the GPU), else numpy; a named backend is used as it is.
+    """
+    backend = backend_for_host_data(requested)
+    if requested != "auto" or backend == "cuda":
+        return backend, None
+    from metrics_gpu.backends.cuda import cuda_unavailable_reason
+
+    return backend, cuda_unavailable_reason()
+
+
+def _array_module(backend: str) -> Any:
+    """NumPy, or CuPy for the cuda backend (imported only then)."""
+    if backend != "cuda":
+        return np
+    import cupy
+
+    return cupy
+
+
+def _wait_for(xp: Any) -> None:
+    """Wait for the GPU's queued work, so that a timing holds all of it."""
+    if xp is not np:
+        xp.cuda.get_current_stream().synchronize()
+
+
 def _command_demo(args: argparse.Namespace) -> int:
+    _check_output(args.output)
+    backend, fallback_reason = _demo_backend(args.backend)
+    xp = _array_module(backend)
     start = time.perf_counter()
-    y_true, y_pred = synthetic_predictions(args.samples, args.classes, seed=args.seed)
+    y_true, y_pred = synthetic_predictions(args.samples, args.classes, seed=args.seed, xp=xp)
+    _wait_for(xp)
     generated = time.perf_counter() - start
-    with metrics_gpu.use_backend(args.backend):
+    with metrics_gpu.use_backend(backend):
+        if backend != "numpy":  # kernels compiled or loaded outside the timing
+            label_report(y_true[:1024], y_pred[:1024], num_classes=args.classes)
         start = time.perf_counter()
         report = label_report(y_true, y_pred, num_classes=args.classes)
+        _wait_for(xp)
         elapsed = time.perf_counter() - start
-        backend = resolve_backend(y_true, y_pred).name
-    _print_report(report, args.format)
-    if args.format != "json":
+    if fallback_reason is not None:
+        print(f"metrics-gpu demo: backend auto runs numpy here, no GPU: {fallback_reason}",
+              file=sys.stderr)
+    _print_report(report, args.format, args.output, elapsed=elapsed, inputs={
+        "data": f"generated: {args.samples:,} predictions, {args.classes} classes, "
+                f"seed {args.seed}", "backend": backend})
+    if args.format not in ("json", "html") or args.output is not None:
+        made_on = "the CPU" if xp is np else "the GPU"
         print(
             f"\n{args.samples:,} predictions, {args.classes} classes: full report in "
             f"{elapsed:.3f} s ({args.samples / elapsed / 1e6:,.0f} M predictions/s, "
-            f"backend {backend}; data generated in {generated:.2f} s)"
+            f"backend {backend}; data generated on {made_on} in {generated:.2f} s)"
         )
     return 0
 
@@ -217,7 +309,15 @@ def build_parser() -> argparse.ArgumentParser:
                         "fits in half the free memory (default)")
     report.add_argument("--thresholds", type=_positive_int, default=1000,
                         help="bins of the binned AUC and of the curves (default 1000)")
-    report.add_argument("--format", choices=FORMATS, default="text")
+    report.add_argument("--format", choices=FORMATS, default="text",
+                        help="text (default), json (strict JSON: an undefined metric, NaN, "
+                        "is null; with a descriptions table of the names), markdown, or "
+                        "html: one self-contained "
+                        "page (inline CSS, pictures embedded; pictures need the [plot] "
+                        "extra), e.g. --format html --output report.html")
+    report.add_argument("--output", metavar="PATH",
+                        help="write the report to PATH instead of standard output (any "
+                        "--format; html on standard output is the same page)")
     report.add_argument("--plot", metavar="DIR",
                         help="write the pictures as PNG files (needs the [plot] extra)")
     report.add_argument("--backend", choices=BACKEND_NAMES,
@@ -232,8 +332,14 @@ def build_parser() -> argparse.ArgumentParser:
     demo.add_argument("--samples", type=_positive_int, default=10_000_000)
     demo.add_argument("--classes", type=_positive_int, default=10)
     demo.add_argument("--seed", type=int, default=0)
-    demo.add_argument("--format", choices=FORMATS, default="text")
-    demo.add_argument("--backend", choices=BACKEND_NAMES, default="auto")
+    demo.add_argument("--format", choices=FORMATS, default="text",
+                      help="text (default), json (strict: NaN as null), markdown, or html: "
+                      "one self-contained page")
+    demo.add_argument("--output", metavar="PATH",
+                      help="write the report to PATH instead of standard output")
+    demo.add_argument("--backend", choices=BACKEND_NAMES, default="auto",
+                      help="default auto: cuda, with the data generated on the GPU, when CuPy "
+                      "and a GPU are present, else numpy (the reason is printed)")
     demo.set_defaults(run=_command_demo)
 
     warm = commands.add_parser(

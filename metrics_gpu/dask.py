@@ -1,8 +1,9 @@
 """Classification metrics of ``dask.array`` inputs: a small state per chunk,
 merged in a tree, the metric computed on the merged state.
 
-Install with ``pip install 'metrics-gpu[dask]'``. Importing :mod:`metrics_gpu`
-never imports Dask; only this module does.
+Install the ``[dask]`` extra: ``pip install '.[dask]'`` in a checkout, or the
+wheel file with ``[dask]``. Importing :mod:`metrics_gpu` never imports Dask;
+only this module does.
 
 Every function builds a graph of three stages and gathers nothing but the
 last, small state:
@@ -84,9 +85,12 @@ from __future__ import annotations
 import functools
 import inspect
 import math
+import warnings
 from dataclasses import dataclass
 
 import numpy as np
+
+from metrics_gpu._extras import install_hint
 
 try:
     import dask
@@ -94,15 +98,16 @@ try:
     from dask.delayed import Delayed, delayed
 except ImportError as error:  # pragma: no cover - the [dask] extra is missing
     raise ImportError(
-        "metrics_gpu.dask needs Dask: pip install 'metrics-gpu[dask]' "
+        f"metrics_gpu.dask needs Dask: {install_hint('dask')} "
         f"(importing it failed: {error})"
     ) from error
 
 from metrics_gpu import _classification
 from metrics_gpu._backend import resolve_backend
 from metrics_gpu._kernels import STREAM_NO_ERROR, STREAM_ORDINAL_SHIFT
+from metrics_gpu._report_mapping import as_lists
 from metrics_gpu._state import RowArgmax
-from metrics_gpu._streaming import ClassificationMetrics, _to_numpy
+from metrics_gpu._streaming import ClassificationMetrics, StreamingReport, _to_numpy
 from metrics_gpu._validation import (
     IGNORED_POSITION,
     check_bool,
@@ -121,8 +126,9 @@ from metrics_gpu.report import label_report as _label_report
 SPLIT_EVERY = 8
 
 __all__ = [
-    "SPLIT_EVERY", "accuracy_score", "average_precision_score", "balanced_accuracy_score",
-    "brier_score_loss", "classification_metrics", "classification_report",
+    "SPLIT_EVERY", "DaskStreamingReport", "accuracy_score", "average_precision_score",
+    "balanced_accuracy_score", "brier_score_loss", "classification_metrics",
+    "classification_report",
     "cohen_kappa_score", "confusion_matrix", "expected_calibration_error", "f1_score",
     "fbeta_score", "hamming_loss", "jaccard_score", "label_report", "log_loss",
     "matthews_corrcoef", "precision_recall_fscore_support", "precision_score",
@@ -485,9 +491,10 @@ def _merge_states(spec: dict, *states: dict | None) -> dict | None:
 
 def _report_of_state(state, spec: dict, offsets: tuple, positions: int, pick=None,
                      options=None):
-    """``StreamingReport.to_dict()`` of the merged state, or ``pick(report,
-    **options)`` of it. A deferred check's error names the sample's position
-    in the whole array (``positions`` samples per row of ``y_true``)."""
+    """The :class:`DaskStreamingReport` of the merged state, or ``pick(values,
+    **options)`` of its values (``to_dict``'s layout, NaN kept). A deferred
+    check's error names the sample's position in the whole array
+    (``positions`` samples per row of ``y_true``)."""
     if state is None:
         raise ValueError("y_true and preds are empty; at least one sample is required")
     metrics = ClassificationMetrics(**spec)
@@ -499,8 +506,46 @@ def _report_of_state(state, spec: dict, offsets: tuple, positions: int, pick=Non
             f"{name} of chunk {chunk} along axis 0 holds {problem} at sample "
             f"{offsets[chunk] * positions + sample} of the whole array (counting every "
             f"position); {invalid} sample(s) were left out in all")
-    report = metrics.compute().to_dict()
-    return report if pick is None else pick(report, **options)
+    report = metrics.compute()
+    if pick is None:
+        return DaskStreamingReport.of(report)
+    return pick(as_lists(report._host_values()), **options)
+
+
+# The keys of the dictionary classification_metrics returned before it
+# returned a report: still answered, with a DeprecationWarning.
+_LEGACY_KEYS = ("total", "invalid", "metrics", "per_class", "calibration", "confusion_matrix")
+
+
+class DaskStreamingReport(StreamingReport):
+    """What :func:`classification_metrics` returns: the
+    :class:`metrics_gpu.StreamingReport` of the merged state, on the host
+    (NumPy values): the same mapping of metric names, attributes and
+    ``to_dict()`` as the in-memory ``ClassificationMetrics(...).compute()``.
+
+    For code written when the function returned ``to_dict()``'s dictionary,
+    ``report["metrics"]``, ``report["per_class"]`` (and ``"total"``,
+    ``"invalid"``, ``"calibration"``, ``"confusion_matrix"``) still give that
+    dictionary's entries, with a ``DeprecationWarning``; they are not among
+    the keys. Use ``report.to_dict()[...]``, or the metric names directly.
+    """
+
+    @classmethod
+    def of(cls, report: StreamingReport) -> DaskStreamingReport:
+        """``report`` as a :class:`DaskStreamingReport` (the same values)."""
+        legacy = cls.__new__(cls)
+        legacy.__dict__.update(report.__dict__)
+        return legacy
+
+    def __getitem__(self, name: str):
+        if name in _LEGACY_KEYS and name not in self._metric_names():
+            warnings.warn(
+                f"classification_metrics now returns a StreamingReport, a mapping of metric "
+                f"names: report[{name!r}] is its old dictionary's entry; use "
+                f"report.to_dict()[{name!r}] (or report[metric name])",
+                DeprecationWarning, stacklevel=2)
+            return self.to_dict()[name]
+        return super().__getitem__(name)
 
 
 def _score_graph(y_true, preds, sample_weight, *, spec, check, compute, pick=None,
@@ -518,7 +563,10 @@ def classification_metrics(y_true, preds, num_classes, *, sample_weight=None, to
                            n_bins=15, thresholds=None, scores="logits", ignore_index=None,
                            confusion_matrix="auto", compute=False):
     """Every metric of :class:`metrics_gpu.ClassificationMetrics` over Dask arrays,
-    as plain Python numbers (:meth:`StreamingReport.to_dict`).
+    as the in-memory state's report: a :class:`DaskStreamingReport` (a
+    :class:`metrics_gpu.StreamingReport` of NumPy values, the same metric
+    names and ``to_dict()``; before, this function returned ``to_dict()``'s
+    dictionary, whose keys ``report["metrics"]`` ... still answer, deprecated).
 
     One state per chunk (``update`` of the chunk, ``validate="deferred"``),
     merged in a tree, computed once. ``preds``: ``(N,)`` labels, ``(N, K)``
@@ -536,7 +584,7 @@ def classification_metrics(y_true, preds, num_classes, *, sample_weight=None, to
         kept while K <= 2048 with "auto", is part of every chunk's state:
         pass ``confusion_matrix=False`` for large K).
     compute : bool, default False
-        False: a ``Delayed`` of the dictionary; True: the dictionary.
+        False: a ``Delayed`` of the report; True: the report.
     """
     spec = dict(num_classes=num_classes, top_k=top_k, n_bins=n_bins, thresholds=thresholds,
                 scores=scores, ignore_index=ignore_index, confusion_matrix=confusion_matrix,

@@ -46,14 +46,16 @@ from typing import Any, Callable
 
 import numpy as np
 
+from metrics_gpu._extras import install_hint
 from metrics_gpu._formulas import defined_averages, softmax_rows
+from metrics_gpu._report_mapping import MetricMapping, as_lists, plain, strict_json
 from metrics_gpu._types import ScoresAre
 from metrics_gpu._validation import probabilities_read_as_logits
 
 ARROW_SUFFIXES = (".parquet", ".pq", ".arrow", ".feather", ".ipc")
 TEXT_SUFFIXES = (".csv", ".txt")
 SUFFIXES = (".npy", ".npz", *TEXT_SUFFIXES, *ARROW_SUFFIXES)
-IO_INSTALL_HINT = "install the [io] extra: pip install 'metrics-gpu[io]'"
+IO_INSTALL_HINT = f"install the [io] extra: {install_hint('io')}"
 ROLES = ("labels", "scores", "weights")
 SCORE_DTYPES = (np.float16, np.float32, np.float64)
 # Rows per chunk: at most 2^20, and at most 64 MB per buffer set (two sets
@@ -1264,11 +1266,19 @@ def _raise_first_invalid(state, readers, name: str, chunk_rows: int) -> None:
 
 # -- the report of a file evaluation -------------------------------------------------
 
-class PredictionReport:
+class PredictionReport(MetricMapping):
     """The report of prediction files (:func:`evaluate_files`): every label
     metric (:attr:`labels`, a :class:`metrics_gpu.LabelReport`), and with
     scores the score metrics, calibration bins and ROC AUC / average precision
     (exact, or binned with their error bounds).
+
+    A read-only :class:`collections.abc.Mapping` of the scalar metrics as
+    Python floats: the label metrics (``labels``' entries), then with scores
+    the scalar entries of :attr:`scores` (``cross_entropy``,
+    ``top_{k}_accuracy``, ``roc_auc_macro`` ...). As in every report type,
+    the per-class arrays, the matrix and the calibration bins are attributes
+    (``labels.per_class``, ``scores["per_class"]`` ...), and :meth:`to_dict`
+    holds everything, NaN as None.
 
     ``plot_confusion_matrix``, ``plot_roc``, ``plot_precision_recall`` and
     ``plot_reliability`` draw with matplotlib (the ``[plot]`` extra) and
@@ -1305,7 +1315,7 @@ class PredictionReport:
         if self.streaming is None:
             return None
         if self._scores is None:
-            stream = self.streaming.to_dict()
+            stream = as_lists(self.streaming._host_values())  # NaN kept
             label_names = {row.name for row in _report_metrics()}
             values = {name: value for name, value in stream["metrics"].items()
                       if name not in label_names}
@@ -1327,19 +1337,40 @@ class PredictionReport:
             self._scores = values
         return self._scores
 
-    def to_dict(self) -> dict[str, Any]:
+    def _metric_names(self) -> tuple[str, ...]:
+        scores = self.scores or {}
+        return (*self.labels.keys(), *(name for name in scores
+                                       if name not in ("per_class", "calibration")))
+
+    def _metric_value(self, name: str) -> Any:
+        return self.labels[name] if name in self.labels else (self.scores or {})[name]
+
+    def _headline(self) -> list[tuple[str, Any]]:
+        return [("rows", self.rows), ("classes", int(self.labels.classes.size))]
+
+    def to_dict(self, descriptions: bool = False) -> dict[str, Any]:
+        """The report as plain Python values: :meth:`LabelReport.to_dict`'s,
+        with ``rows``, ``backend`` and, with scores, ``auc_method`` and
+        ``scores`` (:attr:`scores`). NaN and infinities are ``None`` (strict
+        JSON). ``descriptions=True`` adds ``"descriptions"`` (each metric
+        name's one-line meaning) and ``"groups"`` (the label metrics by
+        convention)."""
+        from metrics_gpu.report import metric_legend
+
         out = self.labels.to_dict()
         out["rows"] = self.rows
         out["backend"] = self.evaluation.backend
         if self.streaming is not None:
             out["auc_method"] = self.auc
-            out["scores"] = self.scores
+            out["scores"] = plain(self.scores)
+        if descriptions:
+            out.update(metric_legend(self.keys()))
         return out
 
-    def to_json(self, **kwargs) -> str:
-        import json
-
-        return json.dumps(self.to_dict(), **kwargs)
+    def to_json(self, descriptions: bool = True, **kwargs) -> str:
+        """:meth:`to_dict` as strict JSON text, with the descriptions by default
+        (``kwargs`` go to :func:`json.dumps`): NaN and infinities are ``null``."""
+        return strict_json(self.to_dict(descriptions=descriptions), **kwargs)
 
     def _score_lines(self, digits: int) -> list[tuple[str, str]]:
         rows: list[tuple[str, str]] = []
@@ -1368,11 +1399,15 @@ class PredictionReport:
         return text + "\n".join(lines) + "\n"
 
     def to_markdown(self, digits: int = 4) -> str:
-        text = self.labels.to_markdown(digits)
-        if self.streaming is None:
-            return text
-        return text + "".join(f"| {name} | {value} |\n"
-                              for name, value in self._score_lines(digits))
+        """The metrics as one Markdown table: the label metrics by group (as
+        :meth:`LabelReport.to_markdown`), then the score metrics."""
+        from metrics_gpu.report import grouped_metric_rows, markdown_table
+
+        groups = grouped_metric_rows(self.labels.metrics, digits)
+        if self.streaming is not None:
+            groups.append((f"scores (ROC AUC and average precision: {self.auc})",
+                           self._score_lines(digits)))
+        return markdown_table(groups)
 
     # -- pictures -------------------------------------------------------------------
 
@@ -1461,6 +1496,14 @@ class PredictionReport:
             path.write_bytes(data)
             paths.append(path)
         return paths
+
+    def to_html(self, **options) -> str:
+        """The report as one self-contained HTML page: metrics, per-class table,
+        confusion matrix, pictures (with matplotlib), the files read
+        (:func:`metrics_gpu.html_report.render_html`; ``options`` go to it)."""
+        from metrics_gpu.html_report import render_html
+
+        return render_html(self, **options)
 
 
 def _bound_name(name: str) -> str:

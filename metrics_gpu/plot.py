@@ -26,9 +26,10 @@ from collections.abc import Mapping
 import numpy as np
 
 from metrics_gpu._backend import get_backend_implementation, is_device_array
+from metrics_gpu._extras import install_hint
 from metrics_gpu._formulas import normalized_confusion
 
-INSTALL_HINT = "metrics_gpu.plot needs matplotlib: pip install 'metrics-gpu[plot]'"
+INSTALL_HINT = f"metrics_gpu.plot needs matplotlib: {install_hint('plot')}"
 NORMALIZE_OPTIONS = (None, "true", "pred", "all")
 NORMALIZED_TITLES = {"true": "true labels", "pred": "predicted labels", "all": "all samples"}
 # Beyond this many rows, cell numbers no longer fit a readable font.

@@ -9,7 +9,7 @@ kernel launch on the cuda and emulated backends, ``reduce_metrics.cu``).
 
 from __future__ import annotations
 
-import json
+import textwrap
 from collections.abc import Callable, Sequence
 from dataclasses import replace
 from typing import Any
@@ -19,6 +19,7 @@ import numpy as np
 from metrics_gpu import _formulas as F
 from metrics_gpu._backend import on_caller_stream
 from metrics_gpu._docs import shared_parameters
+from metrics_gpu._report_mapping import MetricMapping, descriptions, format_number, strict_json
 from metrics_gpu._stages import Evaluation, accumulate, evaluate, one_pass
 from metrics_gpu._types import ArrayLike, ConfusionMatrixOption, Normalize
 from metrics_gpu._validation import check_confusion_matrix_option, check_label_inputs
@@ -28,12 +29,21 @@ from metrics_gpu._validation import check_confusion_matrix_option, check_label_i
 MAX_PRINTED_CLASSES = 50
 
 
-class LabelReport:
+class LabelReport(MetricMapping):
     """Every label metric of one evaluation.
 
     :func:`label_report` reads nothing back from a GPU: the numbers are
     converted to NumPy, all at once, on the first access to any attribute
-    below (one copy of O(K) numbers, the report's only host sync).
+    below or to a metric (one copy of O(K) numbers, the report's only host
+    sync; ``len``, ``in`` and iterating over the names read nothing).
+
+    A read-only :class:`collections.abc.Mapping` of the overall metrics:
+    ``report["macro_f1"]``, ``report.keys()`` (the names of
+    :data:`metrics_gpu.REPORT_METRICS`, in its order), ``items()``,
+    ``values()``, ``dict(report)``, as Python floats. As in every report
+    type, the entries are the scalar metrics only; the per-class arrays, the
+    confusion matrix and the counts are the attributes below, and
+    :meth:`to_dict` holds everything. Reports compare by identity.
 
     Attributes
     ----------
@@ -95,14 +105,25 @@ class LabelReport:
     def class_names(self) -> list[str]:
         return self._field("class_names")
 
-    def __repr__(self) -> str:
-        if self._fields is None:
-            return "LabelReport(<on the device; read on first access>)"
-        return f"LabelReport(total={self.total!r}, metrics={self.metrics!r})"
+    def _metric_names(self) -> tuple[str, ...]:
+        return _LABEL_METRIC_NAMES
 
-    def to_dict(self) -> dict[str, Any]:
-        """The report as plain Python numbers, lists and dicts (JSON-ready)."""
-        return {
+    def _metric_value(self, name: str) -> float:
+        return self.metrics[name]
+
+    def _headline(self) -> list[tuple[str, Any]]:
+        return [("samples", self.total), ("classes", int(self.classes.size))]
+
+    def to_dict(self, descriptions: bool = False) -> dict[str, Any]:
+        """The report as plain Python numbers, lists and dicts (JSON-ready).
+
+        An undefined value (NaN) or an infinity is ``None``, so that
+        ``json.dumps(report.to_dict(), allow_nan=False)`` works.
+        ``descriptions=True`` adds ``"descriptions"``: each metric name's
+        one-line meaning, and ``"groups"``: the names by convention
+        (scikit-learn's, then oneDAL's and pyActLearn's per-class averages).
+        """
+        out = {
             "total": _plain(self.total),
             "invalid": int(self.invalid),
             "num_classes": int(self.classes.size),
@@ -114,21 +135,29 @@ class LabelReport:
             "confusion_matrix": None if self.confusion_matrix is None
             else self.confusion_matrix.tolist(),
         }
+        if descriptions:
+            out.update(metric_legend(self.metrics))
+        return out
 
-    def to_json(self, **kwargs: Any) -> str:
-        """:meth:`to_dict` as JSON text (``kwargs`` go to :func:`json.dumps`)."""
-        return json.dumps(self.to_dict(), **kwargs)
+    def to_json(self, descriptions: bool = True, **kwargs: Any) -> str:
+        """:meth:`to_dict` as strict JSON text, with the ``descriptions`` table
+        by default (``kwargs`` go to :func:`json.dumps`): NaN and infinities
+        are ``null``."""
+        return strict_json(self.to_dict(descriptions=descriptions), **kwargs)
 
     def to_text(self, digits: int = 4) -> str:
-        """The metrics, then the per-class table while K <= 50, as aligned text."""
+        """The metrics by group (scikit-learn's, then the per-class averages of
+        oneDAL and pyActLearn, with a legend), then the per-class table while
+        K <= 50, as aligned text."""
         lines = [
             f"samples: {_plain(self.total)}  classes: {self.classes.size}"
             + (f"  invalid (left out): {self.invalid}" if self.invalid else ""),
-            "",
         ]
-        width = max(len(name) for name in self.metrics)
-        for name, value in self.metrics.items():
-            lines.append(f"{name:<{width}}  {value:.{digits}f}")
+        for title, rows in grouped_metric_rows(self.metrics, digits):
+            width = max(len(name) for name, _ in rows)
+            lines += ["", f"{title}:"] + [f"  {name:<{width}}  {text}" for name, text in rows]
+        lines += textwrap.wrap(f"({F.PER_CLASS_AVERAGES_LEGEND})", width=88,
+                               initial_indent="  ", subsequent_indent="   ")
         if self.classes.size <= MAX_PRINTED_CLASSES:
             columns = list(self.per_class)
             name_width = max([len("class")] + [len(n) for n in self.class_names])
@@ -145,10 +174,9 @@ class LabelReport:
         return "\n".join(lines) + "\n"
 
     def to_markdown(self, digits: int = 4) -> str:
-        """The overall metrics as a Markdown table."""
-        lines = ["| metric | value |", "| --- | --- |"]
-        lines += [f"| {name} | {value:.{digits}f} |" for name, value in self.metrics.items()]
-        return "\n".join(lines) + "\n"
+        """The overall metrics as a Markdown table, by group (as :meth:`to_text`),
+        each with its one-line meaning."""
+        return markdown_table(grouped_metric_rows(self.metrics, digits))
 
     def plot_confusion_matrix(self, ax: Any = None, normalize: Normalize | None = None,
                               max_classes: int = 20, **kwargs: Any) -> Any:
@@ -168,12 +196,62 @@ class LabelReport:
         return plot_confusion_matrix(self.confusion_matrix, ax=ax, normalize=normalize,
                                      max_classes=max_classes, **kwargs)
 
+    def to_html(self, **options: Any) -> str:
+        """The report as one self-contained HTML page: metrics, per-class table,
+        confusion matrix (:func:`metrics_gpu.html_report.render_html`;
+        ``options`` go to it)."""
+        from metrics_gpu.html_report import render_html
+
+        return render_html(self, **options)
+
+
+_LABEL_METRIC_NAMES = tuple(row.name for row in F.REPORT_METRICS)
+
 
 def _plain(value):
     value = np.asarray(value).item()
+    if isinstance(value, float) and not np.isfinite(value):
+        return None  # strict JSON: NaN and infinities are null
     if isinstance(value, float) and value.is_integer() and abs(value) < 2**53:
         return int(value)
     return value
+
+
+def markdown_table(groups: list[tuple[str, list[tuple[str, str]]]]) -> str:
+    """Groups of formatted ``(name, value)`` rows as one Markdown table, each
+    row with its metric's one-line meaning, then the legend of the per-class
+    averages."""
+    lines = ["| metric | value | meaning |", "| --- | --- | --- |"]
+    for title, rows in groups:
+        lines.append(f"| **{title}** | | |")
+        lines += [f"| {name} | {text} | {_cell(F.metric_description(name) or '')} |"
+                  for name, text in rows]
+    lines.append(f"\n{F.PER_CLASS_AVERAGES_GROUP}: {F.PER_CLASS_AVERAGES_LEGEND}.")
+    return "\n".join(lines) + "\n"
+
+
+def _cell(text: str) -> str:
+    """Text in a Markdown table cell (its pipes escaped)."""
+    return text.replace("|", "\\|")
+
+
+def grouped_metric_rows(metrics, digits: int) -> list[tuple[str, list[tuple[str, str]]]]:
+    """The label ``metrics`` present, formatted, by the groups of
+    :func:`metrics_gpu._formulas.label_metric_groups` (empty groups left out)."""
+    out = []
+    for title, names in F.label_metric_groups():
+        rows = [(name, format_number(metrics[name], digits)) for name in names if name in metrics]
+        if rows:
+            out.append((title, rows))
+    return out
+
+
+def metric_legend(names) -> dict[str, Any]:
+    """What a JSON report says of its metric ``names``: ``"descriptions"``
+    (name -> one-line meaning) and ``"groups"`` (title -> the label metric
+    names of that convention)."""
+    groups = {title: list(members) for title, members in F.label_metric_groups()}
+    return {"descriptions": descriptions(names), "groups": groups}
 
 
 @on_caller_stream

@@ -315,3 +315,38 @@ def _record_emulated_launches(directory: Path, config) -> None:
         return original(self, source, expression, grid, block, args, shared_bytes)
 
     EmulatedDevice.launch = launch
+
+
+# -- the GPU cases skipped here, said once at the end ----------------------------------
+
+# Skip reasons of the cases that need a GPU: skip_unavailable("cuda") and the
+# tests that need a CUDA device for torch or CuPy's kernel attributes.
+GPU_SKIP = re.compile(r"backend 'cuda' unavailable|no CUDA device|needs a GPU|on a GPU only")
+
+
+def _skip_reason(report) -> str:
+    longrepr = report.longrepr
+    if isinstance(longrepr, tuple) and len(longrepr) == 3:
+        return str(longrepr[2]).removeprefix("Skipped: ")
+    return str(longrepr)
+
+
+def gpu_skip_summary(reports) -> str | None:
+    """One line on the GPU cases among ``reports`` (skipped ones), or None when none."""
+    reasons = [reason for reason in map(_skip_reason, reports) if GPU_SKIP.search(reason)]
+    if not reasons:
+        return None
+    from metrics_gpu.backends.cuda import cuda_unavailable_reason
+
+    why = cuda_unavailable_reason()
+    where = f"no GPU here ({why})" if why is not None else f"e.g. {reasons[0]}"
+    return (f"metrics-gpu: {len(reasons)} GPU cases skipped, {where}; CI runs the same "
+            "kernels on the emulated backend, a GPU machine runs these")
+
+
+def pytest_terminal_summary(terminalreporter, exitstatus, config):
+    if hasattr(config, "workerinput"):  # an xdist worker: the controller says it, once
+        return
+    line = gpu_skip_summary(terminalreporter.stats.get("skipped", ()))
+    if line is not None:
+        terminalreporter.write_line(line)

@@ -59,7 +59,8 @@ def test_report_markdown(prediction_files, capsys):
 
 
 def test_demo_runs_and_times(capsys):
-    assert main(["demo", "--samples", "20000", "--classes", "5"]) == 0
+    # numpy named: auto runs cuda on a GPU machine (tests/test_demo.py)
+    assert main(["demo", "--samples", "20000", "--classes", "5", "--backend", "numpy"]) == 0
     out = capsys.readouterr().out
     assert "20,000 predictions, 5 classes: full report in" in out
     assert "backend numpy" in out

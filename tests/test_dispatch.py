@@ -301,7 +301,7 @@ def test_cuda_without_cupy_names_the_fix(clean_state):
             enter()
         message = str(info.value)
         assert "pip install" in message
-        assert "metrics-gpu[cuda12]" in message
+        assert "pip install '.[cuda12]'" in message
     assert mg.get_backend() == "auto"  # nothing changed by the failed requests
 
 

@@ -1,6 +1,6 @@
 """K = 200,000 classes: every label metric but the dense matrix works from
-O(K) per-class statistics, never allocating K * K (README, "Semantics in one
-paragraph").
+O(K) per-class statistics, never allocating K * K (docs/conventions.md, "Inputs
+and the counts"; docs/gpu.md, "Memory").
 
 NumPy reports its allocations to ``tracemalloc``, so the peak traced memory
 of one call bounds what the call allocated on the host. A K x K matrix of

@@ -73,7 +73,7 @@ def test_import_leaves_matplotlib_alone_and_drawing_needs_no_pyplot():
 def test_missing_matplotlib_names_the_extra(monkeypatch):
     monkeypatch.setitem(sys.modules, "matplotlib", None)
     monkeypatch.setitem(sys.modules, "matplotlib.figure", None)
-    with pytest.raises(ImportError, match=r"pip install 'metrics-gpu\[plot\]'"):
+    with pytest.raises(ImportError, match=r"pip install '\.\[plot\]'"):
         plot.plot_confusion_matrix(np.eye(2))
 
 

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# One lent-GPU session in one call (README, "How fast"): the benches of the
+# One lent-GPU session in one call (docs/gpu.md, docs/performance.md): the benches of the
 # kernels, then the test suite on the `cuda` backend, under one deadline so that
 # everything measured comes back even when a step runs long. Run from the repo
 # root on the device machine: `METRICS_GPU_COMMIT=<hash> bash tools/gpu_session.sh

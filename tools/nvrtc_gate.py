@@ -57,7 +57,7 @@ _NVRTC_SUCCESS = 0
 
 INSTALL_HINT = (
     "install the NVRTC wheel (pip install 'nvidia-cuda-nvrtc>=13', included in "
-    f"metrics-gpu[test] on Linux) or set {ENV_VARIABLE} to the path of libnvrtc"
+    f"the [test] extra on Linux) or set {ENV_VARIABLE} to the path of libnvrtc"
 )
 
 

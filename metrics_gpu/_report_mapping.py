@@ -1,0 +1,168 @@
+"""What every report object shares: a read-only mapping of its scalar metrics,
+plain Python values, strict JSON and a short repr.
+
+:class:`MetricMapping` is the base of :class:`metrics_gpu.LabelReport`,
+:class:`metrics_gpu.LogitsReport`, :class:`metrics_gpu.StreamingReport` and
+:class:`metrics_gpu.files.PredictionReport`. The entries are the scalar
+metrics, by name; the arrays (per-class columns, confusion matrix,
+calibration bins) and the counts are attributes, and all of them are in
+``to_dict()``. Names and their one-line meanings come from
+:mod:`metrics_gpu._formulas` (``REPORT_METRICS``, ``SCORE_METRIC_DESCRIPTIONS``).
+"""
+
+from __future__ import annotations
+
+import difflib
+import json
+import math
+import sys
+from collections.abc import Iterator, KeysView, Mapping
+from typing import Any
+
+import numpy as np
+
+from metrics_gpu._formulas import metric_description
+
+# The metrics a repr shows, when the report has them, in this order.
+HEADLINE_METRICS = ("accuracy", "macro_f1", "matthews_corrcoef", "cross_entropy",
+                    "expected_calibration_error", "roc_auc")
+
+
+def _host(value: Any) -> Any:
+    """A NumPy array of a NumPy, CuPy or torch value (one read-back off a GPU)."""
+    torch = sys.modules.get("torch")
+    if torch is not None and isinstance(value, torch.Tensor):
+        return value.detach().cpu().numpy()
+    if hasattr(value, "get") and type(value).__module__.startswith("cupy"):
+        return value.get()
+    return np.asarray(value)
+
+
+def plain(value: Any) -> Any:
+    """``value`` as plain Python values for JSON: dicts, lists and tuples walked
+    (tuples become lists), arrays and scalars of NumPy, CuPy or torch read
+    back to ``int`` / ``float`` / ``bool`` and nested lists, NaN and
+    infinities as ``None``. Strings and None are kept."""
+    if value is None or isinstance(value, (str, bool)):
+        return value
+    if isinstance(value, int):
+        return int(value)
+    if isinstance(value, float):
+        return float(value) if math.isfinite(value) else None
+    if isinstance(value, Mapping):
+        return {key if isinstance(key, (str, int)) else str(key): plain(item)
+                for key, item in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [plain(item) for item in value]
+    array = _host(value)
+    if array.dtype.kind in "fc" and array.size and not np.isfinite(array).all():
+        kept = array.astype(object)
+        kept[~np.isfinite(array)] = None
+        return kept.tolist()
+    return array.tolist()
+
+
+def as_lists(value: Any) -> Any:
+    """The NumPy values of a nested dict as Python numbers and lists, NaN kept
+    (what the reports' ``to_dict`` gave before NaN became None)."""
+    if isinstance(value, dict):
+        return {name: as_lists(item) for name, item in value.items()}
+    return None if value is None else np.asarray(value).tolist()
+
+
+def strict_json(value: Any, **kwargs: Any) -> str:
+    """``value`` as strict JSON text (``kwargs`` go to :func:`json.dumps`):
+    :func:`plain` values, NaN and infinities written as ``null``, never as the
+    ``NaN`` / ``Infinity`` that strict parsers refuse."""
+    kwargs.pop("allow_nan", None)
+    return json.dumps(plain(value), allow_nan=False, **kwargs)
+
+
+def descriptions(names) -> dict[str, str]:
+    """Name -> one-line meaning, for the ``names`` that have one."""
+    out = {}
+    for name in names:
+        meaning = metric_description(name)
+        if meaning is not None:
+            out[name] = meaning
+    return out
+
+
+def format_number(value: Any, digits: int = 4) -> str:
+    """A number of a repr or a text table: integers whole, NaN as ``nan``
+    (a string as it is)."""
+    value = plain(value)
+    if isinstance(value, str):
+        return value
+    if value is None:
+        return "nan"
+    if isinstance(value, int):
+        return str(value)
+    return f"{value:.{digits}f}"
+
+
+def whole(value: Any) -> Any:
+    """A count as an ``int`` when it is whole (a weight sum may not be)."""
+    value = plain(value)
+    if isinstance(value, float) and value.is_integer() and abs(value) < 2**53:
+        return int(value)
+    return value
+
+
+class MetricMapping(Mapping):
+    """A report as a read-only mapping of its scalar metrics by name.
+
+    Subclasses give :meth:`_metric_names` (known without reading anything back
+    from a GPU: ``len``, ``in`` and iteration never sync) and
+    :meth:`_metric_value`. Reports compare and hash by identity, as before
+    they were mappings (their values may be NaN, or lazy on a GPU).
+    """
+
+    __slots__ = ()
+    __eq__ = object.__eq__
+    __hash__ = object.__hash__
+
+    def _metric_names(self) -> tuple[str, ...]:
+        raise NotImplementedError
+
+    def _metric_value(self, name: str) -> Any:
+        raise NotImplementedError
+
+    def __getitem__(self, name: str) -> Any:
+        names = self._metric_names()
+        if not isinstance(name, str) or name not in names:
+            raise KeyError(missing_metric(name, names, type(self).__name__))
+        return self._metric_value(name)
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self._metric_names())
+
+    def __len__(self) -> int:
+        return len(self._metric_names())
+
+    def __contains__(self, name: object) -> bool:
+        return isinstance(name, str) and name in self._metric_names()
+
+    def keys(self) -> KeysView[str]:
+        """The metric names (reads nothing back; prints as the names)."""
+        return dict.fromkeys(self._metric_names()).keys()
+
+    def _headline(self) -> list[tuple[str, Any]]:
+        """What the repr shows besides the metrics: sizes, by name."""
+        return []
+
+    def __repr__(self) -> str:
+        # Reads the shown values back from a GPU (a repr is for people).
+        names = self._metric_names()
+        shown = [(name, self._metric_value(name)) for name in HEADLINE_METRICS if name in names]
+        parts = [f"{name}={format_number(value)}" for name, value in [*self._headline(), *shown]]
+        return f"{type(self).__name__}({', '.join(parts)})"
+
+
+def missing_metric(name: object, names: tuple[str, ...], owner: str) -> str:
+    """The KeyError message of a name a report does not have."""
+    close = difflib.get_close_matches(str(name), names, n=3)
+    hint = f"; did you mean {', '.join(close)}?" if close else "."
+    listed = ", ".join(names[:6]) + (", ..." if len(names) > 6 else "")
+    return (f"{name!r} is not a metric of this {owner}{hint} It has {len(names)}: {listed} "
+            "(see .keys(); arrays such as per_class are attributes)")
