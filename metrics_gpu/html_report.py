@@ -163,7 +163,7 @@ def _summary_section(labels, scores, auc_method) -> tuple[str, str, str]:
         if not rows:
             continue
         note = PER_CLASS_AVERAGES_LEGEND if heading == PER_CLASS_AVERAGES_GROUP else ""
-        groups.append(_metric_group(group_id, heading.capitalize(), note, rows))
+        groups.append(_metric_group(group_id, heading[:1].upper() + heading[1:], note, rows))
     if scores is not None:
         note = "From the scores."
         if auc_method is not None:
