@@ -275,7 +275,10 @@ def test_file_larger_than_its_memory_streams_in_bounded_memory(tmp_path, fmt):
     rows, k = 2_000_000, 12
     (tmp_path / "small").mkdir()
     (tmp_path / "large").mkdir()
-    small = write_large(tmp_path / "small", fmt, 300_000, k)  # the large one's row groups
+    # The small file holds three of the large one's row groups (250k rows):
+    # enough for the reader's steady state (a group read ahead, one converted,
+    # one counted), so that what grows after it grows with the file.
+    small = write_large(tmp_path / "small", fmt, 750_000, k)
     t, s, y_true = write_large(tmp_path / "large", fmt, rows, k)
     file_bytes = sum(p.stat().st_size for p in (tmp_path / "large").iterdir())
     script = textwrap.dedent(f"""
