@@ -532,9 +532,21 @@ class DaskStreamingReport(StreamingReport):
 
     @classmethod
     def of(cls, report: StreamingReport) -> DaskStreamingReport:
-        """``report`` as a :class:`DaskStreamingReport` (the same values)."""
+        """``report`` as a :class:`DaskStreamingReport`: the same values, copied
+        to the host and served by the numpy backend, so that the report holds
+        no device array nor kernel backend (a worker pickles it to the client;
+        the emulated backend's libraries cannot be pickled)."""
+        from metrics_gpu._backend import get_backend_implementation
+
         legacy = cls.__new__(cls)
         legacy.__dict__.update(report.__dict__)
+        backend = report._backend
+        for name in ("_label_values", "_score_values", "_support", "_matrix", "_checks",
+                     "_histogram"):
+            value = getattr(report, name)
+            setattr(legacy, name, None if value is None else np.asarray(backend.to_host(value)))
+        legacy._backend = get_backend_implementation("numpy")
+        legacy._like = None
         return legacy
 
     def __getitem__(self, name: str):
