@@ -21,6 +21,7 @@ from metrics_gpu._classification import (
     hamming_loss,
     jaccard_score,
     matthews_corrcoef,
+    multilabel_confusion_matrix,
     precision_recall_fscore_support,
     precision_score,
     recall_score,
@@ -28,6 +29,13 @@ from metrics_gpu._classification import (
     zero_one_loss,
 )
 from metrics_gpu._encoding import encode_labels
+from metrics_gpu._multilabel_ranking import (
+    coverage_error,
+    dcg_score,
+    label_ranking_average_precision_score,
+    label_ranking_loss,
+    ndcg_score,
+)
 from metrics_gpu._formulas import PER_CLASS_METRICS, REPORT_METRICS, UndefinedMetricWarning
 from metrics_gpu.sources import (
     OVERALL_PERFORMANCE_NAMES,
@@ -68,10 +76,14 @@ __all__ = [
     "accuracy_score", "average_precision_score", "balanced_accuracy_score",
     "balanced_accuracy_weighted",
     "binary_quality_metrics", "brier_score_loss", "catboost_metric", "classification_report",
-    "cohen_kappa_score", "confusion_matrix", "encode_labels", "f1_score", "fbeta_score",
+    "cohen_kappa_score", "confusion_matrix", "coverage_error", "dcg_score", "encode_labels", "f1_score",
+    "fbeta_score",
     "expected_calibration_error", "get_backend", "hamming_loss", "hinge_loss", "jaccard_score",
+    "label_ranking_average_precision_score", "label_ranking_loss",
     "label_report", "log_loss", "logits_report", "matthews_corrcoef", "multiclass_auc_mu",
-    "multiclass_quality_metrics", "overall_performance", "per_class_performance",
+    "multiclass_quality_metrics", "multilabel_confusion_matrix", "ndcg_score",
+    "overall_performance",
+    "per_class_performance",
     "precision_recall_curve", "precision_recall_fscore_support", "precision_score",
     "recall_score", "roc_auc_score", "roc_curve", "set_backend",
     "specificity_score", "StreamingReport", "top_k_accuracy_score", "use_backend",

@@ -47,6 +47,7 @@ from typing import Any
 import numpy as np
 
 from metrics_gpu import _formulas as F
+from metrics_gpu import _multilabel as ML
 from metrics_gpu._backend import on_caller_stream
 from metrics_gpu._docs import shared_parameters
 from metrics_gpu._stages import (
@@ -66,11 +67,16 @@ from metrics_gpu._validation import (
     AVERAGE_OPTIONS,
     KAPPA_WEIGHTS,
     NORMALIZE_OPTIONS,
+    MULTILABEL,
     LabelInputs,
+    MultilabelInputs,
     check_beta,
     check_class_weight,
+    check_labels_argument,
+    check_multilabel_inputs,
     check_option,
     check_zero_division,
+    refuse_multilabel,
 )
 
 
@@ -98,6 +104,13 @@ class _PassOptions:
         (``names``: the function's names of the two, for the messages)."""
         return check_label_call(y_true, y_pred, labels=labels, pos_label=pos_label,
                                 names=names, **self.keywords())
+
+    def multilabel(self, y_true: ArrayLike, y_pred: ArrayLike) -> MultilabelInputs | None:
+        """The checked pair when it is "multilabel-indicator" input, else None
+        (:func:`check_multilabel_inputs`)."""
+        return check_multilabel_inputs(y_true, y_pred, sample_weight=self.sample_weight,
+                                       num_classes=self.num_classes,
+                                       ignore_index=self.ignore_index, validate=self.validate)
 
 
 def _selected_classes(inputs: LabelInputs, stats: ClassStatistics, labels) -> np.ndarray:
@@ -144,12 +157,13 @@ def _warn_pos_label_ignored(pos_label, average) -> None:
         )
 
 
-def _warn_prf_undefined(warn_for, undefined, n_values) -> None:
-    """scikit-learn's warnings for precision, recall and F ill-defined by 0/0."""
+def _warn_prf_undefined(warn_for, undefined, n_values, samplewise: bool = False) -> None:
+    """scikit-learn's warnings for precision, recall and F ill-defined by 0/0
+    (``samplewise``: the values are per sample, multilabel ``average="samples"``)."""
     for metric, modifier, warn in zip(("precision", "recall", "f-score"),
                                       ("predicted", "true", "true nor predicted"), undefined):
         if metric in warn_for and warn:
-            F.warn_undefined(metric.capitalize(), modifier, n_values)
+            F.warn_undefined(metric.capitalize(), modifier, n_values, samplewise)
 
 
 def _prfs(stats: ClassStatistics, classes, *, beta, average, warn_for, zero_division,
@@ -163,6 +177,15 @@ def _prfs(stats: ClassStatistics, classes, *, beta, average, warn_for, zero_divi
     support = stats.support[classes]
     if weighted:
         support = support.astype(np.float64)
+    return _prfs_of_counts(c, support, beta=beta, average=average, warn_for=warn_for,
+                           zero_division=zero_division)
+
+
+def _prfs_of_counts(c: F.Counts, support, *, beta, average, warn_for, zero_division,
+                    sample_weight=None):
+    """:func:`_prfs` of counts ``c`` (NumPy): per class or label, or with
+    ``average="samples"`` per sample (multilabel; ``sample_weight`` then
+    weighs the mean)."""
 
     def rate(terms):
         numerator, denominator = terms
@@ -179,16 +202,69 @@ def _prfs(stats: ClassStatistics, classes, *, beta, average, warn_for, zero_divi
     else:
         f_score, f_zero = rate(F.fbeta_terms(c, beta))
     if zero_division == "warn":
-        _warn_prf_undefined(warn_for, (p_zero.any(), r_zero.any(), f_zero.any()), p_zero.size)
+        _warn_prf_undefined(warn_for, (p_zero.any(), r_zero.any(), f_zero.any()), p_zero.size,
+                            samplewise=average == "samples")
     if average is None:
         return precision, recall, f_score, support
-    weights = c.support if average == "weighted" else None
+    weights = (c.support if average == "weighted"
+               else sample_weight if average == "samples" else None)
     return (
         np.float64(F.nan_average(precision, np, weights)),
         np.float64(F.nan_average(recall, np, weights)),
         np.float64(F.nan_average(f_score, np, weights)),
         None,
     )
+
+
+# -- multilabel-indicator input ----------------------------------------------------
+
+# scikit-learn's text, after what was asked (the average or ``samplewise``).
+SAMPLES_OUTSIDE_MULTILABEL = (
+    "{asked} needs multilabel-indicator input ((N, L) matrices of 0 and 1): "
+    "Samplewise metrics are not available outside of multilabel classification."
+)
+
+
+def _multilabel_columns(inputs: MultilabelInputs, labels) -> np.ndarray | None:
+    """scikit-learn's ``labels=`` of multilabel input: label (column) indices
+    in [0, L), in their order; None for all."""
+    if labels is None:
+        return None
+    columns = check_labels_argument(labels, None, inputs.backend)
+    if columns.max() >= inputs.num_labels:
+        raise ValueError(
+            "All labels must be in [0, n labels) for multilabel targets. "
+            f"Got {columns.max()} > {inputs.num_labels - 1}"
+        )
+    return columns
+
+
+def _check_multilabel_average(average, pos_label) -> None:
+    """scikit-learn's ``_check_set_wise_labels`` of multilabel input."""
+    if average == "binary":
+        raise ValueError(
+            f"Target is {MULTILABEL} but average='binary'. Please choose another average "
+            "setting, one of [None, 'micro', 'macro', 'weighted', 'samples']."
+        )
+    _warn_pos_label_ignored(pos_label, average)
+
+
+def _multilabel_host_counts(inputs: MultilabelInputs, labels) -> ML.MultilabelCounts:
+    """The counts of the labels selected by ``labels=``, on the host (the
+    set-wise formulas run there; the caller moves results back)."""
+    return ML.multilabel_counts(inputs, _multilabel_columns(inputs, labels)).on_host(
+        inputs.backend)
+
+
+def _multilabel_prfs(counts: ML.MultilabelCounts, *, beta, average, warn_for, zero_division):
+    """:func:`_prfs` of multilabel counts: per label, or per sample for
+    ``average="samples"``."""
+    if average == "samples":
+        return _prfs_of_counts(counts.sample_counts(), None, beta=beta, average=average,
+                               warn_for=warn_for, zero_division=zero_division,
+                               sample_weight=counts.sample_weight)
+    return _prfs_of_counts(counts.label_counts(), counts.tp + counts.fn, beta=beta,
+                           average=average, warn_for=warn_for, zero_division=zero_division)
 
 
 # -- confusion matrix --------------------------------------------------------
@@ -245,6 +321,9 @@ def confusion_matrix(y_true: ArrayLike, y_pred: ArrayLike, *, labels: ArrayLike 
            [0, 0, 1],
            [0, 1, 1]])
     """
+    refuse_multilabel(y_true, y_pred, "confusion_matrix",
+                      "use multilabel_confusion_matrix (one 2x2 matrix per label)",
+                      num_classes=num_classes, validate=validate)
     check_option(normalize, NORMALIZE_OPTIONS, "normalize")
     if validate is False and labels is None and normalize is None:
         # K known: the streaming update's matrix (one launch, nothing read back).
@@ -287,6 +366,89 @@ def _any_true_in(inputs: LabelInputs, labels: np.ndarray) -> bool:
     if inputs.ignore_index is not None:
         found &= host != inputs.ignore_index
     return bool(found.any())
+
+
+@on_caller_stream
+def multilabel_confusion_matrix(y_true: ArrayLike, y_pred: ArrayLike, *,
+                                sample_weight: ArrayLike | None = None,
+                                labels: ArrayLike | None = None,
+                                samplewise: bool = False) -> ArrayLike:
+    """One 2x2 confusion matrix per label (or class, or sample), as scikit-learn's.
+
+    Multilabel-indicator input (``(N, L)`` matrices of 0 and 1, one column
+    per label) gives one matrix per label, or per sample with
+    ``samplewise=True``; class codes ``(N,)`` give one one-vs-rest matrix
+    per class.
+
+    Parameters
+    ----------
+    y_true : array-like of shape (N,) or (N, L)
+        The true class codes, or an indicator matrix (0/1, int, bool or float).
+    y_pred : array-like of shape (N,) or (N, L)
+        The predicted class codes, or an indicator matrix of ``y_true``'s shape.
+    sample_weight : array-like of shape (N,), optional
+        Non-negative weight of each sample; the counts are then float64
+        (scikit-learn's ``samplewise`` counts keep the weights' type).
+    labels : array-like of int, optional
+        The labels (columns) or classes to report, in their order; default
+        all columns, or the classes present.
+    samplewise : bool, default False
+        Multilabel input only: one matrix per sample, over the labels.
+
+    Returns
+    -------
+    multi_confusion : array of shape (n_outputs, 2, 2)
+        ``[[tn, fp], [fn, tp]]`` per output: int64 counts without weights.
+        NumPy for NumPy inputs, else the inputs' framework on their device.
+
+    See Also
+    --------
+    confusion_matrix : The K x K matrix of single-label input.
+    classification_report : Per-label precision, recall and F1.
+
+    Notes
+    -----
+    Multilabel input is detected as scikit-learn's ``type_of_target``:
+    2-D, more than one column, values 0 and 1 only; for integer and float
+    dtypes that costs one value read back (a sync on a GPU), bool none.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from metrics_gpu import multilabel_confusion_matrix
+    >>> y_true = np.array([[1, 0, 1], [0, 1, 0]])
+    >>> y_pred = np.array([[1, 0, 0], [0, 1, 1]])
+    >>> multilabel_confusion_matrix(y_true, y_pred)
+    array([[[1, 0],
+            [0, 1]],
+    <BLANKLINE>
+           [[1, 0],
+            [0, 1]],
+    <BLANKLINE>
+           [[0, 1],
+            [1, 0]]])
+    """
+    if not isinstance(samplewise, (bool, np.bool_)):
+        raise ValueError(f"samplewise must be True or False, got {samplewise!r}")
+    options = _PassOptions(None, sample_weight, None, True, False)
+    multilabel = options.multilabel(y_true, y_pred)
+    if multilabel is not None:
+        counts = ML.multilabel_counts(multilabel, _multilabel_columns(multilabel, labels))
+        return output(ML.confusion_matrices(counts, samplewise=bool(samplewise)), multilabel)
+    if samplewise:
+        raise ValueError(SAMPLES_OUTSIDE_MULTILABEL.format(asked="samplewise=True"))
+    inputs, labels = options.check(y_true, y_pred, labels=labels)
+    stats, _ = accumulate(inputs)
+    classes = _selected_classes(inputs, stats, labels)
+    tp, true_sum, pred_sum = (np.asarray(counts)[classes] for counts in (
+        stats.true_positives, stats.support, stats.predicted))
+    total = np.asarray(stats.total)
+    if inputs.sample_weight is not None:  # scikit-learn's weighted bincounts: float64
+        tp, true_sum, pred_sum, total = (np.asarray(a, dtype=np.float64)
+                                         for a in (tp, true_sum, pred_sum, total))
+    fp, fn = pred_sum - tp, true_sum - tp
+    matrices = np.stack([total - tp - fp - fn, fp, fn, tp], axis=1).reshape(-1, 2, 2)
+    return output(matrices, inputs)
 
 
 # -- counting metrics ---------------------------------------------------------
@@ -356,8 +518,8 @@ def accuracy_score(y_true: ArrayLike, y_pred: ArrayLike, *, normalize: bool = Tr
 
     Parameters
     ----------
-    {y_true_labels}
-    {y_pred_labels}
+    {y_true_multilabel}
+    {y_pred_multilabel}
     normalize : bool, default True
         True: the fraction of correct predictions; False: their number (their
         summed weight with ``sample_weight``).
@@ -385,14 +547,24 @@ def accuracy_score(y_true: ArrayLike, y_pred: ArrayLike, *, normalize: bool = Tr
     >>> from metrics_gpu import accuracy_score
     >>> float(accuracy_score(np.array([0, 1, 2, 3]), np.array([0, 2, 1, 3])))
     0.5
+
+    Multilabel indicators (one 0/1 column per label) score subset accuracy:
+    a sample counts only when all its labels are right.
+
+    >>> float(accuracy_score(np.array([[0, 1, 1], [1, 0, 1]]), np.array([[0, 1, 1], [1, 1, 1]])))
+    0.5
     """
+    options = _PassOptions(num_classes, sample_weight, ignore_index, validate, deterministic)
+    multilabel = options.multilabel(y_true, y_pred)
+    if multilabel is not None:  # subset accuracy
+        counts = ML.multilabel_counts(multilabel)
+        return output(ML.exact_matches(counts, normalize=normalize), multilabel)
     slot = "accuracy" if normalize else "correct"
     if validate is False:
         value = _one_pass_slot(y_true, y_pred, sample_weight, num_classes, ignore_index,
                                deterministic, slot)
         if value is not None:
             return value
-    options = _PassOptions(num_classes, sample_weight, ignore_index, validate, deterministic)
     return _prediction_tally(y_true, y_pred, options, correct=True, normalize=normalize)
 
 
@@ -406,8 +578,8 @@ def zero_one_loss(y_true: ArrayLike, y_pred: ArrayLike, *, normalize: bool = Tru
 
     Parameters
     ----------
-    {y_true_labels}
-    {y_pred_labels}
+    {y_true_multilabel}
+    {y_pred_multilabel}
     normalize : bool, default True
         True: the fraction of wrong predictions; False: their number (their
         summed weight with ``sample_weight``).
@@ -435,12 +607,16 @@ def zero_one_loss(y_true: ArrayLike, y_pred: ArrayLike, *, normalize: bool = Tru
     >>> float(zero_one_loss(np.array([1, 2, 3, 4]), np.array([2, 2, 3, 4])))
     0.25
     """
+    options = _PassOptions(num_classes, sample_weight, ignore_index, validate, deterministic)
+    multilabel = options.multilabel(y_true, y_pred)
+    if multilabel is not None:  # samples with a wrong label
+        counts = ML.multilabel_counts(multilabel)
+        return output(ML.exact_mismatches(counts, normalize=normalize), multilabel)
     if validate is False:
         value = _one_pass_slot(y_true, y_pred, sample_weight, num_classes, ignore_index,
                                deterministic, "zero_one_loss" if normalize else "misclassified")
         if value is not None:
             return value
-    options = _PassOptions(num_classes, sample_weight, ignore_index, validate, deterministic)
     return _prediction_tally(y_true, y_pred, options, correct=False, normalize=normalize)
 
 
@@ -453,8 +629,8 @@ def hamming_loss(y_true: ArrayLike, y_pred: ArrayLike, *, sample_weight: ArrayLi
 
     Parameters
     ----------
-    {y_true_labels}
-    {y_pred_labels}
+    {y_true_multilabel}
+    {y_pred_multilabel}
     {sample_weight}
     {num_classes}
     {ignore_index}
@@ -479,12 +655,15 @@ def hamming_loss(y_true: ArrayLike, y_pred: ArrayLike, *, sample_weight: ArrayLi
     >>> float(hamming_loss(np.array([1, 2, 3, 4]), np.array([2, 2, 3, 4])))
     0.25
     """
+    options = _PassOptions(num_classes, sample_weight, ignore_index, validate, deterministic)
+    multilabel = options.multilabel(y_true, y_pred)
+    if multilabel is not None:  # wrong labels over all N x L
+        return output(ML.hamming_loss(ML.multilabel_counts(multilabel)), multilabel)
     if validate is False:
         value = _one_pass_slot(y_true, y_pred, sample_weight, num_classes, ignore_index,
                                deterministic, "hamming_loss")
         if value is not None:
             return value
-    options = _PassOptions(num_classes, sample_weight, ignore_index, validate, deterministic)
     return _prediction_tally(y_true, y_pred, options, correct=False, normalize=True)
 
 
@@ -531,6 +710,10 @@ def balanced_accuracy_score(y_true: ArrayLike, y_pred: ArrayLike, *,
     >>> float(balanced_accuracy_score(np.array([0, 1, 0, 0, 1, 0]), np.array([0, 1, 0, 0, 0, 1])))
     0.625
     """
+    refuse_multilabel(y_true, y_pred, "balanced_accuracy_score",
+                      "score each label's column, e.g. balanced_accuracy_score(y_true[:, j], "
+                      "y_pred[:, j]), or use recall_score(..., average='macro')",
+                      num_classes=num_classes, validate=validate)
     if validate is False and not adjusted:
         value = _one_pass_slot(y_true, y_pred, sample_weight, num_classes, ignore_index,
                                deterministic, "balanced_accuracy")
@@ -605,6 +788,10 @@ def balanced_accuracy_weighted(y_true: ArrayLike, y_pred: ArrayLike, *,
     >>> float(balanced_accuracy_weighted(y_true, y_pred, class_weight=[1.0, 1.0]))
     0.8333333333333333
     """
+    refuse_multilabel(y_true, y_pred, "balanced_accuracy_weighted",
+                      "score each label's column, e.g. balanced_accuracy_weighted(y_true[:, j], "
+                      "y_pred[:, j])",
+                      num_classes=num_classes, validate=validate)
     options = _PassOptions(num_classes, sample_weight, ignore_index, validate, deterministic)
     inputs, _ = options.check(y_true, y_pred)
     c = host_counts(inputs)
@@ -648,6 +835,10 @@ def matthews_corrcoef(y_true: ArrayLike, y_pred: ArrayLike, *,
     >>> round(float(matthews_corrcoef(np.array([1, 1, 1, 0]), np.array([1, 0, 1, 1]))), 4)
     -0.3333
     """
+    refuse_multilabel(y_true, y_pred, "matthews_corrcoef",
+                      "score each label's column, e.g. matthews_corrcoef(y_true[:, j], "
+                      "y_pred[:, j]), from multilabel_confusion_matrix's counts",
+                      num_classes=num_classes, validate=validate)
     if validate is False:
         value = _one_pass_slot(y_true, y_pred, sample_weight, num_classes, ignore_index,
                                deterministic, "matthews_corrcoef")
@@ -715,6 +906,9 @@ def cohen_kappa_score(y1: ArrayLike, y2: ArrayLike, *, labels: ArrayLike | None 
     >>> float(cohen_kappa_score(np.array([0, 1, 0, 2, 1]), np.array([0, 1, 0, 2, 0])))
     0.6875
     """
+    refuse_multilabel(y1, y2, "cohen_kappa_score",
+                      "score each label's column, e.g. cohen_kappa_score(y1[:, j], y2[:, j])",
+                      names=("y1", "y2"), num_classes=num_classes, validate=validate)
     check_option(weights, KAPPA_WEIGHTS, "weights")
     # validate=False, K known: the reduction's value, whose 0/0 is NaN (no
     # warning: the undefined case is not read back).
@@ -792,6 +986,17 @@ def _precision_recall_fscore(y_true: ArrayLike, y_pred: ArrayLike, options: _Pas
     check_option(average, AVERAGE_OPTIONS, "average")
     beta = check_beta(beta)
     zero_division = check_zero_division(zero_division)
+    multilabel = options.multilabel(y_true, y_pred)
+    if multilabel is not None:
+        _check_multilabel_average(average, pos_label)
+        counts = _multilabel_host_counts(multilabel, labels)
+        precision, recall, f_score, support = _multilabel_prfs(
+            counts, beta=beta, average=average, warn_for=warn_for, zero_division=zero_division)
+        return (output(precision, multilabel), output(recall, multilabel),
+                output(f_score, multilabel),
+                None if support is None else output(support, multilabel))
+    if average == "samples":
+        raise ValueError(SAMPLES_OUTSIDE_MULTILABEL.format(asked="average='samples'"))
     if (options.validate is False and labels is None and beta == 1.0
             and average in ("micro", "macro", "weighted")
             and (zero_division == "warn" or zero_division == 0.0)):
@@ -854,18 +1059,20 @@ def precision_recall_fscore_support(
 
     Parameters
     ----------
-    {y_true_labels}
-    {y_pred_labels}
+    {y_true_multilabel}
+    {y_pred_multilabel}
     beta : float, default 1.0
         The weight of recall against precision in the F score (beta > 1
         favours recall); 0 gives precision, ``math.inf`` recall.
     {labels_set_wise}
     {pos_label}
-    average : {"binary", "micro", "macro", "weighted"} or None, default None
+    average : {"binary", "micro", "macro", "weighted", "samples"} or None, default None
         None: one value per class. "binary": the class ``pos_label`` only;
         the data must have at most two classes. "micro": from the summed
         counts. "macro": the unweighted mean of the per-class values.
-        "weighted": their mean weighted by support.
+        "weighted": their mean weighted by support. "samples"
+        (multilabel-indicator input only): the mean over samples (weighted
+        by ``sample_weight``) of each sample's value over its labels.
     warn_for : collection of str, default ("precision", "recall", "f-score")
         The metrics whose 0/0 warns under ``zero_division="warn"``
         (scikit-learn's; its single-metric functions warn for their own).
@@ -926,8 +1133,8 @@ def precision_score(y_true: ArrayLike, y_pred: ArrayLike, *, labels: ArrayLike |
 
     Parameters
     ----------
-    {y_true_labels}
-    {y_pred_labels}
+    {y_true_multilabel}
+    {y_pred_multilabel}
     {labels_set_wise}
     {pos_label}
     {average}
@@ -975,8 +1182,8 @@ def recall_score(y_true: ArrayLike, y_pred: ArrayLike, *, labels: ArrayLike | No
 
     Parameters
     ----------
-    {y_true_labels}
-    {y_pred_labels}
+    {y_true_multilabel}
+    {y_pred_multilabel}
     {labels_set_wise}
     {pos_label}
     {average}
@@ -1027,8 +1234,8 @@ def fbeta_score(y_true: ArrayLike, y_pred: ArrayLike, *, beta: float,
 
     Parameters
     ----------
-    {y_true_labels}
-    {y_pred_labels}
+    {y_true_multilabel}
+    {y_pred_multilabel}
     beta : float
         The weight of recall against precision (beta > 1 favours recall); 0
         gives precision, ``math.inf`` recall.
@@ -1082,8 +1289,8 @@ def f1_score(y_true: ArrayLike, y_pred: ArrayLike, *, labels: ArrayLike | None =
 
     Parameters
     ----------
-    {y_true_labels}
-    {y_pred_labels}
+    {y_true_multilabel}
+    {y_pred_multilabel}
     {labels_set_wise}
     {pos_label}
     {average}
@@ -1127,6 +1334,18 @@ def _rate_score(terms, name, modifier, y_true, y_pred, options: _PassOptions, *,
     """Shared pipeline of Jaccard and specificity: a per-class rate, averaged."""
     check_option(average, AVERAGE_OPTIONS, "average")
     zero_division = check_zero_division(zero_division)
+    multilabel = options.multilabel(y_true, y_pred)
+    if multilabel is not None:
+        _check_multilabel_average(average, pos_label)
+        counts = _multilabel_host_counts(multilabel, labels)
+        if average == "samples":
+            return output(_averaged_rate(terms, name, modifier, counts.sample_counts(),
+                                         average=average, zero_division=zero_division,
+                                         sample_weight=counts.sample_weight), multilabel)
+        return output(_averaged_rate(terms, name, modifier, counts.label_counts(),
+                                     average=average, zero_division=zero_division), multilabel)
+    if average == "samples":
+        raise ValueError(SAMPLES_OUTSIDE_MULTILABEL.format(asked="average='samples'"))
     if (options.validate is False and labels is None and average == "macro"
             and (zero_division == "warn" or zero_division == 0.0)):
         values = _one_pass_values(y_true, y_pred, options)
@@ -1137,16 +1356,25 @@ def _rate_score(terms, name, modifier, y_true, y_pred, options: _PassOptions, *,
     stats, _ = accumulate(inputs)
     classes = _set_wise_classes(inputs, stats, labels, average, pos_label)
     c = F.Counts.from_statistics(stats.take(classes), np)
+    return output(_averaged_rate(terms, name, modifier, c, average=average,
+                                 zero_division=zero_division), inputs)
+
+
+def _averaged_rate(terms, name, modifier, c: F.Counts, *, average, zero_division,
+                   sample_weight=None):
+    """The rate ``terms`` of counts ``c`` (NumPy) per class, label or sample,
+    averaged as asked (``sample_weight`` weighs ``average="samples"``)."""
     num, den = terms(c)
     if average == "micro":
         num, den = num.sum(keepdims=True), den.sum(keepdims=True)
     values, zero = F.divide(num, den, np, zero_division)
     if zero_division == "warn" and zero.any():
-        F.warn_undefined(name, modifier, zero.size)
+        F.warn_undefined(name, modifier, zero.size, samplewise=average == "samples")
     if average is None:
-        return output(values, inputs)
-    weights = c.support if average == "weighted" else None
-    return output(F.nan_average(values, np, weights), inputs)
+        return values
+    weights = (c.support if average == "weighted"
+               else sample_weight if average == "samples" else None)
+    return F.nan_average(values, np, weights)
 
 
 @on_caller_stream
@@ -1160,8 +1388,8 @@ def jaccard_score(y_true: ArrayLike, y_pred: ArrayLike, *, labels: ArrayLike | N
 
     Parameters
     ----------
-    {y_true_labels}
-    {y_pred_labels}
+    {y_true_multilabel}
+    {y_pred_multilabel}
     {labels_set_wise}
     {pos_label}
     {average}
@@ -1211,8 +1439,8 @@ def specificity_score(y_true: ArrayLike, y_pred: ArrayLike, *, labels: ArrayLike
 
     Parameters
     ----------
-    {y_true_labels}
-    {y_pred_labels}
+    {y_true_multilabel}
+    {y_pred_multilabel}
     {labels_set_wise}
     {pos_label}
     {average}
@@ -1266,8 +1494,8 @@ def classification_report(y_true: ArrayLike, y_pred: ArrayLike, *,
 
     Parameters
     ----------
-    {y_true_labels}
-    {y_pred_labels}
+    {y_true_multilabel}
+    {y_pred_multilabel}
     labels : array-like of class codes, optional
         The classes to report and their order (see
         :func:`precision_recall_fscore_support`); the averages run over them.
@@ -1323,12 +1551,31 @@ def classification_report(y_true: ArrayLike, y_pred: ArrayLike, *,
     if not isinstance(digits, (int, np.integer)) or isinstance(digits, bool) or digits < 0:
         raise ValueError(f"digits must be a non-negative integer, got {digits!r}")
     labels_given = labels is not None
+    warn_for = ("precision", "recall", "f-score")
     options = _PassOptions(num_classes, sample_weight, ignore_index, validate, deterministic)
-    inputs, labels = options.check(y_true, y_pred, labels=labels)
-    stats, _ = accumulate(inputs)
-    classes = _selected_classes(inputs, stats, labels)
-    present = np.flatnonzero(stats.observed)
-    micro_is_accuracy = not labels_given or set(classes.tolist()) >= set(present.tolist())
+    multilabel = options.multilabel(y_true, y_pred)
+    if multilabel is not None:
+        counts = _multilabel_host_counts(multilabel, labels)
+        columns = _multilabel_columns(multilabel, labels)
+        classes = np.arange(multilabel.num_labels) if columns is None else columns
+        micro_is_accuracy = False  # scikit-learn: never for multilabel input
+        average_options: tuple[str, ...] = ("micro", "macro", "weighted", "samples")
+
+        def scores(average):
+            return _multilabel_prfs(counts, beta=1.0, average=average, warn_for=warn_for,
+                                    zero_division=zero_division)
+    else:
+        inputs, labels = options.check(y_true, y_pred, labels=labels)
+        stats, _ = accumulate(inputs)
+        classes = _selected_classes(inputs, stats, labels)
+        present = np.flatnonzero(stats.observed)
+        micro_is_accuracy = not labels_given or set(classes.tolist()) >= set(present.tolist())
+        average_options = ("micro", "macro", "weighted")
+        weighted = inputs.sample_weight is not None
+
+        def scores(average):
+            return _prfs(stats, classes, beta=1.0, average=average, warn_for=warn_for,
+                         weighted=weighted, zero_division=zero_division)
     if target_names is not None and len(target_names) != classes.size:
         if labels_given:
             F.warn(
@@ -1342,19 +1589,13 @@ def classification_report(y_true: ArrayLike, y_pred: ArrayLike, *,
             )
     if target_names is None:
         target_names = [str(label) for label in classes.tolist()]
-    warn_for = ("precision", "recall", "f-score")
-    weighted = inputs.sample_weight is not None
-    p, r, f, s = _prfs(stats, classes, beta=1.0, average=None, warn_for=warn_for,
-                       weighted=weighted,
-                       zero_division=zero_division)
+    p, r, f, s = scores(None)
     headers = ["precision", "recall", "f1-score", "support"]
     rows = list(zip(target_names, p, r, f, s))
     averages = []
-    for average in ("micro", "macro", "weighted"):
+    for average in average_options:
         heading = "accuracy" if average == "micro" and micro_is_accuracy else f"{average} avg"
-        avg_p, avg_r, avg_f, _ = _prfs(stats, classes, beta=1.0, average=average,
-                                       weighted=weighted,
-                                       warn_for=warn_for, zero_division=zero_division)
+        avg_p, avg_r, avg_f, _ = scores(average)
         averages.append((heading, avg_p, avg_r, avg_f, np.sum(s)))
     if output_dict:
         report: dict[str, Any] = {

@@ -24,6 +24,19 @@ y_true : array-like of shape (N,)
 y_pred : array-like of shape (N,) or (N, K)
     Predicted class codes, or (N, K) scores or logits, reduced by a fused
     argmax (ties to the lowest index; no (N,) labels are stored).""",
+    "y_true_multilabel": """\
+y_true : array-like of shape (N,) or (N, L)
+    The true class codes (integers; K from num_classes, or the classes
+    present), or a multilabel indicator matrix: (N, L) 0/1 values, one
+    column per label (int, bool or float; scikit-learn's
+    "multilabel-indicator", then scored as scikit-learn scores it).""",
+    "y_pred_multilabel": """\
+y_pred : array-like of shape (N,), (N, K) or (N, L)
+    Predicted class codes, or (N, K) scores or logits, reduced by a fused
+    argmax (ties to the lowest index); with an indicator ``y_true``, an
+    indicator matrix of its shape. Telling a 2-D 0/1 pair from label maps
+    reads one value back (a sync on a GPU); bool reads none, nor does
+    ``validate=False`` with a ``num_classes`` other than L (label maps).""",
     "labels": """\
 labels : array-like of class codes, optional
     Select and order the classes (scikit-learn); samples whose true or
@@ -69,10 +82,12 @@ zero_division : {"warn", 0.0, 1.0, np.nan}, default "warn"
     The value of a ratio whose denominator is 0; "warn" gives 0 and warns
     (scikit-learn's UndefinedMetricWarning).""",
     "average": """\
-average : {"binary", "micro", "macro", "weighted"} or None, default "binary"
+average : {"binary", "micro", "macro", "weighted", "samples"} or None, default "binary"
     None: one value per class. "binary": the class ``pos_label`` of a
     two-class problem. "micro": from the summed counts. "macro": the
-    unweighted mean over classes. "weighted": the mean weighted by support.""",
+    unweighted mean over classes. "weighted": the mean weighted by support.
+    "samples" (multilabel-indicator input only): the mean over samples of
+    each sample's value over its labels.""",
     "pos_label": """\
 pos_label : int, default 1
     The positive class when ``average="binary"``.""",

@@ -151,11 +151,13 @@ def warn(message: str, category: type[Warning]) -> None:
     warnings.warn(message, category, stacklevel=level)
 
 
-def warn_undefined(metric: str, modifier: str, n_values: int) -> None:
-    """scikit-learn's UndefinedMetricWarning text for an ill-defined P/R/F/Jaccard."""
-    where = "due to" if n_values == 1 else "in labels with"
+def warn_undefined(metric: str, modifier: str, n_values: int, samplewise: bool = False) -> None:
+    """scikit-learn's UndefinedMetricWarning text for an ill-defined P/R/F/Jaccard
+    (``samplewise``: values per sample, multilabel ``average="samples"``)."""
+    counted, over = ("label", "sample") if samplewise else ("sample", "label")
+    where = "due to" if n_values == 1 else f"in {over}s with"
     warn(
-        f"{metric} is ill-defined and being set to 0.0 {where} no {modifier} samples. "
+        f"{metric} is ill-defined and being set to 0.0 {where} no {modifier} {counted}s. "
         "Use `zero_division` parameter to control this behavior.",
         UndefinedMetricWarning,
     )

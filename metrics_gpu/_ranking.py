@@ -26,6 +26,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
+from functools import partial
 from itertools import combinations
 from typing import Any
 
@@ -33,6 +34,7 @@ import numpy as np
 
 from metrics_gpu import _formulas as F
 from metrics_gpu._backend import on_caller_stream
+from metrics_gpu._multilabel_ranking import each_row, row_average_precision, row_roc_auc
 from metrics_gpu._stages import output
 from metrics_gpu._ranking_formulas import (
     positive_negative_weights,
@@ -41,23 +43,28 @@ from metrics_gpu._ranking_formulas import (
 )
 from metrics_gpu._types import ArrayLike, MultiClass, RankingAverage
 from metrics_gpu._validation import (
+    ALL_ZERO_WEIGHT,
     RANKING_AVERAGE_OPTIONS,
+    IndicatorInputs,
     check_average_precision_pos_label,
     check_binary_scores,
     check_bool,
     check_cost_matrix,
     check_curve_pos_label,
     check_drop_intermediate,
+    check_indicator_inputs,
     check_max_fpr,
     check_multi_class,
     check_multiclass_roc_labels,
     check_multiclass_scores,
     check_per_class_scores,
+    _check_label_value,
     check_auc_mu_scores,
     check_ranking_average,
     check_ranking_class_codes,
     check_ranking_inputs,
     check_some_weight,
+    is_label_indicator,
     present_labels,
 )
 
@@ -326,23 +333,30 @@ def roc_auc_score(y_true: ArrayLike, y_score: ArrayLike, *,
 
     Parameters
     ----------
-    y_true : array-like of shape (N,)
+    y_true : array-like of shape (N,) or (N, L)
         Class codes. Binary: the larger of the two labels is the positive
         class. Multiclass: the score columns are the classes present, sorted
-        (or ``labels``).
-    y_score : array-like of shape (N,) or (N, K)
+        (or ``labels``). Multilabel: an (N, L) 0/1 indicator matrix, L >= 2,
+        each label column a binary problem of its score column.
+    y_score : array-like of shape (N,), (N, K) or (N, L)
         Binary: the positive class's scores. Multiclass: probabilities whose
         rows sum to 1 (``ValueError`` otherwise, as scikit-learn).
-    average : {'macro', 'weighted', 'micro', None}, default 'macro'
+        Multilabel: any finite scores, one column per label.
+    average : {'macro', 'weighted', 'micro', 'samples', None}, default 'macro'
         Multiclass averaging (ignored for binary ``y_true``): 'macro' the mean
         over classes (or pairs), 'weighted' by class weight ('ovr') or pair
         prevalence ('ovo'), 'micro' one problem over all N K scores ('ovr'
-        only), None the per-class AUCs ('ovr' only).
+        only), None the per-class AUCs ('ovr' only). Multilabel: the same
+        over label columns ('weighted' by each label's positive weight),
+        'micro' one problem over all N L scores, and 'samples' the mean over
+        rows (weighted by ``sample_weight``) of each row's AUC over its L
+        labels; a label (or row) with one class present is NaN with an
+        ``UndefinedMetricWarning``.
     sample_weight : array-like of shape (N,), optional
         Non-negative weights; not with ``multi_class='ovo'`` (as scikit-learn).
     max_fpr : float in (0, 1], optional
-        Binary only: McClish's standardised partial AUC up to this false
-        positive rate.
+        Binary and multilabel (each binary problem): McClish's standardised
+        partial AUC up to this false positive rate.
     multi_class : {'raise', 'ovr', 'ovo'}, default 'raise'
         'ovr': each class against the rest; 'ovo': Hand & Till's mean of the
         pairwise AUCs, each pair the mean of its two one-way AUCs.
@@ -393,11 +407,20 @@ def roc_auc_score(y_true: ArrayLike, y_score: ArrayLike, *,
     ...                     [0.2, 0.3, 0.5], [0.4, 0.4, 0.2], [0.1, 0.2, 0.7]])
     >>> round(float(roc_auc_score(np.array([0, 0, 1, 1, 2, 2]), y_score, multi_class="ovr")), 6)
     0.833333
+    >>> y_labels = np.array([[1, 0, 1], [0, 1, 1], [1, 1, 0], [0, 0, 1]])  # multilabel
+    >>> y_score = np.array([[0.9, 0.2, 0.6], [0.3, 0.7, 0.4], [0.8, 0.5, 0.3], [0.1, 0.6, 0.7]])
+    >>> roc_auc_score(y_labels, y_score, average=None)
+    array([1.  , 0.75, 1.  ])
     """
     check_ranking_average(average)
     max_fpr = check_max_fpr(max_fpr)
     multi_class = check_multi_class(multi_class)
     validate = check_bool(validate, "validate")
+    if is_label_indicator(y_true):
+        indicators = check_indicator_inputs(y_true, y_score, sample_weight,
+                                            function="roc_auc_score", validate=validate,
+                                            allow_all_zero=True)
+        return output(_multilabel_average(indicators, "roc_auc", average, max_fpr), indicators)
     inputs = check_ranking_inputs(y_true, y_score, sample_weight, validate=validate)
     if not validate and inputs.y_score.ndim == 1:
         # Binary, unread: the greatest label against the others, on the device.
@@ -622,18 +645,23 @@ def average_precision_score(y_true: ArrayLike, y_score: ArrayLike, *,
 
     Parameters
     ----------
-    y_true : array-like of shape (N,)
+    y_true : array-like of shape (N,) or (N, L)
         Class codes. Binary (``pos_label`` is the positive class), or
         multiclass: each class present against the rest, the score columns
-        being those classes, sorted.
-    y_score : array-like of shape (N,) or (N, K)
+        being those classes, sorted. Multilabel: an (N, L) 0/1 indicator
+        matrix, L >= 2, each label column a binary problem.
+    y_score : array-like of shape (N,), (N, K) or (N, L)
         Binary: the positive class's scores. Multiclass: one column per class
-        present (any scores, not only probabilities).
+        present (any scores, not only probabilities). Multilabel: one column
+        per label.
     average : {'macro', 'weighted', 'micro', 'samples', None}, default 'macro'
-        Multiclass averaging (ignored for binary ``y_true``); 'samples' averages
-        each sample's AP over the classes (1 / the rank of its own class).
+        Multiclass and multilabel averaging (ignored for binary ``y_true``);
+        'samples' averages each sample's AP over the classes (multiclass: 1 /
+        the rank of its own class; multilabel: the row's AP over its L labels,
+        0 with a ``UserWarning`` for a row without relevant labels, the
+        ``label_ranking_average_precision_score`` of the row otherwise).
     pos_label : int, default 1
-        Binary only; must be 1 for multiclass ``y_true``.
+        Binary only; must be 1 for multiclass and multilabel ``y_true``.
     sample_weight : array-like of shape (N,), optional
         Non-negative weights.
     validate : bool, default True
@@ -675,6 +703,16 @@ def average_precision_score(y_true: ArrayLike, y_score: ArrayLike, *,
     """
     check_ranking_average(average, RANKING_AVERAGE_OPTIONS)
     validate = check_bool(validate, "validate")
+    if is_label_indicator(y_true):
+        if _check_label_value(pos_label, "pos_label") != 1:
+            raise ValueError(
+                "Parameter pos_label is fixed to 1 for multilabel-indicator y_true. Do not set "
+                f"pos_label or set pos_label to 1 (got {pos_label!r})."
+            )
+        indicators = check_indicator_inputs(y_true, y_score, sample_weight,
+                                            function="average_precision_score",
+                                            validate=validate, allow_all_zero=True)
+        return output(_multilabel_average(indicators, "average_precision", average), indicators)
     inputs = check_ranking_inputs(y_true, y_score, sample_weight, validate=validate)
     if not validate and inputs.y_score.ndim == 1:
         # Binary, unread: pos_label against the others.
@@ -723,6 +761,106 @@ def _samples_average_precision(inputs, codes):
         return xp.mean(per_sample)
     weight = weight.astype(np.float64)
     return xp.sum(xp.where(weight == 0, 0.0, per_sample) * weight) / xp.sum(weight)
+
+
+# -- multilabel indicators ----------------------------------------------------------
+
+
+def _indicator_binary(backend, scores, is_positive, weight, metric: str, max_fpr,
+                      count: int, size: int, positive_weight: float, total_weight: float):
+    """One binary problem of an indicator matrix (a label column, a row, or all
+    of it), with scikit-learn's warnings: ROC AUC of one class present is NaN
+    (without a pass), average precision without positive weight is 0.
+    ``count``: positives among ``size``; the weights are totals on the host.
+    Weights all 0 raise where a problem is computed (scikit-learn's order)."""
+    if metric == "roc_auc":
+        if count in (0, size):
+            F.warn(_ONE_CLASS, F.UndefinedMetricWarning)
+            return backend.xp.full((), backend.xp.nan)
+    if weight is not None and total_weight <= 0:
+        raise ValueError(ALL_ZERO_WEIGHT.format(n=weight.shape[0]))
+    if metric == "roc_auc":
+        if weight is not None:
+            _warn_undefined_rates(total_weight - positive_weight, positive_weight)
+        return _binary_roc_auc(backend, scores, is_positive, weight, max_fpr)
+    if positive_weight <= 0:
+        F.warn(_NO_POSITIVE_CLASS, UserWarning)
+    return _binary_average_precision(backend, scores, is_positive, weight)
+
+
+def _multilabel_average(inputs: IndicatorInputs, metric: str, average, max_fpr=None):
+    """scikit-learn's ``_average_binary_score`` over an (N, L) indicator matrix.
+
+    'micro': one problem of all N L scores (weights repeated per label);
+    'macro' / 'weighted' / None: one problem per label column ('weighted' by
+    each label's positive weight, 0 without any, labels of zero weight
+    counting 0); 'samples': one problem per row over its L labels, without
+    weights inside, averaged with the sample weights (rows of zero weight
+    counting 0). ``max_fpr`` applies to every problem. Syncs once for the
+    per-problem totals.
+    """
+    xp, backend = inputs.backend.xp, inputs.backend
+    relevant, scores, weight = inputs.y_true, inputs.y_score, inputs.sample_weight
+    n, num_labels = relevant.shape
+    as_weight = relevant.astype(np.float64)
+    if weight is not None:
+        as_weight = as_weight * weight[:, None]
+    label_counts = xp.sum(relevant, axis=0).astype(np.float64)
+    label_weights = xp.sum(as_weight, axis=0)
+    total = xp.sum(weight) if weight is not None else xp.asarray(float(n))
+    host = _host(xp.concatenate([label_counts, label_weights, total[None]]), inputs)
+    counts, weights, total_weight = host[:num_labels], host[num_labels:-1], float(host[-1])
+    if average == "weighted" and math.isclose(weights.sum(), 0, rel_tol=1e-5, abs_tol=1e-8):
+        return 0.0  # scikit-learn: before anything is computed
+    if average == "micro":
+        repeated = None if weight is None else xp.repeat(weight, num_labels)
+        return _indicator_binary(backend, scores.reshape(-1), relevant.reshape(-1), repeated,
+                                 metric, max_fpr, int(counts.sum()), n * num_labels,
+                                 float(weights.sum()), total_weight * num_labels)
+    if average == "samples":
+        per_row = _samples_problems(inputs, metric, max_fpr)
+        if weight is None:
+            return xp.mean(per_row)
+        if total_weight <= 0:  # scikit-learn: ZeroDivisionError in its np.average
+            raise ValueError(ALL_ZERO_WEIGHT.format(n=n))
+        return xp.sum(xp.where(weight == 0, 0.0, per_row) * weight) / xp.sum(weight)
+    per_label = xp.stack([
+        _indicator_binary(backend, scores[:, c], relevant[:, c], weight, metric, max_fpr,
+                          int(counts[c]), n, float(weights[c]), total_weight)
+        for c in range(num_labels)
+    ])
+    if average is None:
+        return per_label
+    if average == "macro":
+        return xp.mean(per_label)
+    label_weight = xp.asarray(weights)
+    per_label = xp.where(label_weight == 0, 0.0, per_label)
+    return xp.sum(per_label * label_weight) / xp.sum(label_weight)
+
+
+def _samples_problems(inputs: IndicatorInputs, metric: str, max_fpr):
+    """Each row's metric over its L labels, unweighted, from the rows' ranks
+    at once: average precision (LRAP's, except that a row without relevant
+    labels is 0) and ROC AUC (NaN for a row of one class); the partial ROC
+    AUC (``max_fpr``) one row at a time through the binary area."""
+    xp, backend = inputs.backend.xp, inputs.backend
+    relevant, scores = inputs.y_true, inputs.y_score
+    num_labels = relevant.shape[1]
+    row_counts = _host(xp.sum(relevant, axis=1), inputs)
+    if metric == "average_precision":
+        if np.any(row_counts == 0):
+            F.warn(_NO_POSITIVE_CLASS, UserWarning)
+        return each_row(inputs, partial(row_average_precision, empty_rows=0.0))
+    if max_fpr is None or max_fpr == 1:
+        if np.any((row_counts == 0) | (row_counts == num_labels)):
+            F.warn(_ONE_CLASS, F.UndefinedMetricWarning)
+        return each_row(inputs, row_roc_auc)
+    return xp.stack([
+        _indicator_binary(backend, scores[i], relevant[i], None, metric, max_fpr,
+                          int(row_counts[i]), num_labels, float(row_counts[i]),
+                          float(num_labels))
+        for i in range(relevant.shape[0])
+    ])
 
 
 # -- AUC-mu ---------------------------------------------------------------------------

@@ -10,8 +10,9 @@ from typing import Any, Literal, Union
 # An array of any supported framework: NumPy, CuPy, torch, JAX, or a sequence.
 ArrayLike = Any
 
-# The averages of the label metrics (None: per class).
-Average = Literal["micro", "macro", "weighted", "binary"]
+# The averages of the label metrics (None: per class); "samples" for
+# multilabel-indicator input only.
+Average = Literal["micro", "macro", "weighted", "binary", "samples"]
 # The averages of ROC AUC and average precision over classes.
 RankingAverage = Literal["micro", "macro", "samples", "weighted"]
 # confusion_matrix's normalisation: by row, by column, by the total.

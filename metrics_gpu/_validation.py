@@ -493,6 +493,170 @@ def flatten_positions(y_true, y_pred, backend, pred_name: str = "y_pred",
     return true, pred
 
 
+# -- multilabel indicators ---------------------------------------------------------
+
+MULTILABEL = "multilabel-indicator"
+
+
+@dataclass(frozen=True)
+class MultilabelInputs:
+    """Checked ``(N, L)`` indicator matrices (bool, on the backend) and their weights."""
+
+    y_true: Any
+    y_pred: Any
+    sample_weight: Any
+    backend: Any
+    source: Any = None  # the caller's y_true: results go back to its framework and device
+
+    @property
+    def num_labels(self) -> int:
+        return int(self.y_true.shape[1])
+
+
+def _shape_of(values) -> tuple[int, ...]:
+    """The shape of an input without converting it (a sequence: NumPy's reading)."""
+    shape = getattr(values, "shape", None)
+    return tuple(np.shape(values) if shape is None else shape)
+
+
+def _may_be_indicator(y_true) -> bool:
+    """False when ``y_true``'s shape alone rules out an indicator matrix: the
+    common case (an array of class codes) at the cost of two builtin calls,
+    before any backend is resolved (the functional hot path's budget)."""
+    shape = getattr(y_true, "shape", None)
+    return shape is None or (len(shape) == 2 and shape[1] > 1)
+
+
+def _is_indicator(array) -> bool:
+    """scikit-learn's ``type_of_target(...) == "multilabel-indicator"`` of an
+    array on its backend: 2-D, more than one column, values 0 and 1 only.
+    Bool reads nothing; integers and floats cost one flag read back (whether
+    every value is 0 or 1) per :data:`CHECK_CHUNK_ELEMENTS` (bounded memory
+    for memory-mapped label maps, which usually answer at the first chunk)."""
+    if array.ndim != 2 or array.shape[1] < 2 or array.shape[0] == 0:
+        return False
+    kind = array.dtype.kind
+    if kind == "b":
+        return True
+    if kind not in "iuf":
+        return False
+    return all(bool(((rows == 0) | (rows == 1)).all())
+               for _, rows in _row_chunks(array, chunked=True))
+
+
+def multilabel_pair(y_true, y_pred, backend, names: tuple[str, str] = ("y_true", "y_pred"), *,
+                    num_classes=None, validate: bool = True):
+    """``(y_true, y_pred)`` on ``backend`` when both are ``(N, L)`` indicator
+    matrices of one shape (scikit-learn's "multilabel-indicator"), else None.
+
+    Costs nothing unless ``y_true`` is 2-D with more than one column (then one
+    value read per non-bool input: :func:`_is_indicator`). Same-shape pairs
+    with other values stay label maps (one class code per position), and
+    ``(N, K, d1, ...)`` scores stay channel-first scores; a ``y_true``
+    indicator beside a ``y_pred`` of another shape (or of scores) is an error
+    naming both shapes, never a silent multiclass reading.
+
+    With ``validate=False`` and a ``num_classes`` other than L, a non-bool
+    pair is taken for label maps of that many classes without reading it
+    (validate=False reads nothing back where K is known).
+    """
+    true_shape = _shape_of(y_true)
+    if len(true_shape) != 2 or true_shape[1] < 2:
+        return None
+    true = _to_backend(y_true, backend)
+    if (not validate and num_classes is not None and num_classes != true_shape[1]
+            and true.dtype.kind != "b"):
+        return None
+    if not _is_indicator(true):
+        return None
+    pred_shape = _shape_of(y_pred)
+    if len(pred_shape) > 2:
+        return None  # channel-first scores with (N, d1) targets
+    pred = _to_backend(y_pred, backend)
+    same_shape = tuple(pred.shape) == tuple(true.shape)
+    if same_shape and _is_indicator(pred):
+        return true, pred
+    if same_shape and pred.dtype.kind in "iub":
+        return None  # a label map with class codes beyond 1
+    raise ValueError(
+        f"{names[0]} of shape {tuple(true.shape)} is a {MULTILABEL} matrix (0/1 per "
+        f"label), so {names[1]} must be one too, of the same shape; got {names[1]} of "
+        f"shape {tuple(pred.shape)}"
+        + (" with values other than 0 and 1 (threshold scores first, e.g. "
+           "y_score >= 0.5)" if same_shape else "")
+    )
+
+
+def check_multilabel_inputs(y_true, y_pred, *, sample_weight=None, num_classes=None,
+                            ignore_index=None, validate=True,
+                            names: tuple[str, str] = ("y_true", "y_pred"),
+                            ) -> MultilabelInputs | None:
+    """:class:`MultilabelInputs` when ``y_true`` and ``y_pred`` are one
+    "multilabel-indicator" pair (:func:`multilabel_pair`), else None.
+
+    ``num_classes``, if given, must be L; ``ignore_index`` is not supported
+    for multilabel input yet (an error, not a silent reading).
+    """
+    if not _may_be_indicator(y_true):
+        return None
+    if not isinstance(validate, bool):
+        raise ValueError(f"validate must be True or False, got {validate!r}")
+    backend = resolve_backend(y_true, y_pred, sample_weight)
+    num_classes = check_num_classes(num_classes)
+    pair = multilabel_pair(y_true, y_pred, backend, names, num_classes=num_classes,
+                           validate=validate)
+    if pair is None:
+        return None
+    true, pred = pair
+    n, labels = true.shape
+    if num_classes is not None and num_classes != labels:
+        raise ValueError(
+            f"{names[0]} is a {MULTILABEL} matrix with {labels} labels (columns) but "
+            f"num_classes={num_classes}"
+        )
+    if check_ignore_index(ignore_index) is not None:
+        raise ValueError(
+            f"ignore_index is not supported for {MULTILABEL} input yet; leave it out "
+            "(or drop the ignored cells before the call)"
+        )
+    weight = check_sample_weight(sample_weight, n, backend, validate, allow_all_zero=False,
+                                 true_name=names[0])
+    return MultilabelInputs(
+        y_true=true if true.dtype.kind == "b" else true != 0,
+        y_pred=pred if pred.dtype.kind == "b" else pred != 0,
+        sample_weight=weight, backend=backend, source=y_true,
+    )
+
+
+def refuse_multilabel(y_true, y_pred, function: str | None, instead: str,
+                      names: tuple[str, str] = ("y_true", "y_pred"), *,
+                      num_classes=None, validate=True) -> None:
+    """A ValueError when ``y_true`` and ``y_pred`` are "multilabel-indicator"
+    input, which ``function`` does not support (``instead``: what to use;
+    ``num_classes`` and ``validate`` as :func:`multilabel_pair` takes them)."""
+    if not _may_be_indicator(y_true):
+        return
+    backend = resolve_backend(y_true, y_pred)
+    pair = multilabel_pair(y_true, y_pred, backend, names,
+                           num_classes=check_num_classes(num_classes), validate=validate)
+    if pair is None:
+        return
+    what = "this function" if function is None else function
+    raise ValueError(
+        f"{what} does not support {MULTILABEL} input: {names[0]} and {names[1]} of shape "
+        f"{tuple(pair[0].shape)} hold only 0 and 1 (one column per label); {instead}. "
+        "Binary label maps (one class code per position) are read as such once "
+        "flattened: pass y_true.reshape(-1) and y_pred.reshape(-1)"
+    )
+
+
+MULTILABEL_INSTEAD = (
+    "use multilabel_confusion_matrix for per-label counts, or the multilabel forms of "
+    "accuracy_score, hamming_loss, precision/recall/f1/fbeta/jaccard_score and "
+    "classification_report"
+)
+
+
 def check_label_inputs(y_true, y_pred, *, num_classes=None, sample_weight=None,
                        ignore_index=None, validate=True, extra_classes=0,
                        deterministic=False, allow_all_zero_weight=True,
@@ -516,6 +680,8 @@ def check_label_inputs(y_true, y_pred, *, num_classes=None, sample_weight=None,
     ignore_index = check_ignore_index(ignore_index)
     given = num_classes is not None
 
+    refuse_multilabel(y_true, y_pred, None, MULTILABEL_INSTEAD, (true_name, pred_name),
+                      num_classes=num_classes, validate=validate)
     y_true, pred = flatten_positions(y_true, y_pred, backend, pred_name, true_name)
     y_true = _as_label_array(y_true, true_name, backend, validate, targets=True)
     if pred.ndim == 2 and pred.shape[1] > 1:
@@ -1697,3 +1863,128 @@ def check_confusion_matrix_option(value) -> ConfusionMatrixOption:
         raise ValueError(f"confusion_matrix must be one of {CONFUSION_MATRIX_OPTIONS}, got "
                          f"{value!r}")
     return value
+
+
+# -- multilabel ranking metrics: (N, L) indicators (or relevance) with scores ----------
+
+
+@dataclass(frozen=True)
+class IndicatorInputs:
+    """Checked ``(y_true, y_score, sample_weight)`` of a multilabel ranking metric."""
+
+    y_true: Any           # (N, L) bool: relevant labels (float64 relevance for DCG)
+    y_score: Any          # (N, L) numeric scores, their own dtype (ranks need only order)
+    sample_weight: Any    # (N,) or None
+    backend: Any
+    source: Any = None    # the caller's y_true: results go back to its framework and device
+
+
+def is_label_indicator(y_true) -> bool:
+    """Whether ``y_true`` is an (N, L) label indicator matrix, L >= 2, by its
+    shape only (nothing is read; (N, 1) columns stay binary labels, as
+    scikit-learn's ``type_of_target`` has them)."""
+    shape = getattr(y_true, "shape", None)
+    if shape is None:
+        try:
+            shape = np.shape(y_true)
+        except ValueError:  # ragged nested lists: not a matrix
+            return False
+    return len(shape) == 2 and shape[1] >= 2
+
+
+def check_indicator_inputs(y_true, y_score, sample_weight=None, *, function: str,
+                           min_labels: int = 1, validate: bool = True,
+                           allow_all_zero: bool = False, graded: bool = False) -> IndicatorInputs:
+    """An (N, L) 0/1 indicator (any int, bool or float dtype), (N, L) finite
+    scores and (N,) finite non-negative weights, not all 0, on one backend.
+
+    Reads back one flag per check (and a position when a check fails), never
+    the data. Without ``validate`` scores and weights are not read (shapes and
+    types still are); the indicator's values always are. ``min_labels``: the
+    fewest label columns ``function`` takes (scikit-learn's ranking loss and
+    coverage error refuse one column, as a binary target). ``allow_all_zero``
+    leaves weights that are all 0 to the caller (scikit-learn's weighted
+    multilabel ROC AUC and average precision are 0 there). ``graded``: y_true
+    holds any finite relevance values (DCG), returned as float64.
+    """
+    backend = resolve_backend(y_true, y_score, sample_weight)
+    labels = _to_backend(y_true, backend)
+    if graded and labels.ndim != 2:
+        raise ValueError(
+            f"{function}: y_true must be an (N, L) matrix of true relevance (one row of L "
+            f"documents or labels per sample), got shape {tuple(labels.shape)}"
+        )
+    if labels.ndim != 2:
+        raise ValueError(
+            f"{function}: y_true must be an (N, L) label indicator matrix (1 where a label is "
+            f"relevant, else 0), got shape {tuple(labels.shape)}"
+        )
+    if labels.shape[1] < min_labels:
+        raise ValueError(
+            f"{function}: y_true has {labels.shape[1]} label column(s); at least {min_labels} "
+            "are needed (scikit-learn: binary format is not supported)"
+        )
+    if labels.dtype.kind not in "biuf":
+        raise ValueError(f"{function}: y_true must be numeric, got dtype {labels.dtype}")
+    if graded:
+        labels = labels.astype(np.float64)
+        i = _first_nonfinite(labels, backend)
+        if i is not None:
+            raise ValueError(
+                f"{function}: y_true must hold finite relevance values; found "
+                f"{labels.reshape(-1)[i].item()!r} at {_position(i, labels.shape)}"
+            )
+    elif labels.dtype.kind != "b":
+        i = _first_true((labels != 0) & (labels != 1), backend)
+        if i is not None:
+            raise ValueError(
+                f"{function}: y_true must hold 0/1 label indicators; found "
+                f"{labels.reshape(-1)[i].item()!r} at {_position(i, labels.shape)}"
+            )
+        labels = labels != 0
+    scores = _to_backend(y_score, backend)
+    if scores.dtype.name == "bfloat16" or scores.dtype == np.float16:
+        scores = scores.astype(np.float32)  # exact; NumPy cannot sort bfloat16
+    if scores.dtype.kind not in "fiub":
+        raise ValueError(f"{function}: y_score must hold numeric scores, got dtype {scores.dtype}")
+    if tuple(scores.shape) != tuple(labels.shape):
+        raise ValueError(
+            f"{function}: y_true and y_score must have the same shape (N, L); got "
+            f"{tuple(labels.shape)} and {tuple(scores.shape)}"
+        )
+    n = labels.shape[0]
+    if n == 0 or labels.shape[1] == 0:
+        raise ValueError(
+            f"{function}: y_true and y_score are empty (shape {tuple(labels.shape)}); at least "
+            "one sample and one label are required"
+        )
+    if validate and scores.dtype.kind == "f":
+        i = _first_nonfinite(scores, backend)
+        if i is not None:
+            raise ValueError(
+                f"{function}: y_score must hold finite scores; found "
+                f"{scores.reshape(-1)[i].item()!r} at {_position(i, scores.shape)}"
+            )
+    weight = check_sample_weight(sample_weight, n, backend, validate=validate,
+                                 allow_all_zero=allow_all_zero)
+    if weight is not None:
+        weight = weight.astype(np.float64)
+    return IndicatorInputs(labels, scores, weight, backend, source=y_true)
+
+
+
+def check_rank_cutoff(k):
+    """``k`` of the DCG scores: an integer >= 1, or None (every label)."""
+    if k is None:
+        return None
+    if isinstance(k, bool) or not isinstance(k, numbers.Integral) or k < 1:
+        raise ValueError(f"k must be an integer >= 1 or None, got {k!r}")
+    return int(k)
+
+
+def check_log_base(log_base) -> float:
+    """``log_base`` of the DCG discount: a number > 0."""
+    if (isinstance(log_base, bool) or not isinstance(log_base, numbers.Real)
+            or not float(log_base) > 0):
+        raise ValueError(f"log_base must be a number > 0, got {log_base!r}")
+    return float(log_base)

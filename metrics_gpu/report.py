@@ -22,7 +22,12 @@ from metrics_gpu._docs import shared_parameters
 from metrics_gpu._report_mapping import MetricMapping, descriptions, format_number, strict_json
 from metrics_gpu._stages import Evaluation, accumulate, evaluate, one_pass
 from metrics_gpu._types import ArrayLike, ConfusionMatrixOption, Normalize
-from metrics_gpu._validation import check_confusion_matrix_option, check_label_inputs
+from metrics_gpu._validation import (
+    MULTILABEL_INSTEAD,
+    check_confusion_matrix_option,
+    check_label_inputs,
+    refuse_multilabel,
+)
 
 # The text report lists per-class rows and the matrix only up to this many
 # classes; beyond it they are in to_dict() but would drown the summary.
@@ -311,6 +316,9 @@ def label_report(y_true: ArrayLike, y_pred: ArrayLike, *, num_classes: int | Non
     (0.6, 0.4889)
     """
     confusion_matrix = check_confusion_matrix_option(confusion_matrix)
+    if getattr(y_true, "ndim", 2) == 2:  # (the in-loop call's budget: no call for (N,) labels)
+        refuse_multilabel(y_true, y_pred, "label_report", MULTILABEL_INSTEAD,
+                          num_classes=num_classes, validate=validate)
     passed = one_pass(y_true, y_pred, kind="labels", num_classes=num_classes,
                       sample_weight=sample_weight, ignore_index=ignore_index, validate=validate,
                       deterministic=deterministic, keep_matrix=confusion_matrix)

@@ -71,6 +71,9 @@ class Case:
             "binary_scores": lambda: (self.binary_true, self.binary_score),
             "probabilities": lambda: (self.y_true, self.probabilities),
             "logits": lambda: (self.y_true, self.logits),
+            "multilabel_scores": lambda: ((self.logits > 0.5).astype(np.int64),
+                                          np.round(self.probabilities, 1)),
+            "relevance": lambda: (np.floor(self.probabilities * 4), np.round(self.logits)),
             "confusion_matrix": lambda: (self.confusion_matrix(),),
         }[inputs]()
 
@@ -98,6 +101,10 @@ INPUTS = {
     "binary_scores": "(y_true, y_score): 0/1 labels and 1-D scores with ties",
     "probabilities": "(y_true, proba): labels and (N, K) rows summing to 1",
     "logits": "(y_true, scores): labels and (N, K) raw scores",
+    "multilabel_scores": "(y_true, y_score): (N, K) 0/1 indicators (logits > 0.5, rows of "
+                         "all or no labels included) and (N, K) scores rounded to 0.1 (ties)",
+    "relevance": "(y_true, y_score): (N, K) graded relevance 0..3 and (N, K) rounded logits "
+                 "(ties)",
     "confusion_matrix": "(cm,): K x K counts, rows actual (pyActLearn)",
 }
 SAMPLE_INPUTS = frozenset(INPUTS) - {"confusion_matrix"}
@@ -109,6 +116,7 @@ OUTPUTS = {
     "scalar": "a float64 (or Python float) scalar",
     "per_class": "an array over the classes",
     "matrix": "a 2-D array (confusion matrix, per-class table)",
+    "matrices": "a 3-D array: one 2 x 2 matrix per class or label (multilabel_confusion_matrix)",
     "tuple": "a tuple of arrays (a curve; precision, recall, F, support)",
     "bundle": "a dataclass of scalars and arrays (oneDAL's, LogitsReport)",
     "report": "a report: classification_report's dict, LabelReport",
@@ -209,6 +217,11 @@ METRICS: tuple[Metric, ...] = (
            symmetric=True),
     Metric("matthews_corrcoef", "labels", "scalar", sklearn=skm.matthews_corrcoef,
            symmetric=True),
+    Metric("multilabel_confusion_matrix", "labels", "matrices",
+           sklearn=skm.multilabel_confusion_matrix, symmetric=False, exact=True,
+           notes={"symmetric": "swapping the arrays swaps each matrix's fp and fn",
+                  "exact": "unweighted counts are integers (weighted: float64, as scikit-learn)",
+                  "multilabel": "(N, L) indicator input: tests/test_multilabel.py"}),
     Metric("precision_recall_fscore_support", "labels", "tuple",
            options={"average": None, "zero_division": 0.0},
            sklearn=skm.precision_recall_fscore_support, symmetric=False,
@@ -285,6 +298,18 @@ METRICS: tuple[Metric, ...] = (
            notes={"sklearn": "AUC-mu (Kleiman & Page) is CatBoost's, not scikit-learn's "
                              "(tests/test_ranking.py)",
                   "symmetric": _SCORE_NOT_SYMMETRIC}),
+    # -- multilabel ranking metrics ---------------------------------------------------------
+    Metric("label_ranking_average_precision_score", "multilabel_scores", "scalar",
+           sklearn=skm.label_ranking_average_precision_score,
+           notes={"symmetric": _SCORE_NOT_SYMMETRIC}),
+    Metric("label_ranking_loss", "multilabel_scores", "scalar", sklearn=skm.label_ranking_loss,
+           notes={"symmetric": _SCORE_NOT_SYMMETRIC}),
+    Metric("coverage_error", "multilabel_scores", "scalar", sklearn=skm.coverage_error,
+           notes={"symmetric": _SCORE_NOT_SYMMETRIC}),
+    Metric("dcg_score", "relevance", "scalar", sklearn=skm.dcg_score,
+           notes={"symmetric": _SCORE_NOT_SYMMETRIC}),
+    Metric("ndcg_score", "relevance", "scalar", sklearn=skm.ndcg_score,
+           notes={"symmetric": _SCORE_NOT_SYMMETRIC}),
 )
 
 REGISTRY: dict[str, Metric] = {metric.name: metric for metric in METRICS}

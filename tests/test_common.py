@@ -283,6 +283,7 @@ OUTPUT_TYPES = {
     "scalar": lambda r: isinstance(r, (float, np.floating)) and np.ndim(r) == 0,
     "per_class": lambda r: isinstance(r, np.ndarray) and r.ndim == 1,
     "matrix": lambda r: isinstance(r, np.ndarray) and r.ndim == 2,
+    "matrices": lambda r: isinstance(r, np.ndarray) and r.ndim == 3,
     "tuple": lambda r: isinstance(r, tuple),
     "bundle": dataclasses.is_dataclass,
     "report": lambda r: isinstance(r, (dict, mg.LabelReport)),

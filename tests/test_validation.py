@@ -187,8 +187,9 @@ def test_scores_with_wrong_number_of_rows(backend):
 
 
 def test_two_dimensional_y_true(backend):
+    # (A 0/1 matrix is a multilabel indicator: tests/test_multilabel.py.)
     with pytest.raises(ValueError, match=r"y_true.*1-D.*\(2, 2\)"):
-        mg.accuracy_score(backend.asarray([[0, 1], [1, 0]]), backend.asarray([0, 1]))
+        mg.accuracy_score(backend.asarray([[0, 2], [1, 0]]), backend.asarray([0, 1]))
 
 
 def test_three_dimensional_y_pred(backend):
