@@ -985,18 +985,23 @@ class FileEvaluation:
     readers: dict = field(default_factory=dict)
 
 
+NO_ROWS = "holds no rows (a header only, or an empty column): there is nothing to report"
+
+
 def find_classes(sources: dict[str, str | None], *, ignore_index=None, chunk_rows: int,
                  progress: Callable | None = None) -> tuple[int, np.ndarray | None]:
     """One pass over the label files (``y_true`` and ``y_pred``) for the classes
     present: ``(K, None)`` when they are 0..K-1, else ``(P, codes)`` with the
     P codes present (the report is over those, as scikit-learn's)."""
     readers = open_columns({name: sources.get(name) for name in ("y_true", "y_pred")})
+    total_rows = 0
     try:
         present = np.zeros(0, bool)
         prefetch = _Prefetch(readers, _HostStaging(readers, chunk_rows).buffer_sets)
         staging = prefetch.buffer_sets
         try:
             for i, rows in prefetch:
+                total_rows += rows
                 seen = []
                 keep = None
                 y_true = staging[i]["y_true"][:rows]
@@ -1032,6 +1037,8 @@ def find_classes(sources: dict[str, str | None], *, ignore_index=None, chunk_row
     finally:
         for reader in readers.values():
             reader.close()
+    if total_rows == 0:
+        raise FileProblem(f"--y-true {readers['y_true'].path}: {NO_ROWS}")
     if not present.any():
         raise FileProblem(f"--y-true {readers['y_true'].path}: every row is --ignore-index "
                           f"{ignore_index}: there is nothing to report")
@@ -1144,6 +1151,8 @@ def evaluate_files(sources: dict[str, str | None], *, num_classes: int | None = 
                                              progress=ranking)
             del kept, exact
         total_rows = readers["y_true"].position
+        if total_rows == 0:
+            raise FileProblem(f"--y-true {readers['y_true'].path}: {NO_ROWS}")
     finally:
         for reader in readers.values():
             reader.close()

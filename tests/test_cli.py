@@ -88,3 +88,15 @@ def test_bad_num_classes_is_rejected_by_the_parser(capsys):
         main(["report", "--y-true", "a.npy", "--y-pred", "b.npy", "--num-classes", "0"])
     assert exit_info.value.code == 2
     assert "must be a positive integer" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("extra", [[], ["--num-classes", "3"]], ids=["classes-found", "num-classes"])
+def test_header_only_file_says_it_has_no_rows(tmp_path, capsys, extra):
+    """A CSV with a header and no row names the file and says so (it said
+    "every row is --ignore-index None" when the classes were searched for)."""
+    (tmp_path / "t.csv").write_text("label\n")
+    (tmp_path / "p.csv").write_text("pred\n")
+    assert main(["report", "--y-true", f"{tmp_path / 't.csv'}:label", "--y-pred",
+                 f"{tmp_path / 'p.csv'}:pred", "--quiet", *extra]) == 2
+    err = capsys.readouterr().err
+    assert f"--y-true {tmp_path / 't.csv'}: holds no rows" in err and "ignore-index" not in err
