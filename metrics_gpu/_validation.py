@@ -519,14 +519,6 @@ def _shape_of(values) -> tuple[int, ...]:
     return tuple(np.shape(values) if shape is None else shape)
 
 
-def _may_be_indicator(y_true) -> bool:
-    """False when ``y_true``'s shape alone rules out an indicator matrix: the
-    common case (an array of class codes) at the cost of two builtin calls,
-    before any backend is resolved (the functional hot path's budget)."""
-    shape = getattr(y_true, "shape", None)
-    return shape is None or (len(shape) == 2 and shape[1] > 1)
-
-
 def _is_indicator(array) -> bool:
     """scikit-learn's ``type_of_target(...) == "multilabel-indicator"`` of an
     array on its backend: 2-D, more than one column, values 0 and 1 only.
@@ -597,7 +589,7 @@ def check_multilabel_inputs(y_true, y_pred, *, sample_weight=None, num_classes=N
     ``num_classes``, if given, must be L; ``ignore_index`` is not supported
     for multilabel input yet (an error, not a silent reading).
     """
-    if not _may_be_indicator(y_true):
+    if not is_label_indicator(y_true):
         return None
     if not isinstance(validate, bool):
         raise ValueError(f"validate must be True or False, got {validate!r}")
@@ -634,7 +626,7 @@ def refuse_multilabel(y_true, y_pred, function: str | None, instead: str,
     """A ValueError when ``y_true`` and ``y_pred`` are "multilabel-indicator"
     input, which ``function`` does not support (``instead``: what to use;
     ``num_classes`` and ``validate`` as :func:`multilabel_pair` takes them)."""
-    if not _may_be_indicator(y_true):
+    if not is_label_indicator(y_true):
         return
     backend = resolve_backend(y_true, y_pred)
     pair = multilabel_pair(y_true, y_pred, backend, names,
@@ -1279,15 +1271,19 @@ def check_ranking_inputs(y_true, y_score, sample_weight=None, score_name: str = 
     if scores.shape[0] != n:
         raise ValueError(f"y_true has {n} samples but {score_name} has {scores.shape[0]}")
     if validate and scores.dtype.kind == "f":
-        i = _first_nonfinite(scores, backend)
-        if i is not None:
-            raise ValueError(
-                f"{score_name} must hold finite scores; found {scores.reshape(-1)[i].item()!r} at "
-                f"{_position(i, scores.shape)}"
-            )
+        _check_finite_scores(scores, backend, score_name)
     weight = check_sample_weight(sample_weight, n, backend, validate=validate,
                                  allow_all_zero=True, name=weight_name)
     return RankingInputs(labels, scores, weight, backend, source=y_true, score_eps=score_eps)
+
+
+def _check_finite_scores(scores, backend, name: str) -> None:
+    """A ValueError naming ``name`` and the first NaN or infinity in
+    ``scores`` (one flag read back, and its position when there is one)."""
+    i = _first_nonfinite(scores, backend)
+    if i is not None:
+        raise ValueError(f"{name} must hold finite scores; found "
+                         f"{scores.reshape(-1)[i].item()!r} at {_position(i, scores.shape)}")
 
 
 def _position(flat_index: int, shape) -> str:
@@ -1762,11 +1758,7 @@ def check_stream_batch(y_true, preds, sample_weight, *, num_classes: int, backen
         _label_range(true, "y_true", backend, num_classes, ignore_index, targets=True)
         if layout:
             values = pred if bits is None else Bfloat16Bits(pred)  # read in chunks
-            i = _first_nonfinite(values, backend)
-            if i is not None:
-                found = values.reshape(-1)[i].item()
-                raise ValueError(f"{pred_name} must hold finite scores; found {found!r} at "
-                                 f"{_position(i, values.shape)}")
+            _check_finite_scores(values, backend, pred_name)
             if probabilities:
                 rows = StreamBatch(true, pred, None, n, **layout).rows(backend.xp)
                 bad = first_non_probability_row(rows, backend, layout["score_dtype"])
@@ -1880,9 +1872,11 @@ class IndicatorInputs:
 
 
 def is_label_indicator(y_true) -> bool:
-    """Whether ``y_true`` is an (N, L) label indicator matrix, L >= 2, by its
-    shape only (nothing is read; (N, 1) columns stay binary labels, as
-    scikit-learn's ``type_of_target`` has them)."""
+    """Whether ``y_true`` may be an (N, L) label indicator matrix, L >= 2, by
+    its shape only (nothing is read; (N, 1) columns stay binary labels, as
+    scikit-learn's ``type_of_target`` has them). An array of class codes is
+    ruled out with two builtin calls, before any backend is resolved (the
+    functional hot path's budget)."""
     shape = getattr(y_true, "shape", None)
     if shape is None:
         try:
@@ -1959,12 +1953,7 @@ def check_indicator_inputs(y_true, y_score, sample_weight=None, *, function: str
             "one sample and one label are required"
         )
     if validate and scores.dtype.kind == "f":
-        i = _first_nonfinite(scores, backend)
-        if i is not None:
-            raise ValueError(
-                f"{function}: y_score must hold finite scores; found "
-                f"{scores.reshape(-1)[i].item()!r} at {_position(i, scores.shape)}"
-            )
+        _check_finite_scores(scores, backend, f"{function}: y_score")
     weight = check_sample_weight(sample_weight, n, backend, validate=validate,
                                  allow_all_zero=allow_all_zero)
     if weight is not None:
