@@ -107,8 +107,12 @@ def render_html(report, *, title: str | None = None, elapsed: float | None = Non
     >>> page.startswith("<!DOCTYPE html>"), "&lt;cat&gt;" in page, "<cat>" in page
     (True, True, False)
     """
+    from metrics_gpu._validation import check_int_range
     from metrics_gpu.files import PredictionReport
 
+    max_classes = check_int_range(max_classes, "max_classes", 1, 1 << 20)
+    max_table_classes = check_int_range(max_table_classes, "max_table_classes", 1, 1 << 30)
+    dpi = check_int_range(dpi, "dpi", 10, 1200)
     if isinstance(report, PredictionReport):
         labels, scores, auc_method = report.labels, report.scores, report.auc
     else:

@@ -257,3 +257,11 @@ def test_headless_browser_screenshot(cli_page, tmp_path):
                     f"--screenshot={shot}", "--window-size=1200,2400",
                     page_path.as_uri()], check=True, timeout=60, capture_output=True)
     assert shot.read_bytes()[:8] == PNG_SIGNATURE
+
+
+@pytest.mark.parametrize("option, value", [("max_classes", 0), ("max_table_classes", -1),
+                                           ("dpi", 2.5)])
+def test_bad_page_options_name_themselves(option, value):
+    report = label_report(np.array([0, 1, 1]), np.array([0, 1, 0]))
+    with pytest.raises(ValueError, match=option):
+        report.to_html(**{option: value})
