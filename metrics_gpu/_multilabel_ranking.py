@@ -78,10 +78,8 @@ def row_ranks(relevant, scores, xp) -> RowRanks:
     order = xp.argsort(scores, axis=1)
     sorted_relevant = xp.take_along_axis(relevant, order, axis=1)
     start = tie_groups(xp.take_along_axis(scores, order, axis=1), xp, ends=False)[0]
-    # int64 counts on every backend: CuPy's cumsum of a bool array is not
-    # NumPy's int64, and its true_divide of small integers gives float32.
-    relevant_below = xp.cumsum(sorted_relevant, axis=1, dtype=np.int64) - sorted_relevant
-    n_relevant = xp.sum(sorted_relevant, axis=1, dtype=np.int64)
+    relevant_below = xp.cumsum(sorted_relevant, axis=1) - sorted_relevant
+    n_relevant = xp.sum(sorted_relevant, axis=1)
     relevant_at_least = n_relevant[:, None] - xp.take_along_axis(relevant_below, start, axis=1)
     return RowRanks(sorted_relevant, num_labels - start, relevant_at_least, n_relevant)
 
@@ -101,7 +99,7 @@ def tie_groups(sorted_scores, xp, *, ends: bool = True):
         [xp.ones((rows, 1), dtype=bool), sorted_scores[:, 1:] != sorted_scores[:, :-1]], axis=1)
     positions = xp.broadcast_to(xp.arange(num_labels, dtype=np.int64), (rows, num_labels))
     group_starts = xp.sort(xp.where(first_of_group, positions, num_labels), axis=1)
-    group = xp.cumsum(first_of_group, axis=1, dtype=np.int64) - 1
+    group = xp.cumsum(first_of_group, axis=1) - 1
     start = xp.take_along_axis(group_starts, group, axis=1)
     if not ends:
         return start, None
@@ -156,15 +154,14 @@ def row_roc_auc(relevant, scores, xp):
     order = xp.argsort(scores, axis=1)
     sorted_relevant = xp.take_along_axis(relevant, order, axis=1)
     start, end = tie_groups(xp.take_along_axis(scores, order, axis=1), xp)
-    relevant_before = (xp.cumsum(sorted_relevant, axis=1, dtype=np.int64)
-                       - sorted_relevant)  # before each position
+    relevant_before = xp.cumsum(sorted_relevant, axis=1) - sorted_relevant  # before each position
     relevant_below = xp.take_along_axis(relevant_before, start, axis=1)  # below the group
     relevant_through = xp.take_along_axis(relevant_before + sorted_relevant, end, axis=1)
     irrelevant_below = start - relevant_below
     irrelevant_tied = (end - start + 1) - (relevant_through - relevant_below)
     right = xp.sum(xp.where(sorted_relevant, irrelevant_below + 0.5 * irrelevant_tied, 0.0),
                    axis=1)
-    n_relevant = xp.sum(sorted_relevant, axis=1, dtype=np.int64)
+    n_relevant = xp.sum(sorted_relevant, axis=1)
     pairs = n_relevant * (num_labels - n_relevant)
     return xp.where(pairs == 0, xp.nan, right / xp.maximum(pairs, 1))
 
