@@ -8,7 +8,8 @@ update's launch plan and the compute's recorded launches, with every buffer
 they write relocated into one block, and that block's initial contents
 (counts zero, checks unset). A later call of the layout reads the layout
 from its arrays' attributes, copies the initial block into a fresh buffer of
-its own (one allocation, one device copy), and issues the launches on it:
+its own (one allocation, one device copy; torch's allocator for torch
+inputs, so that the results need no conversion), and issues the launches on it:
 the update (its grid sized from the batch) and the compute. Nothing is read
 back; the results are views of the call's buffer, which no later call
 writes.
@@ -180,7 +181,7 @@ class FunctionalPlan:
 
     __slots__ = ("backend", "spec", "kind", "update", "compute", "state_args", "template",
                  "partials_size", "positions", "weighted", "itemsize", "label_range",
-                 "score_range", "arrays", "torch_dtypes", "addresses")
+                 "score_range", "arrays", "torch_dtypes", "torch_template", "addresses")
 
     def __init__(self, *, backend, spec: dict, kind: str, update, compute: list,
                  state_args: _Relocated, template, partials_size: int, positions: int,
@@ -202,11 +203,16 @@ class FunctionalPlan:
         # results' views of the block, which is converted once per call.
         self.addresses = tuple(None if array is None else address_reader(array)
                                for array in given)
-        self.torch_dtypes = None
+        self.torch_dtypes = self.torch_template = None
         if type(given[0]).__module__ == "torch":
             import torch
 
             self.torch_dtypes = (torch.float64, torch.int64)
+            # Torch inputs get blocks of torch's allocator (on the caller's
+            # stream): the results are views of the call's block, without a
+            # conversion. Plans exist only where the kernels read the
+            # caller's tensors as they are, so this is their device.
+            self.torch_template = backend.to_framework(template.view(np.uint8), given[0])
 
     @classmethod
     def make(cls, state, batch, given: tuple, computes: str) -> FunctionalPlan | None:
@@ -286,7 +292,8 @@ class FunctionalPlan:
             given=given)
 
     def run(self, y_true, preds, sample_weight):
-        """Issue the plan on a fresh block (its bytes, a device array); None
+        """Issue the plan on a fresh block (its bytes: a backend array, or a
+        torch tensor for torch inputs); None
         (nothing issued) where the batch needs the full path: no samples,
         rows that disagree, an unaligned view."""
         samples = y_true.shape[0]
@@ -301,9 +308,14 @@ class FunctionalPlan:
         preds_address = preds_address(preds)
         if self.itemsize and preds_address % self.itemsize:
             return None
-        block = self.template.copy()
+        torch_template = self.torch_template
+        if torch_template is None:
+            block = self.template.copy().view(np.uint8)
+            base = np.uint64(address(block))
+        else:
+            block = torch_template.clone()
+            base = np.uint64(block.data_ptr())
         record(device_allocations=1)
-        base = np.uint64(address(block))
         partials = None
         if self.partials_size:
             partials = self.backend.zeros(self.partials_size, np.float64)
@@ -314,20 +326,30 @@ class FunctionalPlan:
         launch = self.backend.launch
         for source, expression, grid, threads, args, shared in self.compute:
             launch(source, expression, grid, threads, args.args(base, partials), shared)
-        return block.view(np.uint8)
+        return block
+
+    def backend_bytes(self, block):
+        """``block`` as the backend's array (a torch block: a zero-copy view;
+        a CPU tensor's is ``numpy()``, one call where ``asarray`` makes ten)."""
+        if self.torch_template is None:
+            return block
+        return block.numpy() if self.backend.name == "emulated" else self.backend.asarray(block)
 
     def label_values(self, block):
-        """The label values the compute wrote into ``block`` (float64, a view)."""
+        """The label values the compute wrote into ``block`` (its
+        :meth:`backend_bytes`; float64, a view)."""
         start, stop = self.label_range
         return block[start:stop].view(np.float64)
 
     def score_values(self, block):
-        """The score values the compute wrote into ``block`` (float64, a view)."""
+        """The score values the compute wrote into ``block`` (its
+        :meth:`backend_bytes`; float64, a view)."""
         start, stop = self.score_range
         return block[start:stop].view(np.float64)
 
     def invalid(self, block):
-        """The samples the update left out (a 0-d view of the block's checks)."""
+        """The samples the update left out (a 0-d view of the checks of
+        ``block``, its :meth:`backend_bytes`)."""
         from metrics_gpu._stages import invalid_count
 
         start, stop, _, _ = self.arrays["checks"]
@@ -336,17 +358,16 @@ class FunctionalPlan:
     def results(self, block, like):
         """``(values, samples left out)`` in the framework of the caller's
         ``like``: the computed values (float64) and a 0-d int64, views of
-        ``block`` converted once (one DLPack exchange for torch tensors)."""
+        ``block``, which is in the caller's framework (torch's for torch inputs)."""
         start, stop = self.label_range or self.score_range
         checks = self.arrays["checks"][0]
         dtypes = self.torch_dtypes
-        if dtypes is None:  # NumPy and CuPy: the block is in the caller's framework
+        if dtypes is None:  # NumPy and CuPy
             return block[start:stop].view(np.float64), block[checks:checks + 8].view(np.int64)[0]
-        framed = self.backend.to_framework(block, like)
-        return framed[start:stop].view(dtypes[0]), framed[checks:checks + 8].view(dtypes[1])[0]
+        return block[start:stop].view(dtypes[0]), block[checks:checks + 8].view(dtypes[1])[0]
 
     def state(self, block):
-        """The streaming state in ``block`` (views), as the full path's
+        """The streaming state in ``block`` (views of its :meth:`backend_bytes`), as the full path's
         consumers read it (statistics, the matrix)."""
         from metrics_gpu._stages import StreamState
 

@@ -436,18 +436,27 @@ class OnePass:
     made only when asked for.
     """
 
-    __slots__ = ("backend", "source", "_state", "_plan", "_block")
+    __slots__ = ("backend", "source", "_state", "_plan", "_block", "_bytes")
 
     def __init__(self, state: StreamState | None, backend, source, plan=None, block=None):
         self._state, self.backend, self.source = state, backend, source
-        self._plan, self._block = plan, block
+        self._plan, self._block, self._bytes = plan, block, None
 
     @property
     def state(self) -> StreamState:
         """The streaming state of the pass (views of the block, for a plan's)."""
         if self._state is None:
-            self._state = self._plan.state(self._block)
+            block = self._bytes  # _backend_block's, inline: label_report's call counts
+            if block is None:
+                block = self._bytes = self._plan.backend_bytes(self._block)
+            self._state = self._plan.state(block)
         return self._state
+
+    def _backend_block(self):
+        """A plan's block as the backend's array (made once: a torch block's view)."""
+        if self._bytes is None:
+            self._bytes = self._plan.backend_bytes(self._block)
+        return self._bytes
 
     def compute(self, *, labels: bool = True, scores: bool = True):
         """``(label values, score values)`` of the pass (:meth:`StreamState.compute`;
@@ -455,14 +464,14 @@ class OnePass:
         plan = self._plan
         if plan is None:
             return self.state.compute(labels=labels, scores=scores)
-        block = self._block
+        block = self._backend_block()
         return (None if plan.label_range is None else plan.label_values(block),
                 None if plan.score_range is None else plan.score_values(block))
 
     def invalid(self):
         """The number of samples left out (a 0-d device value)."""
         if self._plan is not None:
-            return self._plan.invalid(self._block)
+            return self._plan.invalid(self._backend_block())
         return invalid_count(self.state.arrays["checks"])
 
     def results(self, *, labels: bool):

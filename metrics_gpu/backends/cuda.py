@@ -85,6 +85,38 @@ class _Kernel:
     dynamic_shared_limit: int     # the most dynamic shared memory a launch may ask
 
 
+_NULL_POINTER = np.uint64(0)
+
+
+class _OnStream:
+    """Context of :meth:`CudaDevice.stream_of` for a torch tensor: its GPU
+    (None: the current one already) and the CuPy stream over torch's."""
+
+    __slots__ = ("device", "stream")
+
+    def __init__(self, device, stream) -> None:
+        self.device, self.stream = device, stream
+
+    def __enter__(self):
+        device = self.device
+        if device is not None:
+            device.__enter__()
+        try:
+            self.stream.__enter__()
+        except BaseException:
+            if device is not None:
+                device.__exit__(None, None, None)
+            raise
+        return self
+
+    def __exit__(self, *exc) -> None:
+        try:
+            self.stream.__exit__(*exc)
+        finally:
+            if self.device is not None:
+                self.device.__exit__(*exc)
+
+
 class CudaDevice:
     """Allocates, converts and launches on the current (or the data's) GPU."""
 
@@ -104,6 +136,7 @@ class CudaDevice:
         self.kernel_cache = KernelCache.default("cuda")
         # (torch stream handle, device) -> the CuPy stream over it (launch_stream, stream_of)
         self._streams: dict[tuple, Any] = {}
+        self._raw_stream = None  # torch's current raw stream of a device index (_stream_over)
         self._lock = threading.Lock()
         self._attributes: dict[int, dict] = {}
 
@@ -186,28 +219,37 @@ class CudaDevice:
 
     def stream_of(self, like):
         """Context: the caller's device, and for a torch tensor torch's current
-        stream on it (``cupy.cuda.ExternalStream``), so that every launch and
-        CuPy operation is ordered with the training loop's own work."""
+        stream on it (as a CuPy stream, :meth:`_stream_over`), so that every
+        launch and CuPy operation is ordered with the training loop's own work."""
         cupy = self.cupy
         torch = sys.modules.get("torch")
-        stack = contextlib.ExitStack()
         if torch is not None and isinstance(like, torch.Tensor) and like.is_cuda:
-            index = like.device.index
-            if index is None:
-                index = torch.cuda.current_device()
-            stack.enter_context(cupy.cuda.Device(index))
-            stream = torch.cuda.current_stream(index)
-            # Kept per stream handle (as launch_stream's): a CuPy stream over
-            # torch's is made once, not at every call. CuPy keeps the stack
-            # of entered streams per thread, so one object serves every thread.
-            key = (stream.cuda_stream, index)  # every device's default stream is handle 0
-            external = self._streams.get(key)
-            if external is None:
-                external = self._streams[key] = self._external_stream(stream, index)
-            stack.enter_context(external)
-        elif isinstance(like, cupy.ndarray):
-            stack.enter_context(like.device)
-        return stack
+            index = like.get_device()
+            # A Device context only to switch GPUs: CuPy's keeps its stack on
+            # the object, so each call makes its own.
+            device = None if cupy.cuda.runtime.getDevice() == index else cupy.cuda.Device(index)
+            return _OnStream(device, self._stream_over(torch, index))
+        if isinstance(like, cupy.ndarray):
+            return like.device
+        return contextlib.nullcontext()
+
+    def _stream_over(self, torch, index: int):
+        """The CuPy stream over torch's current stream on GPU ``index``, kept
+        per stream handle: torch's raw current stream is one C call (its
+        ``current_stream()`` builds a Stream object through eight Python
+        calls), and the CuPy object is made once per stream. CuPy keeps the
+        stack of entered streams per thread, so one object serves every thread."""
+        raw_stream = self._raw_stream
+        if raw_stream is None:
+            raw_stream = self._raw_stream = getattr(
+                torch._C, "_cuda_getCurrentRawStream",
+                lambda index: torch.cuda.current_stream(index).cuda_stream)
+        key = (raw_stream(index), index)  # every device's default stream is handle 0
+        found = self._streams.get(key)
+        if found is None:
+            found = self._streams[key] = self._external_stream(torch.cuda.current_stream(index),
+                                                               index)
+        return found
 
     def _external_stream(self, stream, index):
         """torch's stream as a CuPy stream: ``Stream.from_external`` (the CUDA
@@ -272,36 +314,45 @@ class CudaDevice:
 
     def launch_stream(self, like):
         """The CuPy stream of the caller's torch stream for ``like`` (a torch
-        CUDA tensor), kept per stream handle so that a loop's updates look it
-        up once; None for anything else (CuPy's current stream)."""
+        CUDA tensor; :meth:`_stream_over`); None for anything else (CuPy's
+        current stream)."""
         torch = sys.modules.get("torch")
         if torch is None or not isinstance(like, torch.Tensor):
             return None
-        device = like.device
-        stream = torch.cuda.current_stream(device)
-        key = (stream.cuda_stream, device.index)  # every device's default stream is handle 0
-        found = self._streams.get(key)
-        if found is None:
-            found = self._streams[key] = self._external_stream(stream, device.index)
-        return found
+        index = like.get_device()
+        return None if index < 0 else self._stream_over(torch, index)
 
     def launch(self, source: str, expression: str, grid: int, block: int, args,
                shared_bytes: int = 0, stream=None) -> None:
-        cupy = self.cupy
-        device = next((a.device for a in args if isinstance(a, cupy.ndarray)), None)
-        packed = tuple(np.uint64(0) if a is None else a for a in args)  # null pointers
-        with device if device is not None else contextlib.nullcontext():
-            kernel = self._kernel(source, expression)
-            if shared_bytes > kernel.dynamic_shared_limit:
-                # A block gets 48 KiB of shared memory, static and dynamic
-                # together, unless its kernel opts in to more (up to the
-                # device's opt-in limit; the host sizes what it asks for).
-                self._opt_in(kernel, expression, shared_bytes)
-            if stream is None:
-                kernel.function((grid,), (block,), packed, shared_mem=shared_bytes)
-            else:
-                kernel.function((grid,), (block,), packed, shared_mem=shared_bytes,
-                                stream=stream)
+        """Launch on the GPU of the first CuPy array among ``args`` (else the
+        current one); None arguments are null pointers. One plain loop over
+        the arguments (no generators): a plan's launches run it on every batch."""
+        ndarray = self.cupy.ndarray
+        device = None
+        packed = list(args)
+        for position, arg in enumerate(packed):
+            if arg is None:
+                packed[position] = _NULL_POINTER
+            elif device is None and isinstance(arg, ndarray):
+                device = arg.device
+        if device is None:
+            self._issue(source, expression, grid, block, tuple(packed), shared_bytes, stream)
+            return
+        with device:
+            self._issue(source, expression, grid, block, tuple(packed), shared_bytes, stream)
+
+    def _issue(self, source: str, expression: str, grid: int, block: int, packed: tuple,
+               shared_bytes: int, stream) -> None:
+        kernel = self._kernel(source, expression)
+        if shared_bytes > kernel.dynamic_shared_limit:
+            # A block gets 48 KiB of shared memory, static and dynamic
+            # together, unless its kernel opts in to more (up to the
+            # device's opt-in limit; the host sizes what it asks for).
+            self._opt_in(kernel, expression, shared_bytes)
+        if stream is None:
+            kernel.function((grid,), (block,), packed, shared_mem=shared_bytes)
+        else:
+            kernel.function((grid,), (block,), packed, shared_mem=shared_bytes, stream=stream)
 
     def _opt_in(self, kernel: _Kernel, expression: str, shared_bytes: int) -> None:
         total = kernel.static_shared_bytes + shared_bytes
