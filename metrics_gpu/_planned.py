@@ -181,7 +181,7 @@ class FunctionalPlan:
 
     __slots__ = ("backend", "spec", "kind", "update", "compute", "state_args", "template",
                  "partials_size", "positions", "weighted", "itemsize", "label_range",
-                 "score_range", "arrays", "torch_dtypes", "torch_template", "addresses")
+                 "score_range", "arrays", "torch_dtypes", "torch_template", "tensor_bytes", "addresses")
 
     def __init__(self, *, backend, spec: dict, kind: str, update, compute: list,
                  state_args: _Relocated, template, partials_size: int, positions: int,
@@ -203,7 +203,7 @@ class FunctionalPlan:
         # results' views of the block, which is converted once per call.
         self.addresses = tuple(None if array is None else address_reader(array)
                                for array in given)
-        self.torch_dtypes = self.torch_template = None
+        self.torch_dtypes = self.torch_template = self.tensor_bytes = None
         if type(given[0]).__module__ == "torch":
             import torch
 
@@ -213,6 +213,8 @@ class FunctionalPlan:
             # conversion. Plans exist only where the kernels read the
             # caller's tensors as they are, so this is their device.
             self.torch_template = backend.to_framework(template.view(np.uint8), given[0])
+            # A torch block as the backend's array (a view), for the state's readers.
+            self.tensor_bytes = backend.device.tensor_bytes
 
     @classmethod
     def make(cls, state, batch, given: tuple, computes: str) -> FunctionalPlan | None:
@@ -328,28 +330,22 @@ class FunctionalPlan:
             launch(source, expression, grid, threads, args.args(base, partials), shared)
         return block
 
-    def backend_bytes(self, block):
-        """``block`` as the backend's array (a torch block: a zero-copy view;
-        a CPU tensor's is ``numpy()``, one call where ``asarray`` makes ten)."""
-        if self.torch_template is None:
-            return block
-        return block.numpy() if self.backend.name == "emulated" else self.backend.asarray(block)
 
     def label_values(self, block):
         """The label values the compute wrote into ``block`` (its
-        :meth:`backend_bytes`; float64, a view)."""
+        :meth:`OnePass.backend_block`; float64, a view)."""
         start, stop = self.label_range
         return block[start:stop].view(np.float64)
 
     def score_values(self, block):
         """The score values the compute wrote into ``block`` (its
-        :meth:`backend_bytes`; float64, a view)."""
+        :meth:`OnePass.backend_block`; float64, a view)."""
         start, stop = self.score_range
         return block[start:stop].view(np.float64)
 
     def invalid(self, block):
         """The samples the update left out (a 0-d view of the checks of
-        ``block``, its :meth:`backend_bytes`)."""
+        ``block``, its :meth:`OnePass.backend_block`)."""
         from metrics_gpu._stages import invalid_count
 
         start, stop, _, _ = self.arrays["checks"]
@@ -367,8 +363,9 @@ class FunctionalPlan:
         return block[start:stop].view(dtypes[0]), block[checks:checks + 8].view(dtypes[1])[0]
 
     def state(self, block):
-        """The streaming state in ``block`` (views of its :meth:`backend_bytes`), as the full path's
-        consumers read it (statistics, the matrix)."""
+        """The streaming state in ``block`` (views of its
+        :meth:`OnePass.backend_block`), as the full path's consumers read it
+        (statistics, the matrix)."""
         from metrics_gpu._stages import StreamState
 
         arrays = {name: block[start:stop].view(dtype) if shape is None

@@ -446,17 +446,17 @@ class OnePass:
     def state(self) -> StreamState:
         """The streaming state of the pass (views of the block, for a plan's)."""
         if self._state is None:
-            block = self._bytes  # _backend_block's, inline: label_report's call counts
-            if block is None:
-                block = self._bytes = self._plan.backend_bytes(self._block)
-            self._state = self._plan.state(block)
+            self._state = self._plan.state(self.backend_block())
         return self._state
 
-    def _backend_block(self):
-        """A plan's block as the backend's array (made once: a torch block's view)."""
-        if self._bytes is None:
-            self._bytes = self._plan.backend_bytes(self._block)
-        return self._bytes
+    def backend_block(self):
+        """A plan's block as the backend's array: a torch block's view, made once."""
+        block = self._bytes
+        if block is None:
+            plan = self._plan
+            block = self._bytes = (self._block if plan.tensor_bytes is None
+                                   else plan.tensor_bytes(self._block))
+        return block
 
     def compute(self, *, labels: bool = True, scores: bool = True):
         """``(label values, score values)`` of the pass (:meth:`StreamState.compute`;
@@ -464,14 +464,14 @@ class OnePass:
         plan = self._plan
         if plan is None:
             return self.state.compute(labels=labels, scores=scores)
-        block = self._backend_block()
+        block = self._bytes if self._bytes is not None else self.backend_block()
         return (None if plan.label_range is None else plan.label_values(block),
                 None if plan.score_range is None else plan.score_values(block))
 
     def invalid(self):
         """The number of samples left out (a 0-d device value)."""
         if self._plan is not None:
-            return self._plan.invalid(self._backend_block())
+            return self._plan.invalid(self.backend_block())
         return invalid_count(self.state.arrays["checks"])
 
     def results(self, *, labels: bool):

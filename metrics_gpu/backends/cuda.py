@@ -15,7 +15,7 @@ import contextlib
 import sys
 import threading
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Callable
 
 import numpy as np
 
@@ -136,7 +136,8 @@ class CudaDevice:
         self.kernel_cache = KernelCache.default("cuda")
         # (torch stream handle, device) -> the CuPy stream over it (launch_stream, stream_of)
         self._streams: dict[tuple, Any] = {}
-        self._raw_stream = None  # torch's current raw stream of a device index (_stream_over)
+        # torch's current raw stream of a device index (_stream_over)
+        self._raw_stream: Callable[[int], int] | None = None
         self._lock = threading.Lock()
         self._attributes: dict[int, dict] = {}
 
@@ -241,9 +242,9 @@ class CudaDevice:
         stack of entered streams per thread, so one object serves every thread."""
         raw_stream = self._raw_stream
         if raw_stream is None:
-            raw_stream = self._raw_stream = getattr(
-                torch._C, "_cuda_getCurrentRawStream",
+            raw_stream = getattr(torch._C, "_cuda_getCurrentRawStream", None) or (
                 lambda index: torch.cuda.current_stream(index).cuda_stream)
+            self._raw_stream = raw_stream
         key = (raw_stream(index), index)  # every device's default stream is handle 0
         found = self._streams.get(key)
         if found is None:
@@ -266,6 +267,15 @@ class CudaDevice:
 
     def data_pointer(self, array) -> int:
         return array.data.ptr
+
+    def tensor_bytes(self, tensor):
+        """A contiguous torch CUDA tensor's memory as uint8 CuPy array (a view
+        that keeps the tensor alive): three C calls, where DLPack through
+        torch's ``__dlpack__`` makes about forty Python ones."""
+        cupy = self.cupy
+        memory = cupy.cuda.UnownedMemory(tensor.data_ptr(), tensor.nbytes, tensor,
+                                         tensor.get_device())
+        return cupy.ndarray((tensor.nbytes,), np.uint8, cupy.cuda.MemoryPointer(memory, 0))
 
     def clear(self, array) -> None:
         """Zero in place: cudaMemsetAsync on the current stream (no kernel)."""

@@ -143,6 +143,10 @@ class EmulatedDevice(HostArrays):
     def data_pointer(self, array) -> int:
         return array.ctypes.data
 
+    def tensor_bytes(self, tensor) -> np.ndarray:
+        """A contiguous torch CPU tensor's memory as this device's array (a view)."""
+        return tensor.numpy()
+
     def scalar(self, array):
         """A 0-d result as the caller's type: a Python int on the host devices."""
         return int(array)
