@@ -64,6 +64,7 @@ from metrics_gpu._scores import (
     logits_report,
     top_k_accuracy_score,
 )
+from metrics_gpu._multilabel_stream import MultilabelMetrics, MultilabelReport
 from metrics_gpu._streaming import ClassificationMetrics, StreamingReport
 from metrics_gpu.report import LabelReport, label_report
 
@@ -71,7 +72,8 @@ __version__ = "0.1.0"
 
 __all__ = [
     "BackendUnavailableError", "BinaryQualityMetrics", "ClassificationMetrics", "LabelReport", "LogitsReport",
-    "MulticlassQualityMetrics", "OVERALL_PERFORMANCE_NAMES", "PER_CLASS_METRICS",
+    "MulticlassQualityMetrics", "MultilabelMetrics", "MultilabelReport",
+    "OVERALL_PERFORMANCE_NAMES", "PER_CLASS_METRICS",
     "PER_CLASS_PERFORMANCE_COLUMNS", "REPORT_METRICS", "UndefinedMetricWarning",
     "accuracy_score", "average_precision_score", "balanced_accuracy_score",
     "balanced_accuracy_weighted",

@@ -19,6 +19,7 @@ with the host: every count stays on the device until the caller converts it.
 from __future__ import annotations
 
 from metrics_gpu.backends.launchers.confusion import ConfusionLaunchers
+from metrics_gpu.backends.launchers.multilabel import MultilabelLaunchers
 from metrics_gpu.backends.launchers.ranking import RankingLaunchers
 from metrics_gpu.backends.launchers.reduce_metrics import ReduceLaunchers
 from metrics_gpu.backends.launchers.scores import ScoreLaunchers
@@ -26,7 +27,7 @@ from metrics_gpu.backends.launchers.streaming import StreamingLaunchers
 
 
 class KernelBackend(ConfusionLaunchers, ReduceLaunchers, ScoreLaunchers, RankingLaunchers,
-                    StreamingLaunchers):
+                    StreamingLaunchers, MultilabelLaunchers):
     """A backend whose heavy primitives are the raw kernels of ``kernels/``."""
 
     # The functional API takes its metrics from one reduction launch.

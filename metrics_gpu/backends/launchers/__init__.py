@@ -11,7 +11,8 @@ share (arrays, counted launches, grid, inputs as the kernels read them).
 * :mod:`.reduce_metrics`: every label metric in one launch;
 * :mod:`.scores`: the fused pass over ``(N, K)`` scores;
 * :mod:`.ranking`: exact ranking areas and curves;
-* :mod:`.streaming`: the streaming state's update and compute.
+* :mod:`.streaming`: the streaming state's update and compute;
+* :mod:`.multilabel`: the multilabel state's update.
 
 :data:`KERNEL_MODULES` is the one table of what gets compiled: the ``cuda``
 device compiles each module's ``name_expressions``, the ``emulated`` device
@@ -23,7 +24,14 @@ without a module here is never compiled, and CI fails on it.
 from __future__ import annotations
 
 from metrics_gpu._kernels import KernelModule
-from metrics_gpu.backends.launchers import confusion, ranking, reduce_metrics, scores, streaming
+from metrics_gpu.backends.launchers import (
+    confusion,
+    multilabel,
+    ranking,
+    reduce_metrics,
+    scores,
+    streaming,
+)
 
 KERNEL_MODULES: tuple[KernelModule, ...] = (
     confusion.MODULE,
@@ -31,4 +39,5 @@ KERNEL_MODULES: tuple[KernelModule, ...] = (
     scores.MODULE,
     ranking.MODULE,
     streaming.MODULE,
+    multilabel.MODULE,
 )

@@ -1,0 +1,239 @@
+// The multilabel state's update: one pass over (N, L) targets and predictions.
+//
+// multilabel_update adds a batch of 0/1 targets y_true and predictions (0/1
+// labels, or scores cut at a threshold) to a state of
+//   * per label: tp, fp, fn, tn (uint64 counts, or float64 weighted sums);
+//   * over rows (float64, kRowSlotCount): the summed weight, the weight of
+//     rows with every label right (subset accuracy), the weighted wrong and
+//     counted cells (Hamming loss), and for each set-wise rate of a row
+//     (precision, recall, F-beta, Jaccard: average="samples") the weighted
+//     sum of its values where defined and the weight of rows where 0/0, so
+//     that every zero_division option is a formula of the sums;
+//   * checks (uint64): rows left out, the first of them, and why.
+// Element types are runtime codes (one instantiation): the branch on a code
+// is the same for every thread, and the pass is bound by memory.
+//
+// A group of G lanes (1 or 32) takes a row: G = 1 for L <= 32 (a thread per
+// row; a warp's rows are one contiguous span), else a warp per row, its lanes
+// striding over the labels. A row is read twice, the second time from cache:
+// first its checks (a row with a bad value is left out whole and counted),
+// then its counts. Per-label counts go to shared memory when 4 L of them fit
+// (dynamic shared bytes > 0), else straight to global atomics; row sums are
+// added per block, then once per block to global memory.
+//
+// The NumPy reference, which the tests hold this file to, is
+// metrics_gpu/_multilabel_stream.py (multilabel_update_reference).
+#include "common.cuh"
+
+namespace mg {
+
+// Element codes of the inputs (metrics_gpu/backends/launchers/multilabel.py).
+enum ElementCode {
+  kUint8 = 0,    // bool, uint8 (and int8: 0 and 1 have the same bits)
+  kInt32 = 1,
+  kInt64 = 2,
+  kFloat32 = 3,
+  kFloat64 = 4,
+  kFloat16 = 5,  // IEEE half, as bits
+  kBfloat16 = 6  // bfloat16, as bits
+};
+
+// How a prediction is read.
+enum PredictionMode {
+  kLabels = 0,         // 0/1: 1 is positive
+  kProbabilities = 1,  // finite in [0, 1]: positive above the cut
+  kLogits = 2          // finite: positive above the cut (log(t / (1 - t)))
+};
+
+enum RowSlot {
+  kRowWeight,
+  kRowExact,
+  kRowWrongCells,
+  kRowCountedCells,
+  kRowPrecision,
+  kRowPrecisionUndefined,
+  kRowRecall,
+  kRowRecallUndefined,
+  kRowFScore,
+  kRowFScoreUndefined,
+  kRowJaccard,
+  kRowJaccardUndefined,
+  kRowCount,
+  kRowSlotCount
+};
+
+// Why rows were left out (checks[2], bits).
+enum CheckBit { kBadTarget = 1, kBadPrediction = 2, kBadWeight = 4 };
+
+__device__ __forceinline__ double element(const void* base, int code, int64 i) {
+  switch (code) {
+    case kUint8: return (double)static_cast<const unsigned char*>(base)[i];
+    case kInt32: return (double)static_cast<const int*>(base)[i];
+    case kInt64: return (double)static_cast<const long long*>(base)[i];
+    case kFloat32: return (double)static_cast<const float*>(base)[i];
+    case kFloat16: return (double)widen(static_cast<const float16_bits*>(base)[i]);
+    case kBfloat16: return (double)widen(static_cast<const bfloat16_bits*>(base)[i]);
+    default: return static_cast<const double*>(base)[i];
+  }
+}
+
+__device__ __forceinline__ bool is_finite_value(double x) { return x - x == 0.0; }
+
+// A target cell: 1, 0, or -1 for the ignored value (has_ignore) and -2 for
+// anything else.
+__device__ __forceinline__ int target_of(double value, int has_ignore, double ignore_value) {
+  if (has_ignore && value == ignore_value) return -1;
+  if (value == 1.0) return 1;
+  if (value == 0.0) return 0;
+  return -2;
+}
+
+// A prediction cell: 1, 0, or -2 for a value the mode refuses.
+__device__ __forceinline__ int prediction_of(double value, int mode, double cut) {
+  if (mode == kLabels) return value == 1.0 ? 1 : (value == 0.0 ? 0 : -2);
+  if (!is_finite_value(value) || (mode == kProbabilities && (value < 0.0 || value > 1.0))) return -2;
+  return value > cut ? 1 : 0;
+}
+
+}  // namespace mg
+
+// y_true, preds: (N, L) with row strides in elements (labels contiguous);
+// weight: (N,) or null. Counts: `label_counts` (4 L: tp, fp, fn, tn) of
+// uint64 (unweighted) or float64 (weighted: `weighted`), `row_sums`
+// (kRowSlotCount float64), `checks` (3 uint64: rows left out, the first of
+// them as a row of the batch plus `row_offset`, the CheckBit reasons).
+// `f_beta2` is beta^2 of the row F-score. Dynamic shared memory: 4 L
+// accumulators of 8 bytes when `shared_counts`, else none.
+__global__ void multilabel_update(const void* y_true, int true_code, mg::int64 true_stride,
+                                  const void* preds, int pred_code, mg::int64 pred_stride,
+                                  int mode, double cut, const void* weight, int weight_code,
+                                  int has_ignore, double ignore_value, mg::int64 num_rows,
+                                  mg::int64 num_labels, int lanes_per_row, int shared_counts,
+                                  int weighted, double f_beta2, mg::int64 row_offset,
+                                  void* label_counts, double* row_sums,
+                                  unsigned long long* checks) {
+  using mg::int64;
+  using mg::uint64;
+  const int64 L = num_labels;
+  MG_DYNAMIC_SHARED(unsigned long long, shared_bits);
+  double* shared_weighted = reinterpret_cast<double*>(shared_bits);
+  __shared__ double block_rows[mg::kRowSlotCount];
+  if (shared_counts) {
+    for (int64 i = threadIdx.x; i < 4 * L; i += blockDim.x) shared_bits[i] = 0;
+  }
+  for (int i = threadIdx.x; i < mg::kRowSlotCount; i += blockDim.x) block_rows[i] = 0.0;
+  __syncthreads();
+
+  unsigned long long* global_bits = static_cast<unsigned long long*>(label_counts);
+  double* global_weighted = static_cast<double*>(label_counts);
+  const int G = lanes_per_row;
+  const unsigned int lane = mg::lane_index();
+  const unsigned int group_lane = lane % G;
+  const int64 groups_per_block = blockDim.x / G;
+  const int64 group_in_block = threadIdx.x / G;
+  const int64 group_stride = (int64)gridDim.x * groups_per_block;
+  // Whole warps step together: every lane runs the same number of trips.
+  const int64 trips = (num_rows + group_stride - 1) / group_stride;
+  for (int64 trip = 0; trip < trips; ++trip) {
+    const int64 row = trip * group_stride + (int64)blockIdx.x * groups_per_block + group_in_block;
+    const bool active = row < num_rows;
+    const int64 true_base = row * true_stride;
+    const int64 pred_base = row * pred_stride;
+    double w = 1.0;
+    int bad = 0;
+    if (active) {
+      if (weight != nullptr) {
+        w = mg::element(weight, weight_code, row);
+        if (!mg::is_finite_value(w) || w < 0.0) bad |= mg::kBadWeight;
+      }
+      for (int64 l = group_lane; l < L; l += G) {
+        if (mg::target_of(mg::element(y_true, true_code, true_base + l), has_ignore,
+                          ignore_value) == -2)
+          bad |= mg::kBadTarget;
+        if (mg::prediction_of(mg::element(preds, pred_code, pred_base + l), mode, cut) == -2)
+          bad |= mg::kBadPrediction;
+      }
+    }
+    if (G > 1) {
+      for (int offset = mg::kWarpSize / 2; offset > 0; offset >>= 1)
+        bad |= __shfl_xor_sync(mg::kFullWarp, bad, offset);
+    }
+    const bool counted = active && bad == 0;
+    double tp = 0.0, fp = 0.0, fn = 0.0, tn = 0.0;
+    if (counted) {
+      for (int64 l = group_lane; l < L; l += G) {
+        int t = mg::target_of(mg::element(y_true, true_code, true_base + l), has_ignore,
+                              ignore_value);
+        if (t < 0) continue;  // the ignored value
+        int p = mg::prediction_of(mg::element(preds, pred_code, pred_base + l), mode, cut);
+        int cell = t ? (p ? 0 : 2) : (p ? 1 : 3);  // tp, fp, fn, tn
+        tp += cell == 0;
+        fp += cell == 1;
+        fn += cell == 2;
+        tn += cell == 3;
+        int64 slot = cell * L + l;
+        if (weighted) {
+          if (shared_counts) atomicAdd(&shared_weighted[slot], w);
+          else atomicAdd(&global_weighted[slot], w);
+        } else {
+          if (shared_counts) atomicAdd(&shared_bits[slot], 1ull);
+          else atomicAdd(&global_bits[slot], 1ull);
+        }
+      }
+    }
+    if (G > 1) {
+      for (int offset = mg::kWarpSize / 2; offset > 0; offset >>= 1) {
+        tp += __shfl_xor_sync(mg::kFullWarp, tp, offset);
+        fp += __shfl_xor_sync(mg::kFullWarp, fp, offset);
+        fn += __shfl_xor_sync(mg::kFullWarp, fn, offset);
+        tn += __shfl_xor_sync(mg::kFullWarp, tn, offset);
+      }
+    }
+    if (active && group_lane == 0) {
+      if (!counted) {
+        atomicAdd(&checks[0], 1ull);
+        atomicMin(&checks[1], (unsigned long long)(row + row_offset));
+        atomicOr(&checks[2], (unsigned long long)bad);
+      } else {
+        // The row's set-wise rates over its counted labels (0/0: undefined).
+        const double precision_denominator = tp + fp;
+        const double recall_denominator = tp + fn;
+        const double f_denominator = (1.0 + f_beta2) * tp + f_beta2 * fn + fp;
+        const double jaccard_denominator = tp + fp + fn;
+        double values[mg::kRowSlotCount];
+        values[mg::kRowWeight] = w;
+        values[mg::kRowExact] = fp + fn == 0.0 ? w : 0.0;
+        values[mg::kRowWrongCells] = w * (fp + fn);
+        values[mg::kRowCountedCells] = w * (tp + fp + fn + tn);
+        values[mg::kRowPrecision] = precision_denominator > 0.0 ? w * (tp / precision_denominator)
+                                                                : 0.0;
+        values[mg::kRowPrecisionUndefined] = precision_denominator > 0.0 ? 0.0 : w;
+        values[mg::kRowRecall] = recall_denominator > 0.0 ? w * (tp / recall_denominator) : 0.0;
+        values[mg::kRowRecallUndefined] = recall_denominator > 0.0 ? 0.0 : w;
+        values[mg::kRowFScore] =
+            f_denominator > 0.0 ? w * ((1.0 + f_beta2) * tp / f_denominator) : 0.0;
+        values[mg::kRowFScoreUndefined] = f_denominator > 0.0 ? 0.0 : w;
+        values[mg::kRowJaccard] = jaccard_denominator > 0.0 ? w * (tp / jaccard_denominator)
+                                                            : 0.0;
+        values[mg::kRowJaccardUndefined] = jaccard_denominator > 0.0 ? 0.0 : w;
+        values[mg::kRowCount] = 1.0;
+        for (int i = 0; i < mg::kRowSlotCount; ++i) {
+          if (values[i] != 0.0) atomicAdd(&block_rows[i], values[i]);
+        }
+      }
+    }
+  }
+  __syncthreads();
+  if (shared_counts) {
+    for (int64 i = threadIdx.x; i < 4 * L; i += blockDim.x) {
+      if (weighted) {
+        if (shared_weighted[i] != 0.0) atomicAdd(&global_weighted[i], shared_weighted[i]);
+      } else if (shared_bits[i] != 0) {
+        atomicAdd(&global_bits[i], shared_bits[i]);
+      }
+    }
+  }
+  for (int i = threadIdx.x; i < mg::kRowSlotCount; i += blockDim.x) {
+    if (block_rows[i] != 0.0) atomicAdd(&row_sums[i], block_rows[i]);
+  }
+}

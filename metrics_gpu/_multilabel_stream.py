@@ -1,0 +1,775 @@
+"""``MultilabelMetrics``: the streaming state of multilabel classification.
+
+The state is O(L) and row-separable: per label tp, fp, fn, tn (uint64
+counts, float64 once a batch has weights), and sums over rows (the weight,
+the rows with every label right, the wrong and counted cells, and for each
+set-wise rate of a row its weighted values where defined and the weight of
+the rows where it is 0/0: ``average="samples"`` for every ``zero_division``),
+plus the checks (rows left out, the first, why). An update is one launch of
+``kernels/multilabel.cu`` on a kernel backend (after the first batch of an
+input layout: no allocation, no conversion, nothing read back), or
+:func:`multilabel_update_reference` on the NumPy backend: the reference the
+kernel is tested against. ``compute`` reads the O(L) state back once and
+evaluates with the functional API's formulas (:mod:`metrics_gpu._multilabel`,
+:mod:`metrics_gpu._formulas`).
+
+A separate class, not a ``task=`` of :class:`~metrics_gpu.ClassificationMetrics`:
+the two states share nothing (K x K counts and score sums there, per-label
+2 x 2 counts and row sums here), and torchmetrics users know the split
+(``MulticlassF1Score`` / ``MultilabelF1Score``).
+"""
+
+from __future__ import annotations
+
+import math
+import numbers
+import sys
+from typing import Any, Mapping
+
+import numpy as np
+
+from metrics_gpu import _formulas as F
+from metrics_gpu._backend import get_backend_implementation, resolve_backend
+from metrics_gpu._planned import address_reader
+from metrics_gpu._report_mapping import MetricMapping, missing_metric
+from metrics_gpu.backends.launchers.multilabel import (
+    BFLOAT16_CODE,
+    CHECK_BITS,
+    ELEMENT_CODES,
+    EXPRESSION,
+    NO_ROW,
+    PREDICTION_MODES,
+    ROW_SLOTS,
+    SOURCE,
+    WEIGHT_DTYPES,
+    launch_geometry,
+    update_arguments,
+)
+
+ROW = {name: i for i, name in enumerate(ROW_SLOTS)}
+SCORE_KINDS = ("probabilities", "logits")
+VALIDATE_MODES = ("deferred", "eager", False)
+STATE_VERSION = 1
+AVERAGES = ("micro", "macro", "weighted", "samples")
+# (metric, the row slot of its average="samples")
+RATES = (("precision", "precision"), ("recall", "recall"), ("f_score", "f_score"),
+         ("jaccard", "jaccard"))
+_MAX_LAYOUTS = 8
+
+
+def _cut(threshold: float, scores: str) -> float:
+    """The value a prediction must exceed to count as positive: the
+    threshold itself for probabilities, ``log(t / (1 - t))`` for logits
+    (sigmoid(x) > t), without computing a sigmoid per cell."""
+    if scores == "probabilities":
+        return threshold
+    if threshold <= 0.0:
+        return -math.inf
+    if threshold >= 1.0:
+        return math.inf
+    return math.log(threshold / (1.0 - threshold))
+
+
+def _ignore_value(ignore_index: int | None, dtype) -> float | None:
+    """``ignore_index`` as the kernel compares it for targets of ``dtype``
+    (int8 is read as uint8; a value the dtype cannot hold never matches)."""
+    if ignore_index is None or dtype.kind == "b":
+        return None
+    if dtype.kind in "iu":
+        info = np.iinfo(dtype)
+        if not info.min <= ignore_index <= info.max:
+            return None
+        if dtype.itemsize == 1 and ignore_index < 0:
+            return float(ignore_index + 256)
+    return float(ignore_index)
+
+
+def multilabel_update_reference(y_true, preds, weight, *, mode: str, cut: float,
+                                ignore: float | None, f_beta2: float, row_offset: int = 0):
+    """The kernel's update on NumPy arrays: ``(counts (4, L), row sums,
+    checks)`` of one batch (counts float64 with weights, else uint64).
+
+    ``y_true`` holds 0/1 (or ``ignore``), ``preds`` 0/1 labels (``mode``
+    "labels") or scores, positive above ``cut``; a row holding anything else,
+    or with a negative or non-finite weight, is left out and counted."""
+    raw = np.asarray(y_true)
+    # int8 as the kernel reads it (uint8): ignore_index was mapped the same way.
+    true = (raw.view(np.uint8) if raw.dtype == np.int8 else raw).astype(np.float64)
+    pred = np.asarray(preds).astype(np.float64)
+    rows = true.shape[0]
+    ignored = (true == ignore) if ignore is not None else np.zeros(true.shape, bool)
+    bad_true = ~((true == 0) | (true == 1) | ignored)
+    if mode == "labels":
+        bad_pred = ~((pred == 0) | (pred == 1))
+        positive = pred == 1
+    else:
+        with np.errstate(invalid="ignore"):
+            bad_pred = ~np.isfinite(pred)
+            if mode == "probabilities":
+                bad_pred |= (pred < 0) | (pred > 1)
+            positive = pred > cut
+    reasons = np.zeros(rows, np.uint64)
+    reasons[bad_true.any(axis=1)] |= np.uint64(1)
+    reasons[bad_pred.any(axis=1)] |= np.uint64(2)
+    w = np.ones(rows) if weight is None else np.asarray(weight, dtype=np.float64)
+    if weight is not None:
+        with np.errstate(invalid="ignore"):
+            reasons[~(np.isfinite(w) & (w >= 0))] |= np.uint64(4)
+    left_out = reasons != 0
+    counted = ~ignored & ~left_out[:, None]
+    target = true == 1
+    cells = (target & positive, ~target & positive, target & ~positive, ~target & ~positive)
+    if weight is None:
+        counts = np.stack([(c & counted).sum(axis=0) for c in cells]).astype(np.uint64)
+    else:
+        wk = np.where(left_out, 0.0, w)
+        counts = np.stack([wk @ (c & counted) for c in cells])
+    tp, fp, fn, tn = ((c & counted).sum(axis=1).astype(np.float64) for c in cells)
+    keep = ~left_out
+    tp, fp, fn, tn, w = tp[keep], fp[keep], fn[keep], tn[keep], w[keep]
+
+    def rate(numerator, denominator):
+        defined = denominator > 0
+        value = np.divide(numerator, denominator, out=np.zeros_like(numerator), where=defined)
+        return (w * value).sum(), w[~defined].sum()
+
+    sums = np.zeros(len(ROW_SLOTS))
+    sums[ROW["weight"]] = w.sum()
+    sums[ROW["exact"]] = w[(fp + fn) == 0].sum()
+    sums[ROW["wrong_cells"]] = (w * (fp + fn)).sum()
+    sums[ROW["counted_cells"]] = (w * (tp + fp + fn + tn)).sum()
+    for name, numerator, denominator in (
+            ("precision", tp, tp + fp), ("recall", tp, tp + fn),
+            ("f_score", (1 + f_beta2) * tp, (1 + f_beta2) * tp + f_beta2 * fn + fp),
+            ("jaccard", tp, tp + fp + fn)):
+        sums[ROW[name]], sums[ROW[name + "_undefined"]] = rate(numerator, denominator)
+    sums[ROW["rows"]] = keep.sum()
+    checks = np.array([left_out.sum(), NO_ROW, 0], dtype=np.uint64)
+    if left_out.any():
+        checks[1] = np.uint64(int(np.flatnonzero(left_out)[0]) + row_offset)
+        checks[2] = np.bitwise_or.reduce(reasons)
+    return counts, sums, checks
+
+
+def _array_layout(array):
+    """What fixes an update's launch about one input: type, dtype, trailing
+    shape, strides, device (attribute reads only); None for other inputs."""
+    kind = type(array)
+    if kind is np.ndarray:
+        return kind, array.dtype, array.shape[1:], array.strides
+    module = kind.__module__
+    if module == "torch":
+        return kind, array.dtype, array.shape[1:], array.stride(), array.device
+    if module.startswith("cupy"):
+        return kind, array.dtype, array.shape[1:], array.strides, array.data.device_id
+    return None
+
+
+class _Layout:
+    """An input layout's launch, worked out by its first batch: the element
+    codes, row strides and how to read each input's address."""
+
+    __slots__ = ("true_code", "true_stride", "pred_code", "pred_stride", "weight_code",
+                 "ignore", "addresses")
+
+    def __init__(self, true_code, true_stride, pred_code, pred_stride, weight_code, ignore,
+                 given):
+        self.true_code, self.true_stride = true_code, true_stride
+        self.pred_code, self.pred_stride = pred_code, pred_stride
+        self.weight_code, self.ignore = weight_code, ignore
+        self.addresses = tuple(None if a is None else address_reader(a) for a in given)
+
+
+class MultilabelMetrics:
+    """Streaming multilabel metrics for a training loop: one launch per update.
+
+    Accumulates per-label counts and per-row sums of ``(N, L)`` batches, so
+    that :meth:`compute` gives scikit-learn's multilabel values (subset
+    accuracy, Hamming loss, precision / recall / F-beta / Jaccard with
+    ``average`` micro, macro, weighted, samples and per label, and
+    ``multilabel_confusion_matrix``) over everything added. The state lives
+    where the first batch lives (a GPU's tensors: the ``cuda`` backend).
+
+    Parameters
+    ----------
+    num_labels : int
+        L, the number of labels (columns).
+    threshold : float, default 0.5
+        Score predictions count as positive above it (probabilities), or
+        where ``sigmoid(x)`` is above it (logits). Integer and bool
+        predictions are 0/1 labels and ignore it.
+    scores : {"probabilities", "logits"}, default "probabilities"
+        What float predictions are: declared, never guessed from the values.
+        Probabilities must lie in [0, 1]; logits must be finite.
+    beta : float, default 1.0
+        The F-beta of ``compute()["f_score"]`` (F1 by default).
+    zero_division : {0.0, 1.0, nan}, default 0.0
+        A rate's value where it is 0/0, as scikit-learn's.
+    ignore_index : int, optional
+        A target value to leave out, cell by cell (torchmetrics'): such a
+        cell counts in no label and in no row's rates. 0 and 1 are refused.
+    validate : {"deferred", "eager", False}, default "deferred"
+        Rows holding a target other than 0/1 (or ``ignore_index``), a
+        prediction the declared kind refuses, or a negative or non-finite
+        weight are left out of the state and counted. "deferred": the next
+        ``compute()`` raises ``ValueError`` naming the first such row and
+        argument; "eager": the update raises (one read back per update);
+        False: ``compute()["invalid"]`` counts them.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from metrics_gpu import MultilabelMetrics
+    >>> metrics = MultilabelMetrics(3)
+    >>> metrics.update(np.array([[1, 0, 1], [0, 1, 0]]), np.array([[0.9, 0.2, 0.4], [0.1, 0.8, 0.3]]))
+    >>> metrics.update(np.array([[1, 1, 0]]), np.array([[0.7, 0.6, 0.1]]))
+    >>> report = metrics.compute()
+    >>> float(report["subset_accuracy"]), round(float(report["f1_samples"]), 4)
+    (0.6667, 0.8889)
+    """
+
+    def __init__(self, num_labels: int, *, threshold: float = 0.5,
+                 scores: str = "probabilities", beta: float = 1.0,
+                 zero_division: float = 0.0, ignore_index: int | None = None,
+                 validate: Any = "deferred") -> None:
+        if isinstance(num_labels, bool) or not isinstance(num_labels, numbers.Integral) or \
+                num_labels < 1:
+            raise ValueError(f"num_labels must be an integer >= 1, got {num_labels!r}")
+        if isinstance(threshold, bool) or not isinstance(threshold, numbers.Real) or \
+                not math.isfinite(threshold):
+            raise ValueError(f"threshold must be a finite number, got {threshold!r}")
+        if scores not in SCORE_KINDS:
+            raise ValueError(f"scores must be one of {SCORE_KINDS}, got {scores!r}")
+        if isinstance(beta, bool) or not isinstance(beta, numbers.Real) or not beta >= 0:
+            raise ValueError(f"beta must be a number >= 0, got {beta!r}")
+        if not (isinstance(zero_division, numbers.Real) and not isinstance(zero_division, bool)
+                and (zero_division in (0, 1) or math.isnan(zero_division))):
+            raise ValueError(f"zero_division must be 0.0, 1.0 or nan, got {zero_division!r}")
+        if ignore_index is not None and (isinstance(ignore_index, bool) or not isinstance(
+                ignore_index, numbers.Integral) or ignore_index in (0, 1)):
+            raise ValueError("ignore_index must be an integer other than 0 and 1 (the target "
+                             f"values), or None; got {ignore_index!r}")
+        if not (validate is False or validate in ("deferred", "eager")):
+            raise ValueError(f"validate must be one of {VALIDATE_MODES}, got {validate!r}")
+        self._spec = {"num_labels": int(num_labels), "threshold": float(threshold),
+                      "scores": scores, "beta": float(beta),
+                      "zero_division": float(zero_division),
+                      "ignore_index": None if ignore_index is None else int(ignore_index)}
+        self.validate = validate
+        self._cut = _cut(float(threshold), scores)
+        self._f_beta2 = 1.0 if math.isinf(beta) else float(beta) ** 2
+        self._backend: Any = None
+        self._arrays: dict[str, Any] | None = None
+        self._like: Any = None
+        self._layouts: dict[tuple, _Layout] = {}
+        self._local: tuple[dict[str, Any] | None, int] | None = None
+        self.reset()
+
+    @property
+    def num_labels(self) -> int:
+        """L, the number of labels the state counts."""
+        return self._spec["num_labels"]
+
+    # -- state ------------------------------------------------------------------
+
+    def reset(self) -> None:
+        """Forget every update (the state's arrays are zeroed in place)."""
+        self._updates = 0
+        self._rows_seen = 0
+        self._local = None
+        if self._arrays is None:
+            return
+        backend = self._backend
+        for name, array in self._arrays.items():
+            backend.clear(array)
+        self._arrays["checks"][1:2] = backend.asarray(np.array([NO_ROW], np.uint64))
+
+    def _allocate(self, backend, weighted: bool) -> dict[str, Any]:
+        self._backend = backend
+        self._arrays = {
+            "counts": backend.zeros(4 * self.num_labels, np.float64 if weighted else np.uint64),
+            "rows": backend.zeros(len(ROW_SLOTS), np.float64),
+            "checks": backend.asarray(np.array([0, NO_ROW, 0], np.uint64)),
+        }
+        return self._arrays
+
+    def _promote(self) -> None:
+        """Counts as float64 from now on (the first weighted batch)."""
+        arrays = self._arrays
+        assert arrays is not None
+        if arrays["counts"].dtype != np.float64:
+            arrays["counts"] = arrays["counts"].astype(np.float64)
+            self._layouts.clear()  # their launches wrote the uint64 counts
+
+    def _own_state(self) -> None:
+        if self._local is not None:
+            (self._arrays, self._updates), self._local = self._local, None
+
+    # -- update -----------------------------------------------------------------
+
+    def update(self, y_true: Any, preds: Any, sample_weight: Any = None) -> None:
+        """Add a batch.
+
+        Parameters
+        ----------
+        y_true : array-like of shape (N, L)
+            0/1 label indicators (any integer, bool or float dtype), or
+            ``ignore_index``.
+        preds : array-like of shape (N, L)
+            0/1 labels (integer or bool dtype), or scores (float dtype) of
+            the declared kind.
+        sample_weight : array-like of shape (N,), optional
+            Non-negative weights of the rows.
+
+        Returns
+        -------
+        None
+
+        Raises
+        ------
+        ValueError
+            Shapes that disagree, or L other than ``num_labels``; with
+            ``validate="eager"``, a row holding a value the state refuses.
+        """
+        self._own_state()
+        key = (_array_layout(y_true), _array_layout(preds),
+               None if sample_weight is None else _array_layout(sample_weight))
+        layout = self._layouts.get(key)
+        if layout is not None and self._planned_update(layout, y_true, preds, sample_weight):
+            return
+        self._full_update(key, y_true, preds, sample_weight)
+
+    def _check_shapes(self, y_true, preds, sample_weight) -> int:
+        true_shape, pred_shape = tuple(np.shape(y_true)), tuple(np.shape(preds))
+        if len(true_shape) != 2 or true_shape != pred_shape:
+            raise ValueError(f"y_true and preds must be (N, L) arrays of one shape; got "
+                             f"{true_shape} and {pred_shape}")
+        if true_shape[1] != self.num_labels:
+            raise ValueError(f"y_true has {true_shape[1]} labels (columns); this state counts "
+                             f"num_labels={self.num_labels}")
+        if sample_weight is not None and tuple(np.shape(sample_weight)) != true_shape[:1]:
+            raise ValueError(f"sample_weight must have shape ({true_shape[0]},), got "
+                             f"{tuple(np.shape(sample_weight))}")
+        return true_shape[0]
+
+    def _planned_update(self, layout: _Layout, y_true, preds, sample_weight) -> bool:
+        """The launch of a known layout: addresses read, one launch; False
+        (nothing done) where the batch needs the full path."""
+        rows = y_true.shape[0]
+        if rows == 0 or preds.shape[0] != rows or y_true.shape[1] != self.num_labels or (
+                sample_weight is not None and sample_weight.shape[0] != rows):
+            return False
+        backend, arrays = self._backend, self._arrays
+        true_address, pred_address, weight_address = layout.addresses
+        weight = None if sample_weight is None else np.uint64(weight_address(sample_weight))
+        grid, block, lanes, shared = launch_geometry(backend.device, rows, self.num_labels)
+        backend.launch(SOURCE, EXPRESSION, grid, block, update_arguments(
+            np.uint64(true_address(y_true)), layout.true_code, layout.true_stride,
+            np.uint64(pred_address(preds)), layout.pred_code, layout.pred_stride,
+            self._mode_of(layout.pred_code), self._cut, weight, layout.weight_code,
+            layout.ignore, rows, self.num_labels, lanes, shared,
+            arrays["counts"].dtype == np.float64, self._f_beta2, self._rows_seen,
+            arrays["counts"], arrays["rows"], arrays["checks"]),
+            shared, stream=backend.device.launch_stream(y_true))
+        self._rows_seen += rows
+        self._updates += 1
+        if self.validate == "eager":
+            self._raise_invalid()
+        return True
+
+    def _mode_of(self, pred_code: int) -> int:
+        if pred_code in (ELEMENT_CODES["float32"], ELEMENT_CODES["float64"],
+                         ELEMENT_CODES["float16"], BFLOAT16_CODE):
+            return PREDICTION_MODES[self._spec["scores"]]
+        return PREDICTION_MODES["labels"]
+
+    def _full_update(self, key, y_true, preds, sample_weight) -> None:
+        rows = self._check_shapes(y_true, preds, sample_weight)
+        if rows == 0:
+            return
+        backend = self._backend or resolve_backend(y_true, preds, sample_weight)
+        if self._arrays is None:
+            self._like = y_true
+            self._allocate(backend, sample_weight is not None)
+        elif sample_weight is not None:
+            self._promote()
+        arrays = self._arrays
+        assert arrays is not None
+        if backend.name == "numpy":
+            true, pred = (_host_values(a) for a in (y_true, preds))
+            weight = None if sample_weight is None else _host_values(sample_weight)
+            mode = "labels" if pred.dtype.kind in "biu" else self._spec["scores"]
+            counts, sums, checks = multilabel_update_reference(
+                true, pred, weight, mode=mode, cut=self._cut,
+                ignore=_ignore_value(self._spec["ignore_index"], true.dtype),
+                f_beta2=self._f_beta2, row_offset=self._rows_seen)
+            _add_state(arrays, counts, sums, checks, np)
+        else:
+            true, true_code = _kernel_input(y_true, backend, "y_true")
+            pred, pred_code = _kernel_input(preds, backend, "preds")
+            weight = None
+            if sample_weight is not None:
+                weight = backend.asarray(sample_weight)
+                if weight.dtype.name not in WEIGHT_DTYPES:
+                    weight = weight.astype(np.float64)
+            ignore = _ignore_value(self._spec["ignore_index"], true.dtype)
+            with _on_stream(backend, y_true):
+                backend.multilabel_update(
+                    true, true_code, pred, pred_code, weight, mode=self._mode_of(pred_code),
+                    cut=self._cut, ignore=ignore, f_beta2=self._f_beta2,
+                    row_offset=self._rows_seen, counts=arrays["counts"], row_sums=arrays["rows"],
+                    checks=arrays["checks"])
+            given = (y_true, preds, sample_weight)
+            read = (true, pred, weight)
+            pointer = backend.device.data_pointer
+            # A plan only where the kernel read the caller's arrays as they are.
+            if all(a is None or _address(a) == pointer(b) for a, b in zip(given, read)) and \
+                    None not in key[:2] and len(self._layouts) < _MAX_LAYOUTS:
+                self._layouts[key] = _Layout(
+                    true_code, true.strides[0] // true.itemsize, pred_code,
+                    pred.strides[0] // pred.itemsize,
+                    0 if weight is None else ELEMENT_CODES[weight.dtype.name], ignore, given)
+        self._rows_seen += rows
+        self._updates += 1
+        if self.validate == "eager":
+            self._raise_invalid()
+
+    # -- results ----------------------------------------------------------------
+
+    def _host_state(self) -> dict[str, np.ndarray]:
+        if self._arrays is None:
+            raise ValueError("compute() before any update with samples: there is nothing to "
+                             "report")
+        backend = self._backend
+        return {name: np.asarray(backend.to_host(value)) for name, value in self._arrays.items()}
+
+    def _raise_invalid(self, state: dict[str, np.ndarray] | None = None) -> None:
+        state = self._host_state() if state is None else state
+        checks = state["checks"]
+        if int(checks[0]) == 0:
+            return
+        arguments = " and ".join(name for bit, name in CHECK_BITS.items() if int(checks[2]) & bit)
+        raise ValueError(
+            f"{int(checks[0])} row(s) were left out of the multilabel state: the first is row "
+            f"{int(checks[1])} of the stream, holding a value of {arguments} that it refuses "
+            "(targets must be 0/1 or ignore_index; label predictions 0/1; probabilities in "
+            "[0, 1]; logits finite; weights finite and >= 0). Use validate=False to count "
+            "such rows instead")
+
+    def compute(self) -> MultilabelReport:
+        """The metrics of every batch added (one read back of the O(L) state).
+
+        Returns
+        -------
+        MultilabelReport
+            A mapping of the scalar metrics by name (``subset_accuracy``,
+            ``hamming_loss``, ``precision_micro`` ... ``jaccard_samples``,
+            ``f_score_*`` with ``beta``, ``f1_*`` as well when beta is 1,
+            ``total``, ``invalid``), with ``per_label`` and
+            ``confusion_matrix`` as attributes.
+
+        Raises
+        ------
+        ValueError
+            No update yet; with ``validate="deferred"``, rows were left out.
+        """
+        state = self._host_state()
+        if self.validate is not False:
+            self._raise_invalid(state)
+        return MultilabelReport(state, self._spec)
+
+    # -- merge, state_dict, sync ------------------------------------------------
+
+    def merge(self, other: MultilabelMetrics) -> None:
+        """Add ``other``'s state (built with the same arguments) to this one."""
+        if not isinstance(other, MultilabelMetrics) or other._spec != self._spec:
+            raise ValueError("other must be a MultilabelMetrics built with the same arguments")
+        self._own_state()
+        if other._arrays is None:
+            return
+        theirs = other._host_state()
+        if self._arrays is None:
+            self._like = other._like
+            self._allocate(other._backend, theirs["counts"].dtype == np.float64)
+        _add_state(self._arrays, theirs["counts"], theirs["rows"], theirs["checks"],
+                   self._backend.xp, self)
+        self._updates += other._updates
+        self._rows_seen += other._rows_seen
+
+    def state_dict(self) -> dict[str, Any]:
+        """The state as plain arrays with the arguments it was built with
+        (torch tensors for torch inputs; uint64 counts as int64)."""
+        out: dict[str, Any] = {"version": STATE_VERSION, "spec": dict(self._spec),
+                               "updates": self._updates, "rows_seen": self._rows_seen}
+        if self._arrays is not None:
+            backend = self._backend
+            for name, value in self._arrays.items():
+                if value.dtype == np.uint64:
+                    value = value.view(np.int64)
+                out[name] = backend.to_framework(value, self._like)
+        return out
+
+    def load_state_dict(self, state: Mapping[str, Any]) -> None:
+        """Restore a :meth:`state_dict` of a MultilabelMetrics with these arguments."""
+        if state.get("version") != STATE_VERSION or dict(state.get("spec", {})) != self._spec:
+            raise ValueError("state: not a state_dict of a MultilabelMetrics with these "
+                             "arguments")
+        self._local = None
+        self._layouts.clear()
+        if "counts" not in state:
+            self._arrays, self._updates, self._rows_seen = None, 0, 0
+            return
+        held = {name: _host_values(state[name]) for name in ("counts", "rows", "checks")}
+        backend = self._backend or resolve_backend(state["counts"])
+        counts = held["counts"]
+        self._like = self._like if self._like is not None else state["counts"]
+        arrays = self._allocate(backend, counts.dtype.kind == "f")
+        for name, mine in arrays.items():
+            value = held[name].view(np.uint64) if mine.dtype == np.uint64 else held[name]
+            mine[...] = backend.asarray(value)
+        self._updates, self._rows_seen = int(state["updates"]), int(state["rows_seen"])
+
+    def sync(self, group: Any = None) -> None:
+        """All-reduce the state over ``torch.distributed`` (nothing when it
+        is not initialised): SUM of the counts and row sums (uint64 counts
+        as int64, float64 as soon as one rank holds weights), MIN of the
+        first left-out row, OR of the reasons. Every rank must call it.
+        Idempotent, as :meth:`ClassificationMetrics.sync`: the own state is
+        kept apart and the next update goes back to it."""
+        torch = sys.modules.get("torch")
+        if torch is None or not torch.distributed.is_available() or \
+                not torch.distributed.is_initialized():
+            return
+        dist = torch.distributed
+        local = self._local if self._local is not None else (self._arrays, self._updates)
+        own, own_updates = local
+        kinds: list[Any] = [None] * dist.get_world_size(group)
+        dist.all_gather_object(
+            kinds, None if own is None else own["counts"].dtype == np.float64, group=group)
+        if all(kind is None for kind in kinds):
+            return
+        weighted = any(kinds)
+        host = {"counts": np.zeros(4 * self.num_labels, np.float64 if weighted else np.uint64),
+                "rows": np.zeros(len(ROW_SLOTS)),
+                "checks": np.array([0, NO_ROW, 0], np.uint64)}
+        if own is not None:
+            backend = self._backend
+            for name, value in own.items():
+                host[name] = np.asarray(backend.to_host(value)).astype(host[name].dtype)
+        device = "cpu"
+        if self._like is not None and getattr(self._like, "is_cuda", False):
+            device = self._like.device
+        elif dist.get_backend(group) == "nccl":
+            device = torch.device("cuda", torch.cuda.current_device())
+        tensors = {name: torch.from_numpy(value.view(np.int64) if value.dtype == np.uint64
+                                          else value).to(device) for name, value in host.items()}
+        dist.all_reduce(tensors["counts"], group=group)
+        dist.all_reduce(tensors["rows"], group=group)
+        checks = tensors["checks"]
+        dist.all_reduce(checks[0:1], group=group)
+        # The first row: MIN as unsigned (NO_ROW is -1 as int64): offset by 2**63.
+        # The first row left out: a MIN of uint64 values (NO_ROW is all ones),
+        # as int64 with the sign bit flipped, which keeps their order.
+        sign = torch.tensor([np.iinfo(np.int64).min], dtype=torch.int64, device=checks.device)
+        first = checks[1:2] ^ sign
+        dist.all_reduce(first, op=dist.ReduceOp.MIN, group=group)
+        checks[1:2] = first ^ sign
+        # The reasons: an OR, as a MAX of each bit.
+        reasons = checks[2:3]
+        for bit in CHECK_BITS:
+            flag = ((reasons & bit) != 0).to(torch.int64)
+            dist.all_reduce(flag, op=dist.ReduceOp.MAX, group=group)
+            reasons |= flag * bit
+        updates = torch.tensor([own_updates], dtype=torch.int64, device=device)
+        dist.all_reduce(updates, group=group)
+        backend = self._backend or get_backend_implementation("numpy")
+        summed = {name: tensor.cpu().numpy() for name, tensor in tensors.items()}
+        self._allocate(backend, weighted)
+        assert self._arrays is not None
+        for name, mine in self._arrays.items():
+            value = summed[name].view(np.uint64) if mine.dtype == np.uint64 else summed[name]
+            mine[...] = backend.asarray(value)
+        self._updates = int(updates[0])
+        self._local = local
+
+    def __repr__(self) -> str:
+        where = "empty" if self._arrays is None else f"on {self._backend.name}"
+        return (f"MultilabelMetrics(num_labels={self.num_labels}, updates={self._updates}, "
+                f"{where})")
+
+
+def _host_values(value) -> np.ndarray:
+    """A NumPy array of a NumPy, torch or CuPy value (copied off a GPU)."""
+    if type(value).__module__ == "torch":
+        value = value.detach()
+        if value.dtype.is_floating_point and value.element_size() == 2 and \
+                str(value.dtype) == "torch.bfloat16":
+            value = value.float()
+        return value.cpu().numpy()
+    if hasattr(value, "get") and type(value).__module__.startswith("cupy"):
+        return value.get()
+    return np.asarray(value)
+
+
+def _address(array) -> int:
+    from metrics_gpu._planned import address
+
+    return address(array)
+
+
+def _kernel_input(values, backend, name: str):
+    """``(array, element code)`` of an (N, L) input as the kernel reads it:
+    the caller's memory where its rows are contiguous and its dtype has a
+    code (a torch bfloat16 tensor as its 16-bit patterns), else a copy."""
+    torch = sys.modules.get("torch")
+    code = None
+    if torch is not None and isinstance(values, torch.Tensor) and values.dtype == torch.bfloat16:
+        values, code = values.view(torch.int16), BFLOAT16_CODE
+    array = backend.asarray(values)
+    if array.dtype.kind not in "biuf":
+        raise ValueError(f"{name} must be numeric, got dtype {array.dtype}")
+    if code is None:
+        code = ELEMENT_CODES.get(array.dtype.name)
+        if code is None:  # int16, uint16 ... read as float64 (exact)
+            array, code = array.astype(np.float64), ELEMENT_CODES["float64"]
+    if array.strides[1] != array.itemsize or array.strides[0] % array.itemsize:
+        array = backend.xp.ascontiguousarray(array)
+    return array, code
+
+
+class _on_stream:
+    """The caller's stream for a torch CUDA tensor (the cuda backend), else nothing."""
+
+    def __init__(self, backend, like) -> None:
+        self.context = None
+        stream_of = getattr(backend.device, "stream_of", None)
+        if stream_of is not None:
+            self.context = stream_of(like)
+
+    def __enter__(self):
+        if self.context is not None:
+            self.context.__enter__()
+        return self
+
+    def __exit__(self, *exc) -> None:
+        if self.context is not None:
+            self.context.__exit__(*exc)
+
+
+def _add_state(arrays: dict[str, Any], counts, sums, checks, xp, owner=None) -> None:
+    """Add one state's host arrays to ``arrays`` (on any backend); float64
+    counts promote uint64 ones."""
+    if counts.dtype == np.float64 and arrays["counts"].dtype != np.float64:
+        if owner is not None:
+            owner._promote()
+        else:
+            arrays["counts"] = arrays["counts"].astype(np.float64)
+    mine = arrays["counts"]
+    if mine.dtype == np.float64:
+        counts = counts.astype(np.float64)
+    mine += xp.asarray(counts.reshape(-1))
+    arrays["rows"] += xp.asarray(sums)
+    host_checks = np.asarray(checks, dtype=np.uint64)
+    checks_array = arrays["checks"]
+    current = np.asarray(checks_array.get() if hasattr(checks_array, "get") else checks_array)
+    merged = np.array([current[0] + host_checks[0], min(current[1], host_checks[1]),
+                       current[2] | host_checks[2]], dtype=np.uint64)
+    checks_array[...] = xp.asarray(merged)
+
+
+class MultilabelReport(MetricMapping):
+    """The metrics of a :class:`MultilabelMetrics` state (host values).
+
+    Scalar metrics by name (``report["f1_macro"]``); ``per_label`` (a dict of
+    (L,) arrays: precision, recall, f_score, jaccard, support) and
+    ``confusion_matrix`` ((L, 2, 2), ``[[tn, fp], [fn, tp]]`` per label) as
+    attributes."""
+
+    def __init__(self, state: Mapping[str, np.ndarray], spec: Mapping[str, Any]) -> None:
+        from metrics_gpu._classification import _prfs_of_counts
+        from metrics_gpu._multilabel import _as_counts
+
+        num_labels = spec["num_labels"]
+        counts = state["counts"].reshape(4, num_labels)
+        if counts.dtype == np.uint64:
+            counts = counts.astype(np.int64)
+        tp, fp, fn, tn = counts
+        rows = state["rows"]
+        zero_division = spec["zero_division"]
+        beta = spec["beta"]
+        c = _as_counts(tp, fp, fn, tn, np)
+        support = tp + fn
+        self.confusion_matrix = np.stack([tn, fp, fn, tp], axis=1).reshape(-1, 2, 2)
+        values: dict[str, Any] = {}
+        weight = rows[ROW["weight"]]
+        values["subset_accuracy"] = np.float64(F.divide(
+            np.array([rows[ROW["exact"]]]), np.array([weight]), np, math.nan)[0][0])
+        values["hamming_loss"] = np.float64(F.divide(
+            np.array([rows[ROW["wrong_cells"]]]), np.array([rows[ROW["counted_cells"]]]), np,
+            math.nan)[0][0])
+        values["zero_one_loss"] = 1.0 - values["subset_accuracy"]
+        per_label: dict[str, Any] = {"support": support}
+        for average in (None, "micro", "macro", "weighted"):
+            precision, recall, f_score, _ = _prfs_of_counts(
+                c, support, beta=beta, average=average, warn_for=(),
+                zero_division=zero_division)
+            jaccard, _ = F.divide(*_jaccard_terms(c, average), np, zero_division)
+            if average is None:
+                per_label.update(precision=precision, recall=recall, f_score=f_score,
+                                 jaccard=jaccard)
+                continue
+            values[f"precision_{average}"] = precision
+            values[f"recall_{average}"] = recall
+            values[f"f_score_{average}"] = f_score
+            values[f"jaccard_{average}"] = _jaccard_average(jaccard, average, support)
+        f_slot = "recall" if math.isinf(beta) else "precision" if beta == 0 else "f_score"
+        for name, slot in (("precision", "precision"), ("recall", "recall"),
+                           ("f_score", f_slot), ("jaccard", "jaccard")):
+            values[f"{name}_samples"] = _samples_average(
+                rows[ROW[slot]], rows[ROW[slot + "_undefined"]], weight, zero_division)
+        if beta == 1.0:
+            for average in AVERAGES:
+                values[f"f1_{average}"] = values[f"f_score_{average}"]
+        values["total"] = weight
+        values["invalid"] = int(state["checks"][0])
+        self._values = values
+        self.per_label = per_label
+        self.beta = beta
+
+    def _metric_names(self) -> tuple[str, ...]:
+        return tuple(self._values)
+
+    def _metric_value(self, name: str) -> Any:
+        try:
+            return self._values[name]
+        except KeyError:
+            raise KeyError(missing_metric(name, self._metric_names(), "MultilabelReport")) \
+                from None
+
+    def _headline(self) -> list[tuple[str, Any]]:
+        return [("labels", len(self.per_label["support"]))]
+
+
+def _jaccard_terms(c: F.Counts, average):
+    numerator, denominator = F.jaccard_terms(c)
+    if average == "micro":
+        return numerator.sum(keepdims=True), denominator.sum(keepdims=True)
+    return numerator, denominator
+
+
+def _jaccard_average(values, average: str, support):
+    if average == "micro":
+        return np.float64(values[0])
+    weights = support if average == "weighted" else None
+    return np.float64(F.nan_average(values, np, weights))
+
+
+def _samples_average(defined: float, undefined_weight: float, weight: float,
+                     zero_division: float) -> np.float64:
+    """The weighted mean over rows of a rate whose 0/0 rows take
+    ``zero_division`` (NaN: those rows are left out of the mean)."""
+    if math.isnan(zero_division):
+        counted = weight - undefined_weight
+        return np.float64(defined / counted if counted > 0 else math.nan)
+    return np.float64((defined + zero_division * undefined_weight) / weight
+                      if weight > 0 else math.nan)
