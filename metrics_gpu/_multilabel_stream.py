@@ -224,8 +224,11 @@ class MultilabelMetrics:
     >>> metrics.update(np.array([[1, 0, 1], [0, 1, 0]]), np.array([[0.9, 0.2, 0.4], [0.1, 0.8, 0.3]]))
     >>> metrics.update(np.array([[1, 1, 0]]), np.array([[0.7, 0.6, 0.1]]))
     >>> report = metrics.compute()
-    >>> float(report["subset_accuracy"]), round(float(report["f1_samples"]), 4)
+    >>> round(float(report["subset_accuracy"]), 4), round(float(report["f1_samples"]), 4)
     (0.6667, 0.8889)
+    >>> report.confusion_matrix[0]  # label 0: [[tn, fp], [fn, tp]]
+    array([[1, 0],
+           [0, 2]])
     """
 
     def __init__(self, num_labels: int, *, threshold: float = 0.5,
@@ -251,13 +254,13 @@ class MultilabelMetrics:
                              f"values), or None; got {ignore_index!r}")
         if not (validate is False or validate in ("deferred", "eager")):
             raise ValueError(f"validate must be one of {VALIDATE_MODES}, got {validate!r}")
-        self._spec = {"num_labels": int(num_labels), "threshold": float(threshold),
+        self._spec: dict[str, Any] = {"num_labels": int(num_labels), "threshold": float(threshold),
                       "scores": scores, "beta": float(beta),
                       "zero_division": float(zero_division),
                       "ignore_index": None if ignore_index is None else int(ignore_index)}
-        self.validate = validate
-        self._cut = _cut(float(threshold), scores)
-        self._f_beta2 = 1.0 if math.isinf(beta) else float(beta) ** 2
+        self.validate: Any = validate
+        self._cut: float = _cut(float(threshold), scores)
+        self._f_beta2: float = 1.0 if math.isinf(beta) else float(beta) ** 2
         self._backend: Any = None
         self._arrays: dict[str, Any] | None = None
         self._like: Any = None
@@ -360,6 +363,7 @@ class MultilabelMetrics:
                 sample_weight is not None and sample_weight.shape[0] != rows):
             return False
         backend, arrays = self._backend, self._arrays
+        assert arrays is not None  # a layout is kept only after the first batch
         true_address, pred_address, weight_address = layout.addresses
         weight = None if sample_weight is None else np.uint64(weight_address(sample_weight))
         grid, block, lanes, shared = launch_geometry(backend.device, rows, self.num_labels)
@@ -387,7 +391,7 @@ class MultilabelMetrics:
         rows = self._check_shapes(y_true, preds, sample_weight)
         if rows == 0:
             return
-        backend = self._backend or resolve_backend(y_true, preds, sample_weight)
+        backend: Any = self._backend or resolve_backend(y_true, preds, sample_weight)
         if self._arrays is None:
             self._like = y_true
             self._allocate(backend, sample_weight is not None)
@@ -491,6 +495,7 @@ class MultilabelMetrics:
         if self._arrays is None:
             self._like = other._like
             self._allocate(other._backend, theirs["counts"].dtype == np.float64)
+        assert self._arrays is not None
         _add_state(self._arrays, theirs["counts"], theirs["rows"], theirs["checks"],
                    self._backend.xp, self)
         self._updates += other._updates
@@ -713,7 +718,8 @@ class MultilabelReport(MetricMapping):
             precision, recall, f_score, _ = _prfs_of_counts(
                 c, support, beta=beta, average=average, warn_for=(),
                 zero_division=zero_division)
-            jaccard, _ = F.divide(*_jaccard_terms(c, average), np, zero_division)
+            numerator, denominator = _jaccard_terms(c, average)
+            jaccard, _ = F.divide(numerator, denominator, np, zero_division)
             if average is None:
                 per_label.update(precision=precision, recall=recall, f_score=f_score,
                                  jaccard=jaccard)
