@@ -47,6 +47,9 @@ from metrics_gpu.backends.launchers.multilabel import (
 )
 
 ROW = {name: i for i, name in enumerate(ROW_SLOTS)}
+# The exact label-ranking metrics (ranking=True): weighted sums of each row's value.
+RANKING_SLOTS = ("label_ranking_average_precision_score", "label_ranking_loss",
+                 "coverage_error")
 SCORE_KINDS = ("probabilities", "logits")
 VALIDATE_MODES = ("deferred", "eager", False)
 STATE_VERSION = 1
@@ -208,6 +211,12 @@ class MultilabelMetrics:
     ignore_index : int, optional
         A target value to leave out, cell by cell (torchmetrics'): such a
         cell counts in no label and in no row's rates. 0 and 1 are refused.
+    ranking : bool, default False
+        Also the exact label-ranking metrics of the scores
+        (``label_ranking_average_precision_score``, ``label_ranking_loss``,
+        ``coverage_error``, scikit-learn's ties), summed over rows. Each
+        update then sorts every row (a few array operations, not the one
+        launch); float predictions only, no ``ignore_index``.
     validate : {"deferred", "eager", False}, default "deferred"
         Rows holding a target other than 0/1 (or ``ignore_index``), a
         prediction the declared kind refuses, or a negative or non-finite
@@ -234,7 +243,7 @@ class MultilabelMetrics:
     def __init__(self, num_labels: int, *, threshold: float = 0.5,
                  scores: str = "probabilities", beta: float = 1.0,
                  zero_division: float = 0.0, ignore_index: int | None = None,
-                 validate: Any = "deferred") -> None:
+                 ranking: bool = False, validate: Any = "deferred") -> None:
         if isinstance(num_labels, bool) or not isinstance(num_labels, numbers.Integral) or \
                 num_labels < 1:
             raise ValueError(f"num_labels must be an integer >= 1, got {num_labels!r}")
@@ -254,10 +263,16 @@ class MultilabelMetrics:
                              f"values), or None; got {ignore_index!r}")
         if not (validate is False or validate in ("deferred", "eager")):
             raise ValueError(f"validate must be one of {VALIDATE_MODES}, got {validate!r}")
+        if not isinstance(ranking, bool):
+            raise ValueError(f"ranking must be True or False, got {ranking!r}")
+        if ranking and ignore_index is not None:
+            raise ValueError("ranking=True takes no ignore_index: a row's label ranking is over "
+                             "all of its L labels")
         self._spec: dict[str, Any] = {"num_labels": int(num_labels), "threshold": float(threshold),
                       "scores": scores, "beta": float(beta),
                       "zero_division": float(zero_division),
-                      "ignore_index": None if ignore_index is None else int(ignore_index)}
+                      "ignore_index": None if ignore_index is None else int(ignore_index),
+                      "ranking": ranking}
         self.validate: Any = validate
         self._cut: float = _cut(float(threshold), scores)
         self._f_beta2: float = 1.0 if math.isinf(beta) else float(beta) ** 2
@@ -294,6 +309,8 @@ class MultilabelMetrics:
             "rows": backend.zeros(len(ROW_SLOTS), np.float64),
             "checks": backend.asarray(np.array([0, NO_ROW, 0], np.uint64)),
         }
+        if self._spec["ranking"]:
+            self._arrays["ranking"] = backend.zeros(len(RANKING_SLOTS), np.float64)
         return self._arrays
 
     def _promote(self) -> None:
@@ -391,6 +408,10 @@ class MultilabelMetrics:
         rows = self._check_shapes(y_true, preds, sample_weight)
         if rows == 0:
             return
+        ranking = self._spec["ranking"]
+        if ranking and np.dtype(str(preds.dtype).replace("torch.", "")).kind != "f":
+            raise ValueError("ranking=True ranks the labels by their scores: preds must be "
+                             f"float scores, got dtype {preds.dtype}")
         backend: Any = self._backend or resolve_backend(y_true, preds, sample_weight)
         if self._arrays is None:
             self._like = y_true
@@ -426,17 +447,51 @@ class MultilabelMetrics:
             given = (y_true, preds, sample_weight)
             read = (true, pred, weight)
             pointer = backend.device.data_pointer
-            # A plan only where the kernel read the caller's arrays as they are.
-            if all(a is None or _address(a) == pointer(b) for a, b in zip(given, read)) and \
+            # A plan only where the kernel read the caller's arrays as they are
+            # (and the update is the kernel's alone: not with ranking=True).
+            if not ranking and all(a is None or _address(a) == pointer(b) for a, b in zip(given, read)) and \
                     None not in key[:2] and len(self._layouts) < _MAX_LAYOUTS:
                 self._layouts[key] = _Layout(
                     true_code, true.strides[0] // true.itemsize, pred_code,
                     pred.strides[0] // pred.itemsize,
                     0 if weight is None else ELEMENT_CODES[weight.dtype.name], ignore, given)
+        if ranking:
+            self._add_ranking(backend, y_true, preds, sample_weight)
         self._rows_seen += rows
         self._updates += 1
         if self.validate == "eager":
             self._raise_invalid()
+
+    def _add_ranking(self, backend, y_true, preds, sample_weight) -> None:
+        """``ranking=True``: each counted row's LRAP, ranking loss and coverage
+        (:mod:`metrics_gpu._multilabel_ranking`'s row functions: a sort per
+        row, a chunk of rows at a time), added as weighted sums. Rows the
+        kernel leaves out weigh 0 here (their scores are set to 0 first, so
+        that a NaN reaches no sum)."""
+        from metrics_gpu import _multilabel_ranking as R
+
+        xp = backend.xp
+        true = _backend_values(y_true, backend).astype(np.float64)
+        scores = _backend_values(preds, backend).astype(np.float64)
+        valid = xp.isfinite(scores)
+        if self._spec["scores"] == "probabilities":
+            valid &= (scores >= 0) & (scores <= 1)
+        valid = xp.all(valid & ((true == 0) | (true == 1)), axis=1)
+        weight = xp.ones(true.shape[0], dtype=np.float64)
+        if sample_weight is not None:
+            weight = _backend_values(sample_weight, backend).astype(np.float64)
+            valid &= xp.isfinite(weight) & (weight >= 0)
+        weight = xp.where(valid, weight, 0.0)
+        scores = xp.where(valid[:, None], scores, 0.0)
+        relevant = true == 1
+        step = max(1, R.CHUNK_ELEMENTS // self.num_labels)
+        sums = self._arrays["ranking"]  # type: ignore[index]
+        for begin in range(0, true.shape[0], step):
+            rel, sc = relevant[begin:begin + step], scores[begin:begin + step]
+            w = weight[begin:begin + step]
+            sums += xp.stack([xp.sum(R.row_average_precision(rel, sc, xp) * w),
+                              xp.sum(R.row_ranking_loss(rel, sc, xp) * w),
+                              xp.sum(R.row_coverage(rel, sc, xp) * w)])
 
     # -- results ----------------------------------------------------------------
 
@@ -469,7 +524,8 @@ class MultilabelMetrics:
             A mapping of the scalar metrics by name (``subset_accuracy``,
             ``hamming_loss``, ``precision_micro`` ... ``jaccard_samples``,
             ``f_score_*`` with ``beta``, ``f1_*`` as well when beta is 1,
-            ``total``, ``invalid``), with ``per_label`` and
+            the three ranking metrics with ``ranking=True``, ``total``,
+            ``invalid``), with ``per_label`` and
             ``confusion_matrix`` as attributes.
 
         Raises
@@ -498,6 +554,8 @@ class MultilabelMetrics:
         assert self._arrays is not None
         _add_state(self._arrays, theirs["counts"], theirs["rows"], theirs["checks"],
                    self._backend.xp, self)
+        if "ranking" in theirs:
+            self._arrays["ranking"] += self._backend.xp.asarray(theirs["ranking"])
         self._updates += other._updates
         self._rows_seen += other._rows_seen
 
@@ -524,7 +582,8 @@ class MultilabelMetrics:
         if "counts" not in state:
             self._arrays, self._updates, self._rows_seen = None, 0, 0
             return
-        held = {name: _host_values(state[name]) for name in ("counts", "rows", "checks")}
+        held = {name: _host_values(state[name]) for name in ("counts", "rows", "checks",
+                                                              "ranking") if name in state}
         backend = self._backend or resolve_backend(state["counts"])
         counts = held["counts"]
         self._like = self._like if self._like is not None else state["counts"]
@@ -557,6 +616,8 @@ class MultilabelMetrics:
         host = {"counts": np.zeros(4 * self.num_labels, np.float64 if weighted else np.uint64),
                 "rows": np.zeros(len(ROW_SLOTS)),
                 "checks": np.array([0, NO_ROW, 0], np.uint64)}
+        if self._spec["ranking"]:
+            host["ranking"] = np.zeros(len(RANKING_SLOTS))
         if own is not None:
             backend = self._backend
             for name, value in own.items():
@@ -570,6 +631,8 @@ class MultilabelMetrics:
                                           else value).to(device) for name, value in host.items()}
         dist.all_reduce(tensors["counts"], group=group)
         dist.all_reduce(tensors["rows"], group=group)
+        if "ranking" in tensors:
+            dist.all_reduce(tensors["ranking"], group=group)
         checks = tensors["checks"]
         dist.all_reduce(checks[0:1], group=group)
         # The first row: MIN as unsigned (NO_ROW is -1 as int64): offset by 2**63.
@@ -614,6 +677,16 @@ def _host_values(value) -> np.ndarray:
     if hasattr(value, "get") and type(value).__module__.startswith("cupy"):
         return value.get()
     return np.asarray(value)
+
+
+def _backend_values(values, backend):
+    """``values`` on ``backend`` as numbers (a torch bfloat16 tensor widened:
+    NumPy has no bfloat16)."""
+    if type(values).__module__ == "torch" and str(values.dtype) == "torch.bfloat16":
+        values = values.float()
+    if backend.name != "cuda":
+        return _host_values(values)
+    return backend.asarray(values)
 
 
 def _address(array) -> int:
@@ -736,6 +809,9 @@ class MultilabelReport(MetricMapping):
         if beta == 1.0:
             for average in AVERAGES:
                 values[f"f1_{average}"] = values[f"f_score_{average}"]
+        if "ranking" in state:
+            for name, total in zip(RANKING_SLOTS, state["ranking"]):
+                values[name] = np.float64(total / weight if weight > 0 else math.nan)
         values["total"] = weight
         values["invalid"] = int(state["checks"][0])
         self._values = values

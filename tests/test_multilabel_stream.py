@@ -309,7 +309,7 @@ def _sync_worker(rank, world_size, init_file, out_dir):
                             world_size=world_size)
     try:
         rng = np.random.default_rng(rank)
-        metrics = mg.MultilabelMetrics(5, validate=False)
+        metrics = mg.MultilabelMetrics(5, validate=False, ranking=True)
         y = (rng.random((20 + rank, 5)) < 0.4).astype(np.int64)
         scores = rng.random((20 + rank, 5))
         weight = rng.random(20 + rank) if rank == 1 else None
@@ -336,7 +336,7 @@ def test_sync_over_gloo_equals_one_process():
         mp.spawn(_sync_worker, args=(2, os.path.join(directory, "init"), directory), nprocs=2,
                  join=True)
         results = [pickle.load(open(os.path.join(directory, f"{r}.pkl"), "rb")) for r in (0, 1)]
-    single = mg.MultilabelMetrics(5, validate=False)
+    single = mg.MultilabelMetrics(5, validate=False, ranking=True)
     for rank in (0, 1):
         rng = np.random.default_rng(rank)
         y = (rng.random((20 + rank, 5)) < 0.4).astype(np.int64)
@@ -350,3 +350,39 @@ def test_sync_over_gloo_equals_one_process():
         _assert_matches(values, {k: float(v) for k, v in expected.items()})
         np.testing.assert_allclose(matrix, expected.confusion_matrix, rtol=RTOL)
         assert list(checks.view(np.uint64)) == [1, 3, 1]
+
+
+RANKING = ("label_ranking_average_precision_score", "label_ranking_loss", "coverage_error")
+
+
+@pytest.mark.parametrize("backend_name", STREAM_BACKENDS)
+@pytest.mark.parametrize("weighted", [False, True])
+def test_ranking_metrics_over_uneven_batches(rng, backend_name, weighted):
+    y, scores, weight = _case(rng, 57, 6, weighted=weighted)
+    bad = scores.copy()
+    bad[4, 2] = np.nan  # a row left out (validate=False): it weighs nothing
+    with mg.use_backend(backend_name):
+        metrics = mg.MultilabelMetrics(6, ranking=True, validate=False)
+        halves = [mg.MultilabelMetrics(6, ranking=True, validate=False) for _ in range(2)]
+        for a, b in _batches(len(y)):
+            batch = (torch.from_numpy(y[a:b]), torch.from_numpy(bad[a:b]),
+                     None if weight is None else torch.from_numpy(weight[a:b]))
+            metrics.update(*batch)
+            halves[a >= 30].update(*batch)
+        halves[0].merge(halves[1])
+    keep = np.arange(len(y)) != 4
+    kept_weight = None if weight is None else weight[keep]
+    for report in (metrics.compute(), halves[0].compute()):
+        assert report["invalid"] == 1
+        for name in RANKING:
+            assert float(report[name]) == pytest.approx(getattr(skm, name)(
+                y[keep], scores[keep].astype(np.float64), sample_weight=kept_weight), rel=RTOL)
+
+
+def test_ranking_needs_scores_and_no_ignore_index():
+    with pytest.raises(ValueError, match="ranking=True takes no ignore_index"):
+        mg.MultilabelMetrics(3, ranking=True, ignore_index=-1)
+    with pytest.raises(ValueError, match="preds must be float scores"):
+        mg.MultilabelMetrics(3, ranking=True).update(np.zeros((2, 3), int), np.zeros((2, 3), int))
+    with pytest.raises(ValueError, match="ranking must be True or False"):
+        mg.MultilabelMetrics(3, ranking=1)
