@@ -9,6 +9,9 @@
 //     (precision, recall, F-beta, Jaccard: average="samples") the weighted
 //     sum of its values where defined and the weight of rows where 0/0, so
 //     that every zero_division option is a formula of the sums;
+//   * with thresholds H > 0, the (2, L, H) histogram of each label's
+//     probability (sigmoid of a logit), targets 1 then 0: the binned ROC AUC
+//     and average precision per label, with their error bounds;
 //   * checks (uint64): rows left out, the first of them, and why.
 // Element types are runtime codes (one instantiation): the branch on a code
 // is the same for every thread, and the pass is bound by memory.
@@ -23,7 +26,7 @@
 //
 // The NumPy reference, which the tests hold this file to, is
 // metrics_gpu/_multilabel_stream.py (multilabel_update_reference).
-#include "common.cuh"
+#include "scores.cu"  // calibration_bin: the binned metrics' bins are the calibration bins
 
 namespace mg {
 
@@ -102,16 +105,18 @@ __device__ __forceinline__ int prediction_of(double value, int mode, double cut)
 // uint64 (unweighted) or float64 (weighted: `weighted`), `row_sums`
 // (kRowSlotCount float64), `checks` (3 uint64: rows left out, the first of
 // them as a row of the batch plus `row_offset`, the CheckBit reasons).
-// `f_beta2` is beta^2 of the row F-score. Dynamic shared memory: 4 L
-// accumulators of 8 bytes when `shared_counts`, else none.
+// `f_beta2` is beta^2 of the row F-score. With `thresholds` H > 0,
+// `histogram` (2 L H, of the counts' type) bins each counted cell's
+// probability; else it is null. Dynamic shared memory: 4 L accumulators of
+// 8 bytes when `shared_counts`, else none.
 __global__ void multilabel_update(const void* y_true, int true_code, mg::int64 true_stride,
                                   const void* preds, int pred_code, mg::int64 pred_stride,
                                   int mode, double cut, const void* weight, int weight_code,
                                   int has_ignore, double ignore_value, mg::int64 num_rows,
                                   mg::int64 num_labels, int lanes_per_row, int shared_counts,
                                   int weighted, double f_beta2, mg::int64 row_offset,
-                                  void* label_counts, double* row_sums,
-                                  unsigned long long* checks) {
+                                  int thresholds, void* label_counts, double* row_sums,
+                                  unsigned long long* checks, void* histogram) {
   using mg::int64;
   using mg::uint64;
   const int64 L = num_labels;
@@ -124,6 +129,9 @@ __global__ void multilabel_update(const void* y_true, int true_code, mg::int64 t
   for (int i = threadIdx.x; i < mg::kRowSlotCount; i += blockDim.x) block_rows[i] = 0.0;
   __syncthreads();
 
+  unsigned long long* histogram_bits = static_cast<unsigned long long*>(histogram);
+  double* histogram_weighted = static_cast<double*>(histogram);
+  const int64 H = thresholds;
   unsigned long long* global_bits = static_cast<unsigned long long*>(label_counts);
   double* global_weighted = static_cast<double*>(label_counts);
   const int G = lanes_per_row;
@@ -165,7 +173,14 @@ __global__ void multilabel_update(const void* y_true, int true_code, mg::int64 t
         int t = mg::target_of(mg::element(y_true, true_code, true_base + l), has_ignore,
                               ignore_value);
         if (t < 0) continue;  // the ignored value
-        int p = mg::prediction_of(mg::element(preds, pred_code, pred_base + l), mode, cut);
+        const double value = mg::element(preds, pred_code, pred_base + l);
+        int p = mg::prediction_of(value, mode, cut);
+        if (H > 0) {
+          const double probability = mode == mg::kLogits ? 1.0 / (1.0 + exp(-value)) : value;
+          const int64 bin = (t ? 0 : L * H) + l * H + mg::calibration_bin(probability, (int)H);
+          if (weighted) atomicAdd(&histogram_weighted[bin], w);
+          else atomicAdd(&histogram_bits[bin], 1ull);
+        }
         int cell = t ? (p ? 0 : 2) : (p ? 1 : 3);  // tp, fp, fn, tn
         tp += cell == 0;
         fp += cell == 1;

@@ -32,6 +32,9 @@ from metrics_gpu import _formulas as F
 from metrics_gpu._backend import get_backend_implementation, resolve_backend
 from metrics_gpu._planned import address_reader
 from metrics_gpu._report_mapping import MetricMapping, missing_metric
+from metrics_gpu._streaming import MAX_THRESHOLDS
+from metrics_gpu._validation import check_int_range
+from metrics_gpu.backends.numpy_backend import calibration_bin
 from metrics_gpu.backends.launchers.multilabel import (
     BFLOAT16_CODE,
     CHECK_BITS,
@@ -58,6 +61,8 @@ AVERAGES = ("micro", "macro", "weighted", "samples")
 RATES = (("precision", "precision"), ("recall", "recall"), ("f_score", "f_score"),
          ("jaccard", "jaccard"))
 _MAX_LAYOUTS = 8
+# Cells of the binned metrics' (2, L, thresholds) histogram (8 bytes each).
+MAX_HISTOGRAM_CELLS = 1 << 28
 
 
 def _cut(threshold: float, scores: str) -> float:
@@ -88,9 +93,11 @@ def _ignore_value(ignore_index: int | None, dtype) -> float | None:
 
 
 def multilabel_update_reference(y_true, preds, weight, *, mode: str, cut: float,
-                                ignore: float | None, f_beta2: float, row_offset: int = 0):
+                                ignore: float | None, f_beta2: float, row_offset: int = 0,
+                                thresholds: int = 0):
     """The kernel's update on NumPy arrays: ``(counts (4, L), row sums,
-    checks)`` of one batch (counts float64 with weights, else uint64).
+    checks, histogram (2, L, thresholds) or None)`` of one batch (counts and
+    histogram float64 with weights, else uint64).
 
     ``y_true`` holds 0/1 (or ``ignore``), ``preds`` 0/1 labels (``mode``
     "labels") or scores, positive above ``cut``; a row holding anything else,
@@ -151,7 +158,20 @@ def multilabel_update_reference(y_true, preds, weight, *, mode: str, cut: float,
     if left_out.any():
         checks[1] = np.uint64(int(np.flatnonzero(left_out)[0]) + row_offset)
         checks[2] = np.bitwise_or.reduce(reasons)
-    return counts, sums, checks
+    histogram = None
+    if thresholds:
+        with np.errstate(over="ignore", invalid="ignore"):
+            probability = 1.0 / (1.0 + np.exp(-pred)) if mode == "logits" else pred
+        bins = calibration_bin(np.where(counted, probability, 0.0), thresholds)
+        cell_weight = np.broadcast_to(np.where(left_out, 0.0, w)[:, None], true.shape)
+        histogram = np.zeros((2, true.shape[1], thresholds))
+        label = np.broadcast_to(np.arange(true.shape[1]), true.shape)
+        for side, target_value in ((0, True), (1, False)):
+            chosen = counted & (target == target_value)
+            np.add.at(histogram[side], (label[chosen], bins[chosen]), cell_weight[chosen])
+        if weight is None:
+            histogram = histogram.astype(np.uint64)
+    return counts, sums, checks, histogram
 
 
 def _array_layout(array):
@@ -243,7 +263,8 @@ class MultilabelMetrics:
     def __init__(self, num_labels: int, *, threshold: float = 0.5,
                  scores: str = "probabilities", beta: float = 1.0,
                  zero_division: float = 0.0, ignore_index: int | None = None,
-                 ranking: bool = False, validate: Any = "deferred") -> None:
+                 thresholds: int | None = None, ranking: bool = False,
+                 validate: Any = "deferred") -> None:
         if isinstance(num_labels, bool) or not isinstance(num_labels, numbers.Integral) or \
                 num_labels < 1:
             raise ValueError(f"num_labels must be an integer >= 1, got {num_labels!r}")
@@ -263,6 +284,13 @@ class MultilabelMetrics:
                              f"values), or None; got {ignore_index!r}")
         if not (validate is False or validate in ("deferred", "eager")):
             raise ValueError(f"validate must be one of {VALIDATE_MODES}, got {validate!r}")
+        thresholds = check_int_range(thresholds, "thresholds", 2, MAX_THRESHOLDS,
+                                     allow_none=True)
+        if thresholds and 2 * int(num_labels) * thresholds > MAX_HISTOGRAM_CELLS:
+            raise ValueError(
+                f"thresholds={thresholds} with num_labels={num_labels} makes a histogram of "
+                f"{2 * int(num_labels) * thresholds} cells, more than the {MAX_HISTOGRAM_CELLS} "
+                "(2 GiB) a state may hold: take fewer thresholds")
         if not isinstance(ranking, bool):
             raise ValueError(f"ranking must be True or False, got {ranking!r}")
         if ranking and ignore_index is not None:
@@ -272,7 +300,8 @@ class MultilabelMetrics:
                       "scores": scores, "beta": float(beta),
                       "zero_division": float(zero_division),
                       "ignore_index": None if ignore_index is None else int(ignore_index),
-                      "ranking": ranking}
+                      "ranking": ranking, "thresholds": thresholds}
+        self._thresholds: int = thresholds or 0
         self.validate: Any = validate
         self._cut: float = _cut(float(threshold), scores)
         self._f_beta2: float = 1.0 if math.isinf(beta) else float(beta) ** 2
@@ -311,14 +340,21 @@ class MultilabelMetrics:
         }
         if self._spec["ranking"]:
             self._arrays["ranking"] = backend.zeros(len(RANKING_SLOTS), np.float64)
+        if self._spec["thresholds"]:
+            self._arrays["histogram"] = backend.zeros(
+                2 * self.num_labels * self._spec["thresholds"],
+                np.float64 if weighted else np.uint64)
         return self._arrays
 
     def _promote(self) -> None:
-        """Counts as float64 from now on (the first weighted batch)."""
+        """Counts (and the histogram) as float64 from now on (the first
+        weighted batch)."""
         arrays = self._arrays
         assert arrays is not None
         if arrays["counts"].dtype != np.float64:
-            arrays["counts"] = arrays["counts"].astype(np.float64)
+            for name in ("counts", "histogram"):
+                if name in arrays:
+                    arrays[name] = arrays[name].astype(np.float64)
             self._layouts.clear()  # their launches wrote the uint64 counts
 
     def _own_state(self) -> None:
@@ -390,7 +426,8 @@ class MultilabelMetrics:
             self._mode_of(layout.pred_code), self._cut, weight, layout.weight_code,
             layout.ignore, rows, self.num_labels, lanes, shared,
             arrays["counts"].dtype == np.float64, self._f_beta2, self._rows_seen,
-            arrays["counts"], arrays["rows"], arrays["checks"]),
+            self._thresholds, arrays["counts"], arrays["rows"], arrays["checks"],
+            arrays.get("histogram")),
             shared, stream=backend.device.launch_stream(y_true))
         self._rows_seen += rows
         self._updates += 1
@@ -424,11 +461,17 @@ class MultilabelMetrics:
             true, pred = (_host_values(a) for a in (y_true, preds))
             weight = None if sample_weight is None else _host_values(sample_weight)
             mode = "labels" if pred.dtype.kind in "biu" else self._spec["scores"]
-            counts, sums, checks = multilabel_update_reference(
+            counts, sums, checks, histogram = multilabel_update_reference(
                 true, pred, weight, mode=mode, cut=self._cut,
                 ignore=_ignore_value(self._spec["ignore_index"], true.dtype),
-                f_beta2=self._f_beta2, row_offset=self._rows_seen)
-            _add_state(arrays, counts, sums, checks, np)
+                f_beta2=self._f_beta2, row_offset=self._rows_seen,
+                thresholds=self._spec["thresholds"] or 0)
+            added = {"counts": counts, "rows": sums, "checks": checks}
+            if histogram is not None:
+                added["histogram"] = histogram
+            if "ranking" in arrays:
+                added["ranking"] = np.zeros(len(RANKING_SLOTS))
+            _add_state(self, added)
         else:
             true, true_code = _kernel_input(y_true, backend, "y_true")
             pred, pred_code = _kernel_input(preds, backend, "preds")
@@ -443,7 +486,7 @@ class MultilabelMetrics:
                     true, true_code, pred, pred_code, weight, mode=self._mode_of(pred_code),
                     cut=self._cut, ignore=ignore, f_beta2=self._f_beta2,
                     row_offset=self._rows_seen, counts=arrays["counts"], row_sums=arrays["rows"],
-                    checks=arrays["checks"])
+                    checks=arrays["checks"], histogram=arrays.get("histogram"))
             given = (y_true, preds, sample_weight)
             read = (true, pred, weight)
             pointer = backend.device.data_pointer
@@ -552,10 +595,7 @@ class MultilabelMetrics:
             self._like = other._like
             self._allocate(other._backend, theirs["counts"].dtype == np.float64)
         assert self._arrays is not None
-        _add_state(self._arrays, theirs["counts"], theirs["rows"], theirs["checks"],
-                   self._backend.xp, self)
-        if "ranking" in theirs:
-            self._arrays["ranking"] += self._backend.xp.asarray(theirs["ranking"])
+        _add_state(self, theirs)
         self._updates += other._updates
         self._rows_seen += other._rows_seen
 
@@ -582,8 +622,8 @@ class MultilabelMetrics:
         if "counts" not in state:
             self._arrays, self._updates, self._rows_seen = None, 0, 0
             return
-        held = {name: _host_values(state[name]) for name in ("counts", "rows", "checks",
-                                                              "ranking") if name in state}
+        held = {name: _host_values(state[name]) for name in (
+            "counts", "rows", "checks", "ranking", "histogram") if name in state}
         backend = self._backend or resolve_backend(state["counts"])
         counts = held["counts"]
         self._like = self._like if self._like is not None else state["counts"]
@@ -618,6 +658,9 @@ class MultilabelMetrics:
                 "checks": np.array([0, NO_ROW, 0], np.uint64)}
         if self._spec["ranking"]:
             host["ranking"] = np.zeros(len(RANKING_SLOTS))
+        if self._spec["thresholds"]:
+            host["histogram"] = np.zeros(2 * self.num_labels * self._spec["thresholds"],
+                                         np.float64 if weighted else np.uint64)
         if own is not None:
             backend = self._backend
             for name, value in own.items():
@@ -631,8 +674,9 @@ class MultilabelMetrics:
                                           else value).to(device) for name, value in host.items()}
         dist.all_reduce(tensors["counts"], group=group)
         dist.all_reduce(tensors["rows"], group=group)
-        if "ranking" in tensors:
-            dist.all_reduce(tensors["ranking"], group=group)
+        for name in ("ranking", "histogram"):
+            if name in tensors:
+                dist.all_reduce(tensors[name], group=group)
         checks = tensors["checks"]
         dist.all_reduce(checks[0:1], group=group)
         # The first row: MIN as unsigned (NO_ROW is -1 as int64): offset by 2**63.
@@ -734,25 +778,24 @@ class _on_stream:
             self.context.__exit__(*exc)
 
 
-def _add_state(arrays: dict[str, Any], counts, sums, checks, xp, owner=None) -> None:
-    """Add one state's host arrays to ``arrays`` (on any backend); float64
-    counts promote uint64 ones."""
-    if counts.dtype == np.float64 and arrays["counts"].dtype != np.float64:
-        if owner is not None:
-            owner._promote()
-        else:
-            arrays["counts"] = arrays["counts"].astype(np.float64)
-    mine = arrays["counts"]
-    if mine.dtype == np.float64:
-        counts = counts.astype(np.float64)
-    mine += xp.asarray(counts.reshape(-1))
-    arrays["rows"] += xp.asarray(sums)
-    host_checks = np.asarray(checks, dtype=np.uint64)
-    checks_array = arrays["checks"]
-    current = np.asarray(checks_array.get() if hasattr(checks_array, "get") else checks_array)
-    merged = np.array([current[0] + host_checks[0], min(current[1], host_checks[1]),
-                       current[2] | host_checks[2]], dtype=np.uint64)
-    checks_array[...] = xp.asarray(merged)
+def _add_state(owner: MultilabelMetrics, host: Mapping[str, np.ndarray]) -> None:
+    """Add one state's host arrays (``counts``, ``rows``, ``checks``, and the
+    ``histogram`` and ``ranking`` sums where the spec has them) to
+    ``owner``'s, on its backend; float64 counts promote uint64 ones."""
+    arrays = owner._arrays
+    assert arrays is not None
+    xp = owner._backend.xp
+    if host["counts"].dtype == np.float64:
+        owner._promote()
+    for name in ("counts", "histogram", "rows", "ranking"):
+        if name in arrays:
+            mine = arrays[name]
+            mine += xp.asarray(np.asarray(host[name]).reshape(-1).astype(mine.dtype))
+    theirs = np.asarray(host["checks"], dtype=np.uint64)
+    checks = arrays["checks"]
+    current = np.asarray(checks.get() if hasattr(checks, "get") else checks)
+    checks[...] = xp.asarray(np.array([current[0] + theirs[0], min(current[1], theirs[1]),
+                                       current[2] | theirs[2]], dtype=np.uint64))
 
 
 class MultilabelReport(MetricMapping):
@@ -809,6 +852,8 @@ class MultilabelReport(MetricMapping):
         if beta == 1.0:
             for average in AVERAGES:
                 values[f"f1_{average}"] = values[f"f_score_{average}"]
+        if "histogram" in state:
+            values.update(_binned_values(state["histogram"], num_labels, per_label))
         if "ranking" in state:
             for name, total in zip(RANKING_SLOTS, state["ranking"]):
                 values[name] = np.float64(total / weight if weight > 0 else math.nan)
@@ -832,6 +877,28 @@ class MultilabelReport(MetricMapping):
         return [("labels", len(self.per_label["support"]))]
 
 
+def _binned_values(histogram, num_labels: int, per_label: dict) -> dict[str, Any]:
+    """ROC AUC and average precision from the (2, L, H) histogram, per label
+    (into ``per_label``) and macro / weighted (over the labels where defined,
+    weighted by positives) / micro (every label's histogram pooled), with the
+    bounds of the binned values against the exact ones."""
+    h = np.asarray(histogram, dtype=np.float64).reshape(2, num_labels, -1)
+    auc, auc_bound, ap, ap_bound = F.binned_rank_areas(h[0], h[1])
+    positives = h[0].sum(axis=1)
+    per_label.update(roc_auc=auc, average_precision=ap, roc_auc_error_bound=auc_bound,
+                     average_precision_error_bound=ap_bound)
+    pooled = F.binned_rank_areas(h[0].sum(axis=0), h[1].sum(axis=0))
+    values: dict[str, Any] = {}
+    for name, per, bound, micro in (("roc_auc", auc, auc_bound, pooled[0]),
+                                    ("average_precision", ap, ap_bound, pooled[2])):
+        macro, weighted = F.defined_averages(per, positives)
+        values[f"{name}_macro"], values[f"{name}_weighted"] = np.float64(macro), np.float64(
+            weighted)
+        values[f"{name}_micro"] = np.float64(micro)
+        values[f"{name}_error_bound"] = np.float64(F.defined_averages(bound, positives)[0])
+    return values
+
+
 def _jaccard_terms(c: F.Counts, average):
     numerator, denominator = F.jaccard_terms(c)
     if average == "micro":
@@ -851,7 +918,9 @@ def _samples_average(defined: float, undefined_weight: float, weight: float,
     """The weighted mean over rows of a rate whose 0/0 rows take
     ``zero_division`` (NaN: those rows are left out of the mean)."""
     if math.isnan(zero_division):
+        # The defined rows' weight: the total less the undefined rows' (sums
+        # of the same weights in another order: all undefined within rounding).
         counted = weight - undefined_weight
-        return np.float64(defined / counted if counted > 0 else math.nan)
+        return np.float64(defined / counted if counted > 1e-9 * weight else math.nan)
     return np.float64((defined + zero_division * undefined_weight) / weight
                       if weight > 0 else math.nan)

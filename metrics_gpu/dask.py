@@ -33,6 +33,28 @@ position); what only the whole data decides (``labels=`` present,
 ``average='binary'`` on multiclass data, weights all 0) is checked on the
 merged cells.
 
+**Multilabel input.** ``(N, L)`` 0/1 indicator matrices (L >= 2, chunked
+along the rows only: an input chunked along the label axis is refused with
+a ``ValueError`` naming it) go to the multilabel forms of
+:func:`accuracy_score` (subset accuracy), :func:`zero_one_loss`,
+:func:`hamming_loss`, :func:`precision_recall_fscore_support`,
+:func:`precision_score`, :func:`recall_score`, :func:`f1_score`,
+:func:`fbeta_score`, :func:`jaccard_score`, :func:`specificity_score` and
+:func:`multilabel_confusion_matrix` (``samplewise=False`` only), with the
+arguments and results of their in-memory namesakes. A chunk's state is O(L):
+per selected label its weighted tp, fp, fn and tn; the rows' count (weight)
+per number of wrong labels; and for ``average="samples"`` the per-row rates
+of the in-memory formulas, summed as the weighted sum where defined, the
+weight of the rows where defined and where 0/0, and the number of the latter,
+from which every ``zero_division`` gives the in-memory mean. Merging adds
+the states; the metric is the in-memory formula of the merged counts. The
+row-separable ranking metrics :func:`label_ranking_average_precision_score`,
+:func:`label_ranking_loss`, :func:`coverage_error`, :func:`dcg_score` and
+:func:`ndcg_score` sum the weighted values of the in-memory row functions
+and the weight per chunk. Weights all 0 are refused for the whole data, not
+per chunk. Not for multilabel input on Dask: ``classification_report`` and
+``label_report`` (and what refuses it in memory).
+
 **Score metrics** (:func:`classification_metrics`, :func:`log_loss`,
 :func:`brier_score_loss`, :func:`top_k_accuracy_score`,
 :func:`expected_calibration_error`, and the binned :func:`roc_auc_score` and
@@ -174,8 +196,10 @@ def _as_dask(array, name: str, rows=None):
     if array is None:
         return None
     if not isinstance(array, da.Array):
-        array = da.asarray(array) if rows is None else da.from_array(
-            array, chunks=(rows,) + tuple(-1 for _ in np.shape(array)[1:]))
+        shape = np.shape(array)
+        # Chunked like y_true when it has as many rows (else the caller names the mismatch).
+        array = da.asarray(array) if rows is None or shape[:1] != (sum(rows),) else \
+            da.from_array(array, chunks=(rows,) + tuple(-1 for _ in shape[1:]))
     if array.ndim == 0:
         raise ValueError(f"{name} must be an array of one entry per sample, got a scalar")
     if any(math.isnan(size) for size in array.chunks[0]):
@@ -490,9 +514,9 @@ class MultilabelSums:
 
 # The per-row rates of average="samples": the in-memory formulas' (numerator,
 # denominator) pairs, F-beta's of beta.
-_SAMPLE_RATES = {"precision": F.precision_terms, "recall": F.recall_terms,
-                 "f-score": F.fbeta_terms, "jaccard": F.jaccard_terms,
-                 "specificity": F.specificity_terms}
+_SAMPLE_RATES: dict[str, Callable[..., F.Terms]] = {
+    "precision": F.precision_terms, "recall": F.recall_terms, "f-score": F.fbeta_terms,
+    "jaccard": F.jaccard_terms, "specificity": F.specificity_terms}
 
 _NOT_INDICATOR = (
     f"y_true and y_pred must be {MULTILABEL} matrices of one shape (0 and 1 only, one column "
@@ -528,8 +552,9 @@ def _multilabel_of_chunk(y_true, y_pred, sample_weight, *, index, offset, column
             mass = xp.ones(counts.num_samples, dtype=xp.float64)
         for name in rates:
             terms = _SAMPLE_RATES[name]
-            values, undefined = F.divide(*(terms(per_row, beta) if name == "f-score"
-                                           else terms(per_row)), xp)
+            numerator, denominator = (terms(per_row, beta) if name == "f-score"
+                                      else terms(per_row))
+            values, undefined = F.divide(numerator, denominator, xp)
             defined_mass = xp.where(undefined, 0.0, mass)
             sums[name] = xp.stack([
                 xp.sum(xp.where(undefined, 0.0, values) * defined_mass), xp.sum(defined_mass),
@@ -539,8 +564,8 @@ def _multilabel_of_chunk(y_true, y_pred, sample_weight, *, index, offset, column
     def host(array):
         return np.asarray(inputs.backend.to_host(array))
 
-    return MultilabelSums(*(host(a) for a in (counts.tp, counts.fp, counts.fn, counts.tn,
-                                              wrong_labels)),
+    return MultilabelSums(tp=host(counts.tp), fp=host(counts.fp), fn=host(counts.fn),
+                          tn=host(counts.tn), wrong_labels=host(wrong_labels),
                           rates={name: host(value) for name, value in sums.items()},
                           rows=counts.num_samples)
 

@@ -144,7 +144,7 @@ def test_kernel_equals_reference_on_every_dtype(case, rng, true_dtype, pred_dtyp
     numpy_true = y.astype(_DTYPES[true_dtype][0])
     numpy_pred = scores.astype(_DTYPES[pred_dtype][0])
     expected = multilabel_update_reference(numpy_true, numpy_pred, weight, mode=mode, cut=0.5,
-                                           ignore=None, f_beta2=1.0)
+                                           ignore=None, f_beta2=1.0, thresholds=8)
     true = torch.from_numpy(numpy_true)
     pred = torch.from_numpy(numpy_pred)
     if _DTYPES[pred_dtype][1] is not None:
@@ -152,11 +152,12 @@ def test_kernel_equals_reference_on_every_dtype(case, rng, true_dtype, pred_dtyp
     if case.name == "cuda":
         true, pred = true.cuda(), pred.cuda()
     with mg.use_backend(case.name):
-        metrics = mg.MultilabelMetrics(num_labels, validate=False)
+        metrics = mg.MultilabelMetrics(num_labels, validate=False, thresholds=8)
         metrics.update(true, pred, torch.from_numpy(weight).to(true.device))
     state = metrics.state_dict()
     np.testing.assert_allclose(_host(state["counts"]), expected[0].reshape(-1), rtol=1e-6)
     np.testing.assert_allclose(_host(state["rows"]), expected[1], rtol=1e-12)
+    np.testing.assert_allclose(_host(state["histogram"]), expected[3].reshape(-1), rtol=1e-6)
 
 
 def _host(value):
@@ -386,3 +387,40 @@ def test_ranking_needs_scores_and_no_ignore_index():
         mg.MultilabelMetrics(3, ranking=True).update(np.zeros((2, 3), int), np.zeros((2, 3), int))
     with pytest.raises(ValueError, match="ranking must be True or False"):
         mg.MultilabelMetrics(3, ranking=1)
+
+
+@pytest.mark.parametrize("backend_name", STREAM_BACKENDS)
+@pytest.mark.parametrize("scores_are", ["probabilities", "logits"])
+def test_binned_roc_auc_and_average_precision(rng, backend_name, scores_are):
+    """The (2, L, H) histogram against one made here from the bins, and the
+    binned values within their bounds of scikit-learn's exact ones."""
+    from metrics_gpu import _formulas as F
+    from metrics_gpu.backends.numpy_backend import calibration_bin
+
+    n, num_labels, thresholds = 90, 5, 20
+    y, scores, weight = _case(rng, n, num_labels, weighted=True)
+    scores = (scores + rng.random(scores.shape).astype(np.float32) / 8) / 1.125
+    given = np.log(scores) - np.log1p(-scores) if scores_are == "logits" else scores
+    given = given.astype(np.float64)
+    with mg.use_backend(backend_name):
+        metrics = mg.MultilabelMetrics(num_labels, scores=scores_are, thresholds=thresholds)
+        for a, b in _batches(n):
+            metrics.update(torch.from_numpy(y[a:b]), torch.from_numpy(given[a:b]),
+                           torch.from_numpy(weight[a:b]))
+    report = metrics.compute()
+    probability = 1 / (1 + np.exp(-given)) if scores_are == "logits" else given
+    bins = calibration_bin(probability, thresholds)
+    histogram = np.zeros((2, num_labels, thresholds))
+    for row in range(n):
+        for label in range(num_labels):
+            histogram[0 if y[row, label] else 1, label, bins[row, label]] += weight[row]
+    auc, auc_bound, ap, _ = F.binned_rank_areas(histogram[0], histogram[1])
+    np.testing.assert_allclose(report.per_label["roc_auc"], auc, rtol=1e-12)
+    np.testing.assert_allclose(report.per_label["average_precision"], ap, rtol=1e-12)
+    exact = skm.roc_auc_score(y, given, average=None, sample_weight=weight)
+    assert np.all(np.abs(report.per_label["roc_auc"] - exact) <= auc_bound + 1e-12)
+    assert float(report["roc_auc_macro"]) == pytest.approx(auc.mean(), rel=1e-12)
+    assert abs(float(report["roc_auc_macro"]) - skm.roc_auc_score(
+        y, given, sample_weight=weight)) <= float(report["roc_auc_error_bound"]) + 1e-12
+    with pytest.raises(ValueError, match="thresholds=65536 with num_labels=4096"):
+        mg.MultilabelMetrics(4096, thresholds=65536)

@@ -58,15 +58,16 @@ def launch_geometry(device, rows: int, num_labels: int) -> tuple[int, int, int, 
 def update_arguments(y_true, true_code: int, true_stride: int, preds, pred_code: int,
                      pred_stride: int, mode: int, cut: float, weight, weight_code: int,
                      ignore: float | None, rows: int, num_labels: int, lanes: int, shared: int,
-                     weighted: bool, f_beta2: float, row_offset: int, counts, row_sums,
-                     checks) -> list:
+                     weighted: bool, f_beta2: float, row_offset: int, thresholds: int, counts,
+                     row_sums, checks, histogram) -> list:
     """The kernel's arguments, in order (arrays or address scalars for the pointers)."""
     return [y_true, np.int32(true_code), np.int64(true_stride), preds, np.int32(pred_code),
             np.int64(pred_stride), np.int32(mode), np.float64(cut), weight,
             np.int32(weight_code), np.int32(ignore is not None),
             np.float64(0.0 if ignore is None else ignore), np.int64(rows),
             np.int64(num_labels), np.int32(lanes), np.int32(shared > 0), np.int32(weighted),
-            np.float64(f_beta2), np.int64(row_offset), counts, row_sums, checks]
+            np.float64(f_beta2), np.int64(row_offset), np.int32(thresholds), counts, row_sums,
+            checks, histogram]
 
 
 class MultilabelLaunchers(LaunchBase):
@@ -74,16 +75,18 @@ class MultilabelLaunchers(LaunchBase):
 
     def multilabel_update(self, y_true, true_code: int, preds, pred_code: int, weight, *,
                           mode: int, cut: float, ignore: float | None, f_beta2: float,
-                          row_offset: int, counts, row_sums, checks) -> None:
+                          row_offset: int, counts, row_sums, checks, histogram=None) -> None:
         """Add a batch to the state arrays (``counts`` 4 L uint64 or float64,
-        ``row_sums``, ``checks``): ``y_true`` and ``preds`` (N, L) backend
-        arrays with contiguous rows of their element codes, ``weight`` (N,)
-        float32 / float64 or None."""
+        ``row_sums``, ``checks``, and ``histogram`` (2 L H, the counts' type)
+        or None): ``y_true`` and ``preds`` (N, L) backend arrays with
+        contiguous rows of their element codes, ``weight`` (N,) float32 /
+        float64 or None."""
         rows, num_labels = y_true.shape
         grid, block, lanes, shared = launch_geometry(self.device, rows, num_labels)
         weight_code = 0 if weight is None else ELEMENT_CODES[weight.dtype.name]
         self.launch(SOURCE, EXPRESSION, grid, block, update_arguments(
             y_true, true_code, y_true.strides[0] // y_true.itemsize, preds, pred_code,
             preds.strides[0] // preds.itemsize, mode, cut, weight, weight_code, ignore, rows,
-            num_labels, lanes, shared, counts.dtype == np.float64, f_beta2, row_offset, counts,
-            row_sums, checks), shared)
+            num_labels, lanes, shared, counts.dtype == np.float64, f_beta2, row_offset,
+            0 if histogram is None else histogram.size // (2 * num_labels), counts, row_sums,
+            checks, histogram), shared)
