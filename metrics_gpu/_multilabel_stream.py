@@ -862,6 +862,63 @@ class MultilabelReport(MetricMapping):
         self._values = values
         self.per_label = per_label
         self.beta = beta
+        self._histogram = state.get("histogram")
+        self._num_labels = num_labels
+
+    def curves(self) -> tuple[list[dict], list[dict]]:
+        """Each label's binned ROC and precision-recall curve
+        (:func:`metrics_gpu.plot.binned_curves` of the histogram), with its
+        ``"auc"`` / ``"average_precision"``.
+
+        Raises
+        ------
+        ValueError
+            The state was built without ``thresholds=H``.
+        """
+        from metrics_gpu.plot import binned_curves
+
+        if self._histogram is None:
+            raise ValueError("thresholds: this state has no score histogram; build "
+                             "MultilabelMetrics with thresholds=H for the curves")
+        histogram = np.asarray(self._histogram, dtype=np.float64).reshape(
+            2, self._num_labels, -1)
+        roc, pr = binned_curves(histogram)
+        for label, (roc_curve, pr_curve) in enumerate(zip(roc, pr)):
+            roc_curve["auc"] = float(self.per_label["roc_auc"][label])
+            pr_curve["average_precision"] = float(self.per_label["average_precision"][label])
+        return roc, pr
+
+    def plot_roc(self, ax: Any = None, labels: Any = None, **kwargs: Any) -> Any:
+        """Draw the binned ROC curves of ``labels`` (default: every label and
+        the macro average up to 10 labels, the macro average alone beyond),
+        through :func:`metrics_gpu.plot.plot_roc`."""
+        from metrics_gpu.plot import plot_roc
+
+        return plot_roc(self._chosen(self.curves()[0], labels, kwargs), ax=ax, **kwargs)
+
+    def plot_precision_recall(self, ax: Any = None, labels: Any = None, **kwargs: Any) -> Any:
+        """Draw the binned precision-recall curves, as :meth:`plot_roc`."""
+        from metrics_gpu.plot import plot_precision_recall
+
+        return plot_precision_recall(self._chosen(self.curves()[1], labels, kwargs), ax=ax,
+                                     **kwargs)
+
+    @staticmethod
+    def _chosen(curves: list[dict], labels, kwargs: dict) -> dict:
+        from metrics_gpu.plot import chosen_curves
+
+        if labels is None and len(curves) == 2:
+            labels = range(2)  # two labels are two problems, not one binary one
+        chosen = chosen_curves(curves, labels, kwargs)
+        return {name.replace("class ", "label "): curve for name, curve in chosen.items()}
+
+    def plot_per_label(self, metric: str = "f_score", ax: Any = None, **kwargs: Any) -> Any:
+        """A bar chart of ``per_label[metric]`` (:func:`metrics_gpu.plot.plot_per_label`)."""
+        from metrics_gpu.plot import plot_per_label
+
+        if metric not in self.per_label:
+            raise ValueError(f"metric must be one of {sorted(self.per_label)}, got {metric!r}")
+        return plot_per_label(self.per_label[metric], metric=metric, ax=ax, **kwargs)
 
     def _metric_names(self) -> tuple[str, ...]:
         return tuple(self._values)

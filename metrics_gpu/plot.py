@@ -538,10 +538,57 @@ def binned_curves(histogram):
     return roc, pr
 
 
+def plot_per_label(values, *, metric: str = "f_score", names=None, max_labels: int = 40,
+                   ax=None, title=None):
+    """A bar per label of a per-label metric (a multilabel report's
+    ``per_label[metric]``), labels in their order; with more than
+    ``max_labels`` labels, the ``max_labels`` lowest (where a model is
+    weakest), in their order. Undefined (NaN) values get no bar.
+
+    Parameters
+    ----------
+    values : (L,) array_like
+        The metric of each label.
+    metric : str, default "f_score"
+        Its name, for the axis.
+    names : sequence of str, optional
+        Each label's name (default its index).
+    max_labels : int, default 40
+        The most bars drawn.
+    ax : matplotlib Axes, optional
+        Where to draw; default a new figure.
+    title : str, optional
+
+    Returns
+    -------
+    matplotlib Axes
+    """
+    values = _host(values, np.float64).reshape(-1)
+    max_labels = _check_max_classes(max_labels)
+    names = [str(i) for i in range(values.size)] if names is None else [str(n) for n in names]
+    if len(names) != values.size:
+        raise ValueError(f"names: {len(names)} names for {values.size} labels")
+    shown = np.arange(values.size)
+    if values.size > max_labels:
+        order = np.argsort(np.where(np.isnan(values), np.inf, values), kind="stable")
+        shown = np.sort(order[:max_labels])
+    ax = _new_axes(ax, figsize=(max(4.0, 0.3 * shown.size + 1.5), 3.5))
+    ax.bar(np.arange(shown.size), np.nan_to_num(values[shown], nan=0.0),
+           color=["C0" if np.isfinite(v) else "none" for v in values[shown]])
+    ax.set_xticks(np.arange(shown.size), [names[i] for i in shown],
+                  rotation=90 if shown.size > 10 else 0)
+    ax.set_ylim(0, 1.05)
+    ax.set_xlabel("label" if shown.size == values.size
+                  else f"label (the {shown.size} lowest of {values.size})")
+    ax.set_ylabel(metric)
+    ax.set_title(title if title is not None else f"{metric} per label")
+    return ax
+
+
 __all__ = [
     "chosen_curves",
     "binned_curves", "macro_average_curve", "most_confused_classes", "plot_confusion_matrix",
-    "plot_precision_recall", "plot_reliability", "plot_roc",
+    "plot_per_label", "plot_precision_recall", "plot_reliability", "plot_roc",
 ]
 
 

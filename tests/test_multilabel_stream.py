@@ -424,3 +424,29 @@ def test_binned_roc_auc_and_average_precision(rng, backend_name, scores_are):
         y, given, sample_weight=weight)) <= float(report["roc_auc_error_bound"]) + 1e-12
     with pytest.raises(ValueError, match="thresholds=65536 with num_labels=4096"):
         mg.MultilabelMetrics(4096, thresholds=65536)
+
+
+def test_curves_and_pictures(rng):
+    pytest.importorskip("matplotlib")
+    y, scores, _ = _case(rng, 60, 12, weighted=False)
+    metrics = mg.MultilabelMetrics(12, thresholds=10)
+    metrics.update(y, scores)
+    report = metrics.compute()
+    roc, pr = report.curves()
+    assert len(roc) == len(pr) == 12
+    assert roc[3]["auc"] == pytest.approx(report.per_label["roc_auc"][3])
+    ax = report.plot_roc(labels=[0, 5])
+    assert [line.get_label().split(" (")[0] for line in ax.get_lines()][:2] == ["label 0",
+                                                                                 "label 5"]
+    report.plot_precision_recall()  # 12 labels: the macro curve alone
+    bars = report.plot_per_label("f_score", max_labels=5)
+    assert len(bars.patches) == 5
+    shown = [int(tick.get_text()) for tick in bars.get_xticklabels()]
+    f_score = np.nan_to_num(report.per_label["f_score"], nan=np.inf)
+    assert sorted(shown) == shown and set(shown) == set(np.argsort(f_score, kind="stable")[:5])
+    with pytest.raises(ValueError, match="metric must be one of"):
+        report.plot_per_label("accuracy")
+    plain = mg.MultilabelMetrics(12)
+    plain.update(y, scores)
+    with pytest.raises(ValueError, match="thresholds=H for the curves"):
+        plain.compute().curves()
