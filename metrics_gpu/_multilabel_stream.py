@@ -231,6 +231,13 @@ class MultilabelMetrics:
     ignore_index : int, optional
         A target value to leave out, cell by cell (torchmetrics'): such a
         cell counts in no label and in no row's rates. 0 and 1 are refused.
+    thresholds : int, optional
+        H >= 2: also each label's binned ROC AUC and average precision (and
+        their macro, weighted and micro averages, with a bound of their
+        distance to the exact values), from a histogram of each label's
+        probability (the sigmoid of a logit) in H equal bins, filled by the
+        same launch; ``curves()`` and ``plot_roc`` / ``plot_precision_recall``
+        on the report.
     ranking : bool, default False
         Also the exact label-ranking metrics of the scores
         (``label_ranking_average_precision_score``, ``label_ranking_loss``,
@@ -567,8 +574,9 @@ class MultilabelMetrics:
             A mapping of the scalar metrics by name (``subset_accuracy``,
             ``hamming_loss``, ``precision_micro`` ... ``jaccard_samples``,
             ``f_score_*`` with ``beta``, ``f1_*`` as well when beta is 1,
-            the three ranking metrics with ``ranking=True``, ``total``,
-            ``invalid``), with ``per_label`` and
+            ``roc_auc_*`` / ``average_precision_*`` (macro, weighted, micro,
+            error_bound) with ``thresholds``, the three ranking metrics with
+            ``ranking=True``, ``total``, ``invalid``), with ``per_label`` and
             ``confusion_matrix`` as attributes.
 
         Raises
