@@ -30,7 +30,7 @@ import numpy as np
 
 from metrics_gpu import _formulas as F
 from metrics_gpu._backend import get_backend_implementation, resolve_backend
-from metrics_gpu._planned import address_reader
+from metrics_gpu._planned import address, address_reader, array_layout
 from metrics_gpu._report_mapping import MetricMapping, missing_metric
 from metrics_gpu._streaming import MAX_THRESHOLDS
 from metrics_gpu._validation import check_int_range
@@ -172,20 +172,6 @@ def multilabel_update_reference(y_true, preds, weight, *, mode: str, cut: float,
         if weight is None:
             histogram = histogram.astype(np.uint64)
     return counts, sums, checks, histogram
-
-
-def _array_layout(array):
-    """What fixes an update's launch about one input: type, dtype, trailing
-    shape, strides, device (attribute reads only); None for other inputs."""
-    kind = type(array)
-    if kind is np.ndarray:
-        return kind, array.dtype, array.shape[1:], array.strides
-    module = kind.__module__
-    if module == "torch":
-        return kind, array.dtype, array.shape[1:], array.stride(), array.device
-    if module.startswith("cupy"):
-        return kind, array.dtype, array.shape[1:], array.strides, array.data.device_id
-    return None
 
 
 class _Layout:
@@ -395,8 +381,8 @@ class MultilabelMetrics:
             ``validate="eager"``, a row holding a value the state refuses.
         """
         self._own_state()
-        key = (_array_layout(y_true), _array_layout(preds),
-               None if sample_weight is None else _array_layout(sample_weight))
+        key = (array_layout(y_true), array_layout(preds),
+               None if sample_weight is None else array_layout(sample_weight))
         layout = self._layouts.get(key)
         if layout is not None and self._planned_update(layout, y_true, preds, sample_weight):
             return
@@ -499,7 +485,7 @@ class MultilabelMetrics:
             pointer = backend.device.data_pointer
             # A plan only where the kernel read the caller's arrays as they are
             # (and the update is the kernel's alone: not with ranking=True).
-            if not ranking and all(a is None or _address(a) == pointer(b) for a, b in zip(given, read)) and \
+            if not ranking and all(a is None or address(a) == pointer(b) for a, b in zip(given, read)) and \
                     None not in key[:2] and len(self._layouts) < _MAX_LAYOUTS:
                 self._layouts[key] = _Layout(
                     true_code, true.strides[0] // true.itemsize, pred_code,
@@ -739,12 +725,6 @@ def _backend_values(values, backend):
     if backend.name != "cuda":
         return _host_values(values)
     return backend.asarray(values)
-
-
-def _address(array) -> int:
-    from metrics_gpu._planned import address
-
-    return address(array)
 
 
 def _kernel_input(values, backend, name: str):
