@@ -84,6 +84,17 @@ def count(text: str) -> int:
     return int(value)
 
 
+def case_shape(text: str) -> tuple[int, int]:
+    """A bench case ``NxL`` (rows x labels), e.g. 1e6x100 (the multilabel benches)."""
+    parts = text.lower().split("x")
+    if len(parts) != 2:
+        raise argparse.ArgumentTypeError(f"a case is NxL (e.g. 1e6x100), got {text!r}")
+    n, num_labels = count(parts[0]), count(parts[1])
+    if num_labels < 2:
+        raise argparse.ArgumentTypeError(f"L must be >= 2 (the ranking loss), got {text!r}")
+    return n, num_labels
+
+
 def best_time(function, repeat: int) -> tuple[float, object]:
     """``(best wall seconds, last result)`` of ``repeat`` calls."""
     best, result = float("inf"), None

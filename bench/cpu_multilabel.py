@@ -1,11 +1,14 @@
 """CPU bench: the multilabel metrics on the numpy backend vs scikit-learn and torchmetrics.
 
-    python bench/cpu_multilabel.py [--samples 1e4 1e5 1e6] [--labels 10 100]
+    python bench/cpu_multilabel.py [--cases 1e4x10 1e5x10 1e6x10 1e4x100 1e5x100]
         [--repeat 3] [--sklearn-repeat 1] [--torchmetrics-repeat 1] [--torch-threads 1]
         [--sklearn-ranking-samples 1e5] [--auc-samples 1e5]
         [--skip threshold ranking auc torchmetrics] [--seed 0] [--json PATH] [--write-results]
 
-In one run, for every N and L, on the same arrays: ``y_true`` (N, L) int8 0/1
+In one run, for every (N, L) case (``--cases NxL``: N = 1e4, 1e5, 1e6 at
+L = 10 and N = 1e4, 1e5 at L = 100 by default, about 75 s on 2 cores;
+``1e6x100`` adds about 2.5 minutes, ``1e6x1000`` far more), on the same
+arrays: ``y_true`` (N, L) int8 0/1
 indicators (label j relevant with probability p_j, p_j uniform in
 [0.02, 0.4)), ``scores`` (N, L) float32 = sigmoid(N(0, 1) + 2.5 y - 1.5)
 rounded to 0.01 (so every row holds tied scores), ``y_pred = scores >= 0.5``
@@ -82,6 +85,7 @@ from _common import (
     add_output_options,
     agree_text,
     best_time,
+    case_shape,
     count,
     fmt,
     fmt_n,
@@ -96,8 +100,7 @@ from cpu_scores import cpu_cores, cpu_model, device_slug
 
 import metrics_gpu as mg
 
-DEFAULT_SAMPLES = (10**4, 10**5, 10**6)
-DEFAULT_LABELS = (10, 100)
+DEFAULT_CASES = ((10**4, 10), (10**5, 10), (10**6, 10), (10**4, 100), (10**5, 100))
 DEFAULT_RANKING_SAMPLES = 10**5  # rows given to the row loops of scikit-learn / torchmetrics
 DEFAULT_AUC_SAMPLES = 10**5
 PREVALENCE = (0.02, 0.4)   # label j is relevant with probability p_j ~ U[0.02, 0.4)
@@ -227,7 +230,7 @@ def flat(value):
         return np.concatenate([flat(v) for v in value if v is not None])
     if hasattr(value, "detach"):  # torch
         value = value.detach().cpu().numpy()
-    return np.atleast_1d(np.asarray(value))
+    return np.asarray(value).reshape(-1)
 
 
 def same(ours, theirs, rtol: float):
@@ -615,10 +618,9 @@ def build_parser() -> argparse.ArgumentParser:
         description=__doc__.splitlines()[0],
         epilog=f"Targets: the threshold report >= {TARGET_REPORT:g}x scikit-learn; LRAP + "
                f"ranking loss + coverage error (summed) >= {TARGET_RANKING:g}x scikit-learn.")
-    parser.add_argument("--samples", type=count, nargs="+", default=list(DEFAULT_SAMPLES),
-                        help="N values, rows of the (N, L) indicators (default 1e4 1e5 1e6)")
-    parser.add_argument("--labels", type=count, nargs="+", default=list(DEFAULT_LABELS),
-                        help="L values (default 10 100; 1000 works, slowly)")
+    parser.add_argument("--cases", type=case_shape, nargs="+", default=list(DEFAULT_CASES),
+                        help="(N, L) cases as NxL, N rows of L labels (default 1e4x10 1e5x10 "
+                             "1e6x10 1e4x100 1e5x100; 1e6x100 adds ~2.5 min, 1e6x1000 far more)")
     parser.add_argument("--repeat", type=count, default=3,
                         help="timed runs of ours, best kept (default 3)")
     parser.add_argument("--sklearn-repeat", type=count, default=1,
@@ -654,7 +656,7 @@ def main(argv=None) -> int:
     results = {
         "bench": "cpu_multilabel",
         "environment": environment(torch, tm_version),
-        "settings": {"samples": args.samples, "labels": args.labels, "repeat": args.repeat,
+        "settings": {"cases": [list(c) for c in args.cases], "repeat": args.repeat,
                      "sklearn_repeat": args.sklearn_repeat,
                      "torchmetrics_repeat": args.torchmetrics_repeat,
                      "torch_threads": args.torch_threads,
@@ -681,9 +683,8 @@ def main(argv=None) -> int:
         "cases": [],
     }
     warm_up(run, torch)
-    for num_labels in args.labels:
-        for n in args.samples:
-            results["cases"].append(case(run, n, num_labels, torch))
+    for n, num_labels in args.cases:
+        results["cases"].append(case(run, n, num_labels, torch))
     results["targets"] = evaluate_targets(results)
     results["notes"] = run.notes
     results["failures"] = run.failures
