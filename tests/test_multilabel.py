@@ -406,3 +406,18 @@ def test_unvalidated_label_maps_of_another_k_are_not_read(function, monkeypatch)
     function(Y_TRUE, Y_PRED, num_classes=2, validate=False)
     with pytest.raises(AssertionError, match="were read"):
         function(Y_TRUE, Y_PRED, num_classes=2)  # validated: the 0/1 check runs
+
+
+def test_short_rows_counted_by_blocks_of_rows_give_the_same_counts(monkeypatch, rng):
+    """The float32 counts of short rows, in blocks of rows (2**24 - 1 each:
+    here 6), against scikit-learn's."""
+    from metrics_gpu import _multilabel
+
+    monkeypatch.setattr(_multilabel, "_EXACT_FLOAT32_COUNT", 7)
+    y_true = rng.integers(0, 2, (40, 5))
+    y_pred = rng.integers(0, 2, (40, 5))
+    np.testing.assert_array_equal(mg.multilabel_confusion_matrix(y_true, y_pred),
+                                  skm.multilabel_confusion_matrix(y_true, y_pred))
+    assert mg.hamming_loss(y_true, y_pred) == skm.hamming_loss(y_true, y_pred)
+    assert mg.f1_score(y_true, y_pred, average="samples", zero_division=0) == pytest.approx(
+        skm.f1_score(y_true, y_pred, average="samples", zero_division=0), rel=1e-12)
