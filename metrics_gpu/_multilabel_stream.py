@@ -538,6 +538,17 @@ class MultilabelMetrics:
         backend = self._backend
         return {name: np.asarray(backend.to_host(value)) for name, value in self._arrays.items()}
 
+    def first_invalid(self) -> tuple[int, int, tuple[str, ...]] | None:
+        """The rows left out so far: ``(how many, the first as a row of the
+        stream (0-based, every update's rows in turn), the arguments that
+        held a refused value among them)``, or None when none was (one read
+        back of the checks)."""
+        checks = self._host_state()["checks"]
+        if int(checks[0]) == 0:
+            return None
+        return (int(checks[0]), int(checks[1]),
+                tuple(name for bit, name in CHECK_BITS.items() if int(checks[2]) & bit))
+
     def _raise_invalid(self, state: dict[str, np.ndarray] | None = None) -> None:
         state = self._host_state() if state is None else state
         checks = state["checks"]
@@ -934,13 +945,19 @@ def _binned_values(histogram, num_labels: int, per_label: dict) -> dict[str, Any
                      average_precision_error_bound=ap_bound)
     pooled = F.binned_rank_areas(h[0].sum(axis=0), h[1].sum(axis=0))
     values: dict[str, Any] = {}
-    for name, per, bound, micro in (("roc_auc", auc, auc_bound, pooled[0]),
-                                    ("average_precision", ap, ap_bound, pooled[2])):
+    for name, per, bound, micro, micro_bound in (
+            ("roc_auc", auc, auc_bound, pooled[0], pooled[1]),
+            ("average_precision", ap, ap_bound, pooled[2], pooled[3])):
         macro, weighted = F.defined_averages(per, positives)
         values[f"{name}_macro"], values[f"{name}_weighted"] = np.float64(macro), np.float64(
             weighted)
         values[f"{name}_micro"] = np.float64(micro)
-        values[f"{name}_error_bound"] = np.float64(F.defined_averages(bound, positives)[0])
+        # Each average's bound: the same average of the labels' bounds
+        # (macro: ``_error_bound``), the pooled histogram's for micro.
+        macro_bound, weighted_bound = F.defined_averages(bound, positives)
+        values[f"{name}_error_bound"] = np.float64(macro_bound)
+        values[f"{name}_weighted_error_bound"] = np.float64(weighted_bound)
+        values[f"{name}_micro_error_bound"] = np.float64(micro_bound)
     return values
 
 

@@ -22,10 +22,25 @@ import numpy as np
 import metrics_gpu
 from metrics_gpu._backend import BACKEND_NAMES, BackendUnavailableError, backend_for_host_data
 from metrics_gpu._extras import install_hint
-from metrics_gpu.files import AUC_MODES, SUFFIXES, report_files, split_source
+from metrics_gpu.files import (
+    AUC_MODES,
+    SUFFIXES,
+    TASKS,
+    detect_multilabel,
+    evaluate_multilabel_files,
+    report_files,
+    split_source,
+)
 from metrics_gpu.report import label_report
 
 FORMATS = ("text", "json", "markdown", "html")
+# The report's defaults where None says "not given" (options of one task only).
+DEFAULT_TOP_K = (1, 5)
+DEFAULT_N_BINS = 15
+DEFAULT_THRESHOLDS = 1000
+DEFAULT_THRESHOLD = 0.5
+# Options of the multiclass report that --task multilabel refuses when given.
+MULTICLASS_ONLY = {"num_classes": "--num-classes", "top_k": "--top-k", "n_bins": "--n-bins"}
 
 
 def _top_k(text: str) -> tuple[int, ...]:
@@ -77,10 +92,64 @@ def _progress_bars(quiet: bool):
 def _command_report(args: argparse.Namespace) -> int:
     sources = {"y_true": args.y_true, "y_pred": args.y_pred, "scores": args.scores,
                "sample_weight": args.sample_weight}
+    task, detected = args.task, None
+    if task is None:
+        detected = detect_multilabel(sources)
+        task = "multilabel" if detected else "multiclass"
+    if task == "multilabel":
+        return _command_multilabel_report(args, sources, detected)
+    if args.threshold is not None:
+        raise ValueError("--threshold is for --task multilabel (multiclass labels are the "
+                         "argmax of the scores)")
     if args.scores is None and _pred_holds_scores(args.y_pred):
         sources["y_pred"], sources["scores"] = None, args.y_pred
     if sources["y_pred"] is None and sources["scores"] is None:
         raise ValueError("give --y-pred (predicted labels) or --scores (or both)")
+
+    def build(progress):
+        report = report_files(
+            sources, num_classes=args.num_classes, ignore_index=args.ignore_index,
+            scores_are=args.scores_are,
+            top_k=DEFAULT_TOP_K if args.top_k is None else args.top_k,
+            n_bins=args.n_bins or DEFAULT_N_BINS, auc=args.auc,
+            thresholds=args.thresholds or DEFAULT_THRESHOLDS, backend=args.backend,
+            chunk_rows=args.chunk_size, progress=progress,
+            curves=args.plot is not None or args.format == "html")
+        report.labels.metrics  # read back before the bars close
+        return report
+
+    return _run_report(args, build)
+
+
+def _command_multilabel_report(args: argparse.Namespace, sources: dict[str, str | None],
+                               detected: str | None) -> int:
+    """``--task multilabel`` (or files detected as such): (N, L) targets and
+    predictions through :class:`metrics_gpu.MultilabelMetrics`."""
+    given = [option for name, option in MULTICLASS_ONLY.items()
+             if getattr(args, name) is not None]
+    if given:
+        raise ValueError(f"{given[0]} is for --task multiclass; a multilabel report takes L "
+                         "from the files and has no top-k or calibration")
+    if args.format == "html":
+        raise ValueError("--format html is not made for --task multilabel yet: use text, "
+                         "json or markdown")
+    if args.auc == "exact":
+        raise ValueError("--auc exact is not made for --task multilabel yet: its ROC AUC / "
+                         "average precision are binned (--thresholds H), with error bounds")
+    thresholds = args.thresholds
+    if thresholds is None and args.auc == "binned":
+        thresholds = DEFAULT_THRESHOLDS
+    threshold = DEFAULT_THRESHOLD if args.threshold is None else args.threshold
+    return _run_report(args, lambda progress: evaluate_multilabel_files(
+        sources, threshold=threshold, scores_are=args.scores_are, thresholds=thresholds,
+        ignore_index=args.ignore_index, backend=args.backend, chunk_rows=args.chunk_size,
+        detected=detected, progress=progress))
+
+
+def _run_report(args: argparse.Namespace, build) -> int:
+    """What every report does around ``build(progress)``, which reads the files
+    and returns the report: the checks said before any reading, the progress
+    bars, the warnings as one line each, the pictures and the output."""
     if args.plot is not None:
         _check_plot_directory(args.plot)
     _check_output(args.output)
@@ -89,13 +158,7 @@ def _command_report(args: argparse.Namespace) -> int:
     try:
         with warnings.catch_warnings(record=True) as caught:
             warnings.simplefilter("always", UserWarning)
-            report = report_files(
-                sources, num_classes=args.num_classes, ignore_index=args.ignore_index,
-                scores_are=args.scores_are, top_k=args.top_k, n_bins=args.n_bins,
-                auc=args.auc, thresholds=args.thresholds, backend=args.backend,
-                chunk_rows=args.chunk_size, progress=progress,
-                curves=args.plot is not None or args.format == "html")
-            report.labels.metrics  # read back before the bars close
+            report = build(progress)
         elapsed = time.perf_counter() - start
     finally:
         for bar in bars:
@@ -280,35 +343,50 @@ def build_parser() -> argparse.ArgumentParser:
         description="Every label metric of --y-true vs --y-pred (or the argmax of --scores) "
         "and, with --scores, the score metrics and ROC AUC / average precision, read in "
         "chunks (files larger than memory are fine). A column is PATH or PATH:NAME "
-        f"({', '.join(SUFFIXES)}; Parquet / Arrow need the [io] extra).")
+        f"({', '.join(SUFFIXES)}; Parquet / Arrow need the [io] extra). With --task "
+        "multilabel, (N, L) 0/1 targets vs (N, L) 0/1 --y-pred or (N, L) --scores "
+        "thresholded at --threshold.")
+    report.add_argument("--task", choices=TASKS,
+                        help="multiclass: one column of class codes; multilabel: --y-true is "
+                        "(N, L) 0/1 (a 2-D .npy, L columns of a CSV / Parquet, a list "
+                        "column), --y-pred (N, L) 0/1 or --scores (N, L). Default: "
+                        "multilabel when --y-true has L >= 2 columns and the predictions as "
+                        "many (said in the report), else multiclass")
     report.add_argument("--y-true", required=True, metavar="FILE[:COLUMN]",
                         help="true class codes")
     report.add_argument("--y-pred", metavar="FILE[:COLUMN]",
                         help="predicted class codes (an (N, K) float .npy is read as --scores)")
     report.add_argument("--scores", metavar="FILE[:COLUMNS]",
                         help="(N, K) scores (a list column, or COLUMNS as a,b,c), or (N,) "
-                        "scores of the positive class")
+                        "scores of the positive class; multilabel: (N, L) scores of each label")
     report.add_argument("--scores-are", choices=("logits", "probabilities"), default="logits",
                         help="what --scores hold (default logits: raw scores, softmax taken); "
                         "probabilities must be in [0, 1] with rows summing to 1, checked as "
                         "they are read; logits whose every row looks like probabilities are "
-                        "warned of")
+                        "warned of (multilabel: sigmoid per label; probabilities in [0, 1])")
+    report.add_argument("--threshold", type=float, metavar="T",
+                        help="multilabel: a label is predicted where its probability (or "
+                        "sigmoid of its logit) is above T (default 0.5)")
     report.add_argument("--sample-weight", metavar="FILE[:COLUMN]", help="per-sample weights")
     report.add_argument("--num-classes", type=_positive_int,
                         help="K (default: the scores' width, or the classes present: one "
                         "extra pass over the label files)")
-    report.add_argument("--ignore-index", type=int, help="leave out samples with this target")
-    report.add_argument("--top-k", type=_top_k, default=(1, 5), metavar="K1,K2",
+    report.add_argument("--ignore-index", type=int,
+                        help="leave out samples with this target (multilabel: the cells "
+                        "with this target; not 0 or 1)")
+    report.add_argument("--top-k", type=_top_k, metavar="K1,K2",
                         help="top-k accuracies of the scores (default 1,5; values above K "
                         "are left out)")
-    report.add_argument("--n-bins", type=_positive_int, default=15,
+    report.add_argument("--n-bins", type=_positive_int,
                         help="calibration bins (default 15)")
     report.add_argument("--auc", choices=AUC_MODES, default="auto",
                         help="ROC AUC / average precision: exact (every score kept in memory), "
                         "binned (--thresholds bins, error bound printed), auto: exact when it "
                         "fits in half the free memory (default)")
-    report.add_argument("--thresholds", type=_positive_int, default=1000,
-                        help="bins of the binned AUC and of the curves (default 1000)")
+    report.add_argument("--thresholds", type=_positive_int,
+                        help="bins of the binned AUC and of the curves (default 1000); "
+                        "multilabel: binned ROC AUC / AP per label with their error bounds, "
+                        "and the curves, only when given (or --auc binned)")
     report.add_argument("--format", choices=FORMATS, default="text",
                         help="text (default), json (strict JSON: an undefined metric, NaN, "
                         "is null; with a descriptions table of the names), markdown, or "

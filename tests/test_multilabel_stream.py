@@ -422,6 +422,10 @@ def test_binned_roc_auc_and_average_precision(rng, backend_name, scores_are):
     assert float(report["roc_auc_macro"]) == pytest.approx(auc.mean(), rel=1e-12)
     assert abs(float(report["roc_auc_macro"]) - skm.roc_auc_score(
         y, given, sample_weight=weight)) <= float(report["roc_auc_error_bound"]) + 1e-12
+    for average in ("micro", "weighted"):
+        assert abs(float(report[f"roc_auc_{average}"]) - skm.roc_auc_score(
+            y, given, average=average, sample_weight=weight)) <= float(
+            report[f"roc_auc_{average}_error_bound"]) + 1e-12
     with pytest.raises(ValueError, match="thresholds=65536 with num_labels=4096"):
         mg.MultilabelMetrics(4096, thresholds=65536)
 
@@ -450,3 +454,11 @@ def test_curves_and_pictures(rng):
     plain.update(y, scores)
     with pytest.raises(ValueError, match="thresholds=H for the curves"):
         plain.compute().curves()
+
+
+def test_first_invalid_names_the_rows_left_out():
+    metrics = mg.MultilabelMetrics(2, validate=False)
+    metrics.update(np.array([[1, 0], [0, 1]]), np.array([[0.2, 0.9], [0.4, 0.6]]))
+    assert metrics.first_invalid() is None
+    metrics.update(np.array([[1, 0], [3, 1]]), np.array([[0.2, 0.9], [0.4, 1.5]]))
+    assert metrics.first_invalid() == (1, 3, ("y_true", "preds"))

@@ -1,0 +1,316 @@
+"""`metrics-gpu report --task multilabel`: (N, L) files of every format streamed
+in uneven chunks through MultilabelMetrics equal scikit-learn; detection of
+the task; one-line errors naming the file and the row."""
+
+from __future__ import annotations
+
+import json
+
+import numpy as np
+import pytest
+from sklearn import metrics as sk
+
+from metrics_gpu import MultilabelMetrics
+from metrics_gpu.cli import main
+
+pa = pytest.importorskip("pyarrow")
+import pyarrow.parquet  # noqa: E402
+
+N = 203
+L = 4
+CHUNK = "37"  # six chunks, the last one short
+FAMILIES = {"precision": sk.precision_score, "recall": sk.recall_score, "f1": sk.f1_score,
+            "jaccard": sk.jaccard_score}
+AVERAGES = ("micro", "macro", "weighted", "samples")
+
+
+def sigmoid(x):
+    return 1.0 / (1.0 + np.exp(-x))
+
+
+@pytest.fixture(scope="module")
+def data():
+    rng = np.random.default_rng(11)
+    y_true = (rng.random((N, L)) < 0.35).astype(np.int64)
+    y_true[5] = 0  # a row with no label: the samples averages' 0/0
+    logits = rng.normal(size=(N, L)) + 1.2 * y_true
+    weight = rng.integers(1, 4, N).astype(np.float64)
+    return y_true, logits, weight
+
+
+@pytest.fixture(scope="module")
+def files(tmp_path_factory, data):
+    """The columns in .npy, CSV and Parquet: {format: {column: source}}."""
+    y_true, logits, weight = data
+    d = tmp_path_factory.mktemp("multilabel")
+    labels = (logits > 0).astype(np.int8)
+    probabilities = sigmoid(logits)
+    for name, values in (("t", y_true), ("p", labels), ("z", logits), ("q", probabilities),
+                         ("w", weight)):
+        np.save(d / f"{name}.npy", values)
+    names = [f"l{k}" for k in range(L)]
+    header = ",".join([*names, *(f"p{k}" for k in range(L)), *(f"z{k}" for k in range(L)),
+                       *(f"q{k}" for k in range(L)), "weight"])
+    np.savetxt(d / "all.csv", np.column_stack([y_true, labels, logits, probabilities, weight]),
+               delimiter=",", header=header, comments="",
+               fmt=["%d"] * (2 * L) + ["%.17g"] * (2 * L + 1))
+    fixed = pa.FixedSizeListArray.from_arrays
+    table = pa.table({"y_true": fixed(pa.array(y_true.ravel()), L),
+                      "y_pred": pa.array(list(labels)),
+                      "logits": fixed(pa.array(logits.ravel()), L),
+                      "probabilities": pa.array(list(probabilities)),
+                      "weight": pa.array(weight)})
+    pyarrow.parquet.write_table(table, d / "all.parquet", row_group_size=50)
+    pyarrow.parquet.write_table(pa.table({n: pa.array(y_true[:, k]) for k, n in enumerate(names)}),
+                           d / "labels.parquet", row_group_size=64)
+
+    def columns(prefix):
+        return "all.csv:" + ",".join(f"{prefix}{k}" for k in range(L))
+
+    sources = {
+        "npy": {"y_true": "t.npy", "labels": "p.npy", "logits": "z.npy",
+                "probabilities": "q.npy", "weight": "w.npy"},
+        "csv": {"y_true": columns("l"), "labels": columns("p"), "logits": columns("z"),
+                "probabilities": columns("q"), "weight": "all.csv:weight"},
+        "parquet": {"y_true": "all.parquet:y_true", "labels": "all.parquet:y_pred",
+                    "logits": "all.parquet:logits",
+                    "probabilities": "all.parquet:probabilities",
+                    "weight": "all.parquet:weight"},
+    }
+    out = {fmt: {k: str(d / v) for k, v in cols.items()} for fmt, cols in sources.items()}
+    out["parquet-columns"] = dict(out["parquet"], y_true=str(d / "labels.parquet"))
+    out["dir"] = d
+    return out
+
+
+def run(capsys, *argv, status=0):
+    code = main(["report", "--quiet", *argv])
+    captured = capsys.readouterr()
+    assert code == status, captured.err
+    return captured
+
+
+def run_json(capsys, *argv) -> dict:
+    return json.loads(run(capsys, "--format", "json", *argv).out)
+
+
+def prediction_argv(sources, kind):
+    if kind == "labels":
+        return ["--y-pred", sources["labels"]]
+    return ["--scores", sources[kind], "--scores-are", kind]
+
+
+def check_against_sklearn(report, y_true, y_pred, weight):
+    metrics = report["metrics"]
+    assert report["rows"] == N
+    assert report["total"] == pytest.approx(N if weight is None else weight.sum(), abs=1e-9)
+    assert metrics["subset_accuracy"] == pytest.approx(
+        sk.accuracy_score(y_true, y_pred, sample_weight=weight), abs=1e-12)
+    assert metrics["hamming_loss"] == pytest.approx(
+        sk.hamming_loss(y_true, y_pred, sample_weight=weight), abs=1e-12)
+    for family, score in FAMILIES.items():
+        for average in AVERAGES:
+            expected = score(y_true, y_pred, average=average, sample_weight=weight,
+                             zero_division=0)
+            assert metrics[f"{family}_{average}"] == pytest.approx(expected, abs=1e-12), \
+                f"{family}_{average}"
+        np.testing.assert_allclose(
+            report["per_label"][family],
+            score(y_true, y_pred, average=None, sample_weight=weight, zero_division=0),
+            rtol=0, atol=1e-12, err_msg=family)
+    np.testing.assert_allclose(report["confusion_matrix"], sk.multilabel_confusion_matrix(
+        y_true, y_pred, sample_weight=weight), rtol=0, atol=1e-9)
+
+
+@pytest.mark.parametrize("weighted", [False, True], ids=["unweighted", "weighted"])
+@pytest.mark.parametrize("kind", ["labels", "probabilities", "logits"])
+@pytest.mark.parametrize("fmt", ["npy", "csv", "parquet", "parquet-columns"])
+def test_report_equals_sklearn(files, data, capsys, fmt, kind, weighted):
+    y_true, logits, weight = data
+    sources = files[fmt]
+    argv = ["--task", "multilabel", "--y-true", sources["y_true"],
+            *prediction_argv(sources, kind), "--chunk-size", CHUNK]
+    if weighted:
+        argv += ["--sample-weight", sources["weight"]]
+    report = run_json(capsys, *argv)
+    assert report["task"] == "multilabel" and report["task_detected"] is None
+    assert report["labels"] == L and report["auc_method"] is None
+    check_against_sklearn(report, y_true, (logits > 0).astype(int),
+                          weight if weighted else None)
+
+
+def test_label_names_from_the_columns(files, capsys):
+    report = run_json(capsys, "--y-true", files["csv"]["y_true"], "--y-pred",
+                      files["csv"]["labels"])
+    assert report["label_names"] == [f"l{k}" for k in range(L)]
+    report = run_json(capsys, "--y-true", files["npy"]["y_true"], "--y-pred",
+                      files["npy"]["labels"])
+    assert report["label_names"] == [str(k) for k in range(L)]
+
+
+@pytest.mark.parametrize("threshold", ["0.5", "0.7"])
+def test_threshold_of_probabilities_and_logits(files, data, capsys, threshold):
+    y_true, logits, _ = data
+    expected = (sigmoid(logits) > float(threshold)).astype(int)
+    for kind in ("probabilities", "logits"):
+        report = run_json(capsys, "--y-true", files["npy"]["y_true"],
+                          *prediction_argv(files["npy"], kind), "--threshold", threshold)
+        assert report["metrics"]["f1_samples"] == pytest.approx(
+            sk.f1_score(y_true, expected, average="samples", zero_division=0), abs=1e-12), kind
+
+
+@pytest.mark.parametrize("weighted", [False, True], ids=["unweighted", "weighted"])
+def test_binned_auc_within_its_bounds_and_independent_of_the_chunks(files, data, capsys,
+                                                                    weighted):
+    y_true, logits, weight = data
+    probabilities = sigmoid(logits)
+    w = weight if weighted else None
+    argv = ["--y-true", files["npy"]["y_true"], "--scores", files["npy"]["logits"],
+            "--thresholds", "64"]
+    if weighted:
+        argv += ["--sample-weight", files["npy"]["weight"]]
+    report = run_json(capsys, *argv, "--chunk-size", CHUNK)
+    whole = run_json(capsys, *argv)  # one chunk: the same counts, sums within rounding
+    assert report["confusion_matrix"] == whole["confusion_matrix"]
+    for part in ("metrics", "per_label"):
+        assert report[part].keys() == whole[part].keys()
+        for name, value in report[part].items():
+            np.testing.assert_allclose(value, whole[part][name], rtol=0, atol=1e-12,
+                                       err_msg=name)
+    assert report["auc_method"] == "binned" and report["thresholds"] == 64
+    metrics, per_label = report["metrics"], report["per_label"]
+    for name, score in (("roc_auc", sk.roc_auc_score),
+                        ("average_precision", sk.average_precision_score)):
+        exact = score(y_true, probabilities, average=None, sample_weight=w)
+        bounds = np.array(per_label[f"{name}_error_bound"])
+        assert (np.abs(np.array(per_label[name]) - exact) <= bounds + 1e-12).all(), name
+        for average, bound in (("macro", ""), ("weighted", "weighted_"), ("micro", "micro_")):
+            expected = score(y_true, probabilities, average=average, sample_weight=w)
+            assert abs(metrics[f"{name}_{average}"] - expected) <= \
+                metrics[f"{name}_{bound}error_bound"] + 1e-12, f"{name}_{average}"
+    # The per-label values are the state's, fed the whole arrays at once.
+    state = MultilabelMetrics(L, scores="logits", thresholds=64)
+    state.update(y_true, logits, w)
+    np.testing.assert_allclose(per_label["roc_auc"], state.compute().per_label["roc_auc"],
+                               rtol=0, atol=1e-12)
+
+
+def test_ignore_index_cells_left_out(tmp_path, data, capsys):
+    y_true, logits, _ = data
+    padded = y_true.copy()
+    padded[::7, 1] = -1
+    np.save(tmp_path / "t.npy", padded)
+    np.save(tmp_path / "z.npy", logits)
+    report = run_json(capsys, "--y-true", str(tmp_path / "t.npy"), "--scores",
+                      str(tmp_path / "z.npy"), "--ignore-index", "-1", "--chunk-size", CHUNK)
+    state = MultilabelMetrics(L, scores="logits", ignore_index=-1)
+    state.update(padded, logits)
+    expected = state.compute()
+    for name in ("hamming_loss", "f1_macro", "jaccard_samples", "precision_micro"):
+        assert report["metrics"][name] == pytest.approx(float(expected[name]), abs=1e-12), name
+    assert report["per_label"]["support"][1] == int(y_true[:, 1][np.arange(N) % 7 != 0].sum())
+
+
+def test_detection_says_so_and_task_names_it(files, capsys):
+    sources = files["npy"]
+    out = run(capsys, "--y-true", sources["y_true"], "--y-pred", sources["labels"]).out
+    assert out.splitlines()[0] == (
+        f"task: multilabel (detected: --y-true holds an (N, {L}) matrix and --y-pred one of "
+        "the same shape; pass --task to choose)")
+    assert "precision_samples" in out and "support" in out
+    out = run(capsys, "--task", "multilabel", "--y-true", sources["y_true"], "--y-pred",
+              sources["labels"]).out
+    assert out.splitlines()[0] == "task: multilabel"
+    report = run_json(capsys, "--y-true", sources["y_true"], "--scores", sources["logits"])
+    assert report["task_detected"].startswith(f"--y-true holds an (N, {L}) matrix and --scores")
+
+
+def test_one_column_labels_stay_multiclass(tmp_path, capsys):
+    np.save(tmp_path / "t.npy", np.array([0, 1, 1, 0]))
+    np.save(tmp_path / "p.npy", np.array([0, 1, 0, 0]))
+    report = run_json(capsys, "--y-true", str(tmp_path / "t.npy"), "--y-pred",
+                      str(tmp_path / "p.npy"))
+    assert "task" not in report and report["confusion_matrix"] == [[2, 0], [1, 1]]
+
+
+def test_plots_written(files, tmp_path, capsys):
+    pytest.importorskip("matplotlib")
+    out = tmp_path / "pictures"
+    sources = files["npy"]
+    main(["report", "--y-true", sources["y_true"], "--scores", sources["logits"],
+          "--thresholds", "32", "--plot", str(out), "--format", "json"])
+    captured = capsys.readouterr()
+    assert sorted(p.name for p in out.iterdir()) == [
+        "per_label_f1.png", "precision_recall.png", "roc.png"]
+    assert f"wrote 3 pictures to {out}" in captured.err
+
+
+def test_probabilities_read_as_logits_are_warned_of(files, capsys):
+    sources = files["npy"]
+    err = run(capsys, "--y-true", sources["y_true"], "--scores",
+              sources["probabilities"]).err
+    assert (f"metrics-gpu: warning: --scores {sources['probabilities']}: every score is in "
+            "[0, 1]") in err
+    assert "warning" not in run(capsys, "--y-true", sources["y_true"], "--scores",
+                                sources["logits"]).err
+
+
+def save(directory, **arrays):
+    for name, values in arrays.items():
+        np.save(directory / f"{name}.npy", values)
+    return {name: str(directory / f"{name}.npy") for name in arrays}
+
+
+def test_errors_name_the_file_and_the_row(tmp_path, data, capsys):
+    y_true, logits, _ = data
+    bad = y_true.copy()
+    bad[100, 2] = 2
+    paths = save(tmp_path, bad=bad, t=y_true, z=logits, q=sigmoid(logits),
+                 wide=np.zeros((N, L + 1), np.int64), short=y_true[:-1],
+                 one=np.zeros(N, np.int64), half=np.full((N, L), 0.5),
+                 w=np.where(np.arange(N) == 150, -1.0, 1.0))
+    q_bad = sigmoid(logits)
+    q_bad[60, 0] = 1.5
+    paths.update(save(tmp_path, q_bad=q_bad))
+    (tmp_path / "t.csv").write_text("a,b\n0,1\n\n1,0\n1,3\n")
+    (tmp_path / "p.csv").write_text("a,b\n0,1\n1,0\n1,1\n")
+    cases = [
+        (["--y-true", paths["bad"], "--y-pred", paths["t"]],
+         f"--y-true {paths['bad']}: row 100 holds a target other than 0/1 (1 bad rows in all)"),
+        (["--y-true", str(tmp_path / "t.csv"), "--y-pred", str(tmp_path / "p.csv"),
+          "--chunk-size", "2"],
+         f"--y-true {tmp_path / 't.csv'}: row 2 (line 5) holds a target other than 0/1"),
+        (["--y-true", paths["t"], "--scores", paths["q_bad"], "--scores-are", "probabilities",
+          "--chunk-size", CHUNK],
+         f"--scores {paths['q_bad']}: row 60 holds a probability outside [0, 1]"),
+        (["--y-true", paths["t"], "--y-pred", paths["t"], "--sample-weight", paths["w"]],
+         f"--sample-weight {paths['w']}: row 150 holds a negative or non-finite weight"),
+        (["--y-true", paths["t"], "--y-pred", paths["wide"]],
+         f"--y-true {paths['t']} holds (N, {L}) rows, multilabel targets, but --y-pred "
+         f"{paths['wide']} holds {L + 1} column(s)"),
+        (["--task", "multilabel", "--y-true", paths["t"], "--y-pred", paths["one"]],
+         f"--y-pred {paths['one']}: 1 column(s), but --y-true {paths['t']} has {L}"),
+        (["--task", "multilabel", "--y-true", paths["t"], "--y-pred", paths["short"]],
+         f"--y-pred {paths['short']}: {N - 1:,} rows, but --y-true {paths['t']} has {N:,}"),
+        (["--task", "multilabel", "--y-true", paths["t"], "--y-pred", paths["half"]],
+         f"--y-pred {paths['half']}: row 0 holds the non-integer label 0.5 (per-label scores "
+         "go in --scores)"),
+        (["--task", "multilabel", "--y-true", paths["t"], "--y-pred", paths["t"], "--scores",
+          paths["z"]], "takes --y-pred ((N, L) 0/1 predictions) or --scores"),
+        (["--task", "multilabel", "--y-true", paths["t"], "--y-pred", paths["t"],
+          "--thresholds", "10"], "--thresholds (binned ROC AUC / AP per label) needs --scores"),
+        (["--y-true", paths["t"], "--y-pred", paths["t"], "--ignore-index", "1"],
+         "--ignore-index 1: with --task multilabel it must be a value other than"),
+        (["--y-true", paths["t"], "--y-pred", paths["t"], "--top-k", "1"],
+         "--top-k is for --task multiclass"),
+        (["--y-true", paths["t"], "--y-pred", paths["t"], "--format", "html"],
+         "--format html is not made for --task multilabel yet"),
+        (["--y-true", paths["t"], "--scores", paths["z"], "--auc", "exact"],
+         "--auc exact is not made for --task multilabel yet"),
+        (["--task", "multiclass", "--y-true", paths["one"], "--y-pred", paths["one"],
+          "--threshold", "0.3"], "--threshold is for --task multilabel"),
+    ]
+    for argv, message in cases:
+        err = run(capsys, *argv, status=2).err
+        assert err.startswith("metrics-gpu: error: ") and err.count("\n") == 1, err
+        assert message in err, (argv, err)
