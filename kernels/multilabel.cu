@@ -30,22 +30,25 @@
 
 namespace mg {
 
-// Element codes of the inputs (metrics_gpu/backends/launchers/multilabel.py).
+// Element codes of the inputs (ELEMENT_CODE_NAMES in
+// metrics_gpu/backends/launchers/multilabel.py).
 enum ElementCode {
-  kUint8 = 0,    // bool, uint8 (and int8: 0 and 1 have the same bits)
-  kInt32 = 1,
-  kInt64 = 2,
-  kFloat32 = 3,
-  kFloat64 = 4,
-  kFloat16 = 5,  // IEEE half, as bits
-  kBfloat16 = 6  // bfloat16, as bits
+  kUint8,     // bool, uint8 (and int8: 0 and 1 have the same bits)
+  kInt32,
+  kInt64,
+  kFloat32,
+  kFloat64,
+  kFloat16,   // IEEE half, as bits
+  kBfloat16,  // bfloat16, as bits
+  kElementCodeCount
 };
 
-// How a prediction is read.
+// How a prediction is read (PREDICTION_MODE_NAMES).
 enum PredictionMode {
-  kLabels = 0,         // 0/1: 1 is positive
-  kProbabilities = 1,  // finite in [0, 1]: positive above the cut
-  kLogits = 2          // finite: positive above the cut (log(t / (1 - t)))
+  kLabels,         // 0/1: 1 is positive
+  kProbabilities,  // finite in [0, 1]: positive above the cut
+  kLogits,         // finite: positive above the cut (log(t / (1 - t)))
+  kPredictionModeCount
 };
 
 enum RowSlot {
@@ -65,8 +68,8 @@ enum RowSlot {
   kRowSlotCount
 };
 
-// Why rows were left out (checks[2], bits).
-enum CheckBit { kBadTarget = 1, kBadPrediction = 2, kBadWeight = 4 };
+// Why rows were left out: checks[2] has bit 1 << reason set (CHECKED_ARGUMENTS).
+enum CheckBit { kBadTarget, kBadPrediction, kBadWeight, kCheckBitCount };
 
 __device__ __forceinline__ double element(const void* base, int code, int64 i) {
   switch (code) {
@@ -152,14 +155,14 @@ __global__ void multilabel_update(const void* y_true, int true_code, mg::int64 t
     if (active) {
       if (weight != nullptr) {
         w = mg::element(weight, weight_code, row);
-        if (!mg::is_finite_value(w) || w < 0.0) bad |= mg::kBadWeight;
+        if (!mg::is_finite_value(w) || w < 0.0) bad |= 1 << mg::kBadWeight;
       }
       for (int64 l = group_lane; l < L; l += G) {
         if (mg::target_of(mg::element(y_true, true_code, true_base + l), has_ignore,
                           ignore_value) == -2)
-          bad |= mg::kBadTarget;
+          bad |= 1 << mg::kBadTarget;
         if (mg::prediction_of(mg::element(preds, pred_code, pred_base + l), mode, cut) == -2)
-          bad |= mg::kBadPrediction;
+          bad |= 1 << mg::kBadPrediction;
       }
     }
     if (G > 1) {

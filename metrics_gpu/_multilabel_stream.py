@@ -39,14 +39,11 @@ from metrics_gpu.backends.launchers.multilabel import (
     BFLOAT16_CODE,
     CHECK_BITS,
     ELEMENT_CODES,
-    EXPRESSION,
     NO_ROW,
     PREDICTION_MODES,
     ROW_SLOTS,
-    SOURCE,
     WEIGHT_DTYPES,
-    launch_geometry,
-    update_arguments,
+    launch_update,
 )
 
 ROW = {name: i for i, name in enumerate(ROW_SLOTS)}
@@ -412,16 +409,14 @@ class MultilabelMetrics:
         assert arrays is not None  # a layout is kept only after the first batch
         true_address, pred_address, weight_address = layout.addresses
         weight = None if sample_weight is None else np.uint64(weight_address(sample_weight))
-        grid, block, lanes, shared = launch_geometry(backend.device, rows, self.num_labels)
-        backend.launch(SOURCE, EXPRESSION, grid, block, update_arguments(
-            np.uint64(true_address(y_true)), layout.true_code, layout.true_stride,
+        launch_update(
+            backend, np.uint64(true_address(y_true)), layout.true_code, layout.true_stride,
             np.uint64(pred_address(preds)), layout.pred_code, layout.pred_stride,
             self._mode_of(layout.pred_code), self._cut, weight, layout.weight_code,
-            layout.ignore, rows, self.num_labels, lanes, shared,
-            arrays["counts"].dtype == np.float64, self._f_beta2, self._rows_seen,
-            self._thresholds, arrays["counts"], arrays["rows"], arrays["checks"],
-            arrays.get("histogram")),
-            shared, stream=backend.device.launch_stream(y_true))
+            layout.ignore, rows, self.num_labels, arrays["counts"].dtype == np.float64,
+            self._f_beta2, self._rows_seen, self._thresholds, arrays["counts"], arrays["rows"],
+            arrays["checks"], arrays.get("histogram"),
+            stream=backend.device.launch_stream(y_true))
         self._rows_seen += rows
         self._updates += 1
         if self.validate == "eager":

@@ -325,6 +325,9 @@ NOT_METRICS: dict[str, str] = {
     "ClassificationMetrics": "streaming class; streaming == functional is "
                              "tests/test_streaming.py",
     "StreamingReport": "streaming class (tests/test_streaming.py)",
+    "MultilabelMetrics": "streaming class; streaming == scikit-learn on the concatenation is "
+                         "tests/test_multilabel_stream.py",
+    "MultilabelReport": "result class of MultilabelMetrics.compute",
     "LabelReport": "result class of label_report",
     "LogitsReport": "result class of logits_report",
     "BinaryQualityMetrics": "result class of binary_quality_metrics",

@@ -47,6 +47,7 @@ _LAUNCHERS = "metrics_gpu.backends.launchers"
 _BASE, _SCORES = f"{_LAUNCHERS}.base", f"{_LAUNCHERS}.scores"
 _REDUCE, _RANKING = f"{_LAUNCHERS}.reduce_metrics", f"{_LAUNCHERS}.ranking"
 _STREAM_LAUNCHERS = f"{_LAUNCHERS}.streaming"
+_MULTILABEL = f"{_LAUNCHERS}.multilabel"
 
 INTERFACE = (
     # -- layouts -------------------------------------------------------------
@@ -70,6 +71,16 @@ INTERFACE = (
                     "kOutMaxCalibration": "max_calibration_error",
                     "kOutRocAucBound": "roc_auc_error_bound",
                     "kOutAveragePrecisionBound": "average_precision_error_bound"}),
+    # The multilabel update: input element codes, how predictions are read,
+    # its row sums and the arguments its checks name.
+    Mirror("multilabel.cu", "ElementCode", _MULTILABEL, "ELEMENT_CODE_NAMES"),
+    Mirror("multilabel.cu", "PredictionMode", _MULTILABEL, "PREDICTION_MODE_NAMES"),
+    Mirror("multilabel.cu", "RowSlot", _MULTILABEL, "ROW_SLOTS",
+           renames={"kRowCount": "rows", "kRowFScore": "f_score",
+                    "kRowFScoreUndefined": "f_score_undefined"}),
+    Mirror("multilabel.cu", "CheckBit", _MULTILABEL, "CHECKED_ARGUMENTS",
+           renames={"kBadTarget": "y_true", "kBadPrediction": "preds",
+                    "kBadWeight": "sample_weight"}),
     # -- limits ----------------------------------------------------------------
     Mirror("common.cuh", "kWarpSize", _BASE, "WARP_SIZE"),
     Mirror("scores.cu", "kMaxTopK", _KERNELS, "SCORE_MAX_TOP_K"),

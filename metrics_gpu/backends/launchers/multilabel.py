@@ -13,21 +13,24 @@ SOURCE = "multilabel.cu"
 EXPRESSION = "multilabel_update"
 MODULE = KernelModule(SOURCE, (EXPRESSION,))
 
-# The kernel's element codes (enum ElementCode): one instantiation reads
-# every input type. int8 is read as uint8: 0 and 1 have the same bits, and
-# any other value stays something else.
-ELEMENT_CODES = {"bool": 0, "uint8": 0, "int8": 0, "int32": 1, "int64": 2, "float32": 3,
-                 "float64": 4, "float16": 5}
-BFLOAT16_CODE = 6  # a torch bfloat16 tensor, read as its 16-bit patterns
+# The kernel's element codes (enum ElementCode), by index: one instantiation
+# reads every input type. int8 is read as uint8 (0 and 1 have the same bits,
+# and any other value stays something else), bool as uint8.
+ELEMENT_CODE_NAMES = ("uint8", "int32", "int64", "float32", "float64", "float16", "bfloat16")
+ELEMENT_CODES = {**{name: code for code, name in enumerate(ELEMENT_CODE_NAMES)},
+                 "bool": 0, "int8": 0}
+BFLOAT16_CODE = ELEMENT_CODES["bfloat16"]  # a torch bfloat16 tensor, read as its patterns
 WEIGHT_DTYPES = ("float32", "float64")
-# How a prediction is read (enum PredictionMode).
-PREDICTION_MODES = {"labels": 0, "probabilities": 1, "logits": 2}
+# How a prediction is read (enum PredictionMode), by index.
+PREDICTION_MODE_NAMES = ("labels", "probabilities", "logits")
+PREDICTION_MODES = {name: mode for mode, name in enumerate(PREDICTION_MODE_NAMES)}
 # The row sums (enum RowSlot), in order.
 ROW_SLOTS = ("weight", "exact", "wrong_cells", "counted_cells", "precision",
              "precision_undefined", "recall", "recall_undefined", "f_score",
              "f_score_undefined", "jaccard", "jaccard_undefined", "rows")
-# Why rows were left out (enum CheckBit): the argument named by each bit.
-CHECK_BITS = {1: "y_true", 2: "preds", 4: "sample_weight"}
+# Why rows were left out (enum CheckBit): bit 1 << i of checks[2] names argument i.
+CHECKED_ARGUMENTS = ("y_true", "preds", "sample_weight")
+CHECK_BITS = {1 << i: name for i, name in enumerate(CHECKED_ARGUMENTS)}
 # checks: rows left out, the first of them (none: all ones), the reasons.
 CHECK_SLOTS = 3
 NO_ROW = np.iinfo(np.uint64).max
@@ -70,6 +73,20 @@ def update_arguments(y_true, true_code: int, true_stride: int, preds, pred_code:
             checks, histogram]
 
 
+def launch_update(backend, y_true, true_code: int, true_stride: int, preds, pred_code: int,
+                  pred_stride: int, mode: int, cut: float, weight, weight_code: int,
+                  ignore: float | None, rows: int, num_labels: int, weighted: bool,
+                  f_beta2: float, row_offset: int, thresholds: int, counts, row_sums, checks,
+                  histogram, stream=None) -> None:
+    """One launch of the update (``y_true``, ``preds``, ``weight``: arrays or
+    address scalars; ``stream``: the caller's, or the device's current one)."""
+    grid, block, lanes, shared = launch_geometry(backend.device, rows, num_labels)
+    backend.launch(SOURCE, EXPRESSION, grid, block, update_arguments(
+        y_true, true_code, true_stride, preds, pred_code, pred_stride, mode, cut, weight,
+        weight_code, ignore, rows, num_labels, lanes, shared, weighted, f_beta2, row_offset,
+        thresholds, counts, row_sums, checks, histogram), shared, stream=stream)
+
+
 class MultilabelLaunchers(LaunchBase):
     """The multilabel state's update."""
 
@@ -82,11 +99,10 @@ class MultilabelLaunchers(LaunchBase):
         contiguous rows of their element codes, ``weight`` (N,) float32 /
         float64 or None."""
         rows, num_labels = y_true.shape
-        grid, block, lanes, shared = launch_geometry(self.device, rows, num_labels)
-        weight_code = 0 if weight is None else ELEMENT_CODES[weight.dtype.name]
-        self.launch(SOURCE, EXPRESSION, grid, block, update_arguments(
-            y_true, true_code, y_true.strides[0] // y_true.itemsize, preds, pred_code,
-            preds.strides[0] // preds.itemsize, mode, cut, weight, weight_code, ignore, rows,
-            num_labels, lanes, shared, counts.dtype == np.float64, f_beta2, row_offset,
+        launch_update(
+            self, y_true, true_code, y_true.strides[0] // y_true.itemsize, preds, pred_code,
+            preds.strides[0] // preds.itemsize, mode, cut, weight,
+            0 if weight is None else ELEMENT_CODES[weight.dtype.name], ignore, rows, num_labels,
+            counts.dtype == np.float64, f_beta2, row_offset,
             0 if histogram is None else histogram.size // (2 * num_labels), counts, row_sums,
-            checks, histogram), shared)
+            checks, histogram)
