@@ -259,6 +259,9 @@ SCALAR_CASES = {
 }
 
 
+# Emulated: the exhaustive tier's (minutes on the emulator; the other tests of
+# this file launch every instantiation these do, which the coverage check holds).
+@pytest.mark.exhaustive_on_emulated
 @pytest.mark.parametrize("case", sorted(SCALAR_CASES))
 @pytest.mark.parametrize("dataset", DATASETS)
 def test_scalar_metric_huge_k(backend, request, dataset, case):
