@@ -455,8 +455,7 @@ def dcg_score(y_true: ArrayLike, y_score: ArrayLike, *, k: int | None = None,
     inputs = check_indicator_inputs(y_true, y_score, sample_weight, function="dcg_score",
                                     min_labels=2, graded=True)
     xp = inputs.backend.xp
-    discounts = _discounts(inputs.y_true.shape[1], k, log_base, inputs.backend)
-    per_row = each_row(inputs, partial(row_dcg, discounts=discounts, ignore_ties=ignore_ties))
+    per_row = dcg_rows(inputs, k=k, log_base=log_base, ignore_ties=ignore_ties)
     return output(_weighted_mean(per_row, inputs.sample_weight, xp), inputs)
 
 
@@ -514,6 +513,20 @@ def ndcg_score(y_true: ArrayLike, y_score: ArrayLike, *, k: int | None = None,
     inputs = check_indicator_inputs(y_true, y_score, sample_weight, function="ndcg_score",
                                     min_labels=2, graded=True)
     xp = inputs.backend.xp
+    per_row = ndcg_rows(inputs, k=k, ignore_ties=ignore_ties)
+    return output(_weighted_mean(per_row, inputs.sample_weight, xp), inputs)
+
+
+def dcg_rows(inputs: IndicatorInputs, *, k, log_base: float, ignore_ties: bool):
+    """:func:`row_dcg` of every row (the stage :func:`dcg_score` and the Dask
+    version average)."""
+    discounts = _discounts(inputs.y_true.shape[1], k, log_base, inputs.backend)
+    return each_row(inputs, partial(row_dcg, discounts=discounts, ignore_ties=ignore_ties))
+
+
+def ndcg_rows(inputs: IndicatorInputs, *, k, ignore_ties: bool):
+    """:func:`row_ndcg` of every row, after scikit-learn's refusal of negative
+    relevance (the stage :func:`ndcg_score` and the Dask version average)."""
     i = _first_true(inputs.y_true < 0, inputs.backend)
     if i is not None:
         raise ValueError(
@@ -521,5 +534,4 @@ def ndcg_score(y_true: ArrayLike, y_score: ArrayLike, *, k: int | None = None,
             f"{inputs.y_true.reshape(-1)[i].item()!r} at {_position(i, inputs.y_true.shape)}"
         )
     discounts = _discounts(inputs.y_true.shape[1], k, 2.0, inputs.backend)
-    per_row = each_row(inputs, partial(row_ndcg, discounts=discounts, ignore_ties=ignore_ties))
-    return output(_weighted_mean(per_row, inputs.sample_weight, xp), inputs)
+    return each_row(inputs, partial(row_ndcg, discounts=discounts, ignore_ties=ignore_ties))

@@ -32,7 +32,7 @@ from metrics_gpu import _formulas as F
 from metrics_gpu._backend import get_backend_implementation, resolve_backend
 from metrics_gpu._planned import address, address_reader, array_layout
 from metrics_gpu._report_mapping import MetricMapping, missing_metric
-from metrics_gpu._streaming import MAX_THRESHOLDS
+from metrics_gpu._streaming import MAX_THRESHOLDS, initialised_distributed
 from metrics_gpu._validation import check_int_range
 from metrics_gpu.backends.numpy_backend import calibration_bin
 from metrics_gpu.backends.launchers.multilabel import (
@@ -54,9 +54,6 @@ SCORE_KINDS = ("probabilities", "logits")
 VALIDATE_MODES = ("deferred", "eager", False)
 STATE_VERSION = 1
 AVERAGES = ("micro", "macro", "weighted", "samples")
-# (metric, the row slot of its average="samples")
-RATES = (("precision", "precision"), ("recall", "recall"), ("f_score", "f_score"),
-         ("jaccard", "jaccard"))
 _MAX_LAYOUTS = 8
 # Cells of the binned metrics' (2, L, thresholds) histogram (8 bytes each).
 MAX_HISTOGRAM_CELLS = 1 << 28
@@ -640,11 +637,10 @@ class MultilabelMetrics:
         first left-out row, OR of the reasons. Every rank must call it.
         Idempotent, as :meth:`ClassificationMetrics.sync`: the own state is
         kept apart and the next update goes back to it."""
-        torch = sys.modules.get("torch")
-        if torch is None or not torch.distributed.is_available() or \
-                not torch.distributed.is_initialized():
+        dist = initialised_distributed()
+        if dist is None:
             return
-        dist = torch.distributed
+        torch = sys.modules["torch"]
         local = self._local if self._local is not None else (self._arrays, self._updates)
         own, own_updates = local
         kinds: list[Any] = [None] * dist.get_world_size(group)
@@ -801,7 +797,7 @@ class MultilabelReport(MetricMapping):
     attributes."""
 
     def __init__(self, state: Mapping[str, np.ndarray], spec: Mapping[str, Any]) -> None:
-        from metrics_gpu._classification import _prfs_of_counts
+        from metrics_gpu._classification import _averaged_rate, _prfs_of_counts
         from metrics_gpu._multilabel import _as_counts
 
         num_labels = spec["num_labels"]
@@ -828,8 +824,8 @@ class MultilabelReport(MetricMapping):
             precision, recall, f_score, _ = _prfs_of_counts(
                 c, support, beta=beta, average=average, warn_for=(),
                 zero_division=zero_division)
-            numerator, denominator = _jaccard_terms(c, average)
-            jaccard, _ = F.divide(numerator, denominator, np, zero_division)
+            jaccard = _averaged_rate(F.jaccard_terms, "Jaccard", "true or predicted", c,
+                                     average=average, zero_division=zero_division)
             if average is None:
                 per_label.update(precision=precision, recall=recall, f_score=f_score,
                                  jaccard=jaccard)
@@ -837,7 +833,7 @@ class MultilabelReport(MetricMapping):
             values[f"precision_{average}"] = precision
             values[f"recall_{average}"] = recall
             values[f"f_score_{average}"] = f_score
-            values[f"jaccard_{average}"] = _jaccard_average(jaccard, average, support)
+            values[f"jaccard_{average}"] = np.float64(jaccard)
         f_slot = "recall" if math.isinf(beta) else "precision" if beta == 0 else "f_score"
         for name, slot in (("precision", "precision"), ("recall", "recall"),
                            ("f_score", f_slot), ("jaccard", "jaccard")):
@@ -954,20 +950,6 @@ def _binned_values(histogram, num_labels: int, per_label: dict) -> dict[str, Any
         values[f"{name}_weighted_error_bound"] = np.float64(weighted_bound)
         values[f"{name}_micro_error_bound"] = np.float64(micro_bound)
     return values
-
-
-def _jaccard_terms(c: F.Counts, average):
-    numerator, denominator = F.jaccard_terms(c)
-    if average == "micro":
-        return numerator.sum(keepdims=True), denominator.sum(keepdims=True)
-    return numerator, denominator
-
-
-def _jaccard_average(values, average: str, support):
-    if average == "micro":
-        return np.float64(values[0])
-    weights = support if average == "weighted" else None
-    return np.float64(F.nan_average(values, np, weights))
 
 
 def _samples_average(defined: float, undefined_weight: float, weight: float,

@@ -751,11 +751,10 @@ class ClassificationMetrics:
         --------
         merge : Add one other state (one process).
         """
-        torch = sys.modules.get("torch")
-        if torch is None or not torch.distributed.is_available() or \
-                not torch.distributed.is_initialized():
+        dist = initialised_distributed()
+        if dist is None:
             return
-        dist = torch.distributed
+        torch = sys.modules["torch"]
         local = self._local if self._local is not None else (self._state, self._updates)
         own, own_updates = local
         # Filled by all_gather_object with each rank's (kind, integer, total of
@@ -967,6 +966,16 @@ def _float_arrays(arrays: dict) -> dict:
         if name in out:
             out[name] = out[name].astype(np.float64)
     return out
+
+
+def initialised_distributed():
+    """``torch.distributed`` when torch is imported and a process group is
+    initialised (what ``sync`` reduces over), else None."""
+    torch = sys.modules.get("torch")
+    if torch is None or not torch.distributed.is_available() or \
+            not torch.distributed.is_initialized():
+        return None
+    return torch.distributed
 
 
 def _as_torch(array):

@@ -131,12 +131,11 @@ from metrics_gpu import _multilabel as ML
 from metrics_gpu._backend import resolve_backend
 from metrics_gpu._kernels import STREAM_NO_ERROR, STREAM_ORDINAL_SHIFT
 from metrics_gpu._multilabel_ranking import (
-    _discounts,
+    dcg_rows,
     each_row,
+    ndcg_rows,
     row_average_precision,
     row_coverage,
-    row_dcg,
-    row_ndcg,
     row_ranking_loss,
 )
 from metrics_gpu._report_mapping import as_lists
@@ -149,8 +148,6 @@ from metrics_gpu._validation import (
     IGNORED_POSITION,
     MULTILABEL,
     MultilabelInputs,
-    _first_true,
-    _position,
     check_beta,
     check_bool,
     check_indicator_inputs,
@@ -1275,24 +1272,6 @@ def _coverage_rows(inputs):
     return each_row(inputs, row_coverage)
 
 
-def _dcg_rows(inputs, *, k, log_base, ignore_ties):
-    discounts = _discounts(inputs.y_true.shape[1], k, log_base, inputs.backend)
-    return each_row(inputs, functools.partial(row_dcg, discounts=discounts,
-                                              ignore_ties=ignore_ties))
-
-
-def _ndcg_rows(inputs, *, k, ignore_ties):
-    """:func:`row_ndcg` of each row, after the in-memory refusal of negative relevance."""
-    i = _first_true(inputs.y_true < 0, inputs.backend)
-    if i is not None:
-        raise ValueError(
-            "ndcg_score should not be used on negative y_true values; found "
-            f"{inputs.y_true.reshape(-1)[i].item()!r} at {_position(i, inputs.y_true.shape)}"
-        )
-    discounts = _discounts(inputs.y_true.shape[1], k, 2.0, inputs.backend)
-    return each_row(inputs, functools.partial(row_ndcg, discounts=discounts,
-                                              ignore_ties=ignore_ties))
-
 
 def _row_sums_of_chunk(y_true, y_score, sample_weight, *, index, offset, function,
                        min_labels, graded, rows_of) -> np.ndarray | None:
@@ -1447,7 +1426,7 @@ def dcg_score(y_true, y_score, *, k=None, log_base=2, sample_weight=None, ignore
     k, log_base = check_rank_cutoff(k), check_log_base(log_base)
     ignore_ties = check_bool(ignore_ties, "ignore_ties")
     return _row_metric_graph(y_true, y_score, sample_weight, function="dcg_score",
-                             rows_of=functools.partial(_dcg_rows, k=k, log_base=log_base,
+                             rows_of=functools.partial(dcg_rows, k=k, log_base=log_base,
                                                        ignore_ties=ignore_ties),
                              graded=True, compute=compute)
 
@@ -1465,5 +1444,5 @@ def ndcg_score(y_true, y_score, *, k=None, sample_weight=None, ignore_ties=False
     k = check_rank_cutoff(k)
     ignore_ties = check_bool(ignore_ties, "ignore_ties")
     return _row_metric_graph(y_true, y_score, sample_weight, function="ndcg_score",
-                             rows_of=functools.partial(_ndcg_rows, k=k, ignore_ties=ignore_ties),
+                             rows_of=functools.partial(ndcg_rows, k=k, ignore_ties=ignore_ties),
                              graded=True, compute=compute)
