@@ -7,8 +7,10 @@
 //     rows with every label right (subset accuracy), the weighted wrong and
 //     counted cells (Hamming loss), and for each set-wise rate of a row
 //     (precision, recall, F-beta, Jaccard: average="samples") the weighted
-//     sum of its values where defined and the weight of rows where 0/0, so
-//     that every zero_division option is a formula of the sums;
+//     sum of its values where defined and the weight of those rows (so
+//     that every zero_division option is a formula of the sums: NaN's mean
+//     over the defined rows exactly, not as a difference), and the
+//     number of rows where each is 0/0 (the warnings);
 //   * with thresholds H > 0, the (2, L, H) histogram of each label's
 //     probability (sigmoid of a logit), targets 1 then 0: the binned ROC AUC
 //     and average precision per label, with their error bounds;
@@ -21,8 +23,10 @@
 // striding over the labels. A row is read twice, the second time from cache:
 // first its checks (a row with a bad value is left out whole and counted),
 // then its counts. Per-label counts go to shared memory when 4 L of them fit
-// (dynamic shared bytes > 0), else straight to global atomics; row sums are
-// added per block, then once per block to global memory.
+// (dynamic shared bytes > 0), else straight to global atomics; with G = 1 and
+// no weights a warp adds a ballot's count per label and cell kind, not each
+// cell. Row sums are summed over a warp's rows in registers (G = 1), added
+// per block in shared memory, then once per block to global memory.
 //
 // The NumPy reference, which the tests hold this file to, is
 // metrics_gpu/_multilabel_stream.py (multilabel_update_reference).
@@ -57,14 +61,20 @@ enum RowSlot {
   kRowWrongCells,
   kRowCountedCells,
   kRowPrecision,
-  kRowPrecisionUndefined,
+  kRowPrecisionDefined,
   kRowRecall,
-  kRowRecallUndefined,
+  kRowRecallDefined,
   kRowFScore,
-  kRowFScoreUndefined,
+  kRowFScoreDefined,
   kRowJaccard,
-  kRowJaccardUndefined,
+  kRowJaccardDefined,
   kRowCount,
+  // Rows (counted, whatever their weight) with a 0/0 rate: scikit-learn warns
+  // of those, weight 0 or not. No predicted label (precision), no true label
+  // (recall), neither (F-beta for 0 < beta < inf, and Jaccard).
+  kRowNoPredicted,
+  kRowNoTrue,
+  kRowNoLabels,
   kRowSlotCount
 };
 
@@ -170,26 +180,46 @@ __global__ void multilabel_update(const void* y_true, int true_code, mg::int64 t
         bad |= __shfl_xor_sync(mg::kFullWarp, bad, offset);
     }
     const bool counted = active && bad == 0;
-    double tp = 0.0, fp = 0.0, fn = 0.0, tn = 0.0;
-    if (counted) {
-      for (int64 l = group_lane; l < L; l += G) {
-        int t = mg::target_of(mg::element(y_true, true_code, true_base + l), has_ignore,
-                              ignore_value);
-        if (t < 0) continue;  // the ignored value
-        const double value = mg::element(preds, pred_code, pred_base + l);
-        int p = mg::prediction_of(value, mode, cut);
-        if (H > 0) {
-          const double probability = mode == mg::kLogits ? 1.0 / (1.0 + exp(-value)) : value;
-          const int64 bin = (t ? 0 : L * H) + l * H + mg::calibration_bin(probability, (int)H);
-          if (weighted) atomicAdd(&histogram_weighted[bin], w);
-          else atomicAdd(&histogram_bits[bin], 1ull);
+    int tp = 0, fp = 0, fn = 0, tn = 0;  // this row's cells (of this lane, with G > 1)
+    // With G = 1 every lane of a warp runs the same L trips (a lane whose row
+    // is not counted takes no cell), so that unweighted counts are a ballot
+    // per cell kind and label: 4 atomics per 32 rows, not one per cell.
+    for (int64 l = G == 1 ? 0 : group_lane; l < L && (G == 1 || counted); l += G) {
+      int cell = -1;  // tp, fp, fn, tn: 0 ... 3
+      if (counted) {
+        const int t = mg::target_of(mg::element(y_true, true_code, true_base + l), has_ignore,
+                                    ignore_value);
+        if (t >= 0) {  // not the ignored value
+          const double value = mg::element(preds, pred_code, pred_base + l);
+          const int p = mg::prediction_of(value, mode, cut);
+          if (H > 0) {
+            const double probability = mode == mg::kLogits ? 1.0 / (1.0 + exp(-value)) : value;
+            const int64 bin = (t ? 0 : L * H) + l * H + mg::calibration_bin(probability, (int)H);
+            if (weighted) atomicAdd(&histogram_weighted[bin], w);
+            else atomicAdd(&histogram_bits[bin], 1ull);
+          }
+          cell = t ? (p ? 0 : 2) : (p ? 1 : 3);
         }
-        int cell = t ? (p ? 0 : 2) : (p ? 1 : 3);  // tp, fp, fn, tn
-        tp += cell == 0;
-        fp += cell == 1;
-        fn += cell == 2;
-        tn += cell == 3;
-        int64 slot = cell * L + l;
+      }
+      tp += cell == 0;
+      fp += cell == 1;
+      fn += cell == 2;
+      tn += cell == 3;
+      if (!weighted && G == 1) {
+        const unsigned int tps = __ballot_sync(mg::kFullWarp, cell == 0);
+        const unsigned int fps = __ballot_sync(mg::kFullWarp, cell == 1);
+        const unsigned int fns = __ballot_sync(mg::kFullWarp, cell == 2);
+        const unsigned int tns = __ballot_sync(mg::kFullWarp, cell == 3);
+        // Lane k adds the cells of kind k.
+        const unsigned int mine = lane == 0 ? tps : lane == 1 ? fps : lane == 2 ? fns : tns;
+        if (lane < 4 && mine != 0) {
+          const int64 slot = lane * L + l;
+          const unsigned long long n = (unsigned long long)__popc(mine);
+          if (shared_counts) atomicAdd(&shared_bits[slot], n);
+          else atomicAdd(&global_bits[slot], n);
+        }
+      } else if (cell >= 0) {
+        const int64 slot = cell * L + l;
         if (weighted) {
           if (shared_counts) atomicAdd(&shared_weighted[slot], w);
           else atomicAdd(&global_weighted[slot], w);
@@ -207,37 +237,48 @@ __global__ void multilabel_update(const void* y_true, int true_code, mg::int64 t
         tn += __shfl_xor_sync(mg::kFullWarp, tn, offset);
       }
     }
-    if (active && group_lane == 0) {
-      if (!counted) {
-        atomicAdd(&checks[0], 1ull);
-        atomicMin(&checks[1], (unsigned long long)(row + row_offset));
-        atomicOr(&checks[2], (unsigned long long)bad);
-      } else {
-        // The row's set-wise rates over its counted labels (0/0: undefined).
-        const double precision_denominator = tp + fp;
-        const double recall_denominator = tp + fn;
-        const double f_denominator = (1.0 + f_beta2) * tp + f_beta2 * fn + fp;
-        const double jaccard_denominator = tp + fp + fn;
-        double values[mg::kRowSlotCount];
-        values[mg::kRowWeight] = w;
-        values[mg::kRowExact] = fp + fn == 0.0 ? w : 0.0;
-        values[mg::kRowWrongCells] = w * (fp + fn);
-        values[mg::kRowCountedCells] = w * (tp + fp + fn + tn);
-        values[mg::kRowPrecision] = precision_denominator > 0.0 ? w * (tp / precision_denominator)
-                                                                : 0.0;
-        values[mg::kRowPrecisionUndefined] = precision_denominator > 0.0 ? 0.0 : w;
-        values[mg::kRowRecall] = recall_denominator > 0.0 ? w * (tp / recall_denominator) : 0.0;
-        values[mg::kRowRecallUndefined] = recall_denominator > 0.0 ? 0.0 : w;
-        values[mg::kRowFScore] =
-            f_denominator > 0.0 ? w * ((1.0 + f_beta2) * tp / f_denominator) : 0.0;
-        values[mg::kRowFScoreUndefined] = f_denominator > 0.0 ? 0.0 : w;
-        values[mg::kRowJaccard] = jaccard_denominator > 0.0 ? w * (tp / jaccard_denominator)
-                                                            : 0.0;
-        values[mg::kRowJaccardUndefined] = jaccard_denominator > 0.0 ? 0.0 : w;
-        values[mg::kRowCount] = 1.0;
-        for (int i = 0; i < mg::kRowSlotCount; ++i) {
-          if (values[i] != 0.0) atomicAdd(&block_rows[i], values[i]);
-        }
+    if (active && !counted && group_lane == 0) {
+      atomicAdd(&checks[0], 1ull);
+      atomicMin(&checks[1], (unsigned long long)(row + row_offset));
+      atomicOr(&checks[2], (unsigned long long)bad);
+    }
+    // The row's set-wise rates over its counted labels (0/0: undefined); zero
+    // for a row not counted.
+    double values[mg::kRowSlotCount];
+    for (int i = 0; i < mg::kRowSlotCount; ++i) values[i] = 0.0;
+    if (counted) {
+      const double p_den = tp + fp;
+      const double r_den = tp + fn;
+      const double f_den = (1.0 + f_beta2) * tp + f_beta2 * fn + fp;
+      const double j_den = tp + fp + fn;
+      values[mg::kRowWeight] = w;
+      values[mg::kRowExact] = fp + fn == 0 ? w : 0.0;
+      values[mg::kRowWrongCells] = w * (fp + fn);
+      values[mg::kRowCountedCells] = w * (tp + fp + fn + tn);
+      values[mg::kRowPrecision] = p_den > 0.0 ? w * (tp / p_den) : 0.0;
+      values[mg::kRowPrecisionDefined] = p_den > 0.0 ? w : 0.0;
+      values[mg::kRowRecall] = r_den > 0.0 ? w * (tp / r_den) : 0.0;
+      values[mg::kRowRecallDefined] = r_den > 0.0 ? w : 0.0;
+      values[mg::kRowFScore] = f_den > 0.0 ? w * ((1.0 + f_beta2) * tp / f_den) : 0.0;
+      values[mg::kRowFScoreDefined] = f_den > 0.0 ? w : 0.0;
+      values[mg::kRowJaccard] = j_den > 0.0 ? w * (tp / j_den) : 0.0;
+      values[mg::kRowJaccardDefined] = j_den > 0.0 ? w : 0.0;
+      values[mg::kRowCount] = 1.0;
+      values[mg::kRowNoPredicted] = p_den > 0.0 ? 0.0 : 1.0;
+      values[mg::kRowNoTrue] = r_den > 0.0 ? 0.0 : 1.0;
+      values[mg::kRowNoLabels] = j_den > 0.0 ? 0.0 : 1.0;
+    }
+    if (G == 1) {
+      // A warp's 32 rows summed in registers, then one shared add per slot
+      // (32 lanes adding to one address would serialise).
+      for (int i = 0; i < mg::kRowSlotCount; ++i) {
+        for (int offset = mg::kWarpSize / 2; offset > 0; offset >>= 1)
+          values[i] += __shfl_xor_sync(mg::kFullWarp, values[i], offset);
+      }
+    }
+    if (lane == 0) {  // G = 1: the warp's sums; G = 32: the warp's row
+      for (int i = 0; i < mg::kRowSlotCount; ++i) {
+        if (values[i] != 0.0) atomicAdd(&block_rows[i], values[i]);
       }
     }
   }

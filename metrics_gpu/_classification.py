@@ -249,17 +249,45 @@ def _check_multilabel_average(average, pos_label) -> None:
     _warn_pos_label_ignored(pos_label, average)
 
 
-def _multilabel_host_counts(inputs: MultilabelInputs, labels) -> ML.MultilabelCounts:
+def _multilabel_host_counts(inputs: MultilabelInputs, labels, beta: float = 1.0
+                            ) -> ML.MultilabelCounts | ML.MultilabelTotals:
     """The counts of the labels selected by ``labels=``, on the host (the
-    set-wise formulas run there; the caller moves results back)."""
-    return ML.multilabel_counts(inputs, _multilabel_columns(inputs, labels)).on_host(
+    set-wise formulas run there; the caller moves results back); ``beta``:
+    the F-score's, which a kernel pass sums per sample."""
+    return ML.counts_of(inputs, _multilabel_columns(inputs, labels), beta=beta).on_host(
         inputs.backend)
 
 
-def _multilabel_prfs(counts: ML.MultilabelCounts, *, beta, average, warn_for, zero_division):
+def _samples_rates(counts: ML.MultilabelCounts | ML.MultilabelTotals, rates, *,
+                   zero_division, beta: float = 1.0) -> tuple[list, list] | None:
+    """``(values, undefined)`` of the sample rates ``rates`` (``average="samples"``)
+    from a kernel pass's sums, or None: per-sample counts (or sums that
+    cannot answer, :meth:`ML.MultilabelTotals.samples_rate`)."""
+    if not isinstance(counts, ML.MultilabelTotals) or not set(rates) <= set(ML.SAMPLE_RATE_SLOTS):
+        return None  # specificity: no row sum of its own
+    assert "f_score" not in rates or counts.beta == beta, "the rows summed another F-beta"
+    found = [counts.samples_rate(rate, zero_division) for rate in rates]
+    if any(value is None for value in found):
+        return None
+    return [value for value, _ in found], [undefined for _, undefined in found]
+
+
+def _multilabel_prfs(counts: ML.MultilabelCounts | ML.MultilabelTotals, *, beta, average,
+                     warn_for, zero_division):
     """:func:`_prfs` of multilabel counts: per label, or per sample for
     ``average="samples"``."""
     if average == "samples":
+        summed = _samples_rates(counts, ("precision", "recall", ML.f_score_rate(beta)),
+                                zero_division=zero_division, beta=beta)
+        if summed is not None:
+            (precision, recall, f_score), undefined = summed
+            if zero_division == "warn":
+                f_undefined = ML.f_score_rate(beta) == "f_score" and undefined[2] > 0
+                _warn_prf_undefined(warn_for, (undefined[0] > 0, undefined[1] > 0, f_undefined),
+                                    counts.num_samples, samplewise=True)
+            return precision, recall, f_score, None
+        if isinstance(counts, ML.MultilabelTotals):
+            counts = counts.per_row_counts()
         return _prfs_of_counts(counts.sample_counts(), None, beta=beta, average=average,
                                warn_for=warn_for, zero_division=zero_division,
                                sample_weight=counts.sample_weight)
@@ -369,10 +397,11 @@ def _any_true_in(inputs: LabelInputs, labels: np.ndarray) -> bool:
 
 
 @on_caller_stream
+@shared_parameters
 def multilabel_confusion_matrix(y_true: ArrayLike, y_pred: ArrayLike, *,
                                 sample_weight: ArrayLike | None = None,
                                 labels: ArrayLike | None = None,
-                                samplewise: bool = False) -> ArrayLike:
+                                samplewise: bool = False, validate: bool = True) -> ArrayLike:
     """One 2x2 confusion matrix per label (or class, or sample), as scikit-learn's.
 
     Multilabel-indicator input (``(N, L)`` matrices of 0 and 1, one column
@@ -394,6 +423,7 @@ def multilabel_confusion_matrix(y_true: ArrayLike, y_pred: ArrayLike, *,
         all columns, or the classes present.
     samplewise : bool, default False
         Multilabel input only: one matrix per sample, over the labels.
+    {validate}
 
     Returns
     -------
@@ -430,10 +460,11 @@ def multilabel_confusion_matrix(y_true: ArrayLike, y_pred: ArrayLike, *,
     """
     if not isinstance(samplewise, (bool, np.bool_)):
         raise ValueError(f"samplewise must be True or False, got {samplewise!r}")
-    options = _PassOptions(None, sample_weight, None, True, False)
+    options = _PassOptions(None, sample_weight, None, validate, False)
     multilabel = options.multilabel(y_true, y_pred)
     if multilabel is not None:
-        counts = ML.multilabel_counts(multilabel, _multilabel_columns(multilabel, labels))
+        counts = ML.counts_of(multilabel, _multilabel_columns(multilabel, labels),
+                              per_row=bool(samplewise))
         return output(ML.confusion_matrices(counts, samplewise=bool(samplewise)), multilabel)
     if samplewise:
         raise ValueError(SAMPLES_OUTSIDE_MULTILABEL.format(asked="samplewise=True"))
@@ -557,7 +588,7 @@ def accuracy_score(y_true: ArrayLike, y_pred: ArrayLike, *, normalize: bool = Tr
     options = _PassOptions(num_classes, sample_weight, ignore_index, validate, deterministic)
     multilabel = options.multilabel(y_true, y_pred)
     if multilabel is not None:  # subset accuracy
-        counts = ML.multilabel_counts(multilabel)
+        counts = ML.counts_of(multilabel)
         return output(ML.exact_matches(counts, normalize=normalize), multilabel)
     slot = "accuracy" if normalize else "correct"
     if validate is False:
@@ -610,7 +641,7 @@ def zero_one_loss(y_true: ArrayLike, y_pred: ArrayLike, *, normalize: bool = Tru
     options = _PassOptions(num_classes, sample_weight, ignore_index, validate, deterministic)
     multilabel = options.multilabel(y_true, y_pred)
     if multilabel is not None:  # samples with a wrong label
-        counts = ML.multilabel_counts(multilabel)
+        counts = ML.counts_of(multilabel)
         return output(ML.exact_mismatches(counts, normalize=normalize), multilabel)
     if validate is False:
         value = _one_pass_slot(y_true, y_pred, sample_weight, num_classes, ignore_index,
@@ -658,7 +689,7 @@ def hamming_loss(y_true: ArrayLike, y_pred: ArrayLike, *, sample_weight: ArrayLi
     options = _PassOptions(num_classes, sample_weight, ignore_index, validate, deterministic)
     multilabel = options.multilabel(y_true, y_pred)
     if multilabel is not None:  # wrong labels over all N x L
-        return output(ML.hamming_loss(ML.multilabel_counts(multilabel)), multilabel)
+        return output(ML.hamming_loss(ML.counts_of(multilabel)), multilabel)
     if validate is False:
         value = _one_pass_slot(y_true, y_pred, sample_weight, num_classes, ignore_index,
                                deterministic, "hamming_loss")
@@ -989,7 +1020,7 @@ def _precision_recall_fscore(y_true: ArrayLike, y_pred: ArrayLike, options: _Pas
     multilabel = options.multilabel(y_true, y_pred)
     if multilabel is not None:
         _check_multilabel_average(average, pos_label)
-        counts = _multilabel_host_counts(multilabel, labels)
+        counts = _multilabel_host_counts(multilabel, labels, beta)
         precision, recall, f_score, support = _multilabel_prfs(
             counts, beta=beta, average=average, warn_for=warn_for, zero_division=zero_division)
         return (output(precision, multilabel), output(recall, multilabel),
@@ -1339,6 +1370,14 @@ def _rate_score(terms, name, modifier, y_true, y_pred, options: _PassOptions, *,
         _check_multilabel_average(average, pos_label)
         counts = _multilabel_host_counts(multilabel, labels)
         if average == "samples":
+            summed = _samples_rates(counts, (name.lower(),), zero_division=zero_division)
+            if summed is not None:
+                (value,), (undefined,) = summed
+                if zero_division == "warn" and undefined:
+                    F.warn_undefined(name, modifier, counts.num_samples, samplewise=True)
+                return output(value, multilabel)
+            if isinstance(counts, ML.MultilabelTotals):
+                counts = counts.per_row_counts()
             return output(_averaged_rate(terms, name, modifier, counts.sample_counts(),
                                          average=average, zero_division=zero_division,
                                          sample_weight=counts.sample_weight), multilabel)

@@ -12,6 +12,13 @@ gives:
   labels (``average="samples"``), and the number of wrong labels over all of
   them (subset accuracy, zero-one and Hamming loss).
 
+On a kernel backend (CUDA, emulated) the same sums come from one launch of
+``kernels/multilabel.cu`` (:func:`kernel_totals`): per label tp, fp, fn, tn
+and, in place of the per-sample counts, their sums over rows
+(:class:`MultilabelTotals`: subset accuracy, Hamming loss and each set-wise
+rate's ``average="samples"``), read back as O(L) numbers; only
+``samplewise=True`` (one matrix per sample) keeps the per-sample arrays.
+
 Every metric is a formula over those counts. Precision, recall, F and
 Jaccard take the multiclass path's formulas and its one ``zero_division``
 rule (:mod:`metrics_gpu._formulas`), over a :class:`~metrics_gpu._formulas.Counts`
@@ -22,6 +29,7 @@ built from these counts (:meth:`MultilabelCounts.label_counts`,
 from __future__ import annotations
 
 from dataclasses import dataclass, replace
+import math
 from typing import Any
 
 import numpy as np
@@ -78,6 +86,19 @@ class MultilabelCounts:
         """N, or the summed weights."""
         return self.num_samples if self.sample_weight is None else self.sample_weight.sum()
 
+    def matched_weight(self):
+        """The number (weight) of samples whose every label is right."""
+        return self._weighted((self.sample_errors == 0).astype(self.xp.float64)).sum()
+
+    def wrong_cells(self):
+        """The wrong labels, each weighted by its sample's weight."""
+        return self._weighted(self.sample_errors).sum()
+
+    def cells(self):
+        """N x L, weighted: scikit-learn's N L mean(w)."""
+        mean_weight = 1.0 if self.sample_weight is None else self.sample_weight.mean()
+        return self.num_samples * self.num_labels * mean_weight
+
     def label_counts(self) -> F.Counts:
         """Per selected label, as the multiclass formulas read them."""
         return _as_counts(self.tp, self.fp, self.fn, self.tn, self.xp)
@@ -95,6 +116,99 @@ class MultilabelCounts:
         fn = self._weighted(self.sample_true - self.sample_intersection)
         tn = self._weighted(self.xp.full_like(self.sample_true, self.num_selected)) - tp - fp - fn
         return tp, fp, fn, tn
+
+
+# The set-wise rates of a sample (``average="samples"``): the row-sum slots of
+# kernels/multilabel.cu holding the weighted sum of the defined values, and
+# the number of rows where the rate is 0/0.
+SAMPLE_RATE_SLOTS = {"precision": ("precision", "rows_no_predicted"),
+                     "recall": ("recall", "rows_no_true"),
+                     "f_score": ("f_score", "rows_no_labels"),
+                     "jaccard": ("jaccard", "rows_no_labels")}
+
+
+def f_score_rate(beta: float) -> str:
+    """The sample rate F-beta is: recall for beta = inf, precision for beta = 0."""
+    return "recall" if math.isinf(beta) else "precision" if beta == 0 else "f_score"
+
+
+def samples_mean(defined_sum: float, defined_weight: float, weight: float,
+                 zero_division: float) -> np.float64:
+    """The weighted mean over rows of a rate whose 0/0 rows take
+    ``zero_division`` (NaN: those rows are left out of the mean), from the
+    sums over rows: of the defined values (weighted), of the defined rows'
+    weights, of all weights."""
+    if math.isnan(zero_division):
+        return np.float64(defined_sum / defined_weight if defined_weight > 0 else math.nan)
+    return np.float64((defined_sum + zero_division * (weight - defined_weight)) / weight
+                      if weight > 0 else math.nan)
+
+
+@dataclass(frozen=True)
+class MultilabelTotals:
+    """The sums of one pass of ``kernels/multilabel.cu`` on the host: per
+    selected label tp, fp, fn, tn (int64 without weights, float64 with
+    them), and the sums over rows (``ROW_SLOTS``) in place of
+    :class:`MultilabelCounts`' per-sample arrays. ``inputs`` and ``columns``
+    are kept for the one case the sums cannot answer (:meth:`samples_rate`)."""
+
+    tp: Any
+    fp: Any
+    fn: Any
+    tn: Any
+    rows: Any  # (len(ROW_SLOTS),) float64
+    num_selected: int
+    num_labels: int
+    inputs: MultilabelInputs
+    columns: Any
+    beta: float  # the F-score's whose row values are summed
+    xp: Any = np
+
+    @property
+    def num_samples(self) -> int:
+        return int(self._row("rows"))
+
+    def _row(self, name: str) -> float:
+        from metrics_gpu.backends.launchers.multilabel import ROW_SLOTS
+
+        return self.rows[ROW_SLOTS.index(name)]
+
+    def on_host(self, backend) -> MultilabelTotals:
+        return self
+
+    def label_counts(self) -> F.Counts:
+        return _as_counts(self.tp, self.fp, self.fn, self.tn, np)
+
+    def total_weight(self):
+        return self._row("weight")
+
+    def matched_weight(self):
+        return self._row("exact")
+
+    def wrong_cells(self):
+        return self._row("wrong_cells")
+
+    def cells(self):
+        return self._row("counted_cells")
+
+    def samples_rate(self, rate: str, zero_division) -> tuple[np.float64, int] | None:
+        """``(the weighted mean over samples of ``rate``, the number of
+        samples where it is 0/0)``, ``zero_division`` "warn" read as 0; None
+        where the sums cannot give scikit-learn's value: ``zero_division``
+        NaN with the defined samples all of weight 0 (its mean is then the
+        unweighted one)."""
+        value_slot, undefined_slot = SAMPLE_RATE_SLOTS[rate]
+        undefined = int(self._row(undefined_slot))
+        defined_weight = self._row(value_slot + "_defined")
+        zero = 0.0 if zero_division == "warn" else float(zero_division)
+        if math.isnan(zero) and defined_weight == 0 and undefined < self._row("rows"):
+            return None
+        return samples_mean(self._row(value_slot), defined_weight, self.total_weight(),
+                            zero), undefined
+
+    def per_row_counts(self) -> MultilabelCounts:
+        """The per-sample counts of the same input (a second pass)."""
+        return multilabel_counts(self.inputs, self.columns).on_host(self.inputs.backend)
 
 
 def _as_counts(tp, fp, fn, tn, xp) -> F.Counts:
@@ -134,12 +248,75 @@ def _cell_counts(mask, xp, columns: bool):
     return per_row, per_column
 
 
+def counts_of(inputs: MultilabelInputs, columns=None, *, beta: float = 1.0,
+              per_row: bool = False) -> MultilabelCounts | MultilabelTotals:
+    """The counts of ``inputs`` as their backend computes them: one kernel
+    launch on a kernel backend (:func:`kernel_totals`), unless ``per_row``
+    (the per-sample arrays themselves are asked for); NumPy's BLAS counts
+    (:func:`multilabel_counts`) otherwise."""
+    if per_row or inputs.backend.name == "numpy":
+        return multilabel_counts(inputs, columns)
+    return kernel_totals(inputs, columns, beta=beta)
+
+
+def kernel_totals(inputs: MultilabelInputs, columns=None, *, beta: float = 1.0
+                  ) -> MultilabelTotals:
+    """:class:`MultilabelTotals` of ``inputs`` from one launch of
+    ``kernels/multilabel.cu`` over the labels ``columns`` (host indices; None:
+    all), read back in one copy; ``beta`` is the F-score's (its row sums).
+
+    The state starts as one host block (the first left-out row is all ones),
+    sent in one copy. Rows the kernel leaves out (only weights can be, past
+    the checks: with ``validate=False``) are an error, never dropped."""
+    from metrics_gpu._multilabel_stream import kernel_input
+    from metrics_gpu.backends.launchers.multilabel import (
+        CHECK_BITS, CHECK_SLOTS, NO_ROW, PREDICTION_MODES, ROW_SLOTS, WEIGHT_DTYPES)
+
+    backend = inputs.backend
+    true, pred = inputs.y_true, inputs.y_pred
+    if columns is not None:
+        index = backend.asarray(np.asarray(columns, dtype=np.int64))
+        true, pred = true[:, index], pred[:, index]
+    true, true_code = kernel_input(true, backend, "y_true")
+    pred, pred_code = kernel_input(pred, backend, "y_pred")
+    weight = inputs.sample_weight
+    if weight is not None and weight.dtype.name not in WEIGHT_DTYPES:
+        weight = weight.astype(np.float64)
+    num_selected = int(true.shape[1])
+    count_end = 4 * num_selected
+    row_end = count_end + len(ROW_SLOTS)
+    state = np.zeros(row_end + CHECK_SLOTS, np.uint64)
+    state[row_end + 1] = NO_ROW
+    block = backend.asarray(state)
+    counts = block[:count_end]
+    backend.multilabel_update(
+        true, true_code, pred, pred_code, weight, mode=PREDICTION_MODES["labels"], cut=0.5,
+        ignore=None, f_beta2=beta * beta if f_score_rate(beta) == "f_score" else 1.0,
+        row_offset=0, counts=counts if weight is None else counts.view(np.float64),
+        row_sums=block[count_end:row_end].view(np.float64), checks=block[row_end:])
+    host = np.asarray(backend.to_host(block))
+    left_out, first, reasons = (int(v) for v in host[row_end:])
+    if left_out:
+        arguments = " and ".join(name for bit, name in CHECK_BITS.items() if reasons & bit)
+        raise ValueError(
+            f"{arguments.replace('preds', 'y_pred')}: {left_out} row(s) hold a value this "
+            f"function refuses, the first is row {first} (weights must be finite and >= 0; "
+            "validate=False does not check them beforehand)")
+    per_label = host[:count_end].view(np.float64) if weight is not None else \
+        host[:count_end].astype(np.int64)
+    tp, fp, fn, tn = per_label.reshape(4, num_selected)
+    return MultilabelTotals(tp=tp, fp=fp, fn=fn, tn=tn,
+                            rows=host[count_end:row_end].view(np.float64).copy(),
+                            num_selected=num_selected, num_labels=inputs.num_labels,
+                            inputs=inputs, columns=columns, beta=beta)
+
+
 def multilabel_counts(inputs: MultilabelInputs, columns=None) -> MultilabelCounts:
     """:class:`MultilabelCounts` of ``inputs``; ``columns`` (label indices,
     host) selects the labels of the per-label and per-sample set counts
     (subset accuracy and Hamming loss always read every label)."""
     xp = inputs.backend.xp
-    true, pred = inputs.y_true, inputs.y_pred
+    true, pred = inputs.masks()
     sample_errors = None
     if columns is not None:
         sample_errors = _cell_counts(true != pred, xp, columns=False)[0]
@@ -172,31 +349,28 @@ def multilabel_counts(inputs: MultilabelInputs, columns=None) -> MultilabelCount
 # -- formulas over the counts -----------------------------------------------------
 
 
-def confusion_matrices(c: MultilabelCounts, samplewise: bool = False):
+def confusion_matrices(c: MultilabelCounts | MultilabelTotals, samplewise: bool = False):
     """``(n_outputs, 2, 2)`` ``[[tn, fp], [fn, tp]]`` per label (per sample
     with ``samplewise``), as ``sklearn.metrics.multilabel_confusion_matrix``."""
     tp, fp, fn, tn = c.samplewise() if samplewise else (c.tp, c.fp, c.fn, c.tn)
     return c.xp.stack([tn, fp, fn, tp], axis=1).reshape(-1, 2, 2)
 
 
-def exact_matches(c: MultilabelCounts, normalize: bool = True):
+def exact_matches(c: MultilabelCounts | MultilabelTotals, normalize: bool = True):
     """Subset accuracy: the fraction (``normalize=False``: the number or
     weight) of samples whose every label is right."""
-    correct = (c.sample_errors == 0).astype(c.xp.float64)
-    matched = c._weighted(correct).sum()
+    matched = c.matched_weight()
     return matched / c.total_weight() if normalize else matched
 
 
-def exact_mismatches(c: MultilabelCounts, normalize: bool = True):
+def exact_mismatches(c: MultilabelCounts | MultilabelTotals, normalize: bool = True):
     """The zero-one loss: the fraction (number, weight) of samples with a wrong label."""
     if normalize:
         return 1 - exact_matches(c)
     return c.total_weight() - exact_matches(c, normalize=False)
 
 
-def hamming_loss(c: MultilabelCounts):
+def hamming_loss(c: MultilabelCounts | MultilabelTotals):
     """The fraction of wrong labels, over all N x L (weighted: scikit-learn's
     sum(w * wrong) / (N * L * mean(w)))."""
-    wrong = c._weighted(c.sample_errors).sum()
-    mean_weight = 1.0 if c.sample_weight is None else c.sample_weight.mean()
-    return wrong / (c.num_samples * c.num_labels * mean_weight)
+    return c.wrong_cells() / c.cells()

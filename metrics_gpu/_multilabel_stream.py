@@ -33,7 +33,7 @@ from metrics_gpu._backend import get_backend_implementation, resolve_backend
 from metrics_gpu._planned import address, address_reader, array_layout
 from metrics_gpu._report_mapping import MetricMapping, missing_metric
 from metrics_gpu._streaming import MAX_THRESHOLDS, initialised_distributed
-from metrics_gpu._validation import check_int_range
+from metrics_gpu._validation import check_int_range, host_tensor
 from metrics_gpu.backends.numpy_backend import calibration_bin
 from metrics_gpu.backends.launchers.multilabel import (
     BFLOAT16_CODE,
@@ -52,7 +52,7 @@ RANKING_SLOTS = ("label_ranking_average_precision_score", "label_ranking_loss",
                  "coverage_error")
 SCORE_KINDS = ("probabilities", "logits")
 VALIDATE_MODES = ("deferred", "eager", False)
-STATE_VERSION = 1
+STATE_VERSION = 2  # 2: the rows with a 0/0 rate (ROW_SLOTS' last three)
 AVERAGES = ("micro", "macro", "weighted", "samples")
 _MAX_LAYOUTS = 8
 # Cells of the binned metrics' (2, L, thresholds) histogram (8 bytes each).
@@ -135,7 +135,7 @@ def multilabel_update_reference(y_true, preds, weight, *, mode: str, cut: float,
     def rate(numerator, denominator):
         defined = denominator > 0
         value = np.divide(numerator, denominator, out=np.zeros_like(numerator), where=defined)
-        return (w * value).sum(), w[~defined].sum()
+        return (w * value).sum(), w[defined].sum()
 
     sums = np.zeros(len(ROW_SLOTS))
     sums[ROW["weight"]] = w.sum()
@@ -146,8 +146,11 @@ def multilabel_update_reference(y_true, preds, weight, *, mode: str, cut: float,
             ("precision", tp, tp + fp), ("recall", tp, tp + fn),
             ("f_score", (1 + f_beta2) * tp, (1 + f_beta2) * tp + f_beta2 * fn + fp),
             ("jaccard", tp, tp + fp + fn)):
-        sums[ROW[name]], sums[ROW[name + "_undefined"]] = rate(numerator, denominator)
+        sums[ROW[name]], sums[ROW[name + "_defined"]] = rate(numerator, denominator)
     sums[ROW["rows"]] = keep.sum()
+    sums[ROW["rows_no_predicted"]] = ((tp + fp) == 0).sum()
+    sums[ROW["rows_no_true"]] = ((tp + fn) == 0).sum()
+    sums[ROW["rows_no_labels"]] = ((tp + fp + fn) == 0).sum()
     checks = np.array([left_out.sum(), NO_ROW, 0], dtype=np.uint64)
     if left_out.any():
         checks[1] = np.uint64(int(np.flatnonzero(left_out)[0]) + row_offset)
@@ -458,11 +461,11 @@ class MultilabelMetrics:
                 added["ranking"] = np.zeros(len(RANKING_SLOTS))
             _add_state(self, added)
         else:
-            true, true_code = _kernel_input(y_true, backend, "y_true")
-            pred, pred_code = _kernel_input(preds, backend, "preds")
+            true, true_code = kernel_input(y_true, backend, "y_true")
+            pred, pred_code = kernel_input(preds, backend, "preds")
             weight = None
             if sample_weight is not None:
-                weight = backend.asarray(sample_weight)
+                weight = backend.asarray(host_tensor(sample_weight))
                 if weight.dtype.name not in WEIGHT_DTYPES:
                     weight = weight.astype(np.float64)
             ignore = _ignore_value(self._spec["ignore_index"], true.dtype)
@@ -729,7 +732,7 @@ def _backend_values(values, backend):
     return backend.asarray(values)
 
 
-def _kernel_input(values, backend, name: str):
+def kernel_input(values, backend, name: str):
     """``(array, element code)`` of an (N, L) input as the kernel reads it:
     the caller's memory where its rows are contiguous and its dtype has a
     code (a torch bfloat16 tensor as its 16-bit patterns), else a copy."""
@@ -737,7 +740,8 @@ def _kernel_input(values, backend, name: str):
     code = None
     if torch is not None and isinstance(values, torch.Tensor) and values.dtype == torch.bfloat16:
         values, code = values.view(torch.int16), BFLOAT16_CODE
-    array = backend.asarray(values)
+    # A torch CPU tensor as NumPy: a GPU backend copies host data, not DLPack's.
+    array = backend.asarray(host_tensor(values))
     if array.dtype.kind not in "biuf":
         raise ValueError(f"{name} must be numeric, got dtype {array.dtype}")
     if code is None:
@@ -798,7 +802,7 @@ class MultilabelReport(MetricMapping):
 
     def __init__(self, state: Mapping[str, np.ndarray], spec: Mapping[str, Any]) -> None:
         from metrics_gpu._classification import _averaged_rate, _prfs_of_counts
-        from metrics_gpu._multilabel import _as_counts
+        from metrics_gpu._multilabel import _as_counts, f_score_rate, samples_mean
 
         num_labels = spec["num_labels"]
         counts = state["counts"].reshape(4, num_labels)
@@ -834,11 +838,11 @@ class MultilabelReport(MetricMapping):
             values[f"recall_{average}"] = recall
             values[f"f_score_{average}"] = f_score
             values[f"jaccard_{average}"] = np.float64(jaccard)
-        f_slot = "recall" if math.isinf(beta) else "precision" if beta == 0 else "f_score"
+        f_slot = f_score_rate(beta)
         for name, slot in (("precision", "precision"), ("recall", "recall"),
                            ("f_score", f_slot), ("jaccard", "jaccard")):
-            values[f"{name}_samples"] = _samples_average(
-                rows[ROW[slot]], rows[ROW[slot + "_undefined"]], weight, zero_division)
+            values[f"{name}_samples"] = samples_mean(
+                rows[ROW[slot]], rows[ROW[slot + "_defined"]], weight, zero_division)
         if beta == 1.0:
             for average in AVERAGES:
                 values[f"f1_{average}"] = values[f"f_score_{average}"]
@@ -950,16 +954,3 @@ def _binned_values(histogram, num_labels: int, per_label: dict) -> dict[str, Any
         values[f"{name}_weighted_error_bound"] = np.float64(weighted_bound)
         values[f"{name}_micro_error_bound"] = np.float64(micro_bound)
     return values
-
-
-def _samples_average(defined: float, undefined_weight: float, weight: float,
-                     zero_division: float) -> np.float64:
-    """The weighted mean over rows of a rate whose 0/0 rows take
-    ``zero_division`` (NaN: those rows are left out of the mean)."""
-    if math.isnan(zero_division):
-        # The defined rows' weight: the total less the undefined rows' (sums
-        # of the same weights in another order: all undefined within rounding).
-        counted = weight - undefined_weight
-        return np.float64(defined / counted if counted > 1e-9 * weight else math.nan)
-    return np.float64((defined + zero_division * undefined_weight) / weight
-                      if weight > 0 else math.nan)

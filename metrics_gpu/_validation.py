@@ -500,7 +500,8 @@ MULTILABEL = "multilabel-indicator"
 
 @dataclass(frozen=True)
 class MultilabelInputs:
-    """Checked ``(N, L)`` indicator matrices (bool, on the backend) and their weights."""
+    """Checked ``(N, L)`` indicator matrices (0/1 of any dtype, on the
+    backend, as given: a kernel reads them so) and their weights."""
 
     y_true: Any
     y_pred: Any
@@ -511,6 +512,10 @@ class MultilabelInputs:
     @property
     def num_labels(self) -> int:
         return int(self.y_true.shape[1])
+
+    def masks(self):
+        """``(y_true, y_pred)`` as bool matrices (a copy of each non-bool one)."""
+        return tuple(m if m.dtype.kind == "b" else m != 0 for m in (self.y_true, self.y_pred))
 
 
 def _shape_of(values) -> tuple[int, ...]:
@@ -614,9 +619,7 @@ def check_multilabel_inputs(y_true, y_pred, *, sample_weight=None, num_classes=N
     weight = check_sample_weight(sample_weight, n, backend, validate, allow_all_zero=False,
                                  true_name=names[0])
     return MultilabelInputs(
-        y_true=true if true.dtype.kind == "b" else true != 0,
-        y_pred=pred if pred.dtype.kind == "b" else pred != 0,
-        sample_weight=weight, backend=backend, source=y_true,
+        y_true=true, y_pred=pred, sample_weight=weight, backend=backend, source=y_true,
     )
 
 

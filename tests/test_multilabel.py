@@ -180,13 +180,88 @@ EDGE_CASES = {
 @pytest.mark.parametrize("average", AVERAGES)
 @pytest.mark.parametrize("zero_division", ZERO_DIVISIONS, ids=str)
 @pytest.mark.parametrize("case", EDGE_CASES, ids=str)
-def test_edge_cases_match_sklearn(case, average, zero_division):
+def test_edge_cases_match_sklearn(backend, case, average, zero_division):
     y_true, y_pred = EDGE_CASES[case]
-    with mg.use_backend("numpy"):
-        from conftest import BackendCase
+    check_against_sklearn(backend, y_true, y_pred, None, None, average, zero_division, np.int64)
 
-        check_against_sklearn(BackendCase("numpy"), y_true, y_pred, None, None, average,
-                              zero_division, np.int64)
+
+@pytest.mark.parametrize("weights", ["float", "with-zeros"])
+def test_wide_rows_match_sklearn(backend, rng, weights):
+    """Rows of more labels than a warp has lanes (kernels/multilabel.cu takes
+    a warp per row), weighted, rows with weight 0, empty rows, every average
+    and zero_division, labels= subsets."""
+    n, n_labels = 60, 41
+    y_true = rng.random((n, n_labels)) < 0.15
+    y_pred = rng.random((n, n_labels)) < 0.2
+    y_true[3], y_pred[3] = False, False  # 0/0 everywhere in a row
+    y_pred[7] = False
+    y_true[11] = False
+    weight = rng.random(n) + 0.1
+    if weights == "with-zeros":
+        weight[::4] = 0.0
+    for average in AVERAGES:
+        for zero_division in ZERO_DIVISIONS:
+            for labels in (None, [40, 2, 17]):
+                check_against_sklearn(backend, y_true, y_pred, weight, labels, average,
+                                      zero_division, np.uint8)
+
+
+def test_nan_mean_of_rows_weighing_nothing_is_the_plain_mean(backend):
+    """zero_division=NaN with every defined sample of weight 0: scikit-learn's
+    mean of the defined values is then unweighted (sums over rows cannot give
+    it: the kernel backends take the per-sample counts)."""
+    y_true = np.array([[1, 0, 1], [0, 0, 0], [1, 1, 0]])
+    y_pred = np.array([[1, 1, 0], [0, 0, 0], [1, 0, 0]])
+    weight = np.array([0.0, 2.0, 0.0])
+    for name in ("precision_score", "recall_score", "f1_score"):  # jaccard: no NaN in sklearn
+        expected = getattr(skm, name)(y_true, y_pred, average="samples", sample_weight=weight,
+                                      zero_division=math.nan)
+        ours = getattr(mg, name)(backend.asarray(y_true), backend.asarray(y_pred),
+                                 average="samples", sample_weight=backend.asarray(weight),
+                                 zero_division=math.nan)
+        assert_same(ours, expected)
+
+
+@pytest.mark.parametrize("function", ["f1_score", "hamming_loss", "multilabel_confusion_matrix"])
+def test_unvalidated_bad_weights_are_an_error_not_a_dropped_row(backend, function):
+    """A kernel leaves out a row it refuses: unchecked weights it refuses are
+    an error there, not a row silently missing (NumPy computes with them, as
+    scikit-learn)."""
+    if backend.name == "numpy":
+        pytest.skip("the NumPy backend computes with unchecked weights, as scikit-learn")
+    y = backend.asarray(np.array([[1, 0], [0, 1], [1, 1]]))
+    weight = backend.asarray(np.array([1.0, -1.0, np.nan]))
+    kwargs = {"average": "samples"} if function == "f1_score" else {}
+    with pytest.raises(ValueError, match="sample_weight"):
+        getattr(mg, function)(y, y, sample_weight=weight, validate=False, **kwargs)
+
+
+@pytest.mark.parametrize("weighted", [False, True], ids=["unweighted", "weighted"])
+def test_kernel_backends_count_in_one_launch_and_read_back_once(weighted):
+    """The threshold metrics of (N, L) input on a kernel backend: one launch
+    of kernels/multilabel.cu over the caller's arrays, the O(L) sums sent
+    and read back once; validate=False reads nothing else."""
+    from metrics_gpu.testing import operation_counter
+
+    rng = np.random.default_rng(5)
+    y_true = rng.integers(0, 2, (300, 6)).astype(np.int8)
+    y_pred = rng.integers(0, 2, (300, 6)).astype(np.int8)
+    weight = rng.random(300) if weighted else None
+    with mg.use_backend("emulated"):
+        for name, kwargs in (("accuracy_score", {}), ("hamming_loss", {}),
+                             ("f1_score", {"average": "samples"}),
+                             ("precision_recall_fscore_support", {"average": "macro"}),
+                             ("multilabel_confusion_matrix", {})):
+            with operation_counter() as operations:
+                ours = getattr(mg, name)(y_true, y_pred, sample_weight=weight, validate=False,
+                                         **kwargs)
+            assert operations.launches == 1, name
+            assert operations.host_transfers == 1, name  # the sums read back
+            expected = getattr(skm, name)(y_true, y_pred, sample_weight=weight, **kwargs)
+            if name == "multilabel_confusion_matrix" and not weighted:
+                np.testing.assert_array_equal(ours, expected)
+            else:
+                assert_same(ours, expected)
 
 
 def test_previously_silent_case_gives_sklearns_numbers():

@@ -26,8 +26,9 @@ PREDICTION_MODE_NAMES = ("labels", "probabilities", "logits")
 PREDICTION_MODES = {name: mode for mode, name in enumerate(PREDICTION_MODE_NAMES)}
 # The row sums (enum RowSlot), in order.
 ROW_SLOTS = ("weight", "exact", "wrong_cells", "counted_cells", "precision",
-             "precision_undefined", "recall", "recall_undefined", "f_score",
-             "f_score_undefined", "jaccard", "jaccard_undefined", "rows")
+             "precision_defined", "recall", "recall_defined", "f_score",
+             "f_score_defined", "jaccard", "jaccard_defined", "rows",
+             "rows_no_predicted", "rows_no_true", "rows_no_labels")
 # Why rows were left out (enum CheckBit): bit 1 << i of checks[2] names argument i.
 CHECKED_ARGUMENTS = ("y_true", "preds", "sample_weight")
 CHECK_BITS = {1 << i: name for i, name in enumerate(CHECKED_ARGUMENTS)}
