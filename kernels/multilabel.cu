@@ -296,3 +296,121 @@ __global__ void multilabel_update(const void* y_true, int true_code, mg::int64 t
     if (block_rows[i] != 0.0) atomicAdd(&row_sums[i], block_rows[i]);
   }
 }
+
+namespace mg {
+
+// The sums of multilabel_ranking (RANKING_SUM_SLOTS in
+// metrics_gpu/backends/launchers/multilabel.py).
+enum RankingSum {
+  kRankingAveragePrecision,  // LRAP
+  kRankingLoss,
+  kRankingCoverage,
+  kRankingWeight,
+  kRankingSumCount
+};
+
+// Relevant labels a warp holds before its lanes take one each.
+constexpr int kPendingLabels = 2 * kWarpSize;
+// The largest block (RANKING_MAX_BLOCK_THREADS): the warps' queues are
+// static shared memory, 256 bytes a warp.
+constexpr int kRankingBlockThreads = 256;
+constexpr int kMaxWarpsPerBlock = kRankingBlockThreads / kWarpSize;
+
+}  // namespace mg
+
+// multilabel_ranking: each row's label ranking average precision, ranking
+// loss and coverage error with scikit-learn's tie rules, weighted, summed
+// into `sums` (kRankingSumCount float64: the three, and the weight).
+//
+// Every one of them is a sum over the row's relevant labels j of counts over
+// all labels k: rank_j = #{k : s_k >= s_j} ("max" ranks: a tie at its worst
+// position), relevant_rank_j = #{k relevant : s_k >= s_j}. LRAP averages
+// relevant_rank_j / rank_j; the ranking loss counts the irrelevant k with
+// s_k >= s_j (a tie is mis-ordered), rank_j - relevant_rank_j, over
+// R (L - R) pairs; the coverage is max rank_j. Rows with R = 0 or R = L:
+// LRAP 1, loss 0 (coverage 0 for R = 0).
+//
+// A warp takes a row. Its relevant labels are gathered 32 at a time (a
+// ballot per 32 labels, compacted in shared memory), then each lane counts
+// one of them against the whole row, read from cache: about ceil(R / 32) L
+// comparisons per lane and row, no sort, any L. The scores are compared as
+// their double values (exact for every element type).
+__global__ void multilabel_ranking(const void* y_true, int true_code, mg::int64 true_stride,
+                                   const void* scores, int score_code, mg::int64 score_stride,
+                                   const void* weight, int weight_code, mg::int64 num_rows,
+                                   mg::int64 num_labels, double* sums) {
+  using mg::int64;
+  __shared__ int pending[mg::kMaxWarpsPerBlock][mg::kPendingLabels];
+  __shared__ double block_sums[mg::kRankingSumCount];
+  for (int i = threadIdx.x; i < mg::kRankingSumCount; i += blockDim.x) block_sums[i] = 0.0;
+  __syncthreads();
+  const int64 L = num_labels;
+  const unsigned int lane = mg::lane_index();
+  const unsigned int warp = threadIdx.x / mg::kWarpSize;
+  const int64 warps_per_block = blockDim.x / mg::kWarpSize;
+  int* queue = pending[warp];
+  for (int64 row = (int64)blockIdx.x * warps_per_block + warp; row < num_rows;
+       row += (int64)gridDim.x * warps_per_block) {  // the same for the whole warp
+    const int64 true_base = row * true_stride;
+    const int64 score_base = row * score_stride;
+    double precision_sum = 0.0;  // this lane's labels: sum of relevant_rank / rank
+    double misordered = 0.0;     // sum of rank - relevant_rank
+    double deepest = 0.0;        // max rank
+    int64 relevant = 0;          // R (the same in every lane)
+    int queued = 0;              // labels in `queue` (the same in every lane)
+    for (int64 base = 0; base < L; base += mg::kWarpSize) {
+      const int64 l = base + lane;
+      const bool is_relevant = l < L && mg::element(y_true, true_code, true_base + l) == 1.0;
+      const unsigned int found = __ballot_sync(mg::kFullWarp, is_relevant);
+      if (is_relevant) queue[queued + __popc(found & ((1u << lane) - 1u))] = (int)l;
+      queued += __popc(found);
+      relevant += __popc(found);
+      const bool last = base + mg::kWarpSize >= L;
+      __syncwarp();
+      while (queued >= mg::kWarpSize || (last && queued > 0)) {
+        const int taken = queued < mg::kWarpSize ? queued : mg::kWarpSize;
+        if ((int)lane < taken) {
+          const double s = mg::element(scores, score_code, score_base + queue[lane]);
+          int64 rank = 0, relevant_rank = 0;
+          for (int64 k = 0; k < L; ++k) {
+            if (mg::element(scores, score_code, score_base + k) >= s) {
+              ++rank;
+              relevant_rank += mg::element(y_true, true_code, true_base + k) == 1.0;
+            }
+          }
+          precision_sum += (double)relevant_rank / (double)rank;
+          misordered += (double)(rank - relevant_rank);
+          deepest = fmax(deepest, (double)rank);
+        }
+        // The labels past the first 32 move to the front.
+        const int rest = queued - taken;
+        int moved = 0;
+        __syncwarp();
+        if ((int)lane < rest) moved = queue[taken + lane];
+        __syncwarp();
+        if ((int)lane < rest) queue[lane] = moved;
+        __syncwarp();
+        queued = rest;
+      }
+    }
+    for (int offset = mg::kWarpSize / 2; offset > 0; offset >>= 1) {
+      precision_sum += __shfl_xor_sync(mg::kFullWarp, precision_sum, offset);
+      misordered += __shfl_xor_sync(mg::kFullWarp, misordered, offset);
+      deepest = fmax(deepest, __shfl_xor_sync(mg::kFullWarp, deepest, offset));
+    }
+    if (lane == 0) {
+      const double w = weight == nullptr ? 1.0 : mg::element(weight, weight_code, row);
+      const bool mixed = relevant > 0 && relevant < L;
+      const double lrap = mixed ? precision_sum / (double)relevant : 1.0;
+      const double loss = mixed ? misordered / ((double)relevant * (double)(L - relevant)) : 0.0;
+      atomicAdd(&block_sums[mg::kRankingAveragePrecision], w * lrap);
+      atomicAdd(&block_sums[mg::kRankingLoss], w * loss);
+      atomicAdd(&block_sums[mg::kRankingCoverage], w * deepest);
+      atomicAdd(&block_sums[mg::kRankingWeight], w);
+    }
+  }
+  __syncthreads();
+  for (int i = threadIdx.x; i < mg::kRankingSumCount; i += blockDim.x) {
+    if (block_sums[i] != 0.0) atomicAdd(&sums[i], block_sums[i]);
+  }
+}

@@ -10,11 +10,14 @@ Each sample ranks its L labels by score. scikit-learn's rules, kept exactly:
 * a tied (relevant, irrelevant) pair is mis-ordered for the ranking loss
   (so ``[[0, 1]]`` scored ``[[0.5, 0.5]]`` loses 1.0).
 
-Written once over the array namespace ``xp`` (NumPy now, CuPy later) with
-only a sort along the rows, ``cumsum`` and ``take_along_axis``: O(N L log L)
-work, no loop over the rows in Python (scikit-learn's LRAP and ranking loss
-loop over them). Rows go in chunks of :data:`CHUNK_ELEMENTS` scores, so the
-sort's temporaries stay O(chunk) whatever N.
+Written once over the array namespace ``xp`` with only a sort along the
+rows, ``cumsum`` and ``take_along_axis``: O(N L log L) work, no loop over the
+rows in Python (scikit-learn's LRAP and ranking loss loop over them). Rows go
+in chunks of :data:`CHUNK_ELEMENTS` scores, so the sort's temporaries stay
+O(chunk) whatever N. That is the NumPy backend's path and the reference of
+the kernel backends' one: the three metrics' weighted sums from one launch
+of ``kernels/multilabel.cu`` (:func:`ranking_sums`: a warp per row, no
+sort), of which the array path is the reference in the tests.
 
 :func:`check_indicator_inputs` is also the check of the multilabel ROC AUC
 and average precision of :mod:`metrics_gpu._ranking`.
@@ -122,6 +125,33 @@ def each_row(inputs: IndicatorInputs, row_metric):
     xp = inputs.backend.xp
     parts = [row_metric(relevant, scores, xp) for relevant, scores in _row_chunks(inputs)]
     return parts[0] if len(parts) == 1 else xp.concatenate(parts)
+
+
+def ranking_sums(backend, y_true, scores, weight) -> np.ndarray:
+    """The weighted sums over rows of LRAP, ranking loss and coverage error,
+    and of the weights (``RANKING_SUM_SLOTS``), from one launch of
+    ``kernels/multilabel.cu`` on a kernel backend, read back in one copy:
+    ``y_true`` (N, L) 0/1 and ``scores`` backend arrays, ``weight`` (N,)
+    float64 or None."""
+    from metrics_gpu._multilabel_stream import kernel_input
+    from metrics_gpu.backends.launchers.multilabel import RANKING_SUM_SLOTS
+
+    true, true_code = kernel_input(y_true, backend, "y_true")
+    score, score_code = kernel_input(scores, backend, "y_score")
+    sums = backend.zeros(len(RANKING_SUM_SLOTS), np.float64)
+    backend.multilabel_ranking(true, true_code, score, score_code, weight, sums)
+    return np.asarray(backend.to_host(sums))
+
+
+def _ranking_metric(inputs: IndicatorInputs, row_metric, slot: int):
+    """The weighted mean of a row metric: the kernel's sums on a kernel
+    backend (``slot``: the metric's among them), else the rows of the array
+    path."""
+    if inputs.backend.name == "numpy":
+        per_row = each_row(inputs, row_metric)
+        return output(_weighted_mean(per_row, inputs.sample_weight, inputs.backend.xp), inputs)
+    sums = ranking_sums(inputs.backend, inputs.y_true, inputs.y_score, inputs.sample_weight)
+    return output(np.float64(sums[slot] / sums[-1]), inputs)
 
 
 def _weighted_mean(per_row, sample_weight, xp):
@@ -242,9 +272,7 @@ def label_ranking_average_precision_score(y_true: ArrayLike, y_score: ArrayLike,
     """
     inputs = check_indicator_inputs(y_true, y_score, sample_weight,
                                     function="label_ranking_average_precision_score")
-    xp = inputs.backend.xp
-    per_row = each_row(inputs, row_average_precision)
-    return output(_weighted_mean(per_row, inputs.sample_weight, xp), inputs)
+    return _ranking_metric(inputs, row_average_precision, 0)
 
 
 @on_caller_stream
@@ -296,9 +324,7 @@ def label_ranking_loss(y_true: ArrayLike, y_score: ArrayLike, *,
     """
     inputs = check_indicator_inputs(y_true, y_score, sample_weight, function="label_ranking_loss",
                                     min_labels=2)
-    xp = inputs.backend.xp
-    per_row = each_row(inputs, row_ranking_loss)
-    return output(_weighted_mean(per_row, inputs.sample_weight, xp), inputs)
+    return _ranking_metric(inputs, row_ranking_loss, 1)
 
 
 @on_caller_stream
@@ -347,9 +373,7 @@ def coverage_error(y_true: ArrayLike, y_score: ArrayLike, *,
     """
     inputs = check_indicator_inputs(y_true, y_score, sample_weight, function="coverage_error",
                                     min_labels=2)
-    xp = inputs.backend.xp
-    per_row = each_row(inputs, row_coverage)
-    return output(_weighted_mean(per_row, inputs.sample_weight, xp), inputs)
+    return _ranking_metric(inputs, row_coverage, 2)
 
 
 # -- discounted cumulative gain ------------------------------------------------------------

@@ -494,11 +494,12 @@ class MultilabelMetrics:
             self._raise_invalid()
 
     def _add_ranking(self, backend, y_true, preds, sample_weight) -> None:
-        """``ranking=True``: each counted row's LRAP, ranking loss and coverage
-        (:mod:`metrics_gpu._multilabel_ranking`'s row functions: a sort per
-        row, a chunk of rows at a time), added as weighted sums. Rows the
-        kernel leaves out weigh 0 here (their scores are set to 0 first, so
-        that a NaN reaches no sum)."""
+        """``ranking=True``: each counted row's LRAP, ranking loss and coverage,
+        added as weighted sums: one launch of the ranking kernel on a kernel
+        backend, else :mod:`metrics_gpu._multilabel_ranking`'s row functions
+        (a sort per row, a chunk of rows at a time). Rows the update kernel
+        leaves out weigh 0 here (their scores are set to 0 first, so that a
+        NaN reaches no sum)."""
         from metrics_gpu import _multilabel_ranking as R
 
         xp = backend.xp
@@ -515,8 +516,14 @@ class MultilabelMetrics:
         weight = xp.where(valid, weight, 0.0)
         scores = xp.where(valid[:, None], scores, 0.0)
         relevant = true == 1
-        step = max(1, R.CHUNK_ELEMENTS // self.num_labels)
         sums = self._arrays["ranking"]  # type: ignore[index]
+        if backend.name != "numpy":  # the kernel's sums: a warp per row, no sort
+            added = backend.zeros(len(RANKING_SLOTS) + 1, np.float64)
+            backend.multilabel_ranking(relevant, ELEMENT_CODES["bool"], scores,
+                                       ELEMENT_CODES["float64"], weight, added)
+            sums += added[:len(RANKING_SLOTS)]
+            return
+        step = max(1, R.CHUNK_ELEMENTS // self.num_labels)
         for begin in range(0, true.shape[0], step):
             rel, sc = relevant[begin:begin + step], scores[begin:begin + step]
             w = weight[begin:begin + step]

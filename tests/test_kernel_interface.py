@@ -75,6 +75,8 @@ INTERFACE = (
     # its row sums and the arguments its checks name.
     Mirror("multilabel.cu", "ElementCode", _MULTILABEL, "ELEMENT_CODE_NAMES"),
     Mirror("multilabel.cu", "PredictionMode", _MULTILABEL, "PREDICTION_MODE_NAMES"),
+    Mirror("multilabel.cu", "RankingSum", _MULTILABEL, "RANKING_SUM_SLOTS",
+           renames={"kRankingAveragePrecision": "average_precision"}),
     Mirror("multilabel.cu", "RowSlot", _MULTILABEL, "ROW_SLOTS",
            renames={"kRowCount": "rows", "kRowFScore": "f_score",
                     "kRowFScoreDefined": "f_score_defined",
@@ -89,6 +91,7 @@ INTERFACE = (
     Mirror("scores.cu", "kScoreBlockThreads", _SCORES, "SCORE_MAX_BLOCK_THREADS"),
     Mirror("reduce_metrics.cu", "kMaxBlockThreads", _REDUCE, "REDUCE_MAX_BLOCK_THREADS"),
     Mirror("ranking.cu", "kRankBlockThreads", _RANKING, "RANK_MAX_BLOCK_THREADS"),
+    Mirror("multilabel.cu", "kRankingBlockThreads", _MULTILABEL, "RANKING_MAX_BLOCK_THREADS"),
     Mirror("ranking.cu", "kRankItems", _RANKING, "RANK_ITEMS_PER_THREAD"),
     Mirror("streaming.cu", "kOrdinalShift", _KERNELS, "STREAM_ORDINAL_SHIFT"),
     Mirror("streaming.cu", "kNoError", _KERNELS, "STREAM_NO_ERROR"),

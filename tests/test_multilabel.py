@@ -236,7 +236,8 @@ def test_unvalidated_bad_weights_are_an_error_not_a_dropped_row(backend, functio
         getattr(mg, function)(y, y, sample_weight=weight, validate=False, **kwargs)
 
 
-@pytest.mark.parametrize("weighted", [False, True], ids=["unweighted", "weighted"])
+@pytest.mark.parametrize("weighted", [False, True],
+                         ids=["emulated-unweighted", "emulated-weighted"])
 def test_kernel_backends_count_in_one_launch_and_read_back_once(weighted):
     """The threshold metrics of (N, L) input on a kernel backend: one launch
     of kernels/multilabel.cu over the caller's arrays, the O(L) sums sent

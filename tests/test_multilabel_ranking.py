@@ -149,6 +149,32 @@ def test_chunks_of_rows_give_the_same_value(name, monkeypatch, rng):
     assert whole == pytest.approx(reference, rel=RTOL)
 
 
+@pytest.mark.parametrize("score_dtype", ["float32", "float64", "bfloat16", "int64"])
+@pytest.mark.parametrize("shape", [(23, 70, 0.9), (37, 41, 0.2), (9, 3, 0.5)],
+                         ids=["R-past-a-warp", "wide", "narrow"])
+def test_emulated_ranking_kernel_equals_array_path(shape, score_dtype, rng):
+    """The emulated kernel's sums (a warp per row, relevant labels queued 32
+    at a time: rows with more than 32 and more than 64 of them, tied
+    scores, all / no relevant rows, weights with zeros) against the NumPy
+    backend's array path, which the other tests hold to scikit-learn."""
+    n, num_labels, share = shape
+    y_true = rng.random((n, num_labels)) < share
+    y_true[0], y_true[1] = False, True
+    scores = torch.tensor(rng.integers(0, 9, (n, num_labels)) / 8.0)
+    scores = scores.to(getattr(torch, score_dtype)) if score_dtype != "int64" else \
+        torch.tensor(rng.integers(-3, 4, (n, num_labels)))
+    weight = rng.random(n)
+    weight[::5] = 0.0
+    host_scores = scores.float().numpy() if score_dtype == "bfloat16" else scores.numpy()
+    for name in RANKING_METRICS:
+        with mg.use_backend("numpy"):
+            expected = getattr(mg, name)(y_true, host_scores, sample_weight=weight)
+        with mg.use_backend("emulated"):
+            ours = getattr(mg, name)(torch.tensor(y_true), scores,
+                                     sample_weight=torch.tensor(weight))
+        assert float(ours) == pytest.approx(float(expected), rel=RTOL, abs=ATOL), name
+
+
 @pytest.mark.parametrize("name", RANKING_METRICS)
 @pytest.mark.parametrize("label_dtype", [bool, np.uint8, np.int32, np.float32])
 @pytest.mark.parametrize("score_dtype", [np.float16, np.float32, np.int64])

@@ -1,6 +1,8 @@
-"""Launcher of ``kernels/multilabel.cu``: the multilabel state's update (one
+"""Launchers of ``kernels/multilabel.cu``: the multilabel state's update (one
 launch per batch; :mod:`metrics_gpu._multilabel_stream` holds the state and
-the NumPy reference of the same update)."""
+the NumPy reference of the same update), and the label-ranking sums (LRAP,
+ranking loss, coverage error: one launch; :mod:`metrics_gpu._multilabel_ranking`
+holds their array-namespace reference)."""
 
 from __future__ import annotations
 
@@ -11,7 +13,12 @@ from metrics_gpu.backends.launchers.base import BLOCKS_PER_MULTIPROCESSOR, Launc
 
 SOURCE = "multilabel.cu"
 EXPRESSION = "multilabel_update"
-MODULE = KernelModule(SOURCE, (EXPRESSION,))
+RANKING_EXPRESSION = "multilabel_ranking"
+MODULE = KernelModule(SOURCE, (EXPRESSION, RANKING_EXPRESSION))
+# The sums of the ranking kernel (enum RankingSum), in order.
+RANKING_SUM_SLOTS = ("average_precision", "loss", "coverage", "weight")
+# The ranking kernel's largest block (kMaxWarpsPerBlock warps: its queues).
+RANKING_MAX_BLOCK_THREADS = 256
 
 # The kernel's element codes (enum ElementCode), by index: one instantiation
 # reads every input type. int8 is read as uint8 (0 and 1 have the same bits,
@@ -89,7 +96,24 @@ def launch_update(backend, y_true, true_code: int, true_stride: int, preds, pred
 
 
 class MultilabelLaunchers(LaunchBase):
-    """The multilabel state's update."""
+    """The multilabel state's update and the label-ranking sums."""
+
+    def multilabel_ranking(self, y_true, true_code: int, scores, score_code: int, weight,
+                           sums) -> None:
+        """Add each row's LRAP, ranking loss and coverage error (weighted) and
+        its weight to ``sums`` (len(RANKING_SUM_SLOTS) float64): ``y_true``
+        and ``scores`` (N, L) backend arrays with contiguous rows of their
+        element codes, ``weight`` (N,) float32 / float64 or None."""
+        rows, num_labels = y_true.shape
+        block = min(self.device.block_threads, RANKING_MAX_BLOCK_THREADS)  # a warp per row
+        warps = block // 32
+        grid = max(1, min(-(-rows // warps),
+                          self.device.multiprocessor_count * BLOCKS_PER_MULTIPROCESSOR))
+        self.launch(SOURCE, RANKING_EXPRESSION, grid, block, [
+            y_true, np.int32(true_code), np.int64(y_true.strides[0] // y_true.itemsize),
+            scores, np.int32(score_code), np.int64(scores.strides[0] // scores.itemsize),
+            weight, np.int32(0 if weight is None else ELEMENT_CODES[weight.dtype.name]),
+            np.int64(rows), np.int64(num_labels), sums], 0)
 
     def multilabel_update(self, y_true, true_code: int, preds, pred_code: int, weight, *,
                           mode: int, cut: float, ignore: float | None, f_beta2: float,
