@@ -330,18 +330,21 @@ constexpr int kMaxWarpsPerBlock = kRankingBlockThreads / kWarpSize;
 // R (L - R) pairs; the coverage is max rank_j. Rows with R = 0 or R = L:
 // LRAP 1, loss 0 (coverage 0 for R = 0).
 //
-// A warp takes a row. Its relevant labels are gathered 32 at a time (a
-// ballot per 32 labels, compacted in shared memory), then each lane counts
-// one of them against the whole row, read from cache: about ceil(R / 32) L
-// comparisons per lane and row, no sort, any L. The scores are compared as
-// their double values (exact for every element type).
+// A warp takes a row. With `staged` (dynamic shared memory: L doubles and L
+// bytes a warp) the warp first copies the row's scores, as doubles (exact
+// for every element type), and relevance there, coalesced; else every read
+// below goes to global memory (the cache). Its relevant labels are gathered
+// 32 at a time (a ballot per 32 labels, compacted in a shared queue), then
+// each lane counts one of them against the whole row: about ceil(R / 32) L
+// comparisons per lane and row, no sort, any L.
 __global__ void multilabel_ranking(const void* y_true, int true_code, mg::int64 true_stride,
                                    const void* scores, int score_code, mg::int64 score_stride,
                                    const void* weight, int weight_code, mg::int64 num_rows,
-                                   mg::int64 num_labels, double* sums) {
+                                   mg::int64 num_labels, int staged, double* sums) {
   using mg::int64;
   __shared__ int pending[mg::kMaxWarpsPerBlock][mg::kPendingLabels];
   __shared__ double block_sums[mg::kRankingSumCount];
+  MG_DYNAMIC_SHARED(double, staged_scores);
   for (int i = threadIdx.x; i < mg::kRankingSumCount; i += blockDim.x) block_sums[i] = 0.0;
   __syncthreads();
   const int64 L = num_labels;
@@ -349,10 +352,21 @@ __global__ void multilabel_ranking(const void* y_true, int true_code, mg::int64 
   const unsigned int warp = threadIdx.x / mg::kWarpSize;
   const int64 warps_per_block = blockDim.x / mg::kWarpSize;
   int* queue = pending[warp];
+  double* row_scores = staged_scores + warp * L;
+  unsigned char* row_relevant =
+      reinterpret_cast<unsigned char*>(staged_scores + warps_per_block * L) + warp * L;
   for (int64 row = (int64)blockIdx.x * warps_per_block + warp; row < num_rows;
        row += (int64)gridDim.x * warps_per_block) {  // the same for the whole warp
     const int64 true_base = row * true_stride;
     const int64 score_base = row * score_stride;
+    if (staged) {
+      __syncwarp();  // the previous row's reads are done
+      for (int64 l = lane; l < L; l += mg::kWarpSize) {
+        row_scores[l] = mg::element(scores, score_code, score_base + l);
+        row_relevant[l] = mg::element(y_true, true_code, true_base + l) == 1.0;
+      }
+      __syncwarp();
+    }
     double precision_sum = 0.0;  // this lane's labels: sum of relevant_rank / rank
     double misordered = 0.0;     // sum of rank - relevant_rank
     double deepest = 0.0;        // max rank
@@ -360,7 +374,9 @@ __global__ void multilabel_ranking(const void* y_true, int true_code, mg::int64 
     int queued = 0;              // labels in `queue` (the same in every lane)
     for (int64 base = 0; base < L; base += mg::kWarpSize) {
       const int64 l = base + lane;
-      const bool is_relevant = l < L && mg::element(y_true, true_code, true_base + l) == 1.0;
+      const bool is_relevant =
+          l < L && (staged ? row_relevant[l] != 0
+                           : mg::element(y_true, true_code, true_base + l) == 1.0);
       const unsigned int found = __ballot_sync(mg::kFullWarp, is_relevant);
       if (is_relevant) queue[queued + __popc(found & ((1u << lane) - 1u))] = (int)l;
       queued += __popc(found);
@@ -370,12 +386,31 @@ __global__ void multilabel_ranking(const void* y_true, int true_code, mg::int64 
       while (queued >= mg::kWarpSize || (last && queued > 0)) {
         const int taken = queued < mg::kWarpSize ? queued : mg::kWarpSize;
         if ((int)lane < taken) {
-          const double s = mg::element(scores, score_code, score_base + queue[lane]);
+          const int j = queue[lane];
           int64 rank = 0, relevant_rank = 0;
-          for (int64 k = 0; k < L; ++k) {
-            if (mg::element(scores, score_code, score_base + k) >= s) {
-              ++rank;
-              relevant_rank += mg::element(y_true, true_code, true_base + k) == 1.0;
+          if (staged) {
+            // Four labels a trip: independent loads and counts.
+            const double s = row_scores[j];
+            int64 k = 0;
+            for (; k + 4 <= L; k += 4) {
+              const bool a = row_scores[k] >= s, b = row_scores[k + 1] >= s,
+                         c = row_scores[k + 2] >= s, d = row_scores[k + 3] >= s;
+              rank += (int)a + (int)b + (int)c + (int)d;
+              relevant_rank += (int)(a && row_relevant[k]) + (int)(b && row_relevant[k + 1]) +
+                               (int)(c && row_relevant[k + 2]) + (int)(d && row_relevant[k + 3]);
+            }
+            for (; k < L; ++k) {
+              const bool a = row_scores[k] >= s;
+              rank += a;
+              relevant_rank += a && row_relevant[k];
+            }
+          } else {
+            const double s = mg::element(scores, score_code, score_base + j);
+            for (int64 k = 0; k < L; ++k) {
+              if (mg::element(scores, score_code, score_base + k) >= s) {
+                ++rank;
+                relevant_rank += mg::element(y_true, true_code, true_base + k) == 1.0;
+              }
             }
           }
           precision_sum += (double)relevant_rank / (double)rank;

@@ -736,7 +736,7 @@ def _backend_values(values, backend):
         values = values.float()
     if backend.name != "cuda":
         return _host_values(values)
-    return backend.asarray(values)
+    return backend.asarray(host_tensor(values))  # a torch CPU tensor copied as NumPy
 
 
 def kernel_input(values, backend, name: str):

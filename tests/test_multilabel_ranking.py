@@ -149,14 +149,22 @@ def test_chunks_of_rows_give_the_same_value(name, monkeypatch, rng):
     assert whole == pytest.approx(reference, rel=RTOL)
 
 
+@pytest.mark.parametrize("staged", [True, False], ids=["staged", "global"])
 @pytest.mark.parametrize("score_dtype", ["float32", "float64", "bfloat16", "int64"])
 @pytest.mark.parametrize("shape", [(23, 70, 0.9), (37, 41, 0.2), (9, 3, 0.5)],
                          ids=["R-past-a-warp", "wide", "narrow"])
-def test_emulated_ranking_kernel_equals_array_path(shape, score_dtype, rng):
+def test_emulated_ranking_kernel_equals_array_path(shape, score_dtype, staged, rng,
+                                                   monkeypatch):
     """The emulated kernel's sums (a warp per row, relevant labels queued 32
     at a time: rows with more than 32 and more than 64 of them, tied
-    scores, all / no relevant rows, weights with zeros) against the NumPy
-    backend's array path, which the other tests hold to scikit-learn."""
+    scores, all / no relevant rows, weights with zeros; rows staged in
+    shared memory, or read from global memory as rows too long for it are)
+    against the NumPy backend's array path, which the other tests hold to
+    scikit-learn."""
+    from metrics_gpu.backends.launchers import multilabel as launcher
+
+    if not staged:
+        monkeypatch.setattr(launcher, "ranking_geometry", lambda device, num_labels: (64, 0))
     n, num_labels, share = shape
     y_true = rng.random((n, num_labels)) < share
     y_true[0], y_true[1] = False, True

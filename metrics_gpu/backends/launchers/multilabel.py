@@ -95,6 +95,27 @@ def launch_update(backend, y_true, true_code: int, true_stride: int, preds, pred
         thresholds, counts, row_sums, checks, histogram), shared, stream=stream)
 
 
+# Shared bytes a warp stages per label of its row: the score as a double, the relevance.
+RANKING_STAGED_BYTES = 9
+# Static shared memory of the ranking kernel (the warps' queues, the block's sums).
+RANKING_STATIC_SHARED_BYTES = 8 * 64 * 4 + 64
+
+
+def ranking_geometry(device, num_labels: int) -> tuple[int, int]:
+    """``(block, dynamic shared bytes)`` of the ranking kernel: a warp per
+    row, each warp's row staged in shared memory (as few warps a block as
+    that takes, down to 2 within the default per-block budget); 0 bytes
+    (rows read from global memory) for rows too long for 2 warps."""
+    block = min(device.block_threads, RANKING_MAX_BLOCK_THREADS)
+    budget = device.shared_memory_per_block - RANKING_STATIC_SHARED_BYTES
+    per_warp = -(-num_labels * RANKING_STAGED_BYTES // 8) * 8
+    while block > 64 and (block // 32) * per_warp > budget:
+        block //= 2
+    shared = (block // 32) * per_warp
+    return (block, shared) if shared <= budget else (min(device.block_threads,
+                                                         RANKING_MAX_BLOCK_THREADS), 0)
+
+
 class MultilabelLaunchers(LaunchBase):
     """The multilabel state's update and the label-ranking sums."""
 
@@ -105,15 +126,14 @@ class MultilabelLaunchers(LaunchBase):
         and ``scores`` (N, L) backend arrays with contiguous rows of their
         element codes, ``weight`` (N,) float32 / float64 or None."""
         rows, num_labels = y_true.shape
-        block = min(self.device.block_threads, RANKING_MAX_BLOCK_THREADS)  # a warp per row
-        warps = block // 32
-        grid = max(1, min(-(-rows // warps),
+        block, shared = ranking_geometry(self.device, num_labels)
+        grid = max(1, min(-(-rows // (block // 32)),
                           self.device.multiprocessor_count * BLOCKS_PER_MULTIPROCESSOR))
         self.launch(SOURCE, RANKING_EXPRESSION, grid, block, [
             y_true, np.int32(true_code), np.int64(y_true.strides[0] // y_true.itemsize),
             scores, np.int32(score_code), np.int64(scores.strides[0] // scores.itemsize),
             weight, np.int32(0 if weight is None else ELEMENT_CODES[weight.dtype.name]),
-            np.int64(rows), np.int64(num_labels), sums], 0)
+            np.int64(rows), np.int64(num_labels), np.int32(shared > 0), sums], shared)
 
     def multilabel_update(self, y_true, true_code: int, preds, pred_code: int, weight, *,
                           mode: int, cut: float, ignore: float | None, f_beta2: float,
