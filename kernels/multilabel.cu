@@ -148,6 +148,8 @@ __global__ void multilabel_update(const void* y_true, int true_code, mg::int64 t
   unsigned long long* global_bits = static_cast<unsigned long long*>(label_counts);
   double* global_weighted = static_cast<double*>(label_counts);
   const int G = lanes_per_row;
+  constexpr unsigned long long kIgnoredCell = 4;  // a cell kind: the ignored target value
+  constexpr int kKindsPerWord = 21;               // 3-bit cell kinds in 64 bits
   const unsigned int lane = mg::lane_index();
   const unsigned int group_lane = lane % G;
   const int64 groups_per_block = blockDim.x / G;
@@ -162,17 +164,27 @@ __global__ void multilabel_update(const void* y_true, int true_code, mg::int64 t
     const int64 pred_base = row * pred_stride;
     double w = 1.0;
     int bad = 0;
+    // G = 1 (L <= 32): each cell's kind, 3 bits a label (0 ... 3: tp, fp, fn,
+    // tn; kIgnoredCell), labels 0-20 in `kinds_low`, 21-31 in `kinds_high`, so
+    // that the counting trips below read no input again.
+    unsigned long long kinds_low = 0, kinds_high = 0;
     if (active) {
       if (weight != nullptr) {
         w = mg::element(weight, weight_code, row);
         if (!mg::is_finite_value(w) || w < 0.0) bad |= 1 << mg::kBadWeight;
       }
       for (int64 l = group_lane; l < L; l += G) {
-        if (mg::target_of(mg::element(y_true, true_code, true_base + l), has_ignore,
-                          ignore_value) == -2)
-          bad |= 1 << mg::kBadTarget;
-        if (mg::prediction_of(mg::element(preds, pred_code, pred_base + l), mode, cut) == -2)
-          bad |= 1 << mg::kBadPrediction;
+        const int t = mg::target_of(mg::element(y_true, true_code, true_base + l), has_ignore,
+                                    ignore_value);
+        const int p = mg::prediction_of(mg::element(preds, pred_code, pred_base + l), mode, cut);
+        if (t == -2) bad |= 1 << mg::kBadTarget;
+        if (p == -2) bad |= 1 << mg::kBadPrediction;
+        if (G == 1) {
+          const unsigned long long kind =
+              t == -1 ? kIgnoredCell : (unsigned long long)(t ? (p ? 0 : 2) : (p ? 1 : 3));
+          if (l < kKindsPerWord) kinds_low |= kind << (3 * l);
+          else kinds_high |= kind << (3 * (l - kKindsPerWord));
+        }
       }
     }
     if (G > 1) {
@@ -186,7 +198,11 @@ __global__ void multilabel_update(const void* y_true, int true_code, mg::int64 t
     // per cell kind and label: 4 atomics per 32 rows, not one per cell.
     for (int64 l = G == 1 ? 0 : group_lane; l < L && (G == 1 || counted); l += G) {
       int cell = -1;  // tp, fp, fn, tn: 0 ... 3
-      if (counted) {
+      if (counted && G == 1 && H == 0) {
+        const unsigned long long kind =
+            l < kKindsPerWord ? kinds_low >> (3 * l) : kinds_high >> (3 * (l - kKindsPerWord));
+        cell = (kind & 7ull) == kIgnoredCell ? -1 : (int)(kind & 7ull);
+      } else if (counted) {
         const int t = mg::target_of(mg::element(y_true, true_code, true_base + l), has_ignore,
                                     ignore_value);
         if (t >= 0) {  // not the ignored value

@@ -106,13 +106,15 @@ def test_labels_logits_and_beta(rng, backend_name):
         assert "f1_macro" not in report
 
 
+@pytest.mark.parametrize("weighted", [True, False], ids=["weighted", "unweighted"])
 @pytest.mark.parametrize("backend_name", STREAM_BACKENDS)
-def test_ignored_cells_count_nowhere(rng, backend_name):
-    y, scores, weight = _case(rng, 50, 4, weighted=True)
+def test_ignored_cells_count_nowhere(rng, backend_name, weighted):
+    y, scores, given_weight = _case(rng, 50, 4, weighted=weighted)
     y[rng.random(y.shape) < 0.2] = -1
     metrics = mg.MultilabelMetrics(4, ignore_index=-1)
     with mg.use_backend(backend_name):
-        metrics.update(y.astype(np.int8), scores, weight)
+        metrics.update(y.astype(np.int8), scores, given_weight)
+    weight = np.ones(len(y)) if given_weight is None else given_weight
     report = metrics.compute()
     keep = y != -1
     predicted = scores > 0.5
