@@ -64,6 +64,7 @@ from metrics_gpu._stages import (
 from metrics_gpu._state import ClassStatistics, statistics_from_matrix, use_dense_matrix
 from metrics_gpu._types import ArrayLike, Average, KappaWeights, Normalize, ZeroDivision
 from metrics_gpu._validation import (
+    check_score_kind,
     AVERAGE_OPTIONS,
     KAPPA_WEIGHTS,
     NORMALIZE_OPTIONS,
@@ -90,11 +91,14 @@ class _PassOptions:
     ignore_index: int | None
     validate: bool
     deterministic: bool
+    # (scores, threshold) of (N, L) multilabel scores in y_pred: check_score_kind's
+    scores: tuple[str, float] | None = None
 
     def keywords(self) -> dict[str, Any]:
         """The options as keyword arguments (of :func:`check_label_call`,
         :func:`one_pass`)."""
-        return {field.name: getattr(self, field.name) for field in fields(self)}
+        return {field.name: getattr(self, field.name) for field in fields(self)
+                if field.name != "scores"}
 
     def check(self, y_true: ArrayLike, y_pred: ArrayLike, *, labels: ArrayLike | None = None,
               pos_label: int | None = None,
@@ -110,7 +114,8 @@ class _PassOptions:
         (:func:`check_multilabel_inputs`)."""
         return check_multilabel_inputs(y_true, y_pred, sample_weight=self.sample_weight,
                                        num_classes=self.num_classes,
-                                       ignore_index=self.ignore_index, validate=self.validate)
+                                       ignore_index=self.ignore_index, validate=self.validate,
+                                       scores=self.scores)
 
 
 def _selected_classes(inputs: LabelInputs, stats: ClassStatistics, labels) -> np.ndarray:
@@ -267,9 +272,10 @@ def _samples_rates(counts: ML.MultilabelCounts | ML.MultilabelTotals, rates, *,
         return None  # specificity: no row sum of its own
     assert "f_score" not in rates or counts.beta == beta, "the rows summed another F-beta"
     found = [counts.samples_rate(rate, zero_division) for rate in rates]
-    if any(value is None for value in found):
+    answered = [value for value in found if value is not None]
+    if len(answered) < len(found):
         return None
-    return [value for value, _ in found], [undefined for _, undefined in found]
+    return [value for value, _ in answered], [undefined for _, undefined in answered]
 
 
 def _multilabel_prfs(counts: ML.MultilabelCounts | ML.MultilabelTotals, *, beta, average,
@@ -401,7 +407,8 @@ def _any_true_in(inputs: LabelInputs, labels: np.ndarray) -> bool:
 def multilabel_confusion_matrix(y_true: ArrayLike, y_pred: ArrayLike, *,
                                 sample_weight: ArrayLike | None = None,
                                 labels: ArrayLike | None = None,
-                                samplewise: bool = False, validate: bool = True) -> ArrayLike:
+                                samplewise: bool = False, validate: bool = True,
+                                scores: str | None = None, threshold: float = 0.5) -> ArrayLike:
     """One 2x2 confusion matrix per label (or class, or sample), as scikit-learn's.
 
     Multilabel-indicator input (``(N, L)`` matrices of 0 and 1, one column
@@ -424,6 +431,7 @@ def multilabel_confusion_matrix(y_true: ArrayLike, y_pred: ArrayLike, *,
     samplewise : bool, default False
         Multilabel input only: one matrix per sample, over the labels.
     {validate}
+    {multilabel_scores}
 
     Returns
     -------
@@ -460,7 +468,8 @@ def multilabel_confusion_matrix(y_true: ArrayLike, y_pred: ArrayLike, *,
     """
     if not isinstance(samplewise, (bool, np.bool_)):
         raise ValueError(f"samplewise must be True or False, got {samplewise!r}")
-    options = _PassOptions(None, sample_weight, None, validate, False)
+    options = _PassOptions(None, sample_weight, None, validate, False,
+                           check_score_kind(scores, threshold, allow_none=True))
     multilabel = options.multilabel(y_true, y_pred)
     if multilabel is not None:
         counts = ML.counts_of(multilabel, _multilabel_columns(multilabel, labels),
@@ -544,7 +553,8 @@ def _prediction_tally(y_true: ArrayLike, y_pred: ArrayLike, options: _PassOption
 def accuracy_score(y_true: ArrayLike, y_pred: ArrayLike, *, normalize: bool = True,
                    sample_weight: ArrayLike | None = None, num_classes: int | None = None,
                    ignore_index: int | None = None, validate: bool = True,
-                   deterministic: bool = False) -> Any:
+                   deterministic: bool = False,
+                   scores: str | None = None, threshold: float = 0.5) -> Any:
     """Fraction (``normalize=False``: number or weight) of correct predictions.
 
     Parameters
@@ -559,6 +569,7 @@ def accuracy_score(y_true: ArrayLike, y_pred: ArrayLike, *, normalize: bool = Tr
     {ignore_index}
     {validate}
     {deterministic}
+    {multilabel_scores}
 
     Returns
     -------
@@ -585,7 +596,8 @@ def accuracy_score(y_true: ArrayLike, y_pred: ArrayLike, *, normalize: bool = Tr
     >>> float(accuracy_score(np.array([[0, 1, 1], [1, 0, 1]]), np.array([[0, 1, 1], [1, 1, 1]])))
     0.5
     """
-    options = _PassOptions(num_classes, sample_weight, ignore_index, validate, deterministic)
+    options = _PassOptions(num_classes, sample_weight, ignore_index, validate, deterministic,
+                           check_score_kind(scores, threshold, allow_none=True))
     multilabel = options.multilabel(y_true, y_pred)
     if multilabel is not None:  # subset accuracy
         counts = ML.counts_of(multilabel)
@@ -604,7 +616,8 @@ def accuracy_score(y_true: ArrayLike, y_pred: ArrayLike, *, normalize: bool = Tr
 def zero_one_loss(y_true: ArrayLike, y_pred: ArrayLike, *, normalize: bool = True,
                   sample_weight: ArrayLike | None = None, num_classes: int | None = None,
                   ignore_index: int | None = None, validate: bool = True,
-                  deterministic: bool = False) -> Any:
+                  deterministic: bool = False,
+                  scores: str | None = None, threshold: float = 0.5) -> Any:
     """Fraction (``normalize=False``: number or weight) of wrong predictions.
 
     Parameters
@@ -619,6 +632,7 @@ def zero_one_loss(y_true: ArrayLike, y_pred: ArrayLike, *, normalize: bool = Tru
     {ignore_index}
     {validate}
     {deterministic}
+    {multilabel_scores}
 
     Returns
     -------
@@ -638,7 +652,8 @@ def zero_one_loss(y_true: ArrayLike, y_pred: ArrayLike, *, normalize: bool = Tru
     >>> float(zero_one_loss(np.array([1, 2, 3, 4]), np.array([2, 2, 3, 4])))
     0.25
     """
-    options = _PassOptions(num_classes, sample_weight, ignore_index, validate, deterministic)
+    options = _PassOptions(num_classes, sample_weight, ignore_index, validate, deterministic,
+                           check_score_kind(scores, threshold, allow_none=True))
     multilabel = options.multilabel(y_true, y_pred)
     if multilabel is not None:  # samples with a wrong label
         counts = ML.counts_of(multilabel)
@@ -655,7 +670,8 @@ def zero_one_loss(y_true: ArrayLike, y_pred: ArrayLike, *, normalize: bool = Tru
 @shared_parameters
 def hamming_loss(y_true: ArrayLike, y_pred: ArrayLike, *, sample_weight: ArrayLike | None = None,
                  num_classes: int | None = None, ignore_index: int | None = None,
-                 validate: bool = True, deterministic: bool = False) -> Any:
+                 validate: bool = True, deterministic: bool = False,
+                 scores: str | None = None, threshold: float = 0.5) -> Any:
     """Fraction of wrongly predicted labels (= zero-one loss for single-label data).
 
     Parameters
@@ -667,6 +683,7 @@ def hamming_loss(y_true: ArrayLike, y_pred: ArrayLike, *, sample_weight: ArrayLi
     {ignore_index}
     {validate}
     {deterministic}
+    {multilabel_scores}
 
     Returns
     -------
@@ -686,7 +703,8 @@ def hamming_loss(y_true: ArrayLike, y_pred: ArrayLike, *, sample_weight: ArrayLi
     >>> float(hamming_loss(np.array([1, 2, 3, 4]), np.array([2, 2, 3, 4])))
     0.25
     """
-    options = _PassOptions(num_classes, sample_weight, ignore_index, validate, deterministic)
+    options = _PassOptions(num_classes, sample_weight, ignore_index, validate, deterministic,
+                           check_score_kind(scores, threshold, allow_none=True))
     multilabel = options.multilabel(y_true, y_pred)
     if multilabel is not None:  # wrong labels over all N x L
         return output(ML.hamming_loss(ML.counts_of(multilabel)), multilabel)
@@ -1085,6 +1103,7 @@ def precision_recall_fscore_support(
     sample_weight: ArrayLike | None = None, zero_division: ZeroDivision = "warn",
     num_classes: int | None = None, ignore_index: int | None = None, validate: bool = True,
     deterministic: bool = False,
+    scores: str | None = None, threshold: float = 0.5,
 ) -> tuple[Any, Any, Any, Any]:
     """Precision, recall, F-beta and support per class or averaged (scikit-learn).
 
@@ -1115,6 +1134,7 @@ def precision_recall_fscore_support(
     {ignore_index}
     {validate}
     {deterministic}
+    {multilabel_scores}
 
     Returns
     -------
@@ -1146,7 +1166,8 @@ def precision_recall_fscore_support(
     >>> round(float(p), 4), round(float(r), 4), round(float(f), 4), s
     (0.2222, 0.3333, 0.2667, None)
     """
-    options = _PassOptions(num_classes, sample_weight, ignore_index, validate, deterministic)
+    options = _PassOptions(num_classes, sample_weight, ignore_index, validate, deterministic,
+                           check_score_kind(scores, threshold, allow_none=True))
     return _precision_recall_fscore(y_true, y_pred, options, beta=beta, labels=labels,
                                     pos_label=pos_label, average=average, warn_for=warn_for,
                                     zero_division=zero_division)
@@ -1158,7 +1179,8 @@ def precision_score(y_true: ArrayLike, y_pred: ArrayLike, *, labels: ArrayLike |
                     pos_label: int = 1, average: Average | None = "binary",
                     sample_weight: ArrayLike | None = None, zero_division: ZeroDivision = "warn",
                     num_classes: int | None = None, ignore_index: int | None = None,
-                    validate: bool = True, deterministic: bool = False) -> Any:
+                    validate: bool = True, deterministic: bool = False,
+                    scores: str | None = None, threshold: float = 0.5) -> Any:
     """Precision tp / (tp + fp), per class or averaged; see
     :func:`precision_recall_fscore_support` for ``average`` and ``zero_division``.
 
@@ -1175,6 +1197,7 @@ def precision_score(y_true: ArrayLike, y_pred: ArrayLike, *, labels: ArrayLike |
     {ignore_index}
     {validate}
     {deterministic}
+    {multilabel_scores}
 
     Returns
     -------
@@ -1194,7 +1217,8 @@ def precision_score(y_true: ArrayLike, y_pred: ArrayLike, *, labels: ArrayLike |
     >>> precision_score(np.array([0, 1, 2, 0, 1, 2]), np.array([0, 2, 1, 0, 0, 1]), average=None)
     array([0.66666667, 0.        , 0.        ])
     """
-    options = _PassOptions(num_classes, sample_weight, ignore_index, validate, deterministic)
+    options = _PassOptions(num_classes, sample_weight, ignore_index, validate, deterministic,
+                           check_score_kind(scores, threshold, allow_none=True))
     precision, _, _, _ = _precision_recall_fscore(
         y_true, y_pred, options, beta=1.0, labels=labels, pos_label=pos_label, average=average,
         warn_for=("precision",), zero_division=zero_division)
@@ -1207,7 +1231,8 @@ def recall_score(y_true: ArrayLike, y_pred: ArrayLike, *, labels: ArrayLike | No
                  pos_label: int = 1, average: Average | None = "binary",
                  sample_weight: ArrayLike | None = None, zero_division: ZeroDivision = "warn",
                  num_classes: int | None = None, ignore_index: int | None = None,
-                 validate: bool = True, deterministic: bool = False) -> Any:
+                 validate: bool = True, deterministic: bool = False,
+                 scores: str | None = None, threshold: float = 0.5) -> Any:
     """Recall tp / (tp + fn), per class or averaged; see
     :func:`precision_recall_fscore_support`.
 
@@ -1224,6 +1249,7 @@ def recall_score(y_true: ArrayLike, y_pred: ArrayLike, *, labels: ArrayLike | No
     {ignore_index}
     {validate}
     {deterministic}
+    {multilabel_scores}
 
     Returns
     -------
@@ -1245,7 +1271,8 @@ def recall_score(y_true: ArrayLike, y_pred: ArrayLike, *, labels: ArrayLike | No
     >>> recall_score(np.array([0, 1, 2, 0, 1, 2]), np.array([0, 2, 1, 0, 0, 1]), average=None)
     array([1., 0., 0.])
     """
-    options = _PassOptions(num_classes, sample_weight, ignore_index, validate, deterministic)
+    options = _PassOptions(num_classes, sample_weight, ignore_index, validate, deterministic,
+                           check_score_kind(scores, threshold, allow_none=True))
     _, recall, _, _ = _precision_recall_fscore(
         y_true, y_pred, options, beta=1.0, labels=labels, pos_label=pos_label, average=average,
         warn_for=("recall",), zero_division=zero_division)
@@ -1259,7 +1286,8 @@ def fbeta_score(y_true: ArrayLike, y_pred: ArrayLike, *, beta: float,
                 average: Average | None = "binary", sample_weight: ArrayLike | None = None,
                 zero_division: ZeroDivision = "warn", num_classes: int | None = None,
                 ignore_index: int | None = None, validate: bool = True,
-                deterministic: bool = False) -> Any:
+                deterministic: bool = False,
+                scores: str | None = None, threshold: float = 0.5) -> Any:
     """F-beta score, per class or averaged; macro = mean of per-class F-beta
     (scikit-learn); see :func:`precision_recall_fscore_support`.
 
@@ -1279,6 +1307,7 @@ def fbeta_score(y_true: ArrayLike, y_pred: ArrayLike, *, beta: float,
     {ignore_index}
     {validate}
     {deterministic}
+    {multilabel_scores}
 
     Returns
     -------
@@ -1299,7 +1328,8 @@ def fbeta_score(y_true: ArrayLike, y_pred: ArrayLike, *, beta: float,
     >>> round(float(fbeta_score(y_true, y_pred, average="macro", beta=0.5)), 4)
     0.2381
     """
-    options = _PassOptions(num_classes, sample_weight, ignore_index, validate, deterministic)
+    options = _PassOptions(num_classes, sample_weight, ignore_index, validate, deterministic,
+                           check_score_kind(scores, threshold, allow_none=True))
     _, _, f_score, _ = _precision_recall_fscore(
         y_true, y_pred, options, beta=beta, labels=labels, pos_label=pos_label, average=average,
         warn_for=("f-score",), zero_division=zero_division)
@@ -1312,7 +1342,8 @@ def f1_score(y_true: ArrayLike, y_pred: ArrayLike, *, labels: ArrayLike | None =
              pos_label: int = 1, average: Average | None = "binary",
              sample_weight: ArrayLike | None = None, zero_division: ZeroDivision = "warn",
              num_classes: int | None = None, ignore_index: int | None = None,
-             validate: bool = True, deterministic: bool = False) -> Any:
+             validate: bool = True, deterministic: bool = False,
+             scores: str | None = None, threshold: float = 0.5) -> Any:
     """F1 score, per class or averaged; macro = mean of per-class F1 (scikit-learn).
 
     For the harmonic mean of macro precision and macro recall (oneDAL,
@@ -1331,6 +1362,7 @@ def f1_score(y_true: ArrayLike, y_pred: ArrayLike, *, labels: ArrayLike | None =
     {ignore_index}
     {validate}
     {deterministic}
+    {multilabel_scores}
 
     Returns
     -------
@@ -1353,7 +1385,8 @@ def f1_score(y_true: ArrayLike, y_pred: ArrayLike, *, labels: ArrayLike | None =
     >>> round(float(f1_score(y_true, y_pred, average="macro")), 4)
     0.2667
     """
-    options = _PassOptions(num_classes, sample_weight, ignore_index, validate, deterministic)
+    options = _PassOptions(num_classes, sample_weight, ignore_index, validate, deterministic,
+                           check_score_kind(scores, threshold, allow_none=True))
     _, _, f_score, _ = _precision_recall_fscore(
         y_true, y_pred, options, beta=1.0, labels=labels, pos_label=pos_label, average=average,
         warn_for=("f-score",), zero_division=zero_division)
@@ -1422,7 +1455,8 @@ def jaccard_score(y_true: ArrayLike, y_pred: ArrayLike, *, labels: ArrayLike | N
                   pos_label: int = 1, average: Average | None = "binary",
                   sample_weight: ArrayLike | None = None, zero_division: ZeroDivision = "warn",
                   num_classes: int | None = None, ignore_index: int | None = None,
-                  validate: bool = True, deterministic: bool = False) -> Any:
+                  validate: bool = True, deterministic: bool = False,
+                  scores: str | None = None, threshold: float = 0.5) -> Any:
     """Jaccard index tp / (tp + fp + fn), per class or averaged (scikit-learn).
 
     Parameters
@@ -1438,6 +1472,7 @@ def jaccard_score(y_true: ArrayLike, y_pred: ArrayLike, *, labels: ArrayLike | N
     {ignore_index}
     {validate}
     {deterministic}
+    {multilabel_scores}
 
     Returns
     -------
@@ -1457,7 +1492,8 @@ def jaccard_score(y_true: ArrayLike, y_pred: ArrayLike, *, labels: ArrayLike | N
     >>> jaccard_score(np.array([0, 1, 2, 2]), np.array([0, 2, 1, 2]), average=None)
     array([1.        , 0.        , 0.33333333])
     """
-    options = _PassOptions(num_classes, sample_weight, ignore_index, validate, deterministic)
+    options = _PassOptions(num_classes, sample_weight, ignore_index, validate, deterministic,
+                           check_score_kind(scores, threshold, allow_none=True))
     return _rate_score(F.jaccard_terms, "Jaccard", "true or predicted", y_true, y_pred, options,
                        labels=labels, pos_label=pos_label, average=average,
                        zero_division=zero_division)
@@ -1470,7 +1506,8 @@ def specificity_score(y_true: ArrayLike, y_pred: ArrayLike, *, labels: ArrayLike
                       sample_weight: ArrayLike | None = None,
                       zero_division: ZeroDivision = "warn", num_classes: int | None = None,
                       ignore_index: int | None = None, validate: bool = True,
-                      deterministic: bool = False) -> Any:
+                      deterministic: bool = False,
+                      scores: str | None = None, threshold: float = 0.5) -> Any:
     """Specificity (true negative rate) tn / (tn + fp), per class or averaged.
 
     Same arguments and averaging as :func:`recall_score`; 'micro' sums tn and
@@ -1489,6 +1526,7 @@ def specificity_score(y_true: ArrayLike, y_pred: ArrayLike, *, labels: ArrayLike
     {ignore_index}
     {validate}
     {deterministic}
+    {multilabel_scores}
 
     Returns
     -------
@@ -1508,7 +1546,8 @@ def specificity_score(y_true: ArrayLike, y_pred: ArrayLike, *, labels: ArrayLike
     >>> specificity_score(np.array([0, 1, 2, 2]), np.array([0, 2, 1, 2]), average=None)
     array([1.        , 0.66666667, 0.5       ])
     """
-    options = _PassOptions(num_classes, sample_weight, ignore_index, validate, deterministic)
+    options = _PassOptions(num_classes, sample_weight, ignore_index, validate, deterministic,
+                           check_score_kind(scores, threshold, allow_none=True))
     return _rate_score(F.specificity_terms, "Specificity", "negative", y_true, y_pred, options,
                        labels=labels, pos_label=pos_label, average=average,
                        zero_division=zero_division)
@@ -1525,6 +1564,7 @@ def classification_report(y_true: ArrayLike, y_pred: ArrayLike, *,
                           output_dict: bool = False, zero_division: ZeroDivision = "warn",
                           num_classes: int | None = None, ignore_index: int | None = None,
                           validate: bool = True, deterministic: bool = False,
+                          scores: str | None = None, threshold: float = 0.5,
                           ) -> str | dict[str, Any]:
     """Per-class precision, recall, F1 and support with their averages (scikit-learn).
 
@@ -1556,6 +1596,7 @@ def classification_report(y_true: ArrayLike, y_pred: ArrayLike, *,
     {ignore_index}
     {validate}
     {deterministic}
+    {multilabel_scores}
 
     Returns
     -------
@@ -1591,7 +1632,8 @@ def classification_report(y_true: ArrayLike, y_pred: ArrayLike, *,
         raise ValueError(f"digits must be a non-negative integer, got {digits!r}")
     labels_given = labels is not None
     warn_for = ("precision", "recall", "f-score")
-    options = _PassOptions(num_classes, sample_weight, ignore_index, validate, deterministic)
+    options = _PassOptions(num_classes, sample_weight, ignore_index, validate, deterministic,
+                           check_score_kind(scores, threshold, allow_none=True))
     multilabel = options.multilabel(y_true, y_pred)
     if multilabel is not None:
         counts = _multilabel_host_counts(multilabel, labels)
@@ -1600,7 +1642,7 @@ def classification_report(y_true: ArrayLike, y_pred: ArrayLike, *,
         micro_is_accuracy = False  # scikit-learn: never for multilabel input
         average_options: tuple[str, ...] = ("micro", "macro", "weighted", "samples")
 
-        def scores(average):
+        def rates_of(average):
             return _multilabel_prfs(counts, beta=1.0, average=average, warn_for=warn_for,
                                     zero_division=zero_division)
     else:
@@ -1612,7 +1654,7 @@ def classification_report(y_true: ArrayLike, y_pred: ArrayLike, *,
         average_options = ("micro", "macro", "weighted")
         weighted = inputs.sample_weight is not None
 
-        def scores(average):
+        def rates_of(average):
             return _prfs(stats, classes, beta=1.0, average=average, warn_for=warn_for,
                          weighted=weighted, zero_division=zero_division)
     if target_names is not None and len(target_names) != classes.size:
@@ -1628,13 +1670,13 @@ def classification_report(y_true: ArrayLike, y_pred: ArrayLike, *,
             )
     if target_names is None:
         target_names = [str(label) for label in classes.tolist()]
-    p, r, f, s = scores(None)
+    p, r, f, s = rates_of(None)
     headers = ["precision", "recall", "f1-score", "support"]
     rows = list(zip(target_names, p, r, f, s))
     averages = []
     for average in average_options:
         heading = "accuracy" if average == "micro" and micro_is_accuracy else f"{average} avg"
-        avg_p, avg_r, avg_f, _ = scores(average)
+        avg_p, avg_r, avg_f, _ = rates_of(average)
         averages.append((heading, avg_p, avg_r, avg_f, np.sum(s)))
     if output_dict:
         report: dict[str, Any] = {

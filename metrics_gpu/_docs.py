@@ -70,6 +70,15 @@ validate : bool, default True
     classes absent from ``y_true``) are not given; and a later call with
     inputs of the same layout (types, dtypes, trailing shape, strides,
     device) reuses its launches (docs/usage.md, "In-loop validation").""",
+    "multilabel_scores": """\
+scores : {"probabilities", "logits"}, optional
+    Multilabel input only: ``y_pred`` holds (N, L) scores of this kind, and
+    a label is predicted where its score is above ``threshold`` (a logit
+    where its sigmoid is). None: ``y_pred`` holds 0/1 labels. Declared,
+    never guessed from the values; with ``validate`` the scores are
+    checked (finite; probabilities in [0, 1]).
+threshold : float, default 0.5
+    The probability a label's score must exceed (with ``scores``).""",
     "deterministic": """\
 deterministic : bool, default False
     Float weights on a GPU: True accumulates them in 64-bit fixed point

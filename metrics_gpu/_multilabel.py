@@ -264,10 +264,12 @@ def kernel_totals(inputs: MultilabelInputs, columns=None, *, beta: float = 1.0
     """:class:`MultilabelTotals` of ``inputs`` from one launch of
     ``kernels/multilabel.cu`` over the labels ``columns`` (host indices; None:
     all), read back in one copy; ``beta`` is the F-score's (its row sums).
+    Scores (``inputs.mode``) are cut in the kernel, not copied as a mask.
 
     The state starts as one host block (the first left-out row is all ones),
     sent in one copy. Rows the kernel leaves out (only weights can be, past
-    the checks: with ``validate=False``) are an error, never dropped."""
+    the checks: weights or scores with ``validate=False``) are an error,
+    never dropped."""
     from metrics_gpu._multilabel_stream import kernel_input
     from metrics_gpu.backends.launchers.multilabel import (
         CHECK_BITS, CHECK_SLOTS, NO_ROW, PREDICTION_MODES, ROW_SLOTS, WEIGHT_DTYPES)
@@ -290,7 +292,8 @@ def kernel_totals(inputs: MultilabelInputs, columns=None, *, beta: float = 1.0
     block = backend.asarray(state)
     counts = block[:count_end]
     backend.multilabel_update(
-        true, true_code, pred, pred_code, weight, mode=PREDICTION_MODES["labels"], cut=0.5,
+        true, true_code, pred, pred_code, weight, mode=PREDICTION_MODES[inputs.mode],
+        cut=inputs.cut,
         ignore=None, f_beta2=beta * beta if f_score_rate(beta) == "f_score" else 1.0,
         row_offset=0, counts=counts if weight is None else counts.view(np.float64),
         row_sums=block[count_end:row_end].view(np.float64), checks=block[row_end:])
@@ -300,8 +303,9 @@ def kernel_totals(inputs: MultilabelInputs, columns=None, *, beta: float = 1.0
         arguments = " and ".join(name for bit, name in CHECK_BITS.items() if reasons & bit)
         raise ValueError(
             f"{arguments.replace('preds', 'y_pred')}: {left_out} row(s) hold a value this "
-            f"function refuses, the first is row {first} (weights must be finite and >= 0; "
-            "validate=False does not check them beforehand)")
+            f"function refuses, the first is row {first} (weights must be finite and >= 0, "
+            "probabilities in [0, 1], logits finite; validate=False does not check them "
+            "beforehand)")
     per_label = host[:count_end].view(np.float64) if weight is not None else \
         host[:count_end].astype(np.int64)
     tp, fp, fn, tn = per_label.reshape(4, num_selected)
@@ -352,7 +356,11 @@ def multilabel_counts(inputs: MultilabelInputs, columns=None) -> MultilabelCount
 def confusion_matrices(c: MultilabelCounts | MultilabelTotals, samplewise: bool = False):
     """``(n_outputs, 2, 2)`` ``[[tn, fp], [fn, tp]]`` per label (per sample
     with ``samplewise``), as ``sklearn.metrics.multilabel_confusion_matrix``."""
-    tp, fp, fn, tn = c.samplewise() if samplewise else (c.tp, c.fp, c.fn, c.tn)
+    if samplewise:
+        assert isinstance(c, MultilabelCounts), "samplewise needs the per-sample counts"
+        tp, fp, fn, tn = c.samplewise()
+    else:
+        tp, fp, fn, tn = c.tp, c.fp, c.fn, c.tn
     return c.xp.stack([tn, fp, fn, tp], axis=1).reshape(-1, 2, 2)
 
 

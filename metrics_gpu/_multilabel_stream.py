@@ -33,7 +33,12 @@ from metrics_gpu._backend import get_backend_implementation, resolve_backend
 from metrics_gpu._planned import address, address_reader, array_layout
 from metrics_gpu._report_mapping import MetricMapping, missing_metric
 from metrics_gpu._streaming import MAX_THRESHOLDS, initialised_distributed
-from metrics_gpu._validation import check_int_range, host_tensor
+from metrics_gpu._validation import (
+    check_int_range,
+    check_score_kind,
+    host_tensor,
+    score_cut,
+)
 from metrics_gpu.backends.numpy_backend import calibration_bin
 from metrics_gpu.backends.launchers.multilabel import (
     BFLOAT16_CODE,
@@ -50,26 +55,12 @@ ROW = {name: i for i, name in enumerate(ROW_SLOTS)}
 # The exact label-ranking metrics (ranking=True): weighted sums of each row's value.
 RANKING_SLOTS = ("label_ranking_average_precision_score", "label_ranking_loss",
                  "coverage_error")
-SCORE_KINDS = ("probabilities", "logits")
 VALIDATE_MODES = ("deferred", "eager", False)
 STATE_VERSION = 2  # 2: the rows with a 0/0 rate (ROW_SLOTS' last three)
 AVERAGES = ("micro", "macro", "weighted", "samples")
 _MAX_LAYOUTS = 8
 # Cells of the binned metrics' (2, L, thresholds) histogram (8 bytes each).
 MAX_HISTOGRAM_CELLS = 1 << 28
-
-
-def _cut(threshold: float, scores: str) -> float:
-    """The value a prediction must exceed to count as positive: the
-    threshold itself for probabilities, ``log(t / (1 - t))`` for logits
-    (sigmoid(x) > t), without computing a sigmoid per cell."""
-    if scores == "probabilities":
-        return threshold
-    if threshold <= 0.0:
-        return -math.inf
-    if threshold >= 1.0:
-        return math.inf
-    return math.log(threshold / (1.0 - threshold))
 
 
 def _ignore_value(ignore_index: int | None, dtype) -> float | None:
@@ -258,11 +249,7 @@ class MultilabelMetrics:
         if isinstance(num_labels, bool) or not isinstance(num_labels, numbers.Integral) or \
                 num_labels < 1:
             raise ValueError(f"num_labels must be an integer >= 1, got {num_labels!r}")
-        if isinstance(threshold, bool) or not isinstance(threshold, numbers.Real) or \
-                not math.isfinite(threshold):
-            raise ValueError(f"threshold must be a finite number, got {threshold!r}")
-        if scores not in SCORE_KINDS:
-            raise ValueError(f"scores must be one of {SCORE_KINDS}, got {scores!r}")
+        check_score_kind(scores, threshold)
         if isinstance(beta, bool) or not isinstance(beta, numbers.Real) or not beta >= 0:
             raise ValueError(f"beta must be a number >= 0, got {beta!r}")
         if not (isinstance(zero_division, numbers.Real) and not isinstance(zero_division, bool)
@@ -293,7 +280,7 @@ class MultilabelMetrics:
                       "ranking": ranking, "thresholds": thresholds}
         self._thresholds: int = thresholds or 0
         self.validate: Any = validate
-        self._cut: float = _cut(float(threshold), scores)
+        self._cut: float = score_cut(float(threshold), scores)
         self._f_beta2: float = 1.0 if math.isinf(beta) else float(beta) ** 2
         self._backend: Any = None
         self._arrays: dict[str, Any] | None = None

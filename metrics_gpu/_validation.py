@@ -501,21 +501,59 @@ MULTILABEL = "multilabel-indicator"
 @dataclass(frozen=True)
 class MultilabelInputs:
     """Checked ``(N, L)`` indicator matrices (0/1 of any dtype, on the
-    backend, as given: a kernel reads them so) and their weights."""
+    backend, as given: a kernel reads them so) and their weights; ``y_pred``
+    may instead hold scores of the declared kind (``mode``), a label
+    predicted where its score exceeds ``cut``."""
 
     y_true: Any
     y_pred: Any
     sample_weight: Any
     backend: Any
     source: Any = None  # the caller's y_true: results go back to its framework and device
+    mode: str = "labels"  # or "probabilities", "logits" (the scores= of the call)
+    cut: float = 0.5  # a score above it predicts the label (score_cut)
 
     @property
     def num_labels(self) -> int:
         return int(self.y_true.shape[1])
 
     def masks(self):
-        """``(y_true, y_pred)`` as bool matrices (a copy of each non-bool one)."""
-        return tuple(m if m.dtype.kind == "b" else m != 0 for m in (self.y_true, self.y_pred))
+        """``(y_true, y_pred)`` as bool matrices (a copy of each non-bool one;
+        scores cut at ``cut``)."""
+        true = self.y_true if self.y_true.dtype.kind == "b" else self.y_true != 0
+        if self.mode != "labels":
+            return true, self.y_pred > self.cut
+        return true, self.y_pred if self.y_pred.dtype.kind == "b" else self.y_pred != 0
+
+
+MULTILABEL_SCORE_KINDS = ("probabilities", "logits")
+
+
+def score_cut(threshold: float, scores: str) -> float:
+    """The value a score must exceed to predict its label: the threshold
+    itself for probabilities, ``log(t / (1 - t))`` for logits (sigmoid(x) >
+    t), without a sigmoid per cell."""
+    if scores == "probabilities":
+        return threshold
+    if threshold <= 0.0:
+        return -math.inf
+    if threshold >= 1.0:
+        return math.inf
+    return math.log(threshold / (1.0 - threshold))
+
+
+def check_score_kind(scores, threshold, *, allow_none: bool = False) -> tuple[str, float] | None:
+    """``(scores, threshold)`` checked: one of MULTILABEL_SCORE_KINDS and a finite number
+    (None for ``scores=None`` where ``allow_none``)."""
+    if isinstance(threshold, bool) or not isinstance(threshold, numbers.Real) or \
+            not math.isfinite(threshold):
+        raise ValueError(f"threshold must be a finite number, got {threshold!r}")
+    if scores is None and allow_none:
+        return None
+    if scores not in MULTILABEL_SCORE_KINDS:
+        raise ValueError(f"scores must be one of {MULTILABEL_SCORE_KINDS}"
+                         f"{' or None' if allow_none else ''}, got {scores!r}")
+    return scores, float(threshold)
 
 
 def _shape_of(values) -> tuple[int, ...]:
@@ -579,27 +617,41 @@ def multilabel_pair(y_true, y_pred, backend, names: tuple[str, str] = ("y_true",
         f"{names[0]} of shape {tuple(true.shape)} is a {MULTILABEL} matrix (0/1 per "
         f"label), so {names[1]} must be one too, of the same shape; got {names[1]} of "
         f"shape {tuple(pred.shape)}"
-        + (" with values other than 0 and 1 (threshold scores first, e.g. "
-           "y_score >= 0.5)" if same_shape else "")
+        + (" with values other than 0 and 1 (for scores, declare them: "
+           "scores='probabilities' or 'logits', with threshold=)" if same_shape else "")
     )
 
 
 def check_multilabel_inputs(y_true, y_pred, *, sample_weight=None, num_classes=None,
                             ignore_index=None, validate=True,
                             names: tuple[str, str] = ("y_true", "y_pred"),
+                            scores: tuple[str, float] | None = None,
                             ) -> MultilabelInputs | None:
     """:class:`MultilabelInputs` when ``y_true`` and ``y_pred`` are one
     "multilabel-indicator" pair (:func:`multilabel_pair`), else None.
 
     ``num_classes``, if given, must be L; ``ignore_index`` is not supported
-    for multilabel input yet (an error, not a silent reading).
+    for multilabel input yet (an error, not a silent reading). ``scores``
+    (:func:`check_score_kind`'s): ``y_pred`` holds (N, L) scores of that
+    kind, cut at the threshold; then ``y_true`` must be an indicator matrix
+    (an error otherwise), and with ``validate`` the scores are checked
+    (finite; probabilities in [0, 1]).
     """
     if not is_label_indicator(y_true):
+        if scores is not None:
+            raise ValueError(
+                f"scores={scores[0]!r} declares (N, L) multilabel scores in {names[1]}, so "
+                f"{names[0]} must be an (N, L) indicator matrix (0/1 per label); got shape "
+                f"{_shape_of(y_true)}. (N, K) class scores of single-label input go in "
+                f"{names[1]} without scores=")
         return None
     if not isinstance(validate, bool):
         raise ValueError(f"validate must be True or False, got {validate!r}")
     backend = resolve_backend(y_true, y_pred, sample_weight)
     num_classes = check_num_classes(num_classes)
+    if scores is not None:
+        return _multilabel_scores(y_true, y_pred, backend, names, scores, num_classes,
+                                  ignore_index, sample_weight, validate)
     pair = multilabel_pair(y_true, y_pred, backend, names, num_classes=num_classes,
                            validate=validate)
     if pair is None:
@@ -621,6 +673,48 @@ def check_multilabel_inputs(y_true, y_pred, *, sample_weight=None, num_classes=N
     return MultilabelInputs(
         y_true=true, y_pred=pred, sample_weight=weight, backend=backend, source=y_true,
     )
+
+
+def _multilabel_scores(y_true, y_pred, backend, names, scores, num_classes, ignore_index,
+                       sample_weight, validate) -> MultilabelInputs:
+    """:func:`check_multilabel_inputs` of an indicator ``y_true`` beside
+    (N, L) scores of a declared kind."""
+    kind, threshold = scores
+    true = _to_backend(y_true, backend)
+    if not _is_indicator(true):
+        raise ValueError(
+            f"scores={kind!r} declares (N, L) multilabel scores in {names[1]}, so {names[0]} "
+            "must be an (N, L) indicator matrix holding only 0 and 1")
+    pred = _to_backend(y_pred, backend)
+    if tuple(pred.shape) != tuple(true.shape):
+        raise ValueError(
+            f"{names[1]} must be (N, L) scores of {names[0]}'s shape {tuple(true.shape)}; got "
+            f"shape {tuple(pred.shape)}")
+    if pred.dtype.kind not in "fiub":
+        raise ValueError(f"{names[1]} must hold numeric scores, got dtype {pred.dtype}")
+    if validate:
+        if pred.dtype.kind == "f":
+            _check_finite_scores(pred, backend, names[1])
+        if kind == "probabilities":
+            i = _first_true((pred < 0) | (pred > 1), backend)
+            if i is not None:
+                raise ValueError(
+                    f"{names[1]}: scores='probabilities' declares probabilities in [0, 1]; "
+                    f"found {pred.reshape(-1)[i].item()!r} at {_position(i, pred.shape)} "
+                    "(scores='logits' for logits)")
+    n, labels = true.shape
+    if num_classes is not None and num_classes != labels:
+        raise ValueError(
+            f"{names[0]} is a {MULTILABEL} matrix with {labels} labels (columns) but "
+            f"num_classes={num_classes}")
+    if check_ignore_index(ignore_index) is not None:
+        raise ValueError(
+            f"ignore_index is not supported for {MULTILABEL} input yet; leave it out "
+            "(or drop the ignored cells before the call)")
+    weight = check_sample_weight(sample_weight, n, backend, validate, allow_all_zero=False,
+                                 true_name=names[0])
+    return MultilabelInputs(y_true=true, y_pred=pred, sample_weight=weight, backend=backend,
+                            source=y_true, mode=kind, cut=score_cut(threshold, kind))
 
 
 def refuse_multilabel(y_true, y_pred, function: str | None, instead: str,

@@ -497,3 +497,83 @@ def test_short_rows_counted_by_blocks_of_rows_give_the_same_counts(monkeypatch, 
     assert mg.hamming_loss(y_true, y_pred) == skm.hamming_loss(y_true, y_pred)
     assert mg.f1_score(y_true, y_pred, average="samples", zero_division=0) == pytest.approx(
         skm.f1_score(y_true, y_pred, average="samples", zero_division=0), rel=1e-12)
+
+
+SCORE_FUNCTIONS = (("accuracy_score", {}), ("zero_one_loss", {}), ("hamming_loss", {}),
+                   ("precision_recall_fscore_support", {"average": "samples"}),
+                   ("precision_score", {"average": "macro"}),
+                   ("recall_score", {"average": "micro"}),
+                   ("f1_score", {"average": "weighted"}),
+                   ("fbeta_score", {"beta": 2.0, "average": "samples"}),
+                   ("jaccard_score", {"average": "samples"}),
+                   ("multilabel_confusion_matrix", {}),
+                   ("classification_report", {"output_dict": True}))
+
+
+@pytest.mark.parametrize("kind", ["probabilities", "logits"])
+def test_declared_scores_are_cut_at_the_threshold(backend, kind, rng):
+    """(N, L) scores with scores= and threshold=: scikit-learn's numbers on
+    the predictions ``probability > threshold`` (a logit: its sigmoid)."""
+    y_true = rng.random((64, 7)) < 0.3
+    probability = np.round(rng.uniform(0.01, 0.99, (64, 7)), 2)  # ties with the threshold
+    given = probability if kind == "probabilities" else np.log(probability / (1 - probability))
+    weight = rng.random(64)
+    for threshold in (0.5, 0.3):
+        predicted = probability > threshold
+        for name, kwargs in SCORE_FUNCTIONS:
+            expected = getattr(skm, name)(y_true, predicted, sample_weight=weight,
+                                          zero_division=0, **kwargs) \
+                if "average" in kwargs or name == "classification_report" else \
+                getattr(skm, name)(y_true, predicted, sample_weight=weight, **kwargs)
+            extra = {"zero_division": 0} if "average" in kwargs or \
+                name == "classification_report" else {}
+            ours = getattr(mg, name)(backend.asarray(y_true), backend.asarray(given),
+                                     sample_weight=backend.asarray(weight), scores=kind,
+                                     threshold=threshold, **extra, **kwargs)
+            if name == "classification_report":
+                assert ours.keys() == expected.keys()
+                for key in expected:
+                    np.testing.assert_allclose(list(ours[key].values()),
+                                               list(expected[key].values()), rtol=RTOL)
+            else:
+                assert_same(ours, expected)
+
+
+def test_declared_scores_are_checked_and_named():
+    y_true = np.array([[1, 0], [0, 1]])
+    with pytest.raises(ValueError, match=r"probabilities in \[0, 1\]; found 1.5 at row 1"):
+        mg.f1_score(y_true, np.array([[0.2, 0.3], [0.1, 1.5]]), average="macro",
+                    scores="probabilities")
+    with pytest.raises(ValueError, match="y_pred.*finite"):
+        mg.hamming_loss(y_true, np.array([[0.2, np.nan], [0.1, 0.5]]), scores="logits")
+    with pytest.raises(ValueError, match="y_true must be an .N, L. indicator"):
+        mg.f1_score(np.array([0, 1]), np.array([0.2, 0.7]), scores="probabilities")
+    with pytest.raises(ValueError, match="of y_true's shape"):
+        mg.f1_score(y_true, np.array([[0.2, 0.3, 0.1]] * 2), average="macro",
+                    scores="probabilities")
+    with pytest.raises(ValueError, match="scores must be one of"):
+        mg.accuracy_score(y_true, y_true, scores="probability")
+    with pytest.raises(ValueError, match="threshold must be a finite number"):
+        mg.accuracy_score(y_true, y_true, scores="probabilities", threshold=math.nan)
+    # Undeclared scores stay refused, with the way to declare them.
+    with pytest.raises(ValueError, match="scores='probabilities' or 'logits'"):
+        mg.f1_score(y_true, np.array([[0.2, 0.3], [0.1, 0.7]]), average="macro")
+
+
+def test_unchecked_bad_scores_are_an_error_on_a_kernel_backend():
+    y_true = np.array([[1, 0], [0, 1], [1, 1]])
+    scores = np.array([[0.2, 0.3], [0.1, 1.5], [0.7, 0.9]])
+    with mg.use_backend("emulated"), pytest.raises(ValueError, match="y_pred: 1 row"):
+        mg.f1_score(y_true, scores, average="macro", scores="probabilities", validate=False)
+
+
+def test_declared_scores_equal_the_stream(rng):
+    y_true = rng.random((90, 5)) < 0.4
+    logits = rng.normal(size=(90, 5))
+    metrics = mg.MultilabelMetrics(5, threshold=0.6, scores="logits")
+    metrics.update(y_true, logits)
+    report = metrics.compute()
+    for average in ("micro", "macro", "samples"):
+        assert float(report[f"f1_{average}"]) == pytest.approx(float(mg.f1_score(
+            y_true, logits, average=average, scores="logits", threshold=0.6, zero_division=0)),
+            rel=RTOL)

@@ -17,7 +17,8 @@ import sklearn.metrics as skm
 import torch
 
 import metrics_gpu as mg
-from metrics_gpu._multilabel_stream import _cut, _ignore_value, multilabel_update_reference
+from metrics_gpu._multilabel_stream import _ignore_value, multilabel_update_reference
+from metrics_gpu._validation import score_cut as _cut
 from metrics_gpu.backends.launchers.multilabel import ELEMENT_CODES, NO_ROW, ROW_SLOTS
 from metrics_gpu.testing import call_counter, operation_counter
 
