@@ -467,3 +467,25 @@ def test_first_invalid_names_the_rows_left_out():
     assert metrics.first_invalid() is None
     metrics.update(np.array([[1, 0], [3, 1]]), np.array([[0.2, 0.9], [0.4, 1.5]]))
     assert metrics.first_invalid() == (1, 3, ("y_true", "preds"))
+
+
+@pytest.mark.parametrize("backend_name", STREAM_BACKENDS)
+def test_empty_batches_add_nothing(backend_name):
+    """A batch of 0 rows (a last, empty shard) changes nothing, weighted or
+    not; a state that saw only empty batches has nothing to report."""
+    metrics = mg.MultilabelMetrics(3, ranking=True, thresholds=4)
+    with mg.use_backend(backend_name):
+        metrics.update(np.zeros((0, 3), np.int8), np.zeros((0, 3), np.float32))
+        with pytest.raises(ValueError, match="nothing to report"):
+            metrics.compute()
+        y, scores = np.array([[1, 0, 1], [0, 1, 0]], np.int8), np.array(
+            [[0.9, 0.2, 0.4], [0.3, 0.8, 0.6]], np.float32)
+        metrics.update(y, scores)
+        before = dict(metrics.compute())
+        metrics.update(torch.zeros((0, 3), dtype=torch.int8), torch.zeros((0, 3)),
+                       torch.zeros(0))
+        after = dict(metrics.compute())
+    assert after.keys() == before.keys()
+    for key in before:
+        np.testing.assert_equal(np.asarray(after[key]), np.asarray(before[key]))
+    assert after["total"] == 2
