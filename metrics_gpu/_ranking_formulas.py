@@ -38,10 +38,15 @@ def stable_argsort(values, xp):
     return xp.argsort(values, kind="stable") if xp is np else xp.argsort(values)
 
 
-def descending_order(scores, xp):
+def descending_order(scores, xp, *, stable: bool = True):
     """Stable descending order: tied scores keep their input order (as
     scikit-learn's ``argsort(stable=True, descending=True)``, so cumulative
-    float weights add up in the same order)."""
+    float weights add up in the same order). ``stable=False``: ties in any
+    order, for sums taken only at the ends of tie groups of counts (exact in
+    any order): NumPy's default sort, several times faster than its stable
+    one on floats (CuPy's sort is stable either way)."""
+    if not stable and xp is np:
+        return np.argsort(scores)[::-1]
     last = scores.shape[0] - 1
     return last - xp.flip(stable_argsort(xp.flip(scores), xp))
 
@@ -200,7 +205,8 @@ def binary_rank_areas(scores, is_positive, sample_weight, xp, max_fpr=None):
     report's.
     """
     check_rank_arrays(scores, is_positive, sample_weight)
-    order = descending_order(scores, xp)
+    # Without weights the sums are counts, exact in any order within a tie.
+    order = descending_order(scores, xp, stable=sample_weight is not None)
     ranked = scores[order]
     ranked_positive = is_positive[order]
     ranked_weight = None if sample_weight is None else sample_weight[order]
@@ -213,7 +219,11 @@ def binary_rank_areas(scores, is_positive, sample_weight, xp, max_fpr=None):
     del positive_weight
     fps = xp.cumsum(negative_weight, dtype=np.float64)
     del negative_weight
-    group_end = tie_group_ends(ranked, xp)
+    # NumPy: the groups' last positions (compacted: a read of the flags, no
+    # sort); elsewhere each position's group end (no sync). The same points,
+    # the compacted curve without its repeats.
+    group_end = (np.flatnonzero(np.append(ranked[1:] != ranked[:-1], True)) if xp is np
+                 else tie_group_ends(ranked, xp))
     del ranked
     tps = tps[group_end]
     fps = fps[group_end]
