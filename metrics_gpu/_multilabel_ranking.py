@@ -101,6 +101,15 @@ def tie_groups(sorted_scores, xp, *, ends: bool = True):
     first_of_group = xp.concatenate(
         [xp.ones((rows, 1), dtype=bool), sorted_scores[:, 1:] != sorted_scores[:, :-1]], axis=1)
     positions = xp.broadcast_to(xp.arange(num_labels, dtype=np.int64), (rows, num_labels))
+    if xp is np:  # running maxima along the rows (CuPy has no ufunc.accumulate): no sort
+        start = np.maximum.accumulate(np.where(first_of_group, positions, 0), axis=1)
+        if not ends:
+            return start, None
+        last_of_group = np.concatenate([first_of_group[:, 1:], np.ones((rows, 1), bool)],
+                                       axis=1)
+        end = np.minimum.accumulate(
+            np.where(last_of_group, positions, num_labels)[:, ::-1], axis=1)[:, ::-1]
+        return start, end
     group_starts = xp.sort(xp.where(first_of_group, positions, num_labels), axis=1)
     group = xp.cumsum(first_of_group, axis=1) - 1
     start = xp.take_along_axis(group_starts, group, axis=1)
