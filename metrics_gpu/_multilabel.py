@@ -28,8 +28,8 @@ built from these counts (:meth:`MultilabelCounts.label_counts`,
 
 from __future__ import annotations
 
-from dataclasses import dataclass, replace
 import math
+from dataclasses import dataclass, replace
 from typing import Any
 
 import numpy as np
