@@ -36,6 +36,7 @@ import numpy as np
 
 from metrics_gpu import _formulas as F
 from metrics_gpu._validation import MultilabelInputs
+from metrics_gpu.backends.launchers.multilabel import ROW, ROW_SLOTS
 
 
 @dataclass(frozen=True)
@@ -169,9 +170,7 @@ class MultilabelTotals:
         return int(self._row("rows"))
 
     def _row(self, name: str) -> float:
-        from metrics_gpu.backends.launchers.multilabel import ROW_SLOTS
-
-        return self.rows[ROW_SLOTS.index(name)]
+        return self.rows[ROW[name]]
 
     def on_host(self, backend) -> MultilabelTotals:
         return self
@@ -272,7 +271,7 @@ def kernel_totals(inputs: MultilabelInputs, columns=None, *, beta: float = 1.0
     never dropped."""
     from metrics_gpu._multilabel_stream import kernel_input
     from metrics_gpu.backends.launchers.multilabel import (
-        CHECK_BITS, CHECK_SLOTS, NO_ROW, PREDICTION_MODES, ROW_SLOTS, WEIGHT_DTYPES)
+        CHECK_SLOTS, NO_ROW, PREDICTION_MODES, WEIGHT_DTYPES, refused_arguments)
 
     backend = inputs.backend
     true, pred = inputs.y_true, inputs.y_pred
@@ -300,7 +299,7 @@ def kernel_totals(inputs: MultilabelInputs, columns=None, *, beta: float = 1.0
     host = np.asarray(backend.to_host(block))
     left_out, first, reasons = (int(v) for v in host[row_end:])
     if left_out:
-        arguments = " and ".join(name for bit, name in CHECK_BITS.items() if reasons & bit)
+        arguments = " and ".join(refused_arguments(reasons))
         raise ValueError(
             f"{arguments.replace('preds', 'y_pred')}: {left_out} row(s) hold a value this "
             f"function refuses, the first is row {first} (weights must be finite and >= 0, "

@@ -46,12 +46,13 @@ from metrics_gpu.backends.launchers.multilabel import (
     ELEMENT_CODES,
     NO_ROW,
     PREDICTION_MODES,
+    ROW,
     ROW_SLOTS,
     WEIGHT_DTYPES,
     launch_update,
+    refused_arguments,
 )
 
-ROW = {name: i for i, name in enumerate(ROW_SLOTS)}
 # The exact label-ranking metrics (ranking=True): weighted sums of each row's value.
 RANKING_SLOTS = ("label_ranking_average_precision_score", "label_ranking_loss",
                  "coverage_error")
@@ -536,14 +537,14 @@ class MultilabelMetrics:
         if int(checks[0]) == 0:
             return None
         return (int(checks[0]), int(checks[1]),
-                tuple(name for bit, name in CHECK_BITS.items() if int(checks[2]) & bit))
+                refused_arguments(checks[2]))
 
     def _raise_invalid(self, state: dict[str, np.ndarray] | None = None) -> None:
         state = self._host_state() if state is None else state
         checks = state["checks"]
         if int(checks[0]) == 0:
             return
-        arguments = " and ".join(name for bit, name in CHECK_BITS.items() if int(checks[2]) & bit)
+        arguments = " and ".join(refused_arguments(checks[2]))
         raise ValueError(
             f"{int(checks[0])} row(s) were left out of the multilabel state: the first is row "
             f"{int(checks[1])} of the stream, holding a value of {arguments} that it refuses "

@@ -650,13 +650,13 @@ def check_multilabel_inputs(y_true, y_pred, *, sample_weight=None, num_classes=N
     backend = resolve_backend(y_true, y_pred, sample_weight)
     num_classes = check_num_classes(num_classes)
     if scores is not None:
-        return _multilabel_scores(y_true, y_pred, backend, names, scores, num_classes,
-                                  ignore_index, sample_weight, validate)
-    pair = multilabel_pair(y_true, y_pred, backend, names, num_classes=num_classes,
-                           validate=validate)
-    if pair is None:
-        return None
-    true, pred = pair
+        true, pred = _scores_pair(y_true, y_pred, backend, names, scores[0], validate)
+    else:
+        pair = multilabel_pair(y_true, y_pred, backend, names, num_classes=num_classes,
+                               validate=validate)
+        if pair is None:
+            return None
+        true, pred = pair
     n, labels = true.shape
     if num_classes is not None and num_classes != labels:
         raise ValueError(
@@ -670,16 +670,17 @@ def check_multilabel_inputs(y_true, y_pred, *, sample_weight=None, num_classes=N
         )
     weight = check_sample_weight(sample_weight, n, backend, validate, allow_all_zero=False,
                                  true_name=names[0])
-    return MultilabelInputs(
-        y_true=true, y_pred=pred, sample_weight=weight, backend=backend, source=y_true,
-    )
-
-
-def _multilabel_scores(y_true, y_pred, backend, names, scores, num_classes, ignore_index,
-                       sample_weight, validate) -> MultilabelInputs:
-    """:func:`check_multilabel_inputs` of an indicator ``y_true`` beside
-    (N, L) scores of a declared kind."""
+    if scores is None:
+        return MultilabelInputs(y_true=true, y_pred=pred, sample_weight=weight,
+                                backend=backend, source=y_true)
     kind, threshold = scores
+    return MultilabelInputs(y_true=true, y_pred=pred, sample_weight=weight, backend=backend,
+                            source=y_true, mode=kind, cut=score_cut(threshold, kind))
+
+
+def _scores_pair(y_true, y_pred, backend, names, kind: str, validate: bool):
+    """``(y_true, y_pred)`` on ``backend``: an indicator matrix beside (N, L)
+    scores of the declared ``kind`` (finite; probabilities in [0, 1])."""
     true = _to_backend(y_true, backend)
     if not _is_indicator(true):
         raise ValueError(
@@ -702,19 +703,7 @@ def _multilabel_scores(y_true, y_pred, backend, names, scores, num_classes, igno
                     f"{names[1]}: scores='probabilities' declares probabilities in [0, 1]; "
                     f"found {pred.reshape(-1)[i].item()!r} at {_position(i, pred.shape)} "
                     "(scores='logits' for logits)")
-    n, labels = true.shape
-    if num_classes is not None and num_classes != labels:
-        raise ValueError(
-            f"{names[0]} is a {MULTILABEL} matrix with {labels} labels (columns) but "
-            f"num_classes={num_classes}")
-    if check_ignore_index(ignore_index) is not None:
-        raise ValueError(
-            f"ignore_index is not supported for {MULTILABEL} input yet; leave it out "
-            "(or drop the ignored cells before the call)")
-    weight = check_sample_weight(sample_weight, n, backend, validate, allow_all_zero=False,
-                                 true_name=names[0])
-    return MultilabelInputs(y_true=true, y_pred=pred, sample_weight=weight, backend=backend,
-                            source=y_true, mode=kind, cut=score_cut(threshold, kind))
+    return true, pred
 
 
 def refuse_multilabel(y_true, y_pred, function: str | None, instead: str,

@@ -36,9 +36,15 @@ ROW_SLOTS = ("weight", "exact", "wrong_cells", "counted_cells", "precision",
              "precision_defined", "recall", "recall_defined", "f_score",
              "f_score_defined", "jaccard", "jaccard_defined", "rows",
              "rows_no_predicted", "rows_no_true", "rows_no_labels")
+ROW = {name: i for i, name in enumerate(ROW_SLOTS)}  # a row sum's index, by name
 # Why rows were left out (enum CheckBit): bit 1 << i of checks[2] names argument i.
 CHECKED_ARGUMENTS = ("y_true", "preds", "sample_weight")
 CHECK_BITS = {1 << i: name for i, name in enumerate(CHECKED_ARGUMENTS)}
+
+
+def refused_arguments(reasons: int) -> tuple[str, ...]:
+    """The arguments named by the reason bits of checks[2]."""
+    return tuple(name for bit, name in CHECK_BITS.items() if int(reasons) & bit)
 # checks: rows left out, the first of them (none: all ones), the reasons.
 CHECK_SLOTS = 3
 NO_ROW = np.iinfo(np.uint64).max
