@@ -59,7 +59,7 @@ class Counts:
         total = xp.asarray(stats.total, dtype=f64)
         negatives = (sum_of_others(support, xp) if stats.negatives is None
                      else xp.asarray(stats.negatives, dtype=f64))
-        misclassified = (total - tp.sum() if stats.misclassified is None
+        misclassified = (total - tp.sum(axis=0) if stats.misclassified is None
                          else xp.asarray(stats.misclassified, dtype=f64))
         return cls(tp=tp, support=support, predicted=stats.predicted.astype(f64), total=total,
                    xp=xp, negatives=negatives, misclassified=misclassified)
@@ -86,9 +86,18 @@ def sum_of_others(values, xp):
 
 
 def exclusive_cumsum(values, xp):
-    """``sum_{j < k} values_j`` for each k (the first is 0)."""
+    """``sum_{j < k} values_j`` for each k (the first is 0), along the first axis."""
     values = xp.asarray(values, dtype=xp.float64)
-    return xp.concatenate([xp.zeros(1), xp.cumsum(values[:-1])])[:values.shape[0]]
+    return xp.concatenate([xp.zeros((1,) + values.shape[1:]),
+                           xp.cumsum(values[:-1], axis=0)])[:values.shape[0]]
+
+
+def inner(a, b, xp):
+    """``sum_k a_k b_k`` over the first (class) axis: a dot product for (K,)
+    arrays, one per column for the (K, B) arrays of bootstrap replicates."""
+    if getattr(a, "ndim", 1) <= 1 and getattr(b, "ndim", 1) <= 1:
+        return xp.dot(a, b)
+    return (a * b).sum(axis=0)
 
 
 # -- zero division and averaging ----------------------------------------------
@@ -167,7 +176,9 @@ def class_mean(values, xp):
     """Mean over classes; NaN when there are none, without NumPy's empty-slice
     warning (which only ``warnings.catch_warnings``, a process-wide and not
     thread-safe switch, could silence)."""
-    return values.mean() if values.shape[0] else xp.float64(math.nan)
+    if values.shape[0]:
+        return values.mean(axis=0)
+    return xp.full(values.shape[1:], math.nan) if values.ndim > 1 else xp.float64(math.nan)
 
 
 def nan_average(values, xp, weights=None):
@@ -176,6 +187,8 @@ def nan_average(values, xp, weights=None):
     With weights summing to zero the plain mean is used, as scikit-learn does.
     """
     values = xp.asarray(values, dtype=xp.float64)
+    if values.ndim > 1:
+        return _nan_average_columns(values, xp, weights)
     if values.shape[0] == 0:
         return xp.float64(math.nan)
     keep = ~xp.isnan(values)
@@ -188,6 +201,21 @@ def nan_average(values, xp, weights=None):
         if weight_sum != 0:
             return (kept * kept_weights).sum() / weight_sum
     return kept.mean()
+
+
+def _nan_average_columns(values, xp, weights=None):
+    """:func:`nan_average` of each column of a (K, B) array (bootstrap replicates)."""
+    keep = ~xp.isnan(values)
+    kept = xp.where(keep, values, 0.0)
+    count = keep.sum(axis=0)
+    with _quiet(xp):
+        mean = xp.where(count > 0, kept.sum(axis=0) / xp.maximum(count, 1), math.nan)
+        if weights is None:
+            return mean
+        kept_weights = xp.where(keep, xp.asarray(weights, dtype=xp.float64), 0.0)
+        weight_sum = kept_weights.sum(axis=0)
+        weighted = (kept * kept_weights).sum(axis=0) / xp.where(weight_sum != 0, weight_sum, 1.0)
+        return xp.where(weight_sum != 0, weighted, mean)
 
 
 # -- per-class formulas ------------------------------------------------------
@@ -224,7 +252,7 @@ def specificity_terms(c: Counts) -> Terms:
 def micro_rate(terms: Terms, xp, zero_division=float("nan")):
     """A rate of the summed counts: sum(numerator) / sum(denominator)."""
     numerator, denominator = terms
-    return divide(numerator.sum(), denominator.sum(), xp, zero_division)[0]
+    return divide(numerator.sum(axis=0), denominator.sum(axis=0), xp, zero_division)[0]
 
 
 def precision(c: Counts, zero_division=float("nan")):
@@ -293,7 +321,7 @@ def g_measure(c: Counts, zero_division=0.0):
 
 def accuracy(c: Counts):
     """Fraction (or weight) of samples on the diagonal: sum(tp) / total."""
-    return divide(c.tp.sum(), c.total, c.xp)[0]
+    return divide(c.tp.sum(axis=0), c.total, c.xp)[0]
 
 
 def misclassified(c: Counts):
@@ -311,7 +339,7 @@ def balanced_accuracy(c: Counts, adjusted: bool = False):
     per_class = recall(c)
     score = nan_average(per_class, xp)
     if adjusted:
-        score = adjust_for_chance(score, (~xp.isnan(per_class)).sum(), xp)
+        score = adjust_for_chance(score, (~xp.isnan(per_class)).sum(axis=0), xp)
     return score
 
 
@@ -358,9 +386,19 @@ def matthews_corrcoef(c: Counts, zero_division: float = 0.0):
     # underflow, and exact sums stay exact.
     scale = scaled_by_total(c.total, xp)
     t, p, s = scale(c.support), scale(c.predicted), scale(c.total)
-    correct, misclassified = scale(c.tp.sum()), scale(c.misclassified)
-    correct_terms = (correct * s, xp.dot(t, p))
+    correct, misclassified = scale(c.tp.sum(axis=0)), scale(c.misclassified)
+    correct_terms = (correct * s, inner(t, p, xp))
     misclassified_terms = (unequal_pairs(t, p, xp), misclassified * s)
+    cov_pp = unequal_pairs(p, p, xp)
+    cov_tt = unequal_pairs(t, t, xp)
+    if t.ndim > 1:
+        # Bootstrap replicates (one per column): the same two forms, each
+        # replicate taking its smaller one, in plain float64 sums (their
+        # rounding is far below the replicates' spread).
+        cov_tp = xp.where(xp.maximum(*correct_terms) <= xp.maximum(*misclassified_terms),
+                          correct_terms[0] - correct_terms[1],
+                          misclassified_terms[0] - misclassified_terms[1])
+        return divide(cov_tp, xp.sqrt(cov_pp * cov_tt), xp, zero_division)[0]
     # The chosen form's products and sums are evaluated exactly (error-free
     # transformations): with exact counts (integer weights below 2**53) the
     # covariance is then exact however much its terms cancel.
@@ -370,8 +408,6 @@ def matthews_corrcoef(c: Counts, zero_division: float = 0.0):
         cov_tp = accurate_sum([*two_product(p, exclusive_cumsum(t, xp), xp),
                                *two_product(t, exclusive_cumsum(p, xp), xp),
                                *two_product(-misclassified, s, xp)], xp)
-    cov_pp = unequal_pairs(p, p, xp)
-    cov_tt = unequal_pairs(t, t, xp)
     return divide(cov_tp, xp.sqrt(cov_pp * cov_tt), xp, zero_division)[0]
 
 
@@ -425,7 +461,7 @@ def unequal_pairs(a, b, xp):
     of the values before j): non-negative terms for non-negative a and b, so
     no cancellation against the pairs i = j, and exactly 0 when a and b are
     both confined to one and the same class."""
-    return xp.dot(b, exclusive_cumsum(a, xp)) + xp.dot(a, exclusive_cumsum(b, xp))
+    return inner(b, exclusive_cumsum(a, xp), xp) + inner(a, exclusive_cumsum(b, xp), xp)
 
 
 def kappa_disagreements(c: Counts, stats: ClassStatistics, weights: str | None):
@@ -450,27 +486,27 @@ def kappa_disagreements(c: Counts, stats: ClassStatistics, weights: str | None):
     t, p = scale(c.support), scale(c.predicted)
     if weights is None:
         return scale(c.misclassified) * s, unequal_pairs(t, p, xp)
-    positions = xp.arange(t.shape[0], dtype=xp.float64)
-    t_total, p_total = t.sum(), p.sum()
+    positions = xp.arange(t.shape[0], dtype=xp.float64).reshape((-1,) + (1,) * (t.ndim - 1))
+    t_total, p_total = t.sum(axis=0), p.sum(axis=0)
     if weights == "quadratic":
         observed = scale(stats.quadratic_disagreement) * s
         # sum_ij t_i p_j (i - j)^2 about the mean position of y_true, so the
         # terms stay small and the cross term nearly vanishes: no cancellation
         # between terms of size total^2 K^2 when the classes in use have high codes.
-        centre = divide(xp.dot(t, positions), t_total, xp, 0.0)[0]
+        centre = divide(inner(t, positions, xp), t_total, xp, 0.0)[0]
         offset = positions - centre
         cross = (
-            p_total * xp.dot(t, offset * offset)
-            + t_total * xp.dot(p, offset * offset)
-            - 2 * xp.dot(t, offset) * xp.dot(p, offset)
+            p_total * inner(t, offset * offset, xp)
+            + t_total * inner(p, offset * offset, xp)
+            - 2 * inner(t, offset, xp) * inner(p, offset, xp)
         )
     else:
         observed = scale(stats.linear_disagreement) * s
         # sum_{i<j} t_i (j - i) = sum over the gaps m below j of T_{<=m}: a scan
         # of the running sums; likewise for p. Both terms are non-negative.
-        t_gaps = exclusive_cumsum(xp.cumsum(t), xp)
-        p_gaps = exclusive_cumsum(xp.cumsum(p), xp)
-        cross = xp.dot(p, t_gaps) + xp.dot(t, p_gaps)
+        t_gaps = exclusive_cumsum(xp.cumsum(t, axis=0), xp)
+        p_gaps = exclusive_cumsum(xp.cumsum(p, axis=0), xp)
+        cross = inner(p, t_gaps, xp) + inner(t, p_gaps, xp)
     return observed, cross
 
 
@@ -479,11 +515,21 @@ def kappa_undefined(c: Counts) -> bool:
     the same single class. Decided from the support pattern, not from a float
     expected disagreement that rounding may leave a hair above 0."""
     xp = c.xp
+    if c.support.ndim > 1:
+        return kappa_undefined_columns(c)
     if c.total == 0:
         return True
     both = (c.support > 0) & (c.predicted > 0)
     return int((c.support > 0).sum()) == 1 and bool(xp.array_equal(c.predicted > 0, both)) \
         and int(both.sum()) == 1
+
+
+def kappa_undefined_columns(c: Counts):
+    """:func:`kappa_undefined` of each column of (K, B) replicates, as a (B,) mask."""
+    supported, predicted = c.support > 0, c.predicted > 0
+    one_class = (supported.sum(axis=0) == 1) & (predicted.sum(axis=0) == 1) \
+        & ((supported & predicted).sum(axis=0) == 1)
+    return (c.total == 0) | one_class
 
 
 def cohen_kappa(c: Counts, stats: ClassStatistics, weights: str | None = None,
@@ -492,6 +538,11 @@ def cohen_kappa(c: Counts, stats: ClassStatistics, weights: str | None = None,
 
     ``replace_undefined_by`` when kappa is 0/0 (:func:`kappa_undefined`).
     """
+    if c.support.ndim > 1:
+        undefined = kappa_undefined_columns(c)
+        observed, expected = kappa_disagreements(c, stats, weights)
+        with _quiet(c.xp):
+            return c.xp.where(undefined, replace_undefined_by, 1 - observed / expected)
     if kappa_undefined(c):
         return c.xp.float64(replace_undefined_by)
     observed, expected = kappa_disagreements(c, stats, weights)
@@ -522,8 +573,8 @@ def catboost_total_f1(c: Counts, average: str):
         return micro_rate(fbeta_terms(c, 1.0), xp, 0.0)
     per_class = divide(*fbeta_terms(c, 1.0), xp, 0.0)[0]
     if average == "Macro":
-        return per_class.mean()
-    return divide(xp.dot(per_class, c.support), c.support.sum(), xp, 0.0)[0]
+        return per_class.mean(axis=0)
+    return divide(inner(per_class, c.support, xp), c.support.sum(axis=0), xp, 0.0)[0]
 
 
 def catboost_kappa(c: Counts, stats: ClassStatistics, weights: str | None):

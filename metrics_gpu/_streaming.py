@@ -76,6 +76,13 @@ from metrics_gpu._types import (
     ScoresAre,
     StreamValidate,
 )
+from metrics_gpu.intervals import (
+    DEFAULT_RESAMPLES,
+    IntervalOptions,
+    LabelIntervals,
+    check_interval_options,
+    interval_table,
+)
 
 if TYPE_CHECKING:  # torch is optional, imported only where a caller uses it
     import torch
@@ -529,13 +536,21 @@ class ClassificationMetrics:
             "invalid instead"
         )
 
-    def compute(self) -> StreamingReport:
+    def compute(self, *, confidence_level: float | None = None, method: str = "percentile",
+                n_resamples: int = DEFAULT_RESAMPLES, rng: Any = None,
+                sampling: str = "poisson") -> StreamingReport:
         """Every metric the state supports, as one :class:`StreamingReport`.
 
         On the kernel backends at most two launches (one for a state of
         labels), whose values stay on the device until read; with
         ``validate="deferred"`` the four check numbers are read back (one
         sync) to raise for bad input.
+
+        With ``confidence_level``, the report's ``intervals`` hold each label
+        metric's confidence interval, from the state's confusion matrix (read
+        back once; no cost per batch): the arguments are
+        :func:`metrics_gpu.label_report`'s, and the state must keep its
+        matrix (``confusion_matrix=True``, or "auto" with K <= 2048).
 
         Returns
         -------
@@ -574,7 +589,11 @@ class ClassificationMetrics:
                                             score_dtype):
                     _warn_probabilities_read_as_logits()
             label_values, score_values = state.compute()
-        return StreamingReport(self, label_values, score_values)
+        report = StreamingReport(self, label_values, score_values)
+        if confidence_level is not None:
+            options = check_interval_options(confidence_level, method, n_resamples, rng, sampling)
+            report._add_intervals(options)
+        return report
 
     # -- combining states ---------------------------------------------------------
 
@@ -1094,6 +1113,7 @@ class StreamingReport(MetricMapping):
                     places[name] = (True, F.STREAM_SLOT[name])
         self._places = places
         self._names = tuple(places)
+        self._intervals: LabelIntervals | None = None
 
     def _out(self, value: Any) -> Any:
         return self._backend.to_framework(value, self._like)
@@ -1155,6 +1175,28 @@ class StreamingReport(MetricMapping):
         """The K x K matrix (rows actual, columns predicted), or None when not kept."""
         return None if self._matrix is None else self._out(self._matrix)
 
+    @property
+    def intervals(self) -> LabelIntervals | None:
+        """The label metrics' confidence intervals (``compute(confidence_level=...)``),
+        else None: :class:`metrics_gpu.intervals.LabelIntervals`."""
+        return self._intervals
+
+    def _add_intervals(self, options: IntervalOptions | None) -> None:
+        if options is None:
+            return
+        if self._matrix is None:
+            raise ValueError("confidence_level: this state keeps no K x K confusion matrix, "
+                             "which the intervals are drawn from; build ClassificationMetrics "
+                             "with confusion_matrix=True")
+        matrix = _to_numpy(self.confusion_matrix)
+        values = {name: float(_to_numpy(self._metric_value(name)))
+                  for name in (row.name for row in F.REPORT_METRICS)}
+        k = self._spec["num_classes"]
+        columns = F.label_metric_columns(np.asarray(self._backend.to_host(self._label_values)), k)
+        self._intervals = interval_table(
+            matrix, options, values,
+            {name: columns[i] for i, name in enumerate(F.LABEL_METRIC_COLUMNS)})
+
     def _host_values(self) -> dict[str, Any]:
         """:meth:`to_dict`'s layout with NumPy values, NaN kept (one read-back)."""
         out = {"total": _to_numpy(self.total), "invalid": _to_numpy(self.invalid),
@@ -1165,6 +1207,11 @@ class StreamingReport(MetricMapping):
         out["confusion_matrix"] = (None if self._matrix is None
                                    else _to_numpy(self.confusion_matrix))
         return out
+
+    def _interval_dict(self) -> dict[str, Any] | None:
+        from metrics_gpu.report import intervals_dict
+
+        return None if self._intervals is None else intervals_dict(self._intervals)
 
     def to_dict(self, descriptions: bool = False) -> dict[str, Any]:
         """Every value as plain Python numbers and lists (one read-back): ``total``,
@@ -1179,6 +1226,8 @@ class StreamingReport(MetricMapping):
         pyActLearn).
         """
         out = plain(self._host_values())
+        if self._intervals is not None:
+            out["intervals"] = self._interval_dict()
         if descriptions:
             from metrics_gpu.report import metric_legend
 

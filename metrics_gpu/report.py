@@ -28,6 +28,13 @@ from metrics_gpu._validation import (
     check_label_inputs,
     refuse_multilabel,
 )
+from metrics_gpu.intervals import (
+    DEFAULT_RESAMPLES,
+    IntervalOptions,
+    LabelIntervals,
+    check_interval_options,
+    interval_table,
+)
 
 # The text report lists per-class rows and the matrix only up to this many
 # classes; beyond it they are in to_dict() but would drown the summary.
@@ -67,6 +74,10 @@ class LabelReport(MetricMapping):
         Dense matrix over ``classes`` when K is small enough to hold one.
     class_names : list of str
         Row names of the per-class table.
+    intervals : LabelIntervals or None
+        With ``confidence_level``: a :class:`metrics_gpu.intervals.ConfidenceInterval`
+        per metric (``intervals.metrics``) and per per-class column
+        (``intervals.per_class``, arrays aligned with ``classes``).
     """
 
     def __init__(self, resolve: Callable[[], dict[str, Any]]):
@@ -110,6 +121,10 @@ class LabelReport(MetricMapping):
     def class_names(self) -> list[str]:
         return self._field("class_names")
 
+    @property
+    def intervals(self) -> LabelIntervals | None:
+        return self._field("intervals")
+
     def _metric_names(self) -> tuple[str, ...]:
         return _LABEL_METRIC_NAMES
 
@@ -140,6 +155,8 @@ class LabelReport(MetricMapping):
             "confusion_matrix": None if self.confusion_matrix is None
             else self.confusion_matrix.tolist(),
         }
+        if self.intervals is not None:
+            out["intervals"] = intervals_dict(self.intervals)
         if descriptions:
             out.update(metric_legend(self.metrics))
         return out
@@ -158,7 +175,9 @@ class LabelReport(MetricMapping):
             f"samples: {_plain(self.total)}  classes: {self.classes.size}"
             + (f"  invalid (left out): {self.invalid}" if self.invalid else ""),
         ]
-        for title, rows in grouped_metric_rows(self.metrics, digits):
+        if self.intervals is not None:
+            lines.append(interval_legend(self.intervals))
+        for title, rows in grouped_metric_rows(self.metrics, digits, self.intervals):
             width = max(len(name) for name, _ in rows)
             lines += ["", f"{title}:"] + [f"  {name:<{width}}  {text}" for name, text in rows]
         lines += textwrap.wrap(f"({F.PER_CLASS_AVERAGES_LEGEND})", width=88,
@@ -181,7 +200,10 @@ class LabelReport(MetricMapping):
     def to_markdown(self, digits: int = 4) -> str:
         """The overall metrics as a Markdown table, by group (as :meth:`to_text`),
         each with its one-line meaning."""
-        return markdown_table(grouped_metric_rows(self.metrics, digits))
+        table = markdown_table(grouped_metric_rows(self.metrics, digits, self.intervals))
+        if self.intervals is not None:
+            table = f"{interval_legend(self.intervals)}\n\n{table}"
+        return table
 
     def plot_confusion_matrix(self, ax: Any = None, normalize: Normalize | None = None,
                               max_classes: int = 20, **kwargs: Any) -> Any:
@@ -240,15 +262,48 @@ def _cell(text: str) -> str:
     return text.replace("|", "\\|")
 
 
-def grouped_metric_rows(metrics, digits: int) -> list[tuple[str, list[tuple[str, str]]]]:
+def grouped_metric_rows(metrics, digits: int, intervals: LabelIntervals | None = None
+                        ) -> list[tuple[str, list[tuple[str, str]]]]:
     """The label ``metrics`` present, formatted, by the groups of
-    :func:`metrics_gpu._formulas.label_metric_groups` (empty groups left out)."""
+    :func:`metrics_gpu._formulas.label_metric_groups` (empty groups left out);
+    with ``intervals``, each value followed by its ``[low, high]``."""
+    def text(name):
+        value = format_number(metrics[name], digits)
+        interval = None if intervals is None else intervals.metrics.get(name)
+        if interval is None:
+            return value
+        return (f"{value} [{format_number(interval.low, digits)}, "
+                f"{format_number(interval.high, digits)}]")
+
     out = []
     for title, names in F.label_metric_groups():
-        rows = [(name, format_number(metrics[name], digits)) for name in names if name in metrics]
+        rows = [(name, text(name)) for name in names if name in metrics]
         if rows:
             out.append((title, rows))
     return out
+
+
+def interval_legend(intervals: LabelIntervals) -> str:
+    """One line saying what the ``[low, high]`` of a report are."""
+    interval = next(iter(intervals.metrics.values()), None)
+    if interval is None:
+        return "intervals: none"
+    what = f"{interval.confidence_level:.4g} confidence intervals ({interval.method}"
+    if intervals.n_resamples is not None:
+        what += (f" bootstrap, {intervals.n_resamples} Poisson resamples of the confusion "
+                 f"matrix, seed {intervals.seed}")
+    else:
+        what += ", binomial; only the metrics that are proportions"
+    return what + ")"
+
+
+def intervals_dict(intervals: LabelIntervals) -> dict[str, Any]:
+    """A report's intervals as plain numbers (NaN is None)."""
+    return {
+        "metrics": {name: ci.to_dict() for name, ci in intervals.metrics.items()},
+        "per_class": {name: ci.to_dict() for name, ci in intervals.per_class.items()},
+        "n_resamples": intervals.n_resamples, "seed": intervals.seed,
+    }
 
 
 def metric_legend(names) -> dict[str, Any]:
@@ -265,7 +320,10 @@ def label_report(y_true: ArrayLike, y_pred: ArrayLike, *, num_classes: int | Non
                  sample_weight: ArrayLike | None = None, ignore_index: int | None = None,
                  validate: bool = True, deterministic: bool = False,
                  class_names: Sequence[str] | None = None,
-                 confusion_matrix: ConfusionMatrixOption = "auto") -> LabelReport:
+                 confusion_matrix: ConfusionMatrixOption = "auto",
+                 confidence_level: float | None = None, method: str = "percentile",
+                 n_resamples: int = DEFAULT_RESAMPLES, rng: Any = None,
+                 sampling: str = "poisson") -> LabelReport:
     """Every label metric of ``y_true`` vs ``y_pred`` from one pass over the data.
 
     Classes covered: all ``num_classes`` codes if given (or implied by
@@ -294,6 +352,26 @@ def label_report(y_true: ArrayLike, y_pred: ArrayLike, *, num_classes: int | Non
     confusion_matrix : "auto" or bool, default "auto"
         Keep the K x K matrix in the report ("auto": while K <= 2048; no label
         metric needs it).
+    confidence_level : float, optional
+        Give every metric an interval at this level (e.g. 0.95), in
+        ``report.intervals``, in the text, Markdown and JSON. They come from
+        the confusion matrix (kept for them whatever ``confusion_matrix``
+        says), so their cost does not grow with N: see
+        :mod:`metrics_gpu.intervals`. Weights must be whole numbers.
+    method : str, default "percentile"
+        ``"percentile"``, ``"basic"`` or ``"bca"`` (bootstrap, every metric and
+        per-class column), or ``"wilson"``, ``"clopper-pearson"``,
+        ``"agresti-coull"``, ``"jeffreys"`` (binomial, the metrics that are
+        proportions: accuracy, micro precision / recall, the error rates, per
+        class precision, recall and specificity).
+    n_resamples : int, default 9999
+        Bootstrap replicates.
+    rng : int, numpy.random.Generator or None
+        The bootstrap's seed: the same seed gives the same intervals on every
+        backend. None draws one (``report.intervals.seed`` tells it).
+    sampling : "poisson"
+        How a replicate is drawn: each sample Poisson(1) times, i.e. each cell
+        of the matrix Poisson(its count).
 
     Returns
     -------
@@ -316,12 +394,17 @@ def label_report(y_true: ArrayLike, y_pred: ArrayLike, *, num_classes: int | Non
     (0.6, 0.4889)
     """
     confusion_matrix = check_confusion_matrix_option(confusion_matrix)
+    interval_options = None if confidence_level is None else check_interval_options(
+        confidence_level, method, n_resamples, rng, sampling)
+    # The intervals are the matrix's: kept for them, shown only if asked.
+    shown = confusion_matrix
+    keep_matrix: ConfusionMatrixOption = True if interval_options is not None else shown
     if getattr(y_true, "ndim", 2) == 2:  # (the in-loop call's budget: no call for (N,) labels)
         refuse_multilabel(y_true, y_pred, "label_report", MULTILABEL_INSTEAD,
                           num_classes=num_classes, validate=validate)
     passed = one_pass(y_true, y_pred, kind="labels", num_classes=num_classes,
                       sample_weight=sample_weight, ignore_index=ignore_index, validate=validate,
-                      deterministic=deterministic, keep_matrix=confusion_matrix)
+                      deterministic=deterministic, keep_matrix=keep_matrix)
     if passed is not None:
         backend, all_classes = passed.backend, True
         evaluation = _stream_evaluation(passed.state, None, passed.compute(scores=False)[0])
@@ -331,14 +414,16 @@ def label_report(y_true: ArrayLike, y_pred: ArrayLike, *, num_classes: int | Non
                                     validate=validate, deterministic=deterministic)
         backend, all_classes = inputs.backend, inputs.num_classes_given
         evaluation = evaluate(inputs)
-        if confusion_matrix is False:
+        if keep_matrix is False:
             evaluation = replace(evaluation, matrix=None)
-        elif confusion_matrix is True and evaluation.matrix is None:
+        elif keep_matrix is True and evaluation.matrix is None:
             evaluation = replace(evaluation, matrix=accumulate(inputs, matrix=True)[1])
-    return _report(backend, evaluation, all_classes=all_classes, class_names=class_names)
+    return _report(backend, evaluation, all_classes=all_classes, class_names=class_names,
+                   intervals=interval_options, show_matrix=shown is not False)
 
 
-def _report(backend, evaluation: Evaluation, *, all_classes: bool, class_names) -> LabelReport:
+def _report(backend, evaluation: Evaluation, *, all_classes: bool, class_names,
+            intervals: IntervalOptions | None = None, show_matrix: bool = True) -> LabelReport:
     """The report of an evaluation, read back on first access. Per-class values
     and the matrix are indexed by position among the evaluated classes (the
     class codes themselves unless ``evaluation.class_codes`` names them)."""
@@ -370,15 +455,24 @@ def _report(backend, evaluation: Evaluation, *, all_classes: bool, class_names) 
                 f"class_names has {len(names)} names but the report covers "
                 f"{classes.size} classes"
             )
+        metrics = {row.name: float(values[F.SLOT[row.name]]) for row in F.REPORT_METRICS}
+        found = None
+        if intervals is not None:
+            found = interval_table(cm, intervals, metrics, per_class)
         return {
-            "metrics": {row.name: float(values[F.SLOT[row.name]]) for row in F.REPORT_METRICS},
+            "metrics": metrics,
             "per_class": per_class, "classes": classes,
             "total": _plain(values[F.SLOT["total"]]),
             "invalid": int(np.asarray(backend.to_host(stats.invalid))),
-            "confusion_matrix": cm, "class_names": names,
+            "confusion_matrix": cm if show_matrix else None, "class_names": names,
+            "intervals": found,
         }
 
     report = LabelReport(resolve)
+    if intervals is not None:
+        # The intervals read the matrix back anyway: bad counts (float weights)
+        # raise here, at the call, not at first use.
+        report._field("intervals")
     if class_names is not None and not (all_classes and len(class_names) == size):
         report._field("class_names")  # a wrong class_names fails here, not at first use
     return report

@@ -1,0 +1,149 @@
+"""CPU bench: confidence intervals of the label report vs torchmetrics' BootStrapper and scipy.
+
+    python bench/cpu_intervals.py [--sizes 1e5 1e6 1e7] [--classes 10]
+        [--resamples 1000 10000] [--anchor-sizes 1e4 1e5] [--anchor-resamples 100]
+        [--repeat 3] [--seed 0] [--skip torchmetrics scipy] [--json PATH]
+
+In one run, on the numpy backend, for each N of ``--sizes`` (labels: K
+classes uniform, 70% predicted right, the rest uniform; int64): the plain
+``label_report`` and the report with ``confidence_level=0.95`` (percentile
+bootstrap, Poisson draws of the confusion matrix's cells) at each B of
+``--resamples``; ``× plain`` = the report with intervals / the plain
+report (the issue's target: <= 1.2 at B = 10,000, N >= 1e7).
+
+Against the anchors, on the first N of ``--anchor-sizes`` rows, at B =
+``--anchor-resamples`` (they cost O(N B)): torchmetrics'
+``BootStrapper(MulticlassF1Score(K, average="macro"), num_bootstraps=B,
+sampling_strategy="poisson")`` fed the batch as torch CPU tensors (one
+update, one compute: its mean and std; no interval), and
+``scipy.stats.bootstrap`` (paired, vectorised macro F1 over the resampled
+rows, percentile and BCa); ours at the same N and B gives every metric's
+interval. Times are wall times (best of ``--repeat``, anchors once),
+speedup = theirs / ours. The 1-minute load average is printed first and last.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import time
+
+import numpy as np
+
+import metrics_gpu as mg
+
+
+def best(function, repeat):
+    times = []
+    for _ in range(repeat):
+        start = time.perf_counter()
+        function()
+        times.append(time.perf_counter() - start)
+    return min(times)
+
+
+def labels(n, k, seed):
+    rng = np.random.default_rng(seed)
+    y_true = rng.integers(0, k, n)
+    y_pred = np.where(rng.random(n) < 0.7, y_true, rng.integers(0, k, n))
+    return y_true, y_pred
+
+
+def macro_f1(k):
+    def statistic(t, p, axis=-1):
+        scores = []
+        for c in range(k):
+            tp = ((t == c) & (p == c)).sum(axis=axis)
+            scores.append(2 * tp / np.maximum((t == c).sum(axis=axis) + (p == c).sum(axis=axis), 1))
+        return np.mean(scores, axis=0)
+    return statistic
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--sizes", nargs="+", type=float, default=[1e5, 1e6, 1e7])
+    parser.add_argument("--classes", type=int, default=10)
+    parser.add_argument("--resamples", nargs="+", type=int, default=[1000, 10000])
+    parser.add_argument("--anchor-sizes", nargs="+", type=float, default=[1e4, 1e5])
+    parser.add_argument("--anchor-resamples", type=int, default=100)
+    parser.add_argument("--repeat", type=int, default=3)
+    parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--skip", nargs="*", default=[], choices=["torchmetrics", "scipy"])
+    parser.add_argument("--json")
+    args = parser.parse_args()
+    k = args.classes
+    print(f"load average (1 min) at start: {os.getloadavg()[0]:.1f}")
+    rows = []
+    with mg.use_backend("numpy"):
+        mg.label_report(*labels(100, k, 0), confidence_level=0.95, n_resamples=10, rng=0)
+        print(f"\nthe report with intervals vs without (numpy backend, K = {k}, percentile)")
+        print(f"{'N':>10} {'plain':>10} " + " ".join(f"{f'B={b}':>12} {'× plain':>8}"
+                                                    for b in args.resamples))
+        for n in map(int, args.sizes):
+            y_true, y_pred = labels(n, k, args.seed)
+            plain = best(lambda: mg.label_report(y_true, y_pred).metrics, args.repeat)
+            line = f"{n:>10.0e} {plain * 1e3:>8.1f}ms "
+            row = {"n": n, "plain_s": plain}
+            for b in args.resamples:
+                t = best(lambda: mg.label_report(y_true, y_pred, confidence_level=0.95,
+                                                 n_resamples=b, rng=1).intervals, args.repeat)
+                row[f"intervals_{b}_s"] = t
+                line += f"{t * 1e3:>10.1f}ms {t / plain:>8.2f}"
+            print(line)
+            rows.append(row)
+
+        b = args.anchor_resamples
+        print(f"\nagainst the anchors at B = {b} (K = {k}; ours: every metric's interval)")
+        print(f"{'N':>10} {'ours':>10} {'BootStrapper':>13} {'speedup':>8} "
+              f"{'scipy pct':>10} {'speedup':>8} {'scipy BCa':>10} {'speedup':>8}")
+        for n in map(int, args.anchor_sizes):
+            y_true, y_pred = labels(n, k, args.seed)
+            ours = best(lambda: mg.label_report(y_true, y_pred, confidence_level=0.95,
+                                                n_resamples=b, rng=1).intervals, args.repeat)
+            ours_bca = best(lambda: mg.label_report(y_true, y_pred, confidence_level=0.95,
+                                                    method="bca", n_resamples=b,
+                                                    rng=1).intervals, args.repeat)
+            row = {"n": n, "anchor_resamples": b, "ours_percentile_s": ours, "ours_bca_s": ours_bca}
+            cells = [f"{n:>10.0e}", f"{ours * 1e3:>8.1f}ms"]
+            if "torchmetrics" not in args.skip:
+                import torch
+                from torchmetrics.classification import MulticlassF1Score
+                from torchmetrics.wrappers import BootStrapper
+
+                torch.set_num_threads(1)
+                tt, tp = torch.from_numpy(y_true), torch.from_numpy(y_pred)
+
+                def bootstrapper():
+                    metric = BootStrapper(MulticlassF1Score(k, average="macro",
+                                                            validate_args=False),
+                                          num_bootstraps=b, sampling_strategy="poisson")
+                    metric.update(tp, tt)
+                    return metric.compute()
+                t = best(bootstrapper, 1)
+                row["bootstrapper_s"] = t
+                cells += [f"{t * 1e3:>11.1f}ms", f"{t / ours:>8.0f}"]
+            else:
+                cells += [f"{'-':>13}", f"{'-':>8}"]
+            if "scipy" not in args.skip:
+                from scipy import stats
+
+                for method, mine in (("percentile", ours), ("BCa", ours_bca)):
+                    if method == "BCa" and n > 2e4:  # quadratic in N: the jackknife
+                        cells += [f"{'-':>10}", f"{'-':>8}"]
+                        continue
+                    t = best(lambda: stats.bootstrap((y_true, y_pred), macro_f1(k), paired=True,
+                                                     vectorized=True, n_resamples=b,
+                                                     method=method, rng=1), 1)
+                    row[f"scipy_{method}_s"] = t
+                    cells += [f"{t * 1e3:>8.1f}ms", f"{t / mine:>8.0f}"]
+            print(" ".join(cells))
+            rows.append(row)
+    print(f"\nload average (1 min) at end: {os.getloadavg()[0]:.1f}")
+    if args.json:
+        with open(args.json, "w") as out:
+            json.dump({"classes": k, "rows": rows}, out, indent=1)
+
+
+if __name__ == "__main__":
+    main()
