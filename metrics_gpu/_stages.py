@@ -278,6 +278,9 @@ class StreamState:
         }
         if spec["keep_matrix"]:
             arrays["matrix"] = zeros((k, k), count)
+        if spec.get("num_groups"):
+            # Each group's K x K matrix (ClassificationMetrics(num_groups=G)).
+            arrays["groups"] = zeros((spec["num_groups"], k, k), count)
         if kind == "scores":
             arrays["scores"] = zeros(score_sums_size(len(spec["top_k"]), spec["n_bins"]),
                                      np.float64)
@@ -326,7 +329,7 @@ class StreamState:
         """Float weights reach integer counts: the counts become float64 (once),
         the exact moments their float values."""
         arrays = self.arrays
-        for name in ("counts", "matrix", "histogram"):
+        for name in ("counts", "matrix", "histogram", "groups"):
             if name in arrays:
                 arrays[name] = arrays[name].astype(np.float64)
         arrays["moments"] = moments_as_float(arrays["moments"], self.backend.xp)

@@ -59,6 +59,7 @@ from metrics_gpu._validation import (
     StreamBatch,
     check_bool,
     check_confusion_matrix_option,
+    check_groups,
     check_ignore_index,
     check_int_range,
     check_num_classes,
@@ -76,6 +77,7 @@ from metrics_gpu._types import (
     ScoresAre,
     StreamValidate,
 )
+from metrics_gpu.groups import GroupMetrics, group_metrics
 from metrics_gpu.intervals import (
     DEFAULT_RESAMPLES,
     IntervalOptions,
@@ -190,7 +192,8 @@ class ClassificationMetrics:
                  n_bins: int = 15, thresholds: int | None = None,
                  confusion_matrix: ConfusionMatrixOption = "auto",
                  ignore_index: int | None = None, validate: StreamValidate = "deferred",
-                 deterministic: bool = False, scores: ScoresAre = "logits") -> None:
+                 deterministic: bool = False, scores: ScoresAre = "logits",
+                 num_groups: int | None = None) -> None:
         checked_classes = check_num_classes(num_classes)
         if checked_classes is None:
             raise ValueError("num_classes is required: the state is sized by it")
@@ -212,6 +215,11 @@ class ClassificationMetrics:
             keep_matrix=keep_matrix, ignore_index=check_ignore_index(ignore_index),
             from_logits=scores == "logits",
         )
+        groups = check_num_classes(num_groups, "num_groups")
+        if groups is not None:
+            # Only then in the spec: the state_dicts of states without groups stay as
+            # they were.
+            self._spec["num_groups"] = groups
         self.validate = validate
         self.deterministic = deterministic
         self.scores = scores
@@ -302,7 +310,7 @@ class ClassificationMetrics:
     # -- update -----------------------------------------------------------------
 
     def update(self, y_true: ArrayLike, preds: ArrayLike,
-               sample_weight: ArrayLike | None = None) -> None:
+               sample_weight: ArrayLike | None = None, groups: ArrayLike | None = None) -> None:
         """Add a batch of targets and predictions to the state.
 
         numpy, torch (CPU or CUDA, requiring grad or not), CuPy or JAX arrays.
@@ -326,6 +334,12 @@ class ClassificationMetrics:
             stays below 2**63 (past it: float64 counts with
             ``validate="eager"``, else :meth:`compute` raises); the first
             float weights turn them into float64.
+        groups : array-like of shape (N,), optional
+            Each sample's group, an integer code 0..num_groups-1; required
+            by (and only for) a state built with ``num_groups``. Adds each
+            sample to its group's K x K matrix too (a second pass over the
+            batch's labels: one more launch on a GPU); the report's
+            ``groups`` then holds every label metric per group.
 
         Returns
         -------
@@ -344,6 +358,9 @@ class ClassificationMetrics:
         --------
         compute : Every metric of the batches added.
         """
+        if "num_groups" in self._spec or groups is not None:
+            self._update_groups(y_true, preds, sample_weight, groups)
+            return
         if self._planned:
             planned = self._planned.get(input_layout(y_true, preds, sample_weight))
             if planned is not None and planned.add(self, y_true, preds, sample_weight):
@@ -371,7 +388,62 @@ class ClassificationMetrics:
         if fresh and self._state is None:  # only empty batches: still a new state
             self._backend = self._like = None
 
-    def _update(self, backend: Backend, y_true, preds, sample_weight) -> None:
+    def _update_groups(self, y_true, preds, sample_weight, groups) -> None:
+        """An update of a state with groups: the plain update, then the batch's
+        samples into their groups' matrices (left out where the state leaves
+        them out)."""
+        if "num_groups" not in self._spec:
+            raise ValueError("groups: this state counts no groups; build ClassificationMetrics "
+                             "with num_groups=G to count them")
+        if groups is None:
+            raise ValueError(f"groups is required: this state counts "
+                             f"{self._spec['num_groups']} groups (num_groups)")
+        if self._local is not None:
+            self._own_state()
+        fresh = self._backend is None
+        backend = self._backend
+        if backend is None:
+            backend = self._backend = resolve_backend(y_true, preds, sample_weight)
+            self._like = y_true
+        with caller_stream(y_true):
+            batch = self._update(backend, y_true, preds, sample_weight)
+            if batch is not None and batch.n:
+                self._add_groups(backend, batch, groups)
+        if fresh and self._state is None:
+            self._backend = self._like = None
+
+    def _add_groups(self, backend: Backend, batch: StreamBatch, groups) -> None:
+        xp = backend.xp
+        k, g = self.num_classes, self._spec["num_groups"]
+        if batch.y_true.ndim != 1 or int(batch.y_true.shape[0]) != batch.n:
+            raise ValueError("groups: a state with groups takes (N,) targets, not label maps")
+        codes = check_groups(groups, batch.n, backend, g, codes_only=True).codes
+        y_true = batch.y_true.astype(np.int64)
+        valid = (y_true >= 0) & (y_true < k)
+        if batch.scores:
+            scores = batch.preds
+            y_pred = xp.argmax(scores, axis=1).astype(np.int64)
+            valid &= xp.isfinite(scores).all(axis=1)
+        else:
+            y_pred = batch.preds.astype(np.int64)
+            valid &= (y_pred >= 0) & (y_pred < k)
+        if batch.sample_weight is not None:
+            weights = batch.sample_weight
+            if weights.dtype.kind == "f":
+                valid &= xp.isfinite(weights) & (weights >= 0)
+            else:
+                valid &= weights >= 0
+        size = g * k * k
+        # Left-out samples (those the state leaves out) get the code ``size``,
+        # which the pass ignores.
+        cell = xp.where(valid, (codes * k + y_true) * k + y_pred, size)
+        stats = backend.class_statistics(cell, cell, num_classes=size,
+                                         sample_weight=batch.sample_weight, ignore_index=size,
+                                         guard=False, deterministic=self.deterministic)
+        table = self._held_state().arrays["groups"]
+        table += stats.support.reshape(table.shape).astype(table.dtype)
+
+    def _update(self, backend: Backend, y_true, preds, sample_weight) -> StreamBatch | None:
         spec = self._spec
         batch = check_stream_batch(
             y_true, preds, sample_weight, num_classes=self.num_classes, backend=backend,
@@ -393,7 +465,7 @@ class ClassificationMetrics:
                 "ClassificationMetrics per kind of prediction")
         if batch.n == 0:  # nothing to add; the call still has its ordinal
             self._updates += 1
-            return
+            return batch
         if (self._state is None and batch.scores and spec["from_logits"]
                 and self._warns_of_probabilities):
             self._warn_if_probabilities(backend, batch)
@@ -407,8 +479,9 @@ class ClassificationMetrics:
                                  else self._exact_range(backend, state, batch))
         state.update(batch, self._updates)
         self._updates += 1
-        if backend.name != "numpy" and self.validate != "eager":
+        if backend.name != "numpy" and self.validate != "eager" and "num_groups" not in spec:
             self._plan(backend, state, batch, y_true, preds, sample_weight)
+        return batch
 
     def _plan(self, backend: Backend, state: StreamState, batch: StreamBatch, y_true, preds,
               sample_weight) -> None:
@@ -590,9 +663,12 @@ class ClassificationMetrics:
                     _warn_probabilities_read_as_logits()
             label_values, score_values = state.compute()
         report = StreamingReport(self, label_values, score_values)
+        options = None
         if confidence_level is not None:
             options = check_interval_options(confidence_level, method, n_resamples, rng, sampling)
             report._add_intervals(options)
+        if "num_groups" in self._spec:
+            report._add_groups(options)
         return report
 
     # -- combining states ---------------------------------------------------------
@@ -1114,6 +1190,9 @@ class StreamingReport(MetricMapping):
         self._places = places
         self._names = tuple(places)
         self._intervals: LabelIntervals | None = None
+        self._groups: GroupMetrics | None = None
+        groups = arrays.get("groups")
+        self._group_table = None if groups is None else groups.copy()
 
     def _out(self, value: Any) -> Any:
         return self._backend.to_framework(value, self._like)
@@ -1181,6 +1260,20 @@ class StreamingReport(MetricMapping):
         else None: :class:`metrics_gpu.intervals.LabelIntervals`."""
         return self._intervals
 
+    @property
+    def groups(self) -> GroupMetrics | None:
+        """Every label metric per group (a state built with ``num_groups``), else None:
+        :class:`metrics_gpu.groups.GroupMetrics`."""
+        return self._groups
+
+    def _add_groups(self, options: IntervalOptions | None) -> None:
+        table = np.asarray(self._backend.to_host(self._group_table))
+        if table.dtype == np.uint64:
+            table = table.view(np.int64)
+        overall = {name: float(_to_numpy(self._metric_value(name)))
+                   for name in (row.name for row in F.REPORT_METRICS)}
+        self._groups = group_metrics(table, list(range(table.shape[0])), overall, options)
+
     def _add_intervals(self, options: IntervalOptions | None) -> None:
         if options is None:
             return
@@ -1228,6 +1321,8 @@ class StreamingReport(MetricMapping):
         out = plain(self._host_values())
         if self._intervals is not None:
             out["intervals"] = self._interval_dict()
+        if self._groups is not None:
+            out["group_metrics"] = self._groups.to_dict()
         if descriptions:
             from metrics_gpu.report import metric_legend
 

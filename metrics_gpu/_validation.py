@@ -306,6 +306,100 @@ def _as_label_array(values, name: str, backend, validate: bool, targets: bool = 
     )
 
 
+@dataclass(frozen=True)
+class GroupCodes:
+    """Checked ``groups=``: a code 0..G-1 per sample, on the labels' backend."""
+
+    codes: Any
+    num_groups: int
+    names: list
+
+
+def check_groups(groups, n: int, backend, num_groups=None, codes_only: bool = False
+                 ) -> GroupCodes:
+    """``groups`` (one group per sample) as codes 0..G-1 on ``backend``.
+
+    Integer codes are kept as they are, so that a group keeps its id when the
+    data lack it: G is ``num_groups`` (every code must be below it) or the
+    largest code + 1. Other values (strings, categories; host arrays) are
+    encoded in sorted order, named by their values. Several columns (a list
+    or tuple of 1-D arrays, or an (N, C) host array) form their intersection:
+    one group per combination present, named by a tuple. ``codes_only``:
+    integer codes alone (a stream, whose batches must agree on the ids).
+    """
+    num_groups = check_num_classes(num_groups, "num_groups")
+    columns = None
+    if isinstance(groups, (list, tuple)) and groups and all(
+            getattr(column, "ndim", None) is not None or isinstance(column, (list, tuple))
+            for column in groups) and not np.isscalar(groups[0]):
+        columns = [np.asarray(_host_copy(column)) for column in groups]
+    elif getattr(groups, "ndim", 1) == 2 and getattr(groups, "shape", (0, 1))[1] > 1:
+        host = np.asarray(_host_copy(groups))
+        columns = [host[:, j] for j in range(host.shape[1])]
+    codes_message = ("groups must hold integer codes 0..num_groups-1 in a stream (each batch "
+                     "must give a group the same id); map categories to codes first "
+                     "(metrics_gpu.encode_labels)")
+    if codes_only and columns is not None:
+        raise ValueError(codes_message)
+    if columns is not None:
+        if num_groups is not None:
+            raise ValueError("num_groups applies to integer group codes, not to several "
+                             "group columns (their combinations are counted as found)")
+        for j, column in enumerate(columns):
+            if column.ndim != 1 or column.shape[0] != n:
+                raise ValueError(f"groups column {j} must be 1-D with one group per sample "
+                                 f"({n}), got shape {column.shape}")
+        inverse = []
+        levels = []
+        for column in columns:
+            values, codes = np.unique(column, return_inverse=True)
+            levels.append(values)
+            inverse.append(codes.reshape(-1))
+        combined, codes = np.unique(np.stack(inverse, axis=1), axis=0, return_inverse=True)
+        names = [tuple(level[i].item() for level, i in zip(levels, row)) for row in combined]
+        return GroupCodes(backend.asarray(codes.reshape(-1).astype(np.int64)), len(names), names)
+    array = _to_backend(groups, backend)
+    if codes_only and array.dtype.kind not in "iu":
+        raise ValueError(codes_message)
+    if getattr(array, "ndim", 1) == 2 and array.shape[1] == 1:
+        array = array.reshape(-1)
+    if getattr(array, "ndim", 1) != 1 or array.shape[0] != n:
+        raise ValueError(f"groups must hold one group per sample: a 1-D array of length {n}, "
+                         f"got shape {tuple(getattr(array, 'shape', ()))}")
+    kind = array.dtype.kind
+    if kind in "iu":
+        codes = array
+        if n and int(codes.min()) < 0:
+            i = _first_true(codes < 0, backend)
+            raise ValueError(f"groups must hold codes 0..G-1; found {codes[i].item()} at "
+                             f"sample {i}")
+        largest = int(codes.max()) if n else -1
+        if num_groups is not None and largest >= num_groups:
+            i = _first_true(codes >= num_groups, backend)
+            raise ValueError(f"groups must hold codes below num_groups={num_groups}; found "
+                             f"{largest} (first out of range at sample {i})")
+        size = num_groups if num_groups is not None else largest + 1
+        return GroupCodes(codes.astype(np.int64), size, list(range(size)))
+    if kind == "f" or kind == "b":
+        raise ValueError(f"groups must hold integer codes or categories (strings), got dtype "
+                         f"{array.dtype}")
+    if num_groups is not None:
+        raise ValueError("num_groups applies to integer group codes; categories are "
+                         "counted as found")
+    values, codes = np.unique(np.asarray(_host_copy(array)), return_inverse=True)
+    return GroupCodes(backend.asarray(codes.reshape(-1).astype(np.int64)), int(values.size),
+                      [v.item() if hasattr(v, "item") else v for v in values])
+
+
+def _host_copy(values):
+    """A host array of a caller's values (CuPy and torch copied back)."""
+    if hasattr(values, "get") and not isinstance(values, np.ndarray):
+        return values.get()
+    if hasattr(values, "detach"):
+        return values.detach().cpu().numpy()
+    return values
+
+
 def _as_scores(values, name: str, backend, validate: bool):
     array = _scores_to_backend(values, backend)
     # bfloat16 (ml_dtypes, as JAX and torch export it to NumPy) has kind 'V'.

@@ -40,7 +40,9 @@ DEFAULT_N_BINS = 15
 DEFAULT_THRESHOLDS = 1000
 DEFAULT_THRESHOLD = 0.5
 # Options of the multiclass report that --task multilabel refuses when given.
-MULTICLASS_ONLY = {"num_classes": "--num-classes", "top_k": "--top-k", "n_bins": "--n-bins"}
+MULTICLASS_ONLY = {"num_classes": "--num-classes", "top_k": "--top-k", "n_bins": "--n-bins",
+                   "confidence_level": "--confidence-level", "groups": "--groups",
+                   "num_groups": "--num-groups"}
 
 
 def _top_k(text: str) -> tuple[int, ...]:
@@ -101,6 +103,7 @@ def _command_report(args: argparse.Namespace) -> int:
     if args.threshold is not None:
         raise ValueError("--threshold is for --task multilabel (multiclass labels are the "
                          "argmax of the scores)")
+    sources["groups"] = args.groups
     if args.scores is None and _pred_holds_scores(args.y_pred):
         sources["y_pred"], sources["scores"] = None, args.y_pred
     if sources["y_pred"] is None and sources["scores"] is None:
@@ -114,7 +117,9 @@ def _command_report(args: argparse.Namespace) -> int:
             n_bins=args.n_bins or DEFAULT_N_BINS, auc=args.auc,
             thresholds=args.thresholds or DEFAULT_THRESHOLDS, backend=args.backend,
             chunk_rows=args.chunk_size, progress=progress,
-            curves=args.plot is not None or args.format == "html")
+            curves=args.plot is not None or args.format == "html",
+            confidence_level=args.confidence_level, method=args.interval_method,
+            n_resamples=args.n_resamples, rng=args.seed, num_groups=args.num_groups)
         report.labels.metrics  # read back before the bars close
         return report
 
@@ -387,6 +392,24 @@ def build_parser() -> argparse.ArgumentParser:
                         help="bins of the binned AUC and of the curves (default 1000); "
                         "multilabel: binned ROC AUC / AP per label with their error bounds, "
                         "and the curves, only when given (or --auc binned)")
+    report.add_argument("--confidence-level", type=float, metavar="LEVEL",
+                        help="give every label metric (and, with --groups, every group's "
+                        "value and their differences) a confidence interval at LEVEL, e.g. "
+                        "0.95: a bootstrap of the confusion matrix, whatever the rows")
+    report.add_argument("--interval-method", default="percentile",
+                        choices=("percentile", "basic", "bca", "wilson", "clopper-pearson",
+                                 "agresti-coull", "jeffreys"),
+                        help="how the intervals are made (default percentile; the binomial "
+                        "ones cover the metrics that are proportions)")
+    report.add_argument("--n-resamples", type=_positive_int, metavar="B",
+                        help="bootstrap replicates (default 9999)")
+    report.add_argument("--seed", type=int, help="the bootstrap's seed (default: drawn, and "
+                        "printed with the intervals)")
+    report.add_argument("--groups", metavar="FILE[:COLUMN]",
+                        help="one integer group code per row (0..G-1): every label metric per "
+                        "group, with min, max, difference and ratio")
+    report.add_argument("--num-groups", type=_positive_int, metavar="G",
+                        help="G (default: the largest group code + 1, one extra pass)")
     report.add_argument("--format", choices=FORMATS, default="text",
                         help="text (default), json (strict JSON: an undefined metric, NaN, "
                         "is null; with a descriptions table of the names), markdown, or "

@@ -655,9 +655,9 @@ def open_column(source: str, argument: str, role: str, *, from_logits: bool = Tr
 # -- the chunk loop -----------------------------------------------------------------
 
 OPTIONS = {"y_true": "--y-true", "y_pred": "--y-pred", "scores": "--scores",
-           "sample_weight": "--sample-weight"}
+           "sample_weight": "--sample-weight", "groups": "--groups"}
 ROLE_OF = {"y_true": "labels", "y_pred": "labels", "scores": "scores",
-           "sample_weight": "weights"}
+           "sample_weight": "weights", "groups": "labels"}
 MULTILABEL_ROLE_OF = {"y_true": "indicators", "y_pred": "indicators",
                       "scores": "label_scores", "sample_weight": "weights"}
 AUC_MODES = ("auto", "exact", "binned")
@@ -1098,12 +1098,37 @@ def find_classes(sources: dict[str, str | None], *, ignore_index=None, chunk_row
     return int(present.sum()), np.flatnonzero(present)
 
 
+def find_num_groups(sources: dict[str, str | None], *, chunk_rows: int) -> int:
+    """G of a groups column of integer codes: its largest code + 1 (one pass)."""
+    readers = open_columns({"groups": sources["groups"]})
+    largest = -1
+    try:
+        prefetch = _Prefetch(readers, _HostStaging(readers, chunk_rows).buffer_sets)
+        staging = prefetch.buffer_sets
+        try:
+            for i, rows in prefetch:
+                codes = staging[i]["groups"][:rows]
+                if codes.size and codes.min() < 0:
+                    raise FileProblem(
+                        f"--groups {readers['groups'].path}: holds the negative group "
+                        f"{codes.min()} (groups are codes 0..G-1)")
+                if codes.size:
+                    largest = max(largest, int(codes.max()))
+                prefetch.release(i)
+        finally:
+            prefetch.close()
+    finally:
+        for reader in readers.values():
+            reader.close()
+    return largest + 1
+
+
 def evaluate_files(sources: dict[str, str | None], *, num_classes: int | None = None,
                    ignore_index: int | None = None, scores_are: ScoresAre = "logits",
                    top_k=(1, 5), n_bins: int = 15, auc: str = "auto", thresholds: int = 1000,
                    backend: str | None = None, chunk_rows: int | None = None, curves: bool = False,
-                   progress: Callable[[str, int | None], Callable[[int], None]] | None = None
-                   ) -> FileEvaluation:
+                   progress: Callable[[str, int | None], Callable[[int], None]] | None = None,
+                   num_groups: int | None = None) -> FileEvaluation:
     """Stream prediction files through :class:`metrics_gpu.ClassificationMetrics`.
 
     ``sources`` names the columns (``y_true``, and ``y_pred`` and / or
@@ -1120,7 +1145,10 @@ def evaluate_files(sources: dict[str, str | None], *, num_classes: int | None = 
     columns would pass 64 MB). ``progress(description, total)`` makes a
     callback that is told the rows of each chunk. ``backend``: None for the
     one in force (:func:`metrics_gpu.get_backend`); "auto" is the GPU when
-    CuPy and a device are present.
+    CuPy and a device are present. With ``sources["groups"]`` (integer group
+    codes, a column of one group per row), both states count each group's
+    matrix too: G is ``num_groups``, or the largest code + 1 (one extra pass
+    over the groups column).
     """
     from metrics_gpu._backend import backend_for_host_data, get_backend, use_backend
     from metrics_gpu._streaming import MAX_THRESHOLDS, SCORE_KINDS, ClassificationMetrics
@@ -1163,6 +1191,10 @@ def evaluate_files(sources: dict[str, str | None], *, num_classes: int | None = 
         # Remapped codes are positions 0..P-1: ignored targets become -1.
         state_ignore = ignore_index if class_codes is None or ignore_index is None else -1
         common: dict[str, Any] = dict(ignore_index=state_ignore, validate="deferred")
+        if "groups" in readers:
+            if num_groups is None:
+                num_groups = find_num_groups(sources, chunk_rows=chunk_rows)
+            common["num_groups"] = num_groups
         label_state = (ClassificationMetrics(num_classes, **common)
                        if "y_pred" in readers else None)
         score_state = None
@@ -1262,6 +1294,7 @@ def _stream(readers, backend: str, chunk_rows: int, label_state, score_state, lu
         for i, rows in prefetch:
             batch = staging.batch(i, rows)
             y_true, weight = batch["y_true"], batch.get("sample_weight")
+            grouped = {} if "groups" not in batch else {"groups": batch["groups"]}
             if lut is not None:
                 if device_lut is None:
                     device_lut = _to_device(lut, backend)
@@ -1270,9 +1303,9 @@ def _stream(readers, backend: str, chunk_rows: int, label_state, score_state, lu
                 y_pred = batch["y_pred"]
                 if lut is not None:
                     y_pred = _remap(y_pred, device_lut, None)
-                label_state.update(y_true, y_pred, weight)
+                label_state.update(y_true, y_pred, weight, **grouped)
             if score_state is not None:
-                score_state.update(y_true, batch["scores"], weight)
+                score_state.update(y_true, batch["scores"], weight, **grouped)
                 if exact is not None:
                     exact.add(y_true, batch["scores"], weight)
             prefetch.release(i, staging.done(i))
@@ -1345,7 +1378,7 @@ class PredictionReport(MetricMapping):
     return the Axes; :meth:`save_plots` writes them all as PNG files.
     """
 
-    def __init__(self, evaluation: FileEvaluation, class_names=None):
+    def __init__(self, evaluation: FileEvaluation, class_names=None, intervals=None):
         from metrics_gpu.report import stream_label_report
 
         self.evaluation = evaluation
@@ -1353,7 +1386,8 @@ class PredictionReport(MetricMapping):
         if class_names is None and codes is not None:
             class_names = [str(code) for code in codes.tolist()]
         self.labels = stream_label_report(evaluation.labels or evaluation.scores,
-                                          class_codes=codes, class_names=class_names)
+                                          class_codes=codes, class_names=class_names,
+                                          intervals=intervals)
         self.streaming = None if evaluation.scores is None else evaluation.scores.compute()
         self._scores: dict[str, Any] | None = None
 
@@ -1579,10 +1613,19 @@ def _report_metrics():
     return REPORT_METRICS
 
 
-def report_files(sources: dict[str, str | None], *, class_names=None, **options
-                 ) -> PredictionReport:
-    """:func:`evaluate_files`, as a :class:`PredictionReport`."""
-    return PredictionReport(evaluate_files(sources, **options), class_names=class_names)
+def report_files(sources: dict[str, str | None], *, class_names=None,
+                 confidence_level: float | None = None, method: str = "percentile",
+                 n_resamples: int | None = None, rng=None, **options) -> PredictionReport:
+    """:func:`evaluate_files`, as a :class:`PredictionReport`; with
+    ``confidence_level``, the label metrics' intervals (:func:`metrics_gpu.label_report`'s
+    ``method``, ``n_resamples`` and ``rng``)."""
+    from metrics_gpu.intervals import DEFAULT_RESAMPLES, check_interval_options
+
+    intervals = check_interval_options(
+        confidence_level, method, DEFAULT_RESAMPLES if n_resamples is None else n_resamples,
+        rng)
+    return PredictionReport(evaluate_files(sources, **options), class_names=class_names,
+                            intervals=intervals)
 
 
 # -- multilabel files -----------------------------------------------------------------

@@ -414,31 +414,42 @@ def _evaluate(stats: ClassStatistics):
     return values, columns
 
 
-def _replicate_statistics(num_classes: int, cells, draws) -> ClassStatistics:
-    """ClassStatistics (K, B) of replicate tables given as draws (cells, B)
-    of the non-empty cells (flat indices into the K x K table)."""
-    rows, cols = np.divmod(cells, num_classes)
-    b = draws.shape[1]
+def _replicate_statistics(num_classes: int, cells, draws, num_groups: int = 1
+                          ) -> ClassStatistics:
+    """ClassStatistics (K, G b) of replicate tables given as draws (cells, b)
+    of the non-empty cells (flat indices into the (G, K, K) tables; G = 1:
+    one K x K table); column g b + j is group g's replicate j."""
+    k, b = num_classes, draws.shape[1]
+    group, cell = np.divmod(cells, k * k)
+    rows, cols = np.divmod(cell, k)
+    draws = draws.astype(np.float64)
 
-    def class_sums(index):
-        out = np.zeros((num_classes, b))
+    def sums(index, size, values):
+        """(size, b): rows of ``values`` (cells, b) summed by ``index``."""
+        out = np.zeros((size, b))
         order = np.argsort(index, kind="stable")
         sorted_index = index[order]
         starts = np.flatnonzero(np.r_[True, sorted_index[1:] != sorted_index[:-1]])
         if sorted_index.size:
-            out[sorted_index[starts]] = np.add.reduceat(draws[order], starts, axis=0)
+            out[sorted_index[starts]] = np.add.reduceat(values[order], starts, axis=0)
         return out
 
+    def per_class(index, values=draws):
+        # (G K, b) -> (K, G b): columns by group, then replicate.
+        return sums(group * k + index, num_groups * k, values).reshape(num_groups, k, b) \
+            .transpose(1, 0, 2).reshape(k, num_groups * b)
+
+    def per_group(weights=None):
+        values = draws if weights is None else weights[:, None] * draws
+        return sums(group, num_groups, values).reshape(-1)
+
     diagonal = rows == cols
-    tp = np.zeros((num_classes, b))
-    tp[rows[diagonal]] = draws[diagonal]
     gap = (rows - cols).astype(np.float64)
-    total = draws.sum(axis=0).astype(np.float64)
     return ClassStatistics(
-        true_positives=tp, support=class_sums(rows), predicted=class_sums(cols), total=total,
-        observed=None, linear_disagreement=np.abs(gap) @ draws,
-        quadratic_disagreement=(gap * gap) @ draws,
-        misclassified=draws[~diagonal].sum(axis=0).astype(np.float64))
+        true_positives=per_class(rows, np.where(diagonal[:, None], draws, 0.0)),
+        support=per_class(rows), predicted=per_class(cols), total=per_group(), observed=None,
+        linear_disagreement=per_group(np.abs(gap)), quadratic_disagreement=per_group(gap * gap),
+        misclassified=per_group((~diagonal).astype(np.float64)))
 
 
 def _evaluated_chunks(chunks) -> tuple[dict[str, np.ndarray], dict[str, np.ndarray]]:

@@ -539,7 +539,7 @@ def binned_curves(histogram):
 
 
 def plot_per_label(values, *, metric: str = "f_score", names=None, max_labels: int = 40,
-                   ax=None, title=None):
+                   ax=None, title=None, low=None, high=None, axis_name: str = "label"):
     """A bar per label of a per-label metric (a multilabel report's
     ``per_label[metric]``), labels in their order; with more than
     ``max_labels`` labels, the ``max_labels`` lowest (where a model is
@@ -558,6 +558,10 @@ def plot_per_label(values, *, metric: str = "f_score", names=None, max_labels: i
     ax : matplotlib Axes, optional
         Where to draw; default a new figure.
     title : str, optional
+    low, high : (L,) array_like, optional
+        Each value's confidence interval, drawn as an error bar.
+    axis_name : str, default "label"
+        What a bar stands for ("class", "group").
 
     Returns
     -------
@@ -567,28 +571,71 @@ def plot_per_label(values, *, metric: str = "f_score", names=None, max_labels: i
     max_labels = _check_max_classes(max_labels)
     names = [str(i) for i in range(values.size)] if names is None else [str(n) for n in names]
     if len(names) != values.size:
-        raise ValueError(f"names: {len(names)} names for {values.size} labels")
+        raise ValueError(f"names: {len(names)} names for {values.size} {axis_name}s")
+    if (low is None) != (high is None):
+        raise ValueError("low and high: give both ends of the intervals, or neither")
     shown = np.arange(values.size)
     if values.size > max_labels:
         order = np.argsort(np.where(np.isnan(values), np.inf, values), kind="stable")
         shown = np.sort(order[:max_labels])
     ax = _new_axes(ax, figsize=(max(4.0, 0.3 * shown.size + 1.5), 3.5))
-    ax.bar(np.arange(shown.size), np.nan_to_num(values[shown], nan=0.0),
-           color=["C0" if np.isfinite(v) else "none" for v in values[shown]])
+    heights = np.nan_to_num(values[shown], nan=0.0)
+    error = None
+    if low is not None:
+        lows = _host(low, np.float64).reshape(-1)[shown]
+        highs = _host(high, np.float64).reshape(-1)[shown]
+        if lows.size != shown.size or highs.size != shown.size:
+            raise ValueError(f"low and high: one end per {axis_name}")
+        # Bars without an interval (NaN) get no error bar.
+        error = np.nan_to_num(np.vstack([heights - lows, highs - heights]), nan=0.0)
+        error = np.maximum(error, 0.0)
+    ax.bar(np.arange(shown.size), heights,
+           color=["C0" if np.isfinite(v) else "none" for v in values[shown]],
+           yerr=error, capsize=3 if error is not None else 0, ecolor="0.2")
     ax.set_xticks(np.arange(shown.size), [names[i] for i in shown],
                   rotation=90 if shown.size > 10 else 0)
     ax.set_ylim(0, 1.05)
-    ax.set_xlabel("label" if shown.size == values.size
-                  else f"label (the {shown.size} lowest of {values.size})")
+    ax.set_xlabel(axis_name if shown.size == values.size
+                  else f"{axis_name} (the {shown.size} lowest of {values.size})")
     ax.set_ylabel(metric)
-    ax.set_title(title if title is not None else f"{metric} per label")
+    ax.set_title(title if title is not None else f"{metric} per {axis_name}"
+                 + (" (with confidence intervals)" if error is not None else ""))
+    return ax
+
+
+def plot_per_class(values, *, metric: str = "f1", names=None, low=None, high=None,
+                   max_classes: int = 40, ax=None, title=None):
+    """A bar per class of a per-class metric, with its confidence interval as
+    an error bar when ``low`` and ``high`` are given (a report's
+    ``intervals.per_class[metric]``): :func:`plot_per_label` for classes."""
+    return plot_per_label(values, metric=metric, names=names, max_labels=max_classes, ax=ax,
+                          title=title, low=low, high=high, axis_name="class")
+
+
+def plot_groups(groups, metric: str = "accuracy", *, ax=None, title=None, max_groups: int = 40):
+    """A bar per group of one metric of a :class:`metrics_gpu.groups.GroupMetrics`
+    (a report's ``groups``), with each group's interval as an error bar when it
+    has intervals, and the overall value as a line."""
+    if metric not in groups.by_group:
+        raise ValueError(f"metric: {metric!r} is not a metric of the groups (one of "
+                         f"{', '.join(groups.by_group)})")
+    interval = None if groups.intervals is None else groups.intervals.by_group.get(metric)
+    ax = plot_per_label(groups.by_group[metric], metric=metric,
+                        names=[str(g) for g in groups.groups], max_labels=max_groups, ax=ax,
+                        title=title, low=None if interval is None else interval.low,
+                        high=None if interval is None else interval.high, axis_name="group")
+    overall = groups.overall[metric]
+    if np.isfinite(overall):
+        ax.axhline(overall, color="C1", linestyle="--", label=f"overall {overall:.3f}")
+        ax.legend(loc="lower right")
     return ax
 
 
 __all__ = [
     "chosen_curves",
     "binned_curves", "macro_average_curve", "most_confused_classes", "plot_confusion_matrix",
-    "plot_per_label", "plot_precision_recall", "plot_reliability", "plot_roc",
+    "plot_groups", "plot_per_class", "plot_per_label", "plot_precision_recall",
+    "plot_reliability", "plot_roc",
 ]
 
 

@@ -25,9 +25,11 @@ from metrics_gpu._types import ArrayLike, ConfusionMatrixOption, Normalize
 from metrics_gpu._validation import (
     MULTILABEL_INSTEAD,
     check_confusion_matrix_option,
+    check_groups,
     check_label_inputs,
     refuse_multilabel,
 )
+from metrics_gpu.groups import GroupMetrics, group_metrics, group_tables
 from metrics_gpu.intervals import (
     DEFAULT_RESAMPLES,
     IntervalOptions,
@@ -78,6 +80,9 @@ class LabelReport(MetricMapping):
         With ``confidence_level``: a :class:`metrics_gpu.intervals.ConfidenceInterval`
         per metric (``intervals.metrics``) and per per-class column
         (``intervals.per_class``, arrays aligned with ``classes``).
+    groups : GroupMetrics or None
+        With ``groups=``: every metric per group, with fairlearn's
+        ``group_min``, ``group_max``, ``difference`` and ``ratio``.
     """
 
     def __init__(self, resolve: Callable[[], dict[str, Any]]):
@@ -123,7 +128,17 @@ class LabelReport(MetricMapping):
 
     @property
     def intervals(self) -> LabelIntervals | None:
-        return self._field("intervals")
+        return self._optional_field("intervals")
+
+    @property
+    def groups(self) -> GroupMetrics | None:
+        return self._optional_field("groups")
+
+    def _optional_field(self, name: str) -> Any:
+        """A field that reports built elsewhere (metrics_gpu.dask) may lack: None then."""
+        self._field("metrics")
+        assert self._fields is not None
+        return self._fields.get(name)
 
     def _metric_names(self) -> tuple[str, ...]:
         return _LABEL_METRIC_NAMES
@@ -157,6 +172,8 @@ class LabelReport(MetricMapping):
         }
         if self.intervals is not None:
             out["intervals"] = intervals_dict(self.intervals)
+        if self.groups is not None:
+            out["group_metrics"] = self.groups.to_dict()
         if descriptions:
             out.update(metric_legend(self.metrics))
         return out
@@ -195,6 +212,9 @@ class LabelReport(MetricMapping):
                 lines.append(f"{name:>{name_width}} {cells}")
         else:
             lines += ["", f"(per-class table of {self.classes.size} classes: use --format json)"]
+        if self.groups is not None:
+            lines += ["", f"by group ({len(self.groups.groups)} groups):",
+                      self.groups.to_text(digits).rstrip("\n")]
         return "\n".join(lines) + "\n"
 
     def to_markdown(self, digits: int = 4) -> str:
@@ -222,6 +242,20 @@ class LabelReport(MetricMapping):
         kwargs.setdefault("class_names", self.class_names)
         return plot_confusion_matrix(self.confusion_matrix, ax=ax, normalize=normalize,
                                      max_classes=max_classes, **kwargs)
+
+    def plot_per_class(self, metric: str = "f1", ax: Any = None, **kwargs: Any) -> Any:
+        """A bar per class of ``per_class[metric]``, with error bars when the report
+        has intervals (:func:`metrics_gpu.plot.plot_per_class`). Returns the Axes."""
+        from metrics_gpu.plot import plot_per_class
+
+        if metric not in self.per_class or metric == "support":
+            raise ValueError(f"metric: {metric!r} is not a per-class rate of the report (one "
+                             f"of {', '.join(F.LABEL_METRIC_COLUMNS)})")
+        interval = None if self.intervals is None else self.intervals.per_class.get(metric)
+        kwargs.setdefault("names", self.class_names)
+        return plot_per_class(self.per_class[metric], metric=metric, ax=ax,
+                              low=None if interval is None else interval.low,
+                              high=None if interval is None else interval.high, **kwargs)
 
     def to_html(self, **options: Any) -> str:
         """The report as one self-contained HTML page: metrics, per-class table,
@@ -323,7 +357,8 @@ def label_report(y_true: ArrayLike, y_pred: ArrayLike, *, num_classes: int | Non
                  confusion_matrix: ConfusionMatrixOption = "auto",
                  confidence_level: float | None = None, method: str = "percentile",
                  n_resamples: int = DEFAULT_RESAMPLES, rng: Any = None,
-                 sampling: str = "poisson") -> LabelReport:
+                 sampling: str = "poisson", groups: Any = None,
+                 num_groups: int | None = None) -> LabelReport:
     """Every label metric of ``y_true`` vs ``y_pred`` from one pass over the data.
 
     Classes covered: all ``num_classes`` codes if given (or implied by
@@ -372,6 +407,16 @@ def label_report(y_true: ArrayLike, y_pred: ArrayLike, *, num_classes: int | Non
     sampling : "poisson"
         How a replicate is drawn: each sample Poisson(1) times, i.e. each cell
         of the matrix Poisson(its count).
+    groups : array_like, or a list of them, optional
+        One group per sample (integer codes 0..G-1, or categories such as
+        strings; several columns: their intersection): ``report.groups``
+        holds every metric per group over the report's classes (see
+        :mod:`metrics_gpu.groups`), with intervals when ``confidence_level``
+        is given ("percentile" or "basic"; "wilson" etc. for accuracy).
+        ``y_pred`` must then be labels.
+    num_groups : int, optional
+        G for integer codes, so that a group the data lack keeps its id (and
+        shows as empty, NaN); default the largest code + 1.
 
     Returns
     -------
@@ -402,9 +447,11 @@ def label_report(y_true: ArrayLike, y_pred: ArrayLike, *, num_classes: int | Non
     if getattr(y_true, "ndim", 2) == 2:  # (the in-loop call's budget: no call for (N,) labels)
         refuse_multilabel(y_true, y_pred, "label_report", MULTILABEL_INSTEAD,
                           num_classes=num_classes, validate=validate)
-    passed = one_pass(y_true, y_pred, kind="labels", num_classes=num_classes,
-                      sample_weight=sample_weight, ignore_index=ignore_index, validate=validate,
-                      deterministic=deterministic, keep_matrix=keep_matrix)
+    passed = None if groups is not None else one_pass(
+        y_true, y_pred, kind="labels", num_classes=num_classes, sample_weight=sample_weight,
+        ignore_index=ignore_index, validate=validate, deterministic=deterministic,
+        keep_matrix=keep_matrix)
+    group_input = None
     if passed is not None:
         backend, all_classes = passed.backend, True
         evaluation = _stream_evaluation(passed.state, None, passed.compute(scores=False)[0])
@@ -418,12 +465,17 @@ def label_report(y_true: ArrayLike, y_pred: ArrayLike, *, num_classes: int | Non
             evaluation = replace(evaluation, matrix=None)
         elif keep_matrix is True and evaluation.matrix is None:
             evaluation = replace(evaluation, matrix=accumulate(inputs, matrix=True)[1])
+        if groups is not None:
+            codes = check_groups(groups, int(inputs.y_true.shape[0]), backend, num_groups)
+            group_input = (group_tables(inputs, codes), codes.names)
     return _report(backend, evaluation, all_classes=all_classes, class_names=class_names,
-                   intervals=interval_options, show_matrix=shown is not False)
+                   intervals=interval_options, show_matrix=shown is not False,
+                   groups=group_input)
 
 
 def _report(backend, evaluation: Evaluation, *, all_classes: bool, class_names,
-            intervals: IntervalOptions | None = None, show_matrix: bool = True) -> LabelReport:
+            intervals: IntervalOptions | None = None, show_matrix: bool = True,
+            groups: tuple[np.ndarray, list] | None = None) -> LabelReport:
     """The report of an evaluation, read back on first access. Per-class values
     and the matrix are indexed by position among the evaluated classes (the
     class codes themselves unless ``evaluation.class_codes`` names them)."""
@@ -458,35 +510,53 @@ def _report(backend, evaluation: Evaluation, *, all_classes: bool, class_names,
         metrics = {row.name: float(values[F.SLOT[row.name]]) for row in F.REPORT_METRICS}
         found = None
         if intervals is not None:
+            if cm is None:
+                raise ValueError("confidence_level: this report keeps no K x K confusion "
+                                 "matrix (K > 2048, or a state built with "
+                                 "confusion_matrix=False), which the intervals are drawn from")
             found = interval_table(cm, intervals, metrics, per_class)
+        by_group = None
+        if groups is not None:
+            tables, group_names = groups
+            by_group = group_metrics(tables[:, positions][:, :, positions], group_names,
+                                     metrics, intervals)
         return {
             "metrics": metrics,
             "per_class": per_class, "classes": classes,
             "total": _plain(values[F.SLOT["total"]]),
             "invalid": int(np.asarray(backend.to_host(stats.invalid))),
             "confusion_matrix": cm if show_matrix else None, "class_names": names,
-            "intervals": found,
+            "intervals": found, "groups": by_group,
         }
 
     report = LabelReport(resolve)
-    if intervals is not None:
-        # The intervals read the matrix back anyway: bad counts (float weights)
-        # raise here, at the call, not at first use.
+    if intervals is not None or groups is not None:
+        # The intervals and groups read the matrix back anyway: bad counts
+        # (float weights) raise here, at the call, not at first use.
         report._field("intervals")
     if class_names is not None and not (all_classes and len(class_names) == size):
         report._field("class_names")  # a wrong class_names fails here, not at first use
     return report
 
 
-def stream_label_report(metrics, *, class_codes=None, class_names=None) -> LabelReport:
+def stream_label_report(metrics, *, class_codes=None, class_names=None,
+                        intervals: IntervalOptions | None = None) -> LabelReport:
     """The label report of a :class:`metrics_gpu.ClassificationMetrics` state
     (its K classes; ``class_codes``: the class each position stands for, when
-    the stream's labels were remapped to positions)."""
+    the stream's labels were remapped to positions), with its intervals and,
+    for a state with groups, its groups."""
     if metrics._state is None:
         raise ValueError("the stream holds no update: there is nothing to report")
     evaluation = _stream_evaluation(metrics._state,
                                     None if class_codes is None else np.asarray(class_codes))
-    return _report(metrics._backend, evaluation, all_classes=True, class_names=class_names)
+    groups = None
+    table = metrics._state.arrays.get("groups")
+    if table is not None:
+        table = np.asarray(metrics._backend.to_host(table))
+        table = table.view(np.int64) if table.dtype == np.uint64 else table
+        groups = (table, list(range(table.shape[0])))
+    return _report(metrics._backend, evaluation, all_classes=True, class_names=class_names,
+                   intervals=intervals, groups=groups)
 
 
 def _stream_evaluation(state, class_codes, values=None) -> Evaluation:

@@ -372,16 +372,23 @@ def _weights(w, weighted, n):
     return w * 0.5 if weighted == "float" else w
 
 
+def _groups_of(y):
+    """A batch's groups (per-group counts synced with the rest of the state)."""
+    return (y + np.arange(len(y))) % 3
+
+
 def _sync_worker(rank, world_size, init_file, out_dir, seed, weighted):
     import torch.distributed as dist
 
     dist.init_process_group("gloo", init_method=f"file://{init_file}", rank=rank,
                             world_size=world_size)
     try:
-        metrics = mg.ClassificationMetrics(6, n_bins=5, thresholds=10, ignore_index=-1)
+        metrics = mg.ClassificationMetrics(6, n_bins=5, thresholds=10, ignore_index=-1,
+                                           num_groups=3)
         for y, z, w in _rank_batches(seed, world_size)[rank]:
             w = _weights(w, weighted, len(y))
-            metrics.update(torch.tensor(y), torch.tensor(z), None if w is None else torch.tensor(w))
+            metrics.update(torch.tensor(y), torch.tensor(z), None if w is None else torch.tensor(w),
+                           groups=torch.tensor(_groups_of(y)))
         metrics.sync()
         with open(os.path.join(out_dir, f"{rank}.pkl"), "wb") as out:
             pickle.dump(metrics.compute().to_dict(), out)
@@ -405,14 +412,19 @@ def test_sync_over_gloo_equals_one_process(world_size, weighted):
         for rank in range(world_size):
             with open(os.path.join(directory, f"{rank}.pkl"), "rb") as source:
                 results.append(pickle.load(source))
-    single = mg.ClassificationMetrics(6, n_bins=5, thresholds=10, ignore_index=-1)
+    single = mg.ClassificationMetrics(6, n_bins=5, thresholds=10, ignore_index=-1, num_groups=3)
     for batches in _rank_batches(seed, world_size):
         for y, z, w in batches:
             w = _weights(w, weighted, len(y))
-            single.update(y, z, np.ones(len(y), np.int64) if weighted and w is None else w)
+            single.update(y, z, np.ones(len(y), np.int64) if weighted and w is None else w,
+                          groups=_groups_of(y))
     expected = single.compute().to_dict()
     for result in results:
         assert result["metrics"].keys() == expected["metrics"].keys()
         np.testing.assert_allclose([result["metrics"][k] for k in expected["metrics"]],
                                    list(expected["metrics"].values()), rtol=1e-12, atol=1e-12)
         np.testing.assert_array_equal(result["confusion_matrix"], expected["confusion_matrix"])
+        assert result["group_metrics"]["counts"] == expected["group_metrics"]["counts"]
+        for name, values in expected["group_metrics"]["by_group"].items():
+            np.testing.assert_allclose(np.array(result["group_metrics"]["by_group"][name], float),
+                                       np.array(values, float), rtol=1e-12, atol=1e-12)

@@ -1,0 +1,343 @@
+"""Per-group (sliced) label metrics: every report metric for each group, from
+one (G, K, K) table.
+
+``label_report(..., groups=...)`` counts each sample into its group's K x K
+confusion matrix (one pass over the labels on the caller's backend: the
+statistics pass over the codes (group K + true) K + predicted), then
+evaluates the report's formulas (:mod:`metrics_gpu._formulas`) for all G
+tables at once on the host. The result speaks fairlearn's ``MetricFrame``
+vocabulary: ``overall``, ``by_group``, ``group_min``, ``group_max``,
+``difference`` and ``ratio`` (``"between_groups"`` or ``"to_overall"``).
+With ``confidence_level``, the per-group values and the differences get
+intervals from the same bootstrap replicates (paired: one draw per cell of
+the (G, K, K) table serves every group, the overall value and the
+differences).
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, replace
+from typing import Any
+
+import numpy as np
+
+from metrics_gpu import _resample
+from metrics_gpu._report_mapping import format_number, plain
+from metrics_gpu._validation import GroupCodes, LabelInputs
+from metrics_gpu.intervals import (
+    BOOTSTRAP_METHODS,
+    ConfidenceInterval,
+    IntervalOptions,
+    _bootstrap_interval,
+    _evaluate,
+    _integer_table,
+    _proportion_bounds,
+    _replicate_statistics,
+    _table_statistics,
+)
+
+# The (G, K, K) table's cells at most: its statistics pass holds three
+# arrays of this many counts (and the host a copy of one).
+MAX_GROUP_CELLS = 1 << 22
+GROUP_METHODS = ("between_groups", "to_overall")
+# The metrics the text report shows per group (the JSON has every one).
+TEXT_METRICS = ("accuracy", "balanced_accuracy", "macro_f1", "matthews_corrcoef")
+
+
+def group_tables(inputs: LabelInputs, groups: GroupCodes) -> np.ndarray:
+    """The (G, K, K) confusion matrices of the groups (rows true, columns
+    predicted), on the host. Samples the report leaves out (``ignore_index``,
+    out-of-range labels under ``validate=False``) are left out here too."""
+    backend, xp = inputs.backend, inputs.backend.xp
+    k, g = inputs.num_classes, groups.num_groups
+    size = g * k * k
+    if size > MAX_GROUP_CELLS:
+        raise ValueError(
+            f"groups: {g} groups x {k} x {k} classes need {size} counters, more than "
+            f"{MAX_GROUP_CELLS}; use fewer groups (or classes)")
+    if getattr(inputs.y_pred, "ndim", 2) != 1:
+        raise ValueError("groups: y_pred must be labels (N,) with groups=; pass the "
+                         "scores' argmax, scores.argmax(axis=1)")
+    y_true = inputs.y_true.astype(np.int64)
+    y_pred = inputs.y_pred.astype(np.int64)
+    valid = (y_true >= 0) & (y_true < k) & (y_pred >= 0) & (y_pred < k)
+    # Left-out samples get the code ``size``, which the pass ignores.
+    codes = xp.where(valid, (groups.codes * k + y_true) * k + y_pred, size)
+    stats = backend.class_statistics(codes, codes, num_classes=size,
+                                     sample_weight=inputs.sample_weight, ignore_index=size,
+                                     guard=False, deterministic=inputs.deterministic)
+    return np.asarray(backend.to_host(stats.support)).reshape(g, k, k)
+
+
+def _group_values(tables: np.ndarray):
+    """Every report metric (G,) and per-class column (G, K) of (G, K, K) tables;
+    an empty group is NaN throughout."""
+    values, columns = _evaluate(_table_statistics(np.moveaxis(tables, 0, -1).astype(np.float64)))
+    empty = tables.sum(axis=(1, 2)) == 0
+    values = {name: np.where(empty, math.nan, np.broadcast_to(v, empty.shape))
+              for name, v in values.items()}
+    columns = {name: np.where(empty[:, None], math.nan, v.T) for name, v in columns.items()}
+    return values, columns
+
+
+def _difference(by_group, overall, method: str):
+    """fairlearn's difference over the last-but-one axis (groups): max - min, or
+    the largest |group - overall|; groups that are NaN are left out."""
+    with np.errstate(all="ignore"):
+        if method == "between_groups":
+            return _nan_extreme(by_group, np.fmax) - _nan_extreme(by_group, np.fmin)
+        return _nan_extreme(np.abs(by_group - overall), np.fmax)
+
+
+def _ratio(by_group, overall, method: str):
+    """fairlearn's ratio: min / max, or the smallest min(group / overall,
+    overall / group)."""
+    with np.errstate(all="ignore"):
+        if method == "between_groups":
+            return _nan_extreme(by_group, np.fmin) / _nan_extreme(by_group, np.fmax)
+        ratio = by_group / overall
+        return _nan_extreme(np.fmin(ratio, 1.0 / ratio), np.fmin)
+
+
+def _nan_extreme(values, function):
+    """``function`` (np.fmin / np.fmax) reduced over axis 0: NaN ignored, NaN if all are."""
+    return function.reduce(values, axis=0)
+
+
+def _check_method(method: str) -> str:
+    if method not in GROUP_METHODS:
+        raise ValueError(f"method must be 'between_groups' or 'to_overall', got {method!r}")
+    return method
+
+
+@dataclass(frozen=True)
+class GroupIntervals:
+    """Confidence intervals of the per-group metrics (one array of G per field)
+    and of their differences, from the same replicates."""
+
+    by_group: dict[str, ConfidenceInterval]
+    difference: dict[str, ConfidenceInterval]
+    difference_to_overall: dict[str, ConfidenceInterval]
+    n_resamples: int | None
+    seed: int | None
+
+
+@dataclass(frozen=True, eq=False)
+class GroupMetrics:
+    """Every label metric of every group, in fairlearn's ``MetricFrame`` terms.
+
+    Attributes
+    ----------
+    groups : list
+        The group names, in code order (integer codes: 0..G-1; categories:
+        their sorted values; several columns: tuples).
+    counts : ndarray of shape (G,)
+        Samples (weight) counted in each group; an empty group's metrics are NaN.
+    overall : dict of str to float
+        The report's metrics over all groups.
+    by_group : dict of str to ndarray
+        Each metric's value per group, shape (G,).
+    per_class : dict of str to ndarray
+        Each per-class column per group, shape (G, K).
+    intervals : GroupIntervals or None
+        With ``confidence_level``.
+    """
+
+    groups: list
+    counts: np.ndarray
+    overall: dict[str, float]
+    by_group: dict[str, np.ndarray]
+    per_class: dict[str, np.ndarray]
+    intervals: GroupIntervals | None = None
+
+    def __repr__(self) -> str:
+        return f"GroupMetrics({len(self.groups)} groups, {len(self.by_group)} metrics)"
+
+    def group_min(self) -> dict[str, float]:
+        """Each metric's smallest value over the groups (empty ones left out)."""
+        return {name: float(_nan_extreme(v, np.fmin)) for name, v in self.by_group.items()}
+
+    def group_max(self) -> dict[str, float]:
+        """Each metric's largest value over the groups (empty ones left out)."""
+        return {name: float(_nan_extreme(v, np.fmax)) for name, v in self.by_group.items()}
+
+    def difference(self, method: str = "between_groups") -> dict[str, float]:
+        """``"between_groups"``: max - min over the groups; ``"to_overall"``: the
+        largest |group - overall| (fairlearn's ``MetricFrame.difference``)."""
+        method = _check_method(method)
+        return {name: float(_difference(v, self.overall[name], method))
+                for name, v in self.by_group.items()}
+
+    def ratio(self, method: str = "between_groups") -> dict[str, float]:
+        """``"between_groups"``: min / max; ``"to_overall"``: the smallest
+        min(group / overall, overall / group) (fairlearn's ``MetricFrame.ratio``)."""
+        method = _check_method(method)
+        return {name: float(_ratio(v, self.overall[name], method))
+                for name, v in self.by_group.items()}
+
+    def to_frame(self) -> Any:
+        """The per-group metrics as a pandas DataFrame (rows: groups; columns:
+        ``count``, then the metrics). Needs pandas."""
+        try:
+            import pandas as pd
+        except ImportError as error:  # pragma: no cover - pandas comes with the test extra
+            raise ImportError("GroupMetrics.to_frame needs pandas: pip install pandas") from error
+        index = pd.MultiIndex.from_tuples(self.groups) if self.groups and isinstance(
+            self.groups[0], tuple) else pd.Index(self.groups, name="group")
+        data = {"count": self.counts, **self.by_group}
+        return pd.DataFrame(data, index=index)
+
+    def to_dict(self) -> dict[str, Any]:
+        """Plain Python values (NaN is None; a group named by a tuple is a list)."""
+        out: dict[str, Any] = {
+            "groups": list(self.groups), "counts": self.counts, "by_group": self.by_group,
+            "per_class": self.per_class, "group_min": self.group_min(),
+            "group_max": self.group_max(),
+            "difference": {method: self.difference(method) for method in GROUP_METHODS},
+            "ratio": {method: self.ratio(method) for method in GROUP_METHODS},
+        }
+        if self.intervals is not None:
+            out["intervals"] = {
+                kind: {name: ci.to_dict() for name, ci in getattr(self.intervals, kind).items()}
+                for kind in ("by_group", "difference", "difference_to_overall")}
+            out["intervals"].update(n_resamples=self.intervals.n_resamples,
+                                    seed=self.intervals.seed)
+        return plain(out)
+
+    def plot(self, metric: str = "accuracy", ax: Any = None, **kwargs: Any) -> Any:
+        """A bar per group of ``metric``, with the intervals as error bars
+        (:func:`metrics_gpu.plot.plot_groups`, the ``[plot]`` extra)."""
+        from metrics_gpu.plot import plot_groups
+
+        return plot_groups(self, metric, ax=ax, **kwargs)
+
+    def to_text(self, digits: int = 4, max_groups: int = 50) -> str:
+        """A table of the groups (count and a few headline metrics), then each
+        headline metric's min, max, difference and ratio."""
+        names = [name for name in TEXT_METRICS if name in self.by_group]
+        labels = [str(g) for g in self.groups]
+        column = 18 if self.intervals is None else 30
+        width = max([len("group")] + [len(label) for label in labels[:max_groups]])
+        lines = [f"{'group':>{width}} {'count':>10} " + " ".join(f"{n:>{column}}" for n in names)]
+        intervals = self.intervals
+        for i, label in enumerate(labels[:max_groups]):
+            cells = []
+            for name in names:
+                text = format_number(self.by_group[name][i], digits)
+                if intervals is not None and name in intervals.by_group:
+                    ci = intervals.by_group[name]
+                    text += (f" [{format_number(ci.low[i], digits)}, "
+                             f"{format_number(ci.high[i], digits)}]")
+                cells.append(f"{text:>{column}}")
+            count = self.counts[i]
+            count_text = f"{int(count)}" if float(count).is_integer() else f"{count:.4g}"
+            lines.append(f"{label:>{width}} {count_text:>10} " + " ".join(cells))
+        if len(labels) > max_groups:
+            lines.append(f"({len(labels) - max_groups} more groups: use the JSON report)")
+        lines.append("")
+        summaries = (("overall", self.overall), ("group_min", self.group_min()),
+                     ("group_max", self.group_max()), ("difference", self.difference()),
+                     ("ratio", self.ratio()))
+        lines.append(f"{'':>{width + 11}} " + " ".join(f"{n:>{column}}" for n in names))
+        for title, values in summaries:
+            row = []
+            for name in names:
+                text = format_number(values[name], digits)
+                if title == "difference" and intervals is not None and name in \
+                        intervals.difference:
+                    ci = intervals.difference[name]
+                    text += (f" [{format_number(ci.low, digits)}, "
+                             f"{format_number(ci.high, digits)}]")
+                row.append(f"{text:>{column}}")
+            lines.append(f"{title:>{width + 11}} " + " ".join(row))
+        return "\n".join(lines) + "\n"
+
+
+def group_metrics(tables, names: list, overall: dict[str, float],
+                  options: IntervalOptions | None = None) -> GroupMetrics:
+    """The per-group metrics of (G, K, K) tables (over the report's classes),
+    with intervals when ``options`` is given."""
+    tables = np.asarray(tables)
+    values, columns = _group_values(tables)
+    counts = tables.sum(axis=(1, 2))
+    intervals = None
+    if options is not None:
+        intervals = _group_intervals(tables, values, overall, options)
+    return GroupMetrics(names, counts, overall, values, columns, intervals)
+
+
+def _group_intervals(tables, values, overall, options: IntervalOptions) -> GroupIntervals:
+    """Intervals of each group's metrics and of the differences between groups,
+    from one set of replicates of the (G, K, K) table (paired draws)."""
+    table = _integer_table(tables)
+    g, k = table.shape[0], table.shape[1]
+    if options.method not in BOOTSTRAP_METHODS:
+        return _group_proportion_intervals(table, values, options)
+    if options.method == "bca":
+        raise ValueError("method='bca' is not available with groups= yet: use "
+                         "'percentile' or 'basic'")
+    cells = np.flatnonzero(table)
+    counts = table.reshape(-1)[cells]
+    key = _resample.seed_key(options.seed)
+    group_reps: dict[str, list] = {}
+    overall_reps: dict[str, list] = {}
+    chunk = max(1, min(options.n_resamples, (1 << 22) // max(cells.size, g * k, 1)))
+    for start in range(0, options.n_resamples, chunk):
+        replicates = np.arange(start, min(start + chunk, options.n_resamples), dtype=np.uint64)
+        shape = (cells.size, replicates.size)
+        draws = _resample.poisson(np.broadcast_to(counts[:, None], shape),
+                                  np.broadcast_to(cells[:, None], shape),
+                                  np.broadcast_to(replicates[None, :], shape), key)
+        stats = _replicate_statistics(k, cells, draws, g)
+        by_group, _ = _evaluate(stats)
+        b = replicates.size
+        empty = (stats.total == 0).reshape(g, b)
+        for name, v in by_group.items():
+            v = np.broadcast_to(v, (g * b,)).reshape(g, b)
+            group_reps.setdefault(name, []).append(np.where(empty, math.nan, v))
+        summed = _sum_groups(stats, g, b)
+        whole, _ = _evaluate(summed)
+        for name, v in whole.items():
+            overall_reps.setdefault(name, []).append(np.broadcast_to(v, (b,)))
+    by_group_ci, between, to_overall = {}, {}, {}
+    for name, parts in group_reps.items():
+        reps = np.concatenate(parts, axis=1)
+        overall_rep = np.concatenate(overall_reps[name])
+        by_group_ci[name] = _bootstrap_interval(values[name], reps, options)
+        between[name] = _bootstrap_interval(
+            _difference(values[name], overall[name], "between_groups"),
+            _difference(reps, None, "between_groups"), options)
+        to_overall[name] = _bootstrap_interval(
+            _difference(values[name], overall[name], "to_overall"),
+            _difference(reps, overall_rep[None, :], "to_overall"), options)
+    return GroupIntervals(by_group_ci, between, to_overall, options.n_resamples, options.seed)
+
+
+def _sum_groups(stats, g: int, b: int):
+    """The overall replicate statistics (K, b): each group's (K, G b) summed."""
+    def fold(array):
+        array = np.asarray(array, dtype=np.float64)
+        if array.ndim == 2:
+            return array.reshape(array.shape[0], g, b).sum(axis=1)
+        return array.reshape(g, b).sum(axis=0)
+
+    return replace(stats, true_positives=fold(stats.true_positives), support=fold(stats.support),
+                   predicted=fold(stats.predicted), total=fold(stats.total),
+                   linear_disagreement=fold(stats.linear_disagreement),
+                   quadratic_disagreement=fold(stats.quadratic_disagreement),
+                   misclassified=fold(stats.misclassified))
+
+
+def _group_proportion_intervals(table, values, options: IntervalOptions) -> GroupIntervals:
+    """Binomial intervals of each group's accuracy (and its complements); the
+    differences are a bootstrap's (none here)."""
+    correct = np.trace(table, axis1=1, axis2=2).astype(np.float64)
+    total = table.sum(axis=(1, 2)).astype(np.float64)
+    low, high, _, error = _proportion_bounds(correct, total, options.alpha, options.method)
+    by_group = {"accuracy": ConfidenceInterval(values["accuracy"], low, high, error,
+                                               options.confidence_level, options.method)}
+    for name in ("hamming_loss", "zero_one_loss"):
+        by_group[name] = ConfidenceInterval(values[name], 1.0 - high, 1.0 - low, error,
+                                            options.confidence_level, options.method)
+    return GroupIntervals(by_group, {}, {}, None, None)

@@ -1,0 +1,316 @@
+"""Per-group label metrics (label_report(groups=...)): each group's values are
+the report of its own samples, fairlearn's MetricFrame vocabulary gives
+fairlearn's numbers, and the intervals of groups and of their differences
+come from one set of paired replicates, the same on every backend."""
+
+from __future__ import annotations
+
+import math
+from functools import partial
+
+import numpy as np
+import pytest
+
+from metrics_gpu import label_report, use_backend
+from metrics_gpu.groups import GROUP_METHODS
+
+fairlearn_metrics = pytest.importorskip("fairlearn.metrics")
+sklearn_metrics = pytest.importorskip("sklearn.metrics")
+
+
+def _data(n=4000, k=4, g=5, seed=0):
+    rng = np.random.default_rng(seed)
+    groups = rng.integers(0, g, n)
+    y_true = rng.integers(0, k, n)
+    # Each group its own accuracy, so that the groups differ.
+    right = rng.random(n) < 0.55 + 0.08 * groups
+    y_pred = np.where(right, y_true, rng.integers(0, k, n))
+    return y_true, y_pred, groups
+
+
+@pytest.mark.parametrize("backend", ["numpy", "emulated"])
+@pytest.mark.parametrize("weighted", [False, True])
+def test_each_group_is_the_report_of_its_samples(backend, weighted):
+    y_true, y_pred, groups = _data()
+    weights = None
+    if weighted:
+        weights = np.random.default_rng(1).integers(0, 3, y_true.size).astype(np.float64)
+    with use_backend(backend):
+        report = label_report(y_true, y_pred, num_classes=4, sample_weight=weights,
+                              groups=groups, num_groups=7)
+    found = report.groups
+    assert found.groups == list(range(7))
+    for g in range(5):
+        mask = groups == g
+        alone = label_report(y_true[mask], y_pred[mask], num_classes=4,
+                             sample_weight=None if weights is None else weights[mask])
+        for name, value in alone.metrics.items():
+            assert found.by_group[name][g] == pytest.approx(value, abs=1e-12), (g, name)
+        for name, column in alone.per_class.items():
+            if name != "support":
+                np.testing.assert_allclose(found.per_class[name][g], column, atol=1e-12)
+        assert found.counts[g] == pytest.approx(alone.total)
+    # Groups 5 and 6 have no sample: their ids stay, their metrics are NaN.
+    assert list(found.counts[5:]) == [0, 0]
+    assert all(math.isnan(v[5]) and math.isnan(v[6]) for v in found.by_group.values())
+    assert found.overall == report.metrics
+
+
+def test_ignored_samples_are_left_out_of_their_group():
+    y_true, y_pred, groups = _data(n=1000, k=3)
+    y_true = y_true.copy()
+    y_true[::7] = -100
+    report = label_report(y_true, y_pred, num_classes=3, ignore_index=-100, groups=groups)
+    keep = y_true != -100
+    for g in range(5):
+        mask = keep & (groups == g)
+        alone = label_report(y_true[mask], y_pred[mask], num_classes=3)
+        assert report.groups.by_group["macro_f1"][g] == pytest.approx(alone.metrics["macro_f1"])
+        assert report.groups.counts[g] == mask.sum()
+
+
+def test_fairlearn_vocabulary_gives_fairlearn_numbers():
+    y_true, y_pred, groups = _data(k=3)
+    report = label_report(y_true, y_pred, num_classes=3, groups=groups)
+    metrics = {
+        "accuracy": sklearn_metrics.accuracy_score,
+        "macro_f1": partial(sklearn_metrics.f1_score, average="macro", labels=[0, 1, 2],
+                            zero_division=0),
+        "matthews_corrcoef": sklearn_metrics.matthews_corrcoef,
+        "balanced_accuracy": sklearn_metrics.balanced_accuracy_score,
+    }
+    frame = fairlearn_metrics.MetricFrame(metrics=metrics, y_true=y_true, y_pred=y_pred,
+                                          sensitive_features=groups)
+    found = report.groups
+    for name in metrics:
+        np.testing.assert_allclose(found.by_group[name], frame.by_group[name].to_numpy(),
+                                   atol=1e-12)
+        assert found.overall[name] == pytest.approx(frame.overall[name], abs=1e-12)
+        assert found.group_min()[name] == pytest.approx(frame.group_min()[name], abs=1e-12)
+        assert found.group_max()[name] == pytest.approx(frame.group_max()[name], abs=1e-12)
+        for method in GROUP_METHODS:
+            assert found.difference(method)[name] == pytest.approx(
+                frame.difference(method=method)[name], abs=1e-12), (name, method)
+            assert found.ratio(method)[name] == pytest.approx(
+                frame.ratio(method=method)[name], abs=1e-12), (name, method)
+    table = found.to_frame()
+    assert list(table.index) == [0, 1, 2, 3, 4] and table["count"].sum() == y_true.size
+
+
+def test_category_and_intersection_groups():
+    y_true, y_pred, codes = _data(n=1200, k=3)
+    sites = np.array(["north", "south", "east"])[codes % 3]
+    devices = np.array(["phone", "tablet"])[codes % 2]
+    by_site = label_report(y_true, y_pred, groups=sites).groups
+    assert by_site.groups == ["east", "north", "south"]
+    mask = sites == "north"
+    assert by_site.by_group["accuracy"][1] == pytest.approx(
+        np.mean(y_true[mask] == y_pred[mask]))
+    both = label_report(y_true, y_pred, groups=[sites, devices]).groups
+    assert ("north", "phone") in both.groups
+    i = both.groups.index(("north", "phone"))
+    mask = (sites == "north") & (devices == "phone")
+    assert both.counts[i] == mask.sum()
+    assert both.by_group["accuracy"][i] == pytest.approx(np.mean(y_true[mask] == y_pred[mask]))
+    assert both.to_frame().index.nlevels == 2
+
+
+@pytest.mark.parametrize("backend", ["numpy", "emulated"])
+def test_group_intervals_are_paired_and_seeded(backend):
+    y_true, y_pred, groups = _data(n=3000, k=3, g=4)
+    reference = label_report(y_true, y_pred, groups=groups, confidence_level=0.9,
+                             n_resamples=400, rng=12).groups.intervals
+    with use_backend(backend):
+        got = label_report(y_true, y_pred, groups=groups, confidence_level=0.9,
+                           n_resamples=400, rng=12).groups.intervals
+    for kind in ("by_group", "difference", "difference_to_overall"):
+        for name, ci in getattr(reference, kind).items():
+            other = getattr(got, kind)[name]
+            np.testing.assert_array_equal(other.low, ci.low)
+            np.testing.assert_array_equal(other.high, ci.high)
+    by_group = reference.by_group["accuracy"]
+    accuracy = [np.mean(y_true[groups == g] == y_pred[groups == g]) for g in range(4)]
+    assert np.all((by_group.low <= accuracy) & (np.asarray(accuracy) <= by_group.high))
+    # Each group's interval is about its own sample: a binomial's width.
+    width = by_group.high - by_group.low
+    expected = 2 * 1.645 * np.sqrt(np.multiply(accuracy, 1 - np.asarray(accuracy)) / 750)
+    np.testing.assert_allclose(width, expected, rtol=0.25)
+    difference = reference.difference["accuracy"]
+    assert difference.low <= max(accuracy) - min(accuracy) <= difference.high
+
+
+def test_group_report_in_text_and_json():
+    y_true, y_pred, groups = _data(n=800, k=3, g=3)
+    report = label_report(y_true, y_pred, groups=groups, confidence_level=0.95,
+                          n_resamples=100, rng=0)
+    text = report.to_text()
+    assert "by group (3 groups):" in text and "difference" in text and "ratio" in text
+    data = report.to_dict()["group_metrics"]
+    assert data["groups"] == [0, 1, 2] and len(data["by_group"]["accuracy"]) == 3
+    assert set(data["difference"]) == {"between_groups", "to_overall"}
+    assert len(data["intervals"]["by_group"]["macro_f1"]["low"]) == 3
+    wilson = label_report(y_true, y_pred, groups=groups, confidence_level=0.95, method="wilson")
+    assert set(wilson.groups.intervals.by_group) == {"accuracy", "hamming_loss", "zero_one_loss"}
+
+
+@pytest.mark.parametrize("kwargs,match", [
+    ({"groups": np.zeros(5, dtype=np.int64)}, "groups must hold one group per sample"),
+    ({"groups": np.array([0, 1, -1, 0, 1, 0])}, "groups must hold codes 0..G-1; found -1"),
+    ({"groups": np.array([0, 1, 2, 0, 1, 0]), "num_groups": 2},
+     "groups must hold codes below num_groups=2"),
+    ({"groups": np.linspace(0, 1, 6)}, "groups must hold integer codes or categories"),
+    ({"groups": np.array([0, 1, 1, 0, 1, 0]), "confidence_level": 0.9, "method": "bca"},
+     "method='bca' is not available with groups"),
+    ({"groups": np.array(["a", "b", "a", "a", "b", "a"]), "num_groups": 2},
+     "num_groups applies to integer group codes"),
+])
+def test_group_arguments_are_checked(kwargs, match):
+    with pytest.raises(ValueError, match=match):
+        label_report(np.array([0, 1, 1, 0, 1, 0]), np.array([0, 1, 0, 0, 1, 1]), **kwargs)
+
+
+# -- the stream: ClassificationMetrics(num_groups=...) ----------------------------
+
+
+@pytest.mark.parametrize("backend", ["numpy", "emulated"])
+@pytest.mark.parametrize("kind", ["labels", "scores"])
+def test_stream_groups_equal_the_report(backend, kind):
+    from metrics_gpu import ClassificationMetrics
+
+    rng = np.random.default_rng(3)
+    n = 2500
+    y_true, groups = rng.integers(0, 4, n), rng.integers(0, 3, n)
+    weights = rng.integers(0, 3, n)
+    scores = rng.normal(size=(n, 4))
+    y_pred = scores.argmax(axis=1)
+    preds = scores if kind == "scores" else y_pred
+    with use_backend(backend):
+        first = ClassificationMetrics(4, num_groups=4)
+        second = ClassificationMetrics(4, num_groups=4)
+        for start, stop in ((0, 300), (300, 1100), (1100, 1101), (1101, 1101)):
+            first.update(y_true[start:stop], preds[start:stop], weights[start:stop],
+                         groups=groups[start:stop])
+        second.update(y_true[1101:], preds[1101:], weights[1101:], groups=groups[1101:])
+        first.merge(second)
+        streamed = first.compute(confidence_level=0.9, n_resamples=100, rng=3)
+        restored = ClassificationMetrics(4, num_groups=4)
+        restored.load_state_dict(first.state_dict())
+        again = restored.compute()
+    reference = label_report(y_true, y_pred, num_classes=4, sample_weight=weights,
+                             groups=groups, num_groups=4, confidence_level=0.9,
+                             n_resamples=100, rng=3)
+    for name, values in reference.groups.by_group.items():
+        np.testing.assert_allclose(streamed.groups.by_group[name], values, atol=1e-12)
+        np.testing.assert_allclose(again.groups.by_group[name], values, atol=1e-12)
+    np.testing.assert_array_equal(streamed.groups.counts, reference.groups.counts)
+    assert streamed.groups.intervals.difference["accuracy"] == \
+        reference.groups.intervals.difference["accuracy"]
+    assert streamed.to_dict()["group_metrics"]["counts"] == [int(c) for c in reference.groups.counts]
+
+
+def test_stream_groups_leave_out_what_the_state_leaves_out():
+    from metrics_gpu import ClassificationMetrics
+
+    metrics = ClassificationMetrics(3, num_groups=2, validate=False)
+    y_true = np.array([0, 1, 7, 2, 1, 0])
+    scores = np.eye(3)[[0, 1, 1, 2, 0, 0]].astype(np.float64)
+    scores[5, 0] = np.nan
+    metrics.update(y_true, scores, groups=np.array([0, 0, 0, 1, 1, 1]))
+    report = metrics.compute()
+    assert int(report.invalid) == 2
+    assert list(report.groups.counts) == [2, 2]
+    assert report.groups.by_group["accuracy"][0] == 1.0
+    assert report.groups.by_group["accuracy"][1] == 0.5
+
+
+def test_stream_group_arguments_are_checked():
+    from metrics_gpu import ClassificationMetrics
+
+    y, p = np.array([0, 1]), np.array([0, 1])
+    with pytest.raises(ValueError, match="groups is required: this state counts 2 groups"):
+        ClassificationMetrics(2, num_groups=2).update(y, p)
+    with pytest.raises(ValueError, match="groups: this state counts no groups"):
+        ClassificationMetrics(2).update(y, p, groups=np.array([0, 1]))
+    with pytest.raises(ValueError, match="groups must hold integer codes 0..num_groups-1 in a"):
+        ClassificationMetrics(2, num_groups=2).update(y, p, groups=np.array(["a", "b"]))
+    with pytest.raises(ValueError, match="groups must hold codes below num_groups=2"):
+        ClassificationMetrics(2, num_groups=2).update(y, p, groups=np.array([0, 2]))
+    with pytest.raises(ValueError, match="must be a ClassificationMetrics built with the same"):
+        ClassificationMetrics(2, num_groups=2).merge(ClassificationMetrics(2, num_groups=3))
+
+
+# -- the command line -------------------------------------------------------------
+
+
+@pytest.mark.parametrize("backend", ["numpy", "emulated"])
+def test_command_line_groups_and_intervals(tmp_path, capsys, backend):
+    import json
+
+    from metrics_gpu.cli import main
+
+    y_true, y_pred, groups = _data(n=5000, k=3, g=3)
+    for name, values in (("t", y_true), ("p", y_pred), ("g", groups)):
+        np.save(tmp_path / f"{name}.npy", values)
+    assert main(["report", "--y-true", str(tmp_path / "t.npy"), "--y-pred",
+                 str(tmp_path / "p.npy"), "--groups", str(tmp_path / "g.npy"), "--num-groups",
+                 "4", "--confidence-level", "0.9", "--n-resamples", "200", "--seed", "5",
+                 "--chunk-size", "1500", "--backend", backend, "--format", "json",
+                 "--quiet"]) == 0
+    data = json.loads(capsys.readouterr().out)
+    reference = label_report(y_true, y_pred, num_classes=3, groups=groups, num_groups=4,
+                             confidence_level=0.9, n_resamples=200, rng=5)
+    found = data["group_metrics"]
+    assert found["counts"] == [int(c) for c in reference.groups.counts]
+    np.testing.assert_allclose(np.array(found["by_group"]["macro_f1"][:3], float),
+                               reference.groups.by_group["macro_f1"][:3], atol=1e-12)
+    assert found["by_group"]["macro_f1"][3] is None  # an empty group
+    assert data["intervals"]["seed"] == 5
+    assert data["intervals"]["metrics"]["accuracy"]["low"] == pytest.approx(
+        reference.intervals.metrics["accuracy"].low, abs=1e-12)
+    assert found["intervals"]["difference"]["accuracy"]["high"] == pytest.approx(
+        reference.groups.intervals.difference["accuracy"].high, abs=1e-12)
+
+
+def test_command_line_group_problems(tmp_path, capsys):
+    from metrics_gpu.cli import main
+
+    np.save(tmp_path / "t.npy", np.array([0, 1, 1]))
+    np.save(tmp_path / "g.npy", np.array([0, -1, 1]))
+    np.save(tmp_path / "short.npy", np.array([0, 1]))
+    common = ["report", "--y-true", str(tmp_path / "t.npy"), "--y-pred",
+              str(tmp_path / "t.npy"), "--quiet"]
+    assert main(common + ["--groups", str(tmp_path / "g.npy")]) != 0
+    assert "holds the negative group -1 (groups are codes 0..G-1)" in capsys.readouterr().err
+    assert main(common + ["--groups", str(tmp_path / "short.npy")]) != 0
+    assert "--groups" in capsys.readouterr().err
+    assert main(common + ["--groups", str(tmp_path / "t.npy"), "--num-groups", "1"]) != 0
+    assert "groups must hold codes below num_groups=1" in capsys.readouterr().err
+
+
+def test_plots_carry_the_intervals():
+    matplotlib = pytest.importorskip("matplotlib")
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    y_true, y_pred, groups = _data(n=1500, k=3, g=3)
+    report = label_report(y_true, y_pred, groups=groups, confidence_level=0.9,
+                          n_resamples=100, rng=0)
+    ax = report.plot_per_class("recall")
+    bars = [p for p in ax.patches]
+    assert len(bars) == 3
+    np.testing.assert_allclose([b.get_height() for b in bars], report.per_class["recall"])
+    segments = ax.collections[0].get_segments()  # the error bars
+    interval = report.intervals.per_class["recall"]
+    np.testing.assert_allclose([s[:, 1].min() for s in segments], interval.low)
+    np.testing.assert_allclose([s[:, 1].max() for s in segments], interval.high)
+    plt.close(ax.figure)
+    ax = report.groups.plot("macro_f1")
+    assert [b.get_height() for b in ax.patches] == pytest.approx(
+        list(report.groups.by_group["macro_f1"]))
+    overall = [line for line in ax.get_lines() if line.get_linestyle() == "--"]
+    assert overall[0].get_ydata()[0] == pytest.approx(report.metrics["macro_f1"])
+    plt.close(ax.figure)
+    with pytest.raises(ValueError, match="metric: 'support' is not a per-class rate"):
+        report.plot_per_class("support")
+    with pytest.raises(ValueError, match="metric: 'nope' is not a metric of the groups"):
+        report.groups.plot("nope")
