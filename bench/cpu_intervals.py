@@ -11,6 +11,12 @@ bootstrap, Poisson draws of the confusion matrix's cells) at each B of
 ``--resamples``; ``× plain`` = the report with intervals / the plain
 report (the issue's target: <= 1.2 at B = 10,000, N >= 1e7).
 
+Groups (``--group-sizes`` x ``--group-counts``, groups uniform): the report
+with ``groups=`` (every label metric of every group) vs the plain report
+(the issue's target on a GPU: <= 1.2x at G K^2 <= 65,536), and fairlearn's
+``MetricFrame`` of accuracy, macro F1, MCC and balanced accuracy (the same
+values; at N <= ``--fairlearn-rows``; target >= 50x on the CPU).
+
 Against the anchors, on the first N of ``--anchor-sizes`` rows, at B =
 ``--anchor-resamples`` (they cost O(N B)): torchmetrics'
 ``BootStrapper(MulticlassF1Score(K, average="macro"), num_bootstraps=B,
@@ -69,7 +75,11 @@ def main() -> None:
     parser.add_argument("--anchor-resamples", type=int, default=100)
     parser.add_argument("--repeat", type=int, default=3)
     parser.add_argument("--seed", type=int, default=0)
-    parser.add_argument("--skip", nargs="*", default=[], choices=["torchmetrics", "scipy"])
+    parser.add_argument("--group-sizes", nargs="+", type=float, default=[1e6, 1e7])
+    parser.add_argument("--group-counts", nargs="+", type=int, default=[10, 1000])
+    parser.add_argument("--fairlearn-rows", type=float, default=1e6)
+    parser.add_argument("--skip", nargs="*", default=[],
+                        choices=["torchmetrics", "scipy", "fairlearn"])
     parser.add_argument("--json")
     args = parser.parse_args()
     k = args.classes
@@ -139,6 +149,43 @@ def main() -> None:
                     cells += [f"{t * 1e3:>8.1f}ms", f"{t / mine:>8.0f}"]
             print(" ".join(cells))
             rows.append(row)
+        print(f"\nper-group metrics (K = {k}): the report with groups= vs the plain "
+              "report, and fairlearn's MetricFrame (accuracy, macro F1, MCC, balanced "
+              f"accuracy; on the first {args.fairlearn_rows:.0e} rows)")
+        print(f"{'N':>10} {'G':>6} {'plain':>10} {'groups':>10} {'× plain':>8} "
+              f"{'fairlearn':>11} {'speedup':>8}")
+        for n in map(int, args.group_sizes):
+            y_true, y_pred = labels(n, k, args.seed)
+            plain = best(lambda: mg.label_report(y_true, y_pred).metrics, args.repeat)
+            for g in args.group_counts:
+                groups = np.random.default_rng(args.seed + 1).integers(0, g, n)
+                t = best(lambda: mg.label_report(y_true, y_pred, groups=groups).groups,
+                         args.repeat)
+                row = {"n": n, "num_groups": g, "plain_s": plain, "groups_s": t}
+                cells = [f"{n:>10.0e}", f"{g:>6}", f"{plain * 1e3:>8.1f}ms",
+                         f"{t * 1e3:>8.1f}ms", f"{t / plain:>8.2f}"]
+                if "fairlearn" not in args.skip and n <= args.fairlearn_rows:
+                    import functools
+
+                    from fairlearn.metrics import MetricFrame
+                    from sklearn import metrics as sk
+
+                    functions = {
+                        "accuracy": sk.accuracy_score,
+                        "macro_f1": functools.partial(sk.f1_score, average="macro",
+                                                      labels=list(range(k)), zero_division=0),
+                        "matthews_corrcoef": sk.matthews_corrcoef,
+                        "balanced_accuracy": sk.balanced_accuracy_score,
+                    }
+                    theirs = best(lambda: MetricFrame(metrics=functions, y_true=y_true,
+                                                      y_pred=y_pred,
+                                                      sensitive_features=groups).by_group, 1)
+                    ours = best(lambda: mg.label_report(y_true, y_pred, num_classes=k,
+                                                        groups=groups).groups, args.repeat)
+                    row.update(fairlearn_s=theirs, ours_vs_fairlearn_s=ours)
+                    cells += [f"{theirs * 1e3:>9.0f}ms", f"{theirs / ours:>8.0f}"]
+                print(" ".join(cells))
+                rows.append(row)
     print(f"\nload average (1 min) at end: {os.getloadavg()[0]:.1f}")
     if args.json:
         with open(args.json, "w") as out:

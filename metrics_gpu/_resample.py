@@ -125,7 +125,7 @@ def log_factorial(k):
 # exp(-n) for the multiplication method's means n < 10 (the table's counts are
 # integers), the same doubles as the kernel's table.
 MULTIPLICATION_LIMIT = 10
-_EXP_MINUS = tuple(math.exp(-n) for n in range(MULTIPLICATION_LIMIT))
+EXP_MINUS = tuple(math.exp(-n) for n in range(MULTIPLICATION_LIMIT))
 
 
 def poisson(means, cells, replicates, key):
@@ -147,7 +147,7 @@ def poisson(means, cells, replicates, key):
 def _poisson_small(means, cells, replicates, key):
     """Multiplication method: the number of uniforms whose running product stays
     above exp(-mean), two uniforms per Philox call."""
-    threshold = np.asarray(_EXP_MINUS)[means]
+    threshold = np.asarray(EXP_MINUS)[means]
     draws = np.zeros(means.shape, dtype=np.int64)
     product = np.ones(means.shape)
     active = np.arange(means.shape[0])

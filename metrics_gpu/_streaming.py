@@ -1272,7 +1272,8 @@ class StreamingReport(MetricMapping):
             table = table.view(np.int64)
         overall = {name: float(_to_numpy(self._metric_value(name)))
                    for name in (row.name for row in F.REPORT_METRICS)}
-        self._groups = group_metrics(table, list(range(table.shape[0])), overall, options)
+        self._groups = group_metrics(table, list(range(table.shape[0])), overall, options,
+                                     self._backend)
 
     def _add_intervals(self, options: IntervalOptions | None) -> None:
         if options is None:
@@ -1288,7 +1289,7 @@ class StreamingReport(MetricMapping):
         columns = F.label_metric_columns(np.asarray(self._backend.to_host(self._label_values)), k)
         self._intervals = interval_table(
             matrix, options, values,
-            {name: columns[i] for i, name in enumerate(F.LABEL_METRIC_COLUMNS)})
+            {name: columns[i] for i, name in enumerate(F.LABEL_METRIC_COLUMNS)}, self._backend)
 
     def _host_values(self) -> dict[str, Any]:
         """:meth:`to_dict`'s layout with NumPy values, NaN kept (one read-back)."""

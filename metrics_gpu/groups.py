@@ -35,6 +35,7 @@ from metrics_gpu.intervals import (
     _proportion_bounds,
     _replicate_statistics,
     _table_statistics,
+    replicate_draws,
 )
 
 # The (G, K, K) table's cells at most: its statistics pass holds three
@@ -255,19 +256,20 @@ class GroupMetrics:
 
 
 def group_metrics(tables, names: list, overall: dict[str, float],
-                  options: IntervalOptions | None = None) -> GroupMetrics:
+                  options: IntervalOptions | None = None, backend: Any = None) -> GroupMetrics:
     """The per-group metrics of (G, K, K) tables (over the report's classes),
-    with intervals when ``options`` is given."""
+    with intervals when ``options`` is given (drawn by ``backend``)."""
     tables = np.asarray(tables)
     values, columns = _group_values(tables)
     counts = tables.sum(axis=(1, 2))
     intervals = None
     if options is not None:
-        intervals = _group_intervals(tables, values, overall, options)
+        intervals = _group_intervals(tables, values, overall, options, backend)
     return GroupMetrics(names, counts, overall, values, columns, intervals)
 
 
-def _group_intervals(tables, values, overall, options: IntervalOptions) -> GroupIntervals:
+def _group_intervals(tables, values, overall, options: IntervalOptions,
+                     backend: Any = None) -> GroupIntervals:
     """Intervals of each group's metrics and of the differences between groups,
     from one set of replicates of the (G, K, K) table (paired draws)."""
     table = _integer_table(tables)
@@ -284,14 +286,10 @@ def _group_intervals(tables, values, overall, options: IntervalOptions) -> Group
     overall_reps: dict[str, list] = {}
     chunk = max(1, min(options.n_resamples, (1 << 22) // max(cells.size, g * k, 1)))
     for start in range(0, options.n_resamples, chunk):
-        replicates = np.arange(start, min(start + chunk, options.n_resamples), dtype=np.uint64)
-        shape = (cells.size, replicates.size)
-        draws = _resample.poisson(np.broadcast_to(counts[:, None], shape),
-                                  np.broadcast_to(cells[:, None], shape),
-                                  np.broadcast_to(replicates[None, :], shape), key)
+        b = min(chunk, options.n_resamples - start)
+        draws = replicate_draws(backend, counts, cells, start, b, key)
         stats = _replicate_statistics(k, cells, draws, g)
         by_group, _ = _evaluate(stats)
-        b = replicates.size
         empty = (stats.total == 0).reshape(g, b)
         for name, v in by_group.items():
             v = np.broadcast_to(v, (g * b,)).reshape(g, b)

@@ -337,13 +337,18 @@ def label_intervals(confusion_matrix, *, confidence_level: float = 0.95,
     >>> ci.value, bool(ci.low < 0.85 < ci.high)
     (0.85, True)
     """
+    from metrics_gpu._backend import resolve_backend
+
     options = check_interval_options(confidence_level, method, n_resamples, rng, sampling)
     assert options is not None
-    return interval_table(confusion_matrix, options)
+    backend = resolve_backend(confusion_matrix)
+    matrix = np.asarray(backend.to_host(backend.asarray(confusion_matrix)))
+    return interval_table(matrix, options, backend=backend)
 
 
 def interval_table(matrix, options: IntervalOptions, values: dict[str, float] | None = None,
-                   columns: dict[str, np.ndarray] | None = None) -> LabelIntervals:
+                   columns: dict[str, np.ndarray] | None = None, backend: Any = None
+                   ) -> LabelIntervals:
     """Intervals of every report metric and per-class column of a K x K
     confusion matrix of counts (rows true, columns predicted, over the
     report's classes). ``values`` / ``columns``: the report's own values
@@ -366,7 +371,7 @@ def interval_table(matrix, options: IntervalOptions, values: dict[str, float] | 
     counts = table.reshape(-1)[cells]
     key = _resample.seed_key(options.seed)
     replicate_values, replicate_columns = _replicates(table.shape[0], cells, counts,
-                                                      options.n_resamples, key)
+                                                      options.n_resamples, key, backend)
     jackknife = None
     if options.method == "bca":
         jackknife = _jackknife(stats, table.shape[0], cells, counts)
@@ -467,18 +472,27 @@ def _evaluated_chunks(chunks) -> tuple[dict[str, np.ndarray], dict[str, np.ndarr
             {name: np.concatenate(v, axis=1) for name, v in columns.items()})
 
 
-def _replicates(num_classes: int, cells, counts, n_resamples: int, key):
+def replicate_draws(backend, counts, cells, start: int, size: int, key) -> np.ndarray:
+    """Draws (cells, size) of replicates ``start`` .. ``start + size - 1`` on the
+    host, drawn by ``backend`` (kernels/resample.cu on the kernel backends, its
+    NumPy reference on numpy: the same numbers)."""
+    if backend is None:
+        from metrics_gpu._backend import get_backend_implementation
+
+        backend = get_backend_implementation("numpy")
+    return np.asarray(backend.to_host(backend.poisson_table_draws(counts, cells, start, size,
+                                                                  key)))
+
+
+def _replicates(num_classes: int, cells, counts, n_resamples: int, key, backend=None):
     """Every report metric (B,) and per-class column (K, B) over the replicates."""
     chunk = max(1, min(n_resamples, _CHUNK_VALUES // max(cells.size, num_classes, 1)))
 
     def chunks():
         for start in range(0, n_resamples, chunk):
-            replicates = np.arange(start, min(start + chunk, n_resamples), dtype=np.uint64)
-            shape = (cells.size, replicates.size)
-            draws = _resample.poisson(np.broadcast_to(counts[:, None], shape),
-                                      np.broadcast_to(cells[:, None], shape),
-                                      np.broadcast_to(replicates[None, :], shape), key)
-            yield replicates.size, _replicate_statistics(num_classes, cells, draws)
+            size = min(chunk, n_resamples - start)
+            draws = replicate_draws(backend, counts, cells, start, size, key)
+            yield size, _replicate_statistics(num_classes, cells, draws)
 
     return _evaluated_chunks(chunks())
 

@@ -514,12 +514,12 @@ def _report(backend, evaluation: Evaluation, *, all_classes: bool, class_names,
                 raise ValueError("confidence_level: this report keeps no K x K confusion "
                                  "matrix (K > 2048, or a state built with "
                                  "confusion_matrix=False), which the intervals are drawn from")
-            found = interval_table(cm, intervals, metrics, per_class)
+            found = interval_table(cm, intervals, metrics, per_class, backend)
         by_group = None
         if groups is not None:
             tables, group_names = groups
             by_group = group_metrics(tables[:, positions][:, :, positions], group_names,
-                                     metrics, intervals)
+                                     metrics, intervals, backend)
         return {
             "metrics": metrics,
             "per_class": per_class, "classes": classes,

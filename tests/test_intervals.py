@@ -386,3 +386,30 @@ def test_interval_coverage_by_simulation():
     rates["delong", "roc_auc"] = hits / n_sets
     for key, rate in rates.items():
         assert 0.94 <= rate <= 0.96, (key, rate, rates)
+
+
+# -- the kernel (kernels/resample.cu) ----------------------------------------------
+
+
+@pytest.mark.parametrize("first", [0, 7, 2 ** 32 - 64])
+def test_poisson_kernel_equals_the_reference_emulated(first):
+    """kernels/resample.cu draws what metrics_gpu._resample draws, bit for bit:
+    every branch (0, the multiplication method below 10, PTRS from 10 up to
+    1e12), cell ids past 32 bits, replicate ids up to 2**32 - 1."""
+    from metrics_gpu._backend import get_backend_implementation
+    from metrics_gpu.testing import operation_counter
+
+    emulated = get_backend_implementation("emulated")
+    numpy = get_backend_implementation("numpy")
+    counts = np.array([0, 1, 2, 5, 9, 10, 11, 37, 500, 123457, 10 ** 9, 10 ** 12, 3])
+    cells = np.arange(counts.size, dtype=np.int64) * 1000003 + (1 << 33)
+    key = R.seed_key(2 ** 64 - 5)
+    with operation_counter() as counts_of:
+        draws = emulated.poisson_table_draws(counts, cells, first, 64, key)
+    assert counts_of.launches == 1
+    np.testing.assert_array_equal(np.asarray(emulated.to_host(draws)),
+                                  numpy.poisson_table_draws(counts, cells, first, 64, key))
+    empty = emulated.poisson_table_draws(counts[:0], cells[:0], 0, 5, key)
+    assert np.asarray(emulated.to_host(empty)).shape == (0, 5)
+    with pytest.raises(ValueError, match="replicate ids must fit in 32 bits"):
+        emulated.poisson_table_draws(counts, cells, 2 ** 32 - 3, 5, key)

@@ -97,3 +97,10 @@ class Backend(Protocol):
     def binary_curve_points(self, scores, is_positive, sample_weight=None) -> tuple:
         """``(fps, tps, negatives_seen, positives_seen, thresholds)``, a point
         per distinct score."""
+
+    # -- the bootstrap ------------------------------------------------------------
+    def poisson_table_draws(self, counts, cells, first_replicate: int, num_replicates: int,
+                            key: tuple[int, int]) -> Any:
+        """Poisson(count) draws per cell and replicate, ``(cells, replicates)``
+        int64, counter-based (:mod:`metrics_gpu._resample`): the same numbers
+        on every backend."""

@@ -22,12 +22,13 @@ from metrics_gpu.backends.launchers.confusion import ConfusionLaunchers
 from metrics_gpu.backends.launchers.multilabel import MultilabelLaunchers
 from metrics_gpu.backends.launchers.ranking import RankingLaunchers
 from metrics_gpu.backends.launchers.reduce_metrics import ReduceLaunchers
+from metrics_gpu.backends.launchers.resample import ResampleLaunchers
 from metrics_gpu.backends.launchers.scores import ScoreLaunchers
 from metrics_gpu.backends.launchers.streaming import StreamingLaunchers
 
 
 class KernelBackend(ConfusionLaunchers, ReduceLaunchers, ScoreLaunchers, RankingLaunchers,
-                    StreamingLaunchers, MultilabelLaunchers):
+                    StreamingLaunchers, MultilabelLaunchers, ResampleLaunchers):
     """A backend whose heavy primitives are the raw kernels of ``kernels/``."""
 
     # The functional API takes its metrics from one reduction launch.

@@ -23,7 +23,7 @@ from typing import Any
 
 import numpy as np
 
-from metrics_gpu import _ranking_formulas
+from metrics_gpu import _ranking_formulas, _resample
 from metrics_gpu._formulas import label_metric_values, softmax_rows
 from metrics_gpu._kernels import STREAM_CHECK_SLOTS, STREAM_NO_ERROR, STREAM_ORDINAL_SHIFT
 from metrics_gpu._state import (
@@ -255,6 +255,18 @@ class NumpyBackend(HostArrays):
     # Each function evaluates only its own formula (the full reduction costs
     # more than the formula on a CPU).
     reduces_on_device = False
+
+    def poisson_table_draws(self, counts, cells, first_replicate: int, num_replicates: int,
+                            key: tuple[int, int]) -> np.ndarray:
+        """The bootstrap's draws (kernels/resample.cu's reference)."""
+        counts = np.asarray(counts, dtype=np.int64)
+        cells = np.asarray(cells, dtype=np.int64)
+        replicates = np.arange(first_replicate, first_replicate + num_replicates,
+                               dtype=np.uint64)
+        shape = (counts.size, num_replicates)
+        return _resample.poisson(np.broadcast_to(counts[:, None], shape),
+                                 np.broadcast_to(cells[:, None], shape),
+                                 np.broadcast_to(replicates[None, :], shape), key)
 
     def to_host(self, array) -> np.ndarray:
         """A NumPy array; deferred argmax labels (:class:`RowArgmax`) computed."""

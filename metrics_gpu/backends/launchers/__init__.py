@@ -12,7 +12,8 @@ share (arrays, counted launches, grid, inputs as the kernels read them).
 * :mod:`.scores`: the fused pass over ``(N, K)`` scores;
 * :mod:`.ranking`: exact ranking areas and curves;
 * :mod:`.streaming`: the streaming state's update and compute;
-* :mod:`.multilabel`: the multilabel state's update.
+* :mod:`.multilabel`: the multilabel state's update;
+* :mod:`.resample`: the bootstrap's Poisson draws.
 
 :data:`KERNEL_MODULES` is the one table of what gets compiled: the ``cuda``
 device compiles each module's ``name_expressions``, the ``emulated`` device
@@ -29,6 +30,7 @@ from metrics_gpu.backends.launchers import (
     multilabel,
     ranking,
     reduce_metrics,
+    resample,
     scores,
     streaming,
 )
@@ -40,4 +42,5 @@ KERNEL_MODULES: tuple[KernelModule, ...] = (
     ranking.MODULE,
     streaming.MODULE,
     multilabel.MODULE,
+    resample.MODULE,
 )
