@@ -40,6 +40,7 @@ benches() {
     step inloop ${GPU_SESSION_INLOOP_S:-90} python3 bench/gpu_inloop.py --json bench/results/inloop.json
     step mappings ${GPU_SESSION_MAPPINGS_S:-60} python3 bench/gpu_mappings.py --json bench/results/mappings.json
     step confusion ${GPU_SESSION_CONFUSION_S:-180} python3 bench/gpu_confusion.py --write-results
+    step intervals ${GPU_SESSION_INTERVALS_S:-120} python3 bench/gpu_intervals.py --json bench/results/intervals.json
 }
 # Every per-backend case on `cuda` (the kernel tests' `case` and the public API's
 # `backend`), then the tests that choose no backend with `cuda` as the default.
