@@ -632,12 +632,19 @@ def _midranks(values):
 
 
 def roc_auc_interval(y_true, y_score, *, confidence_level: float = 0.95,
-                     pos_label=1) -> ConfidenceInterval:
-    """ROC AUC of a binary problem with DeLong's confidence interval.
+                     method: str = "delong", n_resamples: int = DEFAULT_RESAMPLES,
+                     rng: Any = None, pos_label=1) -> ConfidenceInterval:
+    """ROC AUC of a binary problem with its confidence interval.
 
-    The standard error is DeLong, DeLong and Clarke-Pearson's (1988) from the
-    placement values, computed from midranks in O(N log N) (Sun and Xu
-    2014); the interval is AUC -/+ z SE, clipped to [0, 1] (as pROC).
+    ``method="delong"``: DeLong, DeLong and Clarke-Pearson's (1988) standard
+    error from the placement values, computed from midranks in O(N log N)
+    (Sun and Xu 2014); the interval is AUC -/+ z SE, clipped to [0, 1] (as
+    pROC). ``"percentile"``, ``"basic"`` or ``"bca"``: the bootstrap of the
+    table of (score, label) pairs, each distinct pair a cell drawn
+    Poisson(its count) per replicate (the Poisson bootstrap of the samples;
+    ties stay ties), the same counter-based draws as the label reports'
+    (``rng``: the seed). Its cost is O(n_resamples x distinct pairs): for
+    millions of distinct scores, DeLong's.
 
     Parameters
     ----------
@@ -646,12 +653,16 @@ def roc_auc_interval(y_true, y_score, *, confidence_level: float = 0.95,
     y_score : array_like of shape (N,)
         Scores, higher for the positive class; finite.
     confidence_level : float, default 0.95
+    method : {"delong", "percentile", "basic", "bca"}, default "delong"
+    n_resamples : int, default 9999
+        Bootstrap replicates.
+    rng : int, numpy.random.Generator or None
+        The bootstrap's seed.
     pos_label : int, default 1
 
     Returns
     -------
     ConfidenceInterval
-        ``method`` is ``"delong"``.
 
     Examples
     --------
@@ -661,8 +672,17 @@ def roc_auc_interval(y_true, y_score, *, confidence_level: float = 0.95,
     >>> round(ci.value, 4), round(ci.standard_error, 4)
     (0.8889, 0.1571)
     """
-    options = check_interval_options(confidence_level, "wilson", rng=0)
+    if method not in ("delong",) + BOOTSTRAP_METHODS:
+        raise ValueError(f"method must be 'delong' or one of "
+                         f"{', '.join(map(repr, BOOTSTRAP_METHODS))} for ROC AUC, got {method!r}")
+    options = check_interval_options(confidence_level,
+                                     "percentile" if method == "delong" else method,
+                                     n_resamples, 0 if method == "delong" else rng)
     assert options is not None
+    from metrics_gpu._backend import resolve_backend
+
+    # The draws are the backend's (the scores are ranked on the host).
+    backend = resolve_backend(*(a for a in (y_true, y_score) if hasattr(a, "shape")))
     y_true = _host_vector(y_true, "y_true")
     y_score = _host_vector(y_score, "y_score").astype(np.float64)
     if y_true.shape != y_score.shape:
@@ -678,7 +698,9 @@ def roc_auc_interval(y_true, y_score, *, confidence_level: float = 0.95,
     m, n = int(positive.sum()), int((~positive).sum())
     if m == 0 or n == 0:
         nan = math.nan
-        return ConfidenceInterval(nan, nan, nan, nan, options.confidence_level, "delong")
+        return ConfidenceInterval(nan, nan, nan, nan, options.confidence_level, method)
+    if method != "delong":
+        return _bootstrap_roc_auc(y_score, positive, options, backend)
     ranks = _midranks(y_score)
     ranks_pos = _midranks(y_score[positive])
     ranks_neg = _midranks(y_score[~positive])
@@ -690,6 +712,59 @@ def roc_auc_interval(y_true, y_score, *, confidence_level: float = 0.95,
     crit = -_NORMAL.inv_cdf(options.alpha)
     return ConfidenceInterval(auc, max(0.0, auc - crit * error), min(1.0, auc + crit * error),
                               error, options.confidence_level, "delong")
+
+
+def _rank_area(positives, negatives):
+    """ROC AUC of counts per distinct score (ascending along axis 0; one column
+    per replicate): sum_d P_d (N below d + N_d / 2) / (P N); NaN without a
+    positive or a negative."""
+    below = np.cumsum(negatives, axis=0) - negatives
+    area = (positives * (below + 0.5 * negatives)).sum(axis=0)
+    with np.errstate(all="ignore"):
+        total = positives.sum(axis=0) * negatives.sum(axis=0)
+        return np.where(total > 0, area / np.where(total > 0, total, 1.0), math.nan)
+
+
+def _bootstrap_roc_auc(y_score, positive, options: IntervalOptions,
+                       backend: Any = None) -> ConfidenceInterval:
+    """The bootstrap interval of ROC AUC from the (label, distinct score) table."""
+    scores, index = np.unique(y_score, return_inverse=True)
+    d = scores.size
+    index = index.reshape(-1)
+    table = np.zeros((2, d), dtype=np.int64)   # row 0 negatives, row 1 positives
+    np.add.at(table, (positive.astype(np.int64), index), 1)
+    value = float(_rank_area(table[1].astype(np.float64), table[0].astype(np.float64)))
+    cells = np.flatnonzero(table)
+    counts = table.reshape(-1)[cells]
+    key = _resample.seed_key(options.seed)
+    chunk = max(1, min(options.n_resamples, _CHUNK_VALUES // max(cells.size, 1)))
+    replicates = []
+    for start in range(0, options.n_resamples, chunk):
+        b = min(chunk, options.n_resamples - start)
+        draws = replicate_draws(backend, counts, cells, start, b, key).astype(np.float64)
+        columns = np.zeros((2 * d, b))
+        columns[cells] = draws
+        columns = columns.reshape(2, d, b)
+        replicates.append(_rank_area(columns[1], columns[0]))
+    jackknife = None
+    if options.method == "bca":
+        jackknife = _roc_auc_jackknife(table, cells)
+    return _bootstrap_interval(value, np.concatenate(replicates), options, jackknife,
+                               counts)
+
+
+def _roc_auc_jackknife(table, cells):
+    """ROC AUC with one sample of each non-empty cell left out (the cells' order)."""
+    negatives, positives = table[0].astype(np.float64), table[1].astype(np.float64)
+    m, n = positives.sum(), negatives.sum()
+    below = np.cumsum(negatives) - negatives            # negatives below each score
+    above = positives.sum() - np.cumsum(positives)      # positives above each score
+    area = (positives * (below + 0.5 * negatives)).sum()
+    label, score = np.divmod(cells, table.shape[1])
+    with np.errstate(all="ignore"):
+        without_positive = (area - (below + 0.5 * negatives)[score]) / ((m - 1) * n)
+        without_negative = (area - (above + 0.5 * positives)[score]) / (m * (n - 1))
+    return np.where(label == 1, without_positive, without_negative)
 
 
 def _host_vector(values, name: str) -> np.ndarray:

@@ -340,6 +340,61 @@ def test_delong_refuses_bad_input():
     assert math.isnan(I.roc_auc_interval(np.array([1, 1]), np.array([0.1, 0.2])).low)
 
 
+def _rank_auc(y_true, y_score, axis=-1):
+    """ROC AUC from midranks (ties count 1/2), vectorised over resamples."""
+    ranks = stats.rankdata(y_score, axis=axis)
+    positives = (y_true == 1).sum(axis=axis)
+    negatives = (y_true != 1).sum(axis=axis)
+    area = np.where(y_true == 1, ranks, 0).sum(axis=axis) - positives * (positives + 1) / 2
+    with np.errstate(all="ignore"):
+        return area / (positives * negatives)
+
+
+@pytest.mark.parametrize("method", ["percentile", "basic", "bca"])
+def test_bootstrap_roc_auc_agrees_with_scipy(method):
+    rng = np.random.default_rng(21)
+    y_true = (rng.random(300) < 0.4).astype(np.int64)
+    y_score = np.round(rng.normal(size=300) + y_true, 1)  # ties
+    ci = I.roc_auc_interval(y_true, y_score, method=method, n_resamples=9999, rng=3)
+    reference = stats.bootstrap((y_true, y_score), _rank_auc, paired=True, vectorized=True,
+                                n_resamples=9999, method=method, rng=np.random.default_rng(4))
+    se = reference.standard_error
+    assert ci.value == pytest.approx(_rank_auc(y_true, y_score), abs=1e-12)
+    assert ci.standard_error == pytest.approx(se, rel=0.05)
+    assert ci.low == pytest.approx(reference.confidence_interval.low, abs=0.25 * se)
+    assert ci.high == pytest.approx(reference.confidence_interval.high, abs=0.25 * se)
+
+
+def test_roc_auc_jackknife_equals_leaving_each_sample_out():
+    rng = np.random.default_rng(8)
+    y_true = (rng.random(60) < 0.5).astype(np.int64)
+    y_score = rng.integers(0, 6, 60).astype(np.float64)
+    scores, index = np.unique(y_score, return_inverse=True)
+    table = np.zeros((2, scores.size), dtype=np.int64)
+    np.add.at(table, (y_true, index), 1)
+    cells = np.flatnonzero(table)
+    jackknife = I._roc_auc_jackknife(table, cells)
+    for j, cell in enumerate(cells.tolist()):
+        label, score = divmod(cell, scores.size)
+        i = int(np.flatnonzero((y_true == label) & (index == score))[0])
+        keep = np.arange(60) != i
+        assert jackknife[j] == pytest.approx(_rank_auc(y_true[keep], y_score[keep]), abs=1e-12)
+
+
+def test_roc_auc_bootstrap_is_seeded_on_every_backend(backend):
+    rng = np.random.default_rng(2)
+    y_true = (rng.random(500) < 0.3).astype(np.int64)
+    y_score = rng.normal(size=500) + y_true
+    with use_backend("numpy"):
+        reference = I.roc_auc_interval(y_true, y_score, method="bca", n_resamples=300, rng=9)
+    got = I.roc_auc_interval(backend.asarray(y_true), backend.asarray(y_score), method="bca",
+                             n_resamples=300, rng=9)
+    assert (got.low, got.high, got.standard_error) == (reference.low, reference.high,
+                                                       reference.standard_error)
+    with pytest.raises(ValueError, match="method must be 'delong' or one of"):
+        I.roc_auc_interval(y_true, y_score, method="wilson")
+
+
 # -- coverage ----------------------------------------------------------------------
 
 
@@ -383,6 +438,19 @@ def test_interval_coverage_by_simulation():
         ci = I.roc_auc_interval(y_true, rng.normal(size=400) + d * y_true)
         hits += ci.low <= auc_truth <= ci.high
     rates["delong", "roc_auc"] = hits / n_sets
+    # The bootstrap's intervals of ROC AUC: a 5-point rating scale (the scores
+    # of a reader study), AUC = P(X > Y) + P(X = Y) / 2.
+    p = np.array([0.05, 0.10, 0.20, 0.30, 0.35])   # positives' ratings
+    q = np.array([0.35, 0.30, 0.20, 0.10, 0.05])   # negatives'
+    auc_truth = float(np.tril(np.outer(p, q), -1).sum() + 0.5 * (p * q).sum())
+    hits = {"percentile": 0, "bca": 0, "delong": 0}
+    for s in range(n_sets):
+        y_true = rng.random(300) < 0.4
+        ratings = np.where(y_true, rng.choice(5, 300, p=p), rng.choice(5, 300, p=q))
+        for method in hits:
+            ci = I.roc_auc_interval(y_true, ratings, method=method, n_resamples=999, rng=s)
+            hits[method] += ci.low <= auc_truth <= ci.high
+    rates.update({(method, "roc_auc ratings"): h / n_sets for method, h in hits.items()})
     for key, rate in rates.items():
         assert 0.94 <= rate <= 0.96, (key, rate, rates)
 
