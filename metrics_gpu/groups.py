@@ -32,6 +32,7 @@ from metrics_gpu.intervals import (
     _bootstrap_interval,
     _evaluate,
     _integer_table,
+    _jackknife,
     _proportion_bounds,
     _replicate_statistics,
     _table_statistics,
@@ -276,9 +277,6 @@ def _group_intervals(tables, values, overall, options: IntervalOptions,
     g, k = table.shape[0], table.shape[1]
     if options.method not in BOOTSTRAP_METHODS:
         return _group_proportion_intervals(table, values, options)
-    if options.method == "bca":
-        raise ValueError("method='bca' is not available with groups= yet: use "
-                         "'percentile' or 'basic'")
     cells = np.flatnonzero(table)
     counts = table.reshape(-1)[cells]
     key = _resample.seed_key(options.seed)
@@ -298,18 +296,89 @@ def _group_intervals(tables, values, overall, options: IntervalOptions,
         whole, _ = _evaluate(summed)
         for name, v in whole.items():
             overall_reps.setdefault(name, []).append(np.broadcast_to(v, (b,)))
+    # The intervals about the host formulas' overall values (as the replicates'),
+    # whichever backend made the report; the values shown are the report's.
+    own_overall, _ = _evaluate(_table_statistics(table.sum(axis=0).astype(np.float64)))
+    jackknife = None if options.method != "bca" else _group_jackknife(table, cells, k)
     by_group_ci, between, to_overall = {}, {}, {}
     for name, parts in group_reps.items():
         reps = np.concatenate(parts, axis=1)
         overall_rep = np.concatenate(overall_reps[name])
-        by_group_ci[name] = _bootstrap_interval(values[name], reps, options)
-        between[name] = _bootstrap_interval(
-            _difference(values[name], overall[name], "between_groups"),
-            _difference(reps, None, "between_groups"), options)
-        to_overall[name] = _bootstrap_interval(
-            _difference(values[name], overall[name], "to_overall"),
-            _difference(reps, overall_rep[None, :], "to_overall"), options)
+        whole = float(own_overall[name])
+        extra: list[dict[str, Any]] = [{}, {}, {}]
+        if jackknife is not None:
+            extra = _group_bca_terms(jackknife, name, values[name], counts)
+        by_group_ci[name] = _bootstrap_interval(values[name], reps, options, **extra[0])
+        between[name] = replace(_bootstrap_interval(
+            _difference(values[name], whole, "between_groups"),
+            _difference(reps, None, "between_groups"), options, **extra[1]),
+            value=float(_difference(values[name], overall[name], "between_groups")))
+        to_overall[name] = replace(_bootstrap_interval(
+            _difference(values[name], whole, "to_overall"),
+            _difference(reps, overall_rep[None, :], "to_overall"), options, **extra[2]),
+            value=float(_difference(values[name], overall[name], "to_overall")))
     return GroupIntervals(by_group_ci, between, to_overall, options.n_resamples, options.seed)
+
+
+@dataclass(frozen=True)
+class _GroupJackknife:
+    """Leave-one-out values, one per non-empty cell of the (G, K, K) table (a
+    sample of that cell left out): its group, that group's metrics then, and
+    the overall metrics then."""
+
+    group: np.ndarray
+    own: dict[str, np.ndarray]
+    overall: dict[str, np.ndarray]
+
+
+def _group_jackknife(table, cells, k: int) -> _GroupJackknife:
+    group, local = np.divmod(cells, k * k)
+    own: dict[str, np.ndarray] = {}
+    for g in np.unique(group).tolist():
+        chosen = np.flatnonzero(group == g)
+        values, _ = _jackknife(_table_statistics(table[g].astype(np.float64)), k,
+                               local[chosen], None)
+        for name, v in values.items():
+            own.setdefault(name, np.full(cells.size, math.nan))[chosen] = v
+    overall, _ = _jackknife(_table_statistics(table.sum(axis=0).astype(np.float64)), k, local,
+                            None)
+    return _GroupJackknife(group, own, overall)
+
+
+def _excluding(values, function):
+    """For each group g, ``function`` (np.fmax / np.fmin) over the other groups'
+    values (NaN ignored): from the best and second-best, O(G)."""
+    filler = -np.inf if function is np.fmax else np.inf
+    ranked = np.where(np.isnan(values), filler, values)
+    order = np.argsort(-ranked if function is np.fmax else ranked, kind="stable")
+    first = ranked[order[0]]
+    second = ranked[order[1]] if values.size > 1 else filler
+    out = np.full(values.shape, first)
+    out[order[0]] = second
+    return np.where(np.isinf(out), math.nan, out)
+
+
+def _group_bca_terms(jackknife: _GroupJackknife, name: str, values, counts):
+    """BCa's inputs for one metric: each group's acceleration (the jackknife
+    over every sample: one outside group g leaves its value as it is), and the
+    leave-one-out values of the two differences."""
+    group, weights = jackknife.group, counts.astype(np.float64)
+    own, whole = jackknife.own[name], jackknife.overall[name]
+    size = values.shape[0]
+    total = weights.sum()
+    with np.errstate(all="ignore"):
+        in_group = np.bincount(group, weights, size)
+        mean = (np.bincount(group, weights * own, size) + (total - in_group) * values) / total
+        u_own, u_other = mean[group] - own, mean - values
+        cubes = np.bincount(group, weights * u_own ** 3, size) + (total - in_group) * u_other ** 3
+        squares = np.bincount(group, weights * u_own ** 2, size) + (total - in_group) * u_other ** 2
+        acceleration = cubes / (6.0 * squares ** 1.5)
+        high, low = _excluding(values, np.fmax)[group], _excluding(values, np.fmin)[group]
+        between = np.fmax(high, own) - np.fmin(low, own)
+        to_overall = np.fmax(np.fmax(high - whole, whole - low), np.abs(own - whole))
+    return ({"acceleration": acceleration},
+            {"jackknife": between, "weights": weights},
+            {"jackknife": to_overall, "weights": weights})
 
 
 def _sum_groups(stats, g: int, b: int):

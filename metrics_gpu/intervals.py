@@ -526,10 +526,12 @@ def _jackknife(stats: ClassStatistics, num_classes: int, cells, counts):
 
 
 def _bootstrap_interval(value, replicates, options: IntervalOptions, jackknife=None,
-                        weights=None) -> ConfidenceInterval:
+                        weights=None, acceleration=None) -> ConfidenceInterval:
     """The interval of one metric from its replicates (last axis), scipy's
     percentile, basic and BCa definitions; NaN replicates (an undefined
-    metric in that replicate) are left out."""
+    metric in that replicate) are left out. BCa's acceleration is
+    ``acceleration`` where given, else that of the ``jackknife`` values (last
+    axis) with their ``weights``."""
     replicates = np.asarray(replicates, dtype=np.float64)
     value_array = np.asarray(value, dtype=np.float64)
     alpha = options.alpha
@@ -541,8 +543,9 @@ def _bootstrap_interval(value, replicates, options: IntervalOptions, jackknife=N
             below = (replicates < value_array[..., None]).sum(axis=-1)
             at_or_below = (replicates <= value_array[..., None]).sum(axis=-1)
             z0 = normal_quantile((below + at_or_below) / (2.0 * np.maximum(n_defined, 1)))
-            acceleration = _acceleration(np.asarray(jackknife, dtype=np.float64),
-                                         np.asarray(weights, dtype=np.float64))
+            if acceleration is None:
+                acceleration = _acceleration(np.asarray(jackknife, dtype=np.float64),
+                                             np.asarray(weights, dtype=np.float64))
             z_alpha = float(normal_quantile(alpha))
             num1, num2 = z0 + z_alpha, z0 - z_alpha
             levels = (normal_cdf(z0 + num1 / (1 - acceleration * num1)),

@@ -412,7 +412,8 @@ def label_report(y_true: ArrayLike, y_pred: ArrayLike, *, num_classes: int | Non
         strings; several columns: their intersection): ``report.groups``
         holds every metric per group over the report's classes (see
         :mod:`metrics_gpu.groups`), with intervals when ``confidence_level``
-        is given ("percentile" or "basic"; "wilson" etc. for accuracy).
+        is given (the bootstrap's for every metric and difference; the binomial
+        methods' for accuracy).
         ``y_pred`` must then be labels.
     num_groups : int, optional
         G for integer codes, so that a group the data lack keeps its id (and

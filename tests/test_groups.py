@@ -141,6 +141,52 @@ def test_group_intervals_are_paired_and_seeded(backend):
     assert difference.low <= max(accuracy) - min(accuracy) <= difference.high
 
 
+def test_group_bca_is_the_jackknife_over_every_sample():
+    """BCa's acceleration of each group's value and of the two differences
+    equals the jackknife over all N samples (recomputing the report each time)."""
+    from metrics_gpu import groups as G
+    from metrics_gpu import intervals as I
+
+    y_true, y_pred, groups = _data(n=120, k=2, g=3, seed=4)
+    names = ("macro_f1", "matthews_corrcoef")
+    full = {name: [] for name in names}
+    for i in range(y_true.size):
+        keep = np.arange(y_true.size) != i
+        found = label_report(y_true[keep], y_pred[keep], num_classes=2, groups=groups[keep],
+                             num_groups=3).groups
+        for name in names:
+            full[name].append((found.by_group[name], found.difference()[name],
+                               found.difference("to_overall")[name]))
+    report = label_report(y_true, y_pred, num_classes=2, groups=groups, num_groups=3)
+    tables = G.group_tables(*_inputs_and_codes(y_true, y_pred, groups))
+    cells = np.flatnonzero(tables)
+    jackknife = G._group_jackknife(tables, cells, 2)
+    counts = tables.reshape(-1)[cells].astype(float)
+    for name in names:
+        by_group = np.array([f[0] for f in full[name]])            # (N, G)
+        mean = by_group.mean(axis=0)
+        u = mean - by_group
+        expected = (u ** 3).sum(axis=0) / (6 * ((u ** 2).sum(axis=0)) ** 1.5)
+        terms = G._group_bca_terms(jackknife, name, report.groups.by_group[name], counts)
+        np.testing.assert_allclose(terms[0]["acceleration"], expected, rtol=1e-9)
+        for column, term in ((1, terms[1]), (2, terms[2])):
+            values = np.array([f[column] for f in full[name]])
+            u = values.mean() - values
+            reference = (u ** 3).sum() / (6 * ((u ** 2).sum()) ** 1.5)
+            assert I._acceleration(term["jackknife"], term["weights"]) == pytest.approx(
+                reference, rel=1e-9), (name, column)
+    bca = label_report(y_true, y_pred, num_classes=2, groups=groups, confidence_level=0.9,
+                       method="bca", n_resamples=300, rng=1).groups.intervals
+    assert np.all(bca.by_group["accuracy"].low <= report.groups.by_group["accuracy"])
+
+
+def _inputs_and_codes(y_true, y_pred, groups):
+    from metrics_gpu._validation import check_groups, check_label_inputs
+
+    inputs = check_label_inputs(y_true, y_pred, num_classes=2)
+    return inputs, check_groups(groups, y_true.size, inputs.backend, 3)
+
+
 def test_group_report_in_text_and_json():
     y_true, y_pred, groups = _data(n=800, k=3, g=3)
     report = label_report(y_true, y_pred, groups=groups, confidence_level=0.95,
@@ -161,8 +207,6 @@ def test_group_report_in_text_and_json():
     ({"groups": np.array([0, 1, 2, 0, 1, 0]), "num_groups": 2},
      "groups must hold codes below num_groups=2"),
     ({"groups": np.linspace(0, 1, 6)}, "groups must hold integer codes or categories"),
-    ({"groups": np.array([0, 1, 1, 0, 1, 0]), "confidence_level": 0.9, "method": "bca"},
-     "method='bca' is not available with groups"),
     ({"groups": np.array(["a", "b", "a", "a", "b", "a"]), "num_groups": 2},
      "num_groups applies to integer group codes"),
 ])
