@@ -152,6 +152,7 @@ from metrics_gpu._validation import (
     check_bool,
     check_indicator_inputs,
     check_k,
+    check_groups,
     check_label_inputs,
     check_log_base,
     check_multiclass_roc_labels_argument,
@@ -276,11 +277,12 @@ class ConfusionCells:
     pred: np.ndarray
     count: np.ndarray             # int64
     weight: np.ndarray | None     # int64 for integer weights, else float64
+    group: np.ndarray | None = None  # with groups=: cells are (group, true, predicted)
 
     @property
     def nbytes(self) -> int:
-        return sum(a.nbytes for a in (self.true, self.pred, self.count, self.weight)
-                   if a is not None)
+        return sum(a.nbytes for a in (self.true, self.pred, self.count, self.weight,
+                                      self.group) if a is not None)
 
 
 def _segment_sums(values, starts, cell, n_cells: int, xp):
@@ -294,12 +296,22 @@ def _segment_sums(values, starts, cell, n_cells: int, xp):
     return ends
 
 
-def _group_cells(true, pred, count, weight, xp, to_host) -> ConfusionCells:
-    """Group samples (or cells) by their (true, predicted) pair."""
-    order = xp.lexsort(xp.stack([pred.astype(np.int64), true.astype(np.int64)]))
+def _group_cells(true, pred, count, weight, xp, to_host, group=None) -> ConfusionCells:
+    """Group samples (or cells) by their (true, predicted) pair, and by their
+    group first when ``group`` is given (host values of any sortable kind)."""
+    keys = [pred.astype(np.int64), true.astype(np.int64)]
+    if group is None:
+        order = xp.lexsort(xp.stack(keys))
+    else:
+        # Groups may be categories (strings): sorted on the host with the labels.
+        host_keys = [np.asarray(to_host(k)) for k in keys]
+        order = xp.asarray(np.lexsort([*host_keys, np.asarray(group)]))
+        group = np.asarray(group)[np.asarray(to_host(order))]
     true, pred = true[order], pred[order]
     first = xp.ones(true.shape[0], dtype=bool)
     first[1:] = (true[1:] != true[:-1]) | (pred[1:] != pred[:-1])
+    if group is not None:
+        first[1:] |= xp.asarray(group[1:] != group[:-1])
     starts = xp.flatnonzero(first)
     cell = xp.cumsum(first) - 1
     n_cells = int(starts.shape[0])
@@ -311,13 +323,15 @@ def _group_cells(true, pred, count, weight, xp, to_host) -> ConfusionCells:
         weight = _segment_sums(weight[order], starts, cell, n_cells, xp)
     return ConfusionCells(
         np.asarray(to_host(true[starts])), np.asarray(to_host(pred[starts])),
-        np.asarray(to_host(count)), None if weight is None else np.asarray(to_host(weight)))
+        np.asarray(to_host(count)), None if weight is None else np.asarray(to_host(weight)),
+        None if group is None else group[np.asarray(to_host(starts))])
 
 
-def _cells_of_chunk(y_true, y_pred, sample_weight, *, index, offset, num_classes,
-                    ignore_index, validate, deterministic) -> ConfusionCells | None:
+def _cells_of_chunk(y_true, y_pred, sample_weight, groups=None, *, index, offset, num_classes,
+                    ignore_index, validate, deterministic,
+                    num_groups=None) -> ConfusionCells | None:
     """The confusion cells of one chunk, computed where it lives (NumPy or CuPy),
-    after the in-memory checks of its labels, scores and weights."""
+    after the in-memory checks of its labels, scores, weights and groups."""
     if y_true.shape[0] == 0:
         return None
     try:
@@ -325,6 +339,10 @@ def _cells_of_chunk(y_true, y_pred, sample_weight, *, index, offset, num_classes
                                     sample_weight=sample_weight, ignore_index=ignore_index,
                                     validate=validate, deterministic=deterministic,
                                     allow_all_zero_weight=True)
+        if groups is not None:
+            check_groups(groups, int(inputs.y_true.shape[0]), inputs.backend, num_groups)
+            groups = np.asarray(inputs.backend.to_host(groups)) if hasattr(
+                groups, "__cuda_array_interface__") else np.asarray(groups)
     except ValueError as error:
         raise _in_chunk(error, index, offset) from error
     backend = inputs.backend
@@ -332,7 +350,8 @@ def _cells_of_chunk(y_true, y_pred, sample_weight, *, index, offset, num_classes
     pred = inputs.y_pred
     if isinstance(pred, RowArgmax):
         pred = xp.argmax(pred.scores, axis=1)  # ties to the first maximum, as in memory
-    return _group_cells(inputs.y_true, pred, None, inputs.sample_weight, xp, backend.to_host)
+    return _group_cells(inputs.y_true, pred, None, inputs.sample_weight, xp, backend.to_host,
+                        groups)
 
 
 def _merge_cells(*parts: ConfusionCells | None) -> ConfusionCells | None:
@@ -345,7 +364,8 @@ def _merge_cells(*parts: ConfusionCells | None) -> ConfusionCells | None:
         return np.concatenate([getattr(p, field) for p in present])
 
     return _group_cells(joined("true"), joined("pred"), joined("count"),
-                        joined("weight") if weighted else None, np, np.asarray)
+                        joined("weight") if weighted else None, np, np.asarray,
+                        joined("group") if present[0].group is not None else None)
 
 
 def _integer_support(result, arguments):
@@ -385,6 +405,8 @@ def _metric_of_cells(cells, metric, arguments: dict, weighted: bool):
         empty = np.zeros(0, dtype=np.int64)
         return metric(empty, empty, **arguments)
     weight = cells.weight if weighted else cells.count
+    if cells.group is not None:
+        arguments = {**arguments, "groups": cells.group}
     result = metric(cells.true, cells.pred, sample_weight=weight, **arguments)
     if metric is _label_report:
         return _resolved_report(result, cells, arguments, weighted)
@@ -397,7 +419,7 @@ def _resolved_report(report: LabelReport, cells, arguments, weighted) -> LabelRe
     ``validate=False``, ``invalid`` counts samples, not cells."""
     fields = {name: getattr(report, name) for name in (
         "metrics", "per_class", "classes", "total", "invalid", "confusion_matrix",
-        "class_names")}
+        "class_names", "intervals", "groups")}
     if arguments.get("validate", True) is False and fields["invalid"]:
         counted = cells.count
         if arguments.get("ignore_index") is not None:
@@ -447,7 +469,14 @@ def _label_metric(metric):
                              f"{y_pred.shape}")
         chunk = {name: arguments.get(name, default) for name, default in _CHUNK_ARGUMENTS.items()}
         weight = aligned["sample_weight"]
-        states = _per_chunk(_cells_of_chunk, (y_true, y_pred, weight), offsets, **chunk)
+        groups = arguments.pop("groups", None)
+        if groups is not None:
+            # Each chunk's cells carry their group; the report of the merged
+            # cells counts them per group (groups= of the in-memory report).
+            _, with_groups, _ = _aligned(y_true, {"groups": groups})
+            groups = with_groups["groups"]
+            chunk["num_groups"] = arguments.get("num_groups")
+        states = _per_chunk(_cells_of_chunk, (y_true, y_pred, weight, groups), offsets, **chunk)
         return _result(_tree(states, _merge_cells), _metric_of_cells, metric, arguments,
                        weight is not None, compute=compute)
 

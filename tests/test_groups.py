@@ -362,3 +362,37 @@ def test_plots_carry_the_intervals():
         report.plot_per_class("support")
     with pytest.raises(ValueError, match="metric: 'nope' is not a metric of the groups"):
         report.groups.plot("nope")
+
+
+# -- Dask ------------------------------------------------------------------------------
+
+
+def test_dask_report_groups_and_intervals_equal_in_memory():
+    da = pytest.importorskip("dask.array")
+    import metrics_gpu.dask as mgd
+
+    y_true, y_pred, groups = _data(n=3000, k=3, g=4)
+    sites = np.array(["east", "north", "south"])[groups % 3]
+    got = mgd.label_report(da.from_array(y_true, chunks=700), da.from_array(y_pred, chunks=900),
+                           groups=da.from_array(groups, chunks=500), num_groups=6,
+                           confidence_level=0.9, n_resamples=200, rng=3, compute=True)
+    expected = label_report(y_true, y_pred, groups=groups, num_groups=6, confidence_level=0.9,
+                            n_resamples=200, rng=3)
+    np.testing.assert_array_equal(got.groups.counts, expected.groups.counts)
+    for name, values in expected.groups.by_group.items():
+        np.testing.assert_allclose(got.groups.by_group[name], values, atol=1e-12)
+    assert got.intervals.metrics["macro_f1"] == expected.intervals.metrics["macro_f1"]
+    assert got.groups.intervals.difference["accuracy"] == \
+        expected.groups.intervals.difference["accuracy"]
+    by_site = mgd.label_report(da.from_array(y_true, chunks=700),
+                               da.from_array(y_pred, chunks=700), groups=sites,
+                               compute=True).groups
+    assert by_site.groups == ["east", "north", "south"]
+    np.testing.assert_allclose(by_site.by_group["accuracy"],
+                               label_report(y_true, y_pred, groups=sites).groups
+                               .by_group["accuracy"], atol=1e-12)
+    bad = groups.copy()
+    bad[2500] = -1
+    with pytest.raises(ValueError, match="groups must hold codes 0..G-1"):
+        mgd.label_report(da.from_array(y_true, chunks=700), da.from_array(y_pred, chunks=700),
+                         groups=da.from_array(bad, chunks=700), compute=True)
