@@ -486,3 +486,20 @@ def to_numpy(value):
     if hasattr(value, "get") and hasattr(value, "__cuda_array_interface__"):  # CuPy
         return value.get()
     return np.asarray(value)
+
+
+def interval_ratio_line(time_call, report, y_true, y_pred, n: int, plain: float,
+                        resamples, digits: int = 1) -> tuple[str, dict]:
+    """One line of the intervals benches (bench/cpu_intervals.py,
+    bench/gpu_intervals.py): the plain report's time, then for each B of
+    ``resamples`` the report with 95% percentile intervals and its ratio to
+    the plain one; ``time_call(function)`` times a call. Returns the line
+    and its row of numbers."""
+    line = f"{n:>10.0e} {plain * 1e3:>8.{digits}f}ms "
+    row = {"n": n, "plain_s": plain}
+    for b in resamples:
+        t = time_call(lambda: report(y_true, y_pred, confidence_level=0.95, n_resamples=b,
+                                     rng=1).intervals)
+        row[f"intervals_{b}_s"] = t
+        line += f"{t * 1e3:>10.{digits}f}ms {t / plain:>8.2f}"
+    return line, row

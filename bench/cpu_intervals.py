@@ -1,7 +1,9 @@
 """CPU bench: confidence intervals of the label report vs torchmetrics' BootStrapper and scipy.
 
     python bench/cpu_intervals.py [--sizes 1e5 1e6 1e7] [--classes 10]
-        [--resamples 1000 10000] [--anchor-sizes 1e4 1e5] [--anchor-resamples 100]
+        [--resamples 1000 10000] [--anchor-sizes 1e4 1e5 1e6] [--anchor-resamples 1000]
+        [--scipy-rows 1e5] [--group-sizes 1e6 1e7] [--group-counts 10 1000]
+        [--fairlearn-rows 1e6]
         [--repeat 3] [--seed 0] [--skip torchmetrics scipy] [--json PATH]
 
 In one run, on the numpy backend, for each N of ``--sizes`` (labels: K
@@ -23,7 +25,9 @@ Against the anchors, on the first N of ``--anchor-sizes`` rows, at B =
 sampling_strategy="poisson")`` fed the batch as torch CPU tensors (one
 update, one compute: its mean and std; no interval), and
 ``scipy.stats.bootstrap`` (paired, vectorised macro F1 over the resampled
-rows, percentile and BCa); ours at the same N and B gives every metric's
+rows, percentile and BCa; at N <= ``--scipy-rows``: its N x B resamples do
+not fit in memory beyond, and its BCa jackknife is quadratic, run at N <=
+2e4 only); ours at the same N and B gives every metric's
 interval. Times are wall times (best of ``--repeat``, anchors once),
 speedup = theirs / ours. The 1-minute load average is printed first and last.
 """
@@ -33,20 +37,15 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import time
-
 import numpy as np
+from _common import best_time, interval_ratio_line
 
 import metrics_gpu as mg
 
 
 def best(function, repeat):
-    times = []
-    for _ in range(repeat):
-        start = time.perf_counter()
-        function()
-        times.append(time.perf_counter() - start)
-    return min(times)
+    """Best wall seconds of ``repeat`` calls."""
+    return best_time(function, repeat)[0]
 
 
 def labels(n, k, seed):
@@ -71,8 +70,9 @@ def main() -> None:
     parser.add_argument("--sizes", nargs="+", type=float, default=[1e5, 1e6, 1e7])
     parser.add_argument("--classes", type=int, default=10)
     parser.add_argument("--resamples", nargs="+", type=int, default=[1000, 10000])
-    parser.add_argument("--anchor-sizes", nargs="+", type=float, default=[1e4, 1e5])
-    parser.add_argument("--anchor-resamples", type=int, default=100)
+    parser.add_argument("--anchor-sizes", nargs="+", type=float, default=[1e4, 1e5, 1e6])
+    parser.add_argument("--anchor-resamples", type=int, default=1000)
+    parser.add_argument("--scipy-rows", type=float, default=1e5)
     parser.add_argument("--repeat", type=int, default=3)
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--group-sizes", nargs="+", type=float, default=[1e6, 1e7])
@@ -93,13 +93,9 @@ def main() -> None:
         for n in map(int, args.sizes):
             y_true, y_pred = labels(n, k, args.seed)
             plain = best(lambda: mg.label_report(y_true, y_pred).metrics, args.repeat)
-            line = f"{n:>10.0e} {plain * 1e3:>8.1f}ms "
-            row = {"n": n, "plain_s": plain}
-            for b in args.resamples:
-                t = best(lambda: mg.label_report(y_true, y_pred, confidence_level=0.95,
-                                                 n_resamples=b, rng=1).intervals, args.repeat)
-                row[f"intervals_{b}_s"] = t
-                line += f"{t * 1e3:>10.1f}ms {t / plain:>8.2f}"
+            line, row = interval_ratio_line(lambda call: best(call, args.repeat),
+                                            mg.label_report, y_true, y_pred, n, plain,
+                                            args.resamples)
             print(line)
             rows.append(row)
 
@@ -135,7 +131,7 @@ def main() -> None:
                 cells += [f"{t * 1e3:>11.1f}ms", f"{t / ours:>8.0f}"]
             else:
                 cells += [f"{'-':>13}", f"{'-':>8}"]
-            if "scipy" not in args.skip:
+            if "scipy" not in args.skip and n <= args.scipy_rows:
                 from scipy import stats
 
                 for method, mine in (("percentile", ours), ("BCa", ours_bca)):

@@ -37,6 +37,7 @@ def main() -> None:
     import cupy as cp
 
     import metrics_gpu as mg
+    from _common import interval_ratio_line
 
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--sizes", nargs="+", type=float, default=[1e7, 1e8])
@@ -77,13 +78,8 @@ def main() -> None:
     for n in map(int, args.sizes):
         y_true, y_pred = labels(n, k)
         plain = timed(lambda: mg.label_report(y_true, y_pred).metrics)
-        line = f"{n:>10.0e} {plain * 1e3:>8.2f}ms "
-        row = {"n": n, "plain_s": plain}
-        for b in args.resamples:
-            t = timed(lambda: mg.label_report(y_true, y_pred, confidence_level=0.95,
-                                              n_resamples=b, rng=1).intervals)
-            row[f"intervals_{b}_s"] = t
-            line += f"{t * 1e3:>10.2f}ms {t / plain:>8.2f}"
+        line, row = interval_ratio_line(timed, mg.label_report, y_true, y_pred, n, plain,
+                                        args.resamples, digits=2)
         print(line)
         rows.append(row)
 

@@ -745,10 +745,10 @@ def _bootstrap_roc_auc(y_score, positive, options: IntervalOptions,
     for start in range(0, options.n_resamples, chunk):
         b = min(chunk, options.n_resamples - start)
         draws = replicate_draws(backend, counts, cells, start, b, key).astype(np.float64)
-        columns = np.zeros((2 * d, b))
-        columns[cells] = draws
-        columns = columns.reshape(2, d, b)
-        replicates.append(_rank_area(columns[1], columns[0]))
+        flat = np.zeros((2 * d, b))
+        flat[cells] = draws
+        by_label = flat.reshape(2, d, b)
+        replicates.append(_rank_area(by_label[1], by_label[0]))
     jackknife = None
     if options.method == "bca":
         jackknife = _roc_auc_jackknife(table, cells)
