@@ -469,6 +469,9 @@ def _label_metric(metric):
                              f"{y_pred.shape}")
         chunk = {name: arguments.get(name, default) for name, default in _CHUNK_ARGUMENTS.items()}
         weight = aligned["sample_weight"]
+        if arguments.get("cluster") is not None:
+            raise ValueError("cluster= is not made for metrics_gpu.dask yet: the cluster "
+                             "bootstrap needs each unit's matrix (in memory: label_report)")
         groups = arguments.pop("groups", None)
         if groups is not None:
             # Each chunk's cells carry their group; the report of the merged

@@ -347,12 +347,15 @@ def label_intervals(confusion_matrix, *, confidence_level: float = 0.95,
 
 
 def interval_table(matrix, options: IntervalOptions, values: dict[str, float] | None = None,
-                   columns: dict[str, np.ndarray] | None = None, backend: Any = None
-                   ) -> LabelIntervals:
+                   columns: dict[str, np.ndarray] | None = None, backend: Any = None,
+                   clusters=None) -> LabelIntervals:
     """Intervals of every report metric and per-class column of a K x K
     confusion matrix of counts (rows true, columns predicted, over the
     report's classes). ``values`` / ``columns``: the report's own values
-    (computed from the matrix when None)."""
+    (computed from the matrix when None). ``clusters``: the (C, K, K)
+    matrices of the units the samples belong to (they sum to ``matrix``):
+    the bootstrap then draws each unit Poisson(1) times, with all its samples
+    (the cluster bootstrap), and BCa's jackknife leaves one unit out."""
     table = _integer_table(matrix)
     if table.ndim != 2 or table.shape[0] != table.shape[1]:
         raise ValueError(f"the confusion matrix must be square, got shape {table.shape}")
@@ -366,15 +369,24 @@ def interval_table(matrix, options: IntervalOptions, values: dict[str, float] | 
         values = {name: float(v) for name, v in own_values.items()}
         columns = own_columns
     if options.method in PROPORTION_METHODS:
+        if clusters is not None:
+            raise ValueError(f"method={options.method!r} assumes independent samples; with "
+                             "cluster= use 'percentile', 'basic' or 'bca' (the cluster "
+                             "bootstrap)")
         return _proportion_intervals(stats, options, values, columns)
-    cells = np.flatnonzero(table)
-    counts = table.reshape(-1)[cells]
     key = _resample.seed_key(options.seed)
-    replicate_values, replicate_columns = _replicates(table.shape[0], cells, counts,
-                                                      options.n_resamples, key, backend)
-    jackknife = None
-    if options.method == "bca":
-        jackknife = _jackknife(stats, table.shape[0], cells, counts)
+    if clusters is not None:
+        units = _integer_table(clusters)
+        replicate_values, replicate_columns, jackknife, counts = _cluster_replicates(
+            table, units, options, key, backend)
+    else:
+        cells = np.flatnonzero(table)
+        counts = table.reshape(-1)[cells]
+        replicate_values, replicate_columns = _replicates(table.shape[0], cells, counts,
+                                                          options.n_resamples, key, backend)
+        jackknife = None
+        if options.method == "bca":
+            jackknife = _jackknife(stats, table.shape[0], cells, counts)
     metrics = {name: replace(_bootstrap_interval(own_values[name], replicate_values[name],
                                                  options, None if jackknife is None
                                                  else jackknife[0][name], counts),
@@ -455,6 +467,37 @@ def _replicate_statistics(num_classes: int, cells, draws, num_groups: int = 1
         support=per_class(rows), predicted=per_class(cols), total=per_group(), observed=None,
         linear_disagreement=per_group(np.abs(gap)), quadratic_disagreement=per_group(gap * gap),
         misclassified=per_group((~diagonal).astype(np.float64)))
+
+
+def _cluster_replicates(table, units, options: IntervalOptions, key, backend):
+    """The cluster bootstrap: replicate b counts each unit's matrix w_cb times,
+    w_cb Poisson(1) drawn per (unit, replicate); BCa's jackknife leaves one
+    unit out (each weighing 1). Returns the replicates' metrics and columns,
+    the jackknife (or None) and the jackknife's weights."""
+    k = table.shape[0]
+    present = np.flatnonzero(units.reshape(units.shape[0], -1).any(axis=1))
+    units = units[present]
+    cells = np.flatnonzero(units)
+    unit_of, local = np.divmod(cells, k * k)
+    counts = units.reshape(-1)[cells].astype(np.float64)
+    ones = np.ones(present.size, dtype=np.int64)
+    chunk = max(1, min(options.n_resamples, _CHUNK_VALUES // max(cells.size, k, 1)))
+
+    def chunks():
+        for start in range(0, options.n_resamples, chunk):
+            size = min(chunk, options.n_resamples - start)
+            weights = replicate_draws(backend, ones, present, start, size, key)
+            draws = counts[:, None] * weights[unit_of]
+            yield size, _replicate_statistics(k, local, draws)
+
+    replicate_values, replicate_columns = _evaluated_chunks(chunks())
+    jackknife = None
+    if options.method == "bca":
+        left_out = table[None].astype(np.float64) - units
+        jackknife = _evaluate(_table_statistics(np.moveaxis(left_out, 0, -1)))
+        jackknife = ({name: np.broadcast_to(v, (present.size,))
+                      for name, v in jackknife[0].items()}, jackknife[1])
+    return replicate_values, replicate_columns, jackknife, np.ones(present.size)
 
 
 def _evaluated_chunks(chunks) -> tuple[dict[str, np.ndarray], dict[str, np.ndarray]]:

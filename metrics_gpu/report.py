@@ -358,7 +358,7 @@ def label_report(y_true: ArrayLike, y_pred: ArrayLike, *, num_classes: int | Non
                  confidence_level: float | None = None, method: str = "percentile",
                  n_resamples: int = DEFAULT_RESAMPLES, rng: Any = None,
                  sampling: str = "poisson", groups: Any = None,
-                 num_groups: int | None = None) -> LabelReport:
+                 num_groups: int | None = None, cluster: Any = None) -> LabelReport:
     """Every label metric of ``y_true`` vs ``y_pred`` from one pass over the data.
 
     Classes covered: all ``num_classes`` codes if given (or implied by
@@ -418,6 +418,12 @@ def label_report(y_true: ArrayLike, y_pred: ArrayLike, *, num_classes: int | Non
     num_groups : int, optional
         G for integer codes, so that a group the data lack keeps its id (and
         shows as empty, NaN); default the largest code + 1.
+    cluster : array_like, optional
+        The unit each sample belongs to (a patient, a site, a document;
+        integer codes or categories), when samples of a unit are not
+        independent: the bootstrap then resamples whole units (each drawn
+        Poisson(1) times with all its samples) and BCa's jackknife leaves one
+        unit out. Needs a bootstrap ``method``; not with ``groups`` yet.
 
     Returns
     -------
@@ -448,11 +454,15 @@ def label_report(y_true: ArrayLike, y_pred: ArrayLike, *, num_classes: int | Non
     if getattr(y_true, "ndim", 2) == 2:  # (the in-loop call's budget: no call for (N,) labels)
         refuse_multilabel(y_true, y_pred, "label_report", MULTILABEL_INSTEAD,
                           num_classes=num_classes, validate=validate)
-    passed = None if groups is not None else one_pass(
+    if cluster is not None and interval_options is None:
+        raise ValueError("cluster: the units of the bootstrap; give confidence_level too")
+    if cluster is not None and groups is not None:
+        raise ValueError("cluster= with groups= is not made yet: give one of them")
+    passed = None if groups is not None or cluster is not None else one_pass(
         y_true, y_pred, kind="labels", num_classes=num_classes, sample_weight=sample_weight,
         ignore_index=ignore_index, validate=validate, deterministic=deterministic,
         keep_matrix=keep_matrix)
-    group_input = None
+    group_input = unit_tables = None
     if passed is not None:
         backend, all_classes = passed.backend, True
         evaluation = _stream_evaluation(passed.state, None, passed.compute(scores=False)[0])
@@ -469,14 +479,20 @@ def label_report(y_true: ArrayLike, y_pred: ArrayLike, *, num_classes: int | Non
         if groups is not None:
             codes = check_groups(groups, int(inputs.y_true.shape[0]), backend, num_groups)
             group_input = (group_tables(inputs, codes), codes.names)
+        if cluster is not None:
+            try:
+                units = check_groups(cluster, int(inputs.y_true.shape[0]), backend)
+            except ValueError as error:
+                raise ValueError(str(error).replace("groups", "cluster")) from None
+            unit_tables = group_tables(inputs, units)
     return _report(backend, evaluation, all_classes=all_classes, class_names=class_names,
                    intervals=interval_options, show_matrix=shown is not False,
-                   groups=group_input)
+                   groups=group_input, clusters=None if cluster is None else unit_tables)
 
 
 def _report(backend, evaluation: Evaluation, *, all_classes: bool, class_names,
             intervals: IntervalOptions | None = None, show_matrix: bool = True,
-            groups: tuple[np.ndarray, list] | None = None) -> LabelReport:
+            groups: tuple[np.ndarray, list] | None = None, clusters=None) -> LabelReport:
     """The report of an evaluation, read back on first access. Per-class values
     and the matrix are indexed by position among the evaluated classes (the
     class codes themselves unless ``evaluation.class_codes`` names them)."""
@@ -515,7 +531,8 @@ def _report(backend, evaluation: Evaluation, *, all_classes: bool, class_names,
                 raise ValueError("confidence_level: this report keeps no K x K confusion "
                                  "matrix (K > 2048, or a state built with "
                                  "confusion_matrix=False), which the intervals are drawn from")
-            found = interval_table(cm, intervals, metrics, per_class, backend)
+            units = None if clusters is None else clusters[:, positions][:, :, positions]
+            found = interval_table(cm, intervals, metrics, per_class, backend, units)
         by_group = None
         if groups is not None:
             tables, group_names = groups

@@ -480,3 +480,62 @@ def test_poisson_kernel_equals_the_reference(case, first):
     assert np.asarray(emulated.to_host(empty)).shape == (0, 5)
     with pytest.raises(ValueError, match="replicate ids must fit in 32 bits"):
         emulated.poisson_table_draws(counts, cells, 2 ** 32 - 3, 5, key)
+
+
+# -- the cluster bootstrap ------------------------------------------------------------
+
+
+def test_cluster_bootstrap_resamples_whole_units(backend):
+    """Samples of a unit share its errors: the intervals that resample units are
+    wider than those that resample samples; with one sample per unit, BCa's
+    acceleration is the plain jackknife's."""
+    rng = np.random.default_rng(6)
+    units = np.repeat(np.arange(60), 50)                 # 60 patients, 50 samples each
+    skill = rng.uniform(0.4, 0.95, 60)[units]            # each patient its own accuracy
+    y_true = rng.integers(0, 3, units.size)
+    y_pred = np.where(rng.random(units.size) < skill, y_true, (y_true + 1) % 3)
+    put = backend.asarray
+    clustered = label_report(put(y_true), put(y_pred), cluster=put(units),
+                             confidence_level=0.95, n_resamples=2000, rng=1).intervals
+    naive = label_report(put(y_true), put(y_pred), confidence_level=0.95, n_resamples=2000,
+                         rng=1).intervals
+    for name in ("accuracy", "macro_f1", "matthews_corrcoef"):
+        wide = clustered.metrics[name].high - clustered.metrics[name].low
+        narrow = naive.metrics[name].high - naive.metrics[name].low
+        assert wide > 2 * narrow, name
+    # The accuracy's standard error over units: sd of the unit means / sqrt(60).
+    means = np.array([np.mean(y_true[units == u] == y_pred[units == u]) for u in range(60)])
+    assert clustered.metrics["accuracy"].standard_error == pytest.approx(
+        means.std(ddof=1) / np.sqrt(60), rel=0.15)
+    with use_backend("numpy"):
+        reference = label_report(y_true, y_pred, cluster=units, confidence_level=0.95,
+                                 n_resamples=2000, rng=1).intervals
+    assert clustered.metrics["macro_f1"].low == reference.metrics["macro_f1"].low
+
+
+def test_cluster_bca_with_one_sample_per_unit_is_the_plain_jackknife():
+    y_true, y_pred = _labels(300, 3, 0.7, seed=12)
+    table = label_report(y_true, y_pred).confusion_matrix
+    units = np.zeros((300, 3, 3), dtype=np.int64)
+    units[np.arange(300), y_true, y_pred] = 1
+    options = I.check_interval_options(0.9, "bca", n_resamples=50, rng=0)
+    _, _, jackknife, weights = I._cluster_replicates(table, units, options,
+                                                     R.seed_key(0), None)
+    cells = np.flatnonzero(table)
+    plain, _ = I._jackknife(I._table_statistics(table), 3, cells, None)
+    for name in ("macro_f1", "matthews_corrcoef", "cohen_kappa"):
+        assert I._acceleration(jackknife[0][name], weights) == pytest.approx(
+            I._acceleration(plain[name], table.reshape(-1)[cells].astype(float)), rel=1e-9)
+
+
+@pytest.mark.parametrize("kwargs,match", [
+    ({"cluster": np.arange(6)}, "cluster: the units of the bootstrap; give confidence_level"),
+    ({"cluster": np.arange(6), "confidence_level": 0.9, "method": "wilson"},
+     "method='wilson' assumes independent samples"),
+    ({"cluster": np.arange(6), "groups": np.zeros(6, dtype=int), "confidence_level": 0.9},
+     "cluster= with groups= is not made yet"),
+    ({"cluster": np.arange(5), "confidence_level": 0.9}, "cluster must hold one group per"),
+])
+def test_cluster_arguments_are_checked(kwargs, match):
+    with pytest.raises(ValueError, match=match):
+        label_report(np.array([0, 1, 1, 0, 1, 0]), np.array([0, 1, 0, 0, 1, 1]), **kwargs)
