@@ -1564,6 +1564,13 @@ class PredictionReport(MetricMapping):
             drawings["confusion_matrix"] = lambda: self.plot_confusion_matrix()
             drawings["confusion_matrix_normalized"] = \
                 lambda: self.plot_confusion_matrix(normalize="true")
+        if self.labels.intervals is not None and self.labels.classes.size <= 40:
+            # F1 per class with its interval as an error bar.
+            drawings["per_class_f1"] = lambda: self.labels.plot_per_class("f1")
+        groups = self.labels.groups
+        if groups is not None:
+            drawings["groups_accuracy"] = lambda: groups.plot("accuracy")
+            drawings["groups_macro_f1"] = lambda: groups.plot("macro_f1")
         if self.streaming is not None:
             drawings["reliability"] = self.plot_reliability
             if self.streaming.histogram is not None:

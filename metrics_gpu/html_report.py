@@ -124,6 +124,8 @@ def render_html(report, *, title: str | None = None, elapsed: float | None = Non
         _per_class_section(labels, scores, max_table_classes),
         _confusion_section(labels, max_classes, matplotlib_present, dpi),
     ]
+    if getattr(labels, "groups", None) is not None:
+        sections.append(_groups_section(labels.groups))
     if scores is not None:
         sections.append(_score_pictures_section(report, matplotlib_present, dpi))
     sections.append(_inputs_section(report, labels, elapsed, inputs))
@@ -156,17 +158,29 @@ def _summary_section(labels, scores, auc_method) -> tuple[str, str, str]:
         metric_description,
     )
 
+    from metrics_gpu.report import interval_legend
+
     values = labels.metrics
+    intervals = getattr(labels, "intervals", None)
+
+    def shown(name):
+        interval = None if intervals is None else intervals.metrics.get(name)
+        if interval is None:
+            return _number(values[name])
+        return f"{_number(values[name])} [{_number(interval.low)}, {_number(interval.high)}]"
+
     # The groups of the text and JSON reports: scikit-learn's definitions,
     # then the per-class averages of oneDAL and pyActLearn.
     group_ids = ["overall-metrics", "per-class-averages"]
     groups = []
     for group_id, (heading, names) in zip(group_ids, label_metric_groups()):
-        rows = [(name, _number(values[name]), metric_description(name) or "")
+        rows = [(name, shown(name), metric_description(name) or "")
                 for name in names if name in values]
         if not rows:
             continue
         note = PER_CLASS_AVERAGES_LEGEND if heading == PER_CLASS_AVERAGES_GROUP else ""
+        if intervals is not None and group_id == "overall-metrics":
+            note = interval_legend(intervals)
         groups.append(_metric_group(group_id, heading[:1].upper() + heading[1:], note, rows))
     if scores is not None:
         note = "From the scores."
@@ -184,6 +198,40 @@ def _summary_section(labels, scores, auc_method) -> tuple[str, str, str]:
     html = (f'<section id="summary">\n<h2>Summary</h2>\n{invalid}'
             f'<div class="groups">\n{"".join(groups)}</div>\n</section>')
     return "summary", "Summary", html
+
+
+def _groups_section(groups) -> tuple[str, str, str]:
+    """Every headline metric per group, then min, max, difference and ratio."""
+    from metrics_gpu.groups import TEXT_METRICS
+
+    names = [name for name in TEXT_METRICS if name in groups.by_group]
+    head = "".join(f"<th>{escape(name)}</th>" for name in names)
+    intervals = groups.intervals
+
+    def cell(name, i):
+        text = _number(groups.by_group[name][i])
+        if intervals is not None and name in intervals.by_group:
+            ci = intervals.by_group[name]
+            text += f" [{_number(ci.low[i])}, {_number(ci.high[i])}]"
+        return f"<td>{escape(text)}</td>"
+
+    rows = "".join(
+        f'<tr><td class="name">{escape(str(group))}</td>'
+        f"<td>{escape(_number(groups.counts[i], count=True))}</td>"
+        + "".join(cell(name, i) for name in names) + "</tr>\n"
+        for i, group in enumerate(groups.groups))
+    summaries = (("group_min", groups.group_min()), ("group_max", groups.group_max()),
+                 ("difference", groups.difference()), ("ratio", groups.ratio()))
+    summary_rows = "".join(
+        f'<tr><td class="name">{title}</td><td></td>'
+        + "".join(f"<td>{escape(_number(values[name]))}</td>" for name in names) + "</tr>\n"
+        for title, values in summaries)
+    html = ('<section id="groups">\n<h2>By group</h2>\n'
+            '<p class="note">difference: the largest minus the smallest value over the '
+            "groups; ratio: the smallest over the largest (fairlearn's).</p>\n"
+            f'<table>\n<thead><tr><th class="name">group</th><th>count</th>{head}</tr>'
+            f"</thead>\n<tbody>\n{rows}{summary_rows}</tbody>\n</table>\n</section>")
+    return "groups", "By group", html
 
 
 def _metric_group(group_id: str, heading: str, note: str, rows) -> str:

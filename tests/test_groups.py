@@ -396,3 +396,25 @@ def test_dask_report_groups_and_intervals_equal_in_memory():
     with pytest.raises(ValueError, match="groups must hold codes 0..G-1"):
         mgd.label_report(da.from_array(y_true, chunks=700), da.from_array(y_pred, chunks=700),
                          groups=da.from_array(bad, chunks=700), compute=True)
+
+
+def test_command_line_pictures_and_page_carry_groups_and_intervals(tmp_path):
+    pytest.importorskip("matplotlib")
+    from metrics_gpu.cli import main
+
+    y_true, y_pred, groups = _data(n=2000, k=3, g=3)
+    for name, values in (("t", y_true), ("p", y_pred), ("g", groups)):
+        np.save(tmp_path / f"{name}.npy", values)
+    common = ["report", "--y-true", str(tmp_path / "t.npy"), "--y-pred",
+              str(tmp_path / "p.npy"), "--groups", str(tmp_path / "g.npy"),
+              "--confidence-level", "0.9", "--n-resamples", "100", "--seed", "2", "--quiet"]
+    assert main(common + ["--plot", str(tmp_path / "plots")]) == 0
+    written = {path.name for path in (tmp_path / "plots").iterdir()}
+    assert {"per_class_f1.png", "groups_accuracy.png", "groups_macro_f1.png"} <= written
+    assert main(common + ["--format", "html", "--output", str(tmp_path / "r.html")]) == 0
+    page = (tmp_path / "r.html").read_text()
+    reference = label_report(y_true, y_pred, groups=groups, confidence_level=0.9,
+                             n_resamples=100, rng=2)
+    ci = reference.intervals.metrics["accuracy"]
+    assert f"[{ci.low:.4f}, {ci.high:.4f}]" in page
+    assert '<section id="groups">' in page and "0.9 confidence intervals" in page
