@@ -30,6 +30,7 @@ from __future__ import annotations
 import math
 import sys
 from collections.abc import Mapping, Sequence
+from dataclasses import replace
 from typing import TYPE_CHECKING, Any, cast, get_args
 
 import numpy as np
@@ -83,6 +84,7 @@ from metrics_gpu.intervals import (
     IntervalOptions,
     LabelIntervals,
     check_interval_options,
+    histogram_intervals,
     interval_table,
 )
 
@@ -1287,9 +1289,17 @@ class StreamingReport(MetricMapping):
                   for name in (row.name for row in F.REPORT_METRICS)}
         k = self._spec["num_classes"]
         columns = F.label_metric_columns(np.asarray(self._backend.to_host(self._label_values)), k)
-        self._intervals = interval_table(
+        found = interval_table(
             matrix, options, values,
             {name: columns[i] for i, name in enumerate(F.LABEL_METRIC_COLUMNS)}, self._backend)
+        if self._histogram is not None:
+            # The binned ROC AUC / AP of each class (and the binary ones), from
+            # the score histogram's cells.
+            metrics, per_class = histogram_intervals(_to_numpy(self._histogram), options,
+                                                     self._backend)
+            found = replace(found, metrics={**found.metrics, **metrics},
+                            per_class={**found.per_class, **per_class})
+        self._intervals = found
 
     def _host_values(self) -> dict[str, Any]:
         """:meth:`to_dict`'s layout with NumPy values, NaN kept (one read-back)."""

@@ -500,6 +500,85 @@ def _cluster_replicates(table, units, options: IntervalOptions, key, backend):
     return replicate_values, replicate_columns, jackknife, np.ones(present.size)
 
 
+def histogram_intervals(histogram, options: IntervalOptions, backend: Any = None
+                        ) -> tuple[dict[str, ConfidenceInterval], dict[str, ConfidenceInterval]]:
+    """Intervals of the binned ROC AUC and average precision of each class from
+    a stream's (2, K, H) score histogram (rows whose target is k, then the
+    others): each sample is in one cell of each class's pair of rows, so a
+    replicate draws those cells Poisson(count). Returns ``(metrics,
+    per_class)``: ``per_class["roc_auc"]`` and ``["average_precision"]``, and
+    for K = 2 the binary ``metrics["roc_auc"]`` / ``["average_precision"]``
+    (class 1's). The averages over classes get none: the classes' draws are
+    not of the same samples."""
+    if options.method in PROPORTION_METHODS:
+        return {}, {}
+    table = _integer_table(histogram)
+    _, k, h = table.shape
+    auc, _, ap, _ = F.binned_rank_areas(table[0], table[1])
+    values = {"roc_auc": auc, "average_precision": ap}
+    cells = np.flatnonzero(table)
+    counts = table.reshape(-1)[cells]
+    key = _resample.seed_key(options.seed)
+    chunk = max(1, min(options.n_resamples, _CHUNK_VALUES // max(table.size, cells.size, 1)))
+    parts: dict[str, list] = {"roc_auc": [], "average_precision": []}
+    for start in range(0, options.n_resamples, chunk):
+        b = min(chunk, options.n_resamples - start)
+        draws = replicate_draws(backend, counts, cells, start, b, key)
+        dense = np.zeros((table.size, b))
+        dense[cells] = draws
+        dense = dense.reshape(2, k, h, b).transpose(0, 1, 3, 2)   # (2, K, b, H)
+        rep_auc, _, rep_ap, _ = F.binned_rank_areas(dense[0], dense[1])
+        parts["roc_auc"].append(rep_auc)
+        parts["average_precision"].append(rep_ap)
+    jackknife = _histogram_jackknife(table, cells) if options.method == "bca" else None
+    per_class = {}
+    for name, reps in parts.items():
+        per_class[name] = _bootstrap_interval(
+            values[name], np.concatenate(reps, axis=1), options,
+            acceleration=None if jackknife is None
+            else _class_accelerations(jackknife[name], cells, counts, k, h))
+    metrics = {}
+    if k == 2:
+        metrics = {name: ConfidenceInterval(float(ci.value[1]), float(ci.low[1]),
+                                            float(ci.high[1]), float(ci.standard_error[1]),
+                                            ci.confidence_level, ci.method)
+                   for name, ci in per_class.items()}
+    return metrics, per_class
+
+
+def _histogram_jackknife(table, cells) -> dict[str, np.ndarray]:
+    """Each class's ROC AUC and AP with one sample of a cell of its rows left
+    out: (J,) each, for the cells in ``cells`` order."""
+    _, k, h = table.shape
+    side, rest = np.divmod(cells, k * h)
+    klass, bin_ = np.divmod(rest, h)
+    out: dict[str, list] = {"roc_auc": [], "average_precision": []}
+    chunk = max(1, _CHUNK_VALUES // max(h, 1))
+    for start in range(0, cells.size, chunk):
+        s, c, b = side[start:start + chunk], klass[start:start + chunk], bin_[start:start + chunk]
+        rows = np.arange(s.size)
+        positive = table[0][c].astype(np.float64)
+        negative = table[1][c].astype(np.float64)
+        positive[rows[s == 0], b[s == 0]] -= 1
+        negative[rows[s == 1], b[s == 1]] -= 1
+        auc, _, ap, _ = F.binned_rank_areas(positive, negative)
+        out["roc_auc"].append(auc)
+        out["average_precision"].append(ap)
+    return {name: np.concatenate(v) for name, v in out.items()}
+
+
+def _class_accelerations(values, cells, counts, k: int, h: int) -> np.ndarray:
+    """BCa's acceleration of each class's value: the jackknife over its own
+    rows' cells (every sample is in exactly one of them)."""
+    klass = (cells % (k * h)) // h
+    out = np.full(k, math.nan)
+    for c in np.unique(klass).tolist():
+        mine = klass == c
+        with np.errstate(all="ignore"):
+            out[c] = _acceleration(values[mine], counts[mine].astype(np.float64))
+    return out
+
+
 def _evaluated_chunks(chunks) -> tuple[dict[str, np.ndarray], dict[str, np.ndarray]]:
     """The metrics (B,) and per-class columns (K, B) of (K, b) statistics
     chunks, joined along the replicate axis."""

@@ -539,3 +539,55 @@ def test_cluster_bca_with_one_sample_per_unit_is_the_plain_jackknife():
 def test_cluster_arguments_are_checked(kwargs, match):
     with pytest.raises(ValueError, match=match):
         label_report(np.array([0, 1, 1, 0, 1, 0]), np.array([0, 1, 0, 0, 1, 1]), **kwargs)
+
+
+# -- the stream's binned ROC AUC and average precision ---------------------------------
+
+
+def test_stream_binned_rank_intervals(backend):
+    rng = np.random.default_rng(30)
+    y = (rng.random(4000) < 0.3).astype(np.int64)
+    logits = np.stack([np.zeros(4000), rng.normal(size=4000) + 1.2 * y], axis=1)
+    metrics = ClassificationMetrics(2, thresholds=400)
+    metrics.update(backend.asarray(y), backend.asarray(logits))
+    report = metrics.compute(confidence_level=0.95, rng=4, n_resamples=3000)
+    ci = report.intervals.metrics["roc_auc"]
+    assert ci.value == pytest.approx(float(backend.to_numpy(report["roc_auc"])), abs=1e-12)
+    exact = I.roc_auc_interval(y, logits[:, 1], method="percentile", n_resamples=3000, rng=4)
+    assert ci.standard_error == pytest.approx(exact.standard_error, rel=0.1)
+    assert ci.low == pytest.approx(exact.low, abs=0.3 * exact.standard_error)
+    assert ci.high == pytest.approx(exact.high, abs=0.3 * exact.standard_error)
+    ap = report.intervals.metrics["average_precision"]
+    assert ap.low < float(backend.to_numpy(report["average_precision"])) < ap.high
+    with use_backend("numpy"):
+        again = ClassificationMetrics(2, thresholds=400)
+        again.update(y, logits)
+        reference = again.compute(confidence_level=0.95, rng=4, n_resamples=3000).intervals
+    assert (ci.low, ci.high) == (reference.metrics["roc_auc"].low,
+                                 reference.metrics["roc_auc"].high)
+    assert "roc_auc_macro" not in report.intervals.metrics  # classes' draws are not paired
+
+
+def test_binned_rank_bca_acceleration_is_the_jackknife_over_samples():
+    from metrics_gpu import _formulas as F
+
+    rng = np.random.default_rng(31)
+    k, h, n = 3, 6, 90
+    target = rng.integers(0, k, n)
+    bins = rng.integers(0, h, (n, k))            # each sample's bin in each class's histogram
+    table = np.zeros((2, k, h), dtype=np.int64)
+    for i in range(n):
+        for c in range(k):
+            table[0 if target[i] == c else 1, c, bins[i, c]] += 1
+    cells = np.flatnonzero(table)
+    jackknife = I._histogram_jackknife(table, cells)
+    ours = I._class_accelerations(jackknife["roc_auc"], cells, table.reshape(-1)[cells], k, h)
+    for c in range(k):
+        values = []
+        for i in range(n):
+            left = table[:, c].astype(float).copy()
+            left[0 if target[i] == c else 1, bins[i, c]] -= 1
+            values.append(F.binned_rank_areas(left[0], left[1])[0])
+        values = np.array(values)
+        u = values.mean() - values
+        assert ours[c] == pytest.approx((u ** 3).sum() / (6 * (u ** 2).sum() ** 1.5), rel=1e-9)
