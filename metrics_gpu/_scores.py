@@ -547,14 +547,14 @@ class LogitsReport(MetricMapping):
         """Draw the reliability diagram of the calibration bins, with the
         expected calibration error (:func:`metrics_gpu.plot.plot_reliability`,
         the ``[plot]`` extra; ``kwargs`` go to it). Returns the matplotlib Axes."""
-        from metrics_gpu._streaming import _to_numpy
+        from metrics_gpu._validation import to_numpy
         from metrics_gpu.plot import plot_reliability
 
         kwargs.setdefault("expected_calibration_error",
-                          float(_to_numpy(self.expected_calibration_error)))
-        return plot_reliability(_to_numpy(self.calibration_proportion),
-                                _to_numpy(self.calibration_confidence),
-                                _to_numpy(self.calibration_accuracy), ax=ax, **kwargs)
+                          float(to_numpy(self.expected_calibration_error)))
+        return plot_reliability(to_numpy(self.calibration_proportion),
+                                to_numpy(self.calibration_confidence),
+                                to_numpy(self.calibration_accuracy), ax=ax, **kwargs)
 
 
 _LOGITS_METRICS = ("cross_entropy", "perplexity", "brier_score", "hinge_loss",

@@ -70,6 +70,7 @@ from metrics_gpu._validation import (
     integer_weights_fit,
     looks_like_probabilities,
     probabilities_read_as_logits,
+    to_numpy,
 )
 from metrics_gpu._types import (
     ArrayLike,
@@ -78,7 +79,12 @@ from metrics_gpu._types import (
     ScoresAre,
     StreamValidate,
 )
-from metrics_gpu.groups import GroupMetrics, group_metrics
+from metrics_gpu.groups import (
+    GroupMetrics,
+    check_group_cells,
+    group_cell_counts,
+    group_metrics,
+)
 from metrics_gpu.intervals import (
     DEFAULT_RESAMPLES,
     IntervalOptions,
@@ -219,6 +225,7 @@ class ClassificationMetrics:
         )
         groups = check_num_classes(num_groups, "num_groups")
         if groups is not None:
+            check_group_cells(groups, num_classes)  # refused now, not by the first update
             # Only then in the spec: the state_dicts of states without groups stay as
             # they were.
             self._spec["num_groups"] = groups
@@ -360,9 +367,12 @@ class ClassificationMetrics:
         --------
         compute : Every metric of the batches added.
         """
-        if "num_groups" in self._spec or groups is not None:
-            self._update_groups(y_true, preds, sample_weight, groups)
-            return
+        grouped = "num_groups" in self._spec
+        if grouped != (groups is not None):
+            raise ValueError(
+                f"groups is required: this state counts {self._spec['num_groups']} groups "
+                "(num_groups)" if grouped else "groups: this state counts no groups; build "
+                "ClassificationMetrics with num_groups=G to count them")
         if self._planned:
             planned = self._planned.get(input_layout(y_true, preds, sample_weight))
             if planned is not None and planned.add(self, y_true, preds, sample_weight):
@@ -376,7 +386,11 @@ class ClassificationMetrics:
             self._like = y_true
         try:
             with caller_stream(y_true):
-                self._update(backend, y_true, preds, sample_weight)
+                # The groups are checked before anything is added.
+                codes = None if not grouped else self._group_codes(backend, y_true, groups)
+                batch = self._update(backend, y_true, preds, sample_weight)
+                if codes is not None and batch is not None and batch.n:
+                    self._add_groups(backend, batch, codes)
         except TypeError as error:
             # Read only on failure: the host backends meet a GPU array as a
             # TypeError of the array library, which names no remedy.
@@ -390,60 +404,36 @@ class ClassificationMetrics:
         if fresh and self._state is None:  # only empty batches: still a new state
             self._backend = self._like = None
 
-    def _update_groups(self, y_true, preds, sample_weight, groups) -> None:
-        """An update of a state with groups: the plain update, then the batch's
-        samples into their groups' matrices (left out where the state leaves
-        them out)."""
-        if "num_groups" not in self._spec:
-            raise ValueError("groups: this state counts no groups; build ClassificationMetrics "
-                             "with num_groups=G to count them")
-        if groups is None:
-            raise ValueError(f"groups is required: this state counts "
-                             f"{self._spec['num_groups']} groups (num_groups)")
-        if self._local is not None:
-            self._own_state()
-        fresh = self._backend is None
-        backend = self._backend
-        if backend is None:
-            backend = self._backend = resolve_backend(y_true, preds, sample_weight)
-            self._like = y_true
-        with caller_stream(y_true):
-            batch = self._update(backend, y_true, preds, sample_weight)
-            if batch is not None and batch.n:
-                self._add_groups(backend, batch, groups)
-        if fresh and self._state is None:
-            self._backend = self._like = None
+    def _group_codes(self, backend: Backend, y_true, groups):
+        """The checked group codes of a batch of (N,) targets."""
+        if getattr(y_true, "ndim", 1) != 1:
+            raise ValueError("groups: a state with groups takes (N,) targets, not label maps")
+        return check_groups(groups, int(np.shape(y_true)[0]), backend, self._spec["num_groups"],
+                            codes_only=True).codes
 
-    def _add_groups(self, backend: Backend, batch: StreamBatch, groups) -> None:
+    def _add_groups(self, backend: Backend, batch: StreamBatch, codes) -> None:
+        """The batch's samples into their groups' matrices (left out where the
+        state leaves them out)."""
         xp = backend.xp
         k, g = self.num_classes, self._spec["num_groups"]
-        if batch.y_true.ndim != 1 or int(batch.y_true.shape[0]) != batch.n:
-            raise ValueError("groups: a state with groups takes (N,) targets, not label maps")
-        codes = check_groups(groups, batch.n, backend, g, codes_only=True).codes
-        y_true = batch.y_true.astype(np.int64)
-        valid = (y_true >= 0) & (y_true < k)
+        # What the state leaves out, the groups leave out too.
+        valid = None
         if batch.scores:
-            scores = batch.preds
-            y_pred = xp.argmax(scores, axis=1).astype(np.int64)
-            valid &= xp.isfinite(scores).all(axis=1)
+            y_pred = xp.argmax(batch.preds, axis=1)
+            valid = xp.isfinite(batch.preds).all(axis=1)
         else:
-            y_pred = batch.preds.astype(np.int64)
-            valid &= (y_pred >= 0) & (y_pred < k)
-        if batch.sample_weight is not None:
-            weights = batch.sample_weight
-            if weights.dtype.kind == "f":
-                valid &= xp.isfinite(weights) & (weights >= 0)
-            else:
-                valid &= weights >= 0
-        size = g * k * k
-        # Left-out samples (those the state leaves out) get the code ``size``,
-        # which the pass ignores.
-        cell = xp.where(valid, (codes * k + y_true) * k + y_pred, size)
-        stats = backend.class_statistics(cell, cell, num_classes=size,
-                                         sample_weight=batch.sample_weight, ignore_index=size,
-                                         guard=False, deterministic=self.deterministic)
+            y_pred = batch.preds
+        weights = batch.sample_weight
+        if weights is not None:
+            good = (xp.isfinite(weights) & (weights >= 0) if weights.dtype.kind == "f"
+                    else weights >= 0)
+            valid = good if valid is None else valid & good
+        counts = group_cell_counts(backend, codes, batch.y_true, y_pred, valid, num_classes=k,
+                                   num_groups=g, sample_weight=weights,
+                                   ignore_index=self._spec["ignore_index"],
+                                   deterministic=self.deterministic)
         table = self._held_state().arrays["groups"]
-        table += stats.support.reshape(table.shape).astype(table.dtype)
+        table += counts.reshape(table.shape).astype(table.dtype)
 
     def _update(self, backend: Backend, y_true, preds, sample_weight) -> StreamBatch | None:
         spec = self._spec
@@ -711,10 +701,10 @@ class ClassificationMetrics:
         if other_state.kind != state.kind:
             raise ValueError(f"cannot merge a state of {other_state.kind} into one of "
                              f"{state.kind}")
-        theirs = {name: _to_numpy(value) for name, value in other_state.arrays.items()}
+        theirs = {name: to_numpy(value) for name, value in other_state.arrays.items()}
         if state.integer and other_state.integer:
             cell = stream_total_cell(self.num_classes)
-            total = (int(_to_numpy(state.arrays["counts"][cell:cell + 1])[0])
+            total = (int(to_numpy(state.arrays["counts"][cell:cell + 1])[0])
                      + int(theirs["counts"][cell]))
             if total >= EXACT_INTEGER_LIMIT:  # float64 counts, as the functional API
                 state.promote_to_float()
@@ -804,7 +794,7 @@ class ClassificationMetrics:
         self._load_arrays(state, backend)
 
     def _load_arrays(self, snapshot: Mapping[str, Any], backend: Backend) -> None:
-        arrays = {name: _to_numpy(snapshot[name]) for name in snapshot
+        arrays = {name: to_numpy(snapshot[name]) for name in snapshot
                   if name not in STATE_FIELDS}
         integer = arrays["counts"].dtype.kind in "iu"
         checks = arrays["checks"].view(np.uint64)
@@ -859,7 +849,7 @@ class ClassificationMetrics:
         kinds: list[Any] = [None] * dist.get_world_size(group)
         integer = None if own is None else own.integer
         cell = stream_total_cell(self.num_classes)
-        total = (int(_to_numpy(own.arrays["counts"][cell:cell + 1])[0])
+        total = (int(to_numpy(own.arrays["counts"][cell:cell + 1])[0])
                  if own is not None and integer else 0)
         dist.all_gather_object(kinds, (None if own is None else own.kind, integer, total,
                                        self._overflow_possible), group=group)
@@ -1031,13 +1021,6 @@ def _warn_probabilities_read_as_logits() -> None:
     F.warn(probabilities_read_as_logits("preds", "scores='probabilities'"), UserWarning)
 
 
-def _to_numpy(value):
-    torch = sys.modules.get("torch")
-    if torch is not None and isinstance(value, torch.Tensor):
-        return value.detach().cpu().numpy()
-    if hasattr(value, "get") and not isinstance(value, np.ndarray):
-        return value.get()
-    return np.asarray(value)
 
 
 def _upgraded_state(state: Mapping[str, Any]) -> Mapping[str, Any]:
@@ -1048,7 +1031,7 @@ def _upgraded_state(state: Mapping[str, Any]) -> Mapping[str, Any]:
         return state
     upgraded = dict(state, version=2)
     if state.get("kind") is not None and "counts" in state:
-        counts = _to_numpy(state["counts"])
+        counts = to_numpy(state["counts"])
         k = (counts.shape[0] - 1) // 3
         missed = counts[3 * k:3 * k + 1] - counts[:k].sum(dtype=counts.dtype)
         upgraded["counts"] = np.concatenate([counts, missed])
@@ -1193,6 +1176,7 @@ class StreamingReport(MetricMapping):
         self._names = tuple(places)
         self._intervals: LabelIntervals | None = None
         self._groups: GroupMetrics | None = None
+        self._label_host: np.ndarray | None = None
         groups = arrays.get("groups")
         self._group_table = None if groups is None else groups.copy()
 
@@ -1268,12 +1252,21 @@ class StreamingReport(MetricMapping):
         :class:`metrics_gpu.groups.GroupMetrics`."""
         return self._groups
 
+    def _host_label_values(self) -> np.ndarray:
+        """The label values buffer on the host (one read-back, kept)."""
+        if self._label_host is None:
+            self._label_host = np.asarray(self._backend.to_host(self._label_values))
+        return self._label_host
+
+    def _host_label_metrics(self) -> dict[str, float]:
+        values = self._host_label_values()
+        return {row.name: float(values[F.SLOT[row.name]]) for row in F.REPORT_METRICS}
+
     def _add_groups(self, options: IntervalOptions | None) -> None:
         table = np.asarray(self._backend.to_host(self._group_table))
         if table.dtype == np.uint64:
             table = table.view(np.int64)
-        overall = {name: float(_to_numpy(self._metric_value(name)))
-                   for name in (row.name for row in F.REPORT_METRICS)}
+        overall = self._host_label_metrics()
         self._groups = group_metrics(table, list(range(table.shape[0])), overall, options,
                                      self._backend)
 
@@ -1284,18 +1277,17 @@ class StreamingReport(MetricMapping):
             raise ValueError("confidence_level: this state keeps no K x K confusion matrix, "
                              "which the intervals are drawn from; build ClassificationMetrics "
                              "with confusion_matrix=True")
-        matrix = _to_numpy(self.confusion_matrix)
-        values = {name: float(_to_numpy(self._metric_value(name)))
-                  for name in (row.name for row in F.REPORT_METRICS)}
+        matrix = np.asarray(self._backend.to_host(self._matrix))
+        values = self._host_label_metrics()
         k = self._spec["num_classes"]
-        columns = F.label_metric_columns(np.asarray(self._backend.to_host(self._label_values)), k)
+        columns = F.label_metric_columns(self._host_label_values(), k)
         found = interval_table(
             matrix, options, values,
             {name: columns[i] for i, name in enumerate(F.LABEL_METRIC_COLUMNS)}, self._backend)
         if self._histogram is not None:
             # The binned ROC AUC / AP of each class (and the binary ones), from
             # the score histogram's cells.
-            metrics, per_class = histogram_intervals(_to_numpy(self._histogram), options,
+            metrics, per_class = histogram_intervals(to_numpy(self._histogram), options,
                                                      self._backend)
             found = replace(found, metrics={**found.metrics, **metrics},
                             per_class={**found.per_class, **per_class})
@@ -1303,13 +1295,13 @@ class StreamingReport(MetricMapping):
 
     def _host_values(self) -> dict[str, Any]:
         """:meth:`to_dict`'s layout with NumPy values, NaN kept (one read-back)."""
-        out = {"total": _to_numpy(self.total), "invalid": _to_numpy(self.invalid),
-               "metrics": {name: _to_numpy(v) for name, v in self.metrics.items()},
-               "per_class": {name: _to_numpy(v) for name, v in self.per_class.items()}}
+        out = {"total": to_numpy(self.total), "invalid": to_numpy(self.invalid),
+               "metrics": {name: to_numpy(v) for name, v in self.metrics.items()},
+               "per_class": {name: to_numpy(v) for name, v in self.per_class.items()}}
         if self.calibration is not None:
-            out["calibration"] = {name: _to_numpy(v) for name, v in self.calibration.items()}
+            out["calibration"] = {name: to_numpy(v) for name, v in self.calibration.items()}
         out["confusion_matrix"] = (None if self._matrix is None
-                                   else _to_numpy(self.confusion_matrix))
+                                   else to_numpy(self.confusion_matrix))
         return out
 
     def _interval_dict(self) -> dict[str, Any] | None:
@@ -1380,7 +1372,7 @@ class StreamingReport(MetricMapping):
         if self._matrix is None:
             raise ValueError("confusion_matrix: this state kept no K x K matrix; build "
                              "ClassificationMetrics with confusion_matrix=True")
-        return plot_confusion_matrix(_to_numpy(self._matrix), ax=ax, normalize=normalize,
+        return plot_confusion_matrix(to_numpy(self._matrix), ax=ax, normalize=normalize,
                                      max_classes=max_classes, **kwargs)
 
     def plot_reliability(self, ax: Any = None, **kwargs: Any) -> Any:
@@ -1413,9 +1405,9 @@ class StreamingReport(MetricMapping):
         if calibration is None:
             raise ValueError("preds: a reliability diagram needs a state of (N, K) scores; "
                              "this one holds labels")
-        bins = {name: _to_numpy(values) for name, values in calibration.items()}
+        bins = {name: to_numpy(values) for name, values in calibration.items()}
         kwargs.setdefault("expected_calibration_error",
-                          float(_to_numpy(self.metrics["expected_calibration_error"])))
+                          float(to_numpy(self.metrics["expected_calibration_error"])))
         return plot_reliability(bins["proportion"], bins["confidence"], bins["accuracy"],
                                 ax=ax, **kwargs)
 
@@ -1451,9 +1443,9 @@ class StreamingReport(MetricMapping):
             raise ValueError(f"thresholds: this state {held}; build ClassificationMetrics "
                              "with thresholds=H and update it with (N, K) scores for the "
                              "ROC and precision-recall curves")
-        roc, pr = binned_curves(_to_numpy(self._histogram))
+        roc, pr = binned_curves(to_numpy(self._histogram))
         per_class = self.per_class
-        auc, ap = _to_numpy(per_class["roc_auc"]), _to_numpy(per_class["average_precision"])
+        auc, ap = to_numpy(per_class["roc_auc"]), to_numpy(per_class["average_precision"])
         for k, (roc_curve, pr_curve) in enumerate(zip(roc, pr)):
             roc_curve["auc"], pr_curve["average_precision"] = float(auc[k]), float(ap[k])
         return roc, pr

@@ -329,12 +329,10 @@ def check_groups(groups, n: int, backend, num_groups=None, codes_only: bool = Fa
     """
     num_groups = check_num_classes(num_groups, "num_groups")
     columns = None
-    if isinstance(groups, (list, tuple)) and groups and all(
-            getattr(column, "ndim", None) is not None or isinstance(column, (list, tuple))
-            for column in groups) and not np.isscalar(groups[0]):
-        columns = [np.asarray(_host_copy(column)) for column in groups]
-    elif getattr(groups, "ndim", 1) == 2 and getattr(groups, "shape", (0, 1))[1] > 1:
-        host = np.asarray(_host_copy(groups))
+    if isinstance(groups, (list, tuple)) and groups and not np.isscalar(groups[0]):
+        columns = [to_numpy(column) for column in groups]   # several columns
+    elif getattr(groups, "ndim", 1) == 2 and groups.shape[1] > 1:
+        host = to_numpy(groups)
         columns = [host[:, j] for j in range(host.shape[1])]
     codes_message = ("groups must hold integer codes 0..num_groups-1 in a stream (each batch "
                      "must give a group the same id); map categories to codes first "
@@ -386,18 +384,19 @@ def check_groups(groups, n: int, backend, num_groups=None, codes_only: bool = Fa
     if num_groups is not None:
         raise ValueError("num_groups applies to integer group codes; categories are "
                          "counted as found")
-    values, codes = np.unique(np.asarray(_host_copy(array)), return_inverse=True)
+    values, codes = np.unique(to_numpy(array), return_inverse=True)
     return GroupCodes(backend.asarray(codes.reshape(-1).astype(np.int64)), int(values.size),
                       [v.item() if hasattr(v, "item") else v for v in values])
 
 
-def _host_copy(values):
-    """A host array of a caller's values (CuPy and torch copied back)."""
-    if hasattr(values, "get") and not isinstance(values, np.ndarray):
-        return values.get()
-    if hasattr(values, "detach"):
-        return values.detach().cpu().numpy()
-    return values
+def to_numpy(value) -> np.ndarray:
+    """A NumPy array of a caller's value (torch tensors and CuPy arrays copied back)."""
+    torch = sys.modules.get("torch")
+    if torch is not None and isinstance(value, torch.Tensor):
+        return value.detach().cpu().numpy()
+    if hasattr(value, "get") and not isinstance(value, np.ndarray):
+        return value.get()
+    return np.asarray(value)
 
 
 def _as_scores(values, name: str, backend, validate: bool):

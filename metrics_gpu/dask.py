@@ -141,7 +141,7 @@ from metrics_gpu._multilabel_ranking import (
 from metrics_gpu._report_mapping import as_lists
 from metrics_gpu._stages import is_host_scalar
 from metrics_gpu._state import RowArgmax
-from metrics_gpu._streaming import ClassificationMetrics, StreamingReport, _to_numpy
+from metrics_gpu._streaming import ClassificationMetrics, StreamingReport
 from metrics_gpu._validation import (
     ALL_ZERO_WEIGHT,
     AVERAGE_OPTIONS,
@@ -163,6 +163,7 @@ from metrics_gpu._validation import (
     check_score_inputs,
     check_score_labels,
     check_zero_division,
+    to_numpy,
 )
 from metrics_gpu.report import LabelReport
 from metrics_gpu.report import label_report as _label_report
@@ -859,7 +860,7 @@ label_report = _label_metric(_label_report)
 def _host_state(state: dict) -> dict:
     """A state_dict with host NumPy arrays (a CuPy state is copied off the GPU)."""
     return {name: value if name in ("version", "spec", "kind", "updates") else
-            np.asarray(_to_numpy(value)) for name, value in state.items()}
+            np.asarray(to_numpy(value)) for name, value in state.items()}
 
 
 def _state_of_chunk(y_true, preds, sample_weight, *, index, offset, spec,

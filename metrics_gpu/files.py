@@ -963,7 +963,7 @@ def exact_ranking(y_true, probabilities, sample_weight=None, *, ignore_index=Non
     ``progress`` is told the scores ranked, :func:`_ranked_scores` in all.
     """
     from metrics_gpu._backend import resolve_backend
-    from metrics_gpu._streaming import _to_numpy
+    from metrics_gpu._validation import to_numpy
 
     backend = resolve_backend(probabilities)
     xp = backend.xp
@@ -977,7 +977,7 @@ def exact_ranking(y_true, probabilities, sample_weight=None, *, ignore_index=Non
         y_true, probabilities = y_true[keep], probabilities[keep]
         sample_weight = None if sample_weight is None else sample_weight[keep]
         del keep
-    positives = np.asarray(_to_numpy(xp.bincount(y_true, sample_weight, minlength=k)),
+    positives = np.asarray(to_numpy(xp.bincount(y_true, sample_weight, minlength=k)),
                            dtype=np.float64)[:k]
     negatives = positives.sum() - positives
     areas = []  # [ROC AUC, AP] of each class with positives, where the scores live
@@ -991,14 +991,14 @@ def exact_ranking(y_true, probabilities, sample_weight=None, *, ignore_index=Non
     ap = np.full(k, math.nan)
     if areas:
         scored = positives > 0
-        per_class = np.asarray(_to_numpy(xp.stack(areas)), dtype=np.float64)
+        per_class = np.asarray(to_numpy(xp.stack(areas)), dtype=np.float64)
         ap[scored] = per_class[:, 1]
         auc[scored] = np.where(negatives[scored] > 0, per_class[:, 0], math.nan)
     del areas
     # The pooled problem: the sample's own class is the positive of its K scores.
     onehot = (y_true[:, None] == xp.arange(k)[None, :]).reshape(-1)
     flat_weight = None if sample_weight is None else xp.repeat(sample_weight, k)
-    micro = np.asarray(_to_numpy(backend.binary_rank_areas(
+    micro = np.asarray(to_numpy(backend.binary_rank_areas(
         probabilities.reshape(-1), onehot, flat_weight)), dtype=np.float64)
     del onehot, flat_weight
     if progress is not None:

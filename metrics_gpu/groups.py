@@ -47,29 +47,53 @@ GROUP_METHODS = ("between_groups", "to_overall")
 TEXT_METRICS = ("accuracy", "balanced_accuracy", "macro_f1", "matthews_corrcoef")
 
 
+def check_group_cells(num_groups: int, num_classes: int) -> int:
+    """G K^2, the counters of the groups' matrices, or a ValueError past
+    :data:`MAX_GROUP_CELLS`."""
+    size = num_groups * num_classes * num_classes
+    if size > MAX_GROUP_CELLS:
+        raise ValueError(
+            f"groups: {num_groups} groups x {num_classes} x {num_classes} classes need "
+            f"{size} counters, more than {MAX_GROUP_CELLS}; use fewer groups (or classes)")
+    return size
+
+
+def group_cell_counts(backend, codes, y_true, y_pred, valid, *, num_classes: int,
+                      num_groups: int, sample_weight, ignore_index, deterministic: bool):
+    """Each (group, true, predicted) cell's count (weight), a (G K K,) array on
+    the backend: the statistics pass over the codes (group K + true) K +
+    predicted. Samples whose ``valid`` is False (or None: all valid), whose
+    labels are out of range, or whose target is ``ignore_index`` are left out
+    (they get the code G K K, which the pass ignores)."""
+    xp = backend.xp
+    k = num_classes
+    size = check_group_cells(num_groups, k)
+    y_true, y_pred = y_true.astype(np.int64), y_pred.astype(np.int64)
+    inside = (y_true >= 0) & (y_true < k) & (y_pred >= 0) & (y_pred < k)
+    if valid is not None:
+        inside &= valid
+    if ignore_index is not None:
+        inside &= y_true != ignore_index
+    cell = xp.where(inside, (codes * k + y_true) * k + y_pred, size)
+    stats = backend.class_statistics(cell, cell, num_classes=size, sample_weight=sample_weight,
+                                     ignore_index=size, guard=False,
+                                     deterministic=deterministic)
+    return stats.support
+
+
 def group_tables(inputs: LabelInputs, groups: GroupCodes) -> np.ndarray:
     """The (G, K, K) confusion matrices of the groups (rows true, columns
     predicted), on the host. Samples the report leaves out (``ignore_index``,
     out-of-range labels under ``validate=False``) are left out here too."""
-    backend, xp = inputs.backend, inputs.backend.xp
-    k, g = inputs.num_classes, groups.num_groups
-    size = g * k * k
-    if size > MAX_GROUP_CELLS:
-        raise ValueError(
-            f"groups: {g} groups x {k} x {k} classes need {size} counters, more than "
-            f"{MAX_GROUP_CELLS}; use fewer groups (or classes)")
     if getattr(inputs.y_pred, "ndim", 2) != 1:
         raise ValueError("groups: y_pred must be labels (N,) with groups=; pass the "
                          "scores' argmax, scores.argmax(axis=1)")
-    y_true = inputs.y_true.astype(np.int64)
-    y_pred = inputs.y_pred.astype(np.int64)
-    valid = (y_true >= 0) & (y_true < k) & (y_pred >= 0) & (y_pred < k)
-    # Left-out samples get the code ``size``, which the pass ignores.
-    codes = xp.where(valid, (groups.codes * k + y_true) * k + y_pred, size)
-    stats = backend.class_statistics(codes, codes, num_classes=size,
-                                     sample_weight=inputs.sample_weight, ignore_index=size,
-                                     guard=False, deterministic=inputs.deterministic)
-    return np.asarray(backend.to_host(stats.support)).reshape(g, k, k)
+    k, g = inputs.num_classes, groups.num_groups
+    counts = group_cell_counts(inputs.backend, groups.codes, inputs.y_true, inputs.y_pred, None,
+                               num_classes=k, num_groups=g, sample_weight=inputs.sample_weight,
+                               ignore_index=inputs.ignore_index,
+                               deterministic=inputs.deterministic)
+    return np.asarray(inputs.backend.to_host(counts)).reshape(g, k, k)
 
 
 def _group_values(tables: np.ndarray):

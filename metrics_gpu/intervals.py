@@ -35,6 +35,7 @@ import numpy as np
 from metrics_gpu import _formulas as F
 from metrics_gpu import _resample
 from metrics_gpu._state import ClassStatistics
+from metrics_gpu._validation import to_numpy
 
 BOOTSTRAP_METHODS = ("percentile", "basic", "bca")
 PROPORTION_METHODS = ("wilson", "clopper-pearson", "agresti-coull", "jeffreys")
@@ -294,7 +295,11 @@ def _integer_table(matrix) -> np.ndarray:
                 "numbers (frequency weights); a bootstrap of float weights is not a "
                 "resampling of the table")
         matrix = matrix.astype(np.int64)
-    return matrix.astype(np.int64, copy=False)
+    matrix = matrix.astype(np.int64, copy=False)
+    if matrix.size and int(matrix.min()) < 0:
+        raise ValueError("confusion_matrix: the counts must be non-negative, found "
+                         f"{int(matrix.min())}")
+    return matrix
 
 
 def label_intervals(confusion_matrix, *, confidence_level: float = 0.95,
@@ -839,17 +844,6 @@ def roc_auc_interval(y_true, y_score, *, confidence_level: float = 0.95,
                               error, options.confidence_level, "delong")
 
 
-def _rank_area(positives, negatives):
-    """ROC AUC of counts per distinct score (ascending along axis 0; one column
-    per replicate): sum_d P_d (N below d + N_d / 2) / (P N); NaN without a
-    positive or a negative."""
-    below = np.cumsum(negatives, axis=0) - negatives
-    area = (positives * (below + 0.5 * negatives)).sum(axis=0)
-    with np.errstate(all="ignore"):
-        total = positives.sum(axis=0) * negatives.sum(axis=0)
-        return np.where(total > 0, area / np.where(total > 0, total, 1.0), math.nan)
-
-
 def _bootstrap_roc_auc(y_score, positive, options: IntervalOptions,
                        backend: Any = None) -> ConfidenceInterval:
     """The bootstrap interval of ROC AUC from the (label, distinct score) table."""
@@ -858,7 +852,8 @@ def _bootstrap_roc_auc(y_score, positive, options: IntervalOptions,
     index = index.reshape(-1)
     table = np.zeros((2, d), dtype=np.int64)   # row 0 negatives, row 1 positives
     np.add.at(table, (positive.astype(np.int64), index), 1)
-    value = float(_rank_area(table[1].astype(np.float64), table[0].astype(np.float64)))
+    # ROC AUC of counts per distinct score: the binned formula with one bin a score.
+    value = float(F.binned_rank_areas(table[1], table[0])[0])
     cells = np.flatnonzero(table)
     counts = table.reshape(-1)[cells]
     key = _resample.seed_key(options.seed)
@@ -869,8 +864,8 @@ def _bootstrap_roc_auc(y_score, positive, options: IntervalOptions,
         draws = replicate_draws(backend, counts, cells, start, b, key).astype(np.float64)
         flat = np.zeros((2 * d, b))
         flat[cells] = draws
-        by_label = flat.reshape(2, d, b)
-        replicates.append(_rank_area(by_label[1], by_label[0]))
+        by_label = flat.reshape(2, d, b).transpose(0, 2, 1)   # (label, replicate, score)
+        replicates.append(F.binned_rank_areas(by_label[1], by_label[0])[0])
     jackknife = None
     if options.method == "bca":
         jackknife = _roc_auc_jackknife(table, cells)
@@ -893,11 +888,7 @@ def _roc_auc_jackknife(table, cells):
 
 
 def _host_vector(values, name: str) -> np.ndarray:
-    if hasattr(values, "get") and not isinstance(values, np.ndarray):  # CuPy
-        values = values.get()
-    elif hasattr(values, "detach"):  # torch
-        values = values.detach().cpu().numpy()
-    array = np.asarray(values)
+    array = to_numpy(values)
     if array.ndim != 1:
         raise ValueError(f"{name} must be 1-D, got shape {array.shape}")
     return array

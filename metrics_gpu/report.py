@@ -128,17 +128,11 @@ class LabelReport(MetricMapping):
 
     @property
     def intervals(self) -> LabelIntervals | None:
-        return self._optional_field("intervals")
+        return self._field("intervals")
 
     @property
     def groups(self) -> GroupMetrics | None:
-        return self._optional_field("groups")
-
-    def _optional_field(self, name: str) -> Any:
-        """A field that reports built elsewhere (metrics_gpu.dask) may lack: None then."""
-        self._field("metrics")
-        assert self._fields is not None
-        return self._fields.get(name)
+        return self._field("groups")
 
     def _metric_names(self) -> tuple[str, ...]:
         return _LABEL_METRIC_NAMES

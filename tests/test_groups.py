@@ -71,6 +71,25 @@ def test_ignored_samples_are_left_out_of_their_group():
         assert report.groups.counts[g] == mask.sum()
 
 
+@pytest.mark.parametrize("backend_name", ["numpy", "emulated"])
+def test_an_ignore_index_inside_the_classes_is_left_out_of_the_groups(backend_name):
+    from metrics_gpu import ClassificationMetrics
+
+    y_true, y_pred, groups = _data(n=1500, k=4, g=3)
+    keep = y_true != 2
+    with use_backend(backend_name):
+        report = label_report(y_true, y_pred, num_classes=4, ignore_index=2, groups=groups)
+        stream = ClassificationMetrics(4, ignore_index=2, num_groups=3)
+        stream.update(y_true, y_pred, groups=groups)
+        streamed = stream.compute()
+    for g in range(3):
+        mask = keep & (groups == g)
+        alone = label_report(y_true[mask], y_pred[mask], num_classes=4)
+        for found in (report.groups, streamed.groups):
+            assert found.counts[g] == mask.sum()
+            assert found.by_group["accuracy"][g] == pytest.approx(alone.metrics["accuracy"])
+
+
 def test_fairlearn_vocabulary_gives_fairlearn_numbers():
     y_true, y_pred, groups = _data(k=3)
     report = label_report(y_true, y_pred, num_classes=3, groups=groups)
@@ -283,6 +302,8 @@ def test_stream_group_arguments_are_checked():
         ClassificationMetrics(2, num_groups=2).update(y, p, groups=np.array(["a", "b"]))
     with pytest.raises(ValueError, match="groups must hold codes below num_groups=2"):
         ClassificationMetrics(2, num_groups=2).update(y, p, groups=np.array([0, 2]))
+    with pytest.raises(ValueError, match="groups: 100000 groups x 10 x 10 classes need"):
+        ClassificationMetrics(10, num_groups=100000)
     with pytest.raises(ValueError, match="must be a ClassificationMetrics built with the same"):
         ClassificationMetrics(2, num_groups=2).merge(ClassificationMetrics(2, num_groups=3))
 
@@ -418,3 +439,37 @@ def test_command_line_pictures_and_page_carry_groups_and_intervals(tmp_path):
     ci = reference.intervals.metrics["accuracy"]
     assert f"[{ci.low:.4f}, {ci.high:.4f}]" in page
     assert '<section id="groups">' in page and "0.9 confidence intervals" in page
+
+
+def test_a_grouped_update_costs_two_launches():
+    """The cost of ClassificationMetrics(num_groups=G).update on a kernel
+    backend: the state's update and the groups' statistics pass (its arrays
+    allocated per call; no launch plan). The plain update stays one launch
+    and no allocation."""
+    from metrics_gpu import ClassificationMetrics
+    from metrics_gpu.testing import operation_counter
+
+    rng = np.random.default_rng(2)
+    y, p, g = rng.integers(0, 3, 512), rng.integers(0, 3, 512), rng.integers(0, 4, 512)
+    with use_backend("emulated"):
+        grouped, plain = ClassificationMetrics(3, num_groups=4), ClassificationMetrics(3)
+        grouped.update(y, p, groups=g)
+        plain.update(y, p)
+        with operation_counter() as with_groups:
+            grouped.update(y, p, groups=g)
+        with operation_counter() as without:
+            plain.update(y, p)
+    assert (with_groups.launches, with_groups.host_transfers) == (2, 0)
+    assert with_groups.device_allocations <= 5
+    assert (without.launches, without.device_allocations, without.host_transfers) == (1, 0, 0)
+
+
+def test_a_bad_groups_batch_adds_nothing():
+    from metrics_gpu import ClassificationMetrics
+
+    metrics = ClassificationMetrics(2, num_groups=2)
+    metrics.update(np.array([0, 1]), np.array([0, 1]), groups=np.array([0, 1]))
+    with pytest.raises(ValueError, match="groups must hold codes below num_groups=2"):
+        metrics.update(np.array([1, 1]), np.array([0, 1]), groups=np.array([0, 5]))
+    report = metrics.compute()
+    assert float(report.total) == 2 and list(report.groups.counts) == [1, 1]

@@ -591,3 +591,21 @@ def test_binned_rank_bca_acceleration_is_the_jackknife_over_samples():
         values = np.array(values)
         u = values.mean() - values
         assert ours[c] == pytest.approx((u ** 3).sum() / (6 * (u ** 2).sum() ** 1.5), rel=1e-9)
+
+
+def test_reads_back_once_and_refuses_negative_counts():
+    """compute(confidence_level=...) reads the label values, the matrix and the
+    draws back, each once (emulated: every read counted); a table with a
+    negative count is refused, naming it."""
+    from metrics_gpu.testing import operation_counter
+
+    y_true, y_pred = _labels(500, 3, 0.8, seed=2)
+    with use_backend("emulated"):
+        metrics = ClassificationMetrics(3)
+        metrics.update(y_true, y_pred)
+        with operation_counter() as counts:
+            metrics.compute(confidence_level=0.9, n_resamples=50, rng=0)
+    # The checks, the label values, the matrix, then one read of the draws.
+    assert counts.host_transfers <= 4
+    with pytest.raises(ValueError, match="confusion_matrix: the counts must be non-negative"):
+        I.label_intervals(np.array([[3, -1], [0, 2]]))
