@@ -24,12 +24,15 @@ from metrics_gpu._backend import BACKEND_NAMES, BackendUnavailableError, backend
 from metrics_gpu._extras import install_hint
 from metrics_gpu.files import (
     AUC_MODES,
+    READERS_ENVIRONMENT,
     SUFFIXES,
     TASKS,
+    FileProblem,
+    Source,
     detect_multilabel,
     evaluate_multilabel_files,
     report_files,
-    split_source,
+    source_files,
 )
 from metrics_gpu.report import label_report
 
@@ -42,7 +45,7 @@ DEFAULT_THRESHOLD = 0.5
 # Options of the multiclass report that --task multilabel refuses when given.
 MULTICLASS_ONLY = {"num_classes": "--num-classes", "top_k": "--top-k", "n_bins": "--n-bins",
                    "confidence_level": "--confidence-level", "groups": "--groups",
-                   "num_groups": "--num-groups"}
+                   "num_groups": "--num-groups", "workers": "--workers"}
 
 
 def _top_k(text: str) -> tuple[int, ...]:
@@ -56,12 +59,16 @@ def _top_k(text: str) -> tuple[int, ...]:
     return values
 
 
-def _pred_holds_scores(source: str | None) -> bool:
-    """``--y-pred`` naming (N, K) floating-point scores in a .npy / .npz file (read
-    as ``--scores``, as the command did before it had that option)."""
+def _pred_holds_scores(source: Source | None) -> bool:
+    """``--y-pred`` naming (N, K) floating-point scores in .npy files (read as
+    ``--scores``, as the command did before it had that option); a sharded
+    ``--y-pred`` by its first file."""
     if source is None:
         return False
-    path, selector = split_source(source)
+    try:
+        path, _ = source_files(source)[0]
+    except FileProblem:
+        return False  # the reader says what is wrong with it
     if path.suffix != ".npy" or not path.is_file():
         return False
     try:
@@ -91,9 +98,18 @@ def _progress_bars(quiet: bool):
     return progress, bars
 
 
+def _source(values: list[str] | None) -> Source | None:
+    """An input option's values: one source (a file, a directory, a glob), or
+    the list of several given after the option (shards, in that order)."""
+    if values is None:
+        return None
+    return values[0] if len(values) == 1 else list(values)
+
+
 def _command_report(args: argparse.Namespace) -> int:
-    sources = {"y_true": args.y_true, "y_pred": args.y_pred, "scores": args.scores,
-               "sample_weight": args.sample_weight}
+    sources: dict[str, Source | None] = {
+        "y_true": _source(args.y_true), "y_pred": _source(args.y_pred),
+        "scores": _source(args.scores), "sample_weight": _source(args.sample_weight)}
     task, detected = args.task, None
     if task is None:
         detected = detect_multilabel(sources)
@@ -103,9 +119,9 @@ def _command_report(args: argparse.Namespace) -> int:
     if args.threshold is not None:
         raise ValueError("--threshold is for --task multilabel (multiclass labels are the "
                          "argmax of the scores)")
-    sources["groups"] = args.groups
-    if args.scores is None and _pred_holds_scores(args.y_pred):
-        sources["y_pred"], sources["scores"] = None, args.y_pred
+    sources["groups"] = _source(args.groups)
+    if args.scores is None and _pred_holds_scores(sources["y_pred"]):
+        sources["y_pred"], sources["scores"] = None, sources["y_pred"]
     if sources["y_pred"] is None and sources["scores"] is None:
         raise ValueError("give --y-pred (predicted labels) or --scores (or both)")
 
@@ -119,14 +135,15 @@ def _command_report(args: argparse.Namespace) -> int:
             chunk_rows=args.chunk_size, progress=progress,
             curves=args.plot is not None or args.format == "html",
             confidence_level=args.confidence_level, method=args.interval_method,
-            n_resamples=args.n_resamples, rng=args.seed, num_groups=args.num_groups)
+            n_resamples=args.n_resamples, rng=args.seed, num_groups=args.num_groups,
+            readers=args.readers, workers=args.workers)
         report.labels.metrics  # read back before the bars close
         return report
 
     return _run_report(args, build)
 
 
-def _command_multilabel_report(args: argparse.Namespace, sources: dict[str, str | None],
+def _command_multilabel_report(args: argparse.Namespace, sources: dict[str, Source | None],
                                detected: str | None) -> int:
     """``--task multilabel`` (or files detected as such): (N, L) targets and
     predictions through :class:`metrics_gpu.MultilabelMetrics`."""
@@ -148,7 +165,7 @@ def _command_multilabel_report(args: argparse.Namespace, sources: dict[str, str 
     return _run_report(args, lambda progress: evaluate_multilabel_files(
         sources, threshold=threshold, scores_are=args.scores_are, thresholds=thresholds,
         ignore_index=args.ignore_index, backend=args.backend, chunk_rows=args.chunk_size,
-        detected=detected, progress=progress))
+        detected=detected, progress=progress, readers=args.readers))
 
 
 def _run_report(args: argparse.Namespace, build) -> int:
@@ -348,7 +365,11 @@ def build_parser() -> argparse.ArgumentParser:
         description="Every label metric of --y-true vs --y-pred (or the argmax of --scores) "
         "and, with --scores, the score metrics and ROC AUC / average precision, read in "
         "chunks (files larger than memory are fine). A column is PATH or PATH:NAME "
-        f"({', '.join(SUFFIXES)}; Parquet / Arrow need the [io] extra). With --task "
+        f"({', '.join(SUFFIXES)}; Parquet / Arrow need the [io] extra); it may be "
+        "sharded: PATH a directory (its files in natural order, part-2 before part-10; "
+        "Hive partitions key=value/ of Parquet files, the keys selectable as NAME) or a "
+        "glob ('preds/part-*.npy', quoted), or several PATHs after the option, read one "
+        "after the other. With --task "
         "multilabel, (N, L) 0/1 targets vs (N, L) 0/1 --y-pred or (N, L) --scores "
         "thresholded at --threshold.")
     report.add_argument("--task", choices=TASKS,
@@ -357,11 +378,13 @@ def build_parser() -> argparse.ArgumentParser:
                         "column), --y-pred (N, L) 0/1 or --scores (N, L). Default: "
                         "multilabel when --y-true has L >= 2 columns and the predictions as "
                         "many (said in the report), else multiclass")
-    report.add_argument("--y-true", required=True, metavar="FILE[:COLUMN]",
-                        help="true class codes")
-    report.add_argument("--y-pred", metavar="FILE[:COLUMN]",
+    report.add_argument("--y-true", required=True, nargs="+", metavar="FILE[:COLUMN]",
+                        help="true class codes: a file, a directory or a glob of files, or "
+                        "several files (rows matched by position over the files; columns "
+                        "sharded in as many files, file by file)")
+    report.add_argument("--y-pred", nargs="+", metavar="FILE[:COLUMN]",
                         help="predicted class codes (an (N, K) float .npy is read as --scores)")
-    report.add_argument("--scores", metavar="FILE[:COLUMNS]",
+    report.add_argument("--scores", nargs="+", metavar="FILE[:COLUMNS]",
                         help="(N, K) scores (a list column, or COLUMNS as a,b,c), or (N,) "
                         "scores of the positive class; multilabel: (N, L) scores of each label")
     report.add_argument("--scores-are", choices=("logits", "probabilities"), default="logits",
@@ -372,7 +395,8 @@ def build_parser() -> argparse.ArgumentParser:
     report.add_argument("--threshold", type=float, metavar="T",
                         help="multilabel: a label is predicted where its probability (or "
                         "sigmoid of its logit) is above T (default 0.5)")
-    report.add_argument("--sample-weight", metavar="FILE[:COLUMN]", help="per-sample weights")
+    report.add_argument("--sample-weight", nargs="+", metavar="FILE[:COLUMN]",
+                        help="per-sample weights")
     report.add_argument("--num-classes", type=_positive_int,
                         help="K (default: the scores' width, or the classes present: one "
                         "extra pass over the label files)")
@@ -405,7 +429,7 @@ def build_parser() -> argparse.ArgumentParser:
                         help="bootstrap replicates (default 9999)")
     report.add_argument("--seed", type=int, help="the bootstrap's seed (default: drawn, and "
                         "printed with the intervals)")
-    report.add_argument("--groups", metavar="FILE[:COLUMN]",
+    report.add_argument("--groups", nargs="+", metavar="FILE[:COLUMN]",
                         help="one integer group code per row (0..G-1): every label metric per "
                         "group, with min, max, difference and ratio")
     report.add_argument("--num-groups", type=_positive_int, metavar="G",
@@ -426,6 +450,14 @@ def build_parser() -> argparse.ArgumentParser:
                         "GPU are present, else numpy")
     report.add_argument("--chunk-size", type=_positive_int, metavar="ROWS",
                         help="rows per chunk (default: up to 2^20, 64 MB per chunk)")
+    report.add_argument("--readers", type=_positive_int, metavar="N",
+                        help="threads that read each chunk of a .npy file in pieces at once "
+                        f"(default: {READERS_ENVIRONMENT}, else one per core up to 8; 1 "
+                        "reads each file as one stream)")
+    report.add_argument("--workers", type=_positive_int, metavar="N",
+                        help="numpy backend: processes that update the metrics chunk by chunk "
+                        "(default: METRICS_GPU_CPU_WORKERS, else one per core for a large "
+                        "file; 1: this process alone)")
     report.add_argument("--quiet", action="store_true", help="no progress bar")
     report.set_defaults(run=_command_report)
 

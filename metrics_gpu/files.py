@@ -3,8 +3,11 @@ streams them through the accumulators of :class:`metrics_gpu.ClassificationMetri
 
 A column is named ``path`` or ``path:selector``:
 
-* ``.npy``: read with ``readinto`` in chunks (not memory-mapped: mapped pages
-  would count in the resident memory of a file larger than it);
+* ``.npy``: read in chunks (not memory-mapped: mapped pages would count in
+  the resident memory of a file larger than it), each chunk's bytes split into
+  pieces that several threads read at once with ``os.preadv`` straight into
+  the chunk buffer (:class:`ReadThreads`: ``readers``, ``--readers``,
+  ``METRICS_GPU_READERS``; 1 reads the stream as one);
 * ``.npz``: ``file.npz:name`` (the member, read as a stream, compressed or not);
 * ``.csv`` / ``.txt``: comma- or whitespace-separated, an optional header row;
   ``file.csv:name`` picks a column by its header name, ``file.csv:a,b,c``
@@ -13,6 +16,15 @@ A column is named ``path`` or ``path:selector``:
 * ``.parquet`` / ``.pq``, ``.arrow`` / ``.feather`` / ``.ipc`` (Arrow IPC file
   or stream): through pyarrow (the ``[io]`` extra); ``file.parquet:column``,
   a list or fixed-size-list column for ``(N, K)`` scores, or ``a,b,c``.
+
+A column may also be sharded over several files (:class:`ShardedReader`),
+read one after the other as one column: a directory (its files of these
+suffixes, hidden and ``_``-prefixed names such as ``_SUCCESS`` skipped; a
+directory of Parquet files under Hive partitions ``key=value/`` through
+``pyarrow.dataset``, the partition keys selectable as columns), a glob
+(``preds/part-*.npy``), or a list of sources. Directories and globs are read
+in the natural order of their paths (``part-2`` before ``part-10``), a list
+in its own order; ``dir:selector`` and ``glob:selector`` select in every file.
 
 Every problem with a file is a :class:`FileProblem` (a ``ValueError``) whose
 message names the option, the file and the problem, in one line. A value is
@@ -24,14 +36,19 @@ number as an editor shows it (from 1, the header and blank lines counted):
 The loop (:func:`evaluate_files`) reads chunk ``i + 1`` in a background thread
 while chunk ``i`` is computed. On the ``cuda`` backend each chunk is read
 straight into a pinned host buffer, copied to the device on a stream of its
-own and added on the compute stream once the copy's event fires (two buffer
-sets: the read, the copy and the update of consecutive chunks overlap, with no
-host sync in the loop). Memory is bounded by the chunk size, whatever the
-file size: only the O(K) (or K x K) state and two chunks live at once.
+own and added on the compute stream once the copy's event fires (three
+buffer sets: the read, the copy and the update of consecutive chunks overlap,
+with no host sync in the loop). Memory is bounded by the chunk size, whatever
+the file size: only the O(K) (or K x K) state and two chunks (three pinned
+and three on the device with cuda) live at once.
 """
 
 from __future__ import annotations
 
+import bisect
+import concurrent.futures
+import copy
+import glob
 import itertools
 import math
 import os
@@ -42,7 +59,7 @@ import warnings
 import zipfile
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any, Callable, Sequence, Union
 
 import numpy as np
 
@@ -72,7 +89,8 @@ MATRIX_ROLES = ("scores", "indicators", "label_scores")
 LABEL_ROLES = ("labels", "indicators")
 SCORE_DTYPES = (np.float16, np.float32, np.float64)
 # Rows per chunk: at most 2^20, and at most 64 MB per buffer set (two sets
-# live at once: read and computed), so memory is bounded at any K.
+# live at once on the host: read and computed; three with cuda: read, copied
+# and computed), so memory is bounded at any K.
 MAX_CHUNK_ROWS = 1 << 20
 CHUNK_BYTES = 64 << 20
 # The binned ranking histogram (2, K, H) of float64 / uint64 counts: at most 256 MB.
@@ -82,6 +100,21 @@ HISTOGRAM_BYTES = 256 << 20
 MAX_FOUND_CLASSES = 1 << 24
 # Text rows are parsed in pieces of this many lines.
 TEXT_BLOCK_ROWS = 1 << 16
+# Parallel .npy reads: a chunk's bytes are split into one piece per reader
+# thread, none smaller than this (a smaller read costs more in its call and
+# thread hand-off than it gains from the overlap).
+READ_PIECE_BYTES = 1 << 20
+# Reader threads by default: one per core, at most this many (past about 8
+# concurrent reads, one NVMe drive or the page cache copy no faster).
+MAX_DEFAULT_READERS = 8
+READERS_ENVIRONMENT = "METRICS_GPU_READERS"
+# Names a directory's listing skips: hidden files and the marker and metadata
+# files that Spark, Hadoop and Dask write beside the data (_SUCCESS, _metadata).
+SKIPPED_PREFIXES = (".", "_")
+
+# A column's source: ``path[:selector]`` (a file, a directory, a glob), or a
+# list of them (shards read one after the other).
+Source = Union[str, "os.PathLike[str]", Sequence[str]]
 
 
 class FileProblem(ValueError):
@@ -93,12 +126,218 @@ class FileProblem(ValueError):
 
 def split_source(text: str) -> tuple[Path, str | None]:
     """``"path"`` or ``"path:selector"`` -> ``(path, selector)``. A path that
-    exists as given is never split (file names may hold a colon)."""
+    exists as given (a file or a directory) is never split (names may hold a
+    colon); a glob's selector follows it (``preds/*.parquet:label``)."""
     path = Path(text)
-    if path.is_file() or ":" not in text:
+    if path.exists() or ":" not in text:
         return path, None
     head, selector = text.rsplit(":", 1)
     return Path(head), (selector or None)
+
+
+@dataclass
+class _Shard:
+    """One file of a sharded column: where it is, how messages name it, and its
+    rows once known (from its header up front, else when reading ends it)."""
+
+    path: Path
+    selector: str | None
+    label: str
+    rows: int | None = None
+    # A Hive-partitioned Parquet file: its pyarrow.dataset fragment and the
+    # dataset's schema (the file's columns and the partition keys).
+    fragment: Any = None
+    schema: Any = None
+
+
+def _natural_key(text: str) -> tuple:
+    """Sort key of a path in natural order: runs of digits compare as numbers
+    (``part-2`` before ``part-10``); the text itself breaks ties (``01`` / ``1``)."""
+    parts = re.split(r"(\d+)", text)
+    return tuple(int(part) if i % 2 else part for i, part in enumerate(parts)), text
+
+
+def _is_glob(text: str) -> bool:
+    return any(character in text for character in "*?[")
+
+
+def _skipped(relative: Path) -> bool:
+    """Whether a directory listing leaves the file out: a hidden or ``_``-prefixed
+    name anywhere in its path below the directory (``_SUCCESS``, ``.part.crc``)."""
+    return any(part.startswith(SKIPPED_PREFIXES) for part in relative.parts)
+
+
+def _source_shards(source: Source, argument: str) -> tuple[str, list[_Shard]] | None:
+    """The files of a sharded source, in reading order, and how messages name
+    the source: None for one file (or a path that does not exist: the single
+    file reader says so). A directory or glob matching no file is a
+    :class:`FileProblem` naming it."""
+    if not isinstance(source, (str, os.PathLike)):
+        items = [os.fspath(item) for item in source]
+        if not items:
+            raise FileProblem(f"{argument}: no file given")
+        if len(items) == 1:
+            return _source_shards(items[0], argument)
+        shards: list[_Shard] = []
+        for item in items:
+            sharded = _source_shards(item, argument)
+            if sharded is None:
+                path, selector = split_source(item)
+                shards.append(_Shard(path, selector, str(path)))
+            else:  # named by their whole path: two directories may hold part-0.npy
+                shards += [_Shard(s.path, s.selector, str(s.path), fragment=s.fragment,
+                                  schema=s.schema) for s in sharded[1]]
+        name = " ".join(items) if len(items) <= 3 else \
+            f"{items[0]} ... {items[-1]} ({len(items):,} sources)"
+        return name, shards
+    path, selector = split_source(os.fspath(source))
+    if path.is_file():
+        return None
+    if path.is_dir():
+        return str(path), _directory_shards(path, selector, argument)
+    if _is_glob(str(path)):
+        matches = [Path(m) for m in glob.glob(str(path), recursive=True)]
+        matches = sorted((m for m in matches if m.is_file() and not _skipped(Path(m.name))),
+                         key=lambda m: _natural_key(str(m)))
+        if not matches:
+            raise FileProblem(f"{argument} {path}: no file matches this pattern")
+        return str(path), [_Shard(m, selector, str(m)) for m in matches]
+    return None
+
+
+def _directory_shards(root: Path, selector: str | None, argument: str) -> list[_Shard]:
+    """A directory's files with a supported suffix, in the natural order of their
+    names; below Hive partition directories (``key=value/``), every Parquet file
+    under it, as fragments of one ``pyarrow.dataset`` (the keys are columns)."""
+    children = sorted(root.iterdir(), key=lambda child: _natural_key(child.name))
+    partitioned = any(child.is_dir() and "=" in child.name and not _skipped(Path(child.name))
+                      for child in children)
+    if not partitioned:
+        files = [child for child in children if child.is_file()
+                 and not _skipped(Path(child.name)) and child.suffix.lower() in SUFFIXES]
+        if not files:
+            raise FileProblem(f"{argument} {root}: the directory holds no file to read "
+                              f"({', '.join(SUFFIXES)}; hidden and _ names skipped)")
+        return [_Shard(f, selector, f.name) for f in files]
+    files = sorted((f for f in root.rglob("*") if f.is_file()
+                    and f.suffix.lower() in (".parquet", ".pq")
+                    and not _skipped(f.relative_to(root))),
+                   key=lambda f: _natural_key(f.relative_to(root).as_posix()))
+    if not files:
+        raise FileProblem(f"{argument} {root}: the partitioned directory holds no Parquet "
+                          "file (hidden and _ names skipped)")
+    try:
+        pa = _pyarrow()
+    except FileProblem as error:
+        raise FileProblem(f"{argument} {root}: {error}") from None
+    import pyarrow.dataset as ds
+
+    try:
+        dataset = ds.dataset([str(f) for f in files], format="parquet",
+                             partitioning=ds.partitioning(flavor="hive"),
+                             partition_base_dir=str(root))
+        fragments = {Path(fragment.path): fragment for fragment in dataset.get_fragments()}
+    except (pa.ArrowException, OSError) as error:
+        raise FileProblem(f"{argument} {root}: not a readable Parquet dataset ({error})") \
+            from None
+    return [_Shard(f, selector, f.relative_to(root).as_posix(), fragment=fragments[f],
+                   schema=dataset.schema) for f in files]
+
+
+def source_files(source: Source, argument: str = "") -> list[tuple[Path, str | None]]:
+    """The ``(path, selector)`` of each file of ``source`` (one file, a directory,
+    a glob or a list of them), in the order they are read."""
+    sharded = _source_shards(source, argument)
+    if sharded is None:
+        return [split_source(os.fspath(source if isinstance(source, (str, os.PathLike))
+                                       else source[0]))]
+    return [(shard.path, shard.selector) for shard in sharded[1]]
+
+
+# -- parallel positional reads --------------------------------------------------------
+
+
+def reader_count(readers: int | None = None) -> int:
+    """Threads that read a ``.npy`` column's chunks: ``readers``, else the
+    environment's ``METRICS_GPU_READERS``, else one per core up to
+    :data:`MAX_DEFAULT_READERS`."""
+    from metrics_gpu._validation import check_int_range
+
+    if readers is not None:
+        return check_int_range(readers, "readers", 1, 1024)
+    text = os.environ.get(READERS_ENVIRONMENT, "").strip()
+    if text:
+        try:
+            return check_int_range(int(text), READERS_ENVIRONMENT, 1, 1024)
+        except ValueError:
+            raise ValueError(f"{READERS_ENVIRONMENT}={text!r}: must be a whole number of "
+                             "reader threads, 1 to 1024") from None
+    try:
+        cores = len(os.sched_getaffinity(0))
+    except AttributeError:  # not on Linux
+        cores = os.cpu_count() or 1
+    return max(1, min(MAX_DEFAULT_READERS, cores))
+
+
+class ReadThreads:
+    """The reader threads of one evaluation, shared by all its ``.npy`` columns
+    and passes: one :class:`concurrent.futures.ThreadPoolExecutor` (no pool
+    per chunk), shut down by :meth:`close`. One reader: no pool, each column
+    read as one stream."""
+
+    def __init__(self, readers: int | None = None):
+        self.count = reader_count(readers)
+        self.executor = (concurrent.futures.ThreadPoolExecutor(
+            self.count, thread_name_prefix="metrics-gpu-read") if self.count > 1 else None)
+
+    def close(self) -> None:
+        if self.executor is not None:
+            self.executor.shutdown(wait=True)
+            self.executor = None
+
+    def __enter__(self) -> ReadThreads:
+        return self
+
+    def __exit__(self, *exc_info) -> None:
+        self.close()
+
+
+def _pread_into(fd: int, view: memoryview, offset: int) -> int:
+    """Read ``view``'s bytes from ``fd`` at ``offset`` (the file position is not
+    used, so threads share ``fd``), again after a short read, until ``view``
+    is full or the file ends; the bytes read."""
+    done = 0
+    while done < view.nbytes:
+        if hasattr(os, "preadv"):  # straight into the buffer
+            got = os.preadv(fd, [view[done:]], offset + done)
+        else:  # macOS before 11: a copy of each read
+            data = os.pread(fd, view.nbytes - done, offset + done)
+            got = len(data)
+            view[done:done + got] = data
+        if not got:
+            break
+        done += got
+    return done
+
+
+def _read_pieces(fd: int, view: memoryview, offset: int, threads: ReadThreads) -> int:
+    """Fill ``view`` from ``fd`` at ``offset`` in pieces read at once by
+    ``threads`` (at least :data:`READ_PIECE_BYTES` each); the bytes read before
+    the first one missing (the file ended early)."""
+    size = view.nbytes
+    pieces = max(1, min(threads.count, size // READ_PIECE_BYTES))
+    if pieces == 1 or threads.executor is None:
+        return _pread_into(fd, view, offset)
+    bounds = [size * i // pieces for i in range(pieces + 1)]
+    futures = [threads.executor.submit(_pread_into, fd, view[start:stop], offset + start)
+               for start, stop in zip(bounds, bounds[1:])]
+    concurrent.futures.wait(futures)  # every piece done (or failed) before the buffer is used
+    done = size
+    for start, stop, future in zip(bounds, bounds[1:], futures):
+        got = future.result()  # raises a piece's OSError
+        if got < stop - start:
+            done = min(done, start + got)
+    return done
 
 
 # -- readers ------------------------------------------------------------------------
@@ -285,11 +524,15 @@ def _readinto(stream, out: np.ndarray) -> int:
 
 
 class NpyReader(ColumnReader):
-    """A ``.npy`` file, or a member of an ``.npz`` archive, read as a byte stream."""
+    """A ``.npy`` file, or a member of an ``.npz`` archive, read as a byte stream;
+    with ``threads`` of more than one reader, a ``.npy`` file's chunks are read
+    in pieces at once (:func:`_read_pieces`). ``allow_empty``: 0 rows are not an
+    error (a shard of a sharded column)."""
 
     rows: int  # from the header
 
-    def __init__(self, argument, path, selector, role, *, from_logits=True):
+    def __init__(self, argument, path, selector, role, *, from_logits=True,
+                 threads: ReadThreads | None = None, allow_empty: bool = False):
         super().__init__(argument, path, selector, role, from_logits=from_logits)
         self.stream = self._open()
         try:
@@ -304,7 +547,7 @@ class NpyReader(ColumnReader):
         if dtype.hasobject:
             self.close()
             raise self.problem("holds Python objects (pickled), which are not read")
-        if not shape or shape[0] == 0:
+        if not shape or (shape[0] == 0 and not allow_empty):
             self.close()
             raise self.problem("holds no values" if shape else "holds a scalar, not a column")
         if fortran and len(shape) > 1:
@@ -318,6 +561,11 @@ class NpyReader(ColumnReader):
         self._direct = dtype == self.dtype and not (role == "scores" and self.binary_column)
         # (a big-endian file's dtype differs from its native output dtype: converted)
         self._check_size()
+        # Positional reads by several threads: .npy files (an .npz member is a
+        # stream, perhaps compressed), where the platform has pread.
+        self._threads = (threads if threads is not None and threads.executor is not None
+                         and path.suffix == ".npy" and hasattr(os, "pread") else None)
+        self._data_offset = self.stream.tell() if path.suffix == ".npy" else 0
 
     def _open(self):
         if self.path.suffix == ".npz":
@@ -356,12 +604,12 @@ class NpyReader(ColumnReader):
         if rows <= 0:
             return 0
         if self._direct:  # straight from the file into the caller's (pinned) buffer
-            got = _readinto(self.stream, out[:rows])
+            got = self._read_bytes(out[:rows])
             if self.role in ("scores", "label_scores") and got == rows * self._row_bytes:
                 self._check_declared_kind(out[:rows])
         else:
             raw = np.empty((rows, self._row_bytes // self.file_dtype.itemsize), self.file_dtype)
-            got = _readinto(self.stream, raw)
+            got = self._read_bytes(raw)
         if got != rows * self._row_bytes:
             raise self.problem(f"the file is truncated: it ends inside row "
                                f"{self.position + got // self._row_bytes}")
@@ -369,6 +617,17 @@ class NpyReader(ColumnReader):
             out[:rows] = self._checked(raw[:, 0] if raw.shape[1] == 1 else raw)
         self.position += rows
         return rows
+
+    def _read_bytes(self, out: np.ndarray) -> int:
+        """Fill ``out`` (C-contiguous) with the next rows' bytes; the bytes read."""
+        if self._threads is None:
+            return _readinto(self.stream, out)
+        view = out.reshape(-1).view(np.uint8).data
+        offset = self._data_offset + self.position * self._row_bytes
+        try:
+            return _read_pieces(self.stream.fileno(), view, offset, self._threads)
+        except OSError as error:
+            raise self.problem(f"cannot read it ({error.strerror or error})") from None
 
     def close(self) -> None:
         self.stream.close()
@@ -496,13 +755,53 @@ def _pyarrow():
 class ArrowReader(ColumnReader):
     """Parquet, Arrow IPC (file or stream) and Feather, batch by batch, through pyarrow."""
 
-    def __init__(self, argument, path, selector, role, *, from_logits=True):
+    def __init__(self, argument, path, selector, role, *, from_logits=True,
+                 allow_empty: bool = False):
         super().__init__(argument, path, selector, role, from_logits=from_logits)
         try:
             pa = _pyarrow()
         except FileProblem as error:
             raise self.problem(str(error)) from None
         self.pa = pa
+        self._source = None  # the IPC file's handle, closed by close()
+        schema = self._open_file()
+        names = schema.names
+        if selector is None:
+            if len(names) != 1 and role not in ("indicators", "label_scores"):
+                raise self.problem(f"has {len(names)} columns {names}; name one: {path}:COLUMN")
+            self.names = names  # multilabel: every column, one per label
+        else:
+            self.names = selector.split(",")
+            missing = [n for n in self.names if n not in names]
+            if missing:
+                raise self.problem(f"has no column {missing[0]!r}; its columns are {names}")
+        types = [schema.field(n).type for n in self.names]
+        tail: tuple[int, ...] | None
+        if len(self.names) > 1:
+            self.column_names = list(self.names)
+            if role not in MATRIX_ROLES:
+                raise self.problem(f"{len(self.names)} columns name (N, K) scores; {role} are "
+                                   "one column")
+            dtype, tail = self._numpy_type(types[0]), (len(self.names),)
+            if any(self._numpy_type(t) != dtype for t in types):
+                raise self.problem(f"the score columns {self.names} differ in type: "
+                                   f"{[str(t) for t in types]}")
+        elif pa.types.is_list(types[0]) or pa.types.is_large_list(types[0]) or \
+                pa.types.is_fixed_size_list(types[0]):
+            dtype = self._numpy_type(types[0].value_type)
+            tail = (types[0].list_size,) if pa.types.is_fixed_size_list(types[0]) else None
+        else:
+            dtype, tail = self._numpy_type(types[0]), ()
+        if tail is None:  # a variable-size list: its width from the first row
+            # (an empty shard has none: its layout is not used)
+            tail = () if allow_empty and self.rows == 0 else (self._first_list_length(),)
+        self._set_layout(dtype, tail)
+        self._batches = self._batch_iterator()
+        self._left: np.ndarray | None = None  # rows of the last batch not handed out yet
+
+    def _open_file(self):
+        """Open the file; set ``rows`` (None where only a full read tells); its schema."""
+        pa, path = self.pa, self.path
         try:
             if path.suffix in (".parquet", ".pq"):
                 # No pre-buffering: it would keep every column chunk read in the pool.
@@ -520,44 +819,18 @@ class ArrowReader(ColumnReader):
                         counter = pa.ipc.open_file(mapped)
                         self.rows = sum(counter.get_batch(i).num_rows
                                         for i in range(counter.num_record_batches))
-                    self.ipc = pa.ipc.open_file(pa.OSFile(str(path)))
+                    self._source = pa.OSFile(str(path))
+                    self.ipc = pa.ipc.open_file(self._source)
                 except pa.ArrowInvalid:
-                    self.ipc = pa.ipc.open_stream(pa.OSFile(str(path)))
+                    if self._source is not None:
+                        self._source.close()
+                    self._source = pa.OSFile(str(path))
+                    self.ipc = pa.ipc.open_stream(self._source)
                     self.rows = None
                 schema = self.ipc.schema
         except (pa.ArrowException, OSError) as error:
             raise self.problem(f"not a readable {path.suffix[1:]} file ({error})") from None
-        names = schema.names
-        if selector is None:
-            if len(names) != 1 and role not in ("indicators", "label_scores"):
-                raise self.problem(f"has {len(names)} columns {names}; name one: {path}:COLUMN")
-            self.names = names  # multilabel: every column, one per label
-        else:
-            self.names = selector.split(",")
-            missing = [n for n in self.names if n not in names]
-            if missing:
-                raise self.problem(f"has no column {missing[0]!r}; its columns are {names}")
-        types = [schema.field(n).type for n in self.names]
-        if len(self.names) > 1:
-            self.column_names = list(self.names)
-            if role not in MATRIX_ROLES:
-                raise self.problem(f"{len(self.names)} columns name (N, K) scores; {role} are "
-                                   "one column")
-            dtype, tail = self._numpy_type(types[0]), (len(self.names),)
-            if any(self._numpy_type(t) != dtype for t in types):
-                raise self.problem(f"the score columns {self.names} differ in type: "
-                                   f"{[str(t) for t in types]}")
-        elif pa.types.is_list(types[0]) or pa.types.is_large_list(types[0]) or \
-                pa.types.is_fixed_size_list(types[0]):
-            dtype = self._numpy_type(types[0].value_type)
-            tail = (types[0].list_size,) if pa.types.is_fixed_size_list(types[0]) else None
-        else:
-            dtype, tail = self._numpy_type(types[0]), ()
-        if tail is None:  # a variable-size list: its width from the first row
-            tail = (self._first_list_length(),)
-        self._set_layout(dtype, tail)
-        self._batches = self._batch_iterator()
-        self._left = None  # rows of the last batch not handed out yet
+        return schema
 
     def _numpy_type(self, arrow_type) -> np.dtype:
         try:
@@ -574,7 +847,7 @@ class ArrowReader(ColumnReader):
     def _batch_iterator(self):
         if self.parquet is not None:
             yield from self.parquet.iter_batches(batch_size=self._batch_rows(),
-                                                 columns=self.names)
+                                                 columns=self.names, use_threads=True)
         elif hasattr(self.ipc, "get_batch"):
             for i in range(self.ipc.num_record_batches):
                 yield self.ipc.get_batch(i).select(self.names)
@@ -631,12 +904,188 @@ class ArrowReader(ColumnReader):
             self.position += take
         return done
 
+    def close(self) -> None:
+        self._batches = iter(())
+        self._left = None
+        if self.parquet is not None:
+            self.parquet.close()
+        if self._source is not None:
+            self._source.close()
 
-def open_column(source: str, argument: str, role: str, *, from_logits: bool = True) -> ColumnReader:
-    """The reader of ``source`` (``path`` or ``path:selector``) for an option of the
-    command line (``argument``, named in every error) and a ``role`` of
-    :data:`ROLES`."""
-    path, selector = split_source(source)
+
+class _PartitionReader(ArrowReader):
+    """A Parquet file of a Hive-partitioned directory, through its
+    ``pyarrow.dataset`` fragment: its columns and the partition keys (the
+    same value in every row of the file) under the dataset's schema."""
+
+    def __init__(self, argument, path, selector, role, *, fragment, schema, from_logits=True,
+                 allow_empty: bool = False):
+        self.fragment, self.dataset_schema = fragment, schema
+        super().__init__(argument, path, selector, role, from_logits=from_logits,
+                         allow_empty=allow_empty)
+
+    def _open_file(self):
+        self.parquet = None
+        try:
+            self.rows = self.fragment.count_rows()  # from the footer's metadata
+        except (self.pa.ArrowException, OSError) as error:
+            raise self.problem(f"not a readable parquet file ({error})") from None
+        return self.dataset_schema
+
+    def _batch_iterator(self):
+        yield from self.fragment.to_batches(schema=self.dataset_schema, columns=self.names,
+                                            batch_size=self._batch_rows(), use_threads=True)
+
+
+class ShardedReader(ColumnReader):
+    """One column over several files (shards), read one after the other as if
+    they were one file: row ``i`` of the column is row ``i`` over the shards in
+    order, and a chunk may span shards.
+
+    ``rows`` is the sum of the shards' (None when one's is known only by
+    reading it); ``width`` and ``dtype`` are every shard's (two shards that
+    differ are a :class:`FileProblem` naming both). Shards of 0 rows are
+    skipped (one empty file alone is an error; every shard empty too). Each
+    shard's header is read up front (the checks above), then a shard is
+    opened when reading reaches it and closed when it ends: one file open at
+    a time. Errors while reading a shard name the shard's path and its own
+    row; :meth:`row_name` names the shard and the row in it. ``partners``:
+    the readers of other columns sharded in as many files, whose
+    corresponding shards must hold as many rows (checked when both counts are
+    known: up front in :func:`open_columns`, else when a shard ends).
+    """
+
+    def __init__(self, argument: str, name: str, shards: list[_Shard], role: str, *,
+                 from_logits: bool = True, threads: ReadThreads | None = None):
+        super().__init__(argument, Path(name), None, role, from_logits=from_logits)
+        self.name, self.shards, self.threads = name, shards, threads
+        selectors = {shard.selector for shard in shards}
+        self.selector = selectors.pop() if len(selectors) == 1 else None
+        self.partners: list[ShardedReader] = []
+        self.rank = 0  # the column's place among the sharded ones (messages' order)
+        self.counts: list[int | None] = [None] * len(shards)  # rows read, once a shard ends
+        self._starts: list[int] = []  # the first row of each shard reached
+        self._done_readers: list[ColumnReader | None] = []  # for row names (closed)
+        self._reader: ColumnReader | None = None
+        first: tuple[_Shard, ColumnReader] | None = None
+        for shard in shards:
+            if shard.path.suffix.lower() in TEXT_SUFFIXES and shard.path.is_file() \
+                    and shard.path.stat().st_size == 0:
+                shard.rows = 0  # an empty text file: no header, no rows
+                continue
+            reader = self._open(shard)
+            reader.close()
+            shard.rows = reader.rows
+            if shard.rows == 0:
+                continue
+            if first is None:
+                first = shard, reader
+            elif (reader.width, reader.dtype) != (first[1].width, first[1].dtype):
+                raise self.problem(f"{shard.label} holds {_layout(reader)}, but "
+                                   f"{first[0].label} holds {_layout(first[1])} (the files "
+                                   "of one column hold the same type and width)")
+        if first is None:
+            raise self.problem(f"{NO_ROWS} (its {len(shards):,} files are all empty)")
+        reader = first[1]
+        self.dtype, self.width = reader.dtype, reader.width
+        self.binary_column = getattr(reader, "binary_column", False)
+        self.column_names = reader.column_names
+        known = [shard.rows for shard in shards]
+        self.rows = None if None in known else sum(r for r in known if r is not None)
+
+    def _open(self, shard: _Shard) -> ColumnReader:
+        return _file_reader(self.argument, shard.path, shard.selector, self.role,
+                            from_logits=self.from_logits, threads=self.threads,
+                            allow_empty=True, fragment=shard.fragment, schema=shard.schema)
+
+    def shard_rows(self, index: int) -> int | None:
+        """Rows of shard ``index``: read, or known from its header; None if neither yet."""
+        count = self.counts[index]
+        return self.shards[index].rows if count is None else count
+
+    def _current(self) -> ColumnReader | None:
+        """The reader of the shard being read, opened when reading reaches it
+        (empty shards passed); None after the last."""
+        while self._reader is None:
+            index = len(self._starts)
+            if index == len(self.shards):
+                return None
+            self._starts.append(self.position)
+            if self.shards[index].rows == 0:
+                self._done_readers.append(None)
+                self._ended(index, 0)
+            else:
+                self._reader = self._open(self.shards[index])
+        return self._reader
+
+    def _ended(self, index: int, rows: int) -> None:
+        """Shard ``index`` read to its end: its rows checked against the partners'."""
+        self.counts[index] = rows
+        for partner in self.partners:
+            theirs = partner.shard_rows(index)
+            if theirs is not None and theirs != rows:
+                raise _shard_mismatch(*sorted((self, partner), key=lambda r: -r.rank),
+                                      index=index)
+
+    def read(self, out: np.ndarray) -> int:
+        done = 0
+        while done < len(out):
+            reader = self._current()
+            if reader is None:
+                break
+            got = reader.read(out[done:])
+            self.probability_rows_only = (self.probability_rows_only
+                                          and reader.probability_rows_only)
+            if got == 0:  # the shard ended
+                reader.close()
+                self._reader = None
+                # A text file's rows are named by their lines too (read again
+                # by path); other readers are dropped with their metadata.
+                self._done_readers.append(reader if isinstance(reader, TextReader) else None)
+                self._ended(len(self._starts) - 1, reader.position)
+                continue
+            done += got
+            self.position += got
+        return done
+
+    def row_name(self, row: int) -> str:
+        """``part-00003.npy row 17``: the shard (by its path as listed) and the row in it."""
+        index = max(0, bisect.bisect_right(self._starts, row) - 1)
+        if index >= len(self._starts):
+            return f"row {row:,}"
+        local = row - self._starts[index]
+        reader = (self._done_readers[index] if index < len(self._done_readers)
+                  else self._reader)
+        inner = f"row {local:,}" if reader is None else reader.row_name(local)
+        return f"{self.shards[index].label} {inner}"
+
+    def close(self) -> None:
+        if self._reader is not None:
+            self._reader.close()
+            self._reader = None
+
+
+def _layout(reader: ColumnReader) -> str:
+    """A reader's values as the messages of a sharded column compare them."""
+    return (f"{reader.dtype} values, {reader.width} per row" if reader.width is not None
+            else f"{reader.dtype} values")
+
+
+def _shard_mismatch(reader: ShardedReader, other: ShardedReader, *,
+                    index: int) -> FileProblem:
+    """Corresponding shards of two columns that hold different numbers of rows
+    (``reader``'s named first: the later column, as the row-count messages do)."""
+    return FileProblem(
+        f"{reader.argument} {reader.shards[index].path}: {reader.shard_rows(index):,} rows, but "
+        f"{other.argument} {other.shards[index].path} has {other.shard_rows(index):,} (file "
+        f"{index + 1:,} of {len(reader.shards):,} of each; the rows of columns sharded in as "
+        "many files are matched file by file)")
+
+
+def _file_reader(argument: str, path: Path, selector: str | None, role: str, *,
+                 from_logits: bool = True, threads: ReadThreads | None = None,
+                 allow_empty: bool = False, fragment=None, schema=None) -> ColumnReader:
+    """The reader of one file, by its suffix (the checks every file passes first)."""
     if not path.is_file():
         raise FileProblem(f"{argument} {path}: no such file")
     suffix = path.suffix.lower()
@@ -647,9 +1096,34 @@ def open_column(source: str, argument: str, role: str, *, from_logits: bool = Tr
         raise FileProblem(f"{argument} {path}: permission denied")
     if path.stat().st_size == 0:
         raise FileProblem(f"{argument} {path}: the file is empty")
-    reader_type = (NpyReader if suffix in (".npy", ".npz")
-                   else TextReader if suffix in TEXT_SUFFIXES else ArrowReader)
-    return reader_type(argument, path, selector, role, from_logits=from_logits)
+    if fragment is not None:
+        return _PartitionReader(argument, path, selector, role, fragment=fragment,
+                                schema=schema, from_logits=from_logits, allow_empty=allow_empty)
+    if suffix in (".npy", ".npz"):
+        return NpyReader(argument, path, selector, role, from_logits=from_logits,
+                         threads=threads, allow_empty=allow_empty)
+    if suffix in TEXT_SUFFIXES:
+        return TextReader(argument, path, selector, role, from_logits=from_logits)
+    return ArrowReader(argument, path, selector, role, from_logits=from_logits,
+                       allow_empty=allow_empty)
+
+
+def open_column(source: Source, argument: str, role: str, *, from_logits: bool = True,
+                threads: ReadThreads | None = None) -> ColumnReader:
+    """The reader of ``source`` for an option of the command line
+    (``argument``, named in every error) and a ``role`` of :data:`ROLES`:
+    ``path`` or ``path:selector`` of one file (its format's reader), or of a
+    directory or a glob, or a list of sources (a :class:`ShardedReader`).
+    ``threads``: the evaluation's :class:`ReadThreads` (``.npy`` files)."""
+    sharded = _source_shards(source, argument)
+    if sharded is not None:
+        name, shards = sharded
+        return ShardedReader(argument, name, shards, role, from_logits=from_logits,
+                             threads=threads)
+    path, selector = split_source(os.fspath(source if isinstance(source, (str, os.PathLike))
+                                            else source[0]))
+    return _file_reader(argument, path, selector, role, from_logits=from_logits,
+                        threads=threads)
 
 
 # -- the chunk loop -----------------------------------------------------------------
@@ -665,17 +1139,22 @@ AUC_MODES = ("auto", "exact", "binned")
 EXACT_MEMORY_FRACTION = 0.5
 
 
-def open_columns(sources: dict[str, str | None], *, from_logits: bool = True,
-                 roles: dict[str, str] = ROLE_OF) -> dict[str, ColumnReader]:
+def open_columns(sources: dict[str, Source | None], *, from_logits: bool = True,
+                 roles: dict[str, str] = ROLE_OF,
+                 threads: ReadThreads | None = None) -> dict[str, ColumnReader]:
     """Readers of the named columns (``y_true``, ``y_pred``, ``scores``,
     ``sample_weight``; None ones left out), with their row counts checked;
-    ``roles``: each column's role (:data:`ROLE_OF`, or :data:`MULTILABEL_ROLE_OF`)."""
+    ``roles``: each column's role (:data:`ROLE_OF`, or :data:`MULTILABEL_ROLE_OF`);
+    ``threads``: the evaluation's reader threads. Columns sharded in as many
+    files are matched file by file (:class:`ShardedReader`'s ``partners``):
+    shards whose rows are known up front are compared here."""
     readers: dict[str, ColumnReader] = {}
     try:
         for name, source in sources.items():
             if source is not None:
                 readers[name] = open_column(source, OPTIONS[name], roles[name],
-                                            from_logits=from_logits)
+                                            from_logits=from_logits, threads=threads)
+        _match_shards([r for r in readers.values() if isinstance(r, ShardedReader)])
         known = [(name, r) for name, r in readers.items() if r.rows is not None]
         for name, reader in known[1:]:
             first_name, first = known[0]
@@ -688,6 +1167,24 @@ def open_columns(sources: dict[str, str | None], *, from_logits: bool = True,
             reader.close()
         raise
     return readers
+
+
+def _match_shards(sharded: list[ShardedReader]) -> None:
+    """Make the readers sharded in as many files partners, and compare their
+    corresponding shards' rows where both are known (the others are compared
+    when reading ends a shard)."""
+    for rank, reader in enumerate(sharded):
+        reader.rank = rank
+        reader.partners = [other for other in sharded
+                           if other is not reader and len(other.shards) == len(reader.shards)]
+    for reader in sharded:
+        for other in reader.partners:
+            if other.rank < reader.rank:  # each pair once, the later one named first
+                continue
+            for index in range(len(reader.shards)):
+                mine, theirs = reader.shard_rows(index), other.shard_rows(index)
+                if mine is not None and theirs is not None and mine != theirs:
+                    raise _shard_mismatch(other, reader, index=index)
 
 
 class _Prefetch:
@@ -768,11 +1265,14 @@ class _HostStaging:
 
 class _CudaStaging:
     """cuda: pinned host buffers, host-to-device copies on their own stream,
-    two buffer sets. The update of chunk i (compute stream), the copy of chunk
-    i + 1 (copy stream) and the read of chunk i + 2 (reader thread) overlap;
-    events order them, the host never waits on the GPU in the loop."""
+    three buffer sets. The update of chunk i (compute stream), the copy of
+    chunk i + 1 (copy stream) and the read of chunk i + 2 (reader threads)
+    overlap, each in a set of its own; events order them, the host never
+    waits on the GPU in the loop. (On the host backends the reader and the
+    update share the CPU's cores: two sets, the read of i + 1 beside the
+    update of i, and a third would only add a chunk of memory.)"""
 
-    depth = 2
+    depth = 3
 
     def __init__(self, readers: dict[str, ColumnReader], rows: int):
         import cupy
@@ -884,9 +1384,10 @@ def exact_auc_bytes(rows: int, num_classes: int, score_dtype, *, weighted: bool 
     if ignore_index:
         ranking += rows + kept  # the mask, then the rows kept
     # A chunk's pages are touched only as far as rows are read into them: one
-    # buffer set for a file of one chunk.
+    # buffer set for a file of one chunk, at most the staging's depth.
     chunk = min(chunk_rows, rows)
-    buffer_sets = 1 if chunk >= rows else 2
+    depth = _CudaStaging.depth if backend == "cuda" else _HostStaging.depth
+    buffer_sets = min(depth, -(-rows // chunk)) if chunk else 1
     reading = CHUNK_STATE_BYTES + chunk * (buffer_sets * row_bytes
                                            + 3 * num_classes * score_bytes
                                            + CHUNK_ROW_TEMPORARY_BYTES)
@@ -1039,12 +1540,15 @@ class FileEvaluation:
 NO_ROWS = "holds no rows (a header only, or an empty column): there is nothing to report"
 
 
-def find_classes(sources: dict[str, str | None], *, ignore_index=None, chunk_rows: int,
-                 progress: Callable | None = None) -> tuple[int, np.ndarray | None]:
+def find_classes(sources: dict[str, Source | None], *, ignore_index=None, chunk_rows: int,
+                 progress: Callable | None = None,
+                 threads: ReadThreads | None = None) -> tuple[int, np.ndarray | None]:
     """One pass over the label files (``y_true`` and ``y_pred``) for the classes
     present: ``(K, None)`` when they are 0..K-1, else ``(P, codes)`` with the
-    P codes present (the report is over those, as scikit-learn's)."""
-    readers = open_columns({name: sources.get(name) for name in ("y_true", "y_pred")})
+    P codes present (the report is over those, as scikit-learn's). ``threads``:
+    the evaluation's reader threads (None: each file read as one stream)."""
+    readers = open_columns({name: sources.get(name) for name in ("y_true", "y_pred")},
+                           threads=threads)
     total_rows = 0
     try:
         present = np.zeros(0, bool)
@@ -1098,9 +1602,10 @@ def find_classes(sources: dict[str, str | None], *, ignore_index=None, chunk_row
     return int(present.sum()), np.flatnonzero(present)
 
 
-def find_num_groups(sources: dict[str, str | None], *, chunk_rows: int) -> int:
+def find_num_groups(sources: dict[str, Source | None], *, chunk_rows: int,
+                    threads: ReadThreads | None = None) -> int:
     """G of a groups column of integer codes: its largest code + 1 (one pass)."""
-    readers = open_columns({"groups": sources["groups"]})
+    readers = open_columns({"groups": sources["groups"]}, threads=threads)
     largest = -1
     try:
         prefetch = _Prefetch(readers, _HostStaging(readers, chunk_rows).buffer_sets)
@@ -1123,16 +1628,19 @@ def find_num_groups(sources: dict[str, str | None], *, chunk_rows: int) -> int:
     return largest + 1
 
 
-def evaluate_files(sources: dict[str, str | None], *, num_classes: int | None = None,
+def evaluate_files(sources: dict[str, Source | None], *, num_classes: int | None = None,
                    ignore_index: int | None = None, scores_are: ScoresAre = "logits",
                    top_k=(1, 5), n_bins: int = 15, auc: str = "auto", thresholds: int = 1000,
                    backend: str | None = None, chunk_rows: int | None = None, curves: bool = False,
                    progress: Callable[[str, int | None], Callable[[int], None]] | None = None,
-                   num_groups: int | None = None) -> FileEvaluation:
+                   num_groups: int | None = None, readers: int | None = None,
+                   workers: int | None = None) -> FileEvaluation:
     """Stream prediction files through :class:`metrics_gpu.ClassificationMetrics`.
 
     ``sources`` names the columns (``y_true``, and ``y_pred`` and / or
-    ``scores``, optionally ``sample_weight``) as ``path[:selector]``. Label
+    ``scores``, optionally ``sample_weight``) as ``path[:selector]``: a file, a
+    directory or a glob of shards, or a list of them (:class:`ShardedReader`;
+    rows are matched by their position over the shards). Label
     metrics come from ``y_pred`` when given, else from the argmax of the
     scores. K is ``num_classes``, or the scores' width, or found by a first
     pass over the label files (the classes present, as scikit-learn). With
@@ -1148,9 +1656,17 @@ def evaluate_files(sources: dict[str, str | None], *, num_classes: int | None = 
     CuPy and a device are present. With ``sources["groups"]`` (integer group
     codes, a column of one group per row), both states count each group's
     matrix too: G is ``num_groups``, or the largest code + 1 (one extra pass
-    over the groups column).
+    over the groups column). ``readers``: threads that read each chunk of a
+    ``.npy`` file in pieces at once (default ``METRICS_GPU_READERS``, else one
+    per core up to 8; 1 reads each file as one stream), one pool for the
+    whole evaluation (:class:`ReadThreads`). ``workers``: on the numpy backend,
+    processes that update the states chunk by chunk on every core
+    (:func:`metrics_gpu._workers.worker_count`: default
+    ``METRICS_GPU_CPU_WORKERS``, else one per core for a large file; 1: the
+    calling process alone).
     """
     from metrics_gpu._backend import backend_for_host_data, get_backend, use_backend
+    from metrics_gpu._workers import worker_count
     from metrics_gpu._streaming import MAX_THRESHOLDS, SCORE_KINDS, ClassificationMetrics
     from metrics_gpu._validation import check_int_range, check_top_k
 
@@ -1166,9 +1682,14 @@ def evaluate_files(sources: dict[str, str | None], *, num_classes: int | None = 
         raise ValueError("give --y-pred (labels) or --scores (or both)")
     backend = backend_for_host_data(get_backend() if backend is None else backend)
     from_logits = scores_are == "logits"
-    readers = open_columns(sources, from_logits=from_logits)
+    threads = ReadThreads(readers)
     try:
-        score_reader = readers.get("scores")
+        columns = open_columns(sources, from_logits=from_logits, threads=threads)
+    except BaseException:
+        threads.close()
+        raise
+    try:
+        score_reader = columns.get("scores")
         class_codes = None
         if num_classes is None and score_reader is not None:
             num_classes = score_reader.width
@@ -1176,27 +1697,28 @@ def evaluate_files(sources: dict[str, str | None], *, num_classes: int | None = 
             raise FileProblem(f"--scores {score_reader.path}: {score_reader.width} score "
                               f"columns, but --num-classes is {num_classes}")
         if num_classes is None:
-            rows = readers["y_true"].rows
+            rows = columns["y_true"].rows
             num_classes, class_codes = find_classes(
                 sources, ignore_index=ignore_index, chunk_rows=chunk_rows or MAX_CHUNK_ROWS,
-                progress=None if progress is None else progress("finding the classes", rows))
-        rows = next((r.rows for r in readers.values() if r.rows is not None), None)
+                progress=None if progress is None else progress("finding the classes", rows),
+                threads=threads)
+        rows = next((r.rows for r in columns.values() if r.rows is not None), None)
         if chunk_rows is None:
-            chunk_rows = max(1, min(MAX_CHUNK_ROWS, CHUNK_BYTES // _row_bytes(readers)))
+            chunk_rows = max(1, min(MAX_CHUNK_ROWS, CHUNK_BYTES // _row_bytes(columns)))
         auc_mode = None
         if score_reader is not None:
-            auc_mode = _auc_mode(auc, rows, num_classes, score_reader, backend, readers,
+            auc_mode = _auc_mode(auc, rows, num_classes, score_reader, backend, columns,
                                  from_logits=from_logits, ignore_index=ignore_index,
                                  chunk_rows=chunk_rows)
         # Remapped codes are positions 0..P-1: ignored targets become -1.
         state_ignore = ignore_index if class_codes is None or ignore_index is None else -1
         common: dict[str, Any] = dict(ignore_index=state_ignore, validate="deferred")
-        if "groups" in readers:
+        if "groups" in columns:
             if num_groups is None:
-                num_groups = find_num_groups(sources, chunk_rows=chunk_rows)
+                num_groups = find_num_groups(sources, chunk_rows=chunk_rows, threads=threads)
             common["num_groups"] = num_groups
         label_state = (ClassificationMetrics(num_classes, **common)
-                       if "y_pred" in readers else None)
+                       if "y_pred" in columns else None)
         score_state = None
         if score_reader is not None:
             score_state = ClassificationMetrics(
@@ -1209,15 +1731,19 @@ def evaluate_files(sources: dict[str, str | None], *, num_classes: int | None = 
             lut = np.full(int(class_codes.max()) + 1, -1, np.int64)
             lut[class_codes] = np.arange(class_codes.size)
         if score_state is not None:
-            # The readers check every row of the file (_check_declared_kind),
+            # The columns check every row of the file (_check_declared_kind),
             # not the first batch only: one warning, theirs.
             score_state._warns_of_probabilities = False
+        values = None if rows is None else rows * sum(
+            math.prod(r.shape_tail) for r in columns.values())
+        processes = worker_count(values, workers) if backend == "numpy" else 1
         with use_backend(backend):
-            exact = _stream(readers, backend, chunk_rows, label_state, score_state, lut,
+            exact = _stream(columns, backend, chunk_rows, label_state, score_state, lut,
                             ignore_index, auc_mode, from_logits, num_classes,
-                            None if progress is None else progress("reading", rows))
+                            None if progress is None else progress("reading", rows),
+                            workers=processes)
         for name, state in (("y_pred", label_state), ("scores", score_state)):
-            _raise_first_invalid(state, readers, name, chunk_rows)
+            _raise_first_invalid(state, columns, name, chunk_rows)
         if score_reader is not None and from_logits and score_reader.probability_rows_only:
             warnings.warn(probabilities_read_as_logits(f"--scores {score_reader.path}",
                                                        "--scores-are probabilities"),
@@ -1233,14 +1759,15 @@ def evaluate_files(sources: dict[str, str | None], *, num_classes: int | None = 
                 exact_values = exact_ranking(*kept, ignore_index=ignore_index,
                                              progress=ranking)
             del kept, exact
-        total_rows = readers["y_true"].position
+        total_rows = columns["y_true"].position
         if total_rows == 0:
-            raise FileProblem(f"--y-true {readers['y_true'].path}: {NO_ROWS}")
+            raise FileProblem(f"--y-true {columns['y_true'].path}: {NO_ROWS}")
     finally:
-        for reader in readers.values():
+        for reader in columns.values():
             reader.close()
+        threads.close()
     return FileEvaluation(label_state, score_state, exact_values, class_codes, total_rows,
-                          backend, auc_mode, chunk_rows, readers)
+                          backend, auc_mode, chunk_rows, columns)
 
 
 def _auc_mode(auc: str, rows: int | None, num_classes: int, score_reader: ColumnReader,
@@ -1274,9 +1801,10 @@ def _row_bytes(readers) -> int:
 
 
 def _stream(readers, backend: str, chunk_rows: int, label_state, score_state, lut,
-            ignore_index, auc_mode, from_logits: bool, num_classes: int, progress):
-    """The loop: each chunk into the states (and the exact-ranking store)."""
-    staging = (_CudaStaging if backend == "cuda" else _HostStaging)(readers, chunk_rows)
+            ignore_index, auc_mode, from_logits: bool, num_classes: int, progress,
+            workers: int = 1):
+    """The loop: each chunk into the states (and the exact-ranking store); on
+    the numpy backend with ``workers`` > 1, in worker processes."""
     exact = None
     if auc_mode == "exact":
         xp: Any = np
@@ -1288,32 +1816,109 @@ def _stream(readers, backend: str, chunk_rows: int, label_state, score_state, lu
         exact = _ExactScores(xp, score_reader.rows, num_classes,
                              exact_score_dtype(score_reader.dtype, from_logits),
                              "sample_weight" in readers, from_logits)
+    if backend == "numpy" and workers > 1:
+        _stream_in_workers(readers, workers, chunk_rows, label_state, score_state, lut,
+                           ignore_index, exact, progress)
+        return exact
+    staging = (_CudaStaging if backend == "cuda" else _HostStaging)(readers, chunk_rows)
     device_lut = None
     prefetch = _Prefetch(readers, staging.buffer_sets)
     try:
         for i, rows in prefetch:
             batch = staging.batch(i, rows)
-            y_true, weight = batch["y_true"], batch.get("sample_weight")
-            grouped = {} if "groups" not in batch else {"groups": batch["groups"]}
-            if lut is not None:
-                if device_lut is None:
-                    device_lut = _to_device(lut, backend)
-                y_true = _remap(y_true, device_lut, ignore_index)  # ignored -> -1
-            if label_state is not None:
-                y_pred = batch["y_pred"]
-                if lut is not None:
-                    y_pred = _remap(y_pred, device_lut, None)
-                label_state.update(y_true, y_pred, weight, **grouped)
-            if score_state is not None:
-                score_state.update(y_true, batch["scores"], weight, **grouped)
-                if exact is not None:
-                    exact.add(y_true, batch["scores"], weight)
+            if lut is not None and device_lut is None:
+                device_lut = _to_device(lut, backend)
+            y_true = _update_chunk(batch, label_state, score_state, device_lut, ignore_index)
+            if exact is not None:
+                exact.add(y_true, batch["scores"], batch.get("sample_weight"))
             prefetch.release(i, staging.done(i))
             if progress is not None:
                 progress(rows)
     finally:
         prefetch.close()
     return exact
+
+
+def _update_chunk(batch: dict[str, Any], label_state, score_state, lut, ignore_index,
+                  ordinal: int | None = None):
+    """One chunk into the states (class codes remapped by ``lut``); ``ordinal``:
+    the chunk's position in the file, where it is not the states' own count
+    (a worker process's chunks). Returns the targets as the states read them."""
+    y_true, weight = batch["y_true"], batch.get("sample_weight")
+    grouped = {} if "groups" not in batch else {"groups": batch["groups"]}
+    if lut is not None:
+        y_true = _remap(y_true, lut, ignore_index)  # ignored -> -1
+    if label_state is not None:
+        y_pred = batch["y_pred"]
+        if lut is not None:
+            y_pred = _remap(y_pred, lut, None)
+        if ordinal is not None:
+            label_state._updates = ordinal
+        label_state.update(y_true, y_pred, weight, **grouped)
+    if score_state is not None:
+        if ordinal is not None:
+            score_state._updates = ordinal
+        score_state.update(y_true, batch["scores"], weight, **grouped)
+    return y_true
+
+
+def _stream_in_workers(readers, workers: int, chunk_rows: int, label_state, score_state, lut,
+                       ignore_index, exact, progress) -> None:
+    """The loop of :func:`_stream` with the updates in ``workers`` forked
+    processes (:class:`metrics_gpu._workers.UpdateWorkers`): the reader thread
+    fills buffer sets in shared memory, a worker updates its own copy of the
+    states with each chunk it takes, and the states are merged at the end.
+    Each chunk keeps its ordinal, so a left-out row is named as in one process."""
+    from metrics_gpu._workers import UpdateWorkers, shared_empty
+
+    states = (label_state, score_state)
+    empty = [None if state is None else copy.deepcopy(state) for state in states]
+    depth = workers + 2  # each worker busy, and the reader two sets ahead
+    buffer_sets = [{name: shared_empty((chunk_rows, *r.shape_tail), r.dtype)
+                    for name, r in readers.items()} for _ in range(depth)]
+
+    def apply(i: int, rows: int, ordinal: int) -> None:  # in a worker
+        batch = {name: buffer[:rows] for name, buffer in buffer_sets[i].items()}
+        _update_chunk(batch, label_state, score_state, lut, ignore_index, ordinal)
+
+    def finish() -> list:  # in a worker: its states
+        return [None if state is None else state.state_dict() for state in states]
+
+    pool = UpdateWorkers(workers, apply, finish)  # forked before the reader thread starts
+    prefetch = _Prefetch(readers, buffer_sets)
+    chunks = 0
+    try:
+        for i, rows in prefetch:
+            pool.submit(i, rows, chunks)
+            chunks += 1
+            if exact is not None:
+                batch = {name: buffer[:rows] for name, buffer in buffer_sets[i].items()}
+                y_true = batch["y_true"] if lut is None else _remap(batch["y_true"], lut,
+                                                                    ignore_index)
+                exact.add(y_true, batch["scores"], batch.get("sample_weight"))
+            for j, done in pool.completed(block=pool.in_flight >= workers):
+                prefetch.release(j)
+                if progress is not None:
+                    progress(done)
+        while pool.in_flight:
+            for j, done in pool.completed(block=True):
+                prefetch.release(j)
+                if progress is not None:
+                    progress(done)
+        parts = pool.close()
+    except BaseException:
+        pool.terminate()
+        raise
+    finally:
+        prefetch.close()
+    for state, template, part_states in zip(states, empty, zip(*parts)):
+        if state is None:
+            continue
+        for part_state in part_states:
+            part = copy.deepcopy(template)
+            part.load_state_dict(part_state)
+            state.merge(part)
+        state._updates = chunks
 
 
 def _to_device(array: np.ndarray, backend: str):
@@ -1620,7 +2225,7 @@ def _report_metrics():
     return REPORT_METRICS
 
 
-def report_files(sources: dict[str, str | None], *, class_names=None,
+def report_files(sources: dict[str, Source | None], *, class_names=None,
                  confidence_level: float | None = None, method: str = "percentile",
                  n_resamples: int | None = None, rng=None, **options) -> PredictionReport:
     """:func:`evaluate_files`, as a :class:`PredictionReport`; with
@@ -1679,7 +2284,7 @@ def _column_count(reader: ColumnReader) -> int:
     return reader.width or 1
 
 
-def detect_multilabel(sources: dict[str, str | None]) -> str | None:
+def detect_multilabel(sources: dict[str, Source | None]) -> str | None:
     """Why the files are a multilabel problem, or None: ``--y-true`` holds L >= 2
     columns (never multiclass class codes) and the prediction file (``--y-pred``,
     else ``--scores``) as many. A label matrix beside a prediction file of
@@ -1712,12 +2317,13 @@ def detect_multilabel(sources: dict[str, str | None]) -> str | None:
             f"{OPTIONS[predicted]} one of the same shape")
 
 
-def evaluate_multilabel_files(sources: dict[str, str | None], *, threshold: float = 0.5,
+def evaluate_multilabel_files(sources: dict[str, Source | None], *, threshold: float = 0.5,
                               scores_are: ScoresAre = "logits", thresholds: int | None = None,
                               ignore_index: int | None = None, backend: str | None = None,
                               chunk_rows: int | None = None, detected: str | None = None,
                               progress: Callable[[str, int | None], Callable[[int], None]]
-                              | None = None) -> MultilabelFileReport:
+                              | None = None,
+                              readers: int | None = None) -> MultilabelFileReport:
     """Stream multilabel files through :class:`metrics_gpu.MultilabelMetrics`.
 
     ``sources``: ``y_true`` ((N, L) 0/1 targets), one of ``y_pred`` ((N, L)
@@ -1727,7 +2333,8 @@ def evaluate_multilabel_files(sources: dict[str, str | None], *, threshold: floa
     The chunks, the reading thread and the staging are those of
     :func:`evaluate_files`; a row the state leaves out (a target other than
     0/1 or ``ignore_index``, a refused prediction or weight) is a
-    :class:`FileProblem` naming the file and the row.
+    :class:`FileProblem` naming the file and the row. ``sources`` and
+    ``readers`` as :func:`evaluate_files`'.
     """
     from metrics_gpu._backend import backend_for_host_data, get_backend, use_backend
     from metrics_gpu._multilabel_stream import MultilabelMetrics
@@ -1747,9 +2354,15 @@ def evaluate_multilabel_files(sources: dict[str, str | None], *, threshold: floa
     predicted = "y_pred" if sources.get("y_pred") is not None else "scores"
     backend = backend_for_host_data(get_backend() if backend is None else backend)
     from_logits = scores_are == "logits"
-    readers = open_columns(sources, from_logits=from_logits, roles=MULTILABEL_ROLE_OF)
+    threads = ReadThreads(readers)
     try:
-        truth, prediction = readers["y_true"], readers[predicted]
+        columns = open_columns(sources, from_logits=from_logits, roles=MULTILABEL_ROLE_OF,
+                               threads=threads)
+    except BaseException:
+        threads.close()
+        raise
+    try:
+        truth, prediction = columns["y_true"], columns[predicted]
         labels = _column_count(truth)
         if _column_count(prediction) != labels:
             raise FileProblem(
@@ -1757,18 +2370,18 @@ def evaluate_multilabel_files(sources: dict[str, str | None], *, threshold: floa
                 f"column(s), but {OPTIONS['y_true']} {truth.path} has {labels} (multilabel "
                 "targets and predictions are both (N, L))")
         if chunk_rows is None:
-            chunk_rows = max(1, min(MAX_CHUNK_ROWS, CHUNK_BYTES // _row_bytes(readers)))
+            chunk_rows = max(1, min(MAX_CHUNK_ROWS, CHUNK_BYTES // _row_bytes(columns)))
         bins = None if thresholds is None else histogram_thresholds(thresholds, labels)
         state = MultilabelMetrics(labels, threshold=threshold, scores=scores_are,
                                   ignore_index=ignore_index, thresholds=bins, validate=False)
-        rows = next((r.rows for r in readers.values() if r.rows is not None), None)
+        rows = next((r.rows for r in columns.values() if r.rows is not None), None)
         with use_backend(backend):
-            _stream_multilabel(readers, backend, chunk_rows, state, predicted,
+            _stream_multilabel(columns, backend, chunk_rows, state, predicted,
                                None if progress is None else progress("reading", rows))
         total_rows = truth.position
         if total_rows == 0:
             raise FileProblem(f"--y-true {truth.path}: {NO_ROWS}")
-        _raise_first_left_out(state, readers, predicted, scores_are, ignore_index)
+        _raise_first_left_out(state, columns, predicted, scores_are, ignore_index)
         if predicted == "scores" and from_logits and prediction.probability_rows_only:
             warnings.warn(
                 f"--scores {prediction.path}: every score is in [0, 1], as probabilities "
@@ -1781,8 +2394,9 @@ def evaluate_multilabel_files(sources: dict[str, str | None], *, threshold: floa
                                     predictions=predicted, detected=detected,
                                     thresholds=bins, scores_are=scores_are)
     finally:
-        for reader in readers.values():
+        for reader in columns.values():
             reader.close()
+        threads.close()
 
 
 def _stream_multilabel(readers, backend: str, chunk_rows: int, state, predicted: str,

@@ -24,7 +24,7 @@ from typing import Any
 import numpy as np
 
 from metrics_gpu import _ranking_formulas, _resample
-from metrics_gpu._formulas import label_metric_values, softmax_rows
+from metrics_gpu._formulas import label_metric_values
 from metrics_gpu._kernels import STREAM_CHECK_SLOTS, STREAM_NO_ERROR, STREAM_ORDINAL_SHIFT
 from metrics_gpu._state import (
     SCORE_SLOT,
@@ -81,8 +81,9 @@ ROW_TERMS = frozenset({"correct", "nll", "brier", "hinge", "one_vs_all", "confid
 
 
 def score_row_terms(z, t, *, from_logits: bool, clip_eps: float, one_vs_all: bool,
-                    wanted=ROW_TERMS, class_axis: int = 1):
-    """Per-sample terms of the fused pass for float64 scores ``z`` and targets ``t``.
+                    wanted=ROW_TERMS, class_axis: int = 1, m=None, predicted=None,
+                    keep_exp: bool = False):
+    """Per-sample terms of the fused pass for scores ``z`` and targets ``t``.
 
     The reference for kernels/scores.cu: argmax (lowest index on ties), -log
     p_t, the Brier sum, the Crammer-Singer hinge, CatBoost's one-vs-all
@@ -93,43 +94,61 @@ def score_row_terms(z, t, *, from_logits: bool, clip_eps: float, one_vs_all: boo
 
     ``z`` is ``(n, K)`` (``class_axis=1``) or ``(K, n)`` (``class_axis=0``):
     NumPy reduces short rows slowly, so the chunked pass hands small K over
-    class-major.
+    class-major. ``z`` is the caller's scratch copy: each row's target entry
+    is overwritten for a moment (and put back), rather than copying it.
+    ``m`` (each row's max) and ``predicted`` (each row's argmax), where the
+    caller has them, are not computed again. ``keep_exp`` (logits): the
+    terms also hold ``exp`` (exp(z - m), shaped as z) and ``sum`` (its row
+    sums, the softmax denominators), the probabilities' parts.
+
+    ``z`` may be float32 (scores of 32 bits or fewer, widened exactly): the
+    comparisons (max, ranks) run in it, at half the bytes, and every
+    arithmetic term in float64, as from float64 scores.
     """
-    samples = np.arange(t.shape[0])
-    z_t = z[samples, t] if class_axis == 1 else z[t, samples]
+    n = t.shape[0]
+    samples = np.arange(n)
+    # Each row's target entry, as a position in the flat array (indexing by
+    # one flat vector costs a quarter of indexing by a pair).
+    index = samples * z.shape[1] + t if class_axis == 1 else t * n + samples
+    z = np.ascontiguousarray(z)
+    flat = z.reshape(-1)  # a view: writes to it reach z
+    z_t_as_given = flat[index]  # z's type: compared with z
+    z_t = z_t_as_given.astype(np.float64, copy=False)
 
     def spread(per_sample):  # a per-sample vector against z
         return np.expand_dims(per_sample, class_axis)
 
-    def set_targets(array, value):  # each row's target entry of an array shaped as z
-        if class_axis == 1:
-            array[samples, t] = value
-        else:
-            array[t, samples] = value
-
-    classes = np.expand_dims(np.arange(z.shape[class_axis]), 1 - class_axis)
     terms = {}
-    m = z.max(axis=class_axis) if wanted & {"correct", "nll", "brier", "confidence"} else None
+    if m is None and wanted & {"correct", "nll", "brier", "confidence"}:
+        m = z.max(axis=class_axis)
     if "correct" in wanted:
         assert m is not None  # "correct" is one of the terms that take the max
-        # t is the argmax when z_t is the max and no lower index has it too.
-        correct = z_t == m
-        ties = np.flatnonzero(correct & (np.count_nonzero(z == spread(m), axis=class_axis) > 1))
-        undecided = np.concatenate([ties, np.flatnonzero(np.isnan(m))])  # NaN: argmax's rules
-        if undecided.size:
-            part = z[undecided] if class_axis == 1 else z[:, undecided]
-            correct[undecided] = np.argmax(part, axis=class_axis) == t[undecided]
+        if predicted is None:
+            # t is the argmax when z_t is the max and no lower index has it too.
+            correct = z_t_as_given == m
+            ties = np.flatnonzero(correct & (_count_along(z == spread(m), class_axis) > 1))
+            undecided = np.concatenate([ties, np.flatnonzero(np.isnan(m))])  # argmax's rules
+            if undecided.size:
+                part = z[undecided] if class_axis == 1 else z[:, undecided]
+                correct[undecided] = np.argmax(part, axis=class_axis) == t[undecided]
+        else:
+            correct = predicted == t
         terms["correct"] = correct
     # As kernels/scores.cu add_row_terms: the target's term kept apart, so
     # that a confident row (p_t near 1) keeps its digits. The Brier term is
     # sum_{j != t} p_j^2 + (1 - p_t)^2 (sum p^2 - 2 p_t + 1 cancels to the
     # rounding of p_t), with 1 - p_t = (sum_{j != t} e_j) / s from logits,
     # and -log p_t = (m - z_t) + log1p(s - 1), s - 1 exact when t holds the max.
+    squares = "ij,ij->j" if class_axis == 0 else "ij,ij->i"
+    if m is not None:
+        m = m.astype(np.float64, copy=False)
     with np.errstate(divide="ignore", invalid="ignore", over="ignore"):
-        if from_logits and wanted & {"nll", "brier", "confidence"}:
-            e = np.exp(z - spread(m))
-            e_t = e[samples, t] if class_axis == 1 else e[t, samples]  # a copy
-            set_targets(e, 0.0)
+        if from_logits and (keep_exp or wanted & {"nll", "brier", "confidence"}):
+            e = np.subtract(z, spread(m))
+            np.exp(e, out=e)
+            e_flat = e.reshape(-1)
+            e_t = e_flat[index]  # a copy
+            e_flat[index] = 0.0
             other = e.sum(axis=class_axis)
             s = other + e_t
             if "nll" in wanted:
@@ -137,43 +156,56 @@ def score_row_terms(z, t, *, from_logits: bool, clip_eps: float, one_vs_all: boo
             if "confidence" in wanted:
                 terms["confidence"] = 1.0 / s
             if "brier" in wanted:
-                terms["brier"] = ((e * e).sum(axis=class_axis) + other * other) / (s * s)
+                terms["brier"] = (np.einsum(squares, e, e) + other * other) / (s * s)
+            if keep_exp:
+                e_flat[index] = e_t
+                terms["exp"], terms["sum"] = e, s
         elif not from_logits:
             if "nll" in wanted:
                 terms["nll"] = -np.log(np.clip(z_t, clip_eps, 1.0 - clip_eps))
             if "confidence" in wanted:
                 terms["confidence"] = m
             if "brier" in wanted:
-                squares = z * z
-                set_targets(squares, 0.0)
+                flat[index] = 0.0
                 miss = 1.0 - z_t
-                terms["brier"] = squares.sum(axis=class_axis) + miss * miss
+                terms["brier"] = np.einsum(squares, z, z, dtype=np.float64) + miss * miss
+                flat[index] = z_t_as_given
         if "hinge" in wanted:
-            others = z.copy()
-            set_targets(others, -np.inf)
-            terms["hinge"] = np.maximum(0.0, 1.0 - (z_t - others.max(axis=class_axis)))
+            flat[index] = -np.inf
+            others = z.max(axis=class_axis).astype(np.float64, copy=False)
+            flat[index] = z_t_as_given
+            terms["hinge"] = np.maximum(0.0, 1.0 - (z_t - others))
         if "one_vs_all" in wanted:
             if one_vs_all:
                 # sum_j softplus(z_j) - z_t, the target's term as softplus(-z_t):
                 # positive terms (the difference cancels for a confident row).
-                softplus = np.logaddexp(0.0, z)
-                set_targets(softplus, 0.0)
+                softplus = np.logaddexp(0.0, z, dtype=np.float64)
+                softplus.reshape(-1)[index] = 0.0
                 terms["one_vs_all"] = (softplus.sum(axis=class_axis)
                                        + np.logaddexp(0.0, -z_t))
             else:
                 terms["one_vs_all"] = np.zeros_like(z_t)
     if "rank" in wanted:
-        target = spread(z_t)
-        rank = np.count_nonzero(z > target, axis=class_axis)
+        target = spread(z_t_as_given)
+        rank = _count_along(z > target, class_axis)
         # Equal scores at a higher index sort first: only rows with a tie count them.
         equal = z == target
-        tied = np.flatnonzero(np.count_nonzero(equal, axis=class_axis) > 1)
+        tied = np.flatnonzero(_count_along(equal, class_axis) > 1)
         if tied.size:
+            classes = np.expand_dims(np.arange(z.shape[class_axis]), 1 - class_axis)
             later = classes > np.expand_dims(t[tied], class_axis)
             part = equal[tied] if class_axis == 1 else equal[:, tied]
-            rank[tied] += np.count_nonzero(part & later, axis=class_axis)
+            rank[tied] += _count_along(part & later, class_axis)
         terms["rank"] = rank
     return terms
+
+
+def _count_along(mask, axis: int):
+    """True values of a boolean array along ``axis`` (add.reduce into a narrow
+    integer: several times faster than count_nonzero along an axis)."""
+    length = mask.shape[axis]
+    dtype = np.uint8 if length < 256 else np.int32 if length < 1 << 31 else np.int64
+    return np.add.reduce(mask, axis=axis, dtype=dtype)
 
 
 def calibration_bin(confidence, n_bins: int):
@@ -190,6 +222,183 @@ def calibration_bin(confidence, n_bins: int):
     down = ~up & (index > 0) & (c < index / n_bins)
     return index + up - down
 
+
+
+# -- the streaming update's pass over score rows -----------------------------------
+
+# Values of a tile of the streaming score update: K * rows float64 values (512
+# KiB) per temporary, so that a tile's few temporaries stay in cache between
+# the passes over it, and NumPy's cost per call stays small beside the work.
+SCORE_TILE_ELEMENTS = 1 << 16
+# A product p * H within this many units of H's last place of an integer may
+# floor to the wrong bin (p * H and the edges b / H both round): those few
+# values are binned by calibration_bin's exact rule.
+BIN_ROUNDING_SLACK = 64 * np.finfo(np.float64).eps
+def probability_bins(values, thresholds: int, scale=None, exact=None):
+    """calibration_bin(p, thresholds) of each probability p in [0, 1] of
+    ``values``, as intp: ``p = values`` or, with ``scale`` (each row's
+    ``thresholds / s`` against ``values``), ``p = values / s``, whose rounded
+    quotients ``exact(flat positions)`` gives for the few products near an
+    edge. One product and a truncation per value, not calibration_bin's dozen
+    passes."""
+    product = np.multiply(values, thresholds if scale is None else scale, dtype=np.float64)
+    bins = product.astype(np.intp)  # truncation: the floor, as p >= 0
+    gap = np.rint(product)
+    np.subtract(product, gap, out=gap)
+    near = np.flatnonzero(np.abs(gap, out=gap) <= BIN_ROUNDING_SLACK * thresholds)
+    if near.size:
+        # p * H = 0 and H are bins 0 and H - 1 by the rule itself.
+        at = product.reshape(-1)[near]
+        bins.reshape(-1)[near[at == thresholds]] = thresholds - 1
+        near = near[(at != 0) & (at != thresholds)]
+    if near.size:
+        p = values.reshape(-1)[near] if exact is None else exact(near)
+        bins.reshape(-1)[near] = calibration_bin(p, thresholds)
+    return bins
+
+
+class ScoreTileSums:
+    """What a streaming update adds from its score rows, kept apart from the
+    state until the batch is known to fit: each tile's score sums (the fused
+    pass's layout; summed in tile order), the ``(2 K H)`` histogram cells
+    (positives first) and, per row, the argmax and whether the row's scores
+    passed the checks."""
+
+    def __init__(self, n: int, k: int, *, sums_size: int, thresholds: int, integer: bool):
+        self.tile_rows = max(1, SCORE_TILE_ELEMENTS // k)
+        self.tiles = -(-n // self.tile_rows)
+        self.sums = np.zeros((self.tiles, sums_size))
+        self.histogram = (np.zeros(2 * k * thresholds, np.int64 if integer else np.float64)
+                          if thresholds else None)
+        self.predicted = np.empty(n, np.int64)
+        self.pred_ok = np.empty(n, bool)
+
+
+def score_tiles(sums: ScoreTileSums, rows, t, scan, weight_ok, w, *, from_logits: bool,
+                clip_eps: float, top_k, n_bins: int, thresholds: int, tolerance: float) -> None:
+    """A streaming update's ``(n, K)`` scores into ``sums``, tile by tile: each
+    tile widened (class-major for small K) once; its max, min, argmax and
+    checks, the per-row terms of the rows that count (:func:`score_row_terms`)
+    and their probabilities' histogram bins all from that one copy. ``scan``:
+    rows whose target counts and lies in [0, K); ``weight_ok``: rows whose
+    weight passed; ``w``: the weights as the state counts them (int64 or
+    float64), or None."""
+    n, k = rows.shape
+    class_major = k <= CLASS_MAJOR_MAX_K
+    axis = 0 if class_major else 1
+    tile_rows = sums.tile_rows
+    # 32 bits or fewer: compared in float32 (exact), computed in float64.
+    widened = np.empty(k * tile_rows, np.float32 if rows.dtype.itemsize <= 4 else np.float64)
+    wanted = {"correct", "nll", "brier", "hinge"}
+    if top_k:
+        wanted.add("rank")
+    if n_bins:
+        wanted.add("confidence")
+    first_hit = len(SCORE_SLOT)
+    first_bin = first_hit + len(top_k)
+    if thresholds:
+        cells = sums.histogram
+        offsets = np.arange(k) * thresholds + k * thresholds
+        offsets = offsets[:, None] if class_major else offsets[None, :]
+    for tile in range(sums.tiles):
+        low = tile * tile_rows
+        high = min(n, low + tile_rows)
+        z = widened[:k * (high - low)].reshape((k, -1) if class_major else (-1, k))
+        block = rows[low:high]
+        if block.dtype.name == "bfloat16":
+            block = block.astype(np.float32)
+        np.copyto(z, block.T if class_major else block)
+        m = z.max(axis=axis)  # NaN where a row holds one
+        least = z.min(axis=axis)
+        with np.errstate(invalid="ignore"):
+            pred_ok = np.isfinite(m) & np.isfinite(least)
+            if not from_logits:
+                pred_ok &= (least >= 0) & (m <= 1) & (
+                    np.abs(z.sum(axis=axis, dtype=np.float64) - 1) <= tolerance)
+        predicted = _first_max(z, m, axis)
+        sums.predicted[low:high] = predicted
+        sums.pred_ok[low:high] = pred_ok
+        valid = scan[low:high] & pred_ok & weight_ok[low:high]
+        tv = t[low:high]
+        wv = None if w is None else w[low:high]
+        if not valid.all():
+            chosen = np.flatnonzero(valid)
+            if not chosen.size:
+                continue
+            z = z[:, chosen] if class_major else z[chosen]
+            m, predicted, tv = m[chosen], predicted[chosen], tv[chosen]
+            wv = None if wv is None else wv[chosen]
+        terms = score_row_terms(z, tv, from_logits=from_logits, clip_eps=clip_eps,
+                                one_vs_all=False, wanted=wanted, class_axis=axis, m=m,
+                                predicted=predicted, keep_exp=bool(thresholds) and from_logits)
+        buffer = sums.sums[tile]
+        weight = None if wv is None else wv.astype(np.float64, copy=False)
+        if weight is None:
+            buffer[SCORE_SLOT["weight"]] = tv.size
+            for name in ("correct", "nll", "brier", "hinge"):
+                buffer[SCORE_SLOT[name]] = terms[name].sum()
+            for i, limit in enumerate(top_k):
+                buffer[first_hit + i] = np.count_nonzero(terms["rank"] < limit)
+        else:
+            buffer[SCORE_SLOT["weight"]] = weight.sum()
+            for name in ("correct", "nll", "brier", "hinge"):
+                buffer[SCORE_SLOT[name]] = weight @ terms[name]
+            for i, limit in enumerate(top_k):
+                buffer[first_hit + i] = weight[terms["rank"] < limit].sum()
+        if n_bins:
+            # Counted rows are finite: s >= 1, so no confidence is NaN.
+            confidence = terms["confidence"]
+            b = probability_bins(confidence, n_bins)
+            bins_slots = buffer[first_bin:first_bin + 3 * n_bins].reshape(3, n_bins)
+            if weight is None:
+                bins_slots[0] = np.bincount(b, minlength=n_bins)
+                bins_slots[1] = np.bincount(b, confidence, n_bins)
+                bins_slots[2] = np.bincount(b[terms["correct"]], minlength=n_bins)
+            else:
+                bins_slots[0] = np.bincount(b, weight, n_bins)
+                bins_slots[1] = np.bincount(b, weight * confidence, n_bins)
+                bins_slots[2] = np.bincount(b, weight * terms["correct"], n_bins)
+        if thresholds:
+            if from_logits:
+                e, s = terms["exp"], terms["sum"]
+                scale = thresholds / s
+                scale = scale[None, :] if class_major else scale[:, None]
+
+                def exact(near, e=e, s=s):  # the quotients at flat positions of e
+                    row = near % s.size if class_major else near // k
+                    return e.reshape(-1)[near] / s[row]
+
+                bins = probability_bins(e, thresholds, scale, exact)
+            else:
+                bins = probability_bins(z, thresholds)
+            bins += offsets
+            samples = np.arange(tv.size)
+            # Each row's target cell: the positives' half.
+            bins.reshape(-1)[tv * tv.size + samples if class_major
+                             else samples * k + tv] -= k * thresholds
+            if wv is None:
+                np.add.at(cells, bins.reshape(-1), 1)
+            else:
+                spread = wv[None, :] if class_major else wv[:, None]
+                np.add.at(cells, bins.reshape(-1),
+                          np.broadcast_to(spread, bins.shape).astype(cells.dtype).reshape(-1))
+
+
+def _first_max(z, m, axis: int):
+    """Each row's argmax (the lowest index of its max; NaN rows: any index,
+    they are left out) from the max already taken: one comparison pass."""
+    k = z.shape[axis]
+    if axis == 1 or k > 32:
+        return np.argmax(z, axis=axis)
+    # The classes at the max as the bits of one word (a sum of distinct
+    # powers of two); its lowest set bit is the lowest index.
+    word = np.add.reduce((z == m[None, :]) * _CLASS_BIT[:k], axis=0, dtype=np.uint32)
+    lowest = word & (~word + np.uint32(1))
+    lowest[lowest == 0] = 1  # NaN rows
+    return np.frexp(lowest)[1].astype(np.int64) - 1  # log2 of a power of two, exactly
+
+
+_CLASS_BIT = (np.uint32(1) << np.arange(32, dtype=np.uint32))[:, None]
 
 
 # Integer weights are summed exactly: while every float64 partial sum of a
@@ -547,8 +756,11 @@ def _first_key(mask, ordinal: int) -> int:
 
 def _exact_sum(weights, values) -> int:
     """sum(w * v) as a Python int, exact for int64 weights and values."""
-    if weights is None:
-        return int(values.sum())
+    if weights is None:  # sum(v): exact while the largest times the count fits
+        largest = max(int(np.abs(values).max(initial=0)), 1)
+        if largest * values.size < (1 << 63):
+            return int(values.sum())
+        return sum(int(v) for v in values.reshape(-1).tolist())
     largest = max(int(np.abs(weights).max(initial=0)), 1) * max(int(values.max(initial=0)), 1)
     if largest * values.size < (1 << 63):
         return int(np.dot(weights, values))
@@ -583,8 +795,22 @@ def stream_update(state: dict, batch, *, num_classes: int, ignore_index, ordinal
             weight_ok = np.isfinite(w) & (w >= 0)
     else:
         weight_ok = w >= 0
-    rows = None
-    if batch.scores:
+    rows = tiles = None
+    integer = state["counts"].dtype.kind == "u"
+    if batch.scores and "scores" in state:
+        # One tiled pass over the rows: argmax, checks, terms and histogram.
+        rows = batch.rows(np)
+        scanned = counted & target_ok
+        tiles = ScoreTileSums(t.size, k, sums_size=state["scores"].size, thresholds=thresholds,
+                              integer=integer)
+        tile_weight = None if w is None else w.astype(np.int64 if integer else np.float64,
+                                                       copy=False)
+        score_tiles(tiles, rows, t, scanned, weight_ok, tile_weight, from_logits=from_logits,
+                    clip_eps=clip_eps, top_k=top_k, n_bins=n_bins, thresholds=thresholds,
+                    tolerance=probability_sum_tolerance(batch.score_dtype))
+        pred_ok = tiles.pred_ok | ~scanned
+        p = tiles.predicted
+    elif batch.scores:  # the argmax of scores only
         rows = batch.rows(np)
         pred_ok = np.ones(t.shape, bool)
         scanned = counted & target_ok
@@ -603,23 +829,88 @@ def stream_update(state: dict, batch, *, num_classes: int, ignore_index, ordinal
     valid = counted & target_ok & pred_ok & weight_ok
     bad = counted & ~valid
     checks = state["checks"]
-    checks[0] += np.uint64(np.count_nonzero(bad))
-    for slot, mask in ((1, bad & ~target_ok), (2, bad & target_ok & ~pred_ok),
-                       (3, bad & ~weight_ok)):
-        checks[slot] = min(int(checks[slot]), _first_key(mask, ordinal))
-
-    tv, pv = t[valid], p[valid]
-    wv = None if w is None else w[valid]
-    integer = state["counts"].dtype.kind == "u"
+    left_out = np.count_nonzero(bad)
+    if left_out:
+        checks[0] += np.uint64(left_out)
+        for slot, mask in ((1, bad & ~target_ok), (2, bad & target_ok & ~pred_ok),
+                           (3, bad & ~weight_ok)):
+            checks[slot] = min(int(checks[slot]), _first_key(mask, ordinal))
+    if valid.all():  # no copies where every sample counts
+        tv, pv, wv = t, p, w
+    else:
+        tv, pv = t[valid], p[valid]
+        wv = None if w is None else w[valid]
     if wv is not None:  # integers exactly, floats summed in float64 (as the kernels)
         wv = wv.astype(np.int64 if integer else np.float64, copy=False)
     counts = state["counts"]
     if integer:
-        added = tv.size if wv is None else _exact_sum(wv, np.ones_like(tv))
+        added = tv.size if wv is None else _exact_sum(None, wv)
         if int(counts[3 * k]) + added >= 1 << 63:
             overflow = STREAM_CHECK_SLOTS - 1
             checks[overflow] = min(int(checks[overflow]), ordinal << STREAM_ORDINAL_SHIFT)
             return
+    if k * k <= max(MATRIX_COUNT_CELLS, tv.size):
+        # Every label count from one pass: the batch's K x K cells.
+        _add_label_cells(state, weighted_bincount(tv * k + pv, wv, k * k).reshape(k, k),
+                         integer)
+    else:
+        _add_label_samples(state, tv, pv, wv, integer)
+    if tiles is None:  # labels, or the argmax of scores only
+        return
+    state["scores"] += tiles.sums.sum(axis=0)
+    if thresholds:
+        histogram = state["histogram"].reshape(-1)
+        cells = tiles.histogram
+        histogram += cells.astype(histogram.dtype) if integer else cells
+
+
+# Up to this many K x K cells (or the batch's samples, if more) a streaming
+# update counts its labels by one bincount of the cells, not three of the classes.
+MATRIX_COUNT_CELLS = 1 << 12
+
+
+def _class_gaps(k: int) -> np.ndarray:
+    """|i - j| of each cell of a K x K matrix, int64, flat."""
+    positions = np.arange(k)
+    return np.abs(positions[:, None] - positions[None, :]).reshape(-1)
+
+
+def _add_label_cells(state: dict, cells, integer: bool) -> None:
+    """A batch's K x K cells (int64 or float64) into the label counts of ``state``."""
+    k = cells.shape[0]
+    counts = state["counts"]
+    total = _exact_sum(None, cells) if integer else cells.sum()
+    correct = _exact_sum(None, np.diagonal(cells)) if integer else np.trace(cells)
+
+    def add(target, summed):
+        target += summed.astype(target.dtype) if integer else summed
+
+    add(counts[:k], np.diagonal(cells))
+    add(counts[k:2 * k], cells.sum(axis=1))
+    add(counts[2 * k:3 * k], cells.sum(axis=0))
+    flat = cells.reshape(-1)
+    gaps = _class_gaps(k)
+    if integer:
+        counts[3 * k] += np.uint64(total)
+        counts[3 * k + 1] += np.uint64(total - correct)
+        words = state["moments"]
+        for i, moment in enumerate((_exact_sum(flat, gaps), _exact_sum(flat, gaps * gaps))):
+            value = int(words[2 * i]) + (int(words[2 * i + 1]) << 64) + moment
+            words[2 * i], words[2 * i + 1] = value & ((1 << 64) - 1), value >> 64
+    else:
+        counts[3 * k] += total
+        counts[3 * k + 1] += total - correct
+        gaps = gaps.astype(np.float64)
+        state["moments"] += [np.dot(flat, gaps), np.dot(flat, gaps * gaps)]
+    if "matrix" in state:
+        add(state["matrix"].reshape(-1), flat)
+
+
+def _add_label_samples(state: dict, tv, pv, wv, integer: bool) -> None:
+    """The label counts of a batch's counted samples, class by class (K too
+    large for a K x K matrix per batch)."""
+    k = (state["counts"].size - 2) // 3
+    counts = state["counts"]
     hit = tv == pv
 
     def add(target, index, weights, size):
@@ -649,23 +940,3 @@ def stream_update(state: dict, batch, *, num_classes: int, ignore_index, ordinal
         state["moments"] += [np.dot(weights, gap), np.dot(weights, gap * gap)]
     if "matrix" in state:
         add(state["matrix"].reshape(-1), tv * k + pv, wv, k * k)
-    if rows is None or "scores" not in state:  # labels, or the argmax of scores only
-        return
-    chosen = rows[valid]
-    sums = NUMPY_BACKEND.fused_logits_pass(
-        tv, chosen, sample_weight=None if wv is None else wv.astype(np.float64),
-        from_logits=from_logits, clip_eps=clip_eps, top_k=top_k, n_bins=n_bins,
-        terms=("correct", "nll", "brier", "hinge"))
-    state["scores"] += sums.buffer
-    if thresholds:
-        z = widen_scores(chosen)
-        if from_logits:
-            z = softmax_rows(z, np)
-        bins = calibration_bin(z, thresholds) + np.arange(k) * thresholds
-        histogram = state["histogram"].reshape(2, k * thresholds)
-        every = weighted_bincount(bins.reshape(-1), None if wv is None else np.repeat(wv, k),
-                                  k * thresholds)
-        positive = weighted_bincount(bins[np.arange(tv.size), tv], wv, k * thresholds)
-        cast = (lambda a: a.astype(histogram.dtype)) if integer else (lambda a: a)
-        histogram[0] += cast(positive)
-        histogram[1] += cast(every - positive)
