@@ -241,7 +241,8 @@ def probability_bins(values, thresholds: int, scale=None, exact=None):
     quotients ``exact(flat positions)`` gives for the few products near an
     edge. One product and a truncation per value, not calibration_bin's dozen
     passes."""
-    product = np.multiply(values, thresholds if scale is None else scale, dtype=np.float64)
+    product = np.multiply(values, thresholds if scale is None else scale, dtype=np.float64,
+                          order="C")
     bins = product.astype(np.intp)  # truncation: the floor, as p >= 0
     gap = np.rint(product)
     np.subtract(product, gap, out=gap)
@@ -325,7 +326,8 @@ def score_tiles(sums: ScoreTileSums, rows, t, scan, weight_ok, w, *, from_logits
             chosen = np.flatnonzero(valid)
             if not chosen.size:
                 continue
-            z = z[:, chosen] if class_major else z[chosen]
+            # (z[:, chosen] comes out Fortran-ordered: flat positions need C order)
+            z = np.ascontiguousarray(z[:, chosen]) if class_major else z[chosen]
             m, predicted, tv = m[chosen], predicted[chosen], tv[chosen]
             wv = None if wv is None else wv[chosen]
         terms = score_row_terms(z, tv, from_logits=from_logits, clip_eps=clip_eps,
