@@ -185,6 +185,12 @@ def test_probability_bins_follow_the_edge_rule(rng, thresholds):
     s = np.full(values.size, 3.0)
     got = probability_bins(e, thresholds, thresholds / s, lambda near: e[near] / s[near])
     np.testing.assert_array_equal(got, calibration_bin(e / s, thresholds))
+    # With each value's cell offset (a histogram's rows; the largest one is
+    # where the sum's rounding is coarsest).
+    rows = values[: values.size // 4 * 4].reshape(4, -1)
+    offsets = (np.array([0, 1, 7, 63]) * thresholds).astype(np.float64)[:, None]
+    np.testing.assert_array_equal(probability_bins(rows, thresholds, offsets=offsets),
+                                  calibration_bin(rows, thresholds) + offsets.astype(int))
 
 
 @pytest.mark.parametrize("k", [2, 3, 10, 32, 33])
