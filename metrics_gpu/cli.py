@@ -176,6 +176,7 @@ def _run_report(args: argparse.Namespace, build) -> int:
         _check_plot_directory(args.plot)
     _check_output(args.output)
     progress, bars = _progress_bars(args.quiet)
+    started = _process_seconds()  # interpreter, imports, arguments
     start = time.perf_counter()
     try:
         with warnings.catch_warnings(record=True) as caught:
@@ -192,7 +193,52 @@ def _run_report(args: argparse.Namespace, build) -> int:
     _print_report(report, args.format, args.output, quiet=args.quiet, elapsed=elapsed)
     if args.plot is not None and not args.quiet:
         print(f"metrics-gpu: wrote {len(written)} pictures to {args.plot}", file=sys.stderr)
+    if args.verbose:
+        print(_timing_line(report, started, elapsed, time.perf_counter() - start - elapsed),
+              file=sys.stderr)
     return 0
+
+
+def _process_seconds() -> float | None:
+    """Seconds since this process started (Linux, from /proc; else None)."""
+    try:
+        with open("/proc/self/stat") as stat:
+            fields = stat.read().rsplit(")", 1)[1].split()
+        with open("/proc/uptime") as uptime:
+            now = float(uptime.read().split()[0])
+        return now - int(fields[19]) / os.sysconf("SC_CLK_TCK")  # field 22: starttime
+    except (OSError, ValueError, IndexError, AttributeError):
+        return None
+
+
+def _timing_line(report, started: float | None, elapsed: float, output: float) -> str:
+    """--verbose: where a report's time went, the fixed costs apart."""
+    parts = [] if started is None else [f"start-up {started:.2f} s (interpreter, imports)"]
+    evaluation = getattr(report, "evaluation", None)
+    timings = dict(getattr(evaluation, "timings", {}))
+    threads = {name: timings.pop(name) for name in ("readers", "workers") if name in timings}
+    first = timings.pop("first chunk", None)
+    for stage, seconds in timings.items():
+        text = f"{stage} {seconds:.2f} s"
+        if stage == "backend":
+            text = f"backend {evaluation.backend} {seconds:.2f} s"
+        elif stage == "reading and updating":
+            rows = evaluation.rows
+            details = [f"{rows / seconds / 1e6:.1f} M rows/s" if seconds > 0 else f"{rows} rows"]
+            if first is not None:
+                details.append(f"first chunk {first:.2f} s")
+            if "workers" in threads:
+                details.append("in this process" if threads["workers"] == 1
+                               else f"{threads['workers']} worker processes")
+            if "readers" in threads:
+                details.append(f"{threads['readers']} reader thread"
+                               + ("s" if threads["readers"] > 1 else ""))
+            text += f" ({'; '.join(details)})"
+        parts.append(text)
+    if not timings:
+        parts.append(f"reading and computing {elapsed:.2f} s")
+    parts.append(f"metrics and output {output:.2f} s")
+    return "metrics-gpu: timing: " + ", ".join(parts)
 
 
 def _print_report(report, output_format: str, output: str | None = None, *,
@@ -459,6 +505,10 @@ def build_parser() -> argparse.ArgumentParser:
                         "(default: METRICS_GPU_CPU_WORKERS, else one per core for a large "
                         "file; 1: this process alone)")
     report.add_argument("--quiet", action="store_true", help="no progress bar")
+    report.add_argument("--verbose", action="store_true",
+                        help="say where the time went: start-up (interpreter, imports), "
+                        "backend start, opening, reading and updating (the first chunk with "
+                        "any kernel compiles), ranking, output")
     report.set_defaults(run=_command_report)
 
     demo = commands.add_parser("demo", help="the report on generated predictions, timed")

@@ -55,6 +55,7 @@ import os
 import queue
 import re
 import threading
+import time
 import warnings
 import zipfile
 from dataclasses import dataclass, field
@@ -1535,6 +1536,9 @@ class FileEvaluation:
     auc: str | None                # "exact", "binned" or None (no scores)
     chunk_rows: int
     readers: dict = field(default_factory=dict)
+    # Seconds of each stage, in order ("backend", "opening", ...), and the
+    # reader threads and worker processes: the report's --verbose lines.
+    timings: dict = field(default_factory=dict)
 
 
 NO_ROWS = "holds no rows (a header only, or an empty column): there is nothing to report"
@@ -1680,7 +1684,17 @@ def evaluate_files(sources: dict[str, Source | None], *, num_classes: int | None
         chunk_rows = check_int_range(chunk_rows, "chunk_rows", 1, 1 << 40)
     if sources.get("y_pred") is None and sources.get("scores") is None:
         raise ValueError("give --y-pred (labels) or --scores (or both)")
+    clock = time.perf_counter()
+    timings: dict[str, Any] = {}
+
+    def lap(stage: str) -> None:
+        nonlocal clock
+        now = time.perf_counter()
+        timings[stage] = now - clock
+        clock = now
+
     backend = backend_for_host_data(get_backend() if backend is None else backend)
+    lap("backend")
     from_logits = scores_are == "logits"
     threads = ReadThreads(readers)
     try:
@@ -1688,6 +1702,7 @@ def evaluate_files(sources: dict[str, Source | None], *, num_classes: int | None
     except BaseException:
         threads.close()
         raise
+    lap("opening")
     try:
         score_reader = columns.get("scores")
         class_codes = None
@@ -1702,6 +1717,7 @@ def evaluate_files(sources: dict[str, Source | None], *, num_classes: int | None
                 sources, ignore_index=ignore_index, chunk_rows=chunk_rows or MAX_CHUNK_ROWS,
                 progress=None if progress is None else progress("finding the classes", rows),
                 threads=threads)
+            lap("finding the classes")
         rows = next((r.rows for r in columns.values() if r.rows is not None), None)
         if chunk_rows is None:
             chunk_rows = max(1, min(MAX_CHUNK_ROWS, CHUNK_BYTES // _row_bytes(columns)))
@@ -1737,11 +1753,14 @@ def evaluate_files(sources: dict[str, Source | None], *, num_classes: int | None
         values = None if rows is None else rows * sum(
             math.prod(r.shape_tail) for r in columns.values())
         processes = worker_count(values, workers) if backend == "numpy" else 1
+        timings.update(readers=threads.count, workers=processes)
+        lap("setting up")
         with use_backend(backend):
             exact = _stream(columns, backend, chunk_rows, label_state, score_state, lut,
                             ignore_index, auc_mode, from_logits, num_classes,
                             None if progress is None else progress("reading", rows),
-                            workers=processes)
+                            workers=processes, timings=timings)
+        lap("reading and updating")
         for name, state in (("y_pred", label_state), ("scores", score_state)):
             _raise_first_invalid(state, columns, name, chunk_rows)
         if score_reader is not None and from_logits and score_reader.probability_rows_only:
@@ -1759,6 +1778,7 @@ def evaluate_files(sources: dict[str, Source | None], *, num_classes: int | None
                 exact_values = exact_ranking(*kept, ignore_index=ignore_index,
                                              progress=ranking)
             del kept, exact
+            lap("ranking (exact AUC)")
         total_rows = columns["y_true"].position
         if total_rows == 0:
             raise FileProblem(f"--y-true {columns['y_true'].path}: {NO_ROWS}")
@@ -1767,7 +1787,7 @@ def evaluate_files(sources: dict[str, Source | None], *, num_classes: int | None
             reader.close()
         threads.close()
     return FileEvaluation(label_state, score_state, exact_values, class_codes, total_rows,
-                          backend, auc_mode, chunk_rows, columns)
+                          backend, auc_mode, chunk_rows, columns, timings)
 
 
 def _auc_mode(auc: str, rows: int | None, num_classes: int, score_reader: ColumnReader,
@@ -1802,9 +1822,12 @@ def _row_bytes(readers) -> int:
 
 def _stream(readers, backend: str, chunk_rows: int, label_state, score_state, lut,
             ignore_index, auc_mode, from_logits: bool, num_classes: int, progress,
-            workers: int = 1):
+            workers: int = 1, timings: dict | None = None):
     """The loop: each chunk into the states (and the exact-ranking store); on
-    the numpy backend with ``workers`` > 1, in worker processes."""
+    the numpy backend with ``workers`` > 1, in worker processes. ``timings``
+    gets the seconds to the first chunk's update (on a GPU, with the kernels'
+    compiles where the cache is cold)."""
+    start = time.perf_counter()
     exact = None
     if auc_mode == "exact":
         xp: Any = np
@@ -1829,6 +1852,8 @@ def _stream(readers, backend: str, chunk_rows: int, label_state, score_state, lu
             if lut is not None and device_lut is None:
                 device_lut = _to_device(lut, backend)
             y_true = _update_chunk(batch, label_state, score_state, device_lut, ignore_index)
+            if timings is not None and "first chunk" not in timings:
+                timings["first chunk"] = time.perf_counter() - start
             if exact is not None:
                 exact.add(y_true, batch["scores"], batch.get("sample_weight"))
             prefetch.release(i, staging.done(i))

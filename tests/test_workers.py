@@ -239,3 +239,20 @@ def test_tile_size_and_score_width_change_nothing(rng, monkeypatch, scores_are):
         np.testing.assert_allclose(tiled[name], whole[name], rtol=1e-13, err_msg=name)
         np.testing.assert_array_equal(wide[name], tiled[name], err_msg=name)
     assert int(whole["checks"][0]) == 3  # the NaN row, the target out of range, the weight
+
+
+def test_verbose_says_where_the_time_went(prediction_files, capsys):
+    """--verbose: the fixed costs (start-up, backend) apart from the reading."""
+    from metrics_gpu.cli import main
+
+    status = main(["report", "--y-true", prediction_files["t"], "--scores", prediction_files["s"],
+                   "--quiet", "--verbose", "--workers", "1", "--readers", "1",
+                   "--backend", "numpy"])
+    assert status == 0
+    line = capsys.readouterr().err.strip().splitlines()[-1]
+    assert line.startswith("metrics-gpu: timing: ")
+    for part in ("backend numpy", "opening", "reading and updating", "M rows/s",
+                 "first chunk", "in this process", "1 reader thread", "metrics and output"):
+        assert part in line, part
+    if os.path.exists("/proc/self/stat"):
+        assert "start-up" in line
