@@ -221,9 +221,9 @@ def _timing_line(report, started: float | None, elapsed: float, output: float) -
     for stage, seconds in timings.items():
         text = f"{stage} {seconds:.2f} s"
         if stage == "backend":
-            text = f"backend {evaluation.backend} {seconds:.2f} s"
+            text = f"backend {getattr(evaluation, 'backend', '')} {seconds:.2f} s"
         elif stage == "reading and updating":
-            rows = evaluation.rows
+            rows = getattr(evaluation, "rows", 0)
             details = [f"{rows / seconds / 1e6:.1f} M rows/s" if seconds > 0 else f"{rows} rows"]
             if first is not None:
                 details.append(f"first chunk {first:.2f} s")

@@ -1939,6 +1939,7 @@ def _stream_in_workers(readers, workers: int, chunk_rows: int, label_state, scor
     for state, template, part_states in zip(states, empty, zip(*parts)):
         if state is None:
             continue
+        assert template is not None  # copied from the state above
         for part_state in part_states:
             part = copy.deepcopy(template)
             part.load_state_dict(part_state)

@@ -256,3 +256,4 @@ def test_verbose_says_where_the_time_went(prediction_files, capsys):
         assert part in line, part
     if os.path.exists("/proc/self/stat"):
         assert "start-up" in line
+

@@ -283,8 +283,8 @@ class ScoreTileSums:
         self.tile_rows = max(1, SCORE_TILE_ELEMENTS // k)
         self.tiles = -(-n // self.tile_rows)
         self.sums = np.zeros((self.tiles, sums_size))
-        self.histogram = (np.zeros(2 * k * thresholds, np.int64 if integer else np.float64)
-                          if thresholds else None)
+        # (no cells without thresholds)
+        self.histogram = np.zeros(2 * k * thresholds, np.int64 if integer else np.float64)
         self.predicted = np.empty(n, np.int64)
         self.pred_ok = np.empty(n, bool)
 
