@@ -910,7 +910,6 @@ def _add_label_cells(state: dict, cells, integer: bool) -> None:
     k = cells.shape[0]
     counts = state["counts"]
     total = _exact_sum(None, cells) if integer else cells.sum()
-    correct = _exact_sum(None, np.diagonal(cells)) if integer else np.trace(cells)
 
     def add(target, summed):
         target += summed.astype(target.dtype) if integer else summed
@@ -922,14 +921,16 @@ def _add_label_cells(state: dict, cells, integer: bool) -> None:
     gaps = _class_gaps(k)
     if integer:
         counts[3 * k] += np.uint64(total)
-        counts[3 * k + 1] += np.uint64(total - correct)
+        counts[3 * k + 1] += np.uint64(total - _exact_sum(None, np.diagonal(cells)))
         words = state["moments"]
         for i, moment in enumerate((_exact_sum(flat, gaps), _exact_sum(flat, gaps * gaps))):
             value = int(words[2 * i]) + (int(words[2 * i + 1]) << 64) + moment
             words[2 * i], words[2 * i + 1] = value & ((1 << 64) - 1), value >> 64
     else:
         counts[3 * k] += total
-        counts[3 * k + 1] += total - correct
+        # The misclassified cells summed, not total - correct: a float total
+        # absorbs a small weight beside a large one (2^54 + 1 - 2^54 = 0).
+        counts[3 * k + 1] += flat[gaps != 0].sum()
         gaps = gaps.astype(np.float64)
         state["moments"] += [np.dot(flat, gaps), np.dot(flat, gaps * gaps)]
     if "matrix" in state:
