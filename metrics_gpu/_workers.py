@@ -82,8 +82,8 @@ class WorkerFailed(RuntimeError):
 
 
 class UpdateWorkers:
-    """``workers`` forked processes that run ``apply(i, rows, ordinal)`` on the
-    buffer set ``i`` the parent names, and ``finish()`` once at the end, whose
+    """``workers`` forked processes that run ``apply(i, rows, ordinal, first_row)``
+    on the buffer set ``i`` the parent names, and ``finish()`` once at the end, whose
     value (picklable) :meth:`close` returns, one per worker.
 
     The parent :meth:`submit` s a filled set and waits in :meth:`completed`
@@ -91,7 +91,7 @@ class UpdateWorkers:
     A worker's exception is raised in the parent, as it was raised.
     """
 
-    def __init__(self, workers: int, apply: Callable[[int, int, int], None],
+    def __init__(self, workers: int, apply: Callable[[int, int, int, int], None],
                  finish: Callable[[], Any]):
         context = multiprocessing.get_context("fork")
         self.tasks = context.SimpleQueue()
@@ -103,8 +103,8 @@ class UpdateWorkers:
             process.start()
         self.in_flight = 0
 
-    def submit(self, i: int, rows: int, ordinal: int) -> None:
-        self.tasks.put((i, rows, ordinal))
+    def submit(self, i: int, rows: int, ordinal: int, first_row: int) -> None:
+        self.tasks.put((i, rows, ordinal, first_row))
         self.in_flight += 1
 
     def completed(self, block: bool) -> list[tuple[int, int]]:
@@ -198,8 +198,8 @@ def _work(tasks, results, apply, finish) -> None:
             if task is None:
                 results.put(("finished", finish()))
                 return
-            i, rows, ordinal = task
-            apply(i, rows, ordinal)
+            i, rows, ordinal, first_row = task
+            apply(i, rows, ordinal, first_row)
             results.put(("done", i, rows))
         except BaseException as error:  # handed to the parent, raised there
             try:

@@ -45,7 +45,7 @@ DEFAULT_THRESHOLD = 0.5
 # Options of the multiclass report that --task multilabel refuses when given.
 MULTICLASS_ONLY = {"num_classes": "--num-classes", "top_k": "--top-k", "n_bins": "--n-bins",
                    "confidence_level": "--confidence-level", "groups": "--groups",
-                   "num_groups": "--num-groups", "workers": "--workers"}
+                   "num_groups": "--num-groups"}
 
 
 def _top_k(text: str) -> tuple[int, ...]:
@@ -165,7 +165,7 @@ def _command_multilabel_report(args: argparse.Namespace, sources: dict[str, Sour
     return _run_report(args, lambda progress: evaluate_multilabel_files(
         sources, threshold=threshold, scores_are=args.scores_are, thresholds=thresholds,
         ignore_index=args.ignore_index, backend=args.backend, chunk_rows=args.chunk_size,
-        detected=detected, progress=progress, readers=args.readers))
+        detected=detected, progress=progress, readers=args.readers, workers=args.workers))
 
 
 def _run_report(args: argparse.Namespace, build) -> int:

@@ -1890,37 +1890,56 @@ def _update_chunk(batch: dict[str, Any], label_state, score_state, lut, ignore_i
 def _stream_in_workers(readers, workers: int, chunk_rows: int, label_state, score_state, lut,
                        ignore_index, exact, progress) -> None:
     """The loop of :func:`_stream` with the updates in ``workers`` forked
-    processes (:class:`metrics_gpu._workers.UpdateWorkers`): the reader thread
-    fills buffer sets in shared memory, a worker updates its own copy of the
-    states with each chunk it takes, and the states are merged at the end.
-    Each chunk keeps its ordinal, so a left-out row is named as in one process."""
+    processes (:func:`_chunks_in_workers`)."""
+
+    def update(batch: dict[str, Any], ordinal: int, first_row: int) -> None:  # in a worker
+        _update_chunk(batch, label_state, score_state, lut, ignore_index, ordinal)
+
+    def in_parent(batch: dict[str, Any]) -> None:  # the exact ranking keeps every row here
+        y_true = batch["y_true"] if lut is None else _remap(batch["y_true"], lut, ignore_index)
+        exact.add(y_true, batch["scores"], batch.get("sample_weight"))
+
+    states = [state for state in (label_state, score_state) if state is not None]
+    chunks, _ = _chunks_in_workers(readers, workers, chunk_rows, states, update,
+                                   None if exact is None else in_parent, progress)
+    for state in states:
+        state._updates = chunks
+
+
+def _chunks_in_workers(readers, workers: int, chunk_rows: int, states: list, update,
+                       in_parent, progress) -> tuple[int, int]:
+    """Every chunk through ``update(batch, ordinal, first row)`` in ``workers``
+    forked processes (:class:`metrics_gpu._workers.UpdateWorkers`): the reader
+    thread fills buffer sets in shared memory, a worker updates its own copy
+    of ``states`` with each chunk it takes, and each state is merged at the
+    end with the workers' copies (``merge`` of a copy that loads the
+    worker's ``state_dict``). ``in_parent(batch)``, when given, sees every
+    chunk here too. Each chunk keeps its ordinal and its first row, so that a
+    left-out row is named as in one process. Returns (chunks, rows)."""
     from metrics_gpu._workers import UpdateWorkers, shared_empty
 
-    states = (label_state, score_state)
-    empty = [None if state is None else copy.deepcopy(state) for state in states]
+    empty = [copy.deepcopy(state) for state in states]
     depth = workers + 2  # each worker busy, and the reader two sets ahead
     buffer_sets = [{name: shared_empty((chunk_rows, *r.shape_tail), r.dtype)
                     for name, r in readers.items()} for _ in range(depth)]
 
-    def apply(i: int, rows: int, ordinal: int) -> None:  # in a worker
-        batch = {name: buffer[:rows] for name, buffer in buffer_sets[i].items()}
-        _update_chunk(batch, label_state, score_state, lut, ignore_index, ordinal)
+    def apply(i: int, rows: int, ordinal: int, first_row: int) -> None:  # in a worker
+        update({name: buffer[:rows] for name, buffer in buffer_sets[i].items()}, ordinal,
+               first_row)
 
     def finish() -> list:  # in a worker: its states
-        return [None if state is None else state.state_dict() for state in states]
+        return [state.state_dict() for state in states]
 
     pool = UpdateWorkers(workers, apply, finish)  # forked before the reader thread starts
     prefetch = _Prefetch(readers, buffer_sets)
-    chunks = 0
+    chunks = rows_read = 0
     try:
         for i, rows in prefetch:
-            pool.submit(i, rows, chunks)
+            pool.submit(i, rows, chunks, rows_read)
             chunks += 1
-            if exact is not None:
-                batch = {name: buffer[:rows] for name, buffer in buffer_sets[i].items()}
-                y_true = batch["y_true"] if lut is None else _remap(batch["y_true"], lut,
-                                                                    ignore_index)
-                exact.add(y_true, batch["scores"], batch.get("sample_weight"))
+            rows_read += rows
+            if in_parent is not None:
+                in_parent({name: buffer[:rows] for name, buffer in buffer_sets[i].items()})
             for j, done in pool.completed(block=pool.in_flight >= workers):
                 prefetch.release(j)
                 if progress is not None:
@@ -1937,14 +1956,11 @@ def _stream_in_workers(readers, workers: int, chunk_rows: int, label_state, scor
     finally:
         prefetch.close()
     for state, template, part_states in zip(states, empty, zip(*parts)):
-        if state is None:
-            continue
-        assert template is not None  # copied from the state above
         for part_state in part_states:
             part = copy.deepcopy(template)
             part.load_state_dict(part_state)
             state.merge(part)
-        state._updates = chunks
+    return chunks, rows_read
 
 
 def _to_device(array: np.ndarray, backend: str):
@@ -2349,7 +2365,8 @@ def evaluate_multilabel_files(sources: dict[str, Source | None], *, threshold: f
                               chunk_rows: int | None = None, detected: str | None = None,
                               progress: Callable[[str, int | None], Callable[[int], None]]
                               | None = None,
-                              readers: int | None = None) -> MultilabelFileReport:
+                              readers: int | None = None,
+                              workers: int | None = None) -> MultilabelFileReport:
     """Stream multilabel files through :class:`metrics_gpu.MultilabelMetrics`.
 
     ``sources``: ``y_true`` ((N, L) 0/1 targets), one of ``y_pred`` ((N, L)
@@ -2359,11 +2376,12 @@ def evaluate_multilabel_files(sources: dict[str, Source | None], *, threshold: f
     The chunks, the reading thread and the staging are those of
     :func:`evaluate_files`; a row the state leaves out (a target other than
     0/1 or ``ignore_index``, a refused prediction or weight) is a
-    :class:`FileProblem` naming the file and the row. ``sources`` and
-    ``readers`` as :func:`evaluate_files`'.
+    :class:`FileProblem` naming the file and the row. ``sources``,
+    ``readers`` and ``workers`` as :func:`evaluate_files`'.
     """
     from metrics_gpu._backend import backend_for_host_data, get_backend, use_backend
     from metrics_gpu._multilabel_stream import MultilabelMetrics
+    from metrics_gpu._workers import worker_count
     from metrics_gpu._streaming import SCORE_KINDS
 
     if scores_are not in SCORE_KINDS:
@@ -2401,9 +2419,13 @@ def evaluate_multilabel_files(sources: dict[str, Source | None], *, threshold: f
         state = MultilabelMetrics(labels, threshold=threshold, scores=scores_are,
                                   ignore_index=ignore_index, thresholds=bins, validate=False)
         rows = next((r.rows for r in columns.values() if r.rows is not None), None)
+        values = None if rows is None else rows * sum(
+            math.prod(r.shape_tail) for r in columns.values())
+        processes = worker_count(values, workers) if backend == "numpy" else 1
         with use_backend(backend):
             _stream_multilabel(columns, backend, chunk_rows, state, predicted,
-                               None if progress is None else progress("reading", rows))
+                               None if progress is None else progress("reading", rows),
+                               workers=processes)
         total_rows = truth.position
         if total_rows == 0:
             raise FileProblem(f"--y-true {truth.path}: {NO_ROWS}")
@@ -2426,9 +2448,22 @@ def evaluate_multilabel_files(sources: dict[str, Source | None], *, threshold: f
 
 
 def _stream_multilabel(readers, backend: str, chunk_rows: int, state, predicted: str,
-                       progress) -> None:
+                       progress, workers: int = 1) -> None:
     """The loop of :func:`_stream` for the multilabel state: each chunk, as
-    (rows, L) targets and predictions, into one update."""
+    (rows, L) targets and predictions, into one update (on the numpy backend
+    with ``workers`` > 1, in worker processes)."""
+    if backend == "numpy" and workers > 1:
+
+        def update(batch: dict[str, Any], ordinal: int, first_row: int) -> None:  # in a worker
+            rows = len(batch["y_true"])
+            state._updates, state._rows_seen = ordinal, first_row
+            state.update(batch["y_true"].reshape(rows, -1), batch[predicted].reshape(rows, -1),
+                         batch.get("sample_weight"))
+
+        chunks, rows = _chunks_in_workers(readers, workers, chunk_rows, [state], update, None,
+                                          progress)
+        state._updates, state._rows_seen = chunks, rows
+        return
     staging = (_CudaStaging if backend == "cuda" else _HostStaging)(readers, chunk_rows)
     prefetch = _Prefetch(readers, staging.buffer_sets)
     try:

@@ -257,3 +257,53 @@ def test_verbose_says_where_the_time_went(prediction_files, capsys):
     if os.path.exists("/proc/self/stat"):
         assert "start-up" in line
 
+
+
+@pytest.fixture(scope="module")
+def multilabel_files(tmp_path_factory):
+    root = tmp_path_factory.mktemp("multilabel-workers")
+    rng = np.random.default_rng(9)
+    labels = 5
+    y_true = (rng.random((N, labels)) < 0.3).astype(np.int8)
+    scores = (rng.normal(size=(N, labels)) + 1.5 * y_true).astype(np.float32)
+    arrays = {"t": y_true, "p": (scores > 0.7).astype(np.int8), "s": scores,
+              "w": rng.integers(1, 4, N)}
+    paths = {}
+    for name, array in arrays.items():
+        paths[name] = str(root / f"{name}.npy")
+        np.save(paths[name], array)
+    return paths
+
+
+@needs_fork
+@pytest.mark.parametrize("columns, options", [
+    (dict(y_true="t", y_pred="p"), {}),
+    (dict(y_true="t", scores="s", sample_weight="w"), dict(thresholds=100)),
+], ids=["labels", "scores-weights"])
+def test_multilabel_workers_give_the_report_of_one_process(multilabel_files, columns, options):
+    from metrics_gpu.files import evaluate_multilabel_files
+
+    sources = {name: multilabel_files[stem] for name, stem in columns.items()}
+    reports = [evaluate_multilabel_files(sources, backend="numpy", chunk_rows=CHUNK,
+                                         workers=workers, **options).to_dict()
+               for workers in (1, 3)]
+    _close(reports[0], reports[1])
+
+
+@needs_fork
+def test_multilabel_workers_name_the_first_left_out_row(multilabel_files, tmp_path):
+    from metrics_gpu.files import evaluate_multilabel_files
+
+    y_true = np.load(multilabel_files["t"])
+    y_true[2222, 3] = 2  # not 0/1: left out, in a late chunk
+    y_true[1777, 0] = 5
+    np.save(tmp_path / "t.npy", y_true)
+    sources = {"y_true": str(tmp_path / "t.npy"), "y_pred": multilabel_files["p"]}
+    messages = []
+    for workers in (1, 2):
+        with pytest.raises(FileProblem) as raised:
+            evaluate_multilabel_files(sources, backend="numpy", chunk_rows=CHUNK,
+                                      workers=workers)
+        messages.append(str(raised.value))
+    assert messages[0] == messages[1]
+    assert "1,777" in messages[0] or "1777" in messages[0]
