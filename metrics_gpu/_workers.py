@@ -32,6 +32,7 @@ WORKERS_ENVIRONMENT = "METRICS_GPU_CPU_WORKERS"
 # Values (rows x columns of every input) below which one process does the
 # file: a fork and a merge cost a few milliseconds, a million values about 10.
 MIN_VALUES_PER_WORKER = 1 << 22
+MAX_WORKERS = 1024
 
 
 def available_cores() -> int:
@@ -41,24 +42,30 @@ def available_cores() -> int:
     return os.cpu_count() or 1
 
 
+def chosen_count(value: int | None, name: str, variable: str, high: int) -> int | None:
+    """A count of threads or processes: ``value`` (checked as ``name``), else
+    the environment's ``variable`` (checked as it), else None (the caller's
+    default). Each must be a whole number in 1..``high``."""
+    from metrics_gpu._validation import check_int_range
+
+    if value is not None:
+        return check_int_range(value, name, 1, high)
+    text = os.environ.get(variable, "").strip()
+    if not text:
+        return None
+    try:
+        return check_int_range(int(text), variable, 1, high)
+    except ValueError:
+        raise ValueError(f"{variable}={text!r}: must be a whole number, 1 to {high}") from None
+
+
 def worker_count(values: int | None, workers: int | None = None) -> int:
     """Worker processes for a file of ``values`` values (None: unknown, as a
     text file's): ``workers``, else ``$METRICS_GPU_CPU_WORKERS``, else one per
     core while each has :data:`MIN_VALUES_PER_WORKER` (one for an unknown
     size); 1 means no workers (the calling process updates). 1 where there is
     no fork."""
-    if workers is None:
-        setting = os.environ.get(WORKERS_ENVIRONMENT)
-        if setting:
-            try:
-                workers = int(setting)
-            except ValueError:
-                workers = 0
-            if workers < 1:
-                raise ValueError(f"{WORKERS_ENVIRONMENT} must be a whole number >= 1, "
-                                 f"got {setting!r}")
-    elif isinstance(workers, bool) or not isinstance(workers, int) or workers < 1:
-        raise ValueError(f"workers must be a whole number >= 1, got {workers!r}")
+    workers = chosen_count(workers, "workers", WORKERS_ENVIRONMENT, MAX_WORKERS)
     if not hasattr(os, "fork") or not sys.platform.startswith("linux"):
         return 1
     if workers is not None:

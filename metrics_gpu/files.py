@@ -262,22 +262,10 @@ def reader_count(readers: int | None = None) -> int:
     """Threads that read a ``.npy`` column's chunks: ``readers``, else the
     environment's ``METRICS_GPU_READERS``, else one per core up to
     :data:`MAX_DEFAULT_READERS`."""
-    from metrics_gpu._validation import check_int_range
+    from metrics_gpu._workers import available_cores, chosen_count
 
-    if readers is not None:
-        return check_int_range(readers, "readers", 1, 1024)
-    text = os.environ.get(READERS_ENVIRONMENT, "").strip()
-    if text:
-        try:
-            return check_int_range(int(text), READERS_ENVIRONMENT, 1, 1024)
-        except ValueError:
-            raise ValueError(f"{READERS_ENVIRONMENT}={text!r}: must be a whole number of "
-                             "reader threads, 1 to 1024") from None
-    try:
-        cores = len(os.sched_getaffinity(0))
-    except AttributeError:  # not on Linux
-        cores = os.cpu_count() or 1
-    return max(1, min(MAX_DEFAULT_READERS, cores))
+    count = chosen_count(readers, "readers", READERS_ENVIRONMENT, 1024)
+    return count if count is not None else max(1, min(MAX_DEFAULT_READERS, available_cores()))
 
 
 class ReadThreads:
