@@ -2,12 +2,18 @@
 //
 // label_metrics_from_statistics<C>: one block reads per-class statistics
 //   (true positives, support, predicted; C = long long counts or double
-//   weights) and evaluates the metrics.
-// label_metrics_from_matrix<C>: every block reduces some rows of a dense K x K
-//   matrix (row sums, diagonal, its share of the column sums and of the kappa
-//   moments); the last block to finish (a ticket counter) adds the per-block
-//   partials in block order and evaluates the metrics. One launch, no atomics
-//   on values, so the result is the same bit for bit run to run.
+//   weights) and evaluates the metrics (evaluate_metrics).
+// label_metrics_from_matrix<C>: the grid tiles a dense K x K matrix, each
+//   block a tile of kTileColumns columns (a lane each) by `tile_rows` rows (a
+//   warp each in turn), sized by the host to two waves of the device's SMs
+//   where the matrix has the rows for it. A block writes its tile's diagonal
+//   cells, its column sums and row sums as partials, and its kappa moment sums;
+//   the last block of each column of tiles (a ticket per column) adds that
+//   column's partials in tile order into the predicted counts, the last of each
+//   row of tiles (a ticket per row) its row partials into the supports, and the
+//   last of those finishers (a ticket counting them) adds the moment partials in
+//   block order and evaluates the metrics. One launch, no atomics on values, no
+//   dynamic shared memory (any K), and the same result bit for bit run to run.
 //
 // The buffer holds kSlotCount overall values (the order of
 // metrics_gpu._formulas.LABEL_METRIC_SLOTS: the report's metrics, then the
@@ -16,8 +22,9 @@
 // (its NumPy code is the reference the tests hold this file to): averages and
 // kappa positions run over the `selected` classes (all when null), a 0/0
 // per-class rate is 0, and every sum has a fixed order, the same wherever
-// unselected classes lie (route_selected): a dense matrix with absent classes
-// and the compacted statistics of the same data give the same bits.
+// unselected classes lie (evaluate_metrics sums over the selected classes
+// compacted in rank order): a dense matrix with absent classes and the
+// compacted statistics of the same data give the same bits.
 #include "common.cuh"
 
 namespace mg {
@@ -60,8 +67,47 @@ enum Slot {
 
 enum Column { kPrecision, kRecall, kF1, kSpecificity, kJaccard, kColumnCount };
 
-// Values reduced over the block in one go (the widest reduction below).
-constexpr int kMaxReduced = 24;
+// The sums of evaluate_metrics' passes (unnamed: the host reads none of
+// them). Rounded sums over the selected classes (pass 4): of the counts, then
+// of the per-class rates, in loops that each hold a few of them (so that no
+// thread holds them all at once: kRateGroup).
+enum { sTp, sSupport, sPredicted, sSupportTimesPredicted, sRecallSupported, kCountSums };
+enum {
+  sPrecision,
+  sRecall,
+  sF1,
+  sWeightedPrecision,
+  sWeightedRecall,
+  sWeightedF1,
+  sJaccard,
+  sSpecificity,
+  sClassAccuracy,
+  sClassError,
+  kRateSums
+};
+// The rate sums of the first loop: those of precision, recall and F1.
+constexpr int kRateGroup = sJaccard;
+
+// Classes counted over the selected ones (pass 4): exact in any order, so
+// kept as integers (a register each, not two).
+enum {
+  cSelected,
+  cSupported,
+  cPredicted,
+  cBoth,
+  cUnpredicted,
+  cAbsent,
+  cNoNegatives,
+  kClassCounts
+};
+
+// Pair sums of pass 1 (and pass 2's linear one): t p pairs, the linear cross
+// sum, sum t * rank, t t pairs / 2, p p pairs / 2.
+enum { pTruePredicted, pLinear, pTrueRank, pTrueTrue, pPredictedPredicted, kPairSums };
+
+// Values reduced over the block in one go (the rate sums bound every
+// reduction below).
+constexpr int kMaxReduced = kRateSums;
 
 __device__ __forceinline__ double quiet_nan() {
   return __longlong_as_double((long long)0x7ff8000000000000ull);
@@ -179,60 +225,19 @@ __device__ __forceinline__ bool is_selected(const unsigned char* selected, int64
   return selected == nullptr || selected[k] != 0;
 }
 
-// Largest block the routing buffer below is sized for (cuda: 256, emulated: 64;
-// the host's copy: launchers/reduce_metrics.py REDUCE_MAX_BLOCK_THREADS).
+// Largest block the kernels are compiled for (launch bounds) and the shared
+// buffers of label_metrics_from_matrix are sized for (cuda: 256, emulated:
+// 64; the host's copy: launchers/reduce_metrics.py REDUCE_MAX_BLOCK_THREADS).
 constexpr int kMaxBlockThreads = 256;
-
-// One class's counts as a thread holds them: `rank` is its position among the
-// selected classes, `present` whether the thread holds a selected class;
-// `negatives` the supports of every other class (selected or not).
-struct ClassCounts {
-  bool present;
-  double rank, tp, t, p, negatives;
-};
-
-// Values a routed class carries (route_selected's buffer: kRouted per thread).
-constexpr int kRouted = 4;
-
-// The per-thread partials of a block sum depend on which thread holds which
-// class. For sums over the selected classes to have the same bits whether or
-// not unselected classes lie between them (a dense matrix with absent classes
-// and the compacted statistics of the same data), each tile hands its selected
-// classes to the thread that would hold them were only they laid out: thread
-// rank % blockDim.x, which then adds them in rank order. Without a mask rank
-// is k and nothing moves. Every thread calls this (it holds barriers);
-// `carry` counts the selected classes of the tiles before.
-__device__ ClassCounts route_selected(ClassCounts own, int64 k, bool masked, double (&carry)[1],
-                                      double* route /* shared, kRouted * kMaxBlockThreads */,
-                                      double* scratch) {
-  if (!masked) {
-    own.rank = (double)k;
-    return own;
-  }
-  double running[1] = {own.present ? 1.0 : 0.0};
-  const int64 first = (int64)carry[0];
-  block_scan(running, carry, scratch);
-  if (own.present) {
-    int64 slot = ((int64)running[0] - 1) % blockDim.x;
-    route[kRouted * slot] = own.tp;
-    route[kRouted * slot + 1] = own.t;
-    route[kRouted * slot + 2] = own.p;
-    route[kRouted * slot + 3] = own.negatives;
-  }
-  __syncthreads();
-  const int64 block = blockDim.x;
-  const int64 offset = ((int64)threadIdx.x - first % block + block) % block;
-  ClassCounts mine{offset < (int64)carry[0] - first, (double)(first + offset), 0.0, 0.0, 0.0,
-                   0.0};
-  if (mine.present) {
-    mine.tp = route[kRouted * threadIdx.x];
-    mine.t = route[kRouted * threadIdx.x + 1];
-    mine.p = route[kRouted * threadIdx.x + 2];
-    mine.negatives = route[kRouted * threadIdx.x + 3];
-  }
-  __syncthreads();  // the next tile writes `route` again
-  return mine;
-}
+// Blocks of kMaxBlockThreads per SM the kernels are compiled for: 4, so 64
+// registers a thread (an SM's 64K), 32 warps per SM, without spills (the
+// passes of evaluate_metrics hold few sums at a time). sm_100 and later:
+// ptxas's own choice, 76-80 registers (3 blocks), where 64 spill.
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 1000
+constexpr int kReduceMinBlocks = 0;
+#else
+constexpr int kReduceMinBlocks = 4;
+#endif
 
 // The per-class rates of _formulas (a 0/0 rate is 0). `negatives` is the
 // other classes' supports, summed as such (_formulas.sum_of_others): exactly
@@ -255,231 +260,106 @@ __device__ __forceinline__ ClassRates class_rates(double tp, double t, double p,
                     tn};
 }
 
-// Every metric from per-class counts, by one block (`scratch`: shared memory
-// for the block reductions). `total` < 0 means the sum of the supports;
-// `misclassified` is the counting pass's sum w [t != p] (NaN: none, then
-// total - sum tp). Loops over classes step whole tiles (block-uniform trip
-// counts) because they hold barriers.
-template <typename C>
-__device__ void evaluate_metrics(const C* true_positives, const C* support, const C* predicted,
-                                 double total, double misclassified, int64 K,
-                                 const unsigned char* selected, double linear, double quadratic,
-                                 double* out,
-                                 double* scratch /* shared, kMaxReduced * kWarpSize */,
-                                 double* route /* shared, kRouted * kMaxBlockThreads */) {
-  double* columns = out + kSlotCount;
-  const int64 tiles = (K + blockDim.x - 1) / blockDim.x;
+// What evaluate_metrics keeps from pass to pass, in shared memory rather
+// than in every thread's registers through the passes: the block totals that
+// thread 0 reads at the end, the arguments it reads then, and the few values
+// the passes share (read after a barrier).
+struct Totals {
+  double total, misclassified, linear, quadratic;
+  int total_exponent;  // total = m 2^total_exponent, m in [0.5, 1) (frexp; 0 for 0)
+  int64 selected_classes;
+  double count_sums[kCountSums];
+  double rate_sums[kRateSums];
+  unsigned int counts[kClassCounts];
+  double tp_high, tp_low;  // sum t p (scaled), exactly
+  double pairs[kPairSums];
+  double pairs_high, pairs_low;  // pairs[pTruePredicted], exactly
+  double quadratic_cross;
+};
 
-  // Pass 0: the supports of the classes after each class, scanned in
-  // descending class order and kept in its specificity cell until pass 1 reads
-  // them and writes the rate there; another thread of the block may hold the
-  // class then, so the barriers of the scans in between order the two.
-  {
-    double after[1] = {0.0};
-    for (int64 tile = 0; tile < tiles; ++tile) {
-      int64 k = K - 1 - (tile * blockDim.x + threadIdx.x);
-      double running[1] = {k >= 0 ? (double)load_fresh(support + k) : 0.0};
-      double before[1];
-      block_scan(running, after, scratch, before);
-      if (k >= 0) columns[kSpecificity * K + k] = before[0];
-    }
-  }
+// One class's terms of the rate sums (s: the total weight).
+__device__ __forceinline__ void rate_terms(double tp, double t, double p, double negatives,
+                                           double s, double (&terms)[kRateSums]) {
+  ClassRates rates = class_rates(tp, t, p, negatives);
+  double fp = p - tp;
+  double fn = t - tp;
+  terms[sPrecision] = rates.precision;
+  terms[sRecall] = rates.recall;
+  terms[sF1] = rates.f1;
+  terms[sWeightedPrecision] = rates.precision * t;
+  terms[sWeightedRecall] = rates.recall * t;
+  terms[sWeightedF1] = rates.f1 * t;
+  terms[sJaccard] = rates.jaccard;
+  terms[sSpecificity] = rates.specificity;
+  terms[sClassAccuracy] = divide(tp + rates.tn, s, quiet_nan());
+  terms[sClassError] = divide(fp + fn, s, quiet_nan());
+}
 
-  // Pass 1: sums over the selected classes, and the per-class columns.
-  enum {
-    sTp, sSupport, sPredicted, sSelected, sSupported,
-    sRecallSupported, sPrecision, sRecall, sF1, sJaccard, sSpecificity, sWeightedPrecision,
-    sWeightedRecall, sWeightedF1, sClassAccuracy, sClassError, sPredictedClasses, sBoth,
-    sUnpredicted, sAbsent, sNoNegatives, sSupportTimesPredicted, kPass1
-  };
-  double pass1[kPass1];
-  __shared__ double total_shared;
-  {
-    double all_support[1] = {0.0};
-    for (int64 tile = 0; tile < tiles; ++tile) {
-      int64 k = tile * blockDim.x + threadIdx.x;
-      if (k < K) all_support[0] += (double)load_fresh(support + k);
-    }
-    block_sum(all_support, scratch);
-    if (threadIdx.x == 0) total_shared = total < 0.0 ? all_support[0] : total;
-    __syncthreads();
+// Rate sums [kFirst, kLast) over the selected classes by rank (pass 4 of
+// evaluate_metrics): thread i adds ranks i, i + blockDim.x, ..., then the
+// block its threads' sums; thread 0 writes them to `totals`.
+template <int kFirst, int kLast>
+__device__ void sum_rates(const double* ranked_tp, const double* ranked_t, const double* ranked_p,
+                          const double* ranked_negatives, Totals& totals, double* scratch) {
+  const int64 selected_classes = totals.selected_classes;
+  const double s = totals.total;
+  double sums[kLast - kFirst];
+  for (int i = 0; i < kLast - kFirst; ++i) sums[i] = 0.0;
+  for (int64 rank = threadIdx.x; rank < selected_classes; rank += blockDim.x) {
+    double terms[kRateSums];
+    rate_terms(ranked_tp[rank], ranked_t[rank], ranked_p[rank], ranked_negatives[rank], s, terms);
+    for (int i = 0; i < kLast - kFirst; ++i) sums[i] += terms[kFirst + i];
   }
-  const double s = total_shared;
-  int s_exponent;
-  frexp(s, &s_exponent);  // s = m 2^s_exponent, m in [0.5, 1) (exponent 0 for 0)
-  for (int i = 0; i < kPass1; ++i) pass1[i] = 0.0;
-  const bool masked = selected != nullptr;
-  double rank_carry[1] = {0.0};
-  double support_carry[1] = {0.0};
-  // sum t p (scaled) exactly, for MCC's covariance c s - sum t p
-  double tp_high = 0.0, tp_low = 0.0;
-  for (int64 tile = 0; tile < tiles; ++tile) {
-    int64 k = tile * blockDim.x + threadIdx.x;
-    ClassCounts own{false, 0.0, 0.0, 0.0, 0.0, 0.0};
-    double running[1] = {k < K ? (double)load_fresh(support + k) : 0.0};
-    double before[1];
-    block_scan(running, support_carry, scratch, before);
-    if (k < K) {
-      own.tp = (double)load_fresh(true_positives + k);
-      own.t = (double)load_fresh(support + k);
-      own.p = (double)load_fresh(predicted + k);
-      own.negatives = before[0] + columns[kSpecificity * K + k];
-      own.present = is_selected(selected, k);
-      ClassRates rates = class_rates(own.tp, own.t, own.p, own.negatives);
-      columns[kPrecision * K + k] = rates.precision;
-      columns[kRecall * K + k] = rates.recall;
-      columns[kF1 * K + k] = rates.f1;
-      columns[kSpecificity * K + k] = rates.specificity;
-      columns[kJaccard * K + k] = rates.jaccard;
-    }
-    ClassCounts c = route_selected(own, k, masked, rank_carry, route, scratch);
-    if (!c.present) continue;
-    const double tp = c.tp, t = c.t, p = c.p;
-    ClassRates rates = class_rates(tp, t, p, c.negatives);
-    double fp = p - tp;
-    double fn = t - tp;
-    pass1[sTp] += tp;
-    pass1[sSupport] += t;
-    pass1[sPredicted] += p;
-    {
-      double product, error;
-      two_product(scaled(t, s_exponent), scaled(p, s_exponent), product, error);
-      pass1[sSupportTimesPredicted] += product;
-      add_exactly(tp_high, tp_low, product);
-      tp_low += error;
-    }
-    pass1[sSelected] += 1.0;
-    if (t > 0.0) {
-      pass1[sSupported] += 1.0;
-      pass1[sRecallSupported] += tp / t;
-    }
-    pass1[sPrecision] += rates.precision;
-    pass1[sRecall] += rates.recall;
-    pass1[sF1] += rates.f1;
-    pass1[sJaccard] += rates.jaccard;
-    pass1[sSpecificity] += rates.specificity;
-    pass1[sWeightedPrecision] += rates.precision * t;
-    pass1[sWeightedRecall] += rates.recall * t;
-    pass1[sWeightedF1] += rates.f1 * t;
-    pass1[sClassAccuracy] += divide(tp + rates.tn, s, quiet_nan());
-    pass1[sClassError] += divide(fp + fn, s, quiet_nan());
-    if (p > 0.0) pass1[sPredictedClasses] += 1.0;
-    if (t > 0.0 && p > 0.0) pass1[sBoth] += 1.0;
-    if (p == 0.0) pass1[sUnpredicted] += 1.0;
-    if (t == 0.0 && p == 0.0) pass1[sAbsent] += 1.0;
-    if (c.negatives == 0.0) pass1[sNoNegatives] += 1.0;
+  block_sum(sums, scratch);
+  if (threadIdx.x == 0) {
+    for (int i = 0; i < kLast - kFirst; ++i) totals.rate_sums[kFirst + i] = sums[i];
   }
-  block_sum(pass1, scratch);
-  block_sum_exact(tp_high, tp_low, scratch);
+}
 
-  const double m = pass1[sSelected];
-  const double t_total = pass1[sSupport];
-  const double p_total = pass1[sPredicted];
+// The metrics from the block totals (thread 0, after the passes).
+__device__ void write_metrics(const Totals& totals, bool weighted_kappa, double* out) {
+  const int s_exponent = totals.total_exponent;
+  const double misclassified = totals.misclassified;
+  const double linear = totals.linear;
+  const double quadratic = totals.quadratic;
+  const double* sums = totals.count_sums;
+  const double* rates = totals.rate_sums;
+  const unsigned int* counts = totals.counts;
+  const double* pairs = totals.pairs;
+  const double s = totals.total;
+  const double m = (double)counts[cSelected];
+  const double supported = (double)counts[cSupported];
+  const double t_total = sums[sSupport];
+  const double p_total = sums[sPredicted];
   const bool kappa_undefined =
-      s == 0.0 || (pass1[sSupported] == 1.0 && pass1[sPredictedClasses] == pass1[sBoth] &&
-                   pass1[sBoth] == 1.0);
-
-  // Pass 2: sums over pairs of classes i != j as sums of non-negative terms
-  // (_formulas.unequal_pairs and kappa_disagreements), positions being ranks
-  // among the selected classes: sum_{i != j} t_i p_j = sum_j p_j T_<j + t_j
-  // P_<j (kappa's expected disagreement, MCC's covariance), t_i t_j and p_i
-  // p_j (MCC's variances, half of them), and (weighted kappa) the linear
-  // one, sum_j p_j A_j + t_j B_j with A_j the running sums T_<=m added over
-  // the gaps m below j (B likewise for P). It also sums t * rank for pass 3,
-  // which sums about the mean position of y_true.
-  double linear_cross = 0.0, quadratic_cross = 0.0;
-  const bool weighted_kappa = !(linear != linear) || !(quadratic != quadratic);
-  // t p pairs, linear cross, sum t * rank, t t pairs / 2, p p pairs / 2
-  double pass2[5] = {0.0, 0.0, 0.0, 0.0, 0.0};
-  double pairs_high = 0.0, pairs_low = 0.0;  // pass2[0] exactly, for MCC
-  {
-    double carry[3] = {0.0, 0.0, 0.0};
-    double gap_carry[2] = {0.0, 0.0};
-    for (int64 tile = 0; tile < tiles; ++tile) {
-      int64 k = tile * blockDim.x + threadIdx.x;
-      bool chosen = k < K && is_selected(selected, k);
-      // Scaled weights (scaled): the pair sums are those of s^2 2^-2e.
-      double t = chosen ? scaled((double)load_fresh(support + k), s_exponent) : 0.0;
-      double p = chosen ? scaled((double)load_fresh(predicted + k), s_exponent) : 0.0;
-      double running[3] = {chosen ? 1.0 : 0.0, t, p};
-      double before[3];
-      block_scan(running, carry, scratch, before);
-      if (chosen) {
-        double product, error;
-        two_product(p, before[1], product, error);
-        add_exactly(pairs_high, pairs_low, product);
-        pairs_low += error;
-        two_product(t, before[2], product, error);
-        add_exactly(pairs_high, pairs_low, product);
-        pairs_low += error;
-        pass2[0] += p * before[1] + t * before[2];
-        pass2[2] += t * (running[0] - 1.0);
-        pass2[3] += t * before[1];
-        pass2[4] += p * before[2];
-      }
-      if (weighted_kappa) {
-        double gaps[2] = {chosen ? running[1] : 0.0, chosen ? running[2] : 0.0};
-        double gaps_before[2];
-        block_scan(gaps, gap_carry, scratch, gaps_before);
-        if (chosen) pass2[1] += p * gaps_before[0] + t * gaps_before[1];
-      }
-    }
-    block_sum(pass2, scratch);
-    block_sum_exact(pairs_high, pairs_low, scratch);
-  }
-  if (weighted_kappa) {
-    linear_cross = pass2[1];
-    const double centre = divide(pass2[2], scaled(t_total, s_exponent), 0.0);
-    double pass3[4] = {0.0, 0.0, 0.0, 0.0};  // t o^2, p o^2, t o, p o
-    double route_carry[1] = {0.0};
-    for (int64 tile = 0; tile < tiles; ++tile) {
-      int64 k = tile * blockDim.x + threadIdx.x;
-      ClassCounts own{k < K && is_selected(selected, k), 0.0, 0.0, 0.0, 0.0, 0.0};
-      if (own.present) {
-        own.t = scaled((double)load_fresh(support + k), s_exponent);
-        own.p = scaled((double)load_fresh(predicted + k), s_exponent);
-      }
-      ClassCounts c = route_selected(own, k, masked, route_carry, route, scratch);
-      if (!c.present) continue;
-      double offset = c.rank - centre;
-      pass3[0] += c.t * (offset * offset);
-      pass3[1] += c.p * (offset * offset);
-      pass3[2] += c.t * offset;
-      pass3[3] += c.p * offset;
-    }
-    block_sum(pass3, scratch);
-    quadratic_cross = scaled(p_total, s_exponent) * pass3[0] +
-                      scaled(t_total, s_exponent) * pass3[1] - 2.0 * pass3[2] * pass3[3];
-  }
-
-  if (threadIdx.x != 0) return;
+      s == 0.0 || (counts[cSupported] == 1u && counts[cPredicted] == counts[cBoth] &&
+                   counts[cBoth] == 1u);
   const double nan = quiet_nan();
-  const double accuracy = divide(pass1[sTp], s, nan);
-  const double macro_precision = m > 0.0 ? pass1[sPrecision] / m : nan;
-  const double macro_recall = m > 0.0 ? pass1[sRecall] / m : nan;
+  const double accuracy = divide(sums[sTp], s, nan);
+  const double macro_precision = m > 0.0 ? rates[sPrecision] / m : nan;
+  const double macro_recall = m > 0.0 ? rates[sRecall] / m : nan;
   // nan_average with support weights: the plain mean when they sum to 0.
   const double weight_sum = t_total;
   out[kAccuracy] = accuracy;
-  out[kBalancedAccuracy] =
-      pass1[sSupported] > 0.0 ? pass1[sRecallSupported] / pass1[sSupported] : nan;
-  out[kMicroPrecision] = divide(pass1[sTp], p_total, 0.0);
-  out[kMicroRecall] = divide(pass1[sTp], t_total, 0.0);
-  out[kMicroF1] = divide(2.0 * pass1[sTp], t_total + p_total, 0.0);
+  out[kBalancedAccuracy] = supported > 0.0 ? sums[sRecallSupported] / supported : nan;
+  out[kMicroPrecision] = divide(sums[sTp], p_total, 0.0);
+  out[kMicroRecall] = divide(sums[sTp], t_total, 0.0);
+  out[kMicroF1] = divide(2.0 * sums[sTp], t_total + p_total, 0.0);
   out[kMacroPrecision] = macro_precision;
   out[kMacroRecall] = macro_recall;
-  out[kMacroF1] = m > 0.0 ? pass1[sF1] / m : nan;
+  out[kMacroF1] = m > 0.0 ? rates[sF1] / m : nan;
   out[kMacroF1Harmonic] = 2.0 * macro_precision * macro_recall / (macro_precision + macro_recall);
   out[kWeightedPrecision] = m == 0.0 ? nan
-                            : weight_sum != 0.0 ? pass1[sWeightedPrecision] / weight_sum
-                                                : pass1[sPrecision] / m;
+                            : weight_sum != 0.0 ? rates[sWeightedPrecision] / weight_sum
+                                                : rates[sPrecision] / m;
   out[kWeightedRecall] = m == 0.0 ? nan
-                         : weight_sum != 0.0 ? pass1[sWeightedRecall] / weight_sum
-                                             : pass1[sRecall] / m;
+                         : weight_sum != 0.0 ? rates[sWeightedRecall] / weight_sum
+                                             : rates[sRecall] / m;
   out[kWeightedF1] = m == 0.0 ? nan
-                     : weight_sum != 0.0 ? pass1[sWeightedF1] / weight_sum : pass1[sF1] / m;
-  out[kMacroJaccard] = m > 0.0 ? pass1[sJaccard] / m : nan;
-  out[kMacroSpecificity] = m > 0.0 ? pass1[sSpecificity] / m : nan;
-  const double observed = misclassified != misclassified ? s - pass1[sTp] : misclassified;
+                     : weight_sum != 0.0 ? rates[sWeightedF1] / weight_sum : rates[sF1] / m;
+  out[kMacroJaccard] = m > 0.0 ? rates[sJaccard] / m : nan;
+  out[kMacroSpecificity] = m > 0.0 ? rates[sSpecificity] / m : nan;
+  const double observed = misclassified != misclassified ? s - sums[sTp] : misclassified;
   // Matthews from the pairs of classes, without differences of squares (_formulas).
   // The covariance's two forms split s^2 between their terms (c s + m s =
   // sum t p + sum_{i != j} t_i p_j): the one with the smaller terms cancels
@@ -487,7 +367,7 @@ __device__ void evaluate_metrics(const C* true_positives, const C* support, cons
   // The pair sums are of weights scaled by 2^-s_exponent (scaled), so the
   // terms they meet are too: times s 2^-2 s_exponent.
   const double s_scaled = scaled(s, s_exponent);
-  const double correct_s = scaled(pass1[sTp], s_exponent) * s_scaled;
+  const double correct_s = scaled(sums[sTp], s_exponent) * s_scaled;
   const double misclassified_s = scaled(observed, s_exponent) * s_scaled;
   // The chosen form evaluated exactly from its error-free parts: exact counts
   // (integer weights below 2^53) give the exact covariance however much its
@@ -495,42 +375,298 @@ __device__ void evaluate_metrics(const C* true_positives, const C* support, cons
   double cov_high = 0.0, cov_low = 0.0;
   {
     double product, error;
-    if (fmax(correct_s, pass1[sSupportTimesPredicted]) <= fmax(pass2[0], misclassified_s)) {
-      two_product(scaled(pass1[sTp], s_exponent), s_scaled, product, error);
+    if (fmax(correct_s, sums[sSupportTimesPredicted]) <=
+        fmax(pairs[pTruePredicted], misclassified_s)) {
+      two_product(scaled(sums[sTp], s_exponent), s_scaled, product, error);
       add_exactly(cov_high, cov_low, product);
       cov_low += error;
-      add_exactly(cov_high, cov_low, -tp_high);
-      cov_low -= tp_low;
+      add_exactly(cov_high, cov_low, -totals.tp_high);
+      cov_low -= totals.tp_low;
     } else {
-      add_exactly(cov_high, cov_low, pairs_high);
-      cov_low += pairs_low;
+      add_exactly(cov_high, cov_low, totals.pairs_high);
+      cov_low += totals.pairs_low;
       two_product(-scaled(observed, s_exponent), s_scaled, product, error);
       add_exactly(cov_high, cov_low, product);
       cov_low += error;
     }
   }
   const double cov_tp = cov_high + cov_low;
-  const double cov_pp = pass2[4] + pass2[4];
-  const double cov_tt = pass2[3] + pass2[3];
+  const double cov_pp = pairs[pPredictedPredicted] + pairs[pPredictedPredicted];
+  const double cov_tt = pairs[pTrueTrue] + pairs[pTrueTrue];
+  const double linear_cross = weighted_kappa ? pairs[pLinear] : 0.0;
+  const double quadratic_cross = weighted_kappa ? totals.quadratic_cross : 0.0;
   out[kMatthewsCorrcoef] = divide(cov_tp, sqrt(cov_pp * cov_tt), 0.0);
-  out[kCohenKappa] = kappa_undefined ? nan : 1.0 - misclassified_s / pass2[0];
+  out[kCohenKappa] = kappa_undefined ? nan : 1.0 - misclassified_s / pairs[pTruePredicted];
   out[kLinearWeightedKappa] =
       kappa_undefined ? nan : 1.0 - scaled(linear, s_exponent) * s_scaled / linear_cross;
   out[kQuadraticWeightedKappa] =
       kappa_undefined ? nan : 1.0 - scaled(quadratic, s_exponent) * s_scaled / quadratic_cross;
-  out[kAverageAccuracy] = m > 0.0 ? pass1[sClassAccuracy] / m : nan;
-  out[kErrorRate] = m > 0.0 ? pass1[sClassError] / m : nan;
+  out[kAverageAccuracy] = m > 0.0 ? rates[sClassAccuracy] / m : nan;
+  out[kErrorRate] = m > 0.0 ? rates[sClassError] / m : nan;
   out[kHammingLoss] = 1.0 - accuracy;
   out[kZeroOneLoss] = 1.0 - accuracy;
   out[kTotal] = s;
-  out[kCorrect] = pass1[sTp];
+  out[kCorrect] = sums[sTp];
   out[kSelectedClasses] = m;
-  out[kSupportedClasses] = pass1[sSupported];
-  out[kUnpredictedClasses] = pass1[sUnpredicted];
-  out[kAbsentClasses] = pass1[sAbsent];
-  out[kClassesWithoutNegatives] = pass1[sNoNegatives];
+  out[kSupportedClasses] = supported;
+  out[kUnpredictedClasses] = (double)counts[cUnpredicted];
+  out[kAbsentClasses] = (double)counts[cAbsent];
+  out[kClassesWithoutNegatives] = (double)counts[cNoNegatives];
   out[kKappaUndefined] = kappa_undefined ? 1.0 : 0.0;
   out[kMisclassified] = observed;
+}
+
+// Every metric from per-class counts, by one block (`scratch`: shared memory
+// for the block reductions). `total` < 0 means the sum of the supports;
+// `misclassified` is the counting pass's sum w [t != p] (NaN: none, then
+// total - sum tp). Loops that hold barriers step whole tiles of blockDim.x
+// classes (block-uniform trip counts).
+//
+// The sums over the selected classes in any order (passes 4 and 5) run over
+// them compacted in rank order (pass 3 writes them so): thread i adds ranks
+// i, i + blockDim.x, ... in turn, then the block adds its threads' sums
+// (block_sum), so their bits do not depend on where unselected classes lie.
+// The per-class columns of the out buffer hold what passes hand on (each
+// class's negatives, the running sums of pass 1, the compacted classes) until
+// pass 6 writes them. Each pass keeps its sums in registers only while it
+// runs: its block totals wait in shared memory (Totals) for thread 0.
+template <typename C>
+__device__ void evaluate_metrics(const C* true_positives, const C* support, const C* predicted,
+                                 double total, double misclassified, int64 K,
+                                 const unsigned char* selected, double linear, double quadratic,
+                                 double* out,
+                                 double* scratch /* shared, kMaxReduced * kWarpSize */) {
+  double* columns = out + kSlotCount;
+  // Each class's negatives, in its specificity cell until pass 6 reads them
+  // and writes the rate there.
+  double* negatives = columns + kSpecificity * K;
+  __shared__ Totals totals;
+  __shared__ unsigned int count_scratch[kClassCounts * kWarpSize];
+  const bool weighted_kappa = !(linear != linear) || !(quadratic != quadratic);
+  if (threadIdx.x == 0) {
+    totals.total = total;
+    totals.misclassified = misclassified;
+    totals.linear = linear;
+    totals.quadratic = quadratic;
+  }
+
+  // Pass 0: the supports of the classes after each class, scanned in
+  // descending class order and kept in its negatives cell until pass 3 adds
+  // those before; another thread of the block may hold the class then, so the
+  // barriers of the reductions in between order the two. Then the total.
+  {
+    double after[1] = {0.0};
+    for (int64 tile = 0; tile < K; tile += blockDim.x) {
+      int64 k = K - 1 - (tile + threadIdx.x);
+      double running[1] = {k >= 0 ? (double)load_fresh(support + k) : 0.0};
+      double before[1];
+      block_scan(running, after, scratch, before);
+      if (k >= 0) negatives[k] = before[0];
+    }
+  }
+  {
+    double all_support[1] = {0.0};
+    for (int64 tile = 0; tile < K; tile += blockDim.x) {
+      int64 k = tile + threadIdx.x;
+      if (k < K) all_support[0] += (double)load_fresh(support + k);
+    }
+    block_sum(all_support, scratch);
+    if (threadIdx.x == 0) {
+      if (totals.total < 0.0) totals.total = all_support[0];
+      frexp(totals.total, &totals.total_exponent);
+    }
+    __syncthreads();
+  }
+
+  // Pass 1: sums over pairs of classes i != j as sums of non-negative terms
+  // (_formulas.unequal_pairs and kappa_disagreements), positions being ranks
+  // among the selected classes: sum_{i != j} t_i p_j = sum_j p_j T_<j + t_j
+  // P_<j (kappa's expected disagreement, MCC's covariance), t_i t_j and p_i
+  // p_j (MCC's variances, half of them). It also sums t * rank for pass 5,
+  // which sums about the mean position of y_true, and (weighted kappa) keeps
+  // each selected class's running sums T_<=j and P_<=j for pass 2 in its
+  // precision and recall cells.
+  double* running_t = columns + kPrecision * K;
+  double* running_p = columns + kRecall * K;
+  {
+    const int s_exponent = totals.total_exponent;
+    double pairs[kPairSums] = {0.0, 0.0, 0.0, 0.0, 0.0};
+    double pairs_high = 0.0, pairs_low = 0.0;  // pairs[pTruePredicted] exactly, for MCC
+    double carry[3] = {0.0, 0.0, 0.0};
+    for (int64 tile = 0; tile < K; tile += blockDim.x) {
+      int64 k = tile + threadIdx.x;
+      bool chosen = k < K && is_selected(selected, k);
+      // Scaled weights (scaled): the pair sums are those of s^2 2^-2e.
+      double t = chosen ? scaled((double)load_fresh(support + k), s_exponent) : 0.0;
+      double p = chosen ? scaled((double)load_fresh(predicted + k), s_exponent) : 0.0;
+      double running[3] = {chosen ? 1.0 : 0.0, t, p};
+      double before[3];
+      block_scan(running, carry, scratch, before);
+      if (!chosen) continue;
+      double product, error;
+      two_product(p, before[1], product, error);
+      add_exactly(pairs_high, pairs_low, product);
+      pairs_low += error;
+      two_product(t, before[2], product, error);
+      add_exactly(pairs_high, pairs_low, product);
+      pairs_low += error;
+      pairs[pTruePredicted] += p * before[1] + t * before[2];
+      pairs[pTrueRank] += t * (running[0] - 1.0);
+      pairs[pTrueTrue] += t * before[1];
+      pairs[pPredictedPredicted] += p * before[2];
+      if (weighted_kappa) {
+        running_t[k] = running[1];
+        running_p[k] = running[2];
+      }
+    }
+    block_sum(pairs, scratch);
+    block_sum_exact(pairs_high, pairs_low, scratch);
+    if (threadIdx.x == 0) {
+      for (int i = 0; i < kPairSums; ++i) totals.pairs[i] = pairs[i];
+      totals.pairs_high = pairs_high;
+      totals.pairs_low = pairs_low;
+    }
+  }
+
+  // Pass 2 (weighted kappa): the linear cross sum, sum_j p_j A_j + t_j B_j
+  // with A_j the running sums T_<=m added over the gaps m below j (B likewise
+  // for P).
+  if (weighted_kappa) {
+    const int s_exponent = totals.total_exponent;
+    double linear_cross[1] = {0.0};
+    double carry[2] = {0.0, 0.0};
+    for (int64 tile = 0; tile < K; tile += blockDim.x) {
+      int64 k = tile + threadIdx.x;
+      bool chosen = k < K && is_selected(selected, k);
+      double gaps[2] = {chosen ? running_t[k] : 0.0, chosen ? running_p[k] : 0.0};
+      double gaps_before[2];
+      block_scan(gaps, carry, scratch, gaps_before);
+      if (!chosen) continue;
+      double t = scaled((double)load_fresh(support + k), s_exponent);
+      double p = scaled((double)load_fresh(predicted + k), s_exponent);
+      linear_cross[0] += p * gaps_before[0] + t * gaps_before[1];
+    }
+    block_sum(linear_cross, scratch);
+    if (threadIdx.x == 0) totals.pairs[pLinear] = linear_cross[0];
+  }
+
+  // Pass 3: each class's negatives (the supports before it, scanned, plus
+  // those after), and the selected classes written in rank order.
+  double* ranked_tp = columns + kPrecision * K;
+  double* ranked_t = columns + kRecall * K;
+  double* ranked_p = columns + kF1 * K;
+  double* ranked_negatives = columns + kJaccard * K;
+  {
+    double carry[2] = {0.0, 0.0};  // supports and selected classes of the tiles before
+    for (int64 tile = 0; tile < K; tile += blockDim.x) {
+      int64 k = tile + threadIdx.x;
+      const bool chosen = k < K && is_selected(selected, k);
+      const double t = k < K ? (double)load_fresh(support + k) : 0.0;
+      double running[2] = {t, chosen ? 1.0 : 0.0};
+      double before[2];
+      block_scan(running, carry, scratch, before);
+      if (k >= K) continue;
+      const double others = before[0] + negatives[k];
+      negatives[k] = others;
+      if (!chosen) continue;
+      const int64 rank = (int64)running[1] - 1;
+      ranked_tp[rank] = (double)load_fresh(true_positives + k);
+      ranked_t[rank] = t;
+      ranked_p[rank] = (double)load_fresh(predicted + k);
+      ranked_negatives[rank] = others;
+    }
+    if (threadIdx.x == 0) totals.selected_classes = (int64)carry[1];
+    __syncthreads();  // the ranked classes written
+  }
+
+  // Pass 4: the classes counted, and the rounded sums over the selected
+  // classes, by rank.
+  {
+    const int64 selected_classes = totals.selected_classes;
+    unsigned int counts[kClassCounts];
+    for (int i = 0; i < kClassCounts; ++i) counts[i] = 0u;
+    for (int64 rank = threadIdx.x; rank < selected_classes; rank += blockDim.x) {
+      const double t = ranked_t[rank], p = ranked_p[rank];
+      counts[cSelected] += 1u;
+      if (t > 0.0) counts[cSupported] += 1u;
+      if (p > 0.0) counts[cPredicted] += 1u;
+      if (t > 0.0 && p > 0.0) counts[cBoth] += 1u;
+      if (p == 0.0) counts[cUnpredicted] += 1u;
+      if (t == 0.0 && p == 0.0) counts[cAbsent] += 1u;
+      if (ranked_negatives[rank] == 0.0) counts[cNoNegatives] += 1u;
+    }
+    block_sum(counts, count_scratch);
+    if (threadIdx.x == 0) {
+      for (int i = 0; i < kClassCounts; ++i) totals.counts[i] = counts[i];
+    }
+  }
+  {
+    const int64 selected_classes = totals.selected_classes;
+    const int s_exponent = totals.total_exponent;
+    double sums[kCountSums] = {0.0, 0.0, 0.0, 0.0, 0.0};
+    // sum t p (scaled) exactly, for MCC's covariance c s - sum t p
+    double tp_high = 0.0, tp_low = 0.0;
+    for (int64 rank = threadIdx.x; rank < selected_classes; rank += blockDim.x) {
+      const double tp = ranked_tp[rank], t = ranked_t[rank], p = ranked_p[rank];
+      sums[sTp] += tp;
+      sums[sSupport] += t;
+      sums[sPredicted] += p;
+      double product, error;
+      two_product(scaled(t, s_exponent), scaled(p, s_exponent), product, error);
+      sums[sSupportTimesPredicted] += product;
+      add_exactly(tp_high, tp_low, product);
+      tp_low += error;
+      if (t > 0.0) sums[sRecallSupported] += tp / t;
+    }
+    block_sum(sums, scratch);
+    block_sum_exact(tp_high, tp_low, scratch);
+    if (threadIdx.x == 0) {
+      for (int i = 0; i < kCountSums; ++i) totals.count_sums[i] = sums[i];
+      totals.tp_high = tp_high;
+      totals.tp_low = tp_low;
+    }
+  }
+  sum_rates<0, kRateGroup>(ranked_tp, ranked_t, ranked_p, ranked_negatives, totals, scratch);
+  sum_rates<kRateGroup, kRateSums>(ranked_tp, ranked_t, ranked_p, ranked_negatives, totals,
+                                   scratch);
+
+  // Pass 5 (weighted kappa): the quadratic cross sum about the mean position
+  // of y_true, by rank.
+  if (weighted_kappa) {
+    const int64 selected_classes = totals.selected_classes;
+    const int s_exponent = totals.total_exponent;
+    const double t_total = scaled(totals.count_sums[sSupport], s_exponent);
+    const double p_total = scaled(totals.count_sums[sPredicted], s_exponent);
+    const double centre = divide(totals.pairs[pTrueRank], t_total, 0.0);
+    double moments[4] = {0.0, 0.0, 0.0, 0.0};  // t o^2, p o^2, t o, p o
+    for (int64 rank = threadIdx.x; rank < selected_classes; rank += blockDim.x) {
+      const double t = scaled(ranked_t[rank], s_exponent);
+      const double p = scaled(ranked_p[rank], s_exponent);
+      double offset = (double)rank - centre;
+      moments[0] += t * (offset * offset);
+      moments[1] += p * (offset * offset);
+      moments[2] += t * offset;
+      moments[3] += p * offset;
+    }
+    block_sum(moments, scratch);
+    if (threadIdx.x == 0)
+      totals.quadratic_cross =
+          p_total * moments[0] + t_total * moments[1] - 2.0 * moments[2] * moments[3];
+  }
+  __syncthreads();  // every ranked class read: pass 6 writes over them
+
+  // Pass 6: the per-class columns.
+  for (int64 k = threadIdx.x; k < K; k += blockDim.x) {
+    ClassRates rates = class_rates((double)load_fresh(true_positives + k),
+                                   (double)load_fresh(support + k),
+                                   (double)load_fresh(predicted + k), negatives[k]);
+    columns[kPrecision * K + k] = rates.precision;
+    columns[kRecall * K + k] = rates.recall;
+    columns[kF1 * K + k] = rates.f1;
+    columns[kSpecificity * K + k] = rates.specificity;
+    columns[kJaccard * K + k] = rates.jaccard;
+  }
+  if (threadIdx.x == 0) write_metrics(totals, weighted_kappa, out);
 }
 
 }  // namespace mg
@@ -540,119 +676,253 @@ __device__ void evaluate_metrics(const C* true_positives, const C* support, cons
 // moments are float64 scalars, or null when the state has none (weighted
 // kappa is NaN).
 template <typename C>
-__global__ void label_metrics_from_statistics(const C* true_positives, const C* support,
+__global__ void __launch_bounds__(mg::kMaxBlockThreads, mg::kReduceMinBlocks)
+    label_metrics_from_statistics(const C* true_positives, const C* support,
                                               const C* predicted, const C* total,
                                               const C* misclassified, mg::int64 num_classes,
                                               const unsigned char* selected,
                                               const double* linear, const double* quadratic,
                                               double* out) {
   __shared__ double scratch[mg::kMaxReduced * mg::kWarpSize];
-  __shared__ double route[mg::kRouted * mg::kMaxBlockThreads];
   const double nan = mg::quiet_nan();
   mg::evaluate_metrics(true_positives, support, predicted, (double)*total,
                        misclassified == nullptr ? nan : (double)*misclassified, num_classes,
                        selected, linear == nullptr ? nan : *linear,
-                       quadratic == nullptr ? nan : *quadratic, out, scratch, route);
+                       quadratic == nullptr ? nan : *quadratic, out, scratch);
 }
 
-// Dynamic shared memory: K counters of C (this block's column sums) and K
-// int64 positions. Block b owns rows b, b + gridDim.x, ...; it writes their
-// support and diagonal, and its column sums, moment sums and off-diagonal
-// sum (the misclassified weight) as partials (kMatrixMoments per block).
-// `blocks_done` is zero at launch and zero again after it.
-template <typename C>
-__global__ void label_metrics_from_matrix(const C* matrix, mg::int64 num_classes,
-                                          const unsigned char* selected, int moments,
-                                          C* true_positives, C* support, C* predicted,
-                                          C* column_partials, double* moment_partials,
-                                          unsigned int* blocks_done, double* out) {
-  using mg::int64;
-  const int64 K = num_classes;
-  MG_DYNAMIC_SHARED(C, column);
-  int64* position = reinterpret_cast<int64*>(column + K);
-  __shared__ double scratch[mg::kMaxReduced * mg::kWarpSize];
-  __shared__ double route[mg::kRouted * mg::kMaxBlockThreads];
-  __shared__ C row_scratch[mg::kWarpSize];
-  __shared__ unsigned int ticket;
-  const int64 tiles = (K + blockDim.x - 1) / blockDim.x;
+namespace mg {
 
-  // Positions of the classes: their ranks among the selected ones.
-  double carry[1] = {0.0};
-  for (int64 tile = 0; tile < tiles; ++tile) {
-    int64 k = tile * blockDim.x + threadIdx.x;
-    double running[1] = {k < K && mg::is_selected(selected, k) ? 1.0 : 0.0};
-    mg::block_scan(running, carry, scratch);
-    if (k < K) {
-      position[k] = (int64)running[0] - 1;
-      column[k] = 0;
-    }
+// Columns of a matrix tile: a lane each, so a warp reads a row of the tile in
+// one go (256 bytes of int64 or float64 counts; the host's copy:
+// launchers/reduce_metrics.py REDUCE_TILE_COLUMNS).
+constexpr int kTileColumns = kWarpSize;
+// Rows of the tile a warp has in flight: their loads are issued together.
+constexpr int kRowsInFlight = 4;
+// Partial sums per block of the matrix: the linear and quadratic kappa
+// moments, and the selected cells off the diagonal (the host's copy:
+// MATRIX_MOMENTS).
+constexpr int kMatrixMoments = 3;
+
+// Selected classes before `row_begin` and before `column_begin` (class
+// positions, for the moments), every thread gets both.
+__device__ void selected_before(const unsigned char* selected, int64 row_begin,
+                                int64 column_begin, double* scratch, double (&before)[2]) {
+  before[0] = 0.0;
+  before[1] = 0.0;
+  const int64 end = row_begin > column_begin ? row_begin : column_begin;
+  for (int64 k = threadIdx.x; k < end; k += blockDim.x) {
+    if (selected[k] == 0) continue;
+    if (k < row_begin) before[0] += 1.0;
+    if (k < column_begin) before[1] += 1.0;
   }
-  __syncthreads();
+  block_sum(before, scratch);
+}
 
-  constexpr int kMatrixMoments = 3;  // linear, quadratic, off the diagonal
-  double moment[kMatrixMoments] = {0.0, 0.0, 0.0};
-  for (int64 row = blockIdx.x; row < K; row += gridDim.x) {
-    C row_sum[1] = {0};
-    const C* values = matrix + row * K;
-    const bool row_chosen = mg::is_selected(selected, row);
-    for (int64 k = threadIdx.x; k < K; k += blockDim.x) {
-      C value = values[k];
-      column[k] += value;
-      row_sum[0] += value;
-      if (row_chosen && k != row && mg::is_selected(selected, k)) {
-        moment[2] += (double)value;
-        if (moments) {
-          int64 gap = position[row] > position[k] ? position[row] - position[k]
-                                                  : position[k] - position[row];
-          double weighted = (double)value * (double)gap;
-          moment[0] += weighted;
-          moment[1] += weighted * (double)gap;
+// One block's tile of the matrix: rows [row_begin, row_end) of the lane's
+// `column` (past K: zeros). Writes the tile's diagonal cells, each row's sum
+// over the tile's columns (row_partials: a warp's butterfly) and each column's
+// sum over the tile's rows (column_partials: a lane's running sum per warp,
+// then the warps in order); returns the moment sums (every thread).
+// `row_position` is shared memory for blockDim.x rows' positions.
+template <typename C>
+__device__ void reduce_tile(const C* matrix, int64 K, const unsigned char* selected,
+                            bool moments, int64 row_begin, int64 row_end, int64 column,
+                            C* true_positives, C* row_partials, C* column_partials,
+                            double* scratch, C* warp_columns, double* row_position,
+                            double (&moment)[kMatrixMoments]) {
+  const unsigned int lane = lane_index();
+  const unsigned int warp = threadIdx.x / kWarpSize;
+  const unsigned int warps = blockDim.x / kWarpSize;
+  const bool in_column = column < K;
+  const bool column_chosen = in_column && is_selected(selected, column);
+  const bool masked = selected != nullptr;
+  // Positions: ranks among the selected classes (the index when all are).
+  double column_position = (double)column;
+  double row_carry[1] = {0.0};
+  if (masked && moments) {
+    double before[2];
+    selected_before(selected, row_begin, column - lane, scratch, before);
+    row_carry[0] = before[0];
+    const unsigned int chosen_lanes = __ballot_sync(kFullWarp, column_chosen);
+    column_position = before[1] + (double)__popc(chosen_lanes & ((1u << lane) - 1u));
+  }
+  C column_sum = 0;
+  for (int i = 0; i < kMatrixMoments; ++i) moment[i] = 0.0;
+  // Batches of blockDim.x rows: their positions first (a scan), then a warp
+  // per row in turn.
+  for (int64 batch = row_begin; batch < row_end; batch += blockDim.x) {
+    if (masked && moments) {
+      const int64 row = batch + threadIdx.x;
+      double running[1] = {row < row_end && selected[row] != 0 ? 1.0 : 0.0};
+      block_scan(running, row_carry, scratch);
+      row_position[threadIdx.x] = running[0] - 1.0;
+      __syncthreads();
+    }
+    const int64 batch_end = batch + blockDim.x < row_end ? batch + blockDim.x : row_end;
+    for (int64 first = batch + warp; first < batch_end; first += kRowsInFlight * warps) {
+      C value[kRowsInFlight];
+#pragma unroll
+      for (int u = 0; u < kRowsInFlight; ++u) {
+        const int64 row = first + u * warps;
+        value[u] = row < batch_end && in_column ? matrix[row * K + column] : C(0);
+      }
+#pragma unroll
+      for (int u = 0; u < kRowsInFlight; ++u) {
+        const int64 row = first + u * warps;
+        if (row >= batch_end) break;  // warp-uniform
+        column_sum += value[u];
+        C row_sum = value[u];
+        for (int offset = kWarpSize / 2; offset > 0; offset >>= 1)
+          row_sum += __shfl_xor_sync(kFullWarp, row_sum, offset);
+        if (lane == 0) row_partials[row] = row_sum;
+        if (column == row) true_positives[row] = value[u];
+        if (column_chosen && column != row && is_selected(selected, row)) {
+          moment[2] += (double)value[u];
+          if (moments) {
+            const double row_at = masked ? row_position[row - batch] : (double)row;
+            const double gap = row_at > column_position ? row_at - column_position
+                                                        : column_position - row_at;
+            const double weighted = (double)value[u] * gap;
+            moment[0] += weighted;
+            moment[1] += weighted * gap;
+          }
         }
       }
     }
-    mg::block_sum(row_sum, row_scratch);
-    if (threadIdx.x == 0) {
-      support[row] = row_sum[0];
-      true_positives[row] = values[row];
-    }
   }
-  for (int64 k = threadIdx.x; k < K; k += blockDim.x)
-    column_partials[(int64)blockIdx.x * K + k] = column[k];
-  mg::block_sum(moment, scratch);
+  warp_columns[threadIdx.x] = column_sum;
+  block_sum(moment, scratch);  // its barriers also publish warp_columns
+  if (warp == 0 && in_column) {
+    C sum = 0;
+    for (unsigned int w = 0; w < warps; ++w) sum += warp_columns[w * kWarpSize + lane];
+    column_partials[column] = sum;
+  }
+}
+
+// The predicted counts of one column of tiles (its last block): the row
+// tiles' partials of the lane's `column` added in tile order, a warp taking
+// every warps-th tile and the warps then in order.
+template <typename C>
+__device__ void finish_columns(const C* column_partials, int64 K, unsigned int row_tiles,
+                               int64 column, C* predicted, C* warp_columns) {
+  const unsigned int warp = threadIdx.x / kWarpSize;
+  const unsigned int warps = blockDim.x / kWarpSize;
+  C sum = 0;
+  if (column < K) {
+    for (unsigned int tile = warp; tile < row_tiles; tile += warps)
+      sum += load_fresh(column_partials + (int64)tile * K + column);
+  }
+  __syncthreads();  // warp_columns: the tile's sums read
+  warp_columns[threadIdx.x] = sum;
+  __syncthreads();
+  if (warp == 0 && column < K) {
+    C total = 0;
+    for (unsigned int w = 0; w < warps; ++w) total += warp_columns[w * kWarpSize + lane_index()];
+    predicted[column] = total;
+  }
+}
+
+// The supports of one row of tiles (its last block): each row's partials of
+// the column tiles added in tile order.
+template <typename C>
+__device__ void finish_rows(const C* row_partials, int64 K, unsigned int column_tiles,
+                            int64 row_begin, int64 row_end, C* support) {
+  for (int64 row = row_begin + threadIdx.x; row < row_end; row += blockDim.x) {
+    C sum = 0;
+    for (unsigned int tile = 0; tile < column_tiles; ++tile)
+      sum += load_fresh(row_partials + (int64)tile * K + row);
+    support[row] = sum;
+  }
+}
+
+}  // namespace mg
+
+// A grid of row_tiles x column_tiles blocks (the host's), block b the tile of
+// rows [i tile_rows, (i + 1) tile_rows) and columns [j kTileColumns, (j + 1)
+// kTileColumns) with i = b / column_tiles, j = b % column_tiles, column_tiles
+// = ceil(K / kTileColumns). `partials` holds row_tiles x K column sums (a row
+// per row tile) then column_tiles x K row sums (a row per column tile);
+// `moment_partials` kMatrixMoments per block; `tickets` column_tiles +
+// row_tiles + 1 counters, zero at launch and zero again after it.
+template <typename C>
+__global__ void __launch_bounds__(mg::kMaxBlockThreads, mg::kReduceMinBlocks)
+    label_metrics_from_matrix(const C* matrix, mg::int64 num_classes,
+                                          const unsigned char* selected, int moments,
+                                          mg::int64 tile_rows, C* true_positives, C* support,
+                                          C* predicted, C* partials, double* moment_partials,
+                                          unsigned int* tickets, double* out) {
+  using mg::int64;
+  const int64 K = num_classes;
+  const unsigned int column_tiles =
+      K > 0 ? (unsigned int)((K + mg::kTileColumns - 1) / mg::kTileColumns) : 1u;
+  const unsigned int row_tiles = gridDim.x / column_tiles;
+  const unsigned int row_tile = blockIdx.x / column_tiles;
+  const unsigned int column_tile = blockIdx.x % column_tiles;
+  const int64 row_begin = (int64)row_tile * tile_rows;
+  const int64 row_end = row_begin + tile_rows < K ? row_begin + tile_rows : K;
+  const int64 column = (int64)column_tile * mg::kTileColumns + mg::lane_index();
+  C* column_partials = partials;
+  C* row_partials = partials + (int64)row_tiles * K;
+  __shared__ double scratch[mg::kMaxReduced * mg::kWarpSize];
+  __shared__ C warp_columns[mg::kMaxBlockThreads];
+  __shared__ double row_position[mg::kMaxBlockThreads];
+  __shared__ unsigned int finishes;  // bit 0: its column of tiles, bit 1: its row of tiles
+  __shared__ bool last_block;
+
+  double moment[mg::kMatrixMoments];
+  mg::reduce_tile(matrix, K, selected, moments != 0, row_begin, row_end, column,
+                  true_positives, row_partials + (int64)column_tile * K,
+                  column_partials + (int64)row_tile * K, scratch, warp_columns, row_position,
+                  moment);
   if (threadIdx.x == 0) {
-    for (int i = 0; i < kMatrixMoments; ++i)
-      moment_partials[kMatrixMoments * blockIdx.x + i] = moment[i];
+    for (int i = 0; i < mg::kMatrixMoments; ++i)
+      moment_partials[mg::kMatrixMoments * blockIdx.x + i] = moment[i];
   }
 
-  // The last block to arrive finishes: every thread fences its own writes,
-  // and only then (the barrier) does the block take its ticket, so the last
-  // block sees every other block's partials.
+  // The last block of each column (row) of tiles finishes it, and the last of
+  // those finishers the whole: every thread fences its own writes, and only
+  // then (the barrier) does the block take its tickets, so a finisher sees
+  // the partials it adds, and the last one everything.
   __threadfence();
   __syncthreads();
-  if (threadIdx.x == 0) ticket = atomicAdd(blocks_done, 1u);
-  __syncthreads();
-  if (ticket != gridDim.x - 1) return;  // block-uniform
-
-  for (int64 k = threadIdx.x; k < K; k += blockDim.x) {
-    C sum = 0;
-    for (unsigned int b = 0; b < gridDim.x; ++b)
-      sum += mg::load_fresh(column_partials + (int64)b * K + k);
-    predicted[k] = sum;
-  }
-  __shared__ double moment_total[kMatrixMoments];
   if (threadIdx.x == 0) {
-    for (int i = 0; i < kMatrixMoments; ++i) {
-      double sum = 0.0;
-      for (unsigned int b = 0; b < gridDim.x; ++b)
-        sum += mg::load_fresh(moment_partials + kMatrixMoments * b + i);
-      moment_total[i] = sum;
-    }
-    *blocks_done = 0;
+    unsigned int finishing = 0u;
+    if (atomicAdd(&tickets[column_tile], 1u) == row_tiles - 1) finishing |= 1u;
+    if (atomicAdd(&tickets[column_tiles + row_tile], 1u) == column_tiles - 1) finishing |= 2u;
+    finishes = finishing;
   }
-  __threadfence_block();
   __syncthreads();
+  const unsigned int finishing = finishes;  // block-uniform
+  if (finishing == 0u) return;
+  if (finishing & 1u) {
+    mg::finish_columns(column_partials, K, row_tiles, column, predicted, warp_columns);
+  }
+  if (finishing & 2u) {
+    mg::finish_rows(row_partials, K, column_tiles, row_begin, row_end, support);
+  }
+  __threadfence();
+  __syncthreads();
+  if (threadIdx.x == 0) {
+    const unsigned int done = (finishing & 1u) + (finishing >> 1);
+    const unsigned int tasks = column_tiles + row_tiles;
+    last_block = atomicAdd(&tickets[tasks], done) + done == tasks;
+    if (finishing & 1u) tickets[column_tile] = 0u;
+    if (finishing & 2u) tickets[column_tiles + row_tile] = 0u;
+    if (last_block) tickets[tasks] = 0u;
+  }
+  __syncthreads();
+  if (!last_block) return;  // block-uniform
+
+  // The moments: each thread adds every blockDim.x-th block's, in block
+  // order, then the block adds the threads'.
+  for (int i = 0; i < mg::kMatrixMoments; ++i) moment[i] = 0.0;
+  for (int64 block = threadIdx.x; block < gridDim.x; block += blockDim.x) {
+    for (int i = 0; i < mg::kMatrixMoments; ++i)
+      moment[i] += mg::load_fresh(moment_partials + mg::kMatrixMoments * block + i);
+  }
+  mg::block_sum(moment, scratch);
   const double nan = mg::quiet_nan();
-  mg::evaluate_metrics(true_positives, support, predicted, -1.0, moment_total[2], K, selected,
-                       moments ? moment_total[0] : nan, moments ? moment_total[1] : nan, out,
-                       scratch, route);
+  mg::evaluate_metrics(true_positives, support, predicted, -1.0, moment[2], K, selected,
+                       moments ? moment[0] : nan, moments ? moment[1] : nan, out, scratch);
 }

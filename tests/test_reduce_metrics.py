@@ -27,6 +27,12 @@ from metrics_gpu._formulas import (
 )
 from metrics_gpu._kernels import kernel_source
 from metrics_gpu._state import statistics_from_matrix
+from metrics_gpu.backends.launchers.base import BLOCKS_PER_MULTIPROCESSOR, WARP_SIZE
+from metrics_gpu.backends.launchers.reduce_metrics import (
+    REDUCE_MAX_BLOCK_THREADS,
+    REDUCE_TILE_COLUMNS,
+    matrix_tiles,
+)
 from metrics_gpu.backends.launchers.reduce_metrics import SOURCE as REDUCE_SOURCE
 
 NUMPY = get_backend_implementation("numpy")
@@ -134,10 +140,10 @@ def test_empty_matrix(case, selection):
     assert got[SLOT["matthews_corrcoef"]] == 0.0
 
 
-def test_matrix_too_large_for_shared_memory_takes_the_statistics_route(case, rng, launches):
-    # K * (8 + 8) bytes of dynamic shared memory (beside the static part)
-    # exceed the block budget: the matrix is reduced with array operations,
-    # then the statistics kernel runs.
+def test_matrix_past_the_shared_memory_budget_is_one_matrix_launch(case, rng, launches):
+    # K * (8 + 8) bytes would exceed a block's shared memory: the matrix
+    # kernel keeps nothing of size K there (tiles of 32 columns, partials in
+    # global memory), so it reduces any dense matrix, in one launch.
     size = case.device.shared_memory_per_block // 16 + 1
     matrix = np.zeros((size, size), np.int64)
     index = rng.integers(0, size, (2, 5000))
@@ -147,7 +153,52 @@ def test_matrix_too_large_for_shared_memory_takes_the_statistics_route(case, rng
                                                     selected=case.put(observed))
     expected, _ = NUMPY.label_metrics_from_matrix(matrix, observed, selected=observed)
     _assert_buffers(case.get(values), expected)
-    assert [launch.kernel for launch in launches] == ["label_metrics_from_statistics"]
+    assert [(launch.kernel, launch.shared_bytes) for launch in launches] == [
+        ("label_metrics_from_matrix", 0)]
+
+
+@pytest.mark.parametrize("size, multiprocessors, block, expected", [
+    # An H100's 132 SMs: 32 column tiles of 31 rows, 8 blocks an SM (two
+    # waves of the 4 it holds at 64 registers a thread).
+    (1000, 132, 256, (31, 33, 32)),
+    (2048, 132, 256, (121, 17, 64)),
+    # Small matrices: a row per warp at least, so fewer blocks.
+    (100, 132, 256, (9, 12, 4)),
+    (7, 132, 256, (7, 1, 1)),
+    (1, 132, 256, (1, 1, 1)),
+    # The emulated device: 2 SMs, 64 threads a block.
+    (150, 2, 64, (38, 4, 5)),
+    (300, 2, 64, (150, 2, 10)),
+])
+def test_matrix_tiles_fill_two_waves_where_there_are_rows(size, multiprocessors, block,
+                                                          expected):
+    tile_rows, row_tiles, column_tiles = matrix_tiles(size, multiprocessors, block)
+    assert (tile_rows, row_tiles, column_tiles) == expected
+    assert column_tiles == -(-size // REDUCE_TILE_COLUMNS)
+    assert (row_tiles - 1) * tile_rows < size <= row_tiles * tile_rows  # no empty tile
+    # Two waves, or as many tiles as have a row per warp of the block.
+    fewest_rows = block // WARP_SIZE
+    assert (row_tiles * column_tiles >= multiprocessors * BLOCKS_PER_MULTIPROCESSOR
+            or row_tiles == max(1, size // fewest_rows))
+
+
+def test_matrix_launch_is_the_tiled_grid(emulated_geometry, rng, launches):
+    # The emulated device's geometry on every backend (2 SMs, 64 threads a
+    # block): K = 150 is rows enough for two waves of its SMs.
+    case = emulated_geometry
+    size = 150
+    matrix = _matrix(rng, size, weighted=False)
+    observed = _observed(matrix)
+    case.impl.label_metrics_from_matrix(case.put(matrix), case.put(observed))
+    (launch,) = launches
+    block = min(case.device.block_threads, REDUCE_MAX_BLOCK_THREADS)
+    tile_rows, row_tiles, column_tiles = matrix_tiles(size, case.device.multiprocessor_count,
+                                                      block)
+    assert (launch.grid, launch.block, launch.shared_bytes) == (row_tiles * column_tiles, block, 0)
+    assert launch.args[4] == tile_rows
+    assert launch.grid >= 2 * case.device.multiprocessor_count  # two waves at least
+    tickets = case.get(launch.args[-2])
+    assert tickets.size == row_tiles + column_tiles + 1 and not tickets.any()  # zero again
 
 
 @pytest.mark.parametrize("size", [12, 65, 300])
@@ -183,23 +234,6 @@ def test_absent_classes_do_not_change_the_bits(case, rng, size, weighted):
                 dense[slots + column * size:][present],
                 compacted[slots + column * present.size:][:present.size],
                 err_msg=f"trial {trial}, column {LABEL_METRIC_COLUMNS[column]}")
-
-
-def test_static_shared_memory_fits_the_reserved_budget(case):
-    # The dense route reserves REDUCE_STATIC_SHARED_BYTES beside its dynamic
-    # shared memory; the compiled kernels must not use more.
-    if case.name != "cuda":
-        pytest.skip("compiled kernel attributes exist on a GPU only")
-    from metrics_gpu.backends.launchers.reduce_metrics import (
-        COUNT_TYPES,
-        REDUCE_STATIC_SHARED_BYTES,
-        reduce_expression,
-    )
-
-    for kernel in ("label_metrics_from_matrix", "label_metrics_from_statistics"):
-        for count_type in COUNT_TYPES.values():
-            compiled = case.device._kernel(REDUCE_SOURCE, reduce_expression(kernel, count_type))
-            assert compiled.static_shared_bytes <= REDUCE_STATIC_SHARED_BYTES, (kernel, count_type)
 
 
 def test_deterministic_bits(case, rng):

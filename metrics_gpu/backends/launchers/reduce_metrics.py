@@ -4,22 +4,27 @@ buffer (layout :data:`metrics_gpu._formulas.LABEL_METRIC_SLOTS`)."""
 
 from __future__ import annotations
 
+import math
+
 import numpy as np
 
 from metrics_gpu._formulas import SLOT, label_metric_size
 from metrics_gpu._kernels import KernelModule
-from metrics_gpu._state import ClassStatistics, statistics_from_matrix
-from metrics_gpu.backends.launchers.base import LaunchBase, native_byte_order
+from metrics_gpu._state import ClassStatistics
+from metrics_gpu.backends.launchers.base import (
+    BLOCKS_PER_MULTIPROCESSOR,
+    WARP_SIZE,
+    LaunchBase,
+    native_byte_order,
+)
 
 SOURCE = "reduce_metrics.cu"
-# Static shared memory of label_metrics_from_matrix (reduction scratch of
-# 24 x 32 doubles, the routing buffer of 4 x 256 doubles, a row sum per warp,
-# ticket, totals: 14.3 KiB), rounded up: the dynamic part must fit beside it
-# in the block's budget.
-REDUCE_STATIC_SHARED_BYTES = 15 * 1024
-# The reduction kernels' shared buffers are sized for blocks of at most this
-# many threads (kMaxBlockThreads in reduce_metrics.cu).
+# The reduction kernels' shared buffers and launch bounds are sized for blocks
+# of at most this many threads (kMaxBlockThreads in reduce_metrics.cu).
 REDUCE_MAX_BLOCK_THREADS = 256
+# Columns of a tile of label_metrics_from_matrix: a lane each
+# (kTileColumns).
+REDUCE_TILE_COLUMNS = WARP_SIZE
 
 # Partial sums per block of label_metrics_from_matrix (kMatrixMoments):
 # the linear and quadratic kappa moments and the cells off the diagonal.
@@ -37,6 +42,21 @@ def reduce_expression(kernel: str, count_type: str) -> str:
 MODULE = KernelModule(SOURCE, tuple(
     reduce_expression(kernel, count_type)
     for kernel in REDUCE_KERNELS for count_type in COUNT_TYPES.values()))
+
+
+def matrix_tiles(num_classes: int, multiprocessor_count: int,
+                 block_threads: int) -> tuple[int, int, int]:
+    """``(tile_rows, row_tiles, column_tiles)`` of ``label_metrics_from_matrix``
+    on a K x K matrix: tiles of REDUCE_TILE_COLUMNS columns by ``tile_rows``
+    rows, a block each, as many as BLOCKS_PER_MULTIPROCESSOR per SM (two waves
+    of the 4 blocks an SM holds at once on sm_80 / sm_90) where the matrix has
+    rows for them: a tile has at least a row per warp of the block."""
+    column_tiles = max(1, math.ceil(num_classes / REDUCE_TILE_COLUMNS))
+    wanted = math.ceil(multiprocessor_count * BLOCKS_PER_MULTIPROCESSOR / column_tiles)
+    fewest_rows = max(1, block_threads // WARP_SIZE)
+    row_tiles = max(1, min(wanted, num_classes // fewest_rows))
+    tile_rows = max(1, math.ceil(num_classes / row_tiles))
+    return tile_rows, max(1, math.ceil(num_classes / tile_rows)), column_tiles
 
 
 def launch_metrics_from_statistics(backend: LaunchBase, true_positives, support, predicted,
@@ -99,21 +119,20 @@ class ReduceLaunchers(LaunchBase):
         dtype = np.dtype(np.float64 if matrix.dtype.kind == "f" else np.int64)
         matrix = xp.ascontiguousarray(matrix, dtype=dtype)
         size = matrix.shape[0]
-        shared_bytes = size * (dtype.itemsize + 8)
-        if shared_bytes + REDUCE_STATIC_SHARED_BYTES > device.shared_memory_per_block:
-            stats = statistics_from_matrix(matrix, observed, xp, invalid=invalid, moments=moments,
-                                           selected=selected)
-            return self.label_metrics(stats, selected=selected), stats
-        grid = max(1, min(size, device.multiprocessor_count))
+        block = min(device.block_threads, REDUCE_MAX_BLOCK_THREADS)
+        tile_rows, row_tiles, column_tiles = matrix_tiles(size, device.multiprocessor_count,
+                                                          block)
+        grid = row_tiles * column_tiles
         true_positives, support, predicted = (self.zeros(size, dtype) for _ in range(3))
         out = self.zeros(label_metric_size(size), np.float64)
         self.launch(
             SOURCE, reduce_expression("label_metrics_from_matrix", COUNT_TYPES[dtype.name]),
-            grid, min(device.block_threads, REDUCE_MAX_BLOCK_THREADS),
+            grid, block,
             [matrix, np.int64(size), self._mask(selected), np.int32(bool(moments)),
-             true_positives, support, predicted, self.zeros(grid * size, dtype),
-             self.zeros(MATRIX_MOMENTS * grid, np.float64), self.zeros(1, np.uint32), out],
-            shared_bytes,
+             np.int64(tile_rows), true_positives, support, predicted,
+             self.zeros((row_tiles + column_tiles) * size, dtype),
+             self.zeros(MATRIX_MOMENTS * grid, np.float64),
+             self.zeros(column_tiles + row_tiles + 1, np.uint32), out],
         )
         stats = ClassStatistics(
             true_positives=true_positives, support=support, predicted=predicted,
