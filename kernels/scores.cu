@@ -292,13 +292,6 @@ __device__ __forceinline__ int calibration_bin(double confidence, int n_bins) {
   return calibration_bin_at_edge(c, bin, n_bins);
 }
 
-// The same, out of line: for a caller whose registers are tighter than its
-// time (streaming_update's bin of a row's confidence, once a row; inlined
-// there it spills on sm_80).
-__device__ __noinline__ int calibration_bin_out_of_line(double confidence, int n_bins) {
-  return calibration_bin(confidence, n_bins);
-}
-
 // A bin sum in shared memory: 64-bit fixed point (value * 2^shift, each row
 // rounded to the nearest unit), a double, or a count of unweighted rows
 // (the cell's low 32-bit word: a block's rows are fewer than 2^32, which the
@@ -401,10 +394,12 @@ __device__ __forceinline__ double softmax_denominator(const RowScan<F>& r, F z_t
 // probability) and correctness for the calibration bins. Shared by
 // fused_logits_pass and streaming.cu's streaming_update: the formulas live
 // here (and in NumpyBackend's score_row_terms, the reference).
-template <typename F>
+// `sums` is a thread's register array (double*) or a ThreadColumn in shared
+// memory (streaming_update, whose loop holds no registers for them).
+template <typename F, typename Sums>
 __device__ __forceinline__ void add_row_terms(const RowScan<F>& r, int64 t, F z_t, double w,
                                               bool from_logits, double clip_eps,
-                                              bool one_vs_all, double* sums, double& confidence,
+                                              bool one_vs_all, Sums sums, double& confidence,
                                               double& correct) {
   // From logits, a row's exp and log in the scores' widened type F (float for
   // float and narrower scores: their sums already carry float rounding, and
@@ -446,7 +441,7 @@ __device__ __forceinline__ void add_row_terms(const RowScan<F>& r, int64 t, F z_
   sums[kSlotHinge] += w * hinge;
   // sum_j softplus(z_j) - z_t as sum_{j != t} softplus(z_j) + softplus(-z_t):
   // positive terms, where the difference of a confident row cancels.
-  sums[kSlotOneVsAll] += one_vs_all ? w * (r.softplus_sum + (double)softplus(-z_t)) : 0.0;
+  if (one_vs_all) sums[kSlotOneVsAll] += w * (r.softplus_sum + (double)softplus(-z_t));
 }
 
 // Top-k hits without a register per k value. A row whose true class has

@@ -38,14 +38,27 @@
 // C is the count type: unsigned long long (counts, integer weights: exact)
 // or double (float weights). The state is never read back during an update.
 //
+// streaming_update<TrueT, PredT, W, C, FEATURES>: FEATURES (bits kStream*,
+// 0 for labels) compiles in only what a state and input layout use: wide
+// rows, or the thresholds histogram (the host instantiates rows, wide rows,
+// and rows with the histogram). A score instantiation without the histogram
+// holds at most 64 registers on sm_80 / sm_90 (80 for double scores;
+// StreamMinBlocks) with no spill: its score sums, kappa moments and totals
+// sit in per-thread shared columns (ThreadColumn), its config is read from a
+// shared copy where used, and the checks are shared atomics of the rare
+// rows left out.
 // Launch shape: blocks of whole warps (<= kScoreBlockThreads); `group` lanes
-// per score row as in scores.cu (1 for labels); rows grid-strided, every lane
-// running the same trips. Contiguous rows of many columns (config
-// kCfgWideRows, group a warp) are read 16 bytes a load, as fused_logits_wide
-// reads them with a warp per row. Dynamic shared memory: 3 * n_bins BinCells, the
-// top-k buckets of scores.cu ((num_top_k + 1) * blockDim.x doubles, score
-// sums with top_k only), then the 3K + 2 privatised cells when config
-// kCfgPrivatize is set.
+// per score row as in scores.cu (1 for labels, and for channel-first maps,
+// whose consecutive positions are consecutive threads: each class's read is
+// coalesced); rows grid-strided, every lane running the same trips.
+// Contiguous rows of many columns (kStreamWideRows, group a warp) are read
+// 16 bytes a load, as fused_logits_wide reads them with a warp per row.
+// Dynamic shared memory: 3 * n_bins BinCells, the top-k buckets of
+// scores.cu ((num_top_k + 1) * blockDim.x doubles, score sums with top_k
+// only), then the 3K + 2 privatised cells when config kCfgPrivatize is set,
+// then the 2 K H cells of the thresholds histogram when kCfgPrivateHistogram
+// is (the host sets it where they fit and a block has at least 2H rows, so
+// that its flush costs less than the global atomics it saves).
 // Limits: rows per launch < 2^40 (checks keep the row in 40 bits), update
 // ordinals < 2^23; K < 2^31; top_k at most kMaxTopK values.
 //
@@ -79,7 +92,7 @@ enum StreamConfig {
   kCfgThresholds,
   kCfgMatrix,         // also keep the K x K matrix
   kCfgPrivatize,      // the 3K + 2 counts in shared memory
-  kCfgWideRows,       // a warp per row with 16-byte loads (scores.cu scan_row_wide)
+  kCfgPrivateHistogram,  // the (2, K, H) histogram in shared memory (kStreamRanking)
   kCfgSize
 };
 
@@ -219,11 +232,13 @@ __device__ __forceinline__ void write_moments(const uint64* exact, const double*
 }
 
 // Whether a row of a state of probabilities is one: every value in [0, 1]
-// (`best`, the row's max, tested by the caller's scan) and the sum within
-// `tolerance` of 1 (probability_tolerance). The lanes
-// of the row's group read their columns again (just read by the scan: cached)
-// and merge with width-`group` shuffles; the whole warp calls it. Out of
-// line: only states of probabilities pay its registers.
+// and the sum within `tolerance` of 1 (probability_tolerance). The lanes of
+// the row's group read their columns (before the row's scan, which reads
+// them again from the cache) and merge with width-`group` shuffles; the
+// whole warp calls it. Out of line, and called before the scan: only states
+// of probabilities pay its registers, and no scan result is live across the
+// call (saved around it, they spilled). A row with a NaN or an infinity
+// fails here or in the scan's check alike.
 // How far from 1 a row of probabilities may sum: sqrt of the type's eps (the
 // clip eps of the launch), at least float32's: float64 probabilities are
 // often a float32 softmax widened. The host's copy:
@@ -242,29 +257,138 @@ __device__ __forceinline__ double probability_tolerance(double clip_eps, const P
   return sqrt(eps);
 }
 
-template <typename PredT, typename F>
-__device__ __noinline__ bool probability_row(const PredT* row_scores, bool scan, F best, int64 K,
+template <typename PredT>
+__device__ __noinline__ bool probability_row(const PredT* row_scores, bool scan, int classes,
                                              int64 column_stride, int group, double tolerance) {
+  typedef typename Widened<PredT>::type F;
   double sum = 0.0;
-  F lowest = F(0);
+  F lowest = F(0), highest = F(0);
   if (scan) {
-    for (int64 c = (int64)(lane_index() % (unsigned int)group); c < K; c += group) {
+    for (int64 c = (int64)(lane_index() % (unsigned int)group); c < classes; c += group) {
       const F v = widen(row_scores[c * column_stride]);
       sum += (double)v;
       lowest = v < lowest ? v : lowest;
+      highest = v > highest ? v : highest;
     }
   }
   for (int offset = group / 2; offset > 0; offset /= 2) {
     sum += __shfl_xor_sync(kFullWarp, sum, offset, group);
-    const F other = __shfl_xor_sync(kFullWarp, lowest, offset, group);
-    lowest = other < lowest ? other : lowest;
+    const F low = __shfl_xor_sync(kFullWarp, lowest, offset, group);
+    lowest = low < lowest ? low : lowest;
+    const F high = __shfl_xor_sync(kFullWarp, highest, offset, group);
+    highest = high > highest ? high : highest;
   }
   const double gap = sum - 1.0;
-  return lowest >= F(0) && best <= F(1) && (gap < 0.0 ? -gap : gap) <= tolerance;
+  return lowest >= F(0) && highest <= F(1) && (gap < 0.0 ? -gap : gap) <= tolerance;
 }
 
-template <typename TrueT, typename PredT, typename W, typename C>
-__global__ void __launch_bounds__(kScoreBlockThreads)
+// A thread's accumulators in shared memory: slot i at base[i * blockDim.x],
+// so a warp's threads touch consecutive words (no bank conflicts) and the
+// row loop holds no registers for them. The score instantiations keep their
+// score sums and kappa moments there: their row scan needs the registers for
+// its loads in flight (sums in registers held streaming_update at 120-128
+// registers, a quarter of an SM's warps).
+template <typename T>
+struct ThreadColumn {
+  T* base;
+  __device__ T& operator[](int i) const { return base[i * (int)blockDim.x]; }
+};
+
+// The kappa moments of a thread of a score instantiation, in its shared
+// column: loaded, added to and stored back once a counted row.
+template <typename C>
+struct ColumnMoments {
+  static constexpr int kWords = 4;  // linear, quadratic: low and high words
+  ThreadColumn<uint64> words;
+  __device__ void zero() {
+    for (int i = 0; i < kWords; ++i) words[i] = 0ull;
+  }
+  __device__ void add(C w, int64 gap) {
+    StreamMoments<C> m;
+    m.linear = U128{words[0], words[1]};
+    m.quadratic = U128{words[2], words[3]};
+    m.add(w, gap);
+    words[0] = m.linear.low;
+    words[1] = m.linear.high;
+    words[2] = m.quadratic.low;
+    words[3] = m.quadratic.high;
+  }
+  __device__ StreamMoments<C> sums() const {
+    StreamMoments<C> m;
+    m.linear = U128{words[0], words[1]};
+    m.quadratic = U128{words[2], words[3]};
+    return m;
+  }
+};
+template <>
+struct ColumnMoments<double> {
+  static constexpr int kWords = 2;
+  ThreadColumn<uint64> words;  // the doubles' bits
+  __device__ void zero() {
+    for (int i = 0; i < kWords; ++i) words[i] = 0ull;
+  }
+  __device__ void add(double w, int64 gap) {
+    StreamMoments<double> m = sums();
+    m.add(w, gap);
+    words[0] = (uint64)__double_as_longlong(m.linear);
+    words[1] = (uint64)__double_as_longlong(m.quadratic);
+  }
+  __device__ StreamMoments<double> sums() const {
+    StreamMoments<double> m;
+    m.linear = __longlong_as_double((long long)words[0]);
+    m.quadratic = __longlong_as_double((long long)words[1]);
+    return m;
+  }
+};
+
+// The config vector as the block copied it to shared memory, read where a
+// value is used (volatile: not held in a register across the row loop).
+struct StreamSettings {
+  const long long* values;
+  __device__ long long operator[](int i) const { return read_fresh(values + i); }
+};
+
+// The features a score instantiation compiles in (its FEATURES argument; 0
+// for labels): what a state does not use costs no registers. The host's
+// copies: launchers/streaming.py STREAM_WIDE_ROWS, STREAM_RANKING.
+constexpr int kStreamWideRows = 1;  // a warp per row with 16-byte loads (scan_row_wide)
+constexpr int kStreamRanking = 2;   // the (2, K, H) thresholds histogram
+
+// ptxas's register budget, as blocks of 256 threads an SM must hold (the
+// launch bound's second argument; bench/kernel_resources.py shows each
+// choice, and the NVRTC gate fails on a spill on sm_80, sm_90 and sm_100):
+// * 4 for scores of 32 bits and fewer: 64 registers, half the warps of an
+//   SM on sm_80 / sm_90 (sm_100's ptxas spills there: 3, 80 registers);
+// * 3 for double scores (80 registers; sm_100: 2);
+// * 2 for the thresholds histogram (kStreamRanking): its double exp,
+//   division and bin of every column, beside the row's scan, spill at 80
+//   in some instantiations;
+// * 1 for labels (40-60 registers; without it sm_100's ptxas takes 32 and
+//   spills).
+template <typename PredT, int FEATURES>
+struct StreamMinBlocks {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 1000
+  static constexpr int kRows = 3, kDoubleRows = 2;
+#else
+  static constexpr int kRows = 4, kDoubleRows = 3;
+#endif
+  static constexpr int value =
+      !is_stream_score<PredT>::value
+          ? 1
+          : ((FEATURES & kStreamRanking) != 0
+                 ? 2
+                 : (sizeof(PredT) == sizeof(double) ? kDoubleRows : kRows));
+};
+
+// The checks of a block: rows left out, and the first of each kind, added
+// by shared atomics where a row is left out (rare), flushed once a block.
+__device__ __forceinline__ void keep_first_shared(unsigned long long* first, long long ordinal,
+                                                  int64 row) {
+  atomicMin(first, ((unsigned long long)ordinal << kOrdinalShift) | (unsigned long long)row);
+}
+
+template <typename TrueT, typename PredT, typename W, typename C, int FEATURES>
+__global__ void __launch_bounds__(kScoreBlockThreads, StreamMinBlocks<PredT, FEATURES>::value)
 streaming_update(const TrueT* y_true, const PredT* preds, const W* weight, int64 n,
                  long long ordinal, const long long* config, C* counts, C* matrix,
                  uint64* exact_moments, double* float_moments, C* histogram,
@@ -272,23 +396,24 @@ streaming_update(const TrueT* y_true, const PredT* preds, const W* weight, int64
                  unsigned long long* checks, double* moments_out,
                  unsigned long long* batch_weight) {
   constexpr bool kScores = is_stream_score<PredT>::value;
+  constexpr bool kWide = kScores && (FEATURES & kStreamWideRows) != 0;
+  constexpr bool kRanking = kScores && (FEATURES & kStreamRanking) != 0;
   typedef typename StreamWiden<PredT>::type F;
   const int64 K = config[kCfgClasses];
   const int n_bins = kScores ? (int)config[kCfgBins] : 0;
-  const int64 thresholds = kScores ? config[kCfgThresholds] : 0;
-  const bool keep_matrix = config[kCfgMatrix] != 0;
   const bool privatize = config[kCfgPrivatize] != 0;
   const int num_top_k = kScores ? (int)config[kCfgNumTopK] : 0;
-  const bool has_ignore = config[kCfgHasIgnore] != 0;
-  const long long ignore_index = config[kCfgIgnoreIndex];
+  __shared__ long long shared_config[kCfgSize];
+  for (int i = threadIdx.x; i < kCfgSize; i += blockDim.x) shared_config[i] = config[i];
+  const StreamSettings settings{shared_config};
 
   __shared__ double scratch[kReducedSlots * kWarpSize];
   __shared__ C count_scratch[kWarpSize];
   // Score states: the block's misclassified weight, one shared atomic per
   // misclassified row (beside that row's K columns of work), not a register
-  // per thread: float64 row scans into integer counts have none spare (ptxas
-  // spilled on sm_80). Label states keep it in a register, summed by warp.
+  // per thread. Label states keep it in a register, summed by warp.
   __shared__ C misclassified_shared[1];
+  __shared__ unsigned long long block_checks[kChecks];  // kCheckOverflow: unused
   __shared__ unsigned int last_block;
   __shared__ long long limits[kMaxTopK];
   MG_DYNAMIC_SHARED(unsigned char, dynamic);
@@ -304,24 +429,48 @@ streaming_update(const TrueT* y_true, const PredT* preds, const W* weight, int64
   if (privatize) {
     for (int64 i = threadIdx.x; i < cell_count; i += blockDim.x) cells_shared[i] = C(0);
   }
-  C* cells = privatize ? cells_shared : counts;
+  // The block's thresholds histogram, after the cells, where it fits.
+  C* histogram_shared = cells_shared + (privatize ? cell_count : 0);
+  const int64 histogram_cells = kRanking ? 2 * K * config[kCfgThresholds] : 0;
+  const bool private_histogram = kRanking && config[kCfgPrivateHistogram] != 0;
+  if (private_histogram) {
+    for (int64 i = threadIdx.x; i < histogram_cells; i += blockDim.x) histogram_shared[i] = C(0);
+  }
+  if (threadIdx.x < kChecks) {
+    block_checks[threadIdx.x] = threadIdx.x == kCheckInvalid ? 0ull : kNoError;
+  }
   if (kScores && threadIdx.x == 0) misclassified_shared[0] = C(0);
-  // Unweighted calibration bins in fixed point (exact, bit-identical); weighted ones as doubles.
-  const bool fixed_bins = n_bins > 0 && weight == nullptr;
+  // Score instantiations: the thread's score sums and kappa moments in
+  // shared columns (ThreadColumn); label ones keep them in registers.
+  __shared__ double sum_columns[kScores ? kScalarSlots * kScoreBlockThreads : 1];
+  __shared__ uint64 moment_columns[kScores ? ColumnMoments<C>::kWords * kScoreBlockThreads : 1];
+  // The weight total, and with SumsWeights the same as a double, likewise.
+  __shared__ C total_column[kScores ? kScoreBlockThreads : 1];
+  __shared__ double weight_column[kScores && SumsWeights<W, C>::value ? kScoreBlockThreads : 1];
+  const ThreadColumn<double> column_sums{sum_columns + threadIdx.x};
+  ColumnMoments<C> column_moments{ThreadColumn<uint64>{moment_columns + threadIdx.x}};
+  if constexpr (kScores) {
+    for (int i = 0; i < kScalarSlots; ++i) column_sums[i] = 0.0;
+    column_moments.zero();
+    total_column[threadIdx.x] = C(0);
+    if constexpr (SumsWeights<W, C>::value) weight_column[threadIdx.x] = 0.0;
+  }
+  // Unweighted calibration bins in fixed point (exact, bit-identical);
+  // weighted ones as doubles. (Only unit_weight instantiations are launched
+  // without weights: the host gives float counts weights of 1.0.)
+  const bool fixed_bins = CountedBins<W>::value && n_bins > 0;
   const int shift = fixed_bins ? bin_fixed_shift(nullptr, n) : 0;
   __syncthreads();
 
-  double sums[kScalarSlots];
-#pragma unroll
-  for (int i = 0; i < kScalarSlots; ++i) sums[i] = 0.0;
-  unsigned long long invalid = 0ull;
-  unsigned long long first[kChecks] = {0ull, kNoError, kNoError, kNoError, kNoError};
   C total[1] = {C(0)};
   double weight_sum = 0.0;  // with SumsWeights: the same sum as a double, which cannot wrap
   C misclassified = C(0);
-  StreamMoments<C> moments;
+  StreamMoments<C> moments;  // label instantiations
 
-  const int group = kScores ? (int)config[kCfgGroup] : 1;
+  const int group = kWide ? kWarpSize : (kScores ? (int)config[kCfgGroup] : 1);
+  // K < 2^31 as an int, and the counts' cells where used: fewer registers
+  // held across the row loop.
+  const int classes = (int)K;
   const unsigned int lane = lane_index();
   const bool leader = lane % (unsigned int)group == 0;
   const int64 rows_per_step = grid_threads() / group;
@@ -329,111 +478,134 @@ streaming_update(const TrueT* y_true, const PredT* preds, const W* weight, int64
     const int64 row = base + lane / group;
     const bool active = row < n;
     const int64 t = active ? (int64)y_true[row] : 0;
-    const bool counted = active && !(has_ignore && t == (int64)ignore_index);
-    const bool target_ok = t >= 0 && t < K;
-    const double w = counted ? weight_value(weight, row) : 1.0;
-    const bool weight_ok = w >= 0.0 && w - w == 0.0;  // NaN and infinities fail
+    const bool counted =
+        active && !(settings[kCfgHasIgnore] != 0 && t == (int64)settings[kCfgIgnoreIndex]);
+    const bool target_ok = t >= 0 && t < classes;
     int64 p = 0;
     bool pred_ok = true;
-    double confidence = 0.0, correct = 0.0;
     bool valid = false;
+    bool weight_ok = true;
+    // kStreamRanking: the row's scores, softmax max and denominator, for its histogram.
+    const PredT* ranked_row = nullptr;
+    double ranked_max = 0.0, ranked_sum = 1.0;
     if constexpr (kScores) {
-      const int64 inner = config[kCfgInner];
-      const int64 column_stride = config[kCfgColumnStride];
       const bool scan = counted && target_ok;
-      const int64 image = scan ? row / inner : 0;
+      // Rows of (N, K) scores (inner 1) take no division; channel-first
+      // maps split the row into image and position.
+      const int64 inner = settings[kCfgInner];
+      const int64 image = !scan ? 0 : (inner == 1 ? row : row / inner);
       const PredT* row_scores =
-          preds + (scan ? image * config[kCfgImageStride] +
-                              (row - image * inner) * config[kCfgInnerStride]
+          preds + (scan ? image * settings[kCfgImageStride] +
+                              (row - image * inner) * settings[kCfgInnerStride]
                         : 0);
-      const F z_t = scan ? widen(row_scores[t * column_stride]) : F(0);
-      const bool from_logits = config[kCfgFromLogits] != 0;
-      RowScan<F> r;
-      if (config[kCfgWideRows] != 0) {  // group == kWarpSize, contiguous columns
-        r = scan_row_wide<1>(row_scores, scan, scan ? t : 0, z_t, (int)K, (int)lane, kWarpSize,
-                          from_logits, false);
-        merge_lanes(r, kWarpSize, from_logits, false);
-      } else {
-        r = scan_row(row_scores, scan, scan ? t : 0, z_t, (int)K, column_stride, group,
-                     from_logits, false);
-      }
-      p = r.best_index;
-      pred_ok = !r.nonfinite;
+      const int64 column_stride = kWide ? 1 : settings[kCfgColumnStride];
+      const bool from_logits = settings[kCfgFromLogits] != 0;
+      bool probabilities = true;
       if (!from_logits) {  // uniform: the whole warp takes it
         const double tolerance =
-            probability_tolerance(__longlong_as_double(config[kCfgClipEpsBits]), row_scores);
-        const bool probabilities = probability_row(row_scores, scan && pred_ok, r.best, K,
-                                                   column_stride, group, tolerance);
-        pred_ok = pred_ok && (!scan || probabilities);
+            probability_tolerance(__longlong_as_double(settings[kCfgClipEpsBits]), row_scores);
+        probabilities = probability_row(row_scores, scan, classes, column_stride, group,
+                                        tolerance);
       }
+      const F z_t = scan ? widen(row_scores[t * column_stride]) : F(0);
+      RowScan<F> r;
+      if constexpr (kWide) {  // contiguous columns
+        r = scan_row_wide<1>(row_scores, scan, scan ? t : 0, z_t, classes, (int)lane, kWarpSize,
+                             from_logits, false);
+        merge_lanes(r, kWarpSize, from_logits, false);
+      } else {
+        r = scan_row(row_scores, scan, scan ? t : 0, z_t, classes, column_stride, group,
+                     from_logits, false);
+      }
+      // The weight read after the scan: no registers held across its loads.
+      const double w = counted ? weight_value(weight, row) : 1.0;
+      weight_ok = w >= 0.0 && w - w == 0.0;  // NaN and infinities fail
+      p = r.best_index;
+      pred_ok = !r.nonfinite && (!scan || probabilities);
       valid = scan && pred_ok && weight_ok;
+      double confidence = 0.0, correct = 0.0;
       if (valid && leader) {
         // The per-row terms of fused_logits_pass (scores.cu add_row_terms).
-        add_row_terms(r, t, z_t, w, from_logits, __longlong_as_double(config[kCfgClipEpsBits]),
-                      false, sums, confidence, correct);
+        add_row_terms(r, t, z_t, w, from_logits, __longlong_as_double(settings[kCfgClipEpsBits]),
+                      false, column_sums, confidence, correct);
         if (top_k_buckets > 0)
           buckets[top_k_bucket(r.rank, limits, num_top_k) * blockDim.x + threadIdx.x] += w;
       }
       if (n_bins > 0) {  // the whole warp: add_to_bin shuffles
-        const int bin = valid && leader ? calibration_bin_out_of_line(confidence, n_bins) : -1;
+        const int bin = valid && leader ? calibration_bin(confidence, n_bins) : -1;
         const double w_confidence = w * (confidence == confidence ? confidence : 0.0);
         if (CountedBins<W>::value) {  // unweighted: 32-bit counts, fixed-point confidence
           add_to_bin(bins, n_bins, bin, valid && leader ? 1u : 0u,
                      valid && leader ? to_fixed(w_confidence, shift) : 0ull,
                      valid && leader && correct != 0.0 ? 1u : 0u);
-        } else if (fixed_bins) {
-          add_to_bin(bins, n_bins, bin, valid && leader ? to_fixed(w, shift) : 0ull,
-                     valid && leader ? to_fixed(w_confidence, shift) : 0ull,
-                     valid && leader ? to_fixed(w * correct, shift) : 0ull);
         } else {
           add_to_bin(bins, n_bins, bin, valid && leader ? w : 0.0,
                      valid && leader ? w_confidence : 0.0, valid && leader ? w * correct : 0.0);
         }
       }
-      if (thresholds > 0 && valid) {
-        // Every lane of the row's group bins its own columns' probabilities.
-        const C w_count = count_of<C>(weight, row);
-        const int first_column = (int)(lane % (unsigned int)group);
-        const double m = (double)r.max_finite;
-        const double s = from_logits ? softmax_denominator(r, z_t) : 1.0;
-        for (int64 c = first_column; c < K; c += group) {
-          const double v = (double)widen(row_scores[c * column_stride]);
-          const double probability = from_logits ? exp(v - m) / s : v;
-          const int64 b = calibration_bin(probability, (int)thresholds);
-          atomicAdd(histogram + (c == t ? 0 : K * thresholds) + c * thresholds + b, w_count);
-        }
+      if constexpr (kRanking) {  // binned after the counts, where fewer values are live
+        ranked_row = row_scores;
+        ranked_max = (double)r.max_finite;
+        ranked_sum = from_logits ? softmax_denominator(r, z_t) : 1.0;
       }
     } else {
+      const double w = counted ? weight_value(weight, row) : 1.0;
+      weight_ok = w >= 0.0 && w - w == 0.0;
       p = active ? (int64)preds[row] : 0;
-      pred_ok = p >= 0 && p < K;
+      pred_ok = p >= 0 && p < classes;
       valid = counted && target_ok && pred_ok && weight_ok;
     }
-    if (counted && !valid && leader) {
-      ++invalid;
-      if (!target_ok) keep_first(first[kCheckTarget], ordinal, row);
-      if (target_ok && !pred_ok) keep_first(first[kCheckPrediction], ordinal, row);
-      if (!weight_ok) keep_first(first[kCheckWeight], ordinal, row);
+    if (counted && !valid && leader) {  // rare: shared atomics, no registers
+      atomicAdd(&block_checks[kCheckInvalid], 1ull);
+      if (!target_ok) keep_first_shared(&block_checks[kCheckTarget], ordinal, row);
+      if (target_ok && !pred_ok) keep_first_shared(&block_checks[kCheckPrediction], ordinal, row);
+      if (!weight_ok) keep_first_shared(&block_checks[kCheckWeight], ordinal, row);
     }
     if (valid && leader) {
       const C w_count = count_of<C>(weight, row);
-      if (keep_matrix) atomicAdd(&matrix[t * K + p], w_count);
+      const int64 k = classes;
+      if (settings[kCfgMatrix] != 0) atomicAdd(&matrix[t * k + p], w_count);
+      C* cells = settings[kCfgPrivatize] != 0 ? cells_shared : counts;
       if (t == p) atomicAdd(&cells[t], w_count);
-      atomicAdd(&cells[K + t], w_count);
-      atomicAdd(&cells[2 * K + p], w_count);
-      total[0] += w_count;
-      if constexpr (SumsWeights<W, C>::value) weight_sum += (double)w_count;
-      if (t != p) {
-        if constexpr (kScores) {
-          atomicAdd(&misclassified_shared[0], w_count);
-        } else {
-          misclassified += w_count;
+      atomicAdd(&cells[k + t], w_count);
+      atomicAdd(&cells[2 * k + p], w_count);
+      const int64 gap = t > p ? t - p : p - t;
+      if constexpr (kScores) {
+        total_column[threadIdx.x] += w_count;
+        if constexpr (SumsWeights<W, C>::value) weight_column[threadIdx.x] += (double)w_count;
+        if (t != p) atomicAdd(&misclassified_shared[0], w_count);
+        column_moments.add(w_count, gap);
+      } else {
+        total[0] += w_count;
+        if constexpr (SumsWeights<W, C>::value) weight_sum += (double)w_count;
+        if (t != p) misclassified += w_count;
+        moments.add(w_count, gap);
+      }
+    }
+    if constexpr (kRanking) {
+      if (valid) {
+        // Every lane of the row's group bins its own columns' probabilities.
+        const int thresholds = (int)settings[kCfgThresholds];
+        const bool from_logits = settings[kCfgFromLogits] != 0;
+        const int64 column_stride = kWide ? 1 : settings[kCfgColumnStride];
+        const C w_count = count_of<C>(weight, row);
+        C* cells_of = settings[kCfgPrivateHistogram] != 0 ? histogram_shared : histogram;
+        for (int64 c = (int64)(lane % (unsigned int)group); c < classes; c += group) {
+          const double v = (double)widen(ranked_row[c * column_stride]);
+          const double probability = from_logits ? exp(v - ranked_max) / ranked_sum : v;
+          const int64 b = calibration_bin(probability, thresholds);
+          atomicAdd(cells_of + (c == t ? 0 : (int64)classes * thresholds) + c * thresholds + b,
+                    w_count);
         }
       }
-      moments.add(w_count, t > p ? t - p : p - t);
     }
   }
 
   // The block's counts: shared cells to the state, moments, total, checks.
+  if constexpr (kScores) {
+    total[0] = total_column[threadIdx.x];
+    weight_sum = weight_column[threadIdx.x];
+  }
   block_sum(total, count_scratch);
   if (threadIdx.x == 0 && total[0] != C(0)) {
     atomicAdd(privatize ? &cells_shared[3 * K] : &counts[3 * K], total[0]);
@@ -455,13 +627,18 @@ streaming_update(const TrueT* y_true, const PredT* preds, const W* weight, int64
     if (lane == 0 && misclassified != C(0)) {
       atomicAdd(privatize ? &cells_shared[3 * K + 1] : &counts[3 * K + 1], misclassified);
     }
-  }
-  moments.flush(exact_moments, float_moments);
-  if (invalid) atomicAdd(&checks[kCheckInvalid], invalid);
-  for (int i = kCheckTarget; i < kCheckOverflow; ++i) {
-    if (first[i] != kNoError) atomicMin(&checks[i], first[i]);
+    moments.flush(exact_moments, float_moments);
+  } else {
+    column_moments.sums().flush(exact_moments, float_moments);
   }
   __syncthreads();
+  if (threadIdx.x == 0 && block_checks[kCheckInvalid] != 0ull) {
+    atomicAdd(&checks[kCheckInvalid], block_checks[kCheckInvalid]);
+  }
+  if (threadIdx.x > kCheckInvalid && threadIdx.x < kCheckOverflow &&
+      block_checks[threadIdx.x] != kNoError) {
+    atomicMin(&checks[threadIdx.x], block_checks[threadIdx.x]);
+  }
   if (kScores && threadIdx.x == 0 && misclassified_shared[0] != C(0)) {
     atomicAdd(&counts[3 * K + 1], misclassified_shared[0]);
   }
@@ -471,11 +648,19 @@ streaming_update(const TrueT* y_true, const PredT* preds, const W* weight, int64
       if (value != C(0)) atomicAdd(&counts[i], value);
     }
   }
+  if (private_histogram) {
+    for (int64 i = threadIdx.x; i < histogram_cells; i += blockDim.x) {
+      const C value = histogram_shared[i];
+      if (value != C(0)) atomicAdd(&histogram[i], value);
+    }
+  }
   // Score sums (score states only): this block's row of partials.
   const bool score_sums = kScores && score_state != nullptr;  // uniform
   const int slots = kScalarSlots + num_top_k + 3 * n_bins;
   if (score_sums) {
     double* own = partials + (int64)blockIdx.x * slots;
+    double sums[kScalarSlots];
+    for (int i = 0; i < kScalarSlots; ++i) sums[i] = column_sums[i];
     block_sum(sums, scratch);
     if (threadIdx.x == 0) {
       for (int i = 0; i < kScalarSlots; ++i) own[i] = sums[i];

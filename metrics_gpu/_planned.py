@@ -240,8 +240,8 @@ class FunctionalPlan:
         if update.float_weights or update.unit_weights or any(
                 a is not None and address(a) != pointer(b) for a, b in zip(given, read)):
             return None  # the kernel read a conversion, not the caller's arrays
-        for privatize in (False, True) if update.privatized_grid_cap else (False,):
-            update.configs.setdefault(privatize, update.make_config(privatize))
+        for key in update.layouts():
+            update.configs.setdefault(key, update.make_config(key))
         # The compute's launches, listed rather than issued (the caller's
         # compute of this state issues them after): they allocate the
         # compute's buffers, which the block then holds too.

@@ -90,12 +90,16 @@ INTERFACE = (
     Mirror("scores.cu", "kMaxTopK", _KERNELS, "SCORE_MAX_TOP_K"),
     Mirror("scores.cu", "kScoreBlockThreads", _SCORES, "SCORE_MAX_BLOCK_THREADS"),
     Mirror("reduce_metrics.cu", "kMaxBlockThreads", _REDUCE, "REDUCE_MAX_BLOCK_THREADS"),
+    Mirror("reduce_metrics.cu", "kTileColumns", _REDUCE, "REDUCE_TILE_COLUMNS"),
+    Mirror("reduce_metrics.cu", "kMatrixMoments", _REDUCE, "MATRIX_MOMENTS"),
     Mirror("ranking.cu", "kRankBlockThreads", _RANKING, "RANK_MAX_BLOCK_THREADS"),
     Mirror("multilabel.cu", "kRankingBlockThreads", _MULTILABEL, "RANKING_MAX_BLOCK_THREADS"),
     Mirror("ranking.cu", "kRankItems", _RANKING, "RANK_ITEMS_PER_THREAD"),
     Mirror("streaming.cu", "kOrdinalShift", _KERNELS, "STREAM_ORDINAL_SHIFT"),
     Mirror("streaming.cu", "kNoError", _KERNELS, "STREAM_NO_ERROR"),
     Mirror("streaming.cu", "kChecks", _KERNELS, "STREAM_CHECK_SLOTS"),
+    Mirror("streaming.cu", "kStreamWideRows", _STREAM_LAUNCHERS, "STREAM_WIDE_ROWS"),
+    Mirror("streaming.cu", "kStreamRanking", _STREAM_LAUNCHERS, "STREAM_RANKING"),
 )
 
 

@@ -21,7 +21,9 @@ import pytest
 import nvrtc_gate
 from metrics_gpu._kernels import SUPPORTED_ARCHITECTURES, KernelModule, kernel_directory
 from metrics_gpu.backends.launchers import KERNEL_MODULES
+from metrics_gpu.backends.launchers.reduce_metrics import REDUCE_KERNELS
 from metrics_gpu.backends.launchers.scores import SCORE_PASS_KERNELS
+from metrics_gpu.backends.launchers.streaming import STREAM_RANKING
 
 TINY_KERNEL = "template<typename T> __global__ void k(T* x){x[threadIdx.x]+=1;}\n"
 TINY_EXPRESSIONS = ("k<int>", "k<double>")
@@ -78,6 +80,33 @@ NO_SPILL_ARCHITECTURES = ("sm_80", "sm_90", "sm_100")
 # 64 registers give 32 resident warps per SM. sm_100's ptxas takes up to 80
 # for the same code.
 SCORE_PASS_MAX_REGISTERS = {"sm_80": 64, "sm_90": 64}
+# The label-metric reductions (both templates, both count types): 64
+# registers, the 4 blocks of 256 threads per SM of their launch bounds, so
+# that the dense matrix pass keeps 32 warps on every SM. sm_100's ptxas takes
+# 76-80 (3 blocks), where 64 spill.
+REDUCE_MAX_REGISTERS = {"sm_80": 64, "sm_90": 64}
+
+
+# streaming_update (kernels/streaming.cu StreamMinBlocks): at most 64
+# registers for labels and for scores of 32 bits and fewer (32 resident warps
+# per SM), 80 for double scores; the thresholds histogram (feature
+# kStreamRanking) is left to its launch bound of 2 blocks (128).
+STREAM_UPDATE_MAX_REGISTERS = {"sm_80": {"labels": 64, "scores": 64, "double": 80},
+                               "sm_90": {"labels": 64, "scores": 64, "double": 80}}
+
+
+def _stream_update_kind(expression: str) -> str | None:
+    """What bounds a streaming_update instantiation's registers: "labels",
+    "scores", "double", or None (another kernel, or the histogram's)."""
+    kernel, _, arguments = expression.partition("<")
+    if kernel != "streaming_update":
+        return None
+    true_type, pred_type, *_, features = (a.strip() for a in arguments.rstrip(">").split(","))
+    if int(features) & STREAM_RANKING:
+        return None
+    if pred_type == true_type:
+        return "labels"
+    return "double" if pred_type == "double" else "scores"
 
 
 def _score_type(expression: str) -> str | None:
@@ -111,11 +140,22 @@ def test_kernel_module_compiles(compiled, module, architecture):
                     if found.spill_stores or found.spill_loads}
         assert not spilling, f"register spills (bytes stored, loaded) on {architecture}: {spilling}"
     budget = SCORE_PASS_MAX_REGISTERS.get(architecture)
+    reduce_budget = REDUCE_MAX_REGISTERS.get(architecture)
+    stream_budgets = STREAM_UPDATE_MAX_REGISTERS.get(architecture, {})
     for expression, found in outcome.resources.items():
         if budget and _score_type(expression) not in (None, "double"):
             assert found.registers <= budget, (
                 f"{expression} uses {found.registers} registers on {architecture}, "
                 f"budget {budget}")
+        if reduce_budget and expression.partition("<")[0] in REDUCE_KERNELS:
+            assert found.registers <= reduce_budget, (
+                f"{expression} uses {found.registers} registers on {architecture}, "
+                f"budget {reduce_budget}")
+        stream_budget = stream_budgets.get(_stream_update_kind(expression))
+        if stream_budget:
+            assert found.registers <= stream_budget, (
+                f"{expression} uses {found.registers} registers on {architecture}, "
+                f"budget {stream_budget}")
 
 
 def test_kernel_table_lists_every_cu_file():
@@ -124,6 +164,24 @@ def test_kernel_table_lists_every_cu_file():
     listed = {module.source for module in KERNEL_MODULES}
     assert on_disk <= listed, f"not in KERNEL_MODULES: {sorted(on_disk - listed)}"
     assert listed <= on_disk, f"listed but missing from kernels/: {sorted(listed - on_disk)}"
+
+
+def test_stream_update_budgets_name_every_instantiation_but_the_histograms():
+    """The gate's register budgets of streaming_update reach every
+    instantiation of the table but those with the thresholds histogram."""
+    from metrics_gpu.backends.launchers.streaming import MODULE
+
+    kinds = {expression: _stream_update_kind(expression)
+             for expression in MODULE.name_expressions if expression.startswith("streaming_update")}
+    labels = "streaming_update<int, int, mg::unit_weight, unsigned long long, 0>"
+    assert _stream_update_kind(labels) == "labels"
+    assert _stream_update_kind("streaming_update<int, float, float, double, 1>") == "scores"
+    assert _stream_update_kind("streaming_update<long long, double, double, double, 0>") == "double"
+    assert _stream_update_kind("streaming_update<int, float, float, double, 3>") is None
+    assert _stream_update_kind("fused_logits_pass<int, float, float>") is None
+    unbounded = {e for e, kind in kinds.items() if kind is None}
+    assert unbounded == {e for e in kinds if int(e.rstrip(">").rsplit(",", 1)[1]) & STREAM_RANKING}
+    assert len(unbounded) == len(kinds) - 8 - 64  # 8 label and 64 score instantiations bounded
 
 
 def test_kernel_table_has_no_duplicates():

@@ -431,15 +431,18 @@ def test_one_pass_budget(rng, monkeypatch):
         assert report.confusion_matrix is None
 
 
+@pytest.mark.parametrize("thresholds", [None, 4])
 @pytest.mark.parametrize("weight_dtype", [None, "float64"])
 @pytest.mark.parametrize("pred_kind", ["float32", "float64", "float16", "bfloat16"])
-def test_emulated_wide_rows_update_agrees_with_numpy(rng, monkeypatch, pred_kind, weight_dtype):
-    """Rows of many columns read 16 bytes a load (config wide_rows, a warp per
+def test_emulated_wide_rows_update_agrees_with_numpy(rng, monkeypatch, pred_kind, weight_dtype,
+                                                     thresholds):
+    """Rows of many columns read 16 bytes a load (feature wide_rows, a warp per
     row: kernels/scores.cu scan_row_wide) on the emulated backend, against the
     NumPy reference: rows of 300 columns starting at every offset from a
     16-byte boundary (a column slice of rows of odd length), with bins,
-    thresholds, top-k, an ignored target and a NaN row left out (and
-    counted: validate=False)."""
+    top-k, an ignored target and a NaN row left out (and counted:
+    validate=False); with thresholds, the same rows go to the rows'
+    instantiation with the histogram (lanes per row)."""
     from metrics_gpu.backends.launchers import streaming as streaming_launchers
 
     ml_dtypes = pytest.importorskip("ml_dtypes")
@@ -460,20 +463,107 @@ def test_emulated_wide_rows_update_agrees_with_numpy(rng, monkeypatch, pred_kind
 
     def spy(source, expression, grid, block, args, shared_bytes=0):
         if expression.startswith("streaming_update"):
-            configs.append(np.array(args[5]))
+            configs.append(expression)
         return launch(source, expression, grid, block, args, shared_bytes)
 
     monkeypatch.setattr(device, "launch", spy)
     reports = {}
     for name in ("numpy", "emulated"):
         with mg.use_backend(name):
-            metrics = mg.ClassificationMetrics(k, top_k=(1, 5), n_bins=5, thresholds=4,
+            metrics = mg.ClassificationMetrics(k, top_k=(1, 5), n_bins=5, thresholds=thresholds,
                                                ignore_index=-1, validate=False)
             metrics.update(y, scores, w)
             reports[name] = metrics.compute().to_dict()
-    assert [config[streaming_launchers.STREAM_CONFIG.index("wide_rows")] for config in configs] == [1]
+    # Wide rows, or with the thresholds histogram the rows' instantiation.
+    features = (streaming_launchers.STREAM_RANKING if thresholds
+                else streaming_launchers.STREAM_WIDE_ROWS)
+    assert [expression.endswith(f", {features}>") for expression in configs] == [True]
     tolerance = 1e-12 if pred_kind == "float64" else (1e-6 if pred_kind == "float32" else 1e-3)
     _assert_reports_equal(reports["emulated"], reports["numpy"], rtol=tolerance)
+
+
+@pytest.mark.parametrize("weights", [None, "int", "float"])
+def test_emulated_histogram_in_shared_memory_equals_global_atomics(rng, monkeypatch, weights):
+    """The thresholds histogram is added per block in shared memory and
+    flushed once (config private_histogram) when a block has at least 2H
+    rows, by global atomics otherwise: a batch of each kind, the same rows
+    in both, gives the NumPy reference's histogram and binned ROC AUC / AP."""
+    from metrics_gpu.backends.launchers import streaming as streaming_launchers
+
+    k, h = 6, 5
+    (y, z, w), = _batches(rng, k, (900,), weights=weights)
+    device = get_backend_implementation("emulated").device
+    launch = device.launch
+    private = []
+
+    def spy(source, expression, grid, block, args, shared_bytes=0):
+        if expression.startswith("streaming_update"):
+            config = np.array(args[5])
+            private.append(int(config[streaming_launchers.STREAM_CONFIG.index(
+                "private_histogram")]))
+        return launch(source, expression, grid, block, args, shared_bytes)
+
+    monkeypatch.setattr(device, "launch", spy)
+    histograms, reports = {}, {}
+    for name in ("numpy", "emulated"):
+        with mg.use_backend(name):
+            metrics = mg.ClassificationMetrics(k, thresholds=h)
+            metrics.update(y, z, w)                     # many rows a block: shared memory
+            for start in range(0, 24, 3):               # 3 rows: global atomics
+                metrics.update(y[start:start + 3], z[start:start + 3],
+                               None if w is None else w[start:start + 3])
+            histograms[name] = np.asarray(metrics.state_dict()["histogram"]).copy()
+            reports[name] = metrics.compute().to_dict()
+    assert private[0] == 1 and set(private[1:]) == {0}, private
+    # Counts exactly; float weights as sums in another order.
+    np.testing.assert_allclose(histograms["emulated"], histograms["numpy"],
+                               rtol=1e-12 if weights == "float" else 0)
+    _assert_reports_equal(reports["emulated"], reports["numpy"], rtol=1e-9)
+
+
+@pytest.mark.parametrize("thresholds", [None, 6])
+def test_emulated_channel_first_maps_read_a_thread_per_position(rng, monkeypatch, thresholds):
+    """Segmentation maps (N, K, H, W) whose positions are contiguous go to
+    streaming_update with one thread per position (group 1: a warp's reads
+    of each class are 32 consecutive scores), rows of (N, K) scores of the
+    same K with lanes per row; both equal the NumPy reference, with an
+    ignored target, a NaN position left out, weights, bins, top-k and the
+    thresholds histogram."""
+    from metrics_gpu.backends.launchers import streaming as streaming_launchers
+
+    n, k, h, w = 2, 21, 5, 6  # 21 classes: lanes per row of (N, K) scores
+    logits = rng.normal(size=(n, k, h, w)).astype(np.float32)
+    target = rng.integers(0, k, (n, h, w))
+    target[0, 1, 2] = -1
+    logits[1, 3, 4, 5] = np.nan  # left out, counted
+    weight = rng.random((n, h, w)) + 0.5
+    rows = np.moveaxis(logits, 1, -1).reshape(-1, k)
+    groups = []
+    device = get_backend_implementation("emulated").device
+    launch = device.launch
+
+    def spy(source, expression, grid, block, args, shared_bytes=0):
+        if expression.startswith("streaming_update"):
+            groups.append(int(np.array(args[5])[streaming_launchers.STREAM_CONFIG.index("group")]))
+        return launch(source, expression, grid, block, args, shared_bytes)
+
+    monkeypatch.setattr(device, "launch", spy)
+    reports = {}
+    layouts = {"maps": (target, logits, weight),
+               "rows": (target.reshape(-1), rows, weight.reshape(-1))}
+    for name in ("numpy", "emulated"):
+        for layout, (targets, scores, weights) in layouts.items():
+            with mg.use_backend(name):
+                metrics = mg.ClassificationMetrics(k, top_k=(1, 2), n_bins=4,
+                                                   thresholds=thresholds, ignore_index=-1,
+                                                   validate=False)
+                metrics.update(targets, scores, weights)
+                reports[name, layout] = metrics.compute().to_dict()
+    assert groups[0] == 1 and groups[1] > 1, groups
+    expected = reports["numpy", "maps"]
+    _assert_reports_equal(reports["numpy", "rows"], expected, rtol=1e-12)
+    for layout in ("maps", "rows"):
+        _assert_reports_equal(reports["emulated", layout], expected, rtol=1e-6)
 
 
 def test_layouts_and_huge_k(backend, rng):

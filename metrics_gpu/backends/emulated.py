@@ -59,9 +59,14 @@ def find_compiler() -> str | None:
 
 def _group_key(expression: str) -> str:
     # Instantiations are grouped by their first template argument (the y_true
-    # type of the accumulation kernels) so a test compiles only what it uses.
+    # type of the accumulation kernels), and by their last where it is a
+    # number (the features of streaming_update's score instantiations), so a
+    # test compiles only what it uses.
     match = re.match(r"[\w:]+<([^,>]+)", expression)
-    return match.group(1).strip() if match else "untyped"
+    if match is None:
+        return "untyped"
+    features = re.search(r",\s*(\d+)\s*>$", expression)
+    return match.group(1).strip() + (f" {features.group(1)}" if features else "")
 
 
 def _scalar_ctype(value):

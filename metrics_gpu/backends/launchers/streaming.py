@@ -45,9 +45,20 @@ STREAM_WEIGHT_COUNTS = (
 STREAM_COUNT_TYPES = ("unsigned long long", "double")
 
 
+# kernels/streaming.cu kStreamWideRows, kStreamRanking: what a score
+# instantiation compiles in (bits of its last template argument; labels: 0).
+STREAM_WIDE_ROWS = 1
+STREAM_RANKING = 2
+# The score instantiations' sets of features: rows, wide rows, rows with the
+# histogram. Wide rows with the histogram take the rows' instantiation (lanes
+# per row, 4-byte loads): their K global atomics a row bound them, not the
+# loads, and a fourth set would add a third to the NVRTC gate's time.
+STREAM_SCORE_FEATURES = (0, STREAM_WIDE_ROWS, STREAM_RANKING)
+
+
 def stream_update_expression(true_type: str, pred_type: str, weight_type: str,
-                             count_type: str) -> str:
-    return f"streaming_update<{true_type}, {pred_type}, {weight_type}, {count_type}>"
+                             count_type: str, features: int = 0) -> str:
+    return f"streaming_update<{true_type}, {pred_type}, {weight_type}, {count_type}, {features}>"
 
 
 def stream_compute_expression(count_type: str) -> str:
@@ -55,10 +66,14 @@ def stream_compute_expression(count_type: str) -> str:
 
 
 MODULE = KernelModule(SOURCE, (
-    *(stream_update_expression(true_type, pred_type, weight_type, count_type)
+    *(stream_update_expression(true_type, true_type, weight_type, count_type)
       for true_type in SCORE_TARGET_TYPES
-      for pred_type in (true_type, *SCORE_TYPES.values())
       for weight_type, count_type in STREAM_WEIGHT_COUNTS),
+    *(stream_update_expression(true_type, pred_type, weight_type, count_type, features)
+      for true_type in SCORE_TARGET_TYPES
+      for pred_type in SCORE_TYPES.values()
+      for weight_type, count_type in STREAM_WEIGHT_COUNTS
+      for features in STREAM_SCORE_FEATURES),
     *(stream_compute_expression(count_type) for count_type in STREAM_COUNT_TYPES),
 ))
 
@@ -68,7 +83,7 @@ STREAM_CONFIG = (
     "classes", "inner", "image_stride", "inner_stride", "column_stride", "group",
     "ignore_index", "has_ignore", "from_logits", "clip_eps_bits", "num_top_k",
     *(f"top_k_{i}" for i in range(SCORE_MAX_TOP_K)),
-    "bins", "thresholds", "matrix", "privatize", "wide_rows",
+    "bins", "thresholds", "matrix", "privatize", "private_histogram",
 )
 STREAM_WEIGHT_TYPES = {"int64": "long long", "float32": "float", "float64": "double"}
 
@@ -112,8 +127,16 @@ class StreamUpdatePlan:
     cell_bytes: int
     grid_cap: int         # blocks an SM holds at once with score_bytes each, times SMs
     privatized_grid_cap: int  # the same with the counts in shared memory (0: they do not fit)
-    make_config: Any      # privatize -> the packed config vector, uploaded
+    make_config: Any      # (privatize, private_histogram) -> the packed config vector, uploaded
     configs: dict
+    # The thresholds histogram in shared memory (kernels/streaming.cu
+    # kCfgPrivateHistogram): its cells' bytes, and the rows a block needs
+    # for it to pay (0: no histogram, or it does not fit beside the rest).
+    histogram_bytes: int
+    histogram_rows: int
+    # Grid caps and dynamic shared bytes per (privatize, private_histogram).
+    grid_caps: dict
+    shared: dict
     half: bool            # 16-bit scores, read as their bit patterns
     wide_rows: bool       # rows read 16 bytes a load (needs element-aligned rows)
     itemsize: int         # bytes per score (0: labels)
@@ -141,15 +164,22 @@ class StreamUpdatePlan:
         block_threads = self.launcher.device.block_threads
         # At least one block (no samples still writes the moments and checks).
         grid = min(self.grid_cap, -(-n * self.group // block_threads)) or 1
-        privatize = self.privatized_grid_cap > 0 and n >= grid * self.cells
-        if privatize:
-            grid = min(grid, self.privatized_grid_cap)  # both >= 1
+        # Counts and histogram in shared memory where a block has many more
+        # rows than cells to flush at its end (and they fit: a cap > 0).
+        key = (self.privatized_grid_cap > 0 and n >= grid * self.cells,
+               self.histogram_rows > 0 and n >= grid * self.histogram_rows)
+        cap = self.grid_caps[key]
+        if not cap:  # both do not fit together: the counts alone
+            key = (key[0], False)
+            cap = self.grid_caps[key]
+        if cap < grid:  # no call: the hot path counts them
+            grid = cap
         check_rows_per_block(n, grid)
-        config = self.configs.get(privatize)
+        config = self.configs.get(key)
         if config is None:
             if not allocate:
                 return False
-            config = self.configs[privatize] = self.make_config(privatize)
+            config = self.configs[key] = self.make_config(key)
         if self.unit_weights:
             ones = self.workspace.ones
             if not allocate and (ones is None or ones.shape[0] < n):
@@ -159,12 +189,17 @@ class StreamUpdatePlan:
             SOURCE, self.expression, grid, self.block,
             [y_true, preds, weight, np.int64(n), np.int64(ordinal), config,
              *(self.state_args if state_args is None else state_args)],
-            self.score_bytes + (self.cell_bytes if privatize else 0), stream)
+            self.shared[key], stream)
         return True
+
+    def layouts(self):
+        """The (privatize, private_histogram) shared-memory layouts a batch
+        may take (each its own config vector)."""
+        return [key for key, cap in self.grid_caps.items() if cap]
 
 
 def _stream_scalar_args(spec, batch, group, clip_eps, privatize, thresholds, score_sums=True,
-                        wide_rows=False):
+                        private_histogram=False):
     """The config vector of one (state, input layout); ``batch`` None gives
     the one compute reads for a state restored before any update."""
     if batch is None:
@@ -180,7 +215,8 @@ def _stream_scalar_args(spec, batch, group, clip_eps, privatize, thresholds, sco
         ignore_index=int(ignore), has_ignore=int(has_ignore), from_logits=int(spec["from_logits"]),
         clip_eps_bits=int(np.float64(clip_eps).view(np.int64)), num_top_k=len(top_k),
         bins=spec["n_bins"] if score_sums else 0, thresholds=thresholds if score_sums else 0,
-        matrix=int(spec["keep_matrix"]), privatize=int(privatize), wide_rows=int(wide_rows),
+        matrix=int(spec["keep_matrix"]), privatize=int(privatize),
+        private_histogram=int(private_histogram),
         **{f"top_k_{i}": v for i, v in enumerate(top_k + [0] * (SCORE_MAX_TOP_K - len(top_k)))},
     )
     return np.array([values[name] for name in STREAM_CONFIG], dtype=np.int64)
@@ -227,13 +263,23 @@ class StreamingLaunchers(LaunchBase):
             pred_type = SCORE_TYPES[batch.score_dtype]
             half = batch.score_dtype in ("float16", "bfloat16")
             preds = batch.preds.view(np.uint16) if half else batch.preds
-            group = score_group(k)
-            # A warp per row with 16-byte loads, as fused_logits_wide's warp tile.
-            wide_rows = group == WARP_SIZE and reads_wide_rows(
-                k, batch.column_stride, device.data_pointer(preds), preds.dtype.itemsize)
+            if batch.inner > 1 and batch.inner_stride == 1:
+                # Channel-first maps: a thread per position, so a warp's
+                # reads of each class are 32 consecutive scores.
+                group = 1
+            else:
+                group = score_group(k)
+            # A warp per row with 16-byte loads, as fused_logits_wide's warp
+            # tile (not with the histogram: STREAM_SCORE_FEATURES).
+            wide_rows = group == WARP_SIZE and not (score_sums and spec["thresholds"]) and \
+                reads_wide_rows(k, batch.column_stride, device.data_pointer(preds),
+                                preds.dtype.itemsize)
             itemsize = preds.dtype.itemsize
+            features = ((STREAM_WIDE_ROWS if wide_rows else 0)
+                        | (STREAM_RANKING if score_sums and spec["thresholds"] else 0))
         else:
-            pred_type, group, wide_rows, half, itemsize = true_type, 1, False, False, 0
+            pred_type, group, wide_rows, half, itemsize, features = (true_type, 1, False, False,
+                                                                     0, 0)
         layout = (batch.inner, batch.image_stride, batch.inner_stride, batch.column_stride, group,
                   str(batch.y_true.dtype), clip_eps, batch.scores, wide_rows, weight_type,
                   pred_type, count_type,
@@ -260,23 +306,40 @@ class StreamingLaunchers(LaunchBase):
             workspace.partials = self.zeros(
                 workspace.partial_rows * score_sums_size(len(spec["top_k"]), n_bins), np.float64)
         # Privatised counts pay off when a block has many more rows than cells
-        # to flush into the state at its end.
-        privatize_fits = score_bytes + cell_bytes <= device.shared_memory_per_block_optin
+        # to flush into the state at its end; the thresholds histogram when
+        # its rows' K atomics each outnumber its 2 K H cells (2H rows).
+        ranking = bool(features & STREAM_RANKING)
+        histogram_bytes = 2 * k * spec["thresholds"] * 8 if ranking else 0
+        limit = device.shared_memory_per_block_optin
+        shared = {}
+        grid_caps = {}
+        for privatize in (False, True):
+            for private_histogram in (False, True):
+                key = (privatize, private_histogram)
+                shared[key] = (score_bytes + (cell_bytes if privatize else 0)
+                               + (histogram_bytes if private_histogram else 0))
+                fits = shared[key] <= limit and (histogram_bytes > 0 or not private_histogram)
+                grid_caps[key] = self._grid(huge, shared[key]) if fits else 0
 
-        def config(privatize: bool):
+        def config(key):
+            privatize, private_histogram = key
             return self.upload(_stream_scalar_args(
                 spec, batch, group, clip_eps, privatize, spec["thresholds"], score_sums,
-                wide_rows))
+                private_histogram))
 
         plan = workspace.plans[layout] = StreamUpdatePlan(
             launcher=self,
-            expression=stream_update_expression(true_type, pred_type, weight_type, count_type),
+            expression=stream_update_expression(true_type, pred_type, weight_type, count_type,
+                                                features),
             block=block, group=group, cells=cells, score_bytes=score_bytes,
             cell_bytes=cell_bytes,
-            grid_cap=self._grid(huge, score_bytes),
-            privatized_grid_cap=self._grid(huge, score_bytes + cell_bytes) if privatize_fits
-            else 0,
-            make_config=config, configs={}, half=half, wide_rows=wide_rows, itemsize=itemsize,
+            grid_cap=grid_caps[False, False],
+            privatized_grid_cap=grid_caps[True, False],
+            make_config=config, configs={},
+            histogram_bytes=histogram_bytes,
+            histogram_rows=2 * spec["thresholds"] if grid_caps[False, True] else 0,
+            grid_caps=grid_caps, shared=shared,
+            half=half, wide_rows=wide_rows, itemsize=itemsize,
             float_weights=float_weights, unit_weights=weight is None and not integer,
             workspace=workspace,
             state_args=(state["counts"], state.get("matrix"),
