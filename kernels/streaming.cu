@@ -363,18 +363,18 @@ constexpr int kStreamRanking = 2;   // the (2, K, H) thresholds histogram
 // * 2 for the thresholds histogram (kStreamRanking): its double exp,
 //   division and bin of every column, beside the row's scan, spill at 80
 //   in some instantiations;
-// * 1 for labels (40-60 registers; without it sm_100's ptxas takes 32 and
-//   spills).
+// * ptxas's own choice for labels (38-56 registers, 40-48 warps per SM), but
+//   on sm_100, where it takes 32 and spills: 1 (56-68 registers).
 template <typename PredT, int FEATURES>
 struct StreamMinBlocks {
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 1000
-  static constexpr int kRows = 3, kDoubleRows = 2;
+  static constexpr int kLabels = 1, kRows = 3, kDoubleRows = 2;
 #else
-  static constexpr int kRows = 4, kDoubleRows = 3;
+  static constexpr int kLabels = 0, kRows = 4, kDoubleRows = 3;
 #endif
   static constexpr int value =
       !is_stream_score<PredT>::value
-          ? 1
+          ? kLabels
           : ((FEATURES & kStreamRanking) != 0
                  ? 2
                  : (sizeof(PredT) == sizeof(double) ? kDoubleRows : kRows));
