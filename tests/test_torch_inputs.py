@@ -5,6 +5,7 @@ process group (gloo, spawned processes)."""
 
 from __future__ import annotations
 
+import functools
 import os
 import pickle
 import tempfile
@@ -377,41 +378,58 @@ def _groups_of(y):
     return (y + np.arange(len(y))) % 3
 
 
-def _sync_worker(rank, world_size, init_file, out_dir, seed, weighted):
+WEIGHTINGS = (None, "int", "float")
+
+
+def _sync_worker(rank, world_size, directory, seed):
+    """One rank: for each weighting, a process group of its own (a fresh init
+    file), a fresh stream of this rank's batches, sync(), and its result."""
     import torch.distributed as dist
 
-    dist.init_process_group("gloo", init_method=f"file://{init_file}", rank=rank,
-                            world_size=world_size)
-    try:
-        metrics = mg.ClassificationMetrics(6, n_bins=5, thresholds=10, ignore_index=-1,
-                                           num_groups=3)
-        for y, z, w in _rank_batches(seed, world_size)[rank]:
-            w = _weights(w, weighted, len(y))
-            metrics.update(torch.tensor(y), torch.tensor(z), None if w is None else torch.tensor(w),
-                           groups=torch.tensor(_groups_of(y)))
-        metrics.sync()
-        with open(os.path.join(out_dir, f"{rank}.pkl"), "wb") as out:
-            pickle.dump(metrics.compute().to_dict(), out)
-    finally:
-        dist.destroy_process_group()
+    for weighted in WEIGHTINGS:
+        dist.init_process_group("gloo", init_method=f"file://{directory}/init-{weighted}",
+                                rank=rank, world_size=world_size)
+        try:
+            metrics = mg.ClassificationMetrics(6, n_bins=5, thresholds=10, ignore_index=-1,
+                                               num_groups=3)
+            for y, z, w in _rank_batches(seed, world_size)[rank]:
+                w = _weights(w, weighted, len(y))
+                metrics.update(torch.tensor(y), torch.tensor(z),
+                               None if w is None else torch.tensor(w),
+                               groups=torch.tensor(_groups_of(y)))
+            metrics.sync()
+            with open(os.path.join(directory, f"{weighted}-{rank}.pkl"), "wb") as out:
+                pickle.dump(metrics.compute().to_dict(), out)
+        finally:
+            dist.destroy_process_group()
+
+
+@functools.cache
+def _synced_results(world_size):
+    """{weighting: each rank's result}: the ranks are spawned once per world
+    size (a process start imports torch: seconds), each weighting synced over
+    a process group of its own."""
+    import torch.multiprocessing as mp
+
+    with tempfile.TemporaryDirectory() as directory:
+        mp.spawn(_sync_worker, args=(world_size, directory, 1000 + world_size),
+                 nprocs=world_size, join=True)
+        results = {}
+        for weighted in WEIGHTINGS:
+            results[weighted] = []
+            for rank in range(world_size):
+                with open(os.path.join(directory, f"{weighted}-{rank}.pkl"), "rb") as source:
+                    results[weighted].append(pickle.load(source))
+    return results
 
 
 @pytest.mark.parametrize("world_size", [2, 3])
-@pytest.mark.parametrize("weighted", [None, "int", "float"])
+@pytest.mark.parametrize("weighted", WEIGHTINGS)
 def test_sync_over_gloo_equals_one_process(world_size, weighted):
-    import torch.multiprocessing as mp
-
     if not torch.distributed.is_available() or not torch.distributed.is_gloo_available():
         pytest.skip("torch.distributed with gloo is not available")
     seed = 1000 + world_size
-    with tempfile.TemporaryDirectory() as directory:
-        init_file = os.path.join(directory, "init")
-        mp.spawn(_sync_worker, args=(world_size, init_file, directory, seed, weighted),
-                 nprocs=world_size, join=True)
-        results = []
-        for rank in range(world_size):
-            with open(os.path.join(directory, f"{rank}.pkl"), "rb") as source:
-                results.append(pickle.load(source))
+    results = _synced_results(world_size)[weighted]
     single = mg.ClassificationMetrics(6, n_bins=5, thresholds=10, ignore_index=-1, num_groups=3)
     for batches in _rank_batches(seed, world_size):
         for y, z, w in batches:
