@@ -273,6 +273,35 @@ __device__ __forceinline__ int64 global_warp_base() {
 __device__ __forceinline__ int64 grid_threads() { return (int64)gridDim.x * blockDim.x; }
 __device__ __forceinline__ unsigned int lane_index() { return threadIdx.x % kWarpSize; }
 
+// The warp butterfly of R values a lane (R a power of 2, at most a warp) in
+// R - 1 + log2(kWarpSize / R) shuffles rather than R log2(kWarpSize): each
+// step keeps half of the values a lane holds, adds its partner's copy of
+// them and hands it the other half; a plain butterfly over the lanes left
+// then finishes. The same pairs are added at every step as in R butterflies,
+// and a + b == b + a, so the bits are theirs. Lane l returns the sum of
+// value[l / (kWarpSize / R)]; `value` is used up.
+template <int R, typename T>
+__device__ __forceinline__ T warp_sums(T (&value)[R]) {
+  static_assert(R >= 1 && R <= kWarpSize && (R & (R - 1)) == 0,
+                "warp_sums: R is a power of 2, at most a warp");
+  const unsigned int lane = lane_index();
+  int offset = kWarpSize / 2;
+#pragma unroll
+  for (int half = R / 2; half >= 1; half /= 2, offset /= 2) {
+    const bool upper = (lane & (unsigned int)offset) != 0u;
+#pragma unroll
+    for (int j = 0; j < half; ++j) {
+      const T send = upper ? value[j] : value[j + half];
+      const T keep = upper ? value[j + half] : value[j];
+      value[j] = keep + __shfl_xor_sync(kFullWarp, send, offset);
+    }
+  }
+  T sum = value[0];
+#pragma unroll
+  for (; offset > 0; offset /= 2) sum += __shfl_xor_sync(kFullWarp, sum, offset);
+  return sum;
+}
+
 // Sum N values over the block; every thread gets the totals. Fixed order:
 // each thread's strided sum, a warp butterfly (commutative steps, so all
 // lanes hold the same bits), then the warps in index order.

@@ -277,6 +277,13 @@ struct Totals {
   double quadratic_cross;
 };
 
+// Weighted kappa's moments given (not NaN). Read from shared memory where
+// needed rather than kept through the passes (on sm_100 the flag held in a
+// register was what spilled).
+__device__ __forceinline__ bool has_kappa_moments(const Totals& totals) {
+  return !(totals.linear != totals.linear) || !(totals.quadratic != totals.quadratic);
+}
+
 // One class's terms of the rate sums (s: the total weight).
 __device__ __forceinline__ void rate_terms(double tp, double t, double p, double negatives,
                                            double s, double (&terms)[kRateSums]) {
@@ -317,7 +324,8 @@ __device__ void sum_rates(const double* ranked_tp, const double* ranked_t, const
 }
 
 // The metrics from the block totals (thread 0, after the passes).
-__device__ void write_metrics(const Totals& totals, bool weighted_kappa, double* out) {
+__device__ void write_metrics(const Totals& totals, double* out) {
+  const bool weighted_kappa = has_kappa_moments(totals);
   const int s_exponent = totals.total_exponent;
   const double misclassified = totals.misclassified;
   const double linear = totals.linear;
@@ -416,11 +424,26 @@ __device__ void write_metrics(const Totals& totals, bool weighted_kappa, double*
   out[kMisclassified] = observed;
 }
 
+// The classes a thread walks in the passes of evaluate_metrics that scan:
+// the `position`-th run of `length` = ceil(K / blockDim.x) consecutive
+// classes (or none). A thread sums its run, one block scan (block_scan) gives every
+// thread the sums of the runs before its own, and the thread walks its run
+// again from there: two barriers a pass whatever K (a scan per tile of
+// blockDim.x classes took two barriers and a warp scan per tile).
+struct ClassRun {
+  int64 begin, end;
+};
+
+__device__ __forceinline__ ClassRun class_run(int64 K, int64 length, unsigned int position) {
+  const int64 begin = (int64)position * length;
+  return ClassRun{begin < K ? begin : K, begin + length < K ? begin + length : K};
+}
+
 // Every metric from per-class counts, by one block (`scratch`: shared memory
 // for the block reductions). `total` < 0 means the sum of the supports;
 // `misclassified` is the counting pass's sum w [t != p] (NaN: none, then
-// total - sum tp). Loops that hold barriers step whole tiles of blockDim.x
-// classes (block-uniform trip counts).
+// total - sum tp). The passes that scan over the classes walk runs of them
+// (class_run), a scan of the runs' sums in between.
 //
 // The sums over the selected classes in any order (passes 4 and 5) run over
 // them compacted in rank order (pass 3 writes them so): thread i adds ranks
@@ -442,7 +465,7 @@ __device__ void evaluate_metrics(const C* true_positives, const C* support, cons
   double* negatives = columns + kSpecificity * K;
   __shared__ Totals totals;
   __shared__ unsigned int count_scratch[kClassCounts * kWarpSize];
-  const bool weighted_kappa = !(linear != linear) || !(quadratic != quadratic);
+  const int64 run_length = (K + blockDim.x - 1) / blockDim.x;  // class_run
   if (threadIdx.x == 0) {
     totals.total = total;
     totals.misclassified = misclassified;
@@ -451,26 +474,22 @@ __device__ void evaluate_metrics(const C* true_positives, const C* support, cons
   }
 
   // Pass 0: the supports of the classes after each class, scanned in
-  // descending class order and kept in its negatives cell until pass 3 adds
-  // those before; another thread of the block may hold the class then, so the
-  // barriers of the reductions in between order the two. Then the total.
+  // descending class order (thread i walks the i-th run from the end) and
+  // kept in its negatives cell until pass 3 adds those before; another thread
+  // of the block may hold the class then, so the barriers of the reductions
+  // in between order the two. The scan's total is the total weight (unless
+  // given).
   {
-    double after[1] = {0.0};
-    for (int64 tile = 0; tile < K; tile += blockDim.x) {
-      int64 k = K - 1 - (tile + threadIdx.x);
-      double running[1] = {k >= 0 ? (double)load_fresh(support + k) : 0.0};
-      double before[1];
-      block_scan(running, after, scratch, before);
-      if (k >= 0) negatives[k] = before[0];
+    const ClassRun run = class_run(K, run_length, blockDim.x - 1 - threadIdx.x);
+    double run_sum[1] = {0.0};
+    for (int64 k = run.end; k > run.begin;) run_sum[0] += (double)load_fresh(support + --k);
+    double all_support[1] = {0.0}, after[1];
+    block_scan(run_sum, all_support, scratch, after);
+    for (int64 k = run.end; k > run.begin;) {
+      --k;
+      negatives[k] = after[0];
+      after[0] += (double)load_fresh(support + k);
     }
-  }
-  {
-    double all_support[1] = {0.0};
-    for (int64 tile = 0; tile < K; tile += blockDim.x) {
-      int64 k = tile + threadIdx.x;
-      if (k < K) all_support[0] += (double)load_fresh(support + k);
-    }
-    block_sum(all_support, scratch);
     if (threadIdx.x == 0) {
       if (totals.total < 0.0) totals.total = all_support[0];
       frexp(totals.total, &totals.total_exponent);
@@ -490,19 +509,26 @@ __device__ void evaluate_metrics(const C* true_positives, const C* support, cons
   double* running_p = columns + kRecall * K;
   {
     const int s_exponent = totals.total_exponent;
+    const ClassRun run = class_run(K, run_length, threadIdx.x);
+    // Selected classes, and their scaled weights (scaled: the pair sums are
+    // those of s^2 2^-2e), of the run, then (the scan) of the runs before.
+    double before[3] = {0.0, 0.0, 0.0};
+    for (int64 k = run.begin; k < run.end; ++k) {
+      if (!is_selected(selected, k)) continue;
+      before[0] += 1.0;
+      before[1] += scaled((double)load_fresh(support + k), s_exponent);
+      before[2] += scaled((double)load_fresh(predicted + k), s_exponent);
+    }
+    {
+      double carry[3] = {0.0, 0.0, 0.0}, run_sums[3] = {before[0], before[1], before[2]};
+      block_scan(run_sums, carry, scratch, before);
+    }
     double pairs[kPairSums] = {0.0, 0.0, 0.0, 0.0, 0.0};
     double pairs_high = 0.0, pairs_low = 0.0;  // pairs[pTruePredicted] exactly, for MCC
-    double carry[3] = {0.0, 0.0, 0.0};
-    for (int64 tile = 0; tile < K; tile += blockDim.x) {
-      int64 k = tile + threadIdx.x;
-      bool chosen = k < K && is_selected(selected, k);
-      // Scaled weights (scaled): the pair sums are those of s^2 2^-2e.
-      double t = chosen ? scaled((double)load_fresh(support + k), s_exponent) : 0.0;
-      double p = chosen ? scaled((double)load_fresh(predicted + k), s_exponent) : 0.0;
-      double running[3] = {chosen ? 1.0 : 0.0, t, p};
-      double before[3];
-      block_scan(running, carry, scratch, before);
-      if (!chosen) continue;
+    for (int64 k = run.begin; k < run.end; ++k) {
+      if (!is_selected(selected, k)) continue;
+      const double t = scaled((double)load_fresh(support + k), s_exponent);
+      const double p = scaled((double)load_fresh(predicted + k), s_exponent);
       double product, error;
       two_product(p, before[1], product, error);
       add_exactly(pairs_high, pairs_low, product);
@@ -511,12 +537,15 @@ __device__ void evaluate_metrics(const C* true_positives, const C* support, cons
       add_exactly(pairs_high, pairs_low, product);
       pairs_low += error;
       pairs[pTruePredicted] += p * before[1] + t * before[2];
-      pairs[pTrueRank] += t * (running[0] - 1.0);
+      pairs[pTrueRank] += t * before[0];
       pairs[pTrueTrue] += t * before[1];
       pairs[pPredictedPredicted] += p * before[2];
-      if (weighted_kappa) {
-        running_t[k] = running[1];
-        running_p[k] = running[2];
+      before[0] += 1.0;
+      before[1] += t;
+      before[2] += p;
+      if (has_kappa_moments(totals)) {
+        running_t[k] = before[1];
+        running_p[k] = before[2];
       }
     }
     block_sum(pairs, scratch);
@@ -531,20 +560,27 @@ __device__ void evaluate_metrics(const C* true_positives, const C* support, cons
   // Pass 2 (weighted kappa): the linear cross sum, sum_j p_j A_j + t_j B_j
   // with A_j the running sums T_<=m added over the gaps m below j (B likewise
   // for P).
-  if (weighted_kappa) {
+  if (has_kappa_moments(totals)) {
     const int s_exponent = totals.total_exponent;
     double linear_cross[1] = {0.0};
-    double carry[2] = {0.0, 0.0};
-    for (int64 tile = 0; tile < K; tile += blockDim.x) {
-      int64 k = tile + threadIdx.x;
-      bool chosen = k < K && is_selected(selected, k);
-      double gaps[2] = {chosen ? running_t[k] : 0.0, chosen ? running_p[k] : 0.0};
-      double gaps_before[2];
-      block_scan(gaps, carry, scratch, gaps_before);
-      if (!chosen) continue;
-      double t = scaled((double)load_fresh(support + k), s_exponent);
-      double p = scaled((double)load_fresh(predicted + k), s_exponent);
+    const ClassRun run = class_run(K, run_length, threadIdx.x);  // pass 1's: its own running sums
+    double gaps_before[2] = {0.0, 0.0};
+    for (int64 k = run.begin; k < run.end; ++k) {
+      if (!is_selected(selected, k)) continue;
+      gaps_before[0] += running_t[k];
+      gaps_before[1] += running_p[k];
+    }
+    {
+      double carry[2] = {0.0, 0.0}, run_sums[2] = {gaps_before[0], gaps_before[1]};
+      block_scan(run_sums, carry, scratch, gaps_before);
+    }
+    for (int64 k = run.begin; k < run.end; ++k) {
+      if (!is_selected(selected, k)) continue;
+      const double t = scaled((double)load_fresh(support + k), s_exponent);
+      const double p = scaled((double)load_fresh(predicted + k), s_exponent);
       linear_cross[0] += p * gaps_before[0] + t * gaps_before[1];
+      gaps_before[0] += running_t[k];
+      gaps_before[1] += running_p[k];
     }
     block_sum(linear_cross, scratch);
     if (threadIdx.x == 0) totals.pairs[pLinear] = linear_cross[0];
@@ -557,23 +593,31 @@ __device__ void evaluate_metrics(const C* true_positives, const C* support, cons
   double* ranked_p = columns + kF1 * K;
   double* ranked_negatives = columns + kJaccard * K;
   {
-    double carry[2] = {0.0, 0.0};  // supports and selected classes of the tiles before
-    for (int64 tile = 0; tile < K; tile += blockDim.x) {
-      int64 k = tile + threadIdx.x;
-      const bool chosen = k < K && is_selected(selected, k);
-      const double t = k < K ? (double)load_fresh(support + k) : 0.0;
-      double running[2] = {t, chosen ? 1.0 : 0.0};
-      double before[2];
-      block_scan(running, carry, scratch, before);
-      if (k >= K) continue;
-      const double others = before[0] + negatives[k];
+    const ClassRun run = class_run(K, run_length, threadIdx.x);
+    // Supports and selected classes of the run, then of the runs before.
+    double before[2] = {0.0, 0.0};
+    for (int64 k = run.begin; k < run.end; ++k) {
+      before[0] += (double)load_fresh(support + k);
+      if (is_selected(selected, k)) before[1] += 1.0;
+    }
+    double carry[2] = {0.0, 0.0};  // then the totals
+    {
+      double run_sums[2] = {before[0], before[1]};
+      block_scan(run_sums, carry, scratch, before);
+    }
+    double supports_before = before[0];
+    int64 rank = (int64)before[1];
+    for (int64 k = run.begin; k < run.end; ++k) {
+      const double t = (double)load_fresh(support + k);
+      const double others = supports_before + negatives[k];
       negatives[k] = others;
-      if (!chosen) continue;
-      const int64 rank = (int64)running[1] - 1;
+      supports_before += t;
+      if (!is_selected(selected, k)) continue;
       ranked_tp[rank] = (double)load_fresh(true_positives + k);
       ranked_t[rank] = t;
       ranked_p[rank] = (double)load_fresh(predicted + k);
       ranked_negatives[rank] = others;
+      ++rank;
     }
     if (threadIdx.x == 0) totals.selected_classes = (int64)carry[1];
     __syncthreads();  // the ranked classes written
@@ -632,7 +676,7 @@ __device__ void evaluate_metrics(const C* true_positives, const C* support, cons
 
   // Pass 5 (weighted kappa): the quadratic cross sum about the mean position
   // of y_true, by rank.
-  if (weighted_kappa) {
+  if (has_kappa_moments(totals)) {
     const int64 selected_classes = totals.selected_classes;
     const int s_exponent = totals.total_exponent;
     const double t_total = scaled(totals.count_sums[sSupport], s_exponent);
@@ -666,7 +710,7 @@ __device__ void evaluate_metrics(const C* true_positives, const C* support, cons
     columns[kSpecificity * K + k] = rates.specificity;
     columns[kJaccard * K + k] = rates.jaccard;
   }
-  if (threadIdx.x == 0) write_metrics(totals, weighted_kappa, out);
+  if (threadIdx.x == 0) write_metrics(totals, out);
 }
 
 }  // namespace mg
@@ -697,8 +741,11 @@ namespace mg {
 // one go (256 bytes of int64 or float64 counts; the host's copy:
 // launchers/reduce_metrics.py REDUCE_TILE_COLUMNS).
 constexpr int kTileColumns = kWarpSize;
-// Rows of the tile a warp has in flight: their loads are issued together.
+// Rows of the tile a warp has in flight: their loads are issued together,
+// their sums taken together (a power of 2: warp_sums).
 constexpr int kRowsInFlight = 4;
+// Lanes that end up holding each of those rows' sums.
+constexpr unsigned int kLanesPerRow = kWarpSize / kRowsInFlight;
 // Partial sums per block of the matrix: the linear and quadratic kappa
 // moments, and the selected cells off the diagonal (the host's copy:
 // MATRIX_MOMENTS).
@@ -772,10 +819,6 @@ __device__ void reduce_tile(const C* matrix, int64 K, const unsigned char* selec
         const int64 row = first + u * warps;
         if (row >= batch_end) break;  // warp-uniform
         column_sum += value[u];
-        C row_sum = value[u];
-        for (int offset = kWarpSize / 2; offset > 0; offset >>= 1)
-          row_sum += __shfl_xor_sync(kFullWarp, row_sum, offset);
-        if (lane == 0) row_partials[row] = row_sum;
         if (column == row) true_positives[row] = value[u];
         if (column_chosen && column != row && is_selected(selected, row)) {
           moment[2] += (double)value[u];
@@ -789,6 +832,11 @@ __device__ void reduce_tile(const C* matrix, int64 K, const unsigned char* selec
           }
         }
       }
+      // The rows' sums over the tile's columns: a butterfly each, taken
+      // together (warp_sums: 6 shuffles for the 4 rows, not 20).
+      const C row_sum = warp_sums(value);
+      const int64 summed_row = first + (int64)(lane / kLanesPerRow) * warps;
+      if (lane % kLanesPerRow == 0u && summed_row < batch_end) row_partials[summed_row] = row_sum;
     }
   }
   warp_columns[threadIdx.x] = column_sum;
