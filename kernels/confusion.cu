@@ -104,6 +104,9 @@ struct __align__(sizeof(T) * VEC) LabelVector {
   T value[VEC];
 };
 
+// Labels of a vector added in one unrolled loop (wider vectors: in halves).
+constexpr int kUnrolledLabels = 8;
+
 template <typename TrueT, typename PredT>
 struct VectorWidth {
   // 16-byte loads of the wider of the two label types.
@@ -133,12 +136,35 @@ __device__ __forceinline__ void label_loop(const TrueT* y_true, const PredT* y_p
         t_vector = true_vectors[v];
         p_vector = pred_vectors[v];
       }
+      if constexpr (VEC > kUnrolledLabels) {
+        // 1-byte labels: the 16-byte vectors in halves of 8, each half's
+        // labels shifted out of a 64-bit word (an unrolled loop of all 16
+        // held 66-72 registers).
+        static_assert(sizeof(TrueT) == 1 && sizeof(PredT) == 1 && VEC == 2 * kUnrolledLabels,
+                      "label_loop: halves of 8 one-byte labels");
+        unsigned long long t_words[2], p_words[2];
+        memcpy(t_words, &t_vector, sizeof t_words);
+        memcpy(p_words, &p_vector, sizeof p_words);
+#pragma unroll 1
+        for (int half = 0; half < 2; ++half) {
+          const unsigned long long t_word = half ? t_words[1] : t_words[0];
+          const unsigned long long p_word = half ? p_words[1] : p_words[0];
 #pragma unroll
-      for (int k = 0; k < VEC; ++k) {
-        int64 t = active ? (int64)t_vector.value[k] : 0;
-        int64 p = active ? (int64)p_vector.value[k] : 0;
-        bool counted = count_sample(active, t, p, rules, invalid);
-        sink.add(counted, t, p, v * VEC + k);
+          for (int k = 0; k < kUnrolledLabels; ++k) {
+            int64 t = active ? (int64)(TrueT)(unsigned char)(t_word >> (8 * k)) : 0;
+            int64 p = active ? (int64)(PredT)(unsigned char)(p_word >> (8 * k)) : 0;
+            bool counted = count_sample(active, t, p, rules, invalid);
+            sink.add(counted, t, p, v * VEC + half * kUnrolledLabels + k);
+          }
+        }
+      } else {
+#pragma unroll
+        for (int k = 0; k < VEC; ++k) {
+          int64 t = active ? (int64)t_vector.value[k] : 0;
+          int64 p = active ? (int64)p_vector.value[k] : 0;
+          bool counted = count_sample(active, t, p, rules, invalid);
+          sink.add(counted, t, p, v * VEC + k);
+        }
       }
     }
     done = vectors * VEC;
