@@ -85,6 +85,10 @@ SCORE_PASS_MAX_REGISTERS = {"sm_80": 64, "sm_90": 64}
 # that the dense matrix pass keeps 32 warps on every SM. sm_100's ptxas takes
 # 76-80 (3 blocks), where 64 spill.
 REDUCE_MAX_REGISTERS = {"sm_80": 64, "sm_90": 64}
+# The label statistics pass (class_statistics, every label and weight type):
+# 64 registers, 32 resident warps per SM (1-byte labels took 64-72 while
+# their 16-byte vectors were unrolled whole; kernels/confusion.cu label_loop).
+CLASS_STATISTICS_MAX_REGISTERS = {"sm_80": 64, "sm_90": 64}
 
 
 # streaming_update (kernels/streaming.cu StreamMinBlocks): at most 64
@@ -151,6 +155,11 @@ def test_kernel_module_compiles(compiled, module, architecture):
             assert found.registers <= reduce_budget, (
                 f"{expression} uses {found.registers} registers on {architecture}, "
                 f"budget {reduce_budget}")
+        statistics_budget = CLASS_STATISTICS_MAX_REGISTERS.get(architecture)
+        if statistics_budget and expression.partition("<")[0] == "class_statistics":
+            assert found.registers <= statistics_budget, (
+                f"{expression} uses {found.registers} registers on {architecture}, "
+                f"budget {statistics_budget}")
         stream_budget = stream_budgets.get(_stream_update_kind(expression))
         if stream_budget:
             assert found.registers <= stream_budget, (
