@@ -780,8 +780,17 @@ __device__ RankAreas rank_areas(const C* positive, const C* negative, int64 stri
   return r;
 }
 
+// Blocks of 256 threads per SM streaming_compute is compiled for: 4, so 64
+// registers (ptxas's own choice was 64-74 on sm_90); sm_100 and later:
+// ptxas's own choice (at 64 it spills).
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 1000
+constexpr int kComputeMinBlocks = 0;
+#else
+constexpr int kComputeMinBlocks = 4;
+#endif
+
 template <typename C>
-__global__ void __launch_bounds__(kScoreBlockThreads)
+__global__ void __launch_bounds__(kScoreBlockThreads, kComputeMinBlocks)
 streaming_compute(const long long* config, const double* score_state, const C* histogram,
                   const uint64* exact_moments, const double* float_moments,
                   double* moments_out, double* pooled, unsigned int* ticket, double* out) {
