@@ -53,6 +53,13 @@ template <typename S>
 __device__ __forceinline__ bool same_score(S a, S b) {
   return rank_value(a) == rank_value(b);
 }
+// Halves are equal as floats where their bits are, but for NaN (never equal)
+// and +0 / -0 (equal): compared so, without widening them.
+__device__ __forceinline__ bool same_score(float16_bits a, float16_bits b) {
+  const unsigned int x = a.bits, y = b.bits;
+  if (x == y) return (x & 0x7fffu) <= 0x7c00u;
+  return ((x | y) & 0x7fffu) == 0u;
+}
 
 // One ranked position as pass 1 reads it.
 template <typename S>
@@ -349,27 +356,29 @@ rank_areas(const S* ranked_scores, const unsigned char* ranked_positive,
   const int64 start = (int64)blockIdx.x * blockDim.x * kRankItems;
   const int64 first = start + (int64)threadIdx.x * kRankItems;  // blocked: a thread's run
 
-  double positive_weight[kRankItems], negative_weight[kRankItems];
-  bool head[kRankItems], tail[kRankItems];
+  // Whether each position is positive, opens or closes its tie group: bits
+  // of three masks through the block scan, and the weights read again after
+  // it (from cache), rather than 16 doubles and 16 flags held (96 registers).
+  unsigned int positive = 0u, head = 0u, tail = 0u;
   RankRun run = {0.0, 0.0, 0, 0.0, 0.0};
 #pragma unroll
   for (int k = 0; k < kRankItems; ++k) {
     const int64 i = first + k;
-    positive_weight[k] = negative_weight[k] = 0.0;
-    head[k] = tail[k] = false;
     if (i >= n) continue;
     const S s = ranked_scores[i];
-    head[k] = i == 0 || !same_score(ranked_scores[i - 1], s);
-    tail[k] = i == n - 1 || !same_score(ranked_scores[i + 1], s);
+    const bool opens = i == 0 || !same_score(ranked_scores[i - 1], s);
+    if (opens) head |= 1u << k;
+    if (i == n - 1 || !same_score(ranked_scores[i + 1], s)) tail |= 1u << k;
     const double w = ranked_weight != nullptr ? ranked_weight[i] : 1.0;
-    (ranked_positive[i] ? positive_weight[k] : negative_weight[k]) = w;
-    if (head[k]) {
+    const bool is_positive = ranked_positive[i] != 0;
+    if (is_positive) positive |= 1u << k;
+    if (opens) {
       run.has_head = 1;
       run.head_positive = run.positive;
       run.head_negative = run.negative;
     }
-    run.positive += positive_weight[k];
-    run.negative += negative_weight[k];
+    run.positive += is_positive ? w : 0.0;
+    run.negative += is_positive ? 0.0 : w;
   }
   const RankRun before = block_exclusive_runs(run, warp_totals);
 
@@ -387,13 +396,16 @@ rank_areas(const S* ranked_scores, const unsigned char* ranked_positive,
   U128 twice_area = {0ull, 0ull};  // counts are exact integers in doubles (< 2^53)
 #pragma unroll
   for (int k = 0; k < kRankItems; ++k) {
-    if (head[k]) {
+    if (head & (1u << k)) {
       head_positive = cumulative_positive;
       head_negative = cumulative_negative;
     }
-    cumulative_positive += positive_weight[k];
-    cumulative_negative += negative_weight[k];
-    if (!tail[k]) continue;
+    const int64 i = first + k;
+    const double w = i >= n ? 0.0 : ranked_weight != nullptr ? ranked_weight[i] : 1.0;
+    const bool is_positive = (positive & (1u << k)) != 0u;
+    cumulative_positive += is_positive ? w : 0.0;
+    cumulative_negative += is_positive ? 0.0 : w;
+    if (!(tail & (1u << k))) continue;
     if (tile_twice_area != nullptr) {
       add_product(twice_area, (uint64)(cumulative_negative - head_negative),
                   (uint64)(cumulative_positive + head_positive));

@@ -87,9 +87,11 @@ REDUCE_MAX_REGISTERS = {"sm_80": 64, "sm_90": 64}
 # Kernels held to 64 registers (32 resident warps per SM) on sm_80 / sm_90
 # in every instantiation: the label statistics pass (1-byte labels took 64-72
 # while their 16-byte vectors were unrolled whole; kernels/confusion.cu
-# label_loop) and the stream's compute (its launch bound; 64-74 without).
-KERNEL_MAX_REGISTERS = {"sm_80": {"class_statistics": 64, "streaming_compute": 64},
-                        "sm_90": {"class_statistics": 64, "streaming_compute": 64}}
+# label_loop), the stream's compute (its launch bound; 64-74 without) and
+# the exact ranking's areas (rank_areas: 96-97 while each thread held its
+# positions' weights and flags through the block scan).
+_HELD_TO_64 = {"class_statistics": 64, "streaming_compute": 64, "rank_areas": 64}
+KERNEL_MAX_REGISTERS = {"sm_80": _HELD_TO_64, "sm_90": _HELD_TO_64}
 
 
 # streaming_update (kernels/streaming.cu StreamMinBlocks): at most 64

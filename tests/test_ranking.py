@@ -1022,6 +1022,24 @@ def test_rank_kernels_equal_reference(case, launches, rng, dtype, weighted, layo
     assert launches[len(path) - 1].grid == -(-n // _rank_tile(case))
 
 
+@pytest.mark.parametrize("weighted", (False, True), ids=("unweighted", "with-zeros"))
+@pytest.mark.parametrize("dtype", (np.float16, np.float32), ids=lambda d: np.dtype(d).name)
+def test_rank_areas_take_signed_zeros_for_one_score(case, rng, dtype, weighted):
+    """+0 and -0 are one score, one tie group, wherever the sort leaves them
+    (rank_areas compares halves by their bits, +0 / -0 and NaN apart), as are
+    other repeated values; the areas equal the NumPy ranked scan."""
+    from metrics_gpu.backends.numpy_backend import NUMPY_BACKEND
+    n = 2 * _rank_tile(case) + 5
+    scores = rng.choice(np.array([-0.0, 0.0, 0.5, -1.0, 2.0 ** -20], dtype=dtype), n)
+    is_positive = rng.random(n) < 0.4
+    weight = _weights(rng, n, "with-zeros") if weighted else None
+    for max_fpr in (None, 0.3):
+        expected = NUMPY_BACKEND.binary_rank_areas(scores, is_positive, weight, max_fpr)
+        got = case.impl.binary_rank_areas(case.put(scores), case.put(is_positive),
+                                          case.put(weight), max_fpr)
+        np.testing.assert_allclose(case.get(got), expected, rtol=RTOL, atol=1e-15)
+
+
 @pytest.mark.parametrize("layout", RANK_LAYOUTS)
 @pytest.mark.parametrize("weighted", (False, True), ids=("unweighted", "with-zeros"))
 @pytest.mark.parametrize("dtype", RANK_DTYPES, ids=lambda d: np.dtype(d).name)
