@@ -111,19 +111,24 @@ __device__ void rank_tile_state(const Ranks& ranks, int64 n, S* ranked_scores,
   const int64 start = (int64)blockIdx.x * blockDim.x * kRankItems;
   if (threadIdx.x == 0) last_head = -1;
 
-  double positive_weight[kRankItems], negative_weight[kRankItems];
+  // A position's weight and, as a bit of a mask, whether it is positive
+  // (not a positive and a negative weight each: 16 doubles through the
+  // barriers; the packed keys' weights are all 1, which the compiler sees).
+  double weight[kRankItems];
+  unsigned int positive = 0u;
 #pragma unroll
   for (int k = 0; k < kRankItems; ++k) {
     const int j = k * blockDim.x + threadIdx.x;
     const int64 i = start + j;
-    positive_weight[k] = negative_weight[k] = 0.0;
+    weight[k] = 0.0;
     if (i >= n) continue;
     const RankedItem<S> item = ranks(i);
     ranked_scores[i] = item.score;
     ranked_positive[i] = item.positive;
     if (ranked_weight != nullptr) ranked_weight[i] = item.weight;
     tile_scores[j] = item.score;
-    (item.positive ? positive_weight[k] : negative_weight[k]) = item.weight;
+    weight[k] = item.weight;
+    if (item.positive) positive |= 1u << k;
   }
   // The score ranked before the tile, read again (one per tile).
   const S before_tile = start > 0 ? ranks(start - 1).score : S();
@@ -146,11 +151,14 @@ __device__ void rank_tile_state(const Ranks& ranks, int64 n, S* ranked_scores,
 #pragma unroll
   for (int k = 0; k < kRankItems; ++k) {
     const int j = k * blockDim.x + threadIdx.x;
-    sums[0] += positive_weight[k];
-    sums[1] += negative_weight[k];
+    const bool is_positive = (positive & (1u << k)) != 0u;
+    const double positive_weight = is_positive ? weight[k] : 0.0;
+    const double negative_weight = is_positive ? 0.0 : weight[k];
+    sums[0] += positive_weight;
+    sums[1] += negative_weight;
     if (j < last_head) {
-      sums[2] += positive_weight[k];
-      sums[3] += negative_weight[k];
+      sums[2] += positive_weight;
+      sums[3] += negative_weight;
     }
   }
   block_sum(sums, scratch);
@@ -523,14 +531,15 @@ rank_curve_points(const S* ranked_scores, const unsigned char* ranked_positive,
 
   // This thread's run: (positive weight, negative weight, positive samples,
   // negative samples, group ends).
+  // Which positions end their group: bits of a mask through the block scan.
   double run[5] = {0.0, 0.0, 0.0, 0.0, 0.0};
-  bool tail[kRankItems];
+  unsigned int tail = 0u;
 #pragma unroll
   for (int k = 0; k < kRankItems; ++k) {
     const int64 i = first + k;
-    tail[k] = false;
     if (i >= n) continue;
-    tail[k] = i == n - 1 || !same_score(ranked_scores[i + 1], ranked_scores[i]);
+    const bool ends = i == n - 1 || !same_score(ranked_scores[i + 1], ranked_scores[i]);
+    if (ends) tail |= 1u << k;
     const bool is_positive = ranked_positive[i] != 0;
     const double w = ranked_weight != nullptr ? ranked_weight[i] : 1.0;
     const double seen = w > 0.0 ? 1.0 : 0.0;  // samples of some weight
@@ -539,7 +548,7 @@ rank_curve_points(const S* ranked_scores, const unsigned char* ranked_positive,
     run[1] += is_positive ? 0.0 : w;
     run[2] += is_positive ? seen : 0.0;
     run[3] += is_positive ? 0.0 : seen;
-    run[4] += tail[k] ? 1.0 : 0.0;
+    run[4] += ends ? 1.0 : 0.0;
   }
   if (!write) {
     double counts[3] = {run[4], run[2], run[3]};
@@ -565,7 +574,7 @@ rank_curve_points(const S* ranked_scores, const unsigned char* ranked_positive,
     const double w = ranked_weight != nullptr ? ranked_weight[i] : 1.0;
     (is_positive ? positive : negative) += w;
     (is_positive ? positives_seen : negatives_seen) += w > 0.0 ? 1.0 : 0.0;
-    if (!tail[k]) continue;
+    if (!(tail & (1u << k))) continue;
     double* out = points + 4 * point;
     out[0] = negative;
     out[1] = positive;

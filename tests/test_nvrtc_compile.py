@@ -88,9 +88,12 @@ REDUCE_MAX_REGISTERS = {"sm_80": 64, "sm_90": 64}
 # in every instantiation: the label statistics pass (1-byte labels took 64-72
 # while their 16-byte vectors were unrolled whole; kernels/confusion.cu
 # label_loop), the stream's compute (its launch bound; 64-74 without) and
-# the exact ranking's areas (rank_areas: 96-97 while each thread held its
-# positions' weights and flags through the block scan).
-_HELD_TO_64 = {"class_statistics": 64, "streaming_compute": 64, "rank_areas": 64}
+# the exact ranking's passes after the sort (rank_gather, rank_unpack_keys,
+# rank_areas, rank_curve_points: 68-97 while each thread held its positions'
+# weights and flags through the block's barriers).
+_HELD_TO_64 = {kernel: 64 for kernel in (
+    "class_statistics", "streaming_compute",
+    "rank_gather", "rank_unpack_keys", "rank_areas", "rank_curve_points")}
 KERNEL_MAX_REGISTERS = {"sm_80": _HELD_TO_64, "sm_90": _HELD_TO_64}
 
 
