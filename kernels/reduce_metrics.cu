@@ -453,12 +453,17 @@ __device__ __forceinline__ ClassRun class_run(int64 K, int64 length, unsigned in
 // class's negatives, the running sums of pass 1, the compacted classes) until
 // pass 6 writes them. Each pass keeps its sums in registers only while it
 // runs: its block totals wait in shared memory (Totals) for thread 0.
+// Not inlined: a call from either kernel, whether NVRTC builds the module's
+// instantiations together (the gate) or one alone (the runtime), where
+// inlined into a lone label_metrics_from_matrix it spilled on sm_90. The
+// call runs once, in one block.
 template <typename C>
-__device__ void evaluate_metrics(const C* true_positives, const C* support, const C* predicted,
-                                 double total, double misclassified, int64 K,
-                                 const unsigned char* selected, double linear, double quadratic,
-                                 double* out,
-                                 double* scratch /* shared, kMaxReduced * kWarpSize */) {
+__device__ __noinline__ void evaluate_metrics(const C* true_positives, const C* support,
+                                              const C* predicted, double total,
+                                              double misclassified, int64 K,
+                                              const unsigned char* selected, double linear,
+                                              double quadratic, double* out,
+                                              double* scratch /* shared: kMaxReduced * 32 */) {
   double* columns = out + kSlotCount;
   // Each class's negatives, in its specificity cell until pass 6 reads them
   // and writes the rate there.
@@ -952,11 +957,14 @@ __global__ void __launch_bounds__(mg::kMaxBlockThreads, mg::kReduceMinBlocks)
   __threadfence();
   __syncthreads();
   if (threadIdx.x == 0) {
-    const unsigned int done = (finishing & 1u) + (finishing >> 1);
+    // Read from shared memory again rather than kept through the finishing
+    // loops (its register was what spilled on sm_90).
+    const unsigned int finished = finishes;
+    const unsigned int done = (finished & 1u) + (finished >> 1);
     const unsigned int tasks = column_tiles + row_tiles;
     last_block = atomicAdd(&tickets[tasks], done) + done == tasks;
-    if (finishing & 1u) tickets[column_tile] = 0u;
-    if (finishing & 2u) tickets[column_tiles + row_tile] = 0u;
+    if (finished & 1u) tickets[column_tile] = 0u;
+    if (finished & 2u) tickets[column_tiles + row_tile] = 0u;
     if (last_block) tickets[tasks] = 0u;
   }
   __syncthreads();

@@ -174,6 +174,31 @@ def test_kernel_module_compiles(compiled, module, architecture):
                 f"budget {stream_budget}")
 
 
+# The runtime compiles each instantiation on its own
+# (metrics_gpu/backends/cuda.py compiled_instantiation), the gate a module's
+# instantiations together, and ptxas need not agree: a device function that
+# several kernels of a module call (evaluate_metrics, called by both
+# reductions) is inlined into a lone kernel but called from the module's. At
+# e.g. 47fd3b3 the module build of reduce_metrics.cu had no spill and
+# label_metrics_from_matrix<long long> alone spilled 16 / 48 bytes on sm_90.
+# The reductions, alone, as the runtime builds them:
+@pytest.mark.nvrtc_gate
+@pytest.mark.parametrize("architecture", NO_SPILL_ARCHITECTURES)
+def test_reductions_compiled_alone_do_not_spill(nvrtc, architecture):
+    module = next(m for m in KERNEL_MODULES if m.source == "reduce_metrics.cu")
+    budget = REDUCE_MAX_REGISTERS.get(architecture)
+    for expression in module.name_expressions:
+        outcome = nvrtc_gate.compile_module(
+            (kernel_directory() / module.source).read_text(), module.source, [expression],
+            nvrtc_gate.module_options(), architecture=architecture)
+        found = outcome.resources[expression]
+        assert not (found.spill_stores or found.spill_loads), (
+            f"{expression} alone spills {found.spill_stores} / {found.spill_loads} bytes "
+            f"on {architecture}")
+        assert budget is None or found.registers <= budget, (
+            f"{expression} alone uses {found.registers} registers on {architecture}")
+
+
 def test_kernel_table_lists_every_cu_file():
     """A ``.cu`` added to kernels/ without a KERNEL_MODULES entry is never compiled."""
     on_disk = {path.name for path in kernel_directory().glob("*.cu")}
