@@ -279,7 +279,9 @@ __device__ __forceinline__ unsigned int lane_index() { return threadIdx.x % kWar
 // them and hands it the other half; a plain butterfly over the lanes left
 // then finishes. The same pairs are added at every step as in R butterflies,
 // and a + b == b + a, so the bits are theirs. Lane l returns the sum of
-// value[l / (kWarpSize / R)]; `value` is used up.
+// value[l / (kWarpSize / R)]; `value` is used up. Used at R = 4
+// (reduce_tile); at R = 16 (tried for multilabel_update's row slots) NVVM
+// left the loop over `half` rolled and put `value` on the stack.
 template <int R, typename T>
 __device__ __forceinline__ T warp_sums(T (&value)[R]) {
   static_assert(R >= 1 && R <= kWarpSize && (R & (R - 1)) == 0,

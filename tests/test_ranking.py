@@ -998,6 +998,17 @@ def _rank_tile(case) -> int:
     return min(case.device.block_threads, RANK_MAX_BLOCK_THREADS) * RANK_ITEMS_PER_THREAD
 
 
+def _assert_rank_areas_equal_reference(case, scores, is_positive, weight):
+    """ROC AUC, partial AUC (max_fpr 0.3) and AP of the kernels equal the
+    NumPy ranked scan's."""
+    from metrics_gpu.backends.numpy_backend import NUMPY_BACKEND
+    for max_fpr in (None, 0.3):
+        expected = NUMPY_BACKEND.binary_rank_areas(scores, is_positive, weight, max_fpr)
+        got = case.impl.binary_rank_areas(case.put(scores), case.put(is_positive),
+                                          case.put(weight), max_fpr)
+        np.testing.assert_allclose(case.get(got), expected, rtol=RTOL, atol=1e-15)
+
+
 @pytest.mark.parametrize("layout", RANK_LAYOUTS)
 @pytest.mark.parametrize("weighted", (False, True), ids=("unweighted", "with-zeros"))
 @pytest.mark.parametrize("dtype", RANK_DTYPES, ids=lambda d: np.dtype(d).name)
@@ -1005,15 +1016,10 @@ def test_rank_kernels_equal_reference(case, launches, rng, dtype, weighted, layo
     """ROC AUC, partial AUC and average precision from the two passes of
     kernels/ranking.cu equal the NumPy ranked scan, for ties inside one tile,
     across tile boundaries and over the whole input."""
-    from metrics_gpu.backends.numpy_backend import NUMPY_BACKEND
     n = 3 * _rank_tile(case) + 37  # a partial last tile
     scores, is_positive = _rank_case(rng, n, dtype, layout)
     weight = _weights(rng, n, "with-zeros") if weighted else None
-    for max_fpr in (None, 0.3):
-        expected = NUMPY_BACKEND.binary_rank_areas(scores, is_positive, weight, max_fpr)
-        got = case.impl.binary_rank_areas(case.put(scores), case.put(is_positive),
-                                          case.put(weight), max_fpr)
-        np.testing.assert_allclose(case.get(got), expected, rtol=RTOL, atol=1e-15)
+    _assert_rank_areas_equal_reference(case, scores, is_positive, weight)
     # Unweighted scores of at most 32 bits sort packed 32-bit keys, split by
     # sign; others gather.
     packed = not weighted and np.dtype(dtype).itemsize <= 4 and dtype != np.uint64
@@ -1028,16 +1034,11 @@ def test_rank_areas_take_signed_zeros_for_one_score(case, rng, dtype, weighted):
     """+0 and -0 are one score, one tie group, wherever the sort leaves them
     (rank_areas compares halves by their bits, +0 / -0 and NaN apart), as are
     other repeated values; the areas equal the NumPy ranked scan."""
-    from metrics_gpu.backends.numpy_backend import NUMPY_BACKEND
     n = 2 * _rank_tile(case) + 5
     scores = rng.choice(np.array([-0.0, 0.0, 0.5, -1.0, 2.0 ** -20], dtype=dtype), n)
     is_positive = rng.random(n) < 0.4
     weight = _weights(rng, n, "with-zeros") if weighted else None
-    for max_fpr in (None, 0.3):
-        expected = NUMPY_BACKEND.binary_rank_areas(scores, is_positive, weight, max_fpr)
-        got = case.impl.binary_rank_areas(case.put(scores), case.put(is_positive),
-                                          case.put(weight), max_fpr)
-        np.testing.assert_allclose(case.get(got), expected, rtol=RTOL, atol=1e-15)
+    _assert_rank_areas_equal_reference(case, scores, is_positive, weight)
 
 
 @pytest.mark.parametrize("layout", RANK_LAYOUTS)
