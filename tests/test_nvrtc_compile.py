@@ -79,20 +79,18 @@ NO_SPILL_ARCHITECTURES = ("sm_80", "sm_90", "sm_100")
 # 64 registers give 32 resident warps per SM. sm_100's ptxas takes up to 80
 # for the same code.
 SCORE_PASS_MAX_REGISTERS = {"sm_80": 64, "sm_90": 64}
-# The label-metric reductions (both templates, both count types): 64
-# registers, the 4 blocks of 256 threads per SM of their launch bounds, so
-# that the dense matrix pass keeps 32 warps on every SM. sm_100's ptxas takes
-# 76-80 (3 blocks), where 64 spill.
-REDUCE_MAX_REGISTERS = {"sm_80": 64, "sm_90": 64}
 # Kernels held to 64 registers (32 resident warps per SM) on sm_80 / sm_90
-# in every instantiation: the label statistics pass (1-byte labels took 64-72
+# in every instantiation: the label-metric reductions (REDUCE_KERNELS, the 4
+# blocks of 256 threads per SM of their launch bounds, so that the dense
+# matrix pass keeps 32 warps on every SM; sm_100's ptxas takes 64-80, where
+# 64 would spill), the label statistics pass (1-byte labels took 64-72
 # while their 16-byte vectors were unrolled whole; kernels/confusion.cu
 # label_loop), the stream's compute (its launch bound; 64-74 without) and
 # the exact ranking's passes after the sort (rank_gather, rank_unpack_keys,
 # rank_areas, rank_curve_points: 68-97 while each thread held its positions'
 # weights and flags through the block's barriers).
 _HELD_TO_64 = {kernel: 64 for kernel in (
-    "class_statistics", "streaming_compute",
+    *REDUCE_KERNELS, "class_statistics", "streaming_compute",
     "rank_gather", "rank_unpack_keys", "rank_areas", "rank_curve_points")}
 KERNEL_MAX_REGISTERS = {"sm_80": _HELD_TO_64, "sm_90": _HELD_TO_64}
 
@@ -150,17 +148,12 @@ def test_kernel_module_compiles(compiled, module, architecture):
                     if found.spill_stores or found.spill_loads}
         assert not spilling, f"register spills (bytes stored, loaded) on {architecture}: {spilling}"
     budget = SCORE_PASS_MAX_REGISTERS.get(architecture)
-    reduce_budget = REDUCE_MAX_REGISTERS.get(architecture)
     stream_budgets = STREAM_UPDATE_MAX_REGISTERS.get(architecture, {})
     for expression, found in outcome.resources.items():
         if budget and _score_type(expression) not in (None, "double"):
             assert found.registers <= budget, (
                 f"{expression} uses {found.registers} registers on {architecture}, "
                 f"budget {budget}")
-        if reduce_budget and expression.partition("<")[0] in REDUCE_KERNELS:
-            assert found.registers <= reduce_budget, (
-                f"{expression} uses {found.registers} registers on {architecture}, "
-                f"budget {reduce_budget}")
         kernel_budget = KERNEL_MAX_REGISTERS.get(architecture, {}).get(
             expression.partition("<")[0])
         if kernel_budget:
@@ -186,8 +179,8 @@ def test_kernel_module_compiles(compiled, module, architecture):
 @pytest.mark.parametrize("architecture", NO_SPILL_ARCHITECTURES)
 def test_reductions_compiled_alone_do_not_spill(nvrtc, architecture):
     module = next(m for m in KERNEL_MODULES if m.source == "reduce_metrics.cu")
-    budget = REDUCE_MAX_REGISTERS.get(architecture)
     for expression in module.name_expressions:
+        budget = KERNEL_MAX_REGISTERS.get(architecture, {}).get(expression.partition("<")[0])
         outcome = nvrtc_gate.compile_module(
             (kernel_directory() / module.source).read_text(), module.source, [expression],
             nvrtc_gate.module_options(), architecture=architecture)
