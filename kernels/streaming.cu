@@ -41,12 +41,13 @@
 // streaming_update<TrueT, PredT, W, C, FEATURES>: FEATURES (bits kStream*,
 // 0 for labels) compiles in only what a state and input layout use: wide
 // rows, or the thresholds histogram (the host instantiates rows, wide rows,
-// and rows with the histogram). A score instantiation without the histogram
-// holds at most 64 registers on sm_80 / sm_90 (80 for double scores;
-// StreamMinBlocks) with no spill: its score sums, kappa moments and totals
-// sit in per-thread shared columns (ThreadColumn), its config is read from a
-// shared copy where used, and the checks are shared atomics of the rare
-// rows left out.
+// and rows with the histogram). A score instantiation holds at most 64
+// registers on sm_80 / sm_90 (with the histogram: 80 on sm_90, and for
+// double scores on sm_80; StreamMinBlocks) with no spill: its score sums,
+// kappa moments and totals sit in per-thread shared columns (ThreadColumn),
+// its config and the addresses of its dynamic shared memory
+// (StreamSharedLayout) are read from a shared copy where used, and the
+// checks are shared atomics of the rare rows left out.
 // Launch shape: blocks of whole warps (<= kScoreBlockThreads); `group` lanes
 // per score row as in scores.cu (1 for labels, and for channel-first maps,
 // whose consecutive positions are consecutive threads: each class's read is
@@ -357,27 +358,61 @@ constexpr int kStreamRanking = 2;   // the (2, K, H) thresholds histogram
 // ptxas's register budget, as blocks of 256 threads an SM must hold (the
 // launch bound's second argument; bench/kernel_resources.py shows each
 // choice, and the NVRTC gate fails on a spill on sm_80, sm_90 and sm_100):
-// * 4 for scores of 32 bits and fewer: 64 registers, half the warps of an
-//   SM on sm_80 / sm_90 (sm_100's ptxas spills there: 3, 80 registers);
-// * 3 for double scores (80 registers; sm_100: 2);
-// * 2 for the thresholds histogram (kStreamRanking): its double exp,
-//   division and bin of every column, beside the row's scan, spill at 80
-//   in some instantiations;
+// * 4 for scores, double ones included: 64 registers, half the warps of an
+//   SM (sm_100's ptxas spills there: 3, 80 registers);
+// * for the thresholds histogram (kStreamRanking), whose double exp,
+//   division and bin of every column come beside the row's scan: 4 on
+//   sm_80 - sm_89 (64 registers; double scores spill there: 3), 3 on sm_75,
+//   sm_90 and sm_100 (80; sm_90 takes 69-80, and at 64 most of its
+//   instantiations spill 4 - 180 bytes);
 // * ptxas's own choice for labels (38-56 registers, 40-48 warps per SM), but
 //   on sm_100, where it takes 32 and spills: 1 (56-68 registers).
+// What keeps the scores within these: the values the row loop does not need
+// each row (class and cell counts, flags, bin counts, the shared-memory
+// layout, the grid step) are read again from shared memory where used.
 template <typename PredT, int FEATURES>
 struct StreamMinBlocks {
+  static constexpr bool kDouble = sizeof(PredT) == sizeof(double);
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 1000
-  static constexpr int kLabels = 1, kRows = 3, kDoubleRows = 2;
+  static constexpr int kLabels = 1, kRows = 3, kRanking = 3;
+#elif defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+  static constexpr int kLabels = 0, kRows = 4, kRanking = 3;
+#elif defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
+  static constexpr int kLabels = 0, kRows = 4, kRanking = kDouble ? 3 : 4;
 #else
-  static constexpr int kLabels = 0, kRows = 4, kDoubleRows = 3;
+  static constexpr int kLabels = 0, kRows = 4, kRanking = 3;
 #endif
-  static constexpr int value =
-      !is_stream_score<PredT>::value
-          ? kLabels
-          : ((FEATURES & kStreamRanking) != 0
-                 ? 2
-                 : (sizeof(PredT) == sizeof(double) ? kDoubleRows : kRows));
+  static constexpr int value = !is_stream_score<PredT>::value            ? kLabels
+                               : (FEATURES & kStreamRanking) != 0 ? kRanking
+                                                                  : kRows;
+};
+
+// The block's dynamic shared memory, in order: 3 n_bins BinCells, the top-k
+// buckets ((num_top_k + 1) * blockDim.x doubles, where score sums are kept),
+// the 3K + 2 cells (kCfgPrivatize), the (2, K, H) thresholds histogram
+// (kCfgPrivateHistogram). Each part's address is found from the shared
+// config where used, not held across the row loop: a 64-bit address held
+// there costs score instantiations registers (the histogram's spilled).
+// Label instantiations have no bins or buckets: their cells start at 0.
+template <typename C, bool kScores>
+struct StreamSharedLayout {
+  unsigned char* dynamic;
+  StreamSettings settings;
+  bool score_sums;  // score_state given: uniform
+  __device__ BinCell* bins() const { return reinterpret_cast<BinCell*>(dynamic); }
+  __device__ int top_k_buckets() const {
+    const int num_top_k = kScores ? (int)settings[kCfgNumTopK] : 0;
+    return score_sums && num_top_k > 0 ? num_top_k + 1 : 0;
+  }
+  __device__ double* buckets() const {
+    return reinterpret_cast<double*>(bins() + (kScores ? 3 * settings[kCfgBins] : 0));
+  }
+  __device__ C* cells() const {
+    return reinterpret_cast<C*>(buckets() + (size_t)top_k_buckets() * blockDim.x);
+  }
+  __device__ C* histogram() const {
+    return cells() + (settings[kCfgPrivatize] != 0 ? 3 * settings[kCfgClasses] + 2 : 0);
+  }
 };
 
 // The checks of a block: rows left out, and the first of each kind, added
@@ -399,10 +434,12 @@ streaming_update(const TrueT* y_true, const PredT* preds, const W* weight, int64
   constexpr bool kWide = kScores && (FEATURES & kStreamWideRows) != 0;
   constexpr bool kRanking = kScores && (FEATURES & kStreamRanking) != 0;
   typedef typename StreamWiden<PredT>::type F;
-  const int64 K = config[kCfgClasses];
-  const int n_bins = kScores ? (int)config[kCfgBins] : 0;
-  const bool privatize = config[kCfgPrivatize] != 0;
-  const int num_top_k = kScores ? (int)config[kCfgNumTopK] : 0;
+  // K, n_bins, num_top_k, the flags and the cell counts: read again after
+  // the row loop rather than held across it.
+  int64 K = config[kCfgClasses];
+  int n_bins = kScores ? (int)config[kCfgBins] : 0;
+  bool privatize = config[kCfgPrivatize] != 0;
+  int num_top_k = kScores ? (int)config[kCfgNumTopK] : 0;
   __shared__ long long shared_config[kCfgSize];
   for (int i = threadIdx.x; i < kCfgSize; i += blockDim.x) shared_config[i] = config[i];
   const StreamSettings settings{shared_config};
@@ -417,23 +454,21 @@ streaming_update(const TrueT* y_true, const PredT* preds, const W* weight, int64
   __shared__ unsigned int last_block;
   __shared__ long long limits[kMaxTopK];
   MG_DYNAMIC_SHARED(unsigned char, dynamic);
-  BinCell* bins = reinterpret_cast<BinCell*>(dynamic);
-  // Top-k buckets only where score sums are kept (score_state: uniform).
-  const int top_k_buckets = score_state != nullptr && num_top_k > 0 ? num_top_k + 1 : 0;
-  double* buckets = reinterpret_cast<double*>(bins + 3 * n_bins);
-  C* cells_shared = reinterpret_cast<C*>(buckets + (size_t)top_k_buckets * blockDim.x);
-  const int64 cell_count = 3 * K + 2;
-  for (int i = threadIdx.x; i < 3 * n_bins; i += blockDim.x) bins[i].fixed = 0ull;
+  const StreamSharedLayout<C, kScores> layout{dynamic, settings, score_state != nullptr};
+  __syncthreads();  // the shared config, which the layout reads
+  const int top_k_buckets = layout.top_k_buckets();
+  int64 cell_count = 3 * K + 2;
+  for (int i = threadIdx.x; i < 3 * n_bins; i += blockDim.x) layout.bins()[i].fixed = 0ull;
   for (int i = threadIdx.x; i < num_top_k; i += blockDim.x) limits[i] = config[kCfgTopK + i];
-  for (int j = 0; j < top_k_buckets; ++j) buckets[j * blockDim.x + threadIdx.x] = 0.0;
+  for (int j = 0; j < top_k_buckets; ++j) layout.buckets()[j * blockDim.x + threadIdx.x] = 0.0;
   if (privatize) {
+    C* cells_shared = layout.cells();
     for (int64 i = threadIdx.x; i < cell_count; i += blockDim.x) cells_shared[i] = C(0);
   }
-  // The block's thresholds histogram, after the cells, where it fits.
-  C* histogram_shared = cells_shared + (privatize ? cell_count : 0);
-  const int64 histogram_cells = kRanking ? 2 * K * config[kCfgThresholds] : 0;
-  const bool private_histogram = kRanking && config[kCfgPrivateHistogram] != 0;
+  int64 histogram_cells = kRanking ? 2 * K * config[kCfgThresholds] : 0;
+  bool private_histogram = kRanking && config[kCfgPrivateHistogram] != 0;
   if (private_histogram) {
+    C* histogram_shared = layout.histogram();
     for (int64 i = threadIdx.x; i < histogram_cells; i += blockDim.x) histogram_shared[i] = C(0);
   }
   if (threadIdx.x < kChecks) {
@@ -458,8 +493,17 @@ streaming_update(const TrueT* y_true, const PredT* preds, const W* weight, int64
   // Unweighted calibration bins in fixed point (exact, bit-identical);
   // weighted ones as doubles. (Only unit_weight instantiations are launched
   // without weights: the host gives float counts weights of 1.0.)
-  const bool fixed_bins = CountedBins<W>::value && n_bins > 0;
-  const int shift = fixed_bins ? bin_fixed_shift(nullptr, n) : 0;
+  bool fixed_bins = CountedBins<W>::value && n_bins > 0;
+  const int group = kWide ? kWarpSize : (kScores ? (int)config[kCfgGroup] : 1);
+  // The bins' fixed-point shift and the rows of a grid step (< 2^31 threads)
+  // in shared memory, read where used, like the config: held in registers
+  // across the row loop they spilled (thresholds histogram).
+  __shared__ int shift;
+  __shared__ unsigned int rows_per_step;
+  if (threadIdx.x == 0) {
+    shift = fixed_bins ? bin_fixed_shift(nullptr, n) : 0;
+    rows_per_step = (unsigned int)grid_threads() / (unsigned int)group;
+  }
   __syncthreads();
 
   C total[1] = {C(0)};
@@ -467,14 +511,12 @@ streaming_update(const TrueT* y_true, const PredT* preds, const W* weight, int64
   C misclassified = C(0);
   StreamMoments<C> moments;  // label instantiations
 
-  const int group = kWide ? kWarpSize : (kScores ? (int)config[kCfgGroup] : 1);
   // K < 2^31 as an int, and the counts' cells where used: fewer registers
   // held across the row loop.
   const int classes = (int)K;
   const unsigned int lane = lane_index();
   const bool leader = lane % (unsigned int)group == 0;
-  const int64 rows_per_step = grid_threads() / group;
-  for (int64 base = global_warp_base() / group; base < n; base += rows_per_step) {
+  for (int64 base = global_warp_base() / group; base < n; base += read_fresh(&rows_per_step)) {
     const int64 row = base + lane / group;
     const bool active = row < n;
     const int64 t = active ? (int64)y_true[row] : 0;
@@ -528,18 +570,21 @@ streaming_update(const TrueT* y_true, const PredT* preds, const W* weight, int64
         // The per-row terms of fused_logits_pass (scores.cu add_row_terms).
         add_row_terms(r, t, z_t, w, from_logits, __longlong_as_double(settings[kCfgClipEpsBits]),
                       false, column_sums, confidence, correct);
-        if (top_k_buckets > 0)
-          buckets[top_k_bucket(r.rank, limits, num_top_k) * blockDim.x + threadIdx.x] += w;
+        if (layout.top_k_buckets() > 0) {
+          const int bucket = top_k_bucket(r.rank, limits, (int)settings[kCfgNumTopK]);
+          layout.buckets()[bucket * blockDim.x + threadIdx.x] += w;
+        }
       }
-      if (n_bins > 0) {  // the whole warp: add_to_bin shuffles
-        const int bin = valid && leader ? calibration_bin(confidence, n_bins) : -1;
+      const int row_bins = (int)settings[kCfgBins];
+      if (row_bins > 0) {  // the whole warp: add_to_bin shuffles
+        const int bin = valid && leader ? calibration_bin(confidence, row_bins) : -1;
         const double w_confidence = w * (confidence == confidence ? confidence : 0.0);
         if (CountedBins<W>::value) {  // unweighted: 32-bit counts, fixed-point confidence
-          add_to_bin(bins, n_bins, bin, valid && leader ? 1u : 0u,
-                     valid && leader ? to_fixed(w_confidence, shift) : 0ull,
+          add_to_bin(layout.bins(), row_bins, bin, valid && leader ? 1u : 0u,
+                     valid && leader ? to_fixed(w_confidence, read_fresh(&shift)) : 0ull,
                      valid && leader && correct != 0.0 ? 1u : 0u);
         } else {
-          add_to_bin(bins, n_bins, bin, valid && leader ? w : 0.0,
+          add_to_bin(layout.bins(), row_bins, bin, valid && leader ? w : 0.0,
                      valid && leader ? w_confidence : 0.0, valid && leader ? w * correct : 0.0);
         }
       }
@@ -565,7 +610,7 @@ streaming_update(const TrueT* y_true, const PredT* preds, const W* weight, int64
       const C w_count = count_of<C>(weight, row);
       const int64 k = classes;
       if (settings[kCfgMatrix] != 0) atomicAdd(&matrix[t * k + p], w_count);
-      C* cells = settings[kCfgPrivatize] != 0 ? cells_shared : counts;
+      C* cells = settings[kCfgPrivatize] != 0 ? layout.cells() : counts;
       if (t == p) atomicAdd(&cells[t], w_count);
       atomicAdd(&cells[k + t], w_count);
       atomicAdd(&cells[2 * k + p], w_count);
@@ -589,8 +634,10 @@ streaming_update(const TrueT* y_true, const PredT* preds, const W* weight, int64
         const bool from_logits = settings[kCfgFromLogits] != 0;
         const int64 column_stride = kWide ? 1 : settings[kCfgColumnStride];
         const C w_count = count_of<C>(weight, row);
-        C* cells_of = settings[kCfgPrivateHistogram] != 0 ? histogram_shared : histogram;
-        for (int64 c = (int64)(lane % (unsigned int)group); c < classes; c += group) {
+        C* cells_of = settings[kCfgPrivateHistogram] != 0 ? layout.histogram() : histogram;
+        // The group read again: held from the row loop's start it spilled.
+        const int lanes = kWide ? kWarpSize : (int)settings[kCfgGroup];
+        for (int64 c = (int64)(lane_index() % (unsigned int)lanes); c < classes; c += lanes) {
           const double v = (double)widen(ranked_row[c * column_stride]);
           const double probability = from_logits ? exp(v - ranked_max) / ranked_sum : v;
           const int64 b = calibration_bin(probability, thresholds);
@@ -602,13 +649,24 @@ streaming_update(const TrueT* y_true, const PredT* preds, const W* weight, int64
   }
 
   // The block's counts: shared cells to the state, moments, total, checks.
+  // The class and cell counts and the privatisation flags read again from
+  // the shared config rather than held in registers across the row loop
+  // (where the thresholds histogram's instantiations spilled them).
+  K = settings[kCfgClasses];
+  cell_count = 3 * K + 2;
+  histogram_cells = kRanking ? 2 * K * settings[kCfgThresholds] : 0;
+  privatize = settings[kCfgPrivatize] != 0;
+  private_histogram = kRanking && settings[kCfgPrivateHistogram] != 0;
+  n_bins = kScores ? (int)settings[kCfgBins] : 0;
+  num_top_k = kScores ? (int)settings[kCfgNumTopK] : 0;
+  fixed_bins = CountedBins<W>::value && n_bins > 0;
   if constexpr (kScores) {
     total[0] = total_column[threadIdx.x];
     weight_sum = weight_column[threadIdx.x];
   }
   block_sum(total, count_scratch);
   if (threadIdx.x == 0 && total[0] != C(0)) {
-    atomicAdd(privatize ? &cells_shared[3 * K] : &counts[3 * K], total[0]);
+    atomicAdd(privatize ? &layout.cells()[3 * K] : &counts[3 * K], total[0]);
   }
   if constexpr (SumsWeights<W, C>::value) {  // the whole block sums
     double weight_sums[1] = {weight_sum};
@@ -625,7 +683,7 @@ streaming_update(const TrueT* y_true, const PredT* preds, const W* weight, int64
     for (int offset = kWarpSize / 2; offset > 0; offset >>= 1)
       misclassified += __shfl_xor_sync(kFullWarp, misclassified, offset);
     if (lane == 0 && misclassified != C(0)) {
-      atomicAdd(privatize ? &cells_shared[3 * K + 1] : &counts[3 * K + 1], misclassified);
+      atomicAdd(privatize ? &layout.cells()[3 * K + 1] : &counts[3 * K + 1], misclassified);
     }
     moments.flush(exact_moments, float_moments);
   } else {
@@ -643,12 +701,14 @@ streaming_update(const TrueT* y_true, const PredT* preds, const W* weight, int64
     atomicAdd(&counts[3 * K + 1], misclassified_shared[0]);
   }
   if (privatize) {
+    const C* cells_shared = layout.cells();
     for (int64 i = threadIdx.x; i < cell_count; i += blockDim.x) {
       const C value = cells_shared[i];
       if (value != C(0)) atomicAdd(&counts[i], value);
     }
   }
   if (private_histogram) {
+    const C* histogram_shared = layout.histogram();
     for (int64 i = threadIdx.x; i < histogram_cells; i += blockDim.x) {
       const C value = histogram_shared[i];
       if (value != C(0)) atomicAdd(&histogram[i], value);
@@ -665,10 +725,11 @@ streaming_update(const TrueT* y_true, const PredT* preds, const W* weight, int64
     if (threadIdx.x == 0) {
       for (int i = 0; i < kScalarSlots; ++i) own[i] = sums[i];
     }
-    top_k_block_hits(buckets, limits, num_top_k, scratch, own + kScalarSlots);
+    top_k_block_hits(layout.buckets(), limits, num_top_k, scratch, own + kScalarSlots);
     for (int i = threadIdx.x; i < 3 * n_bins; i += blockDim.x) {
       const bool count = CountedBins<W>::value && (i < n_bins || i >= 2 * n_bins);
-      own[kScalarSlots + num_top_k + i] = bin_cell_value(bins[i], count, fixed_bins, shift);
+      own[kScalarSlots + num_top_k + i] =
+          bin_cell_value(layout.bins()[i], count, fixed_bins, read_fresh(&shift));
     }
   }
   // The last block to finish adds the partials in block order into the state

@@ -96,25 +96,28 @@ KERNEL_MAX_REGISTERS = {"sm_80": _HELD_TO_64, "sm_90": _HELD_TO_64}
 
 
 # streaming_update (kernels/streaming.cu StreamMinBlocks): at most 64
-# registers for labels and for scores of 32 bits and fewer (32 resident warps
-# per SM), 80 for double scores; the thresholds histogram (feature
-# kStreamRanking) is left to its launch bound of 2 blocks (128).
-STREAM_UPDATE_MAX_REGISTERS = {"sm_80": {"labels": 64, "scores": 64, "double": 80},
-                               "sm_90": {"labels": 64, "scores": 64, "double": 80}}
+# registers for labels and for scores, double ones included (32 resident
+# warps per SM); with the thresholds histogram (feature kStreamRanking), 64
+# on sm_80 for scores of 32 bits and fewer and 80 otherwise.
+STREAM_UPDATE_MAX_REGISTERS = {
+    "sm_80": {"labels": 64, "scores": 64, "double": 64, "histogram": 64, "double histogram": 80},
+    "sm_90": {"labels": 64, "scores": 64, "double": 64, "histogram": 80, "double histogram": 80}}
 
 
 def _stream_update_kind(expression: str) -> str | None:
     """What bounds a streaming_update instantiation's registers: "labels",
-    "scores", "double", or None (another kernel, or the histogram's)."""
+    "scores", "double", "histogram", "double histogram", or None (another
+    kernel)."""
     kernel, _, arguments = expression.partition("<")
     if kernel != "streaming_update":
         return None
     true_type, pred_type, *_, features = (a.strip() for a in arguments.rstrip(">").split(","))
-    if int(features) & STREAM_RANKING:
-        return None
     if pred_type == true_type:
         return "labels"
-    return "double" if pred_type == "double" else "scores"
+    kind = "double" if pred_type == "double" else "scores"
+    if int(features) & STREAM_RANKING:
+        return "histogram" if kind == "scores" else "double histogram"
+    return kind
 
 
 def _score_type(expression: str) -> str | None:
@@ -200,9 +203,9 @@ def test_kernel_table_lists_every_cu_file():
     assert listed <= on_disk, f"listed but missing from kernels/: {sorted(listed - on_disk)}"
 
 
-def test_stream_update_budgets_name_every_instantiation_but_the_histograms():
+def test_stream_update_budgets_name_every_instantiation():
     """The gate's register budgets of streaming_update reach every
-    instantiation of the table but those with the thresholds histogram."""
+    instantiation of the table, the thresholds histogram's included."""
     from metrics_gpu.backends.launchers.streaming import MODULE
 
     kinds = {expression: _stream_update_kind(expression)
@@ -211,11 +214,15 @@ def test_stream_update_budgets_name_every_instantiation_but_the_histograms():
     assert _stream_update_kind(labels) == "labels"
     assert _stream_update_kind("streaming_update<int, float, float, double, 1>") == "scores"
     assert _stream_update_kind("streaming_update<long long, double, double, double, 0>") == "double"
-    assert _stream_update_kind("streaming_update<int, float, float, double, 3>") is None
+    assert _stream_update_kind("streaming_update<int, float, float, double, 2>") == "histogram"
+    assert _stream_update_kind(
+        "streaming_update<int, double, float, double, 2>") == "double histogram"
     assert _stream_update_kind("fused_logits_pass<int, float, float>") is None
-    unbounded = {e for e, kind in kinds.items() if kind is None}
-    assert unbounded == {e for e in kinds if int(e.rstrip(">").rsplit(",", 1)[1]) & STREAM_RANKING}
-    assert len(unbounded) == len(kinds) - 8 - 64  # 8 label and 64 score instantiations bounded
+    for architecture, budgets in STREAM_UPDATE_MAX_REGISTERS.items():
+        assert set(kinds.values()) == set(budgets), architecture
+    histograms = {e for e, kind in kinds.items() if kind.endswith("histogram")}
+    assert histograms == {e for e in kinds if int(e.rstrip(">").rsplit(",", 1)[1]) & STREAM_RANKING}
+    assert len(kinds) == 8 + 64 + 32  # labels, scores without and with the histogram
 
 
 def test_kernel_table_has_no_duplicates():
