@@ -195,6 +195,37 @@ def test_reductions_compiled_alone_do_not_spill(nvrtc, architecture):
             f"{expression} alone uses {found.registers} registers on {architecture}")
 
 
+# streaming_update's instantiations nearest their budgets (the thresholds
+# histogram's, double scores'), alone as the runtime builds them: the gate's
+# module build and these agreed at 4d51d2e, a sample of the 104, as building
+# each alone for every architecture would cost minutes.
+STREAM_UPDATE_ALONE = (
+    "streaming_update<long long, float, mg::unit_weight, unsigned long long, 2>",
+    "streaming_update<long long, double, long long, unsigned long long, 2>",
+    "streaming_update<int, double, float, double, 0>",
+)
+
+
+@pytest.mark.nvrtc_gate
+@pytest.mark.parametrize("architecture", NO_SPILL_ARCHITECTURES)
+def test_streaming_update_compiled_alone_within_budget(nvrtc, architecture):
+    from metrics_gpu.backends.launchers.streaming import MODULE
+
+    assert set(STREAM_UPDATE_ALONE) <= set(MODULE.name_expressions)
+    budgets = STREAM_UPDATE_MAX_REGISTERS.get(architecture, {})
+    for expression in STREAM_UPDATE_ALONE:
+        outcome = nvrtc_gate.compile_module(
+            (kernel_directory() / MODULE.source).read_text(), MODULE.source, [expression],
+            nvrtc_gate.module_options(), architecture=architecture)
+        found = outcome.resources[expression]
+        assert not (found.spill_stores or found.spill_loads), (
+            f"{expression} alone spills {found.spill_stores} / {found.spill_loads} bytes "
+            f"on {architecture}")
+        budget = budgets.get(_stream_update_kind(expression))
+        assert budget is None or found.registers <= budget, (
+            f"{expression} alone uses {found.registers} registers on {architecture}")
+
+
 def test_kernel_table_lists_every_cu_file():
     """A ``.cu`` added to kernels/ without a KERNEL_MODULES entry is never compiled."""
     on_disk = {path.name for path in kernel_directory().glob("*.cu")}
