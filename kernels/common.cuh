@@ -262,6 +262,15 @@ __device__ __forceinline__ void atomic_add_u128(uint64* words, U128 value) {
   if (value.high + carry != 0) atomicAdd(&words[1], value.high + carry);
 }
 
+// A load the compiler can neither hoist nor keep in a register: values other
+// blocks wrote before a ticket (read past L1), and a loop's invariants read
+// again where used rather than held in registers across it (the shared
+// copies of a kernel's settings).
+template <typename T>
+__device__ __forceinline__ T read_fresh(const T* p) {
+  return *(const volatile T*)p;
+}
+
 // ---------------------------------------------------------------------------
 // Launch geometry helpers. Loops that contain warp intrinsics step all lanes
 // of a warp together: every lane of a warp runs the same number of trips and

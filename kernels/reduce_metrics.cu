@@ -126,12 +126,6 @@ __device__ __forceinline__ double scaled(double value, int exponent) {
   return ldexp(value, -exponent);
 }
 
-// Reads of values other blocks wrote before the ticket: past L1.
-template <typename T>
-__device__ __forceinline__ T load_fresh(const T* p) {
-  return *(const volatile T*)p;
-}
-
 // Inclusive scan of N values over one tile of blockDim.x classes; `carry`
 // holds the totals of the tiles before and is advanced past this one. With
 // `exclusive`, also the sums of the values before each thread's, summed as
@@ -487,13 +481,13 @@ __device__ __noinline__ void evaluate_metrics(const C* true_positives, const C* 
   {
     const ClassRun run = class_run(K, run_length, blockDim.x - 1 - threadIdx.x);
     double run_sum[1] = {0.0};
-    for (int64 k = run.end; k > run.begin;) run_sum[0] += (double)load_fresh(support + --k);
+    for (int64 k = run.end; k > run.begin;) run_sum[0] += (double)read_fresh(support + --k);
     double all_support[1] = {0.0}, after[1];
     block_scan(run_sum, all_support, scratch, after);
     for (int64 k = run.end; k > run.begin;) {
       --k;
       negatives[k] = after[0];
-      after[0] += (double)load_fresh(support + k);
+      after[0] += (double)read_fresh(support + k);
     }
     if (threadIdx.x == 0) {
       if (totals.total < 0.0) totals.total = all_support[0];
@@ -521,8 +515,8 @@ __device__ __noinline__ void evaluate_metrics(const C* true_positives, const C* 
     for (int64 k = run.begin; k < run.end; ++k) {
       if (!is_selected(selected, k)) continue;
       before[0] += 1.0;
-      before[1] += scaled((double)load_fresh(support + k), s_exponent);
-      before[2] += scaled((double)load_fresh(predicted + k), s_exponent);
+      before[1] += scaled((double)read_fresh(support + k), s_exponent);
+      before[2] += scaled((double)read_fresh(predicted + k), s_exponent);
     }
     {
       double carry[3] = {0.0, 0.0, 0.0}, run_sums[3] = {before[0], before[1], before[2]};
@@ -532,8 +526,8 @@ __device__ __noinline__ void evaluate_metrics(const C* true_positives, const C* 
     double pairs_high = 0.0, pairs_low = 0.0;  // pairs[pTruePredicted] exactly, for MCC
     for (int64 k = run.begin; k < run.end; ++k) {
       if (!is_selected(selected, k)) continue;
-      const double t = scaled((double)load_fresh(support + k), s_exponent);
-      const double p = scaled((double)load_fresh(predicted + k), s_exponent);
+      const double t = scaled((double)read_fresh(support + k), s_exponent);
+      const double p = scaled((double)read_fresh(predicted + k), s_exponent);
       double product, error;
       two_product(p, before[1], product, error);
       add_exactly(pairs_high, pairs_low, product);
@@ -581,8 +575,8 @@ __device__ __noinline__ void evaluate_metrics(const C* true_positives, const C* 
     }
     for (int64 k = run.begin; k < run.end; ++k) {
       if (!is_selected(selected, k)) continue;
-      const double t = scaled((double)load_fresh(support + k), s_exponent);
-      const double p = scaled((double)load_fresh(predicted + k), s_exponent);
+      const double t = scaled((double)read_fresh(support + k), s_exponent);
+      const double p = scaled((double)read_fresh(predicted + k), s_exponent);
       linear_cross[0] += p * gaps_before[0] + t * gaps_before[1];
       gaps_before[0] += running_t[k];
       gaps_before[1] += running_p[k];
@@ -602,7 +596,7 @@ __device__ __noinline__ void evaluate_metrics(const C* true_positives, const C* 
     // Supports and selected classes of the run, then of the runs before.
     double before[2] = {0.0, 0.0};
     for (int64 k = run.begin; k < run.end; ++k) {
-      before[0] += (double)load_fresh(support + k);
+      before[0] += (double)read_fresh(support + k);
       if (is_selected(selected, k)) before[1] += 1.0;
     }
     double carry[2] = {0.0, 0.0};  // then the totals
@@ -613,14 +607,14 @@ __device__ __noinline__ void evaluate_metrics(const C* true_positives, const C* 
     double supports_before = before[0];
     int64 rank = (int64)before[1];
     for (int64 k = run.begin; k < run.end; ++k) {
-      const double t = (double)load_fresh(support + k);
+      const double t = (double)read_fresh(support + k);
       const double others = supports_before + negatives[k];
       negatives[k] = others;
       supports_before += t;
       if (!is_selected(selected, k)) continue;
-      ranked_tp[rank] = (double)load_fresh(true_positives + k);
+      ranked_tp[rank] = (double)read_fresh(true_positives + k);
       ranked_t[rank] = t;
-      ranked_p[rank] = (double)load_fresh(predicted + k);
+      ranked_p[rank] = (double)read_fresh(predicted + k);
       ranked_negatives[rank] = others;
       ++rank;
     }
@@ -706,9 +700,9 @@ __device__ __noinline__ void evaluate_metrics(const C* true_positives, const C* 
 
   // Pass 6: the per-class columns.
   for (int64 k = threadIdx.x; k < K; k += blockDim.x) {
-    ClassRates rates = class_rates((double)load_fresh(true_positives + k),
-                                   (double)load_fresh(support + k),
-                                   (double)load_fresh(predicted + k), negatives[k]);
+    ClassRates rates = class_rates((double)read_fresh(true_positives + k),
+                                   (double)read_fresh(support + k),
+                                   (double)read_fresh(predicted + k), negatives[k]);
     columns[kPrecision * K + k] = rates.precision;
     columns[kRecall * K + k] = rates.recall;
     columns[kF1 * K + k] = rates.f1;
@@ -864,7 +858,7 @@ __device__ void finish_columns(const C* column_partials, int64 K, unsigned int r
   C sum = 0;
   if (column < K) {
     for (unsigned int tile = warp; tile < row_tiles; tile += warps)
-      sum += load_fresh(column_partials + (int64)tile * K + column);
+      sum += read_fresh(column_partials + (int64)tile * K + column);
   }
   __syncthreads();  // warp_columns: the tile's sums read
   warp_columns[threadIdx.x] = sum;
@@ -884,7 +878,7 @@ __device__ void finish_rows(const C* row_partials, int64 K, unsigned int column_
   for (int64 row = row_begin + threadIdx.x; row < row_end; row += blockDim.x) {
     C sum = 0;
     for (unsigned int tile = 0; tile < column_tiles; ++tile)
-      sum += load_fresh(row_partials + (int64)tile * K + row);
+      sum += read_fresh(row_partials + (int64)tile * K + row);
     support[row] = sum;
   }
 }
@@ -975,7 +969,7 @@ __global__ void __launch_bounds__(mg::kMaxBlockThreads, mg::kReduceMinBlocks)
   for (int i = 0; i < mg::kMatrixMoments; ++i) moment[i] = 0.0;
   for (int64 block = threadIdx.x; block < gridDim.x; block += blockDim.x) {
     for (int i = 0; i < mg::kMatrixMoments; ++i)
-      moment[i] += mg::load_fresh(moment_partials + mg::kMatrixMoments * block + i);
+      moment[i] += mg::read_fresh(moment_partials + mg::kMatrixMoments * block + i);
   }
   mg::block_sum(moment, scratch);
   const double nan = mg::quiet_nan();

@@ -485,18 +485,24 @@ __device__ void top_k_block_hits(const double* buckets, const long long* top_k, 
   __syncthreads();
 }
 
-// ptxas's register budget per score type: none for 32-bit and narrower
-// scores (64 registers on sm_80 / sm_90), and at least 2 blocks per SM for
-// double, where ptxas's own choice (80 registers, aiming at 3 blocks) spills.
-// (bench/kernel_resources.py shows each choice; the NVRTC gate fails on
-// spills.)
+// ptxas's register budget per score type, as blocks of 256 threads an SM
+// must hold: none for 32-bit and narrower scores (64 registers on sm_80 /
+// sm_90), 4 for double ones (64; 3 on sm_100 and later, whose ptxas spills
+// there). Double scores fit since their sums sit in shared memory
+// (score_sums) and the shift and grid step are read from it where used
+// (they took 88-96 registers, 2 blocks). bench/kernel_resources.py shows
+// each choice; the NVRTC gate fails on spills.
 template <typename S>
 struct ScoreMinBlocks {
   static constexpr int value = 0;
 };
 template <>
 struct ScoreMinBlocks<double> {
-  static constexpr int value = 2;
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 1000
+  static constexpr int value = 3;
+#else
+  static constexpr int value = 4;
+#endif
 };
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 1000
 // sm_100's ptxas takes 64 registers for float16 scores with weights and
@@ -506,11 +512,24 @@ struct ScoreMinBlocks<float16_bits> {
   static constexpr int value = 3;
 };
 #endif
+// fused_logits_wide's own: 3 blocks per SM for double scores (76-80
+// registers; at 64 their 16-byte vectors, two doubles each, spill 4-8
+// bytes).
+template <typename S>
+struct WideMinBlocks {
+  static constexpr int value = ScoreMinBlocks<S>::value;
+};
+template <>
+struct WideMinBlocks<double> {
+  static constexpr int value = 3;
+};
 // fused_logits_pass's own: sm_100's ptxas, left to choose, takes 64
 // registers there for float and bfloat16 scores and spills 8-24 bytes (since
 // the target's terms are summed apart); at 3 blocks per SM it takes 72, the
-// 24 warps per SM its 80 registers gave before. The other mappings keep
-// ScoreMinBlocks (64 registers or fewer, 32 warps, no spill).
+// 24 warps per SM its 80 registers gave before. On sm_90 one double
+// instantiation spills at 64 (12 bytes, in the module's build): 3 there.
+// The other mappings keep ScoreMinBlocks (64 registers or fewer, 32 warps,
+// no spill).
 template <typename S>
 struct ScorePassMinBlocks {
   static constexpr int value = ScoreMinBlocks<S>::value;
@@ -522,6 +541,11 @@ struct ScorePassMinBlocks<float> {
 };
 template <>
 struct ScorePassMinBlocks<bfloat16_bits> {
+  static constexpr int value = 3;
+};
+#elif defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+template <>
+struct ScorePassMinBlocks<double> {
   static constexpr int value = 3;
 };
 #endif
@@ -575,15 +599,46 @@ struct CountedBins<unit_weight> {
   static constexpr bool value = true;
 };
 
+// A thread's accumulators in shared memory: slot i at base[i * blockDim.x],
+// so a warp's threads touch consecutive words (no bank conflicts) and the
+// row loop holds no registers for them. streaming_update's score
+// instantiations keep their score sums and kappa moments there, and the
+// score passes of double scores their sums (ScoreSums): their row scan needs
+// the registers for its loads in flight (sums in registers held
+// streaming_update at 120-128 registers, a quarter of an SM's warps, and
+// the double score passes at 88-96).
+template <typename T>
+struct ThreadColumn {
+  T* base;
+  __device__ T& operator[](int i) const { return base[i * (int)blockDim.x]; }
+};
+
+// Where a score pass keeps a thread's kScalarSlots sums: in registers for
+// scores of 32 bits and fewer, in a shared ThreadColumn for double scores
+// (columns: kScalarSlots * kScoreBlockThreads doubles, the kernel's; unused
+// otherwise). score_block_finish takes them back into registers.
+template <typename S>
+struct ScoreSumsInShared {
+  static constexpr bool value = sizeof(S) == sizeof(double);
+};
+template <typename S>
+__device__ __forceinline__ auto score_sums(double* registers, double* columns) {
+  if constexpr (ScoreSumsInShared<S>::value) {
+    return ThreadColumn<double>{columns + threadIdx.x};
+  } else {
+    return registers;
+  }
+}
+
 // A scanned row's terms into the thread's sums, its top-k bucket and the
 // block's calibration bins (add_to_bin: the whole warp calls this, rows
 // that do not contribute add nothing). For a row per thread or per group of
 // lanes (whose leader contributes).
-template <typename F, typename W>
+template <typename F, typename W, typename Sums>
 __device__ __forceinline__ void add_scanned_row(const RowScan<F>& r, bool contributes,
                                                 const W* weight, int64 row, int64 t, F z_t,
                                                 bool from_logits, double clip_eps,
-                                                bool one_vs_all, double* sums, double* buckets,
+                                                bool one_vs_all, Sums sums, double* buckets,
                                                 const long long* limits, int num_top_k,
                                                 BinCell* bins, int n_bins, bool fixed_bins,
                                                 int shift) {
@@ -622,17 +677,27 @@ fused_logits_pass(const TrueT* y_true, const S* scores, const W* weight, int64 n
   __shared__ long long limits[kMaxTopK];
   MG_DYNAMIC_SHARED(BinCell, bins);  // weight, confidence, correct: 3 * n_bins
   double* buckets = score_block_start(bins, n_bins, top_k, num_top_k, limits);
-  const int shift = fixed_bins ? bin_fixed_shift(max_weight_bits, n) : 0;
+  // The fixed-point shift and the rows of a grid step (< 2^31 threads) in
+  // shared memory, read where used: held in registers across the row loop
+  // they spilled with double scores.
+  __shared__ int shift;
+  __shared__ unsigned int rows_per_step;
+  if (threadIdx.x == 0) {
+    shift = fixed_bins ? bin_fixed_shift(max_weight_bits, n) : 0;
+    rows_per_step = (unsigned int)grid_threads() / (unsigned int)group;
+  }
   __syncthreads();
 
-  double sums[kScalarSlots];
+  double register_sums[kScalarSlots];
+  __shared__ double
+      sum_columns[ScoreSumsInShared<S>::value ? kScalarSlots * kScoreBlockThreads : 1];
+  const auto sums = score_sums<S>(register_sums, sum_columns);
 #pragma unroll
   for (int i = 0; i < kScalarSlots; ++i) sums[i] = 0.0;
 
   const unsigned int lane = lane_index();
   const bool leader = lane % (unsigned int)group == 0;
-  const int64 rows_per_step = grid_threads() / group;
-  for (int64 base = global_warp_base() / group; base < n; base += rows_per_step) {
+  for (int64 base = global_warp_base() / group; base < n; base += read_fresh(&rows_per_step)) {
     const int64 row = base + lane / group;
     bool active = row < n;
     int64 t = active ? (int64)y_true[row] : 0;
@@ -647,10 +712,12 @@ fused_logits_pass(const TrueT* y_true, const S* scores, const W* weight, int64 n
     // needs the whole warp.
     add_scanned_row(r, valid && leader, weight, row, t, z_t, from_logits != 0, clip_eps,
                     one_vs_all != 0, sums, buckets, limits, num_top_k, bins, n_bins,
-                    fixed_bins != 0, shift);
+                    fixed_bins != 0, read_fresh(&shift));
   }
-  score_block_finish(sums, scratch, buckets, limits, num_top_k, bins, n_bins, fixed_bins != 0,
-                     CountedBins<W>::value, shift, partials);
+#pragma unroll
+  for (int i = 0; i < kScalarSlots; ++i) register_sums[i] = sums[i];
+  score_block_finish(register_sums, scratch, buckets, limits, num_top_k, bins, n_bins,
+                     fixed_bins != 0, CountedBins<W>::value, read_fresh(&shift), partials);
 }
 
 // ---------------------------------------------------------------------------
@@ -660,13 +727,18 @@ fused_logits_pass(const TrueT* y_true, const S* scores, const W* weight, int64 n
 // contiguous (N, K) scores of few columns (the host's score_mapping picks
 // it; row_stride == K, column_stride == 1). A thread per row. The block
 // copies a tile of blockDim.x whole rows (one contiguous range of memory)
-// into shared memory with coalesced loads, kStageUnroll in flight per
+// into shared memory with coalesced loads, StageUnroll in flight per
 // thread, whatever K, widened and stored by column (pitch blockDim.x + 1, so
 // neither the stores nor a thread's reads of its row meet bank conflicts),
 // then each thread scans its row there: the target's score is a shared
 // read, not a load that waits for the target's. Dynamic shared memory:
 // fused_logits_pass's, then K * (blockDim.x + 1) widened scores.
-constexpr int kStageUnroll = 8;
+// Loads in flight per thread while staging: 8 (4 of double scores, the same
+// 32 bytes, whose 8 doubles in registers spilled at 64).
+template <typename S>
+struct StageUnroll {
+  static constexpr int value = sizeof(S) == sizeof(double) ? 4 : 8;
+};
 
 template <typename TrueT, typename S, typename W>
 __global__ void __launch_bounds__(kScoreBlockThreads, ScoreMinBlocks<S>::value)
@@ -682,13 +754,19 @@ fused_logits_staged(const TrueT* y_true, const S* scores, const W* weight, int64
   MG_DYNAMIC_SHARED(BinCell, bins);  // weight, confidence, correct: 3 * n_bins
   double* buckets = score_block_start(bins, n_bins, top_k, num_top_k, limits);
   F* tile = reinterpret_cast<F*>(buckets + (num_top_k > 0 ? (num_top_k + 1) * blockDim.x : 0));
-  const int shift = fixed_bins ? bin_fixed_shift(max_weight_bits, n) : 0;
+  // The fixed-point shift in shared memory, read where used: held across
+  // the row loop it spilled with double scores.
+  __shared__ int shift;
+  if (threadIdx.x == 0) shift = fixed_bins ? bin_fixed_shift(max_weight_bits, n) : 0;
   __syncthreads();
   (void)row_stride;
   (void)column_stride;
   (void)group;
 
-  double sums[kScalarSlots];
+  double register_sums[kScalarSlots];
+  __shared__ double
+      sum_columns[ScoreSumsInShared<S>::value ? kScalarSlots * kScoreBlockThreads : 1];
+  const auto sums = score_sums<S>(register_sums, sum_columns);
 #pragma unroll
   for (int i = 0; i < kScalarSlots; ++i) sums[i] = 0.0;
 
@@ -698,25 +776,30 @@ fused_logits_staged(const TrueT* y_true, const S* scores, const W* weight, int64
   // (B / K, B % K), with a carry when the column passes K. Its place in the
   // tile (column * pitch + row) moves by `place_step`, and by `carry` more.
   const int column_step = (int)blockDim.x % K;
-  const int place_step = (int)blockDim.x / K + column_step * pitch;
+  // place_step in shared memory, read at each tile: held across the row
+  // scan, where it is not used, it spilled with double scores.
+  __shared__ int place_steps[1];
+  if (threadIdx.x == 0) place_steps[0] = (int)blockDim.x / K + column_step * pitch;
   const int carry = 1 - K * pitch;
+  __syncthreads();
   // first_row is the same for the whole block: every thread runs the same
   // trips (the barriers below).
   for (int64 first_row = (int64)blockIdx.x * blockDim.x; first_row < n;
        first_row += (int64)gridDim.x * blockDim.x) {
+    const int place_step = read_fresh(place_steps);
     const int rows = n - first_row < (int64)blockDim.x ? (int)(n - first_row) : (int)blockDim.x;
     const S* source = scores + first_row * K;
     const int elements = rows * K;
     int e = threadIdx.x;
     int c = e % K;
     int place = c * pitch + e / K;
-    for (; e + (kStageUnroll - 1) * (int)blockDim.x < elements;
-         e += kStageUnroll * (int)blockDim.x) {
-      F v[kStageUnroll];
+    constexpr int kUnroll = StageUnroll<S>::value;
+    for (; e + (kUnroll - 1) * (int)blockDim.x < elements; e += kUnroll * (int)blockDim.x) {
+      F v[kUnroll];
 #pragma unroll
-      for (int u = 0; u < kStageUnroll; ++u) v[u] = widen(source[e + u * (int)blockDim.x]);
+      for (int u = 0; u < kUnroll; ++u) v[u] = widen(source[e + u * (int)blockDim.x]);
 #pragma unroll
-      for (int u = 0; u < kStageUnroll; ++u) {
+      for (int u = 0; u < kUnroll; ++u) {
         tile[place] = v[u];
         place += place_step;
         c += column_step;
@@ -748,11 +831,13 @@ fused_logits_staged(const TrueT* y_true, const S* scores, const W* weight, int64
                                one_vs_all != 0);
     add_scanned_row(scan, valid, weight, row, t, z_t, from_logits != 0, clip_eps,
                     one_vs_all != 0, sums, buckets, limits, num_top_k, bins, n_bins,
-                    fixed_bins != 0, shift);
+                    fixed_bins != 0, read_fresh(&shift));
     __syncthreads();  // the tile is free for the next rows
   }
-  score_block_finish(sums, scratch, buckets, limits, num_top_k, bins, n_bins, fixed_bins != 0,
-                     CountedBins<W>::value, shift, partials);
+#pragma unroll
+  for (int i = 0; i < kScalarSlots; ++i) register_sums[i] = sums[i];
+  score_block_finish(register_sums, scratch, buckets, limits, num_top_k, bins, n_bins,
+                     fixed_bins != 0, CountedBins<W>::value, read_fresh(&shift), partials);
 }
 
 // ---------------------------------------------------------------------------
@@ -837,7 +922,7 @@ __device__ __forceinline__ RowScan<typename Widened<S>::type> scan_row_wide(
 // tile: threads per row, kWarpSize or blockDim.x (which the host makes a
 // multiple of it); column_stride is 1 (the host checks).
 template <typename TrueT, typename S, typename W>
-__global__ void __launch_bounds__(kScoreBlockThreads, ScoreMinBlocks<S>::value)
+__global__ void __launch_bounds__(kScoreBlockThreads, WideMinBlocks<S>::value)
 fused_logits_wide(const TrueT* y_true, const S* scores, const W* weight, int64 n,
                   int64 num_columns, int64 row_stride, int64 column_stride, int tile,
                   long long ignore_index, int has_ignore_index, int from_logits,
@@ -856,7 +941,10 @@ fused_logits_wide(const TrueT* y_true, const S* scores, const W* weight, int64 n
   const unsigned int warp = threadIdx.x / kWarpSize;
   double* sums = warp_sums + warp * kScalarSlots;
   if (lane_index() < (unsigned int)kScalarSlots) sums[lane_index()] = 0.0;
-  const int shift = fixed_bins ? bin_fixed_shift(max_weight_bits, n) : 0;
+  // The fixed-point shift in shared memory, read where used: held across
+  // the row loop it spilled with double scores.
+  __shared__ int shift;
+  if (threadIdx.x == 0) shift = fixed_bins ? bin_fixed_shift(max_weight_bits, n) : 0;
   __syncthreads();
   (void)column_stride;
 
@@ -901,12 +989,13 @@ fused_logits_wide(const TrueT* y_true, const S* scores, const W* weight, int64 n
         // One row per tile: no tree within the warp, as add_to_bin makes.
         const int bin = calibration_bin(confidence, n_bins);
         const double w_confidence = w * (confidence == confidence ? confidence : 0.0);
+        const int row_shift = read_fresh(&shift);
         if (CountedBins<W>::value) {
-          add_to_bin_cells(bins, n_bins, bin, 1u, to_fixed(w_confidence, shift),
+          add_to_bin_cells(bins, n_bins, bin, 1u, to_fixed(w_confidence, row_shift),
                            correct != 0.0 ? 1u : 0u);
         } else if (fixed_bins) {
-          add_to_bin_cells(bins, n_bins, bin, to_fixed(w, shift), to_fixed(w_confidence, shift),
-                           to_fixed(w * correct, shift));
+          add_to_bin_cells(bins, n_bins, bin, to_fixed(w, row_shift),
+                           to_fixed(w_confidence, row_shift), to_fixed(w * correct, row_shift));
         } else {
           add_to_bin_cells(bins, n_bins, bin, w, w_confidence, w * correct);
         }
@@ -917,7 +1006,7 @@ fused_logits_wide(const TrueT* y_true, const S* scores, const W* weight, int64 n
 #pragma unroll
   for (int i = 0; i < kScalarSlots; ++i) block_sums[i] = lane_index() == 0 ? sums[i] : 0.0;
   score_block_finish(block_sums, scratch, buckets, limits, num_top_k, bins, n_bins,
-                     fixed_bins != 0, CountedBins<W>::value, shift, partials);
+                     fixed_bins != 0, CountedBins<W>::value, read_fresh(&shift), partials);
 }
 
 }  // namespace mg

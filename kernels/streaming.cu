@@ -182,11 +182,6 @@ __device__ __forceinline__ unsigned long long count_of<unsigned long long, long 
   return (unsigned long long)weight[row];
 }
 
-template <typename T>
-__device__ __forceinline__ T read_fresh(const T* p) {
-  return *(const volatile T*)p;
-}
-
 // Kappa moments of a thread: exact 128-bit sums for integer counts, doubles else.
 template <typename C>
 struct StreamMoments {
@@ -283,17 +278,7 @@ __device__ __noinline__ bool probability_row(const PredT* row_scores, bool scan,
   return lowest >= F(0) && highest <= F(1) && (gap < 0.0 ? -gap : gap) <= tolerance;
 }
 
-// A thread's accumulators in shared memory: slot i at base[i * blockDim.x],
-// so a warp's threads touch consecutive words (no bank conflicts) and the
-// row loop holds no registers for them. The score instantiations keep their
-// score sums and kappa moments there: their row scan needs the registers for
-// its loads in flight (sums in registers held streaming_update at 120-128
-// registers, a quarter of an SM's warps).
-template <typename T>
-struct ThreadColumn {
-  T* base;
-  __device__ T& operator[](int i) const { return base[i * (int)blockDim.x]; }
-};
+// ThreadColumn (scores.cu): a thread's accumulators in shared memory.
 
 // The kappa moments of a thread of a score instantiation, in its shared
 // column: loaded, added to and stored back once a counted row.

@@ -79,6 +79,13 @@ NO_SPILL_ARCHITECTURES = ("sm_80", "sm_90", "sm_100")
 # 64 registers give 32 resident warps per SM. sm_100's ptxas takes up to 80
 # for the same code.
 SCORE_PASS_MAX_REGISTERS = {"sm_80": 64, "sm_90": 64}
+# The same for double scores, per mapping (kernels/scores.cu ScoreMinBlocks,
+# WideMinBlocks, ScorePassMinBlocks): 64 registers but for the wide rows'
+# (two doubles a 16-byte vector) and, on sm_90, the lanes' (one
+# instantiation spilled at 64 there): 80, 24 warps per SM.
+DOUBLE_SCORE_PASS_MAX_REGISTERS = {
+    "sm_80": {"fused_logits_pass": 64, "fused_logits_staged": 64, "fused_logits_wide": 80},
+    "sm_90": {"fused_logits_pass": 80, "fused_logits_staged": 64, "fused_logits_wide": 80}}
 # Kernels held to 64 registers (32 resident warps per SM) on sm_80 / sm_90
 # in every instantiation: the label-metric reductions (REDUCE_KERNELS, the 4
 # blocks of 256 threads per SM of their launch bounds, so that the dense
@@ -157,6 +164,12 @@ def test_kernel_module_compiles(compiled, module, architecture):
             assert found.registers <= budget, (
                 f"{expression} uses {found.registers} registers on {architecture}, "
                 f"budget {budget}")
+        if _score_type(expression) == "double":
+            double_budget = DOUBLE_SCORE_PASS_MAX_REGISTERS.get(architecture, {}).get(
+                expression.partition("<")[0])
+            assert double_budget is None or found.registers <= double_budget, (
+                f"{expression} uses {found.registers} registers on {architecture}, "
+                f"budget {double_budget}")
         kernel_budget = KERNEL_MAX_REGISTERS.get(architecture, {}).get(
             expression.partition("<")[0])
         if kernel_budget:
@@ -224,6 +237,11 @@ def test_streaming_update_compiled_alone_within_budget(nvrtc, architecture):
         budget = budgets.get(_stream_update_kind(expression))
         assert budget is None or found.registers <= budget, (
             f"{expression} alone uses {found.registers} registers on {architecture}")
+
+
+def test_double_score_budgets_name_every_score_pass():
+    for architecture, budgets in DOUBLE_SCORE_PASS_MAX_REGISTERS.items():
+        assert set(budgets) == set(SCORE_PASS_KERNELS), architecture
 
 
 def test_kernel_table_lists_every_cu_file():
