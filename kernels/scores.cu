@@ -512,7 +512,7 @@ struct ScoreMinBlocks<float16_bits> {
   static constexpr int value = 3;
 };
 #endif
-// fused_logits_wide's own: 3 blocks per SM for double scores (76-80
+// fused_logits_wide's own: 3 blocks per SM for double scores (74-80
 // registers; at 64 their 16-byte vectors, two doubles each, spill 4-8
 // bytes).
 template <typename S>
