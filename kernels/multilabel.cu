@@ -111,6 +111,46 @@ __device__ __forceinline__ int prediction_of(double value, int mode, double cut)
   return value > cut ? 1 : 0;
 }
 
+// One of a counted row's set-wise values (RowSlot), weighted by w, from its
+// cells; the rates 0 where undefined (0/0). A slot at a time: the 16 held
+// at once took multilabel_update 74 registers.
+__device__ __forceinline__ double row_slot_value(int slot, double w, int tp, int fp, int fn,
+                                                 int tn, double f_beta2) {
+  const double p_den = tp + fp;
+  const double r_den = tp + fn;
+  const double f_den = (1.0 + f_beta2) * tp + f_beta2 * fn + fp;
+  const double j_den = tp + fp + fn;
+  switch (slot) {
+    case kRowWeight: return w;
+    case kRowExact: return fp + fn == 0 ? w : 0.0;
+    case kRowWrongCells: return w * (fp + fn);
+    case kRowCountedCells: return w * (tp + fp + fn + tn);
+    case kRowPrecision: return p_den > 0.0 ? w * (tp / p_den) : 0.0;
+    case kRowPrecisionDefined: return p_den > 0.0 ? w : 0.0;
+    case kRowRecall: return r_den > 0.0 ? w * (tp / r_den) : 0.0;
+    case kRowRecallDefined: return r_den > 0.0 ? w : 0.0;
+    case kRowFScore: return f_den > 0.0 ? w * ((1.0 + f_beta2) * tp / f_den) : 0.0;
+    case kRowFScoreDefined: return f_den > 0.0 ? w : 0.0;
+    case kRowJaccard: return j_den > 0.0 ? w * (tp / j_den) : 0.0;
+    case kRowJaccardDefined: return j_den > 0.0 ? w : 0.0;
+    case kRowCount: return 1.0;
+    case kRowNoPredicted: return p_den > 0.0 ? 0.0 : 1.0;
+    case kRowNoTrue: return r_den > 0.0 ? 0.0 : 1.0;
+    case kRowNoLabels: return j_den > 0.0 ? 0.0 : 1.0;
+    default: return 0.0;
+  }
+}
+
+// multilabel_update's launch bound: blocks of at most kUpdateBlockThreads
+// (the host's copy: launchers/multilabel.py UPDATE_MAX_BLOCK_THREADS), 4 of
+// them per SM, 64 registers (sm_100's ptxas spills there: 3, 80).
+constexpr int kUpdateBlockThreads = 256;
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 1000
+constexpr int kUpdateMinBlocks = 3;
+#else
+constexpr int kUpdateMinBlocks = 4;
+#endif
+
 }  // namespace mg
 
 // y_true, preds: (N, L) with row strides in elements (labels contiguous);
@@ -122,7 +162,8 @@ __device__ __forceinline__ int prediction_of(double value, int mode, double cut)
 // `histogram` (2 L H, of the counts' type) bins each counted cell's
 // probability; else it is null. Dynamic shared memory: 4 L accumulators of
 // 8 bytes when `shared_counts`, else none.
-__global__ void multilabel_update(const void* y_true, int true_code, mg::int64 true_stride,
+__global__ void __launch_bounds__(mg::kUpdateBlockThreads, mg::kUpdateMinBlocks)
+multilabel_update(const void* y_true, int true_code, mg::int64 true_stride,
                                   const void* preds, int pred_code, mg::int64 pred_stride,
                                   int mode, double cut, const void* weight, int weight_code,
                                   int has_ignore, double ignore_value, mg::int64 num_rows,
@@ -258,44 +299,18 @@ __global__ void multilabel_update(const void* y_true, int true_code, mg::int64 t
       atomicMin(&checks[1], (unsigned long long)(row + row_offset));
       atomicOr(&checks[2], (unsigned long long)bad);
     }
-    // The row's set-wise rates over its counted labels (0/0: undefined); zero
-    // for a row not counted.
-    double values[mg::kRowSlotCount];
-    for (int i = 0; i < mg::kRowSlotCount; ++i) values[i] = 0.0;
-    if (counted) {
-      const double p_den = tp + fp;
-      const double r_den = tp + fn;
-      const double f_den = (1.0 + f_beta2) * tp + f_beta2 * fn + fp;
-      const double j_den = tp + fp + fn;
-      values[mg::kRowWeight] = w;
-      values[mg::kRowExact] = fp + fn == 0 ? w : 0.0;
-      values[mg::kRowWrongCells] = w * (fp + fn);
-      values[mg::kRowCountedCells] = w * (tp + fp + fn + tn);
-      values[mg::kRowPrecision] = p_den > 0.0 ? w * (tp / p_den) : 0.0;
-      values[mg::kRowPrecisionDefined] = p_den > 0.0 ? w : 0.0;
-      values[mg::kRowRecall] = r_den > 0.0 ? w * (tp / r_den) : 0.0;
-      values[mg::kRowRecallDefined] = r_den > 0.0 ? w : 0.0;
-      values[mg::kRowFScore] = f_den > 0.0 ? w * ((1.0 + f_beta2) * tp / f_den) : 0.0;
-      values[mg::kRowFScoreDefined] = f_den > 0.0 ? w : 0.0;
-      values[mg::kRowJaccard] = j_den > 0.0 ? w * (tp / j_den) : 0.0;
-      values[mg::kRowJaccardDefined] = j_den > 0.0 ? w : 0.0;
-      values[mg::kRowCount] = 1.0;
-      values[mg::kRowNoPredicted] = p_den > 0.0 ? 0.0 : 1.0;
-      values[mg::kRowNoTrue] = r_den > 0.0 ? 0.0 : 1.0;
-      values[mg::kRowNoLabels] = j_den > 0.0 ? 0.0 : 1.0;
-    }
-    if (G == 1) {
-      // A warp's 32 rows summed in registers, then one shared add per slot
-      // (32 lanes adding to one address would serialise).
-      for (int i = 0; i < mg::kRowSlotCount; ++i) {
+    // The row's set-wise rates over its counted labels (0/0: undefined), zero
+    // for a row not counted, a slot at a time: with G = 1 a warp's 32 rows
+    // summed by shuffles, then one shared add per slot (32 lanes adding to
+    // one address would serialise); with G = 32 lane 0 adds the warp's row.
+#pragma unroll 1
+    for (int i = 0; i < mg::kRowSlotCount; ++i) {
+      double value = counted ? mg::row_slot_value(i, w, tp, fp, fn, tn, f_beta2) : 0.0;
+      if (G == 1) {
         for (int offset = mg::kWarpSize / 2; offset > 0; offset >>= 1)
-          values[i] += __shfl_xor_sync(mg::kFullWarp, values[i], offset);
+          value += __shfl_xor_sync(mg::kFullWarp, value, offset);
       }
-    }
-    if (lane == 0) {  // G = 1: the warp's sums; G = 32: the warp's row
-      for (int i = 0; i < mg::kRowSlotCount; ++i) {
-        if (values[i] != 0.0) atomicAdd(&block_rows[i], values[i]);
-      }
+      if (lane == 0 && value != 0.0) atomicAdd(&block_rows[i], value);
     }
   }
   __syncthreads();

@@ -94,6 +94,7 @@ INTERFACE = (
     Mirror("reduce_metrics.cu", "kMatrixMoments", _REDUCE, "MATRIX_MOMENTS"),
     Mirror("ranking.cu", "kRankBlockThreads", _RANKING, "RANK_MAX_BLOCK_THREADS"),
     Mirror("multilabel.cu", "kRankingBlockThreads", _MULTILABEL, "RANKING_MAX_BLOCK_THREADS"),
+    Mirror("multilabel.cu", "kUpdateBlockThreads", _MULTILABEL, "UPDATE_MAX_BLOCK_THREADS"),
     Mirror("ranking.cu", "kRankItems", _RANKING, "RANK_ITEMS_PER_THREAD"),
     Mirror("streaming.cu", "kOrdinalShift", _KERNELS, "STREAM_ORDINAL_SHIFT"),
     Mirror("streaming.cu", "kNoError", _KERNELS, "STREAM_NO_ERROR"),

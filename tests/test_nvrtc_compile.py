@@ -92,12 +92,13 @@ DOUBLE_SCORE_PASS_MAX_REGISTERS = {
 # matrix pass keeps 32 warps on every SM; sm_100's ptxas takes 64-80, where
 # 64 would spill), the label statistics pass (1-byte labels took 64-72
 # while their 16-byte vectors were unrolled whole; kernels/confusion.cu
-# label_loop), the stream's compute (its launch bound; 64-74 without) and
-# the exact ranking's passes after the sort (rank_gather, rank_unpack_keys,
+# label_loop), the stream's compute (its launch bound; 64-74 without), the
+# multilabel update (74 while it held a row's 16 set-wise values at once)
+# and the exact ranking's passes after the sort (rank_gather, rank_unpack_keys,
 # rank_areas, rank_curve_points: 68-97 while each thread held its positions'
 # weights and flags through the block's barriers).
 _HELD_TO_64 = {kernel: 64 for kernel in (
-    *REDUCE_KERNELS, "class_statistics", "streaming_compute",
+    *REDUCE_KERNELS, "class_statistics", "streaming_compute", "multilabel_update",
     "rank_gather", "rank_unpack_keys", "rank_areas", "rank_curve_points")}
 KERNEL_MAX_REGISTERS = {"sm_80": _HELD_TO_64, "sm_90": _HELD_TO_64}
 

@@ -19,6 +19,8 @@ MODULE = KernelModule(SOURCE, (EXPRESSION, RANKING_EXPRESSION))
 RANKING_SUM_SLOTS = ("average_precision", "loss", "coverage", "weight")
 # The ranking kernel's largest block (kMaxWarpsPerBlock warps: its queues).
 RANKING_MAX_BLOCK_THREADS = 256
+# The update kernel's largest block (its launch bound, kUpdateBlockThreads).
+UPDATE_MAX_BLOCK_THREADS = 256
 
 # The kernel's element codes (enum ElementCode), by index: one instantiation
 # reads every input type. int8 is read as uint8 (0 and 1 have the same bits,
@@ -57,11 +59,12 @@ STATIC_SHARED_BYTES = 256
 
 def launch_geometry(device, rows: int, num_labels: int) -> tuple[int, int, int, int]:
     """``(grid, block, lanes per row, dynamic shared bytes)`` of an update of
-    ``rows`` rows: the device's block size (whole warps), at most
+    ``rows`` rows: the device's block size (whole warps) up to
+    UPDATE_MAX_BLOCK_THREADS (the kernel's launch bound), at most
     BLOCKS_PER_MULTIPROCESSOR blocks per SM (grid-stride beyond), per-label
     counts privatised in shared memory when 4 L of them fit the block's
     default budget."""
-    block = device.block_threads
+    block = min(device.block_threads, UPDATE_MAX_BLOCK_THREADS)
     lanes = 1 if num_labels <= THREAD_PER_ROW_LABELS else 32
     rows_per_block = block // lanes
     grid = max(1, min(-(-rows // rows_per_block),
