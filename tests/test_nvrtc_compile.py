@@ -191,6 +191,21 @@ def test_kernel_module_compiles(compiled, module, architecture):
 # reductions) is inlined into a lone kernel but called from the module's. At
 # e.g. 47fd3b3 the module build of reduce_metrics.cu had no spill and
 # label_metrics_from_matrix<long long> alone spilled 16 / 48 bytes on sm_90.
+def _assert_alone_within(module: KernelModule, expression: str, architecture: str,
+                         budget: int | None) -> None:
+    """Compile one instantiation on its own, as the runtime does: no spill,
+    and at most `budget` registers where one is given."""
+    outcome = nvrtc_gate.compile_module(
+        (kernel_directory() / module.source).read_text(), module.source, [expression],
+        nvrtc_gate.module_options(), architecture=architecture)
+    found = outcome.resources[expression]
+    assert not (found.spill_stores or found.spill_loads), (
+        f"{expression} alone spills {found.spill_stores} / {found.spill_loads} bytes "
+        f"on {architecture}")
+    assert budget is None or found.registers <= budget, (
+        f"{expression} alone uses {found.registers} registers on {architecture}")
+
+
 # The reductions, alone, as the runtime builds them:
 @pytest.mark.nvrtc_gate
 @pytest.mark.parametrize("architecture", NO_SPILL_ARCHITECTURES)
@@ -198,15 +213,7 @@ def test_reductions_compiled_alone_do_not_spill(nvrtc, architecture):
     module = next(m for m in KERNEL_MODULES if m.source == "reduce_metrics.cu")
     for expression in module.name_expressions:
         budget = KERNEL_MAX_REGISTERS.get(architecture, {}).get(expression.partition("<")[0])
-        outcome = nvrtc_gate.compile_module(
-            (kernel_directory() / module.source).read_text(), module.source, [expression],
-            nvrtc_gate.module_options(), architecture=architecture)
-        found = outcome.resources[expression]
-        assert not (found.spill_stores or found.spill_loads), (
-            f"{expression} alone spills {found.spill_stores} / {found.spill_loads} bytes "
-            f"on {architecture}")
-        assert budget is None or found.registers <= budget, (
-            f"{expression} alone uses {found.registers} registers on {architecture}")
+        _assert_alone_within(module, expression, architecture, budget)
 
 
 # streaming_update's instantiations nearest their budgets (the thresholds
@@ -228,16 +235,8 @@ def test_streaming_update_compiled_alone_within_budget(nvrtc, architecture):
     assert set(STREAM_UPDATE_ALONE) <= set(MODULE.name_expressions)
     budgets = STREAM_UPDATE_MAX_REGISTERS.get(architecture, {})
     for expression in STREAM_UPDATE_ALONE:
-        outcome = nvrtc_gate.compile_module(
-            (kernel_directory() / MODULE.source).read_text(), MODULE.source, [expression],
-            nvrtc_gate.module_options(), architecture=architecture)
-        found = outcome.resources[expression]
-        assert not (found.spill_stores or found.spill_loads), (
-            f"{expression} alone spills {found.spill_stores} / {found.spill_loads} bytes "
-            f"on {architecture}")
-        budget = budgets.get(_stream_update_kind(expression))
-        assert budget is None or found.registers <= budget, (
-            f"{expression} alone uses {found.registers} registers on {architecture}")
+        _assert_alone_within(MODULE, expression, architecture,
+                             budgets.get(_stream_update_kind(expression)))
 
 
 def test_double_score_budgets_name_every_score_pass():
