@@ -266,22 +266,45 @@ __device__ __forceinline__ RowScan<typename Widened<S>::type> scan_row(
   return r;
 }
 
-// The exact rule at an edge: one step against the double nearest b / B.
-// Not inlined: rare, and its two divisions would hold registers in every
+// Whether c >= RN(k / B), the double nearest the edge k / B (0 < k < B <
+// 2^53), without a division: fma(c, B, -k) = B (c - k / B) is exact
+// wherever the answer turns on it (c within an ulp of k / B: an integer
+// below B times c's ulp), and k / B is never the midpoint of two doubles (a
+// dyadic k / B is itself a double). So c >= RN(k / B) exactly when
+// c >= k / B, or when c is the double just below k / B and k / B rounds
+// down to it (nearer to c than to the next double).
+__device__ __forceinline__ bool at_or_past_edge(double c, int k, int n_bins) {
+  const double below = fma(c, (double)n_bins, -(double)k);
+  if (below >= 0.0) return true;
+  const double above = fma(nextafter(c, 2.0), (double)n_bins, -(double)k);
+  return above >= 0.0 && -below < above;
+}
+
+// The exact rule at an edge: one step against the double nearest b / B
+// (the NumPy reference divides; at_or_past_edge decides the same without a
+// division).
+__device__ __forceinline__ int edge_step(double c, int bin, int n_bins) {
+  if (bin + 1 < n_bins && at_or_past_edge(c, bin + 1, n_bins)) return bin + 1;
+  if (bin > 0 && !at_or_past_edge(c, bin, n_bins)) return bin - 1;
+  return bin;
+}
+// The same, not inlined: rare, and its registers would count in every
 // caller's loop.
 __device__ __noinline__ int calibration_bin_at_edge(double c, int bin, int n_bins) {
-  if (bin + 1 < n_bins && c >= (double)(bin + 1) / (double)n_bins) return bin + 1;
-  if (bin > 0 && c < (double)bin / (double)n_bins) return bin - 1;
-  return bin;
+  return edge_step(c, bin, n_bins);
 }
 
 // The calibration bin of confidence c in [0, 1] (NaN: bin 0), edges as the
-// header says. NumpyBackend's calibration_bin is the same rule.
+// header says. NumpyBackend's calibration_bin is the same rule. kInlineEdge:
+// the edge rule inlined rather than called, for a loop whose registers a
+// call's convention costs more than the rule (the streaming update's
+// thresholds histogram: 64 registers with it inlined, 69-80 with the call).
+template <bool kInlineEdge = false>
 __device__ __forceinline__ int calibration_bin(double confidence, int n_bins) {
   const double c = confidence == confidence ? confidence : 0.0;
   const double scaled = c * (double)n_bins;
   const int bin = scaled < 1.0 ? 0 : (scaled >= (double)(n_bins - 1) ? n_bins - 1 : (int)scaled);
-  // Away from an edge, floor(c * B) is the bin and the two divisions are not
+  // Away from an edge, floor(c * B) is the bin and the edge tests are not
   // needed: c * B rounds by at most B 2^-53 and each edge b / B by at most
   // 2^-53, so a fractional part farther than 4 B 2^-53 from 0 and 1 (with
   // c <= 1) leaves no doubt. Only values at or next to an edge (c = 1/2,
@@ -289,7 +312,7 @@ __device__ __forceinline__ int calibration_bin(double confidence, int n_bins) {
   const double fraction = scaled - floor(scaled);
   const double doubt = 4.0 * (double)n_bins * 1.1102230246251565e-16;  // 4 B 2^-53
   if (fraction > doubt && fraction < 1.0 - doubt && scaled < (double)n_bins) return bin;
-  return calibration_bin_at_edge(c, bin, n_bins);
+  return kInlineEdge ? edge_step(c, bin, n_bins) : calibration_bin_at_edge(c, bin, n_bins);
 }
 
 // A bin sum in shared memory: 64-bit fixed point (value * 2^shift, each row
@@ -526,10 +549,8 @@ struct WideMinBlocks<double> {
 // fused_logits_pass's own: sm_100's ptxas, left to choose, takes 64
 // registers there for float and bfloat16 scores and spills 8-24 bytes (since
 // the target's terms are summed apart); at 3 blocks per SM it takes 72, the
-// 24 warps per SM its 80 registers gave before. On sm_90 one double
-// instantiation spills at 64 (12 bytes, in the module's build): 3 there.
-// The other mappings keep ScoreMinBlocks (64 registers or fewer, 32 warps,
-// no spill).
+// 24 warps per SM its 80 registers gave before. The other mappings keep
+// ScoreMinBlocks (64 registers or fewer, 32 warps, no spill).
 template <typename S>
 struct ScorePassMinBlocks {
   static constexpr int value = ScoreMinBlocks<S>::value;
@@ -544,6 +565,8 @@ struct ScorePassMinBlocks<bfloat16_bits> {
   static constexpr int value = 3;
 };
 #elif defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+// sm_90: one double instantiation spills at 64 (12 bytes, in the module's
+// build): 3 blocks, 76-78 registers.
 template <>
 struct ScorePassMinBlocks<double> {
   static constexpr int value = 3;

@@ -42,8 +42,8 @@
 // 0 for labels) compiles in only what a state and input layout use: wide
 // rows, or the thresholds histogram (the host instantiates rows, wide rows,
 // and rows with the histogram). A score instantiation holds at most 64
-// registers on sm_80 / sm_90 (with the histogram: 80 on sm_90, and for
-// double scores on sm_80; StreamMinBlocks) with no spill: its score sums,
+// registers on sm_80 / sm_90 (with the histogram of double scores: 80;
+// StreamMinBlocks) with no spill: its score sums,
 // kappa moments and totals sit in per-thread shared columns (ThreadColumn),
 // its config and the addresses of its dynamic shared memory
 // (StreamSharedLayout) are read from a shared copy where used, and the
@@ -343,29 +343,25 @@ constexpr int kStreamRanking = 2;   // the (2, K, H) thresholds histogram
 // ptxas's register budget, as blocks of 256 threads an SM must hold (the
 // launch bound's second argument; bench/kernel_resources.py shows each
 // choice, and the NVRTC gate fails on a spill on sm_80, sm_90 and sm_100):
-// * 4 for scores, double ones included: 64 registers, half the warps of an
-//   SM (sm_100's ptxas spills there: 3, 80 registers);
-// * for the thresholds histogram (kStreamRanking), whose double exp,
-//   division and bin of every column come beside the row's scan: 4 on
-//   sm_80 - sm_89 (64 registers; double scores spill there: 3), 3 on sm_75,
-//   sm_90 and sm_100 (80; sm_90 takes 69-80, and at 64 most of its
-//   instantiations spill 4 - 180 bytes);
+// * 4 for scores, double ones included, and for the thresholds histogram
+//   (kStreamRanking) of scores of 32 bits and fewer: 64 registers, half the
+//   warps of an SM (sm_100's ptxas spills there: 3, 80 registers);
+// * 3 for the histogram of double scores (74-80 registers; at 64 they spill
+//   32-36 bytes);
 // * ptxas's own choice for labels (38-56 registers, 40-48 warps per SM), but
 //   on sm_100, where it takes 32 and spills: 1 (56-68 registers).
 // What keeps the scores within these: the values the row loop does not need
 // each row (class and cell counts, flags, bin counts, the shared-memory
-// layout, the grid step) are read again from shared memory where used.
+// layout, the grid step, the lanes per row) are read again from shared
+// memory where used, and the histogram's loop bins with the edge rule
+// inlined (a call there held the instantiations at 69-80 registers).
 template <typename PredT, int FEATURES>
 struct StreamMinBlocks {
   static constexpr bool kDouble = sizeof(PredT) == sizeof(double);
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 1000
   static constexpr int kLabels = 1, kRows = 3, kRanking = 3;
-#elif defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
-  static constexpr int kLabels = 0, kRows = 4, kRanking = 3;
-#elif defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
-  static constexpr int kLabels = 0, kRows = 4, kRanking = kDouble ? 3 : 4;
 #else
-  static constexpr int kLabels = 0, kRows = 4, kRanking = 3;
+  static constexpr int kLabels = 0, kRows = 4, kRanking = kDouble ? 3 : 4;
 #endif
   static constexpr int value = !is_stream_score<PredT>::value            ? kLabels
                                : (FEATURES & kStreamRanking) != 0 ? kRanking
@@ -479,7 +475,7 @@ streaming_update(const TrueT* y_true, const PredT* preds, const W* weight, int64
   // weighted ones as doubles. (Only unit_weight instantiations are launched
   // without weights: the host gives float counts weights of 1.0.)
   bool fixed_bins = CountedBins<W>::value && n_bins > 0;
-  const int group = kWide ? kWarpSize : (kScores ? (int)config[kCfgGroup] : 1);
+  const int first_group = kWide ? kWarpSize : (kScores ? (int)config[kCfgGroup] : 1);
   // The bins' fixed-point shift and the rows of a grid step (< 2^31 threads)
   // in shared memory, read where used, like the config: held in registers
   // across the row loop they spilled (thresholds histogram).
@@ -487,7 +483,7 @@ streaming_update(const TrueT* y_true, const PredT* preds, const W* weight, int64
   __shared__ unsigned int rows_per_step;
   if (threadIdx.x == 0) {
     shift = fixed_bins ? bin_fixed_shift(nullptr, n) : 0;
-    rows_per_step = (unsigned int)grid_threads() / (unsigned int)group;
+    rows_per_step = (unsigned int)grid_threads() / (unsigned int)first_group;
   }
   __syncthreads();
 
@@ -500,8 +496,11 @@ streaming_update(const TrueT* y_true, const PredT* preds, const W* weight, int64
   // held across the row loop.
   const int classes = (int)K;
   const unsigned int lane = lane_index();
-  const bool leader = lane % (unsigned int)group == 0;
-  for (int64 base = global_warp_base() / group; base < n; base += read_fresh(&rows_per_step)) {
+  for (int64 base = global_warp_base() / first_group; base < n;
+       base += read_fresh(&rows_per_step)) {
+    // Lanes per row, read again each row: held across the loop it spilled.
+    const int group = kWide ? kWarpSize : (kScores ? (int)settings[kCfgGroup] : 1);
+    const bool leader = lane % (unsigned int)group == 0;
     const int64 row = base + lane / group;
     const bool active = row < n;
     const int64 t = active ? (int64)y_true[row] : 0;
@@ -625,7 +624,7 @@ streaming_update(const TrueT* y_true, const PredT* preds, const W* weight, int64
         for (int64 c = (int64)(lane_index() % (unsigned int)lanes); c < classes; c += lanes) {
           const double v = (double)widen(ranked_row[c * column_stride]);
           const double probability = from_logits ? exp(v - ranked_max) / ranked_sum : v;
-          const int64 b = calibration_bin(probability, thresholds);
+          const int64 b = calibration_bin<true>(probability, thresholds);
           atomicAdd(cells_of + (c == t ? 0 : (int64)classes * thresholds) + c * thresholds + b,
                     w_count);
         }

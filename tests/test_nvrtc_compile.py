@@ -105,11 +105,11 @@ KERNEL_MAX_REGISTERS = {"sm_80": _HELD_TO_64, "sm_90": _HELD_TO_64}
 
 # streaming_update (kernels/streaming.cu StreamMinBlocks): at most 64
 # registers for labels and for scores, double ones included (32 resident
-# warps per SM); with the thresholds histogram (feature kStreamRanking), 64
-# on sm_80 for scores of 32 bits and fewer and 80 otherwise.
+# warps per SM), and with the thresholds histogram (feature kStreamRanking)
+# for scores of 32 bits and fewer; 80 for double scores with the histogram.
 STREAM_UPDATE_MAX_REGISTERS = {
     "sm_80": {"labels": 64, "scores": 64, "double": 64, "histogram": 64, "double histogram": 80},
-    "sm_90": {"labels": 64, "scores": 64, "double": 64, "histogram": 80, "double histogram": 80}}
+    "sm_90": {"labels": 64, "scores": 64, "double": 64, "histogram": 64, "double histogram": 80}}
 
 
 def _stream_update_kind(expression: str) -> str | None:

@@ -482,6 +482,29 @@ def test_emulated_wide_rows_update_agrees_with_numpy(rng, monkeypatch, pred_kind
     _assert_reports_equal(reports["emulated"], reports["numpy"], rtol=tolerance)
 
 
+@pytest.mark.parametrize("thresholds", [2, 3, 7, 10, 22, 100, 1000])
+def test_emulated_histogram_bins_at_and_beside_every_edge(thresholds):
+    """The thresholds histogram bins each probability as NumPy's
+    calibration_bin does at the doubles nearest b / H, one ulp either side
+    and between edges (the kernel decides an edge without a division:
+    kernels/scores.cu at_or_past_edge). Two classes: a row's probabilities
+    are p and 1 - p. (From logits, a row's softmax may round an ulp apart
+    from NumPy's, and a row at an edge then lands a bin apart: not a case
+    of the rule.)"""
+    edges = np.arange(1, thresholds) / thresholds
+    p = np.concatenate([edges, np.nextafter(edges, 0.0), np.nextafter(edges, 1.0),
+                        (np.arange(thresholds) + 0.37) / thresholds])
+    y = np.arange(p.size) % 2
+    histograms = {}
+    for name in ("numpy", "emulated"):
+        with mg.use_backend(name):
+            metrics = mg.ClassificationMetrics(2, thresholds=thresholds, scores="probabilities")
+            metrics.update(y, np.stack([p, 1.0 - p], axis=1))
+            histograms[name] = np.asarray(metrics.state_dict()["histogram"]).copy()
+    np.testing.assert_array_equal(histograms["emulated"], histograms["numpy"])
+    assert histograms["numpy"].sum() == 2 * p.size
+
+
 @pytest.mark.parametrize("weights", [None, "int", "float"])
 def test_emulated_histogram_in_shared_memory_equals_global_atomics(rng, monkeypatch, weights):
     """The thresholds histogram is added per block in shared memory and
