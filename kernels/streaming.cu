@@ -346,8 +346,8 @@ constexpr int kStreamRanking = 2;   // the (2, K, H) thresholds histogram
 // * 4 for scores, double ones included, and for the thresholds histogram
 //   (kStreamRanking) of scores of 32 bits and fewer: 64 registers, half the
 //   warps of an SM (sm_100's ptxas spills there: 3, 80 registers);
-// * 3 for the histogram of double scores (74-80 registers; at 64 they spill
-//   32-36 bytes);
+// * 3 for the histogram of double scores (70-80 registers; at 64 they spill
+//   32-36 bytes on sm_90);
 // * ptxas's own choice for labels (38-56 registers, 40-48 warps per SM), but
 //   on sm_100, where it takes 32 and spills: 1 (56-68 registers).
 // What keeps the scores within these: the values the row loop does not need
