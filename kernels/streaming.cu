@@ -43,11 +43,11 @@
 // rows, or the thresholds histogram (the host instantiates rows, wide rows,
 // and rows with the histogram). A score instantiation holds at most 64
 // registers on sm_80 / sm_90 (with the histogram of double scores: 80;
-// StreamMinBlocks) with no spill: its score sums,
-// kappa moments and totals sit in per-thread shared columns (ThreadColumn),
-// its config and the addresses of its dynamic shared memory
-// (StreamSharedLayout) are read from a shared copy where used, and the
-// checks are shared atomics of the rare rows left out.
+// StreamMinBlocks) with no spill: its score sums, kappa moments and totals
+// sit in per-thread shared columns (ThreadColumn), its config and the
+// addresses of its dynamic shared memory (StreamSharedLayout) are read from
+// a shared copy where used, and the checks are shared atomics of the rare
+// rows left out.
 // Launch shape: blocks of whole warps (<= kScoreBlockThreads); `group` lanes
 // per score row as in scores.cu (1 for labels, and for channel-first maps,
 // whose consecutive positions are consecutive threads: each class's read is
@@ -619,7 +619,8 @@ streaming_update(const TrueT* y_true, const PredT* preds, const W* weight, int64
         const int64 column_stride = kWide ? 1 : settings[kCfgColumnStride];
         const C w_count = count_of<C>(weight, row);
         C* cells_of = settings[kCfgPrivateHistogram] != 0 ? layout.histogram() : histogram;
-        // The group read again: held from the row loop's start it spilled.
+        // The lanes per row read again, not the row's group held through the
+        // counts above (fewer registers across them).
         const int lanes = kWide ? kWarpSize : (int)settings[kCfgGroup];
         for (int64 c = (int64)(lane_index() % (unsigned int)lanes); c < classes; c += lanes) {
           const double v = (double)widen(ranked_row[c * column_stride]);
