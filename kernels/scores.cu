@@ -165,10 +165,12 @@ constexpr int kScoreUnroll = 4;
 // M columns of a lane (v[u] at column c0 + u * group) folded into its
 // RowScan. `lowest` is the lane's running minimum (fminf skips NaN): with
 // `best` (NaN beats every number in argmax_beats) it tells whether the row
-// holds a NaN or an infinity, without a test per column.
+// holds a NaN or an infinity, without a test per column. t, the target's
+// column, is below num_columns (an int) wherever a row is scanned: an int
+// compare a column, not a 64-bit value held through the scan.
 template <int M, typename F>
 __device__ __forceinline__ void absorb_columns(RowScan<F>& r, F& lowest, const F (&v)[M],
-                                               int c0, int group, int64 t, F z_t,
+                                               int c0, int group, int t, F z_t,
                                                bool from_logits, bool one_vs_all) {
   const F minus_inf = negative_infinity(F());
   F chunk_max = minus_inf;
@@ -235,7 +237,7 @@ __device__ __forceinline__ RowScan<F> empty_scan(int num_columns) {
 
 template <typename S>
 __device__ __forceinline__ RowScan<typename Widened<S>::type> scan_row(
-    const S* __restrict__ row_scores, bool active, int64 t, typename Widened<S>::type z_t,
+    const S* __restrict__ row_scores, bool active, int t, typename Widened<S>::type z_t,
     int num_columns, int64 column_stride, int group, bool from_logits, bool one_vs_all) {
   typedef typename Widened<S>::type F;
   const F minus_inf = negative_infinity(F());
@@ -246,6 +248,9 @@ __device__ __forceinline__ RowScan<typename Widened<S>::type> scan_row(
     const int64 lane_step = (int64)group * column_stride;
     const S* chunk = row_scores + (int64)first * column_stride;
     int c0 = first;
+    // A lane whose values are all -inf keeps its first column (no value
+    // beats the -inf it starts from); one with no column keeps the sentinel.
+    if (first < num_columns) r.best_index = first;
     for (; c0 + (kScoreUnroll - 1) * group < num_columns; c0 += kScoreUnroll * group) {
       F v[kScoreUnroll];
 #pragma unroll
@@ -258,7 +263,6 @@ __device__ __forceinline__ RowScan<typename Widened<S>::type> scan_row(
       chunk += lane_step;
       absorb_columns(r, lowest, v, c0, group, t, z_t, from_logits, one_vs_all);
     }
-    if (r.best_index == num_columns && first < num_columns) r.best_index = first;  // all -inf
     // NaN makes best NaN, +inf makes it +inf (or NaN), -inf is the lowest.
     r.nonfinite = !(r.best - r.best == F(0)) || lowest == minus_inf;
   }
@@ -433,6 +437,17 @@ __device__ __forceinline__ void add_row_terms(const RowScan<F>& r, int64 t, F z_
   // The Brier term is sum_{j != t} p_j^2 + (1 - p_t)^2 either way: of
   // positive parts, where sum p^2 - 2 p_t + 1 leaves a confident row (p_t
   // near 1) the rounding of p_t.
+  // The terms that need no exp or log first, added to the sums before the
+  // transcendentals run: fewer values live across them (a wide pass of
+  // double scores peaked at log1p).
+  const double margin = (double)z_t - (double)r.other_max;
+  correct = r.best_index == t ? 1.0 : 0.0;
+  sums[kSlotWeight] += w;
+  sums[kSlotCorrect] += w * correct;
+  sums[kSlotHinge] += w * (1.0 - margin > 0.0 ? 1.0 - margin : 0.0);
+  // sum_j softplus(z_j) - z_t as sum_{j != t} softplus(z_j) + softplus(-z_t):
+  // positive terms, where the difference of a confident row cancels.
+  if (one_vs_all) sums[kSlotOneVsAll] += w * (r.softplus_sum + (double)softplus(-z_t));
   double nll, brier;
   if (from_logits) {
     const F e_t = exp_of(z_t - r.max_finite);  // 1 when t holds the max
@@ -454,17 +469,8 @@ __device__ __forceinline__ void add_row_terms(const RowScan<F>& r, int64 t, F z_
     const double miss = 1.0 - p_t;  // exact for p_t >= 1/2 (Sterbenz)
     brier = r.other_square_sum + miss * miss;
   }
-  double margin = (double)z_t - (double)r.other_max;
-  double hinge = 1.0 - margin > 0.0 ? 1.0 - margin : 0.0;
-  correct = r.best_index == t ? 1.0 : 0.0;
-  sums[kSlotWeight] += w;
-  sums[kSlotCorrect] += w * correct;
   sums[kSlotNll] += w * nll;
   sums[kSlotBrier] += w * brier;
-  sums[kSlotHinge] += w * hinge;
-  // sum_j softplus(z_j) - z_t as sum_{j != t} softplus(z_j) + softplus(-z_t):
-  // positive terms, where the difference of a confident row cancels.
-  if (one_vs_all) sums[kSlotOneVsAll] += w * (r.softplus_sum + (double)softplus(-z_t));
 }
 
 // Top-k hits without a register per k value. A row whose true class has
@@ -512,8 +518,11 @@ __device__ void top_k_block_hits(const double* buckets, const long long* top_k, 
 // must hold: none for 32-bit and narrower scores (64 registers on sm_80 /
 // sm_90), 4 for double ones (64; 3 on sm_100 and later, whose ptxas spills
 // there). Double scores fit since their sums sit in shared memory
-// (score_sums) and the shift and grid step are read from it where used
-// (they took 88-96 registers, 2 blocks). bench/kernel_resources.py shows
+// (score_sums), the shift and grid step are read from it where used (they
+// took 88-96 registers, 2 blocks), the target's column is an int through
+// the scan and a row's terms that need no exp or log are added first
+// (add_row_terms; with these the wide rows' and sm_90's lanes per row came
+// from 74-80 registers, 3 blocks, to 64). bench/kernel_resources.py shows
 // each choice; the NVRTC gate fails on spills.
 template <typename S>
 struct ScoreMinBlocks {
@@ -535,16 +544,16 @@ struct ScoreMinBlocks<float16_bits> {
   static constexpr int value = 3;
 };
 #endif
-// fused_logits_wide's own: 3 blocks per SM for double scores (74-80
-// registers; at 64 their 16-byte vectors, two doubles each, spill 4-8
-// bytes).
+// fused_logits_wide's own: ScoreMinBlocks, but on sm_100 and later 3 blocks
+// per SM for every score type (left to choose, ptxas takes 48 registers
+// there for float scores with weights and spills; double ones spill at 64).
 template <typename S>
 struct WideMinBlocks {
-  static constexpr int value = ScoreMinBlocks<S>::value;
-};
-template <>
-struct WideMinBlocks<double> {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 1000
   static constexpr int value = 3;
+#else
+  static constexpr int value = ScoreMinBlocks<S>::value;
+#endif
 };
 // fused_logits_pass's own: sm_100's ptxas, left to choose, takes 64
 // registers there for float and bfloat16 scores and spills 8-24 bytes (since
@@ -562,13 +571,6 @@ struct ScorePassMinBlocks<float> {
 };
 template <>
 struct ScorePassMinBlocks<bfloat16_bits> {
-  static constexpr int value = 3;
-};
-#elif defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
-// sm_90: one double instantiation spills at 64 (12 bytes, in the module's
-// build): 3 blocks, 76-78 registers.
-template <>
-struct ScorePassMinBlocks<double> {
   static constexpr int value = 3;
 };
 #endif
@@ -622,9 +624,11 @@ struct CountedBins<unit_weight> {
   static constexpr bool value = true;
 };
 
-// A thread's accumulators in shared memory: slot i at base[i * blockDim.x],
-// so a warp's threads touch consecutive words (no bank conflicts) and the
-// row loop holds no registers for them. streaming_update's score
+// A thread's accumulators in shared memory: slot i at
+// base[i * kScoreBlockThreads] (the columns' length, whatever the block's
+// size: a constant offset, where blockDim.x was a value ptxas spilled), so a
+// warp's threads touch consecutive words (no bank conflicts) and the row
+// loop holds no registers for them. streaming_update's score
 // instantiations keep their score sums and kappa moments there, and the
 // score passes of double scores their sums (ScoreSums): their row scan needs
 // the registers for its loads in flight (sums in registers held
@@ -633,7 +637,7 @@ struct CountedBins<unit_weight> {
 template <typename T>
 struct ThreadColumn {
   T* base;
-  __device__ T& operator[](int i) const { return base[i * (int)blockDim.x]; }
+  __device__ T& operator[](int i) const { return base[i * kScoreBlockThreads]; }
 };
 
 // Where a score pass keeps a thread's kScalarSlots sums: in registers for
@@ -729,7 +733,7 @@ fused_logits_pass(const TrueT* y_true, const S* scores, const W* weight, int64 n
     if (counted && !valid && leader) sums[kSlotInvalid] += 1.0;
     const S* row_scores = scores + (valid ? row : 0) * row_stride;
     F z_t = valid ? widen(row_scores[t * column_stride]) : F(0);
-    RowScan<F> r = scan_row(row_scores, valid, t, z_t, (int)num_columns, column_stride, group,
+    RowScan<F> r = scan_row(row_scores, valid, (int)t, z_t, (int)num_columns, column_stride, group,
                             from_logits != 0, one_vs_all != 0);
     // After the shuffles every lane goes on (no early exit): add_to_bin
     // needs the whole warp.
@@ -850,7 +854,7 @@ fused_logits_staged(const TrueT* y_true, const S* scores, const W* weight, int64
     if (counted && !valid) sums[kSlotInvalid] += 1.0;
     const F* row_values = tile + threadIdx.x;  // column c at row_values[c * pitch]
     const F z_t = valid ? row_values[t * pitch] : F(0);
-    RowScan<F> scan = scan_row(row_values, valid, t, z_t, K, (int64)pitch, 1, from_logits != 0,
+    RowScan<F> scan = scan_row(row_values, valid, (int)t, z_t, K, (int64)pitch, 1, from_logits != 0,
                                one_vs_all != 0);
     add_scanned_row(scan, valid, weight, row, t, z_t, from_logits != 0, clip_eps,
                     one_vs_all != 0, sums, buckets, limits, num_top_k, bins, n_bins,
@@ -882,7 +886,7 @@ constexpr int kWideUnroll = 2;
 // 4 widened at a time (8 half scores at once hold more registers: spills).
 template <typename S, typename F>
 __device__ __forceinline__ void absorb_bytes16(RowScan<F>& r, F& lowest, const Bytes16& b, int c0,
-                                               int64 t, F z_t, bool from_logits,
+                                               int t, F z_t, bool from_logits,
                                                bool one_vs_all) {
   constexpr int V = 16 / sizeof(S);
   constexpr int M = V < 4 ? V : 4;
@@ -899,7 +903,7 @@ __device__ __forceinline__ void absorb_bytes16(RowScan<F>& r, F& lowest, const B
 // loads in flight.
 template <int Unroll, typename S>
 __device__ __forceinline__ RowScan<typename Widened<S>::type> scan_row_wide(
-    const S* __restrict__ row_scores, bool active, int64 t, typename Widened<S>::type z_t,
+    const S* __restrict__ row_scores, bool active, int t, typename Widened<S>::type z_t,
     int num_columns, int lane, int lanes, bool from_logits, bool one_vs_all) {
   typedef typename Widened<S>::type F;
   constexpr int V = 16 / sizeof(S);
@@ -911,7 +915,6 @@ __device__ __forceinline__ RowScan<typename Widened<S>::type> scan_row_wide(
                                  sizeof(S));
     const int head = min(num_columns, (V - misaligned) % V);
     const int vectors = (num_columns - head) / V;
-    const int tail = head + vectors * V;  // first column after the vectors
     if (lane < head) {
       const F v[1] = {widen(row_scores[lane])};
       absorb_columns(r, lowest, v, lane, 1, t, z_t, from_logits, one_vs_all);
@@ -930,6 +933,7 @@ __device__ __forceinline__ RowScan<typename Widened<S>::type> scan_row_wide(
     for (; i < vectors; i += lanes)
       absorb_bytes16<S>(r, lowest, load_bytes16(body + (int64)i * V), head + i * V, t, z_t,
                         from_logits, one_vs_all);
+    const int tail = head + vectors * V;  // first column after the vectors
     if (tail + lane < num_columns) {  // fewer than V < lanes columns
       const F v[1] = {widen(row_scores[tail + lane])};
       absorb_columns(r, lowest, v, tail + lane, 1, t, z_t, from_logits, one_vs_all);
@@ -967,17 +971,27 @@ fused_logits_wide(const TrueT* y_true, const S* scores, const W* weight, int64 n
   // The fixed-point shift in shared memory, read where used: held across
   // the row loop it spilled with double scores.
   __shared__ int shift;
-  if (threadIdx.x == 0) shift = fixed_bins ? bin_fixed_shift(max_weight_bits, n) : 0;
+  // The tile's size, likewise: a thread's lane and row are found from it
+  // each row, and the row kept in the thread's shared slot for the weight
+  // read after the scan (held in registers they spilled with double scores).
+  __shared__ int tile_threads;
+  __shared__ int64 row_column[kScoreBlockThreads];
+  if (threadIdx.x == 0) {
+    shift = fixed_bins ? bin_fixed_shift(max_weight_bits, n) : 0;
+    tile_threads = tile;
+  }
   __syncthreads();
   (void)column_stride;
 
   const int tiles = (int)(blockDim.x / (unsigned int)tile);
-  const int lane = (int)(threadIdx.x % (unsigned int)tile);
-  const bool leader = lane == 0;
   // base is the same for the whole block: every thread runs the same trips
   // (the block's barriers below).
   for (int64 base = (int64)blockIdx.x * tiles; base < n; base += (int64)gridDim.x * tiles) {
-    const int64 row = base + (int64)(threadIdx.x / (unsigned int)tile);
+    const unsigned int row_tile = (unsigned int)read_fresh(&tile_threads);
+    const int lane = (int)(threadIdx.x % row_tile);
+    const bool leader = lane == 0;
+    const int64 row = base + (int64)(threadIdx.x / row_tile);
+    row_column[threadIdx.x] = row;
     const bool active = row < n;
     const int64 t = active ? (int64)y_true[row] : 0;
     const bool counted = active && !(has_ignore_index && t == (int64)ignore_index);
@@ -985,7 +999,7 @@ fused_logits_wide(const TrueT* y_true, const S* scores, const W* weight, int64 n
     if (counted && !valid && leader) sums[kSlotInvalid] += 1.0;
     const S* row_scores = scores + (valid ? row : 0) * row_stride;
     const F z_t = valid ? widen(row_scores[t]) : F(0);
-    RowScan<F> r = scan_row_wide<kWideUnroll>(row_scores, valid, t, z_t, (int)num_columns,
+    RowScan<F> r = scan_row_wide<kWideUnroll>(row_scores, valid, (int)t, z_t, (int)num_columns,
                                                lane, tile, from_logits != 0, one_vs_all != 0);
     merge_lanes(r, kWarpSize, from_logits != 0, one_vs_all != 0);
     if (tile > kWarpSize) {
@@ -1001,8 +1015,8 @@ fused_logits_wide(const TrueT* y_true, const S* scores, const W* weight, int64 n
       }
       __syncthreads();  // warp_scans free for the next row
     }
-    if (valid && leader) {
-      const double w = weight_value(weight, row);
+    if (valid && threadIdx.x % (unsigned int)read_fresh(&tile_threads) == 0) {  // the leader
+      const double w = weight_value(weight, read_fresh(&row_column[threadIdx.x]));
       double confidence = 0.0, correct = 0.0;
       add_row_terms(r, t, z_t, w, from_logits != 0, clip_eps, one_vs_all != 0, sums,
                     confidence, correct);

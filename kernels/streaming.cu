@@ -42,8 +42,8 @@
 // 0 for labels) compiles in only what a state and input layout use: wide
 // rows, or the thresholds histogram (the host instantiates rows, wide rows,
 // and rows with the histogram). A score instantiation holds at most 64
-// registers on sm_80 / sm_90 (with the histogram of double scores: 80;
-// StreamMinBlocks) with no spill: its score sums, kappa moments and totals
+// registers on sm_80 / sm_90 (StreamMinBlocks) with no spill: its score
+// sums, kappa moments and totals
 // sit in per-thread shared columns (ThreadColumn), its config and the
 // addresses of its dynamic shared memory (StreamSharedLayout) are read from
 // a shared copy where used, and the checks are shared atomics of the rare
@@ -253,9 +253,13 @@ __device__ __forceinline__ double probability_tolerance(double clip_eps, const P
   return sqrt(eps);
 }
 
+// Whether a row of scores is probabilities: in [0, 1], summing to 1 within
+// `tolerance`. Inlined: as a call, the values its caller holds across it
+// spilled (the histogram of double scores).
 template <typename PredT>
-__device__ __noinline__ bool probability_row(const PredT* row_scores, bool scan, int classes,
-                                             int64 column_stride, int group, double tolerance) {
+__device__ __forceinline__ bool probability_row(const PredT* row_scores, bool scan, int classes,
+                                                int64 column_stride, int group,
+                                                double tolerance) {
   typedef typename Widened<PredT>::type F;
   double sum = 0.0;
   F lowest = F(0), highest = F(0);
@@ -343,25 +347,27 @@ constexpr int kStreamRanking = 2;   // the (2, K, H) thresholds histogram
 // ptxas's register budget, as blocks of 256 threads an SM must hold (the
 // launch bound's second argument; bench/kernel_resources.py shows each
 // choice, and the NVRTC gate fails on a spill on sm_80, sm_90 and sm_100):
-// * 4 for scores, double ones included, and for the thresholds histogram
-//   (kStreamRanking) of scores of 32 bits and fewer: 64 registers, half the
-//   warps of an SM (sm_100's ptxas spills there: 3, 80 registers);
-// * 3 for the histogram of double scores (70-80 registers; at 64 they spill
-//   32-36 bytes on sm_90);
+// * 4 for scores, double ones included, with the thresholds histogram
+//   (kStreamRanking) or without: 64 registers, half the warps of an SM
+//   (sm_100's ptxas spills there: 3, 80 registers);
 // * ptxas's own choice for labels (38-56 registers, 40-48 warps per SM), but
 //   on sm_100, where it takes 32 and spills: 1 (56-68 registers).
 // What keeps the scores within these: the values the row loop does not need
 // each row (class and cell counts, flags, bin counts, the shared-memory
-// layout, the grid step, the lanes per row) are read again from shared
-// memory where used, and the histogram's loop bins with the edge rule
-// inlined (a call there held the instantiations at 69-80 registers).
+// layout, the grid step, the lanes per row, the row's leader lane) are read
+// again from shared memory where used; the next grid step is found from the
+// row; a row's probability check is inlined (its call's convention spilled
+// the values held across it) and a row that fails it is not scanned; the
+// histogram's loop bins with the edge rule inlined (a call there held the
+// instantiations at 69-80 registers); the thread columns' stride is a
+// constant (ThreadColumn). With these the histogram of double scores came
+// from 74-80 registers (3 blocks) to 64.
 template <typename PredT, int FEATURES>
 struct StreamMinBlocks {
-  static constexpr bool kDouble = sizeof(PredT) == sizeof(double);
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 1000
   static constexpr int kLabels = 1, kRows = 3, kRanking = 3;
 #else
-  static constexpr int kLabels = 0, kRows = 4, kRanking = kDouble ? 3 : 4;
+  static constexpr int kLabels = 0, kRows = 4, kRanking = 4;
 #endif
   static constexpr int value = !is_stream_score<PredT>::value            ? kLabels
                                : (FEATURES & kStreamRanking) != 0 ? kRanking
@@ -496,11 +502,11 @@ streaming_update(const TrueT* y_true, const PredT* preds, const W* weight, int64
   // held across the row loop.
   const int classes = (int)K;
   const unsigned int lane = lane_index();
-  for (int64 base = global_warp_base() / first_group; base < n;
-       base += read_fresh(&rows_per_step)) {
+  int64 base = global_warp_base() / first_group;
+  while (base < n) {
     // Lanes per row, read again each row: held across the loop it spilled.
     const int group = kWide ? kWarpSize : (kScores ? (int)settings[kCfgGroup] : 1);
-    const bool leader = lane % (unsigned int)group == 0;
+    bool leader = true;  // the row's first lane: set after the scan, where it is used
     const int64 row = base + lane / group;
     const bool active = row < n;
     const int64 t = active ? (int64)y_true[row] : 0;
@@ -525,35 +531,40 @@ streaming_update(const TrueT* y_true, const PredT* preds, const W* weight, int64
                               (row - image * inner) * settings[kCfgInnerStride]
                         : 0);
       const int64 column_stride = kWide ? 1 : settings[kCfgColumnStride];
-      const bool from_logits = settings[kCfgFromLogits] != 0;
-      bool probabilities = true;
-      if (!from_logits) {  // uniform: the whole warp takes it
+      // A row that is not probabilities (when they are asked for) is not
+      // scanned: it is left out, and only `scanned` is held past the check.
+      bool scanned = scan;
+      if (settings[kCfgFromLogits] == 0) {  // uniform: the whole warp takes it
         const double tolerance =
             probability_tolerance(__longlong_as_double(settings[kCfgClipEpsBits]), row_scores);
-        probabilities = probability_row(row_scores, scan, classes, column_stride, group,
-                                        tolerance);
+        scanned = probability_row(row_scores, scan, classes, column_stride, group, tolerance) &&
+                  scan;
       }
-      const F z_t = scan ? widen(row_scores[t * column_stride]) : F(0);
+      const F z_t = scanned ? widen(row_scores[t * column_stride]) : F(0);
       RowScan<F> r;
       if constexpr (kWide) {  // contiguous columns
-        r = scan_row_wide<1>(row_scores, scan, scan ? t : 0, z_t, classes, (int)lane, kWarpSize,
-                             from_logits, false);
-        merge_lanes(r, kWarpSize, from_logits, false);
+        r = scan_row_wide<1>(row_scores, scanned, scanned ? (int)t : 0, z_t, classes, (int)lane,
+                             kWarpSize, settings[kCfgFromLogits] != 0, false);
+        merge_lanes(r, kWarpSize, settings[kCfgFromLogits] != 0, false);
       } else {
-        r = scan_row(row_scores, scan, scan ? t : 0, z_t, classes, column_stride, group,
-                     from_logits, false);
+        r = scan_row(row_scores, scanned, scanned ? (int)t : 0, z_t, classes, column_stride, group,
+                     settings[kCfgFromLogits] != 0, false);
       }
       // The weight read after the scan: no registers held across its loads.
       const double w = counted ? weight_value(weight, row) : 1.0;
       weight_ok = w >= 0.0 && w - w == 0.0;  // NaN and infinities fail
       p = r.best_index;
-      pred_ok = !r.nonfinite && (!scan || probabilities);
+      pred_ok = !r.nonfinite && scanned == scan;  // scan: counted && target_ok
       valid = scan && pred_ok && weight_ok;
+      // The lanes per row read again: the row's lane offset held across the
+      // scan spilled (thresholds histogram of double scores).
+      leader = lane % (unsigned int)(kWide ? kWarpSize : (int)settings[kCfgGroup]) == 0;
       double confidence = 0.0, correct = 0.0;
       if (valid && leader) {
         // The per-row terms of fused_logits_pass (scores.cu add_row_terms).
-        add_row_terms(r, t, z_t, w, from_logits, __longlong_as_double(settings[kCfgClipEpsBits]),
-                      false, column_sums, confidence, correct);
+        add_row_terms(r, t, z_t, w, settings[kCfgFromLogits] != 0,
+                      __longlong_as_double(settings[kCfgClipEpsBits]), false, column_sums,
+                      confidence, correct);
         if (layout.top_k_buckets() > 0) {
           const int bucket = top_k_bucket(r.rank, limits, (int)settings[kCfgNumTopK]);
           layout.buckets()[bucket * blockDim.x + threadIdx.x] += w;
@@ -575,7 +586,7 @@ streaming_update(const TrueT* y_true, const PredT* preds, const W* weight, int64
       if constexpr (kRanking) {  // binned after the counts, where fewer values are live
         ranked_row = row_scores;
         ranked_max = (double)r.max_finite;
-        ranked_sum = from_logits ? softmax_denominator(r, z_t) : 1.0;
+        ranked_sum = settings[kCfgFromLogits] != 0 ? softmax_denominator(r, z_t) : 1.0;
       }
     } else {
       const double w = counted ? weight_value(weight, row) : 1.0;
@@ -631,6 +642,10 @@ streaming_update(const TrueT* y_true, const PredT* preds, const W* weight, int64
         }
       }
     }
+    // The next grid step from the row, not a base held across the row's
+    // work: one 64-bit value fewer there (the lanes per row read again).
+    const int step_group = kWide ? kWarpSize : (kScores ? (int)settings[kCfgGroup] : 1);
+    base = row - lane / step_group + read_fresh(&rows_per_step);
   }
 
   // The block's counts: shared cells to the state, moments, total, checks.
