@@ -94,6 +94,7 @@ enum StreamConfig {
   kCfgMatrix,         // also keep the K x K matrix
   kCfgPrivatize,      // the 3K + 2 counts in shared memory
   kCfgPrivateHistogram,  // the (2, K, H) histogram in shared memory (kStreamRanking)
+  kCfgClassSplits,    // labels with kCfgPrivatize: blocks per row range (class ranges), >= 1
   kCfgSize
 };
 
@@ -350,8 +351,10 @@ constexpr int kStreamRanking = 2;   // the (2, K, H) thresholds histogram
 // * 4 for scores, double ones included, with the thresholds histogram
 //   (kStreamRanking) or without: 64 registers, half the warps of an SM
 //   (sm_100's ptxas spills there: 3, 80 registers);
-// * ptxas's own choice for labels (38-56 registers, 40-48 warps per SM), but
-//   on sm_100, where it takes 32 and spills: 1 (56-68 registers).
+// * 5 for labels (40-48 registers, 40 warps per SM; left to choose, ptxas
+//   took 40 for 64-bit labels into float counts on sm_90 and spilled once
+//   the classes could be split between blocks), but on sm_100, where it
+//   takes 32 and spills: 1 (56-68 registers).
 // What keeps the scores within these: the values the row loop does not need
 // each row (class and cell counts, flags, bin counts, the shared-memory
 // layout, the grid step, the lanes per row, the row's leader lane) are read
@@ -367,7 +370,7 @@ struct StreamMinBlocks {
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 1000
   static constexpr int kLabels = 1, kRows = 3, kRanking = 3;
 #else
-  static constexpr int kLabels = 0, kRows = 4, kRanking = 4;
+  static constexpr int kLabels = 5, kRows = 4, kRanking = 4;
 #endif
   static constexpr int value = !is_stream_score<PredT>::value            ? kLabels
                                : (FEATURES & kStreamRanking) != 0 ? kRanking
@@ -376,8 +379,9 @@ struct StreamMinBlocks {
 
 // The block's dynamic shared memory, in order: 3 n_bins BinCells, the top-k
 // buckets ((num_top_k + 1) * blockDim.x doubles, where score sums are kept),
-// the 3K + 2 cells (kCfgPrivatize), the (2, K, H) thresholds histogram
-// (kCfgPrivateHistogram). Each part's address is found from the shared
+// the 3 span + 2 cells (kCfgPrivatize: span() classes, all K but where a
+// label state's classes are split between blocks), the (2, K, H)
+// thresholds histogram (kCfgPrivateHistogram). Each part's address is found from the shared
 // config where used, not held across the row loop: a 64-bit address held
 // there costs score instantiations registers (the histogram's spilled).
 // Label instantiations have no bins or buckets: their cells start at 0.
@@ -397,8 +401,14 @@ struct StreamSharedLayout {
   __device__ C* cells() const {
     return reinterpret_cast<C*>(buckets() + (size_t)top_k_buckets() * blockDim.x);
   }
+  // The classes of a block's privatised cells: ceil(K / kCfgClassSplits)
+  // for labels (the block counts range blockIdx.x % splits), K for scores.
+  __device__ int64 span() const {
+    const int64 splits = kScores ? 1 : settings[kCfgClassSplits];
+    return (settings[kCfgClasses] + splits - 1) / splits;
+  }
   __device__ C* histogram() const {
-    return cells() + (settings[kCfgPrivatize] != 0 ? 3 * settings[kCfgClasses] + 2 : 0);
+    return cells() + (settings[kCfgPrivatize] != 0 ? 3 * span() + 2 : 0);
   }
 };
 
@@ -444,7 +454,7 @@ streaming_update(const TrueT* y_true, const PredT* preds, const W* weight, int64
   const StreamSharedLayout<C, kScores> layout{dynamic, settings, score_state != nullptr};
   __syncthreads();  // the shared config, which the layout reads
   const int top_k_buckets = layout.top_k_buckets();
-  int64 cell_count = 3 * K + 2;
+  int64 cell_count = 3 * layout.span() + 2;
   for (int i = threadIdx.x; i < 3 * n_bins; i += blockDim.x) layout.bins()[i].fixed = 0ull;
   for (int i = threadIdx.x; i < num_top_k; i += blockDim.x) limits[i] = config[kCfgTopK + i];
   for (int j = 0; j < top_k_buckets; ++j) layout.buckets()[j * blockDim.x + threadIdx.x] = 0.0;
@@ -487,9 +497,18 @@ streaming_update(const TrueT* y_true, const PredT* preds, const W* weight, int64
   // across the row loop they spilled (thresholds histogram).
   __shared__ int shift;
   __shared__ unsigned int rows_per_step;
+  // Label states whose counts do not fit a block's shared memory split the
+  // classes between blocks (kCfgClassSplits, the host makes the grid a
+  // multiple of it): blocks b, b + 1, ..., b + splits - 1 read the same rows,
+  // block b + j counting the classes of range j; the first of them also
+  // counts the rest (total, kappa moments, matrix, checks). One split: each
+  // block its own rows, as scores.
+  const unsigned int splits = kScores ? 1u : (unsigned int)config[kCfgClassSplits];
+  const bool counts_rows = kScores || blockIdx.x % splits == 0u;
   if (threadIdx.x == 0) {
     shift = fixed_bins ? bin_fixed_shift(nullptr, n) : 0;
-    rows_per_step = (unsigned int)grid_threads() / (unsigned int)first_group;
+    rows_per_step = kScores ? (unsigned int)grid_threads() / (unsigned int)first_group
+                            : gridDim.x / splits * blockDim.x;
   }
   __syncthreads();
 
@@ -502,7 +521,9 @@ streaming_update(const TrueT* y_true, const PredT* preds, const W* weight, int64
   // held across the row loop.
   const int classes = (int)K;
   const unsigned int lane = lane_index();
-  int64 base = global_warp_base() / first_group;
+  int64 base = kScores ? global_warp_base() / first_group
+                       : (int64)(blockIdx.x / splits) * blockDim.x +
+                             (threadIdx.x / kWarpSize) * kWarpSize;
   while (base < n) {
     // Lanes per row, read again each row: held across the loop it spilled.
     const int group = kWide ? kWarpSize : (kScores ? (int)settings[kCfgGroup] : 1);
@@ -595,7 +616,7 @@ streaming_update(const TrueT* y_true, const PredT* preds, const W* weight, int64
       pred_ok = p >= 0 && p < classes;
       valid = counted && target_ok && pred_ok && weight_ok;
     }
-    if (counted && !valid && leader) {  // rare: shared atomics, no registers
+    if (counted && !valid && leader && counts_rows) {  // rare: shared atomics, no registers
       atomicAdd(&block_checks[kCheckInvalid], 1ull);
       if (!target_ok) keep_first_shared(&block_checks[kCheckTarget], ordinal, row);
       if (target_ok && !pred_ok) keep_first_shared(&block_checks[kCheckPrediction], ordinal, row);
@@ -604,18 +625,32 @@ streaming_update(const TrueT* y_true, const PredT* preds, const W* weight, int64
     if (valid && leader) {
       const C w_count = count_of<C>(weight, row);
       const int64 k = classes;
-      if (settings[kCfgMatrix] != 0) atomicAdd(&matrix[t * k + p], w_count);
-      C* cells = settings[kCfgPrivatize] != 0 ? layout.cells() : counts;
-      if (t == p) atomicAdd(&cells[t], w_count);
-      atomicAdd(&cells[k + t], w_count);
-      atomicAdd(&cells[2 * k + p], w_count);
+      if (settings[kCfgMatrix] != 0 && counts_rows) atomicAdd(&matrix[t * k + p], w_count);
+      if constexpr (kScores) {
+        C* cells = settings[kCfgPrivatize] != 0 ? layout.cells() : counts;
+        if (t == p) atomicAdd(&cells[t], w_count);
+        atomicAdd(&cells[k + t], w_count);
+        atomicAdd(&cells[2 * k + p], w_count);
+      } else {
+        // The row's classes within the block's range (all of them unless
+        // split): unsigned compares, as t - lo or p - lo may be negative.
+        const bool shared_cells = settings[kCfgPrivatize] != 0;
+        C* cells = shared_cells ? layout.cells() : counts;
+        const int64 span = shared_cells ? layout.span() : k;
+        const int64 lo = shared_cells ? (int64)(blockIdx.x % splits) * span : 0;
+        if ((uint64)(t - lo) < (uint64)span) {
+          if (t == p) atomicAdd(&cells[t - lo], w_count);
+          atomicAdd(&cells[span + t - lo], w_count);
+        }
+        if ((uint64)(p - lo) < (uint64)span) atomicAdd(&cells[2 * span + p - lo], w_count);
+      }
       const int64 gap = t > p ? t - p : p - t;
       if constexpr (kScores) {
         total_column[threadIdx.x] += w_count;
         if constexpr (SumsWeights<W, C>::value) weight_column[threadIdx.x] += (double)w_count;
         if (t != p) atomicAdd(&misclassified_shared[0], w_count);
         column_moments.add(w_count, gap);
-      } else {
+      } else if (counts_rows) {
         total[0] += w_count;
         if constexpr (SumsWeights<W, C>::value) weight_sum += (double)w_count;
         if (t != p) misclassified += w_count;
@@ -653,7 +688,8 @@ streaming_update(const TrueT* y_true, const PredT* preds, const W* weight, int64
   // the shared config rather than held in registers across the row loop
   // (where the thresholds histogram's instantiations spilled them).
   K = settings[kCfgClasses];
-  cell_count = 3 * K + 2;
+  const int64 span = layout.span();
+  cell_count = 3 * span + 2;
   histogram_cells = kRanking ? 2 * K * settings[kCfgThresholds] : 0;
   privatize = settings[kCfgPrivatize] != 0;
   private_histogram = kRanking && settings[kCfgPrivateHistogram] != 0;
@@ -666,7 +702,7 @@ streaming_update(const TrueT* y_true, const PredT* preds, const W* weight, int64
   }
   block_sum(total, count_scratch);
   if (threadIdx.x == 0 && total[0] != C(0)) {
-    atomicAdd(privatize ? &layout.cells()[3 * K] : &counts[3 * K], total[0]);
+    atomicAdd(privatize ? &layout.cells()[3 * span] : &counts[3 * K], total[0]);
   }
   if constexpr (SumsWeights<W, C>::value) {  // the whole block sums
     double weight_sums[1] = {weight_sum};
@@ -683,7 +719,7 @@ streaming_update(const TrueT* y_true, const PredT* preds, const W* weight, int64
     for (int offset = kWarpSize / 2; offset > 0; offset >>= 1)
       misclassified += __shfl_xor_sync(kFullWarp, misclassified, offset);
     if (lane == 0 && misclassified != C(0)) {
-      atomicAdd(privatize ? &layout.cells()[3 * K + 1] : &counts[3 * K + 1], misclassified);
+      atomicAdd(privatize ? &layout.cells()[3 * span + 1] : &counts[3 * K + 1], misclassified);
     }
     moments.flush(exact_moments, float_moments);
   } else {
@@ -701,10 +737,20 @@ streaming_update(const TrueT* y_true, const PredT* preds, const W* weight, int64
     atomicAdd(&counts[3 * K + 1], misclassified_shared[0]);
   }
   if (privatize) {
+    // Cell i of part i / span (diagonal, support, predicted; then the total
+    // and misclassified weight) is class lo + i % span of that part.
     const C* cells_shared = layout.cells();
+    const int64 lo = (int64)(blockIdx.x % splits) * span;
     for (int64 i = threadIdx.x; i < cell_count; i += blockDim.x) {
       const C value = cells_shared[i];
-      if (value != C(0)) atomicAdd(&counts[i], value);
+      if (value == C(0)) continue;
+      if (i >= 3 * span) {  // the total and the misclassified weight
+        atomicAdd(&counts[3 * K + (i - 3 * span)], value);
+        continue;
+      }
+      const int64 part = i / span;
+      const int64 c = lo + (i - part * span);  // < K: no row counts past it
+      atomicAdd(&counts[part * K + c], value);
     }
   }
   if (private_histogram) {

@@ -544,6 +544,60 @@ def test_emulated_histogram_in_shared_memory_equals_global_atomics(rng, monkeypa
     _assert_reports_equal(reports["emulated"], reports["numpy"], rtol=1e-9)
 
 
+@pytest.mark.parametrize("k, splits", [(3000, 2), (5000, 3)])
+@pytest.mark.parametrize("weights", [None, "int", "float"])
+def test_emulated_label_counts_split_between_blocks(rng, monkeypatch, weights, k, splits):
+    """Label counts whose 3K + 2 cells pass a block's shared memory (48 KiB
+    on the emulated device) are split by class range between blocks (config
+    class_splits; 5000 classes leave the last range short of its span): each
+    of a group's blocks reads the same rows and counts its range in shared
+    memory, the first also the total, the kappa moments and the matrix. The
+    state equals the NumPy reference's, with ignored targets and a
+    prediction out of range; a small batch takes global atomics."""
+    from metrics_gpu.backends.launchers import streaming as streaming_launchers
+
+    n = 90_000
+    y = rng.integers(0, k, n)
+    y[rng.random(n) < 0.1] = -1                       # ignored
+    p = np.where(rng.random(n) < 0.5, y, rng.integers(0, k, n))
+    p[y < 0] = rng.integers(0, k, int((y < 0).sum()))
+    y[:3], p[:3] = (0, k - 1, k // 2), (0, k - 1, k // 2 + 1)  # both range ends
+    w = None if weights is None else (rng.integers(1, 5, n) if weights == "int"
+                                      else rng.random(n) + 0.1)
+    device = get_backend_implementation("emulated").device
+    # Room for several blocks an SM: several groups of `splits` blocks.
+    monkeypatch.setattr(device, "shared_memory_per_multiprocessor", 4 * 48 * 1024)
+    launch = device.launch
+    seen = []
+
+    def spy(source, expression, grid, block, args, shared_bytes=0):
+        if expression.startswith("streaming_update"):
+            config = np.array(args[5])
+            seen.append((int(config[streaming_launchers.STREAM_CONFIG.index("privatize")]),
+                         int(config[streaming_launchers.STREAM_CONFIG.index("class_splits")]),
+                         grid))
+        return launch(source, expression, grid, block, args, shared_bytes)
+
+    monkeypatch.setattr(device, "launch", spy)
+    states, reports = {}, {}
+    for name in ("numpy", "emulated"):
+        with mg.use_backend(name):
+            metrics = mg.ClassificationMetrics(k, ignore_index=-1, confusion_matrix=True)
+            metrics.update(y, p, w)                     # split between blocks
+            metrics.update(y[:50], p[:50], None if w is None else w[:50])  # global atomics
+            states[name] = {key: np.asarray(value).copy()
+                            for key, value in metrics.state_dict().items()
+                            if isinstance(value, np.ndarray)}
+            reports[name] = metrics.compute().to_dict()
+    (private, split, grid), (small_private, small_split, _) = seen
+    assert (private, split, small_private, small_split) == (1, splits, 0, 1), seen
+    assert grid % splits == 0 and grid > splits, grid  # groups of whole ranges
+    for key, value in states["numpy"].items():
+        np.testing.assert_allclose(states["emulated"][key], value,
+                                   rtol=1e-12 if weights == "float" else 0, err_msg=key)
+    _assert_reports_equal(reports["emulated"], reports["numpy"], rtol=1e-9)
+
+
 @pytest.mark.parametrize("thresholds", [None, 6])
 def test_emulated_channel_first_maps_read_a_thread_per_position(rng, monkeypatch, thresholds):
     """Segmentation maps (N, K, H, W) whose positions are contiguous go to

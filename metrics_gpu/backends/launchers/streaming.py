@@ -83,8 +83,14 @@ STREAM_CONFIG = (
     "classes", "inner", "image_stride", "inner_stride", "column_stride", "group",
     "ignore_index", "has_ignore", "from_logits", "clip_eps_bits", "num_top_k",
     *(f"top_k_{i}" for i in range(SCORE_MAX_TOP_K)),
-    "bins", "thresholds", "matrix", "privatize", "private_histogram",
+    "bins", "thresholds", "matrix", "privatize", "private_histogram", "class_splits",
 )
+# Label states whose 3K + 2 count cells do not fit a block's shared memory
+# split the classes between blocks (kernels/streaming.cu kCfgClassSplits):
+# each row is then read by `splits` blocks, each adding to its range's cells
+# in shared memory. Beyond this many splits the rereads are left to global
+# atomics instead.
+MAX_CLASS_SPLITS = 8
 STREAM_WEIGHT_TYPES = {"int64": "long long", "float32": "float", "float64": "double"}
 
 
@@ -127,6 +133,8 @@ class StreamUpdatePlan:
     cell_bytes: int
     grid_cap: int         # blocks an SM holds at once with score_bytes each, times SMs
     privatized_grid_cap: int  # the same with the counts in shared memory (0: they do not fit)
+    class_splits: int     # blocks that read each row when privatised (MAX_CLASS_SPLITS)
+    private_cells: int    # cells a privatised block flushes: 3 ceil(K / class_splits) + 2
     make_config: Any      # (privatize, private_histogram) -> the packed config vector, uploaded
     configs: dict
     # The thresholds histogram in shared memory (kernels/streaming.cu
@@ -166,7 +174,7 @@ class StreamUpdatePlan:
         grid = min(self.grid_cap, -(-n * self.group // block_threads)) or 1
         # Counts and histogram in shared memory where a block has many more
         # rows than cells to flush at its end (and they fit: a cap > 0).
-        key = (self.privatized_grid_cap > 0 and n >= grid * self.cells,
+        key = (self.privatized_grid_cap > 0 and n >= grid * self.private_cells,
                self.histogram_rows > 0 and n >= grid * self.histogram_rows)
         cap = self.grid_caps[key]
         if not cap:  # both do not fit together: the counts alone
@@ -174,7 +182,13 @@ class StreamUpdatePlan:
             cap = self.grid_caps[key]
         if cap < grid:  # no call: the hot path counts them
             grid = cap
-        check_rows_per_block(n, grid)
+        rows_grid = grid
+        if key[0] and self.class_splits > 1:
+            # Whole groups of blocks, each group reading its rows once per
+            # class range (the caps are multiples of the splits).
+            rows_grid = max(1, grid // self.class_splits)
+            grid = rows_grid * self.class_splits
+        check_rows_per_block(n, rows_grid)
         config = self.configs.get(key)
         if config is None:
             if not allocate:
@@ -199,7 +213,7 @@ class StreamUpdatePlan:
 
 
 def _stream_scalar_args(spec, batch, group, clip_eps, privatize, thresholds, score_sums=True,
-                        private_histogram=False):
+                        private_histogram=False, class_splits=1):
     """The config vector of one (state, input layout); ``batch`` None gives
     the one compute reads for a state restored before any update."""
     if batch is None:
@@ -216,7 +230,7 @@ def _stream_scalar_args(spec, batch, group, clip_eps, privatize, thresholds, sco
         clip_eps_bits=int(np.float64(clip_eps).view(np.int64)), num_top_k=len(top_k),
         bins=spec["n_bins"] if score_sums else 0, thresholds=thresholds if score_sums else 0,
         matrix=int(spec["keep_matrix"]), privatize=int(privatize),
-        private_histogram=int(private_histogram),
+        private_histogram=int(private_histogram), class_splits=class_splits,
         **{f"top_k_{i}": v for i, v in enumerate(top_k + [0] * (SCORE_MAX_TOP_K - len(top_k)))},
     )
     return np.array([values[name] for name in STREAM_CONFIG], dtype=np.int64)
@@ -294,7 +308,15 @@ class StreamingLaunchers(LaunchBase):
         score_bytes = 3 * n_bins * 8 + top_k_shared_bytes(
             len(spec["top_k"]) if score_sums else 0, block)
         cells = stream_count_cells(k)
-        cell_bytes = cells * 8
+        limit = device.shared_memory_per_block_optin
+        # Label states split their classes between blocks where the cells do
+        # not fit (MAX_CLASS_SPLITS); scores and everything that fits: one.
+        class_splits = 1
+        if not batch.scores:
+            class_splits = next((s for s in range(1, MAX_CLASS_SPLITS + 1)
+                                 if (3 * -(-k // s) + 2) * 8 + score_bytes <= limit), 1)
+        private_cells = 3 * -(-k // class_splits) + 2
+        cell_bytes = private_cells * 8
         if workspace.update_ticket is None:
             workspace.update_ticket = self.zeros(1, np.uint32)
             workspace.moments = self.zeros(2, np.float64)
@@ -310,7 +332,6 @@ class StreamingLaunchers(LaunchBase):
         # its rows' K atomics each outnumber its 2 K H cells (2H rows).
         ranking = bool(features & STREAM_RANKING)
         histogram_bytes = 2 * k * spec["thresholds"] * 8 if ranking else 0
-        limit = device.shared_memory_per_block_optin
         shared = {}
         grid_caps = {}
         for privatize in (False, True):
@@ -320,12 +341,15 @@ class StreamingLaunchers(LaunchBase):
                                + (histogram_bytes if private_histogram else 0))
                 fits = shared[key] <= limit and (histogram_bytes > 0 or not private_histogram)
                 grid_caps[key] = self._grid(huge, shared[key]) if fits else 0
+                if privatize and class_splits > 1 and grid_caps[key]:
+                    grid_caps[key] = max(class_splits,
+                                         grid_caps[key] // class_splits * class_splits)
 
         def config(key):
             privatize, private_histogram = key
             return self.upload(_stream_scalar_args(
                 spec, batch, group, clip_eps, privatize, spec["thresholds"], score_sums,
-                private_histogram))
+                private_histogram, class_splits if privatize else 1))
 
         plan = workspace.plans[layout] = StreamUpdatePlan(
             launcher=self,
@@ -335,6 +359,7 @@ class StreamingLaunchers(LaunchBase):
             cell_bytes=cell_bytes,
             grid_cap=grid_caps[False, False],
             privatized_grid_cap=grid_caps[True, False],
+            class_splits=class_splits, private_cells=private_cells,
             make_config=config, configs={},
             histogram_bytes=histogram_bytes,
             histogram_rows=2 * spec["thresholds"] if grid_caps[False, True] else 0,
