@@ -135,6 +135,19 @@ struct SumsWeights<long long, unsigned long long> {
   static constexpr bool value = true;
 };
 
+// A block's privatised count cells: 32-bit for unweighted labels into
+// integer counts (a block reads fewer than 2^31 rows, which the host checks,
+// so no cell passes 2^32; half the shared memory, half the class splits),
+// the counts' own type otherwise.
+template <typename W, typename C, bool kScores>
+struct PrivateCell {
+  typedef C type;
+};
+template <>
+struct PrivateCell<unit_weight, unsigned long long, false> {
+  typedef unsigned int type;
+};
+
 // The pred types that are (N, K) scores, not labels.
 template <typename T>
 struct is_stream_score {
@@ -398,8 +411,9 @@ struct StreamSharedLayout {
   __device__ double* buckets() const {
     return reinterpret_cast<double*>(bins() + (kScores ? 3 * settings[kCfgBins] : 0));
   }
-  __device__ C* cells() const {
-    return reinterpret_cast<C*>(buckets() + (size_t)top_k_buckets() * blockDim.x);
+  template <typename P = C>
+  __device__ P* cells() const {
+    return reinterpret_cast<P*>(buckets() + (size_t)top_k_buckets() * blockDim.x);
   }
   // The classes of a block's privatised cells: ceil(K / kCfgClassSplits)
   // for labels (the block counts range blockIdx.x % splits), K for scores.
@@ -411,6 +425,18 @@ struct StreamSharedLayout {
     return cells() + (settings[kCfgPrivatize] != 0 ? 3 * span() + 2 : 0);
   }
 };
+
+// A counted row into count cells of `span` classes (diagonal, support,
+// predicted), t and p relative to the cells' first class: a class outside
+// them (another block's range) adds nothing.
+template <typename P>
+__device__ __forceinline__ void add_row_cells(P* cells, int64 span, int64 t, int64 p, P w) {
+  if ((uint64)t < (uint64)span) {
+    if (t == p) atomicAdd(&cells[t], w);
+    atomicAdd(&cells[span + t], w);
+  }
+  if ((uint64)p < (uint64)span) atomicAdd(&cells[2 * span + p], w);
+}
 
 // The checks of a block: rows left out, and the first of each kind, added
 // by shared atomics where a row is left out (rare), flushed once a block.
@@ -431,6 +457,7 @@ streaming_update(const TrueT* y_true, const PredT* preds, const W* weight, int64
   constexpr bool kWide = kScores && (FEATURES & kStreamWideRows) != 0;
   constexpr bool kRanking = kScores && (FEATURES & kStreamRanking) != 0;
   typedef typename StreamWiden<PredT>::type F;
+  typedef typename PrivateCell<W, C, kScores>::type P;  // the privatised cells' type
   // K, n_bins, num_top_k, the flags and the cell counts: read again after
   // the row loop rather than held across it.
   int64 K = config[kCfgClasses];
@@ -459,8 +486,8 @@ streaming_update(const TrueT* y_true, const PredT* preds, const W* weight, int64
   for (int i = threadIdx.x; i < num_top_k; i += blockDim.x) limits[i] = config[kCfgTopK + i];
   for (int j = 0; j < top_k_buckets; ++j) layout.buckets()[j * blockDim.x + threadIdx.x] = 0.0;
   if (privatize) {
-    C* cells_shared = layout.cells();
-    for (int64 i = threadIdx.x; i < cell_count; i += blockDim.x) cells_shared[i] = C(0);
+    P* cells_shared = layout.template cells<P>();
+    for (int64 i = threadIdx.x; i < cell_count; i += blockDim.x) cells_shared[i] = P(0);
   }
   int64 histogram_cells = kRanking ? 2 * K * config[kCfgThresholds] : 0;
   bool private_histogram = kRanking && config[kCfgPrivateHistogram] != 0;
@@ -634,15 +661,13 @@ streaming_update(const TrueT* y_true, const PredT* preds, const W* weight, int64
       } else {
         // The row's classes within the block's range (all of them unless
         // split): unsigned compares, as t - lo or p - lo may be negative.
-        const bool shared_cells = settings[kCfgPrivatize] != 0;
-        C* cells = shared_cells ? layout.cells() : counts;
-        const int64 span = shared_cells ? layout.span() : k;
-        const int64 lo = shared_cells ? (int64)(blockIdx.x % splits) * span : 0;
-        if ((uint64)(t - lo) < (uint64)span) {
-          if (t == p) atomicAdd(&cells[t - lo], w_count);
-          atomicAdd(&cells[span + t - lo], w_count);
+        if (settings[kCfgPrivatize] != 0) {
+          const int64 span = layout.span();
+          const int64 lo = (int64)(blockIdx.x % splits) * span;
+          add_row_cells(layout.template cells<P>(), span, t - lo, p - lo, (P)w_count);
+        } else {
+          add_row_cells(counts, k, t, p, w_count);
         }
-        if ((uint64)(p - lo) < (uint64)span) atomicAdd(&cells[2 * span + p - lo], w_count);
       }
       const int64 gap = t > p ? t - p : p - t;
       if constexpr (kScores) {
@@ -702,7 +727,11 @@ streaming_update(const TrueT* y_true, const PredT* preds, const W* weight, int64
   }
   block_sum(total, count_scratch);
   if (threadIdx.x == 0 && total[0] != C(0)) {
-    atomicAdd(privatize ? &layout.cells()[3 * span] : &counts[3 * K], total[0]);
+    if (privatize) {
+      atomicAdd(&layout.template cells<P>()[3 * span], (P)total[0]);
+    } else {
+      atomicAdd(&counts[3 * K], total[0]);
+    }
   }
   if constexpr (SumsWeights<W, C>::value) {  // the whole block sums
     double weight_sums[1] = {weight_sum};
@@ -719,7 +748,11 @@ streaming_update(const TrueT* y_true, const PredT* preds, const W* weight, int64
     for (int offset = kWarpSize / 2; offset > 0; offset >>= 1)
       misclassified += __shfl_xor_sync(kFullWarp, misclassified, offset);
     if (lane == 0 && misclassified != C(0)) {
-      atomicAdd(privatize ? &layout.cells()[3 * span + 1] : &counts[3 * K + 1], misclassified);
+      if (privatize) {
+        atomicAdd(&layout.template cells<P>()[3 * span + 1], (P)misclassified);
+      } else {
+        atomicAdd(&counts[3 * K + 1], misclassified);
+      }
     }
     moments.flush(exact_moments, float_moments);
   } else {
@@ -739,10 +772,10 @@ streaming_update(const TrueT* y_true, const PredT* preds, const W* weight, int64
   if (privatize) {
     // Cell i of part i / span (diagonal, support, predicted; then the total
     // and misclassified weight) is class lo + i % span of that part.
-    const C* cells_shared = layout.cells();
+    const P* cells_shared = layout.template cells<P>();
     const int64 lo = (int64)(blockIdx.x % splits) * span;
     for (int64 i = threadIdx.x; i < cell_count; i += blockDim.x) {
-      const C value = cells_shared[i];
+      const C value = (C)cells_shared[i];
       if (value == C(0)) continue;
       if (i >= 3 * span) {  // the total and the misclassified weight
         atomicAdd(&counts[3 * K + (i - 3 * span)], value);

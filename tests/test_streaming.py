@@ -544,16 +544,20 @@ def test_emulated_histogram_in_shared_memory_equals_global_atomics(rng, monkeypa
     _assert_reports_equal(reports["emulated"], reports["numpy"], rtol=1e-9)
 
 
-@pytest.mark.parametrize("k, splits", [(3000, 2), (5000, 3)])
-@pytest.mark.parametrize("weights", [None, "int", "float"])
+# (classes, weights): the class splits of a block's 24 KiB, with 32-bit
+# cells for unweighted counts and 8-byte ones for weights.
+SPLIT_CASES = [(3000, None, 2), (5000, None, 3), (3000, "int", 3), (5000, "float", 5)]
+
+
+@pytest.mark.parametrize("k, weights, splits", SPLIT_CASES)
 def test_emulated_label_counts_split_between_blocks(rng, monkeypatch, weights, k, splits):
-    """Label counts whose 3K + 2 cells pass a block's shared memory (48 KiB
-    on the emulated device) are split by class range between blocks (config
-    class_splits; 5000 classes leave the last range short of its span): each
-    of a group's blocks reads the same rows and counts its range in shared
-    memory, the first also the total, the kappa moments and the matrix. The
-    state equals the NumPy reference's, with ignored targets and a
-    prediction out of range; a small batch takes global atomics."""
+    """Label counts whose 3K + 2 cells pass a block's shared memory (24 KiB
+    here) are split by class range between blocks (config class_splits;
+    5000 classes leave the last range short of its span): each of a group's
+    blocks reads the same rows and counts its range in shared memory (32-bit
+    cells unweighted, the counts' type with weights), the first also the
+    total, the kappa moments and the matrix. The state equals the NumPy
+    reference's, with ignored targets; a small batch takes global atomics."""
     from metrics_gpu.backends.launchers import streaming as streaming_launchers
 
     n = 90_000
@@ -565,6 +569,7 @@ def test_emulated_label_counts_split_between_blocks(rng, monkeypatch, weights, k
     w = None if weights is None else (rng.integers(1, 5, n) if weights == "int"
                                       else rng.random(n) + 0.1)
     device = get_backend_implementation("emulated").device
+    monkeypatch.setattr(device, "shared_memory_per_block_optin", 24 * 1024)
     # Room for several blocks an SM: several groups of `splits` blocks.
     monkeypatch.setattr(device, "shared_memory_per_multiprocessor", 4 * 48 * 1024)
     launch = device.launch

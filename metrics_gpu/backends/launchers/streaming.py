@@ -309,14 +309,17 @@ class StreamingLaunchers(LaunchBase):
             len(spec["top_k"]) if score_sums else 0, block)
         cells = stream_count_cells(k)
         limit = device.shared_memory_per_block_optin
-        # Label states split their classes between blocks where the cells do
-        # not fit (MAX_CLASS_SPLITS); scores and everything that fits: one.
+        # A block's cells: 32-bit for unweighted labels into integer counts
+        # (kernels/streaming.cu PrivateCell), 8 bytes otherwise. Label states
+        # split their classes between blocks where the cells do not fit
+        # (MAX_CLASS_SPLITS); scores and everything that fits: one.
+        cell_size = 4 if not batch.scores and integer and weight is None else 8
         class_splits = 1
         if not batch.scores:
             class_splits = next((s for s in range(1, MAX_CLASS_SPLITS + 1)
-                                 if (3 * -(-k // s) + 2) * 8 + score_bytes <= limit), 1)
+                                 if (3 * -(-k // s) + 2) * cell_size + score_bytes <= limit), 1)
         private_cells = 3 * -(-k // class_splits) + 2
-        cell_bytes = private_cells * 8
+        cell_bytes = private_cells * cell_size
         if workspace.update_ticket is None:
             workspace.update_ticket = self.zeros(1, np.uint32)
             workspace.moments = self.zeros(2, np.float64)
