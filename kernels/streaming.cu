@@ -43,11 +43,10 @@
 // rows, or the thresholds histogram (the host instantiates rows, wide rows,
 // and rows with the histogram). A score instantiation holds at most 64
 // registers on sm_80 / sm_90 (StreamMinBlocks) with no spill: its score
-// sums, kappa moments and totals
-// sit in per-thread shared columns (ThreadColumn), its config and the
-// addresses of its dynamic shared memory (StreamSharedLayout) are read from
-// a shared copy where used, and the checks are shared atomics of the rare
-// rows left out.
+// sums, kappa moments and totals sit in per-thread shared columns
+// (ThreadColumn), its config and the addresses of its dynamic shared memory
+// (StreamSharedLayout) are read from a shared copy where used, and the
+// checks are shared atomics of the rare rows left out.
 // Launch shape: blocks of whole warps (<= kScoreBlockThreads); `group` lanes
 // per score row as in scores.cu (1 for labels, and for channel-first maps,
 // whose consecutive positions are consecutive threads: each class's read is
@@ -56,10 +55,12 @@
 // 16 bytes a load, as fused_logits_wide reads them with a warp per row.
 // Dynamic shared memory: 3 * n_bins BinCells, the top-k buckets of
 // scores.cu ((num_top_k + 1) * blockDim.x doubles, score sums with top_k
-// only), then the 3K + 2 privatised cells when config kCfgPrivatize is set,
-// then the 2 K H cells of the thresholds histogram when kCfgPrivateHistogram
-// is (the host sets it where they fit and a block has at least 2H rows, so
-// that its flush costs less than the global atomics it saves).
+// only), then the 3K + 2 privatised cells when config kCfgPrivatize is
+// set (a label state's 3 ceil(K / splits) + 2 when kCfgClassSplits splits
+// its classes between blocks), then the 2 K H cells of the thresholds
+// histogram when kCfgPrivateHistogram is (the host sets it where they fit
+// and a block has at least 2H rows, so that its flush costs less than the
+// global atomics it saves).
 // Limits: rows per launch < 2^40 (checks keep the row in 40 bits), update
 // ordinals < 2^23; K < 2^31; top_k at most kMaxTopK values.
 //
@@ -393,10 +394,11 @@ struct StreamMinBlocks {
 // The block's dynamic shared memory, in order: 3 n_bins BinCells, the top-k
 // buckets ((num_top_k + 1) * blockDim.x doubles, where score sums are kept),
 // the 3 span + 2 cells (kCfgPrivatize: span() classes, all K but where a
-// label state's classes are split between blocks), the (2, K, H)
-// thresholds histogram (kCfgPrivateHistogram). Each part's address is found from the shared
-// config where used, not held across the row loop: a 64-bit address held
-// there costs score instantiations registers (the histogram's spilled).
+// label state's classes are split between blocks; PrivateCell's type), the
+// (2, K, H) thresholds histogram (kCfgPrivateHistogram). Each part's
+// address is found from the shared config where used, not held across the
+// row loop: a 64-bit address held there costs score instantiations
+// registers (the histogram's spilled).
 // Label instantiations have no bins or buckets: their cells start at 0.
 template <typename C, bool kScores>
 struct StreamSharedLayout {

@@ -18,7 +18,7 @@ from metrics_gpu._kernels import (
     STREAM_ORDINAL_SHIFT,
     KernelModule,
 )
-from metrics_gpu._state import score_sums_size, stream_count_cells
+from metrics_gpu._state import score_sums_size
 from metrics_gpu.backends.launchers.base import (
     WARP_SIZE,
     LaunchBase,
@@ -128,7 +128,6 @@ class StreamUpdatePlan:
     expression: str
     block: int
     group: int            # threads per row
-    cells: int            # count cells of the state
     score_bytes: int      # shared memory of the score sums per block
     cell_bytes: int
     grid_cap: int         # blocks an SM holds at once with score_bytes each, times SMs
@@ -307,7 +306,6 @@ class StreamingLaunchers(LaunchBase):
         n_bins = spec["n_bins"] if score_sums else 0
         score_bytes = 3 * n_bins * 8 + top_k_shared_bytes(
             len(spec["top_k"]) if score_sums else 0, block)
-        cells = stream_count_cells(k)
         limit = device.shared_memory_per_block_optin
         # A block's cells: 32-bit for unweighted labels into integer counts
         # (kernels/streaming.cu PrivateCell), 8 bytes otherwise. Label states
@@ -358,7 +356,7 @@ class StreamingLaunchers(LaunchBase):
             launcher=self,
             expression=stream_update_expression(true_type, pred_type, weight_type, count_type,
                                                 features),
-            block=block, group=group, cells=cells, score_bytes=score_bytes,
+            block=block, group=group, score_bytes=score_bytes,
             cell_bytes=cell_bytes,
             grid_cap=grid_caps[False, False],
             privatized_grid_cap=grid_caps[True, False],
