@@ -69,9 +69,10 @@ enum RowSlot {
   kRowJaccard,
   kRowJaccardDefined,
   kRowCount,
-  // Rows (counted, whatever their weight) with a 0/0 rate: scikit-learn warns
-  // of those, weight 0 or not. No predicted label (precision), no true label
-  // (recall), neither (F-beta for 0 < beta < inf, and Jaccard).
+  // Counted rows with a 0/0 rate, of which scikit-learn warns: no predicted
+  // label (precision), no true label (recall), neither (F-beta for 0 < beta
+  // < inf, and Jaccard); a row of weight 0 for each (scikit-learn's
+  // samplewise counts are its counts times its weight: all 0).
   kRowNoPredicted,
   kRowNoTrue,
   kRowNoLabels,
@@ -134,9 +135,9 @@ __device__ __forceinline__ double row_slot_value(int slot, double w, int tp, int
     case kRowJaccard: return j_den > 0.0 ? w * (tp / j_den) : 0.0;
     case kRowJaccardDefined: return j_den > 0.0 ? w : 0.0;
     case kRowCount: return 1.0;
-    case kRowNoPredicted: return p_den > 0.0 ? 0.0 : 1.0;
-    case kRowNoTrue: return r_den > 0.0 ? 0.0 : 1.0;
-    case kRowNoLabels: return j_den > 0.0 ? 0.0 : 1.0;
+    case kRowNoPredicted: return p_den > 0.0 && w != 0.0 ? 0.0 : 1.0;
+    case kRowNoTrue: return r_den > 0.0 && w != 0.0 ? 0.0 : 1.0;
+    case kRowNoLabels: return j_den > 0.0 && w != 0.0 ? 0.0 : 1.0;
     default: return 0.0;
   }
 }

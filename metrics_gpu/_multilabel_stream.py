@@ -140,9 +140,12 @@ def multilabel_update_reference(y_true, preds, weight, *, mode: str, cut: float,
             ("jaccard", tp, tp + fp + fn)):
         sums[ROW[name]], sums[ROW[name + "_defined"]] = rate(numerator, denominator)
     sums[ROW["rows"]] = keep.sum()
-    sums[ROW["rows_no_predicted"]] = ((tp + fp) == 0).sum()
-    sums[ROW["rows_no_true"]] = ((tp + fn) == 0).sum()
-    sums[ROW["rows_no_labels"]] = ((tp + fp + fn) == 0).sum()
+    # A row of weight 0 has no weighted labels (scikit-learn's samplewise
+    # counts are weights times counts): its rates are undefined.
+    weightless = w == 0
+    sums[ROW["rows_no_predicted"]] = (((tp + fp) == 0) | weightless).sum()
+    sums[ROW["rows_no_true"]] = (((tp + fn) == 0) | weightless).sum()
+    sums[ROW["rows_no_labels"]] = (((tp + fp + fn) == 0) | weightless).sum()
     checks = np.array([left_out.sum(), NO_ROW, 0], dtype=np.uint64)
     if left_out.any():
         checks[1] = np.uint64(int(np.flatnonzero(left_out)[0]) + row_offset)

@@ -209,10 +209,25 @@ def test_wide_rows_match_sklearn(backend, rng, weights):
                               average, zero_division, np.uint8)
 
 
+@pytest.mark.parametrize("zero_division", ZERO_DIVISIONS, ids=str)
+def test_rows_of_weight_zero_are_undefined_as_in_sklearn(backend, zero_division):
+    """scikit-learn's samplewise counts are a row's counts times its weight: a
+    row of weight 0 has no predicted and no true label, so its precision,
+    recall, F and Jaccard are 0/0 (warned of), whatever labels it holds. (A
+    hypothesis example: the kernel's row sums had taken such a row's rates as
+    defined, and warned of recall only.)"""
+    cases = [(np.array([[0, 0], [0, 0]]), np.array([[1, 1], [1, 1]])),
+             (np.array([[1, 0], [1, 1], [0, 1]]), np.array([[1, 1], [0, 1], [0, 1]]))]
+    for (y_true, y_pred), weights in zip(cases, (np.array([1, 0]), np.array([0.5, 0.0, 2.0]))):
+        check_against_sklearn(backend, y_true, y_pred, weights, None, "samples", zero_division,
+                              np.bool_)
+
+
 def test_nan_mean_of_rows_weighing_nothing_is_the_plain_mean(backend):
-    """zero_division=NaN with every defined sample of weight 0: scikit-learn's
-    mean of the defined values is then unweighted (sums over rows cannot give
-    it: the kernel backends take the per-sample counts)."""
+    """zero_division=NaN where every row with labels weighs 0: scikit-learn's
+    samplewise counts (counts times weight) leave every row 0/0, and the mean
+    is NaN; the kernel's row sums take rows of weight 0 as undefined
+    (kernels/multilabel.cu RowSlot)."""
     y_true = np.array([[1, 0, 1], [0, 0, 0], [1, 1, 0]])
     y_pred = np.array([[1, 1, 0], [0, 0, 0], [1, 0, 0]])
     weight = np.array([0.0, 2.0, 0.0])
