@@ -556,8 +556,10 @@ def test_emulated_label_counts_split_between_blocks(rng, monkeypatch, weights, k
     5000 classes leave the last range short of its span): each of a group's
     blocks reads the same rows and counts its range in shared memory (32-bit
     cells unweighted, the counts' type with weights), the first also the
-    total, the kappa moments and the matrix. The state equals the NumPy
-    reference's, with ignored targets; a small batch takes global atomics."""
+    total, the kappa moments, the matrix and the rows left out. The state
+    equals the NumPy reference's, with ignored targets and (validate=False)
+    targets and predictions out of range; a small batch takes global
+    atomics."""
     from metrics_gpu.backends.launchers import streaming as streaming_launchers
 
     n = 90_000
@@ -566,6 +568,8 @@ def test_emulated_label_counts_split_between_blocks(rng, monkeypatch, weights, k
     p = np.where(rng.random(n) < 0.5, y, rng.integers(0, k, n))
     p[y < 0] = rng.integers(0, k, int((y < 0).sum()))
     y[:3], p[:3] = (0, k - 1, k // 2), (0, k - 1, k // 2 + 1)  # both range ends
+    y[[10, 500, 70_000]] = (k, k + 7, -3)                # out of range: left out
+    y[[20, 600, 80_000]], p[[20, 600, 80_000]] = 1, (k, -1, 2 * k)
     w = None if weights is None else (rng.integers(1, 5, n) if weights == "int"
                                       else rng.random(n) + 0.1)
     device = get_backend_implementation("emulated").device
@@ -587,13 +591,16 @@ def test_emulated_label_counts_split_between_blocks(rng, monkeypatch, weights, k
     states, reports = {}, {}
     for name in ("numpy", "emulated"):
         with mg.use_backend(name):
-            metrics = mg.ClassificationMetrics(k, ignore_index=-1, confusion_matrix=True)
+            metrics = mg.ClassificationMetrics(k, ignore_index=-1, confusion_matrix=True,
+                                               validate=False)
             metrics.update(y, p, w)                     # split between blocks
             metrics.update(y[:50], p[:50], None if w is None else w[:50])  # global atomics
             states[name] = {key: np.asarray(value).copy()
                             for key, value in metrics.state_dict().items()
                             if isinstance(value, np.ndarray)}
             reports[name] = metrics.compute().to_dict()
+    # Rows left out: 6 in the first batch, rows 10 and 20 again in the second.
+    assert int(states["numpy"]["checks"][0]) == 8, states["numpy"]["checks"]
     (private, split, grid), (small_private, small_split, _) = seen
     assert (private, split, small_private, small_split) == (1, splits, 0, 1), seen
     assert grid % splits == 0 and grid > splits, grid  # groups of whole ranges
