@@ -3,6 +3,11 @@
 Importing this package never imports CuPy, torch or JAX, nor touches CUDA.
 """
 
+# First: torch.compile must find the package on its skip list whenever it traces.
+from metrics_gpu._torch_compile import keep_package_out_of_dynamo
+
+keep_package_out_of_dynamo()
+
 from metrics_gpu._backend import (
     BackendUnavailableError,
     get_backend,
