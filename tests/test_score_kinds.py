@@ -3,7 +3,8 @@ probabilities made in half precision (an fp16 / bf16 softmax widened to
 float32) are probabilities; scores read as logits that nearly all look like
 probabilities warn, through the streaming class, the functional calls and the
 command line, in words that fit (N,) scores; declared probabilities that miss
-only the sum are told to renormalise, never to pass logits.
+only the sum are told to renormalise, never to pass logits; one default kind
+(logits) for ClassificationMetrics, MultilabelMetrics and the command line.
 
 References are independent: scikit-learn's log loss of the rows (the
 probabilities as given) and torch's softmax in reduced precision.
@@ -169,6 +170,43 @@ def test_binary_probabilities_read_as_logits_say_the_labels_are_wrong(backend, r
     assert "row" not in message and "sums to 1" not in message
     assert _looks_like(_caught(lambda: mg.logits_report(
         backend.asarray(y), backend.asarray(p), from_logits=False))[1]) == []
+
+
+# -- MultilabelMetrics: one default kind ------------------------------------------------
+
+
+def test_multilabel_metrics_default_to_logits_and_warn_of_probabilities(backend, rng):
+    """MultilabelMetrics reads float scores as logits by default, as
+    ClassificationMetrics and the command line: sigmoid(x) > 0.5 (x > 0). Scores
+    that look like probabilities warn; declared, they are cut at the threshold."""
+    y = (rng.random((50, 4)) < 0.5).astype(np.int64)
+    p = rng.random((50, 4))
+    default = mg.MultilabelMetrics(4)
+    _, messages = _caught(lambda: default.update(backend.asarray(y), backend.asarray(p)))
+    assert [m for m in messages if "as probabilities are" in m and
+            "scores='probabilities'" in m], messages
+    as_logits = float(default.compute()["subset_accuracy"])
+    assert as_logits == pytest.approx(sk.accuracy_score(y, (p > 0).astype(int)))
+    declared = mg.MultilabelMetrics(4, scores="probabilities")
+    _, messages = _caught(lambda: declared.update(backend.asarray(y), backend.asarray(p)))
+    assert messages == []
+    assert float(declared.compute()["subset_accuracy"]) == pytest.approx(
+        sk.accuracy_score(y, (p > 0.5).astype(int)))
+    logits = mg.MultilabelMetrics(4)
+    _, messages = _caught(lambda: logits.update(backend.asarray(y),
+                                                backend.asarray(4 * rng.normal(size=(50, 4)))))
+    assert messages == []
+
+
+def test_multilabel_scores_of_the_wrong_kind_name_the_kind_and_the_option(backend):
+    """Logits given to a state of probabilities: the error names the declared kind
+    and scores= (not only validate=False)."""
+    metrics = mg.MultilabelMetrics(2, scores="probabilities", validate="eager")
+    with pytest.raises(ValueError, match=r"reads float preds as probabilities "
+                                         r"\(scores='probabilities'\); for logits, build it "
+                                         r"with scores='logits'"):
+        metrics.update(backend.asarray(np.array([[0, 1], [1, 0]])),
+                       backend.asarray(np.array([[-2.0, 3.0], [1.5, -0.5]])))
 
 
 # -- the command line -------------------------------------------------------------------
