@@ -1130,15 +1130,6 @@ def probability_rows(values, backend, dtype=None, *, sums: bool = True) -> int |
     return None if failed > allowed else n - failed
 
 
-def looks_like_probabilities(values, backend, dtype=None) -> bool:
-    """Whether at least :data:`PROBABILITY_ROWS_SHARE` of the rows of scores
-    (not empty) are rows of probabilities (:func:`count_non_probability_rows`):
-    logits that look so were most likely probabilities given without saying
-    so. NaN rows are not probabilities. ``dtype``: the type the rows were
-    given in, where ``values`` are widened."""
-    return probability_rows(values, backend, dtype) is not None
-
-
 def probabilities_read_as_logits(name: str, option: str, *, rows: int | None = None,
                                  total: int | None = None, binary: bool = False,
                                  default: bool = True) -> str:

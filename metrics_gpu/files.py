@@ -376,12 +376,10 @@ class ColumnReader:
     def close(self) -> None:
         pass
 
-    # Per-label scores read as logits: whether every value read so far lay in
-    # [0, 1] (warned of at the end).
-    probability_rows_only = True
     # Scores read as logits: the rows checked so far, and how many of them
-    # were not rows of probabilities (nearly all rows that are: warned of at
-    # the end, :meth:`looks_like_probabilities`).
+    # were not rows of probabilities (per-label scores: rows with a value
+    # outside [0, 1]); nearly all rows that are: warned of at the end
+    # (:meth:`looks_like_probabilities`).
     rows_checked = 0
     rows_not_probabilities = 0
     # The names of the columns read, where the file has them (a header, Arrow
@@ -408,10 +406,10 @@ class ColumnReader:
         )
 
         host = get_backend_implementation("numpy")
-        if self.role == "label_scores":  # the multilabel state checks the values
-            if self.from_logits and self.probability_rows_only and values.size:
-                with np.errstate(invalid="ignore"):
-                    self.probability_rows_only = bool(((values >= 0) & (values <= 1)).all())
+        # Per-label scores: the multilabel state checks the values; only logits
+        # that look like probabilities are counted here.
+        per_label = self.role == "label_scores"
+        if per_label and not self.from_logits:
             return
         if self.binary_column:  # (N,) or (N, 1): the positive class's scores
             values = values.reshape(-1)
@@ -433,7 +431,8 @@ class ColumnReader:
             return
         self.rows_checked += int(values.shape[0])
         self.rows_not_probabilities += count_non_probability_rows(
-            values, host, limit=None if limit is None else limit - self.rows_not_probabilities)
+            values, host, limit=None if limit is None else limit - self.rows_not_probabilities,
+            sums=not per_label)
 
     # Shared checks of the values read, by role.
     def _checked(self, values: np.ndarray) -> np.ndarray:
@@ -1057,8 +1056,6 @@ class ShardedReader(ColumnReader):
                 break
             checked, failed = reader.rows_checked, reader.rows_not_probabilities
             got = reader.read(out[done:])
-            self.probability_rows_only = (self.probability_rows_only
-                                          and reader.probability_rows_only)
             self.rows_checked += reader.rows_checked - checked
             self.rows_not_probabilities += reader.rows_not_probabilities - failed
             if got == 0:  # the shard ended
@@ -2467,9 +2464,11 @@ def evaluate_multilabel_files(sources: dict[str, Source | None], *, threshold: f
         if total_rows == 0:
             raise FileProblem(f"--y-true {truth.path}: {NO_ROWS}")
         _raise_first_left_out(state, columns, predicted, scores_are, ignore_index)
-        if predicted == "scores" and from_logits and prediction.probability_rows_only:
+        if predicted == "scores" and from_logits and prediction.looks_like_probabilities():
+            checked = prediction.rows_checked
             warnings.warn(label_probabilities_read_as_logits(
-                f"{prediction.argument} {prediction.path}", "--scores-are probabilities"),
+                f"{prediction.argument} {prediction.path}", "--scores-are probabilities",
+                rows=checked - prediction.rows_not_probabilities, total=checked),
                 UserWarning, stacklevel=2)
         names = truth.column_names or prediction.column_names
         return MultilabelFileReport(state.compute(), rows=total_rows, backend=backend,

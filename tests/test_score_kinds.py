@@ -309,3 +309,24 @@ def test_cli_binary_probabilities_read_as_logits(tmp_path, capsys, backend_name)
     assert status == 0 and err == ""
     assert json.loads(out)["metrics"]["accuracy"] == pytest.approx(
         sk.accuracy_score(y, (p > 0.5).astype(int)))
+
+
+@pytest.mark.parametrize("bad, warns", [(0, True), (2, True), (3, False)])
+def test_cli_multilabel_probabilities_read_as_logits(tmp_path, capsys, bad, warns):
+    """The multilabel command line reads logits by default and warns, as the
+    multiclass one, when at least 99% of the rows hold values in [0, 1] only
+    (here 200 rows, of which ``bad`` hold a logit outside)."""
+    rng = np.random.default_rng(6)
+    p = rng.random((200, 3))
+    p[:bad, 1] = -2.5
+    np.save(tmp_path / "y.npy", (rng.random((200, 3)) < 0.5).astype(np.int64))
+    np.save(tmp_path / "p.npy", p)
+    status = main(["report", "--quiet", "--format", "json", "--y-true",
+                   str(tmp_path / "y.npy"), "--scores", str(tmp_path / "p.npy")])
+    err = capsys.readouterr().err
+    assert status == 0
+    share = "every score is" if bad == 0 else f"the scores of {200 - bad} of 200 rows are"
+    expected = (f"metrics-gpu: warning: --scores {tmp_path / 'p.npy'}: {share} in [0, 1], as "
+                "probabilities are, but the scores are read as logits (the default)")
+    assert err.startswith(expected) == warns and (err == "") == (not warns), err
+    assert "scores='" not in err
