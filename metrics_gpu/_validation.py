@@ -1036,8 +1036,14 @@ def probability_sum_tolerance(dtype) -> float:
 
 def _format_value(value: float) -> str:
     """A score or row sum for a message: six significant digits (1.00038,
-    0.999649), not a float32's widened repr (1.0003776550292969)."""
-    return f"{value:.6g}"
+    0.999649), not a float32's widened repr (1.0003776550292969); a value
+    that these would round to 0 or 1 (1.0000001, just outside [0, 1]) as the
+    shortest text of its float32 (or float64) value."""
+    text = f"{value:.6g}"
+    if float(text) in (0.0, 1.0) and value not in (0.0, 1.0):
+        single = np.float32(value)
+        text = str(single) if float(single) == value else repr(value)
+    return text
 
 
 def first_non_probability_row(values, backend, dtype=None) -> tuple[int, str, bool] | None:

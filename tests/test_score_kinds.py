@@ -330,3 +330,17 @@ def test_cli_multilabel_probabilities_read_as_logits(tmp_path, capsys, bad, warn
                 "probabilities are, but the scores are read as logits (the default)")
     assert err.startswith(expected) == warns and (err == "") == (not warns), err
     assert "scores='" not in err
+
+
+@pytest.mark.parametrize("value, text", [(1.0000001, "1.0000001"), (-0.1, "-0.1"),
+                                         (1.25, "1.25")])
+def test_values_outside_the_unit_range_are_named_as_given(backend, value, text):
+    """A float32 probability outside [0, 1] is named by its own shortest text
+    (not the repr of its widened float64, 1.0000001192092896), also where six
+    digits would round it into [0, 1]."""
+    rows = np.array([[0.5, 0.5], [0.0, 1.0]], np.float32)
+    rows[1, 1] = value
+    metrics = mg.ClassificationMetrics(2, scores="probabilities", validate="eager")
+    with pytest.raises(ValueError, match=rf"preds row 1 .*holds {re.escape(text)} in column 1, "
+                                         r"outside \[0, 1\]: not probabilities"):
+        metrics.update(backend.asarray(np.array([0, 1])), backend.asarray(rows))
