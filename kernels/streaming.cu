@@ -251,10 +251,12 @@ __device__ __forceinline__ void write_moments(const uint64* exact, const double*
 // call (saved around it, they spilled). A row with a NaN or an infinity
 // fails here or in the scan's check alike.
 // How far from 1 a row of probabilities may sum: sqrt of the type's eps (the
-// clip eps of the launch), at least float32's: float64 probabilities are
-// often a float32 softmax widened. The host's copy:
-// metrics_gpu/_validation.py probability_sum_tolerance.
-// bfloat16 rows take their own eps, 2^-7, at least (BFLOAT16_EPS on the host):
+// clip eps of the launch), at least 2^-7 (bfloat16's eps): probabilities made
+// in half precision and widened (AMP or bfloat16 inference, saved as float32)
+// sum to 1 only within the half type's rounding, about 3 * 2^-9 at worst for a
+// bfloat16 softmax. The host's copy: metrics_gpu/_validation.py
+// probability_sum_tolerance (HALF_PRECISION_SUM_TOLERANCE).
+// bfloat16 rows take sqrt of their own eps, 2^-7 (BFLOAT16_EPS on the host):
 // 8 significant bits round each probability by up to 2^-9 of itself.
 template <typename PredT>
 __device__ __forceinline__ double score_type_eps(const PredT*) { return 0.0; }
@@ -262,10 +264,10 @@ __device__ __forceinline__ double score_type_eps(const bfloat16_bits*) { return 
 
 template <typename PredT>
 __device__ __forceinline__ double probability_tolerance(double clip_eps, const PredT* type) {
-  const double least = 1.1920928955078125e-07;  // FLT_EPSILON
-  double eps = clip_eps > least ? clip_eps : least;
-  eps = score_type_eps(type) > eps ? score_type_eps(type) : eps;
-  return sqrt(eps);
+  const double least = 0.0078125;  // 2^-7: a half-precision softmax's rounding, widened
+  const double eps = score_type_eps(type) > clip_eps ? score_type_eps(type) : clip_eps;
+  const double tolerance = sqrt(eps);
+  return tolerance > least ? tolerance : least;
 }
 
 // Whether a row of scores is probabilities: in [0, 1], summing to 1 within

@@ -29,7 +29,7 @@ from typing import Any, Mapping
 import numpy as np
 
 from metrics_gpu import _formulas as F
-from metrics_gpu._backend import get_backend_implementation, resolve_backend
+from metrics_gpu._backend import get_backend_implementation, is_device_array, resolve_backend
 from metrics_gpu._planned import address, address_reader, array_layout
 from metrics_gpu._report_mapping import MetricMapping, missing_metric
 from metrics_gpu._streaming import MAX_THRESHOLDS, initialised_distributed
@@ -37,6 +37,8 @@ from metrics_gpu._validation import (
     check_int_range,
     check_score_kind,
     host_tensor,
+    label_probabilities_read_as_logits,
+    probability_rows,
     score_cut,
 )
 from metrics_gpu.backends.numpy_backend import calibration_bin
@@ -199,9 +201,14 @@ class MultilabelMetrics:
         Score predictions count as positive above it (probabilities), or
         where ``sigmoid(x)`` is above it (logits). Integer and bool
         predictions are 0/1 labels and ignore it.
-    scores : {"probabilities", "logits"}, default "probabilities"
-        What float predictions are: declared, never guessed from the values.
-        Probabilities must lie in [0, 1]; logits must be finite.
+    scores : {"logits", "probabilities"}, default "logits"
+        What float predictions are: declared, never guessed from the values
+        (logits by default, as :class:`ClassificationMetrics` and the
+        command line). Probabilities must lie in [0, 1]; logits must be
+        finite. Scores read as logits of which at least 99% of the rows hold
+        values in [0, 1] only warn, once, at the first update (where that
+        reads nothing more: a host batch, or ``validate="eager"``): they are
+        most likely probabilities.
     beta : float, default 1.0
         The F-beta of ``compute()["f_score"]`` (F1 by default).
     zero_division : {0.0, 1.0, nan}, default 0.0
@@ -234,7 +241,7 @@ class MultilabelMetrics:
     --------
     >>> import numpy as np
     >>> from metrics_gpu import MultilabelMetrics
-    >>> metrics = MultilabelMetrics(3)
+    >>> metrics = MultilabelMetrics(3, scores="probabilities")
     >>> metrics.update(np.array([[1, 0, 1], [0, 1, 0]]), np.array([[0.9, 0.2, 0.4], [0.1, 0.8, 0.3]]))
     >>> metrics.update(np.array([[1, 1, 0]]), np.array([[0.7, 0.6, 0.1]]))
     >>> report = metrics.compute()
@@ -245,8 +252,12 @@ class MultilabelMetrics:
            [0, 2]])
     """
 
+    # Whether the first batch of logits is checked for probabilities (the
+    # file readers check every row themselves and warn once).
+    _warns_of_probabilities = True
+
     def __init__(self, num_labels: int, *, threshold: float = 0.5,
-                 scores: str = "probabilities", beta: float = 1.0,
+                 scores: str = "logits", beta: float = 1.0,
                  zero_division: float = 0.0, ignore_index: int | None = None,
                  thresholds: int | None = None, ranking: bool = False,
                  validate: Any = "deferred") -> None:
@@ -414,6 +425,23 @@ class MultilabelMetrics:
             self._raise_invalid()
         return True
 
+    def _warn_if_probabilities(self, backend, preds) -> None:
+        """Warn when the first batch of scores read as logits looks like
+        per-label probabilities (:func:`metrics_gpu._validation.probability_rows`
+        with no row sums): where that reads nothing more, a host batch or
+        ``validate="eager"``."""
+        if (self._spec["scores"] != "logits" or not self._warns_of_probabilities
+                or (is_device_array(preds) and self.validate != "eager")):
+            return
+        values = _backend_values(preds, backend)
+        if values.dtype.kind != "f" and values.dtype.name != "bfloat16":
+            return  # 0/1 labels
+        found = probability_rows(values, backend, sums=False)
+        if found is not None:
+            F.warn(label_probabilities_read_as_logits(
+                "preds", "scores='probabilities'", rows=found, total=int(values.shape[0])),
+                UserWarning)
+
     def _mode_of(self, pred_code: int) -> int:
         if pred_code in (ELEMENT_CODES["float32"], ELEMENT_CODES["float64"],
                          ELEMENT_CODES["float16"], BFLOAT16_CODE):
@@ -430,6 +458,7 @@ class MultilabelMetrics:
                              f"float scores, got dtype {preds.dtype}")
         backend: Any = self._backend or resolve_backend(y_true, preds, sample_weight)
         if self._arrays is None:
+            self._warn_if_probabilities(backend, preds)
             self._like = y_true
             self._allocate(backend, sample_weight is not None)
         elif sample_weight is not None:
@@ -547,13 +576,19 @@ class MultilabelMetrics:
         checks = state["checks"]
         if int(checks[0]) == 0:
             return
-        arguments = " and ".join(refused_arguments(checks[2]))
+        refused = refused_arguments(checks[2])
+        arguments = " and ".join(refused)
+        kind = self._spec["scores"]
+        declared = ""  # logits refused are not finite: no other kind takes them
+        if "preds" in refused and kind == "probabilities":  # the kind, and how to change it
+            declared = (" The state reads float preds as probabilities "
+                        "(scores='probabilities'); for logits, build it with scores='logits'.")
         raise ValueError(
             f"{int(checks[0])} row(s) were left out of the multilabel state: the first is row "
             f"{int(checks[1])} of the stream, holding a value of {arguments} that it refuses "
             "(targets must be 0/1 or ignore_index; label predictions 0/1; probabilities in "
-            "[0, 1]; logits finite; weights finite and >= 0). Use validate=False to count "
-            "such rows instead")
+            f"[0, 1]; logits finite; weights finite and >= 0).{declared} Use validate=False "
+            "to count such rows instead")
 
     def compute(self) -> MultilabelReport:
         """The metrics of every batch added (one read back of the O(L) state).

@@ -96,7 +96,8 @@ def log_loss(y_true: ArrayLike, y_proba: ArrayLike | None = None, *, normalize: 
     {ignore_index}
     validate : bool, default True
         Check ranges, finiteness and row sums (each a reduction on the device
-        with a few numbers read back); False checks nothing.
+        with a few numbers read back), and with ``from_logits=True`` warn when
+        the scores look like probabilities; False checks nothing and does not warn.
 
     Returns
     -------
@@ -405,7 +406,9 @@ def expected_calibration_error(y_true: ArrayLike, y_proba: ArrayLike, *,
     {ignore_index}
     validate : bool, default True
         Check ranges, finiteness and row sums (each a reduction on the device
-        with a few numbers read back); False skips those checks.
+        with a few numbers read back), and with ``from_logits=True`` warn when
+        the scores look like probabilities; False skips those checks and does
+        not warn.
     deterministic : bool, default False
         On a GPU the bins of unweighted rows are summed in 64-bit fixed point,
         bit-identical run to run; ``deterministic=True`` does the same for
@@ -596,9 +599,13 @@ def logits_report(y_true: ArrayLike, scores: ArrayLike, *, from_logits: bool = T
     {ignore_index}
     validate : bool, default True
         Check ranges, finiteness and row sums (each a reduction on the device
-        with a few numbers read back); False skips those checks: rows whose
-        target is out of range or whose scores hold a NaN or an infinity are
-        then left out and counted in ``n_invalid``.
+        with a few numbers read back), and with ``from_logits=True`` warn
+        when the scores look like probabilities (at least 99% of the rows in
+        [0, 1] summing to 1, or every (N,) score in [0, 1]: pass
+        ``from_logits=False`` for probabilities). False skips those checks and
+        reads nothing back, so it does not warn: rows whose target is out of
+        range or whose scores hold a NaN or an infinity are then left out and
+        counted in ``n_invalid``.
     deterministic : bool, default False
         Sum the calibration bins of weighted rows in 64-bit fixed point on a
         GPU, bit-identical run to run (see

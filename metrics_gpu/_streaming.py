@@ -68,8 +68,8 @@ from metrics_gpu._validation import (
     check_stream_batch,
     check_top_k,
     integer_weights_fit,
-    looks_like_probabilities,
     probabilities_read_as_logits,
+    probability_rows,
     to_numpy,
 )
 from metrics_gpu._types import (
@@ -535,8 +535,7 @@ class ClassificationMetrics:
             if self.validate == "deferred":
                 self._probability_sample = _first_rows_sample(backend, batch)
             return
-        if looks_like_probabilities(batch.rows(backend.xp), backend, batch.score_dtype):
-            _warn_probabilities_read_as_logits()
+        _warn_if_probability_rows(batch.rows(backend.xp), backend, batch.score_dtype)
 
     # -- compute ----------------------------------------------------------------
 
@@ -564,8 +563,10 @@ class ClassificationMetrics:
                       else "a row of scores with a NaN or an infinity"
                       + ("" if self._spec["from_logits"] else
                          ", or that is not probabilities (a value outside [0, 1], or a sum "
-                         "off 1 by more than sqrt(eps) of its type, at least float32's), as "
-                         "scores='probabilities' declares")),
+                         "off 1 by more than sqrt(eps) of its type, at least 2**-7), as "
+                         "scores='probabilities' declares (rows of probabilities that miss "
+                         "only the sum: divide each by its sum; for logits, build the state "
+                         "with scores='logits')")),
             "sample_weight": "a negative or non-finite weight",
         }
         found = [(int(key), name) for name, key in zip(SAMPLE_CHECKED, checks[1:])
@@ -650,9 +651,8 @@ class ClassificationMetrics:
                 (sample, score_dtype), self._probability_sample = self._probability_sample, None
                 rows = StreamBatch(y_true=None, preds=np.asarray(state.backend.to_host(sample)),
                                    sample_weight=None, n=0, score_dtype=score_dtype).rows(np)
-                if looks_like_probabilities(rows, get_backend_implementation("numpy"),
-                                            score_dtype):
-                    _warn_probabilities_read_as_logits()
+                _warn_if_probability_rows(rows, get_backend_implementation("numpy"),
+                                          score_dtype)
             label_values, score_values = state.compute()
         report = StreamingReport(self, label_values, score_values)
         options = None
@@ -1017,8 +1017,13 @@ def _first_rows_sample(backend: Backend, batch: StreamBatch):
     return sample, batch.score_dtype
 
 
-def _warn_probabilities_read_as_logits() -> None:
-    F.warn(probabilities_read_as_logits("preds", "scores='probabilities'"), UserWarning)
+def _warn_if_probability_rows(rows, backend: Backend, score_dtype) -> None:
+    """Warn when nearly all ``rows`` of scores read as logits are rows of
+    probabilities (:func:`metrics_gpu._validation.probability_rows`)."""
+    found = probability_rows(rows, backend, score_dtype)
+    if found is not None:
+        F.warn(probabilities_read_as_logits("preds", "scores='probabilities'", rows=found,
+                                            total=int(rows.shape[0])), UserWarning)
 
 
 

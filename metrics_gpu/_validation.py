@@ -997,33 +997,59 @@ def _check_probability_range(values, name: str, backend, takes_logits: bool,
     )
 
 
-# The least eps a row sum is held to: float32's. float64 probabilities are
-# most often a float32 softmax widened (or decimal text), whose rows sum to 1
-# only within float32's rounding; the check is there for logits and
-# unnormalized scores, which miss 1 by far more.
-PROBABILITY_SUM_MIN_EPS = float(np.finfo(np.float32).eps)
-
-
 # bfloat16 keeps 8 significant bits: each probability rounds by up to 2**-9 of
-# itself, so a row of them sums to 1 only within about 2**-8, past float32's
-# tolerance; its own eps (2**-7) sets its rows' tolerance.
+# itself, so a row of them sums to 1 only within about 2**-8; its own eps
+# (2**-7) sets its rows' tolerance as sqrt(eps) sets the other types' (below).
 BFLOAT16_EPS = 2.0 ** -7
+
+# The least tolerance of a row sum, whatever the type the row is given in:
+# probabilities are most often made in half precision (AMP or bfloat16
+# inference) and widened to float32 or float64 for saving, and such rows sum
+# to 1 only within the half type's rounding, not the type they arrive in.
+# A softmax rounded to bfloat16 (unit roundoff u = 2**-9) is off by at most
+# u * sum(p) = u from rounding its outputs, plus u or two more where the
+# exponentials and their sum were rounded to bfloat16 too: about 3u = 5.9e-3
+# at worst (3.2e-3 seen from torch), under 2**-7 = 7.8e-3, bfloat16's eps;
+# float16's softmax (u = 2**-11) is off by under 4e-4. Logits or
+# unnormalized scores miss 1 by far more than 2**-7.
+HALF_PRECISION_SUM_TOLERANCE = BFLOAT16_EPS
+
+# Scores read as logits warn when at least this share of their rows are rows
+# of probabilities (not every row: a few rows of a half-precision softmax may
+# miss any tolerance, and a few rows of a file may be damaged). Logits almost
+# never have a single row in [0, 1] summing to 1.
+PROBABILITY_ROWS_SHARE = 0.99
 
 
 def probability_sum_tolerance(dtype) -> float:
-    """How far from 1 a row of probabilities of ``dtype`` (or its name) may sum: sqrt(eps) of
-    the type (:func:`score_dtype_eps`, scikit-learn's tolerance), at least
-    float32's (:data:`PROBABILITY_SUM_MIN_EPS`), and bfloat16's own
-    (:data:`BFLOAT16_EPS`) for bfloat16 rows. kernels/streaming.cu holds rows
-    to the same (probability_tolerance)."""
+    """How far from 1 a row of probabilities of ``dtype`` (or its name) may sum:
+    :data:`HALF_PRECISION_SUM_TOLERANCE` (rows made in float16 or bfloat16 and
+    widened), or sqrt(eps) of the type (:func:`score_dtype_eps`, scikit-learn's
+    tolerance, sqrt(:data:`BFLOAT16_EPS`) for bfloat16) where larger.
+    kernels/streaming.cu holds rows to the same (probability_tolerance)."""
     if (dtype if isinstance(dtype, str) else np.dtype(dtype).name) == "bfloat16":
-        return math.sqrt(max(BFLOAT16_EPS, PROBABILITY_SUM_MIN_EPS))
-    return math.sqrt(max(score_dtype_eps(dtype), PROBABILITY_SUM_MIN_EPS))
+        own = math.sqrt(BFLOAT16_EPS)
+    else:
+        own = math.sqrt(score_dtype_eps(dtype))
+    return max(own, HALF_PRECISION_SUM_TOLERANCE)
 
 
-def first_non_probability_row(values, backend, dtype=None) -> tuple[int, str] | None:
-    """The first row of ``values`` that is not a row of probabilities, and what
-    is wrong with it; None when every row is. ``(N, K)`` rows must hold values
+def _format_value(value: float) -> str:
+    """A score or row sum for a message: six significant digits (1.00038,
+    0.999649), not a float32's widened repr (1.0003776550292969); a value
+    that these would round to 0 or 1 (1.0000001, just outside [0, 1]) as the
+    shortest text of its float32 (or float64) value."""
+    text = f"{value:.6g}"
+    if float(text) in (0.0, 1.0) and value not in (0.0, 1.0):
+        single = np.float32(value)
+        text = str(single) if float(single) == value else repr(value)
+    return text
+
+
+def first_non_probability_row(values, backend, dtype=None) -> tuple[int, str, bool] | None:
+    """The first row of ``values`` that is not a row of probabilities, what
+    is wrong with it, and whether only its sum is (its values are in [0, 1]);
+    None when every row is. ``(N, K)`` rows must hold values
     in [0, 1] summing to 1 within :func:`probability_sum_tolerance` of their
     type; an ``(N,)`` column (the positive class's probability) values in
     [0, 1]. Reductions per chunk of rows; a mask only where one fails.
@@ -1034,7 +1060,7 @@ def first_non_probability_row(values, backend, dtype=None) -> tuple[int, str] | 
     if first is not None:
         index, found = first
         where = "" if values.ndim == 1 else f" in column {index[1]}"
-        outside = index[0], f"{found!r}{where}, outside [0, 1]"
+        outside = index[0], f"{_format_value(found)}{where}, outside [0, 1]", False
     if values.ndim != 2:
         return outside
     xp = backend.xp
@@ -1045,30 +1071,110 @@ def first_non_probability_row(values, backend, dtype=None) -> tuple[int, str] | 
         sums = rows.sum(axis=1, dtype=np.float64)
         i = _first_true(xp.abs(sums - 1) > tolerance, backend)
         if i is not None:
-            return start + i, (f"probabilities summing to {sums[i].item()!r}, not 1 "
-                               f"(within {tolerance:.2g})")
+            return start + i, (f"values in [0, 1] summing to {_format_value(sums[i].item())}, "
+                               f"not 1 (within {tolerance:.2g})"), True
     return outside
 
 
-def looks_like_probabilities(values, backend, dtype=None) -> bool:
-    """Whether every row of scores (not empty) is a row of probabilities
-    (:func:`first_non_probability_row`): logits that look so were most likely
-    probabilities given without saying so. NaN rows are not probabilities.
-    ``dtype``: the type the rows were given in, where ``values`` are widened."""
-    if not values.size:
-        return False
+def declared_probabilities_refused(where: str, problem: str, sum_only: bool, *,
+                                   declared: str, logits_option: str) -> str:
+    """The message for scores declared probabilities (``declared``: the
+    caller's words, ``scores='probabilities'`` or ``--scores-are
+    probabilities``) of which ``where`` holds ``problem``. A row that fails
+    only the sum is probabilities rounded or not normalized: the fix is to
+    divide each row by its sum, not to read them as logits (which gives wrong
+    metrics); values outside [0, 1] are logits, which ``logits_option``
+    declares."""
+    if sum_only:
+        return (f"{where} holds {problem}: rows of probabilities, as {declared} declares, "
+                "must sum to 1; if these are probabilities (rounded, or not normalized), "
+                "divide each row by its sum before passing them (read as logits they would "
+                "give wrong metrics)")
+    return (f"{where} holds {problem}: not probabilities, as {declared} declares (for "
+            f"logits, {logits_option})")
+
+
+def count_non_probability_rows(values, backend, dtype=None, limit=None, *,
+                               sums: bool = True) -> int:
+    """How many rows of ``values`` are not rows of probabilities (the rule of
+    :func:`first_non_probability_row`; NaN rows are not); counting stops at the
+    first chunk that takes the count past ``limit``. ``sums=False``: per-label
+    probabilities (multilabel), every value in [0, 1] and no sum. Three row
+    reductions per chunk of rows, one count read back each."""
     xp = backend.xp
-    if not bool(xp.isfinite(values.sum(dtype=np.float64))):
-        return False
-    return first_non_probability_row(values, backend, dtype) is None
+    tolerance = probability_sum_tolerance(values.dtype if dtype is None else dtype)
+    count = 0
+    for _, rows in _row_chunks(values, chunked=True):
+        if rows.ndim == 1:
+            ok = (rows >= 0) & (rows <= 1)
+        else:
+            ok = (rows.min(axis=1) >= 0) & (rows.max(axis=1) <= 1)
+            if sums:
+                ok &= xp.abs(rows.sum(axis=1, dtype=np.float64) - 1) <= tolerance
+        count += int(rows.shape[0]) - int(xp.count_nonzero(ok))
+        if limit is not None and count > limit:
+            break
+    return count
 
 
-def probabilities_read_as_logits(name: str, option: str) -> str:
-    """The warning for scores read as logits whose every row is a row of
-    probabilities, naming the ``option`` that declares them."""
-    return (f"{name}: every row is in [0, 1] and sums to 1, as probabilities do, but the "
-            f"scores are read as logits (the default); pass {option} if they are "
-            "probabilities, else the score metrics are wrong")
+def allowed_non_probability_rows(rows: int) -> int:
+    """How many of ``rows`` rows may fail and the scores still look like
+    probabilities: the rows past :data:`PROBABILITY_ROWS_SHARE`."""
+    return rows - math.ceil(PROBABILITY_ROWS_SHARE * rows - 1e-9)
+
+
+def probability_rows(values, backend, dtype=None, *, sums: bool = True) -> int | None:
+    """How many rows of scores are rows of probabilities, when at least
+    :data:`PROBABILITY_ROWS_SHARE` of them (not empty) are; else None (the
+    count stops early: logits fail from their first rows). ``sums``: as
+    :func:`count_non_probability_rows`."""
+    n = int(values.shape[0]) if values.ndim else 0
+    if not values.size or not n:
+        return None
+    allowed = allowed_non_probability_rows(n)
+    failed = count_non_probability_rows(values, backend, dtype, limit=allowed, sums=sums)
+    return None if failed > allowed else n - failed
+
+
+def probabilities_read_as_logits(name: str, option: str, *, rows: int | None = None,
+                                 total: int | None = None, binary: bool = False,
+                                 default: bool = True) -> str:
+    """The warning for scores read as logits that look like probabilities,
+    naming the ``option`` that declares them. ``rows`` of ``total`` rows are
+    rows of probabilities (every row when not given or equal). ``binary``:
+    ``(N,)`` scores of the positive class, where a logit above 0 predicts it,
+    so probabilities read as logits predict it for every sample: the label
+    metrics are wrong too, not only the score metrics. ``default``: logits
+    are the caller's default kind (said so in the message)."""
+    every = rows is None or rows == total
+    read = "read as logits (the default)" if default else "read as logits"
+    if binary:
+        share = "every score is" if every else f"{rows:,} of {total:,} scores are"
+        return (f"{name}: {share} in [0, 1], as probabilities of the positive class are, "
+                f"but the scores are {read}, where a score above 0 "
+                "predicts the positive class: every sample with a score above 0 is predicted "
+                f"positive; pass {option} if they are probabilities, else the label metrics "
+                "(accuracy, F1, every predicted label) and the score metrics are wrong")
+    share = "every row is" if every else f"{rows:,} of {total:,} rows are"
+    return (f"{name}: {share} in [0, 1] and {'sums' if every else 'sum'} to 1 (within "
+            f"{HALF_PRECISION_SUM_TOLERANCE:.2g}), as probabilities do, but the scores are "
+            f"{read}; pass {option} if they are probabilities, else "
+            "the score metrics are wrong")
+
+
+def label_probabilities_read_as_logits(name: str, option: str, *, rows: int | None = None,
+                                       total: int | None = None) -> str:
+    """The warning for multilabel scores read as logits (the default) whose
+    rows (``rows`` of ``total``; every row when not given or equal) hold
+    values in [0, 1] only, as per-label probabilities do; ``option`` declares
+    them. Read as logits, a label is predicted where sigmoid(x) passes the
+    threshold: at 0.5, every label of a probability above 0."""
+    share = ("every score is" if rows is None or rows == total
+             else f"the scores of {rows:,} of {total:,} rows are")
+    return (f"{name}: {share} in [0, 1], as probabilities are, but the scores are read as "
+            "logits (the default), a label predicted where sigmoid(score) passes the "
+            f"threshold; pass {option} if they are probabilities, else the metrics (every "
+            "predicted label included) are wrong")
 
 
 def check_score_inputs(y_true, scores, *, name: str = "y_score", kind: str = "probabilities",
@@ -1086,7 +1192,9 @@ def check_score_inputs(y_true, scores, *, name: str = "y_score", kind: str = "pr
     class codes of the columns; targets are mapped to column positions, and
     the rows whose target is ``ignore_index`` to :data:`IGNORED_POSITION`.
     ``takes_logits`` says that the caller has ``from_logits=``, which a
-    probability out of [0, 1] then suggests. ``weight_name`` is the caller's
+    probability out of [0, 1] then suggests. Scores of kind ``"logits"``
+    that look like probabilities (:func:`probability_rows`) warn, with
+    ``validate`` only (without it nothing is read). ``weight_name`` is the caller's
     name of ``sample_weight`` (CatBoost's ``weight``), for the messages.
     """
     if not isinstance(validate, bool):
@@ -1117,6 +1225,17 @@ def check_score_inputs(y_true, scores, *, name: str = "y_score", kind: str = "pr
                                  targets, ignore_index, name=weight_name)
     if validate and kind == "probabilities":
         _check_probability_range(values, name, backend, takes_logits)
+    if validate and kind == "logits":
+        # Probabilities read as logits (the default of the calls that take
+        # both): a few reductions with the checks' reads; none without them.
+        found = probability_rows(values.reshape(n) if binary_column else values, backend)
+        if found is not None:
+            import warnings
+
+            warnings.warn(probabilities_read_as_logits(name, "from_logits=False", rows=found,
+                                                       total=n, binary=binary_column,
+                                                       default=False),
+                          UserWarning, stacklevel=3)
     if binary_column:
         column = values.reshape(n)
         if column.dtype.kind in "iub":
@@ -1942,11 +2061,11 @@ def check_stream_batch(y_true, preds, sample_weight, *, num_classes: int, backen
                 rows = StreamBatch(true, pred, None, n, **layout).rows(backend.xp)
                 bad = first_non_probability_row(rows, backend, layout["score_dtype"])
                 if bad is not None:
-                    row, problem = bad
-                    raise ValueError(
-                        f"{pred_name} row {row} (of {n} score rows) holds {problem}: not "
-                        "probabilities, as scores='probabilities' declares (for logits, "
-                        "build the state with scores='logits')")
+                    row, problem, sum_only = bad
+                    raise ValueError(declared_probabilities_refused(
+                        f"{pred_name} row {row} (of {n} score rows)", problem, sum_only,
+                        declared="scores='probabilities'",
+                        logits_option="build the state with scores='logits'"))
         else:
             _label_range(pred, pred_name, backend, num_classes, None)
         if weight is not None:

@@ -120,8 +120,11 @@ def _command_report(args: argparse.Namespace) -> int:
         raise ValueError("--threshold is for --task multilabel (multiclass labels are the "
                          "argmax of the scores)")
     sources["groups"] = _source(args.groups)
+    scores_option = "--scores"
     if args.scores is None and _pred_holds_scores(sources["y_pred"]):
+        # Messages name the option the user wrote.
         sources["y_pred"], sources["scores"] = None, sources["y_pred"]
+        scores_option = "--y-pred"
     if sources["y_pred"] is None and sources["scores"] is None:
         raise ValueError("give --y-pred (predicted labels) or --scores (or both)")
 
@@ -136,7 +139,7 @@ def _command_report(args: argparse.Namespace) -> int:
             curves=args.plot is not None or args.format == "html",
             confidence_level=args.confidence_level, method=args.interval_method,
             n_resamples=args.n_resamples, rng=args.seed, num_groups=args.num_groups,
-            readers=args.readers, workers=args.workers)
+            readers=args.readers, workers=args.workers, scores_option=scores_option)
         report.labels.metrics  # read back before the bars close
         return report
 
@@ -436,8 +439,9 @@ def build_parser() -> argparse.ArgumentParser:
     report.add_argument("--scores-are", choices=("logits", "probabilities"), default="logits",
                         help="what --scores hold (default logits: raw scores, softmax taken); "
                         "probabilities must be in [0, 1] with rows summing to 1, checked as "
-                        "they are read; logits whose every row looks like probabilities are "
-                        "warned of (multilabel: sigmoid per label; probabilities in [0, 1])")
+                        "they are read; logits of which 99%% of the rows look like "
+                        "probabilities are warned of (multilabel: sigmoid per label; "
+                        "probabilities in [0, 1])")
     report.add_argument("--threshold", type=float, metavar="T",
                         help="multilabel: a label is predicted where its probability (or "
                         "sigmoid of its logit) is above T (default 0.5)")

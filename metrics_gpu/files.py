@@ -75,7 +75,10 @@ from metrics_gpu._report_mapping import (
     whole,
 )
 from metrics_gpu._types import ScoresAre
-from metrics_gpu._validation import probabilities_read_as_logits
+from metrics_gpu._validation import (
+    label_probabilities_read_as_logits,
+    probabilities_read_as_logits,
+)
 
 ARROW_SUFFIXES = (".parquet", ".pq", ".arrow", ".feather", ".ipc")
 TEXT_SUFFIXES = (".csv", ".txt")
@@ -344,6 +347,7 @@ class ColumnReader:
     rows: int | None
     width: int | None
     dtype: np.dtype
+    binary_column = False  # (N,) or (N, 1) scores of the positive class
 
     def __init__(self, argument: str, path: Path, selector: str | None, role: str, *,
                  from_logits: bool = True):
@@ -372,35 +376,63 @@ class ColumnReader:
     def close(self) -> None:
         pass
 
-    # Scores: whether every row read so far looked like probabilities (logits
-    # that all do are warned of at the end); per-label scores: whether every
-    # value read so far lay in [0, 1].
-    probability_rows_only = True
+    # Scores read as logits: the rows checked so far, and how many of them
+    # were not rows of probabilities (per-label scores: rows with a value
+    # outside [0, 1]); nearly all rows that are: warned of at the end
+    # (:meth:`looks_like_probabilities`).
+    rows_checked = 0
+    rows_not_probabilities = 0
     # The names of the columns read, where the file has them (a header, Arrow
     # columns): the multilabel report's label names.
     column_names: list[str] | None = None
+
+    def looks_like_probabilities(self) -> bool:
+        """Whether the scores read (as logits) look like probabilities: at least
+        :data:`metrics_gpu._validation.PROBABILITY_ROWS_SHARE` of their rows."""
+        from metrics_gpu._validation import allowed_non_probability_rows
+
+        return bool(self.rows_checked) and (
+            self.rows_not_probabilities <= allowed_non_probability_rows(self.rows_checked))
 
     def _check_declared_kind(self, values: np.ndarray) -> None:
         """Scores as declared (``--scores-are``), checked block by block as they
         are read (the reader thread: inside the pass, no device sync)."""
         from metrics_gpu._backend import get_backend_implementation
-        from metrics_gpu._validation import first_non_probability_row, looks_like_probabilities
+        from metrics_gpu._validation import (
+            allowed_non_probability_rows,
+            count_non_probability_rows,
+            declared_probabilities_refused,
+            first_non_probability_row,
+        )
 
         host = get_backend_implementation("numpy")
-        if self.role == "label_scores":  # the multilabel state checks the values
-            if self.from_logits and self.probability_rows_only and values.size:
-                with np.errstate(invalid="ignore"):
-                    self.probability_rows_only = bool(((values >= 0) & (values <= 1)).all())
+        # Per-label scores: the multilabel state checks the values; only logits
+        # that look like probabilities are counted here.
+        per_label = self.role == "label_scores"
+        if per_label and not self.from_logits:
             return
+        if self.binary_column:  # (N,) or (N, 1): the positive class's scores
+            values = values.reshape(-1)
         if not self.from_logits:
             bad = first_non_probability_row(values, host)
             if bad is not None:
-                row, problem = bad
-                raise self.problem(f"{self.row_name(self.position + row)} holds {problem}: "
-                                   "not probabilities, as --scores-are probabilities declares "
-                                   "(pass --scores-are logits for raw scores)")
-        elif self.probability_rows_only:
-            self.probability_rows_only = looks_like_probabilities(values, host)
+                row, problem, sum_only = bad
+                raise self.problem(declared_probabilities_refused(
+                    self.row_name(self.position + row), problem, sum_only,
+                    declared="--scores-are probabilities",
+                    logits_option="pass --scores-are logits"))
+            return
+        if not values.shape[0]:
+            return
+        # Past the share the whole file allows (where its rows are known),
+        # the scores are logits: the rest is not counted.
+        limit = None if self.rows is None else allowed_non_probability_rows(self.rows)
+        if limit is not None and self.rows_not_probabilities > limit:
+            return
+        self.rows_checked += int(values.shape[0])
+        self.rows_not_probabilities += count_non_probability_rows(
+            values, host, limit=None if limit is None else limit - self.rows_not_probabilities,
+            sums=not per_label)
 
     # Shared checks of the values read, by role.
     def _checked(self, values: np.ndarray) -> np.ndarray:
@@ -1022,9 +1054,10 @@ class ShardedReader(ColumnReader):
             reader = self._current()
             if reader is None:
                 break
+            checked, failed = reader.rows_checked, reader.rows_not_probabilities
             got = reader.read(out[done:])
-            self.probability_rows_only = (self.probability_rows_only
-                                          and reader.probability_rows_only)
+            self.rows_checked += reader.rows_checked - checked
+            self.rows_not_probabilities += reader.rows_not_probabilities - failed
             if got == 0:  # the shard ended
                 reader.close()
                 self._reader = None
@@ -1130,18 +1163,20 @@ EXACT_MEMORY_FRACTION = 0.5
 
 def open_columns(sources: dict[str, Source | None], *, from_logits: bool = True,
                  roles: dict[str, str] = ROLE_OF,
-                 threads: ReadThreads | None = None) -> dict[str, ColumnReader]:
+                 threads: ReadThreads | None = None,
+                 options: dict[str, str] = OPTIONS) -> dict[str, ColumnReader]:
     """Readers of the named columns (``y_true``, ``y_pred``, ``scores``,
     ``sample_weight``; None ones left out), with their row counts checked;
     ``roles``: each column's role (:data:`ROLE_OF`, or :data:`MULTILABEL_ROLE_OF`);
-    ``threads``: the evaluation's reader threads. Columns sharded in as many
+    ``threads``: the evaluation's reader threads; ``options``: the option that
+    named each column (:data:`OPTIONS`), in messages. Columns sharded in as many
     files are matched file by file (:class:`ShardedReader`'s ``partners``):
     shards whose rows are known up front are compared here."""
     readers: dict[str, ColumnReader] = {}
     try:
         for name, source in sources.items():
             if source is not None:
-                readers[name] = open_column(source, OPTIONS[name], roles[name],
+                readers[name] = open_column(source, options[name], roles[name],
                                             from_logits=from_logits, threads=threads)
         _match_shards([r for r in readers.values() if isinstance(r, ShardedReader)])
         known = [(name, r) for name, r in readers.items() if r.rows is not None]
@@ -1149,8 +1184,8 @@ def open_columns(sources: dict[str, Source | None], *, from_logits: bool = True,
             first_name, first = known[0]
             if reader.rows != first.rows:
                 raise FileProblem(
-                    f"{OPTIONS[name]} {reader.path}: {reader.rows:,} rows, but "
-                    f"{OPTIONS[first_name]} {first.path} has {first.rows:,}")
+                    f"{reader.argument} {reader.path}: {reader.rows:,} rows, but "
+                    f"{first.argument} {first.path} has {first.rows:,}")
     except BaseException:
         for reader in readers.values():
             reader.close()
@@ -1626,7 +1661,8 @@ def evaluate_files(sources: dict[str, Source | None], *, num_classes: int | None
                    backend: str | None = None, chunk_rows: int | None = None, curves: bool = False,
                    progress: Callable[[str, int | None], Callable[[int], None]] | None = None,
                    num_groups: int | None = None, readers: int | None = None,
-                   workers: int | None = None) -> FileEvaluation:
+                   workers: int | None = None,
+                   scores_option: str = OPTIONS["scores"]) -> FileEvaluation:
     """Stream prediction files through :class:`metrics_gpu.ClassificationMetrics`.
 
     ``sources`` names the columns (``y_true``, and ``y_pred`` and / or
@@ -1655,7 +1691,9 @@ def evaluate_files(sources: dict[str, Source | None], *, num_classes: int | None
     processes that update the states chunk by chunk on every core
     (:func:`metrics_gpu._workers.worker_count`: default
     ``METRICS_GPU_CPU_WORKERS``, else one per core for a large file; 1: the
-    calling process alone).
+    calling process alone). ``scores_option``: the command-line option that
+    named the scores, in messages (``--y-pred`` where the command took (N, K)
+    scores given there as scores).
     """
     from metrics_gpu._backend import backend_for_host_data, get_backend, use_backend
     from metrics_gpu._workers import worker_count
@@ -1686,7 +1724,8 @@ def evaluate_files(sources: dict[str, Source | None], *, num_classes: int | None
     from_logits = scores_are == "logits"
     threads = ReadThreads(readers)
     try:
-        columns = open_columns(sources, from_logits=from_logits, threads=threads)
+        columns = open_columns(sources, from_logits=from_logits, threads=threads,
+                               options={**OPTIONS, "scores": scores_option})
     except BaseException:
         threads.close()
         raise
@@ -1697,7 +1736,8 @@ def evaluate_files(sources: dict[str, Source | None], *, num_classes: int | None
         if num_classes is None and score_reader is not None:
             num_classes = score_reader.width
         if score_reader is not None and num_classes != score_reader.width:
-            raise FileProblem(f"--scores {score_reader.path}: {score_reader.width} score "
+            raise FileProblem(f"{score_reader.argument} {score_reader.path}: "
+                              f"{score_reader.width} score "
                               f"columns, but --num-classes is {num_classes}")
         if num_classes is None:
             rows = columns["y_true"].rows
@@ -1751,10 +1791,12 @@ def evaluate_files(sources: dict[str, Source | None], *, num_classes: int | None
         lap("reading and updating")
         for name, state in (("y_pred", label_state), ("scores", score_state)):
             _raise_first_invalid(state, columns, name, chunk_rows)
-        if score_reader is not None and from_logits and score_reader.probability_rows_only:
-            warnings.warn(probabilities_read_as_logits(f"--scores {score_reader.path}",
-                                                       "--scores-are probabilities"),
-                          UserWarning, stacklevel=2)
+        if score_reader is not None and from_logits and score_reader.looks_like_probabilities():
+            checked = score_reader.rows_checked
+            warnings.warn(probabilities_read_as_logits(
+                f"{score_reader.argument} {score_reader.path}", "--scores-are probabilities",
+                rows=checked - score_reader.rows_not_probabilities, total=checked,
+                binary=score_reader.binary_column), UserWarning, stacklevel=2)
         exact_values = None
         if exact is not None:
             # A second bar: ranking takes about as long as reading, and a bar
@@ -1796,7 +1838,8 @@ def _auc_mode(auc: str, rows: int | None, num_classes: int, score_reader: Column
     if auc == "exact" and not fits:
         where = "the GPU" if backend == "cuda" else "this machine"
         raise FileProblem(
-            f"--scores {score_reader.path}: --auc exact needs about {_format_bytes(needed)} "
+            f"{score_reader.argument} {score_reader.path}: --auc exact needs about "
+            f"{_format_bytes(needed)} "
             f"for {rows:,} x {num_classes} scores, and {_format_bytes(free)} are free on "
             f"{where} (it takes at most {EXACT_MEMORY_FRACTION:.0%}); use --auc binned "
             "(the error bound is printed beside each value)")
@@ -1988,7 +2031,7 @@ def _raise_first_invalid(state, readers, name: str, chunk_rows: int) -> None:
     reader = readers[column]
     # Every chunk but the last holds chunk_rows rows (the readers fill them).
     row = reader.row_name(call * chunk_rows + sample)
-    raise FileProblem(f"{OPTIONS[column]} {reader.path}: {row} holds {problem} "
+    raise FileProblem(f"{reader.argument} {reader.path}: {row} holds {problem} "
                       f"({invalid:,} bad rows in all)")
 
 
@@ -2277,7 +2320,8 @@ TASKS = ("multiclass", "multilabel")
 MULTILABEL_PROBLEMS = {
     "y_true": "a target other than 0/1{ignore}",
     "labels": "a prediction other than 0/1",
-    "probabilities": "a probability outside [0, 1] (or NaN)",
+    "probabilities": ("a value outside [0, 1] (or NaN), not a probability as --scores-are "
+                      "probabilities declares (for logits, pass --scores-are logits)"),
     "logits": "a non-finite logit",
     "sample_weight": "a negative or non-finite weight",
 }
@@ -2406,6 +2450,8 @@ def evaluate_multilabel_files(sources: dict[str, Source | None], *, threshold: f
         bins = None if thresholds is None else histogram_thresholds(thresholds, labels)
         state = MultilabelMetrics(labels, threshold=threshold, scores=scores_are,
                                   ignore_index=ignore_index, thresholds=bins, validate=False)
+        # The reader checks every row (_check_declared_kind) and warns once.
+        state._warns_of_probabilities = False
         rows = next((r.rows for r in columns.values() if r.rows is not None), None)
         values = None if rows is None else rows * sum(
             math.prod(r.shape_tail) for r in columns.values())
@@ -2418,11 +2464,11 @@ def evaluate_multilabel_files(sources: dict[str, Source | None], *, threshold: f
         if total_rows == 0:
             raise FileProblem(f"--y-true {truth.path}: {NO_ROWS}")
         _raise_first_left_out(state, columns, predicted, scores_are, ignore_index)
-        if predicted == "scores" and from_logits and prediction.probability_rows_only:
-            warnings.warn(
-                f"--scores {prediction.path}: every score is in [0, 1], as probabilities "
-                "are, but the scores are read as logits (the default); pass --scores-are "
-                "probabilities if they are probabilities, else the metrics are wrong",
+        if predicted == "scores" and from_logits and prediction.looks_like_probabilities():
+            checked = prediction.rows_checked
+            warnings.warn(label_probabilities_read_as_logits(
+                f"{prediction.argument} {prediction.path}", "--scores-are probabilities",
+                rows=checked - prediction.rows_not_probabilities, total=checked),
                 UserWarning, stacklevel=2)
         names = truth.column_names or prediction.column_names
         return MultilabelFileReport(state.compute(), rows=total_rows, backend=backend,

@@ -282,7 +282,9 @@ def test_errors_name_the_file_and_the_row(tmp_path, data, capsys):
          f"--y-true {tmp_path / 't.csv'}: row 2 (line 5) holds a target other than 0/1"),
         (["--y-true", paths["t"], "--scores", paths["q_bad"], "--scores-are", "probabilities",
           "--chunk-size", CHUNK],
-         f"--scores {paths['q_bad']}: row 60 holds a probability outside [0, 1]"),
+         f"--scores {paths['q_bad']}: row 60 holds a value outside [0, 1] (or NaN), not a "
+         "probability as --scores-are probabilities declares (for logits, pass --scores-are "
+         "logits)"),
         (["--y-true", paths["t"], "--y-pred", paths["t"], "--sample-weight", paths["w"]],
          f"--sample-weight {paths['w']}: row 150 holds a negative or non-finite weight"),
         (["--y-true", paths["t"], "--y-pred", paths["wide"]],

@@ -800,8 +800,11 @@ def test_declared_kind_checked_in_every_chunk(tmp_path_factory, fmt, dtype, k, n
             with pytest.warns(UserWarning, match="--scores-are probabilities"):
                 report_files(sources, **options)
             continue
+        # A sum only: probabilities to renormalise, not logits.
+        refusal = ("must sum to 1; .*divide each row by its sum" if flaw == "sum"
+                   else r"not probabilities, .*pass --scores-are logits")
         with pytest.raises(FileProblem, match=rf": row {bad_row}( \(line {bad_row + 2}\))? "
-                                              r"holds .*not probabilities"):
+                                              rf"holds .*{refusal}"):
             report_files(sources, scores_are="probabilities", **options)
         with warnings.catch_warnings():
             warnings.simplefilter("error", UserWarning)  # logits: no warning

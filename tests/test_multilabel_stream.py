@@ -70,7 +70,8 @@ def _assert_matches(report, reference):
 def test_uneven_batches_equal_scikit_learn_on_the_whole(rng, backend_name, num_labels, weighted,
                                                         zero_division):
     y, scores, weight = _case(rng, 83, num_labels, weighted=weighted)
-    metrics = mg.MultilabelMetrics(num_labels, zero_division=zero_division)
+    metrics = mg.MultilabelMetrics(num_labels, zero_division=zero_division,
+                                   scores="probabilities")
     with mg.use_backend(backend_name):
         for a, b in _batches(len(y)):
             metrics.update(torch.from_numpy(y[a:b]), torch.from_numpy(scores[a:b]),
@@ -95,7 +96,7 @@ def test_labels_logits_and_beta(rng, backend_name):
     logits = np.log(scores + 1e-3) - np.log1p(-scores + 1e-3)
     predicted = (scores > 0.3).astype(np.int64)
     with mg.use_backend(backend_name):
-        from_labels = mg.MultilabelMetrics(6, beta=2.0)
+        from_labels = mg.MultilabelMetrics(6, beta=2.0, scores="probabilities")
         from_logits = mg.MultilabelMetrics(6, threshold=0.3, scores="logits", beta=2.0)
         for a, b in _batches(len(y)):
             from_labels.update(y[a:b], predicted[a:b].astype(bool))
@@ -112,7 +113,7 @@ def test_labels_logits_and_beta(rng, backend_name):
 def test_ignored_cells_count_nowhere(rng, backend_name, weighted):
     y, scores, given_weight = _case(rng, 50, 4, weighted=weighted)
     y[rng.random(y.shape) < 0.2] = -1
-    metrics = mg.MultilabelMetrics(4, ignore_index=-1)
+    metrics = mg.MultilabelMetrics(4, ignore_index=-1, scores="probabilities")
     with mg.use_backend(backend_name):
         metrics.update(y.astype(np.int8), scores, given_weight)
     weight = np.ones(len(y)) if given_weight is None else given_weight
@@ -155,7 +156,8 @@ def test_kernel_equals_reference_on_every_dtype(case, rng, true_dtype, pred_dtyp
     if case.name == "cuda":
         true, pred = true.cuda(), pred.cuda()
     with mg.use_backend(case.name):
-        metrics = mg.MultilabelMetrics(num_labels, validate=False, thresholds=8)
+        metrics = mg.MultilabelMetrics(num_labels, validate=False, thresholds=8,
+                                       scores="probabilities")
         metrics.update(true, pred, torch.from_numpy(weight).to(true.device))
     state = metrics.state_dict()
     np.testing.assert_allclose(_host(state["counts"]), expected[0].reshape(-1), rtol=1e-6)
@@ -182,18 +184,18 @@ def test_left_out_rows_are_counted_and_named(case, rng):
                                            f_beta2=1.0, row_offset=10)
     assert list(expected[2]) == [4, 17, 7]
     with mg.use_backend(case.name):
-        metrics = mg.MultilabelMetrics(num_labels, validate=False)
+        metrics = mg.MultilabelMetrics(num_labels, validate=False, scores="probabilities")
         metrics.update(case.put(y[:10]), case.put(p[:10]), case.put(w[:10]))
-        counted = mg.MultilabelMetrics(num_labels, validate=False)
+        counted = mg.MultilabelMetrics(num_labels, validate=False, scores="probabilities")
         counted.update(case.put(y[10:]), case.put(p[10:]), case.put(w[10:]))
         metrics.merge(counted)
         assert metrics.compute()["invalid"] == 4
-        deferred = mg.MultilabelMetrics(num_labels)
+        deferred = mg.MultilabelMetrics(num_labels, scores="probabilities")
         deferred.update(case.put(y), case.put(p), case.put(w))
         with pytest.raises(ValueError, match=r"4 row\(s\).*row 7 .*y_true and preds and "
                                              r"sample_weight"):
             deferred.compute()
-        eager = mg.MultilabelMetrics(num_labels, validate="eager")
+        eager = mg.MultilabelMetrics(num_labels, validate="eager", scores="probabilities")
         with pytest.raises(ValueError, match="row 7 "):
             eager.update(case.put(y), case.put(p), case.put(w))
     # Rows are numbered in the stream that saw them: from 0 in `counted`.
@@ -209,7 +211,7 @@ def test_counts_past_shared_memory_go_to_global_atomics(case, rng):
     y = (rng.random((n, num_labels)) < 0.5)
     p = rng.random((n, num_labels)) > 0.5
     with mg.use_backend(case.name):
-        metrics = mg.MultilabelMetrics(num_labels)
+        metrics = mg.MultilabelMetrics(num_labels, scores="probabilities")
         metrics.update(case.put(y), case.put(p))
     report = metrics.compute()
     np.testing.assert_array_equal(report.confusion_matrix,
@@ -220,7 +222,7 @@ def test_strided_rows_are_read_in_place(rng):
     y = (rng.random((30, 12)) < 0.5).astype(np.int64)
     p = rng.random((30, 12)).astype(np.float32)
     with mg.use_backend("emulated"):
-        metrics = mg.MultilabelMetrics(6)
+        metrics = mg.MultilabelMetrics(6, scores="probabilities")
         whole = torch.from_numpy(y)[:, ::2], torch.from_numpy(p)[:, 3:9]
         metrics.update(*whole)
     _assert_matches(metrics.compute(), {"f1_samples": skm.f1_score(
@@ -231,17 +233,17 @@ def test_strided_rows_are_read_in_place(rng):
 def test_merge_state_dict_and_reset(rng, backend_name):
     y, scores, weight = _case(rng, 70, 8, weighted=True)
     with mg.use_backend(backend_name):
-        whole, first, second = (mg.MultilabelMetrics(8) for _ in range(3))
+        whole, first, second = (mg.MultilabelMetrics(8, scores="probabilities") for _ in range(3))
         whole.update(torch.from_numpy(y), torch.from_numpy(scores), torch.from_numpy(weight))
         first.update(torch.from_numpy(y[:30]), torch.from_numpy(scores[:30]))  # unweighted
         second.update(torch.from_numpy(y[30:]), torch.from_numpy(scores[30:]),
                       torch.from_numpy(weight[30:]))
-        halves = mg.MultilabelMetrics(8)
+        halves = mg.MultilabelMetrics(8, scores="probabilities")
         halves.load_state_dict(first.state_dict())
         halves.merge(second)
-        weighted_first = mg.MultilabelMetrics(8)
+        weighted_first = mg.MultilabelMetrics(8, scores="probabilities")
         weighted_first.update(y[:30], scores[:30], weight[:30])
-        whole_again = mg.MultilabelMetrics(8)
+        whole_again = mg.MultilabelMetrics(8, scores="probabilities")
         whole_again.merge(weighted_first)
         whole_again.merge(second)
     assert isinstance(whole.state_dict()["counts"], torch.Tensor)
@@ -250,14 +252,14 @@ def test_merge_state_dict_and_reset(rng, backend_name):
     _assert_matches(halves.compute(), mixed)
     whole.reset()
     with pytest.raises(ValueError, match="before any update"):
-        mg.MultilabelMetrics(8).compute()
+        mg.MultilabelMetrics(8, scores="probabilities").compute()
     with mg.use_backend(backend_name):
         whole.update(y[:5], scores[:5])
     _assert_matches(whole.compute(), _reference(y[:5], (scores[:5] > 0.5).astype(int), None))
     with pytest.raises(ValueError, match="same arguments"):
-        whole.merge(mg.MultilabelMetrics(8, threshold=0.4))
+        whole.merge(mg.MultilabelMetrics(8, threshold=0.4, scores="probabilities"))
     with pytest.raises(ValueError, match="state_dict of a MultilabelMetrics"):
-        mg.MultilabelMetrics(9).load_state_dict(whole.state_dict())
+        mg.MultilabelMetrics(9, scores="probabilities").load_state_dict(whole.state_dict())
 
 
 @pytest.mark.parametrize("arguments, message", [
@@ -275,7 +277,7 @@ def test_bad_arguments_are_named(arguments, message):
 
 
 def test_bad_shapes_are_named():
-    metrics = mg.MultilabelMetrics(3)
+    metrics = mg.MultilabelMetrics(3, scores="probabilities")
     with pytest.raises(ValueError, match="num_labels=3"):
         metrics.update(np.zeros((4, 2)), np.zeros((4, 2)))
     with pytest.raises(ValueError, match=r"one shape; got \(4, 3\) and \(4, 2\)"):
@@ -296,7 +298,7 @@ def test_threshold_of_logits_is_the_sigmoid_cut():
 
 def test_update_after_the_first_batch_is_one_launch_and_few_calls(rng):
     with mg.use_backend("emulated"):
-        metrics = mg.MultilabelMetrics(10, validate=False)
+        metrics = mg.MultilabelMetrics(10, validate=False, scores="probabilities")
         for n in (64, 64, 50):
             y = torch.from_numpy((rng.random((n, 10)) < 0.3).astype(np.int64))
             scores = torch.from_numpy(rng.random((n, 10)).astype(np.float32))
@@ -315,7 +317,7 @@ def _sync_worker(rank, world_size, init_file, out_dir):
                             world_size=world_size)
     try:
         rng = np.random.default_rng(rank)
-        metrics = mg.MultilabelMetrics(5, validate=False, ranking=True)
+        metrics = mg.MultilabelMetrics(5, validate=False, ranking=True, scores="probabilities")
         y = (rng.random((20 + rank, 5)) < 0.4).astype(np.int64)
         scores = rng.random((20 + rank, 5))
         weight = rng.random(20 + rank) if rank == 1 else None
@@ -342,7 +344,7 @@ def test_sync_over_gloo_equals_one_process():
         mp.spawn(_sync_worker, args=(2, os.path.join(directory, "init"), directory), nprocs=2,
                  join=True)
         results = [pickle.load(open(os.path.join(directory, f"{r}.pkl"), "rb")) for r in (0, 1)]
-    single = mg.MultilabelMetrics(5, validate=False, ranking=True)
+    single = mg.MultilabelMetrics(5, validate=False, ranking=True, scores="probabilities")
     for rank in (0, 1):
         rng = np.random.default_rng(rank)
         y = (rng.random((20 + rank, 5)) < 0.4).astype(np.int64)
@@ -368,8 +370,9 @@ def test_ranking_metrics_over_uneven_batches(rng, backend_name, weighted):
     bad = scores.copy()
     bad[4, 2] = np.nan  # a row left out (validate=False): it weighs nothing
     with mg.use_backend(backend_name):
-        metrics = mg.MultilabelMetrics(6, ranking=True, validate=False)
-        halves = [mg.MultilabelMetrics(6, ranking=True, validate=False) for _ in range(2)]
+        metrics = mg.MultilabelMetrics(6, ranking=True, validate=False, scores="probabilities")
+        halves = [mg.MultilabelMetrics(6, ranking=True, validate=False, scores="probabilities")
+                  for _ in range(2)]
         for a, b in _batches(len(y)):
             batch = (torch.from_numpy(y[a:b]), torch.from_numpy(bad[a:b]),
                      None if weight is None else torch.from_numpy(weight[a:b]))
@@ -387,11 +390,12 @@ def test_ranking_metrics_over_uneven_batches(rng, backend_name, weighted):
 
 def test_ranking_needs_scores_and_no_ignore_index():
     with pytest.raises(ValueError, match="ranking=True takes no ignore_index"):
-        mg.MultilabelMetrics(3, ranking=True, ignore_index=-1)
+        mg.MultilabelMetrics(3, ranking=True, ignore_index=-1, scores="probabilities")
     with pytest.raises(ValueError, match="preds must be float scores"):
-        mg.MultilabelMetrics(3, ranking=True).update(np.zeros((2, 3), int), np.zeros((2, 3), int))
+        mg.MultilabelMetrics(3, ranking=True, scores="probabilities").update(
+            np.zeros((2, 3), int), np.zeros((2, 3), int))
     with pytest.raises(ValueError, match="ranking must be True or False"):
-        mg.MultilabelMetrics(3, ranking=1)
+        mg.MultilabelMetrics(3, ranking=1, scores="probabilities")
 
 
 @pytest.mark.parametrize("backend_name", STREAM_BACKENDS)
@@ -432,13 +436,13 @@ def test_binned_roc_auc_and_average_precision(rng, backend_name, scores_are):
             y, given, average=average, sample_weight=weight)) <= float(
             report[f"roc_auc_{average}_error_bound"]) + 1e-12
     with pytest.raises(ValueError, match="thresholds=65536 with num_labels=4096"):
-        mg.MultilabelMetrics(4096, thresholds=65536)
+        mg.MultilabelMetrics(4096, thresholds=65536, scores="probabilities")
 
 
 def test_curves_and_pictures(rng):
     pytest.importorskip("matplotlib")
     y, scores, _ = _case(rng, 60, 12, weighted=False)
-    metrics = mg.MultilabelMetrics(12, thresholds=10)
+    metrics = mg.MultilabelMetrics(12, thresholds=10, scores="probabilities")
     metrics.update(y, scores)
     report = metrics.compute()
     roc, pr = report.curves()
@@ -455,14 +459,14 @@ def test_curves_and_pictures(rng):
     assert sorted(shown) == shown and set(shown) == set(np.argsort(f_score, kind="stable")[:5])
     with pytest.raises(ValueError, match="metric must be one of"):
         report.plot_per_label("accuracy")
-    plain = mg.MultilabelMetrics(12)
+    plain = mg.MultilabelMetrics(12, scores="probabilities")
     plain.update(y, scores)
     with pytest.raises(ValueError, match="thresholds=H for the curves"):
         plain.compute().curves()
 
 
 def test_first_invalid_names_the_rows_left_out():
-    metrics = mg.MultilabelMetrics(2, validate=False)
+    metrics = mg.MultilabelMetrics(2, validate=False, scores="probabilities")
     metrics.update(np.array([[1, 0], [0, 1]]), np.array([[0.2, 0.9], [0.4, 0.6]]))
     assert metrics.first_invalid() is None
     metrics.update(np.array([[1, 0], [3, 1]]), np.array([[0.2, 0.9], [0.4, 1.5]]))
@@ -473,7 +477,7 @@ def test_first_invalid_names_the_rows_left_out():
 def test_empty_batches_add_nothing(backend_name):
     """A batch of 0 rows (a last, empty shard) changes nothing, weighted or
     not; a state that saw only empty batches has nothing to report."""
-    metrics = mg.MultilabelMetrics(3, ranking=True, thresholds=4)
+    metrics = mg.MultilabelMetrics(3, ranking=True, thresholds=4, scores="probabilities")
     with mg.use_backend(backend_name):
         metrics.update(np.zeros((0, 3), np.int8), np.zeros((0, 3), np.float32))
         with pytest.raises(ValueError, match="nothing to report"):

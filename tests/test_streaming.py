@@ -719,14 +719,21 @@ def _first_non_probability(rows: np.ndarray, tolerance: float):
 def test_eager_refuses_rows_that_are_not_probabilities(backend, rng):
     y = np.array([0, 1, 2, 1])
     probabilities = _softmax(rng.normal(size=(4, 3)))
-    for row, bad, problem in ((2, [0.5, 0.6, -0.1], r"-0\.1 in column 2, outside \[0, 1\]"),
-                              (1, [0.5, 0.6, 0.1], r"summing to 1\.2")):
+    # A value outside [0, 1]: not probabilities (logits, which scores='logits'
+    # reads); a sum only: probabilities to renormalise, never "pass logits".
+    for row, bad, problem in (
+            (2, [0.5, 0.6, -0.1], r"-0\.1 in column 2, outside \[0, 1\]: not probabilities, "
+                                  r"as scores='probabilities' declares \(for logits, build the "
+                                  r"state with scores='logits'\)"),
+            (1, [0.5, 0.6, 0.1], r"summing to 1\.2, not 1 \(within 0\.0078\): rows of "
+                                 r"probabilities, as scores='probabilities' declares, must sum "
+                                 r"to 1; .*divide each row by its sum")):
         scores = probabilities.copy()
         scores[row] = bad
         metrics = mg.ClassificationMetrics(3, scores="probabilities", validate="eager")
-        with pytest.raises(ValueError, match=rf"preds row {row} .*holds .*{problem}.*not "
-                                             r"probabilities, as scores='probabilities'"):
+        with pytest.raises(ValueError, match=rf"preds row {row} .*holds .*{problem}") as error:
             metrics.update(backend.asarray(y), backend.asarray(scores))
+        assert ("scores='logits'" in str(error.value)) == (row == 2), str(error.value)
         with pytest.raises(ValueError, match="compute.. before any update"):
             metrics.compute()  # nothing was added
     metrics = mg.ClassificationMetrics(3, scores="probabilities", validate="eager")
@@ -767,8 +774,10 @@ def test_probabilities_read_as_logits_warn_once(backend, rng, validate):
 
 def _flawed_probabilities(rng, n, k, dtype, flaws):
     """n softmax rows of ``dtype``, each ``(row, flaw)`` applied: a negative
-    value, a value above 1, the row halved (not probabilities), or "nudged"
-    within the type's tolerance (still probabilities)."""
+    value, a value above 1, the row halved (not probabilities), "nudged"
+    within the type's tolerance (still probabilities), or scaled by 1 + 0.6 or
+    1 + 1.6 times 2**-7 ("half_rounded", "off_sum": about the sum errors of a
+    half-precision softmax, and past them; the reference decides)."""
     rows = _softmax(3 * rng.normal(size=(n, k))).astype(dtype)
     for row, flaw in flaws:
         row %= n
@@ -778,6 +787,9 @@ def _flawed_probabilities(rng, n, k, dtype, flaws):
             rows[row, -1] = 1.25
         elif flaw == "scaled":
             rows[row] = rows[row] * 0.5
+        elif flaw in ("half_rounded", "off_sum"):
+            gap = (0.6 if flaw == "half_rounded" else 1.6) * 2.0**-7
+            rows[row] = rows[row] * (1 - gap if row % 2 else 1 + gap)
         else:
             rows[row, 0] = min(1.0, rows[row, 0] + 0.2 * float(np.finfo(dtype).eps))
     return rows
@@ -787,13 +799,16 @@ def _flawed_probabilities(rng, n, k, dtype, flaws):
 @given(dtype=st.sampled_from(("float16", "float32", "float64")), k=st.integers(2, 5),
        n=st.integers(1, 20), seed=st.integers(0, 2**32 - 1),
        flaws=st.lists(st.tuples(st.integers(0, 19), st.sampled_from(
-           ("negative", "above_one", "scaled", "nudged"))), max_size=3))
+           ("negative", "above_one", "scaled", "nudged", "half_rounded", "off_sum"))),
+           max_size=3))
 def test_declared_kind_property(dtype, k, n, seed, flaws):
     """Eager states refuse exactly the batches with a row that is not probabilities,
     naming the first; logits warn exactly when every row is probabilities."""
     rng = np.random.default_rng(seed)
     rows = _flawed_probabilities(rng, n, k, dtype, flaws)
-    tolerance = float(np.sqrt(max(np.finfo(dtype).eps, np.finfo(np.float32).eps)))
+    # sqrt(eps) of the type, at least bfloat16's eps (2**-7): rows made in half
+    # precision and widened are probabilities.
+    tolerance = max(float(np.sqrt(np.finfo(dtype).eps)), 2.0**-7)
     first = _first_non_probability(rows, tolerance)
     y = rng.integers(0, k, n)
     eager = mg.ClassificationMetrics(k, scores="probabilities", validate="eager")
@@ -914,11 +929,12 @@ def test_deferred_probabilities_property(backend_name):
            k=st.sampled_from((2, 5, 20, 300)), n=st.integers(1, 12),
            seed=st.integers(0, 2**32 - 1),
            flaws=st.lists(st.tuples(st.integers(0, 11), st.sampled_from(
-               ("negative", "above_one", "scaled"))), max_size=3))
+               ("negative", "above_one", "scaled", "half_rounded", "off_sum"))),
+               max_size=3))
     def check(dtype, k, n, seed, flaws):
         rng = np.random.default_rng(seed)
         rows = _flawed_probabilities(rng, n, k, dtype, flaws)
-        tolerance = float(np.sqrt(max(np.finfo(dtype).eps, np.finfo(np.float32).eps)))
+        tolerance = max(float(np.sqrt(np.finfo(dtype).eps)), 2.0**-7)  # see above
         bad = [i for i in range(n) if _first_non_probability(rows[i:i + 1], tolerance) == 0]
         y = rng.integers(0, k, n)
         with mg.use_backend(backend_name):
