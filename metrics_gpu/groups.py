@@ -117,13 +117,15 @@ def _difference(by_group, overall, method: str):
 
 
 def _ratio(by_group, overall, method: str):
-    """fairlearn's ratio: min / max, or the smallest min(group / overall,
-    overall / group)."""
+    """fairlearn's ratio: min / max, or the smallest group / overall, each
+    taken as r where r <= 1 and 1 / r where r > 1 (fairlearn's
+    ``ratio_sub_one``: a negative or zero r stays as it is, x / 0 is +-inf
+    and 0 / 0 NaN, NaN left out unless every group is)."""
     with np.errstate(all="ignore"):
         if method == "between_groups":
             return _nan_extreme(by_group, np.fmin) / _nan_extreme(by_group, np.fmax)
         ratio = by_group / overall
-        return _nan_extreme(np.fmin(ratio, 1.0 / ratio), np.fmin)
+        return _nan_extreme(np.where(ratio > 1.0, 1.0 / ratio, ratio), np.fmin)
 
 
 def _nan_extreme(values, function):

@@ -6,10 +6,13 @@ come from one set of paired replicates, the same on every backend."""
 from __future__ import annotations
 
 import math
+import warnings
 from functools import partial
 
 import numpy as np
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from metrics_gpu import label_report, use_backend
 from metrics_gpu.groups import GROUP_METHODS
@@ -473,3 +476,54 @@ def test_a_bad_groups_batch_adds_nothing():
         metrics.update(np.array([1, 1]), np.array([0, 1]), groups=np.array([0, 5]))
     report = metrics.compute()
     assert float(report.total) == 2 and list(report.groups.counts) == [1, 1]
+
+
+# -- fairlearn's ratio for metrics of any sign (issue 47, item 7) -----------------------
+
+
+def _fairlearn_frame(y_true, y_pred, groups):
+    metrics = {"cohen_kappa": sklearn_metrics.cohen_kappa_score,
+               "matthews_corrcoef": sklearn_metrics.matthews_corrcoef,
+               "accuracy": sklearn_metrics.accuracy_score}
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")  # kappa of one class: 0/0, as ours
+        return fairlearn_metrics.MetricFrame(metrics=metrics, y_true=y_true, y_pred=y_pred,
+                                             sensitive_features=groups)
+
+
+def _assert_ratios_are_fairlearns(y_true, y_pred, groups):
+    frame = _fairlearn_frame(y_true, y_pred, groups)
+    found = label_report(y_true, y_pred, num_classes=3, groups=groups).groups
+    for name in frame.by_group.columns:
+        np.testing.assert_allclose(np.asarray(found.by_group[name], float),
+                                   frame.by_group[name].to_numpy(float), atol=1e-12)
+        for method in GROUP_METHODS:
+            expected = float(frame.ratio(method=method)[name])
+            got = found.ratio(method)[name]
+            assert got == pytest.approx(expected, abs=1e-12, nan_ok=True), (name, method)
+            if expected == 0:  # fairlearn's -0.0 and 0.0 are its own
+                assert math.copysign(1, got) == math.copysign(1, expected), (name, method)
+
+
+def test_ratio_to_overall_of_a_negative_metric_is_fairlearns():
+    """kappa by group [-1, 0], overall -1/3: group / overall is 3 and -0.0;
+    fairlearn takes 1/3 and -0.0, whose minimum is -0.0 (was -inf, from
+    min(r, 1 / r) of -0.0)."""
+    y_true, y_pred = np.array([0, 1, 0, 1, 0, 1]), np.array([1, 0, 0, 0, 0, 0])
+    groups = np.array(["a", "a", "b", "b", "b", "b"])
+    found = label_report(y_true, y_pred, groups=groups).groups
+    np.testing.assert_allclose(np.asarray(found.by_group["cohen_kappa"]), [-1.0, 0.0])
+    assert found.overall["cohen_kappa"] == pytest.approx(-1 / 3)
+    ratio = found.ratio("to_overall")["cohen_kappa"]
+    assert ratio == 0 and math.copysign(1, ratio) == -1
+    _assert_ratios_are_fairlearns(y_true, y_pred, groups)
+
+
+@settings(max_examples=20, deadline=None, derandomize=True)
+@given(st.lists(st.tuples(st.integers(0, 2), st.integers(0, 2), st.sampled_from("abc")),
+                min_size=2, max_size=24))
+def test_ratios_are_fairlearns_for_every_sign_and_zero(rows):
+    """Kappa and MCC (negative, zero, undefined) and accuracy (zero) of
+    random small groups: both ratios equal fairlearn's MetricFrame.ratio."""
+    y_true, y_pred, groups = (np.array(column) for column in zip(*rows))
+    _assert_ratios_are_fairlearns(y_true, y_pred, groups)
