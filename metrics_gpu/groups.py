@@ -52,8 +52,9 @@ GROUP_METHODS = ("between_groups", "to_overall")
 DIFFERENCE_WITHOUT_INTERVAL = (
     "no interval for difference (max - min, or the largest |group - overall|): it is not a "
     "smooth statistic, and its bootstrap is biased upward and does not cover at its level "
-    "(least of all when the groups are equal); see each group's interval and each group's "
-    "interval against the overall (intervals.minus_overall)")
+    "(least of all when the groups are equal); see each group's interval, each group's "
+    "interval against the overall (intervals.minus_overall) and the interval of two named "
+    "groups' difference (difference_between)")
 # The metrics the text report shows per group (the JSON has every one).
 TEXT_METRICS = ("accuracy", "balanced_accuracy", "macro_f1", "matthews_corrcoef")
 
@@ -325,6 +326,8 @@ class GroupMetrics:
     by_group: dict[str, GroupValues]
     per_class: dict[str, np.ndarray]
     intervals: GroupIntervals | None = None
+    # (tables, options, backend) of a bootstrap, for difference_between.
+    _bootstrap: Any = field(default=None, repr=False)
 
     def __repr__(self) -> str:
         return f"GroupMetrics({len(self.groups)} groups, {len(self.by_group)} metrics)"
@@ -343,6 +346,29 @@ class GroupMetrics:
         method = _check_method(method)
         return {name: float(_difference(v.values, self.overall[name], method))
                 for name, v in self.by_group.items()}
+
+    def difference_between(self, first: Any, second: Any) -> dict[str, ConfidenceInterval]:
+        """Each metric of group ``first`` minus group ``second`` (labels, as in
+        ``by_group``) with its interval: one pairwise difference is a smooth
+        statistic (unlike :meth:`difference`'s max - min) and its interval
+        covers at its level. From the same replicates as the groups'
+        intervals (the same draws of their cells); needs the report's
+        ``confidence_level`` with a bootstrap method."""
+        if self._bootstrap is None:
+            raise ValueError("difference_between needs the bootstrap's replicates: make the "
+                             "report with confidence_level= and method='percentile', 'basic' "
+                             "or 'bca'")
+        pair = []
+        for argument, label in (("first", first), ("second", second)):
+            matches = [i for i, group in enumerate(self.groups) if group == label]
+            if not matches:
+                raise ValueError(f"{argument}: {label!r} is not a group")
+            pair.append(matches[0])
+        if pair[0] == pair[1]:
+            raise ValueError(f"first and second are the same group, {first!r}")
+        tables, options, backend = self._bootstrap
+        values = {name: v.values for name, v in self.by_group.items()}
+        return _pair_intervals(tables, pair, values, options, backend)
 
     def ratio(self, method: str = "between_groups") -> dict[str, float]:
         """``"between_groups"``: min / max; ``"to_overall"``: the smallest
@@ -439,7 +465,10 @@ def group_metrics(tables, names: list, overall: dict[str, float],
     if options is not None:
         intervals = _group_intervals(tables, values, overall, options, backend)
     by_group = {name: GroupValues(names, v) for name, v in values.items()}
-    return GroupMetrics(names, counts, overall, by_group, columns, intervals)
+    bootstrap = None
+    if options is not None and options.method in BOOTSTRAP_METHODS:
+        bootstrap = (_integer_table(tables), options, backend)
+    return GroupMetrics(names, counts, overall, by_group, columns, intervals, bootstrap)
 
 
 def _group_intervals(tables, values, overall, options: IntervalOptions,
@@ -492,6 +521,48 @@ def _group_intervals(tables, values, overall, options: IntervalOptions,
             float(_difference(values[name], overall[name], "to_overall")), options)
     return GroupIntervals(by_group_ci, between, to_overall, options.n_resamples, options.seed,
                           minus_overall)
+
+
+def _pair_intervals(table, pair, values, options: IntervalOptions, backend: Any = None
+                    ) -> dict[str, ConfidenceInterval]:
+    """Intervals of group pair[0] minus group pair[1]: the two groups' cells
+    drawn as in :func:`_group_intervals` (the same draws, keyed by the cells
+    of the whole table), evaluated as a table of two groups."""
+    k = table.shape[1]
+    cells = np.flatnonzero(table)
+    group, local = np.divmod(cells, k * k)
+    chosen = np.isin(group, pair)
+    cells, group, local = cells[chosen], group[chosen], local[chosen]
+    counts = table.reshape(-1)[cells]
+    pair_cells = np.where(group == pair[0], 0, 1) * (k * k) + local
+    key = _resample.seed_key(options.seed)
+    parts: dict[str, list] = {}
+    chunk = max(1, min(options.n_resamples, (1 << 22) // max(cells.size, 2 * k * k, 1)))
+    for start in range(0, options.n_resamples, chunk):
+        b = min(chunk, options.n_resamples - start)
+        draws = replicate_draws(backend, counts, cells, start, b, key)
+        stats = _replicate_statistics(k, pair_cells, draws, 2)
+        found, _ = _evaluate(stats)
+        empty = (np.asarray(stats.total) == 0).reshape(2, b)
+        for name, v in found.items():
+            v = np.where(empty, math.nan, np.broadcast_to(v, (2 * b,)).reshape(2, b))
+            parts.setdefault(name, []).append(v[0] - v[1])
+    jackknife = None if options.method != "bca" else _group_jackknife(table, cells, k)
+    out = {}
+    for name, chunks in parts.items():
+        value = float(values[name][pair[0]] - values[name][pair[1]])
+        extra = {}
+        if jackknife is not None:
+            # Left out of group pair[0] or pair[1]: its own value moves; any
+            # other sample (one value, the rest's weight) leaves the difference.
+            own = jackknife.own[name]
+            moved = np.where(group == pair[0], own - values[name][pair[1]],
+                             values[name][pair[0]] - own)
+            rest = float(table.sum() - counts.sum())
+            extra = {"jackknife": np.append(moved, value),
+                     "weights": np.append(counts.astype(np.float64), rest)}
+        out[name] = _bootstrap_interval(value, np.concatenate(chunks), options, **extra)
+    return out
 
 
 def _without_interval(value: float, options: IntervalOptions) -> ConfidenceInterval:

@@ -641,31 +641,64 @@ def test_each_groups_interval_covers_at_its_level():
 @pytest.mark.parametrize("equal", [True, False], ids=["equal groups", "unequal groups"])
 def test_each_group_minus_the_overall_covers_at_its_level(equal):
     """Three groups (shares 0.3, 0.3, 0.4) of 600 samples: each group's value
-    minus the overall (the truth 0 for equal groups) is held at its level.
+    minus the overall (the truth 0 for equal groups), and the difference of
+    groups 0 and 1 (difference_between), are held at their level.
     The groups' intervals of the tables straight (group_metrics: the report's
     own intervals of the overall metrics are not under test here)."""
     from metrics_gpu import groups as G
     from metrics_gpu.intervals import check_interval_options
 
     rng = np.random.default_rng(12 + equal)
-    sets, share = 150, np.array([0.3, 0.3, 0.4])
+    sets, share = 120, np.array([0.3, 0.3, 0.4])
     tables_p = np.array([_BASE, _BASE, _BASE] if equal else [_BASE, *_OTHERS])
     joint = tables_p * share[:, None, None]
     truth = {name: np.array([_truth(name, p) for p in tables_p]) - _truth(name, joint.sum(0))
              for name in _COVERED}
+    pair_truth = {name: truth[name][0] - truth[name][1] for name in _COVERED}
     covered = {name: np.zeros(3, int) for name in _COVERED}
+    pair_covered = {name: 0 for name in _COVERED}
     for s in range(sets):
         tables = rng.multinomial(600, joint.ravel()).reshape(3, 2, 2)
         whole, _ = G._group_values(tables.sum(axis=0)[None])
-        found = G.group_metrics(tables, [0, 1, 2], {n: float(v[0]) for n, v in whole.items()},
-                                check_interval_options(0.95, n_resamples=100, rng=s)
-                                ).intervals.minus_overall
+        report = G.group_metrics(tables, [0, 1, 2], {n: float(v[0]) for n, v in whole.items()},
+                                 check_interval_options(0.95, n_resamples=100, rng=s))
+        found, pair = report.intervals.minus_overall, report.difference_between(0, 1)
         for name in _COVERED:
             ci = found[name]
             covered[name] += (ci.low <= truth[name]) & (truth[name] <= ci.high)
+            pair_covered[name] += pair[name].low <= pair_truth[name] <= pair[name].high
     for name in _COVERED:
         for g in range(3):
             _assert_covers(int(covered[name][g]), sets, f"{name}, group {g}")
+        _assert_covers(pair_covered[name], sets, f"{name}, group 0 - group 1")
+
+
+@pytest.mark.parametrize("method", ["percentile", "basic", "bca"])
+def test_difference_between_two_named_groups(method):
+    """difference_between(a, b): by label, the value a - b of by_group, an
+    interval about it from the groups' own draws; errors name the argument."""
+    y_true, y_pred, codes = _data(n=900, k=3, g=3, seed=5)
+    sites = np.array(["north", "south", "east"])[codes]
+    report = label_report(y_true, y_pred, groups=sites, confidence_level=0.9, method=method,
+                          n_resamples=200, rng=4).groups
+    found = report.difference_between("south", "north")
+    for name in ("accuracy", "macro_f1", "cohen_kappa"):
+        ci = found[name]
+        expected = report.by_group[name]["south"] - report.by_group[name]["north"]
+        assert ci.value == pytest.approx(expected, abs=1e-12)
+        assert ci.low < ci.high and ci.reason is None, name
+        assert ci.low <= ci.value <= ci.high or method == "basic", name
+    # Paired: a difference's replicates are the two groups' own replicates.
+    own = report.intervals.by_group["accuracy"]
+    widest = own.high[2] - own.low[2] + own.high[1] - own.low[1]
+    assert found["accuracy"].high - found["accuracy"].low < widest
+    with pytest.raises(ValueError, match="second: 'west' is not a group"):
+        report.difference_between("north", "west")
+    with pytest.raises(ValueError, match="first and second are the same group"):
+        report.difference_between("north", "north")
+    plain = label_report(y_true, y_pred, groups=sites).groups
+    with pytest.raises(ValueError, match="difference_between needs the bootstrap"):
+        plain.difference_between("south", "north")
 
 
 @pytest.mark.parametrize("equal", [True, False], ids=["equal groups", "unequal groups"])
