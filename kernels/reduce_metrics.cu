@@ -236,7 +236,8 @@ constexpr int kReduceMinBlocks = 4;
 // The per-class rates of _formulas (a 0/0 rate is 0). `negatives` is the
 // other classes' supports, summed as such (_formulas.sum_of_others): exactly
 // 0 for a class that holds every sample, where total - support may be a
-// rounding residue of either sign.
+// rounding residue of either sign. tn is at least 0 (fp, a difference of
+// sums, can round above the negatives).
 struct ClassRates {
   double precision, recall, f1, jaccard, specificity, tn;
 };
@@ -245,7 +246,7 @@ __device__ __forceinline__ ClassRates class_rates(double tp, double t, double p,
                                                   double negatives) {
   double fp = p - tp;
   double fn = t - tp;
-  double tn = negatives - fp;
+  double tn = fmax(negatives - fp, 0.0);
   return ClassRates{divide(tp, p, 0.0),
                     divide(tp, t, 0.0),
                     divide(2.0 * tp, t + p, 0.0),
@@ -278,9 +279,11 @@ __device__ __forceinline__ bool has_kappa_moments(const Totals& totals) {
   return !(totals.linear != totals.linear) || !(totals.quadratic != totals.quadratic);
 }
 
-// One class's terms of the rate sums (s: the total weight).
+// One class's terms of the rate sums. The one-vs-rest accuracy and error
+// divide by the total as (tp + tn) + (fp + fn), from the same cells (at most
+// 1; _formulas.class_accuracy).
 __device__ __forceinline__ void rate_terms(double tp, double t, double p, double negatives,
-                                           double s, double (&terms)[kRateSums]) {
+                                           double (&terms)[kRateSums]) {
   ClassRates rates = class_rates(tp, t, p, negatives);
   double fp = p - tp;
   double fn = t - tp;
@@ -292,8 +295,9 @@ __device__ __forceinline__ void rate_terms(double tp, double t, double p, double
   terms[sWeightedF1] = rates.f1 * t;
   terms[sJaccard] = rates.jaccard;
   terms[sSpecificity] = rates.specificity;
-  terms[sClassAccuracy] = divide(tp + rates.tn, s, quiet_nan());
-  terms[sClassError] = divide(fp + fn, s, quiet_nan());
+  const double right = tp + rates.tn, wrong = fp + fn;
+  terms[sClassAccuracy] = divide(right, right + wrong, quiet_nan());
+  terms[sClassError] = divide(wrong, right + wrong, quiet_nan());
 }
 
 // Rate sums [kFirst, kLast) over the selected classes by rank (pass 4 of
@@ -303,12 +307,11 @@ template <int kFirst, int kLast>
 __device__ void sum_rates(const double* ranked_tp, const double* ranked_t, const double* ranked_p,
                           const double* ranked_negatives, Totals& totals, double* scratch) {
   const int64 selected_classes = totals.selected_classes;
-  const double s = totals.total;
   double sums[kLast - kFirst];
   for (int i = 0; i < kLast - kFirst; ++i) sums[i] = 0.0;
   for (int64 rank = threadIdx.x; rank < selected_classes; rank += blockDim.x) {
     double terms[kRateSums];
-    rate_terms(ranked_tp[rank], ranked_t[rank], ranked_p[rank], ranked_negatives[rank], s, terms);
+    rate_terms(ranked_tp[rank], ranked_t[rank], ranked_p[rank], ranked_negatives[rank], terms);
     for (int i = 0; i < kLast - kFirst; ++i) sums[i] += terms[kFirst + i];
   }
   block_sum(sums, scratch);
@@ -397,7 +400,10 @@ __device__ void write_metrics(const Totals& totals, double* out) {
   const double cov_tt = pairs[pTrueTrue] + pairs[pTrueTrue];
   const double linear_cross = weighted_kappa ? pairs[pLinear] : 0.0;
   const double quadratic_cross = weighted_kappa ? totals.quadratic_cross : 0.0;
-  out[kMatthewsCorrcoef] = divide(cov_tp, sqrt(cov_pp * cov_tt), 0.0);
+  // A correlation: within [-1, 1] (a perfect prediction's covariance may
+  // round a little above its variances).
+  const double mcc = divide(cov_tp, sqrt(cov_pp * cov_tt), 0.0);
+  out[kMatthewsCorrcoef] = mcc < -1.0 ? -1.0 : mcc > 1.0 ? 1.0 : mcc;
   out[kCohenKappa] = kappa_undefined ? nan : 1.0 - misclassified_s / pairs[pTruePredicted];
   out[kLinearWeightedKappa] =
       kappa_undefined ? nan : 1.0 - scaled(linear, s_exponent) * s_scaled / linear_cross;
@@ -667,6 +673,13 @@ __device__ __noinline__ void evaluate_metrics(const C* true_positives, const C* 
       for (int i = 0; i < kCountSums; ++i) totals.count_sums[i] = sums[i];
       totals.tp_high = tp_high;
       totals.tp_low = tp_low;
+      // Over every class, the total is the supports' sum by the same
+      // additions in the same order as the true positives' (tp <= t each):
+      // correct <= total whatever the float weights, so accuracy <= 1 and the
+      // losses >= 0 (_formulas.Counts). A total counted apart (a stream's
+      // cell) can round below the correct weight. Read by thread 0 only
+      // (write_metrics); the scaling exponent stays the given total's.
+      if (selected == nullptr) totals.total = sums[sSupport];
     }
   }
   sum_rates<0, kRateGroup>(ranked_tp, ranked_t, ranked_p, ranked_negatives, totals, scratch);

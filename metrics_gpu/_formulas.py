@@ -41,6 +41,14 @@ class Counts:
     ``total - support`` may be a rounding residue of either sign), and a
     misclassified weight below the rounding of a dominant class's counts is
     not lost.
+
+    ``correct`` (the sum of the true positives) and, over every class (no
+    selection: ``negatives`` not given), ``total`` (the sum of the supports)
+    are one reduction of the two stacked: the same additions in the same
+    order over terms with tp_k <= support_k, so that correct <= total
+    whatever the float weights (rounding is monotone), and accuracy, the
+    losses and the rates stay in their range. A total counted apart (the
+    streaming state's cell) can round below the correct weight.
     """
 
     tp: Any
@@ -50,19 +58,27 @@ class Counts:
     xp: Any
     negatives: Any
     misclassified: Any
+    correct: Any = None
+
+    def __post_init__(self):
+        if self.correct is None:  # counts made otherwise (multilabel): tp summed here
+            object.__setattr__(self, "correct", self.tp.sum(axis=0))
 
     @classmethod
     def from_statistics(cls, stats: ClassStatistics, xp) -> Counts:
         f64 = xp.float64
         tp = stats.true_positives.astype(f64)
         support = stats.support.astype(f64)
-        total = xp.asarray(stats.total, dtype=f64)
-        negatives = (sum_of_others(support, xp) if stats.negatives is None
-                     else xp.asarray(stats.negatives, dtype=f64))
-        misclassified = (total - tp.sum(axis=0) if stats.misclassified is None
+        correct, supports = xp.stack([tp, support]).sum(axis=1)
+        if stats.negatives is None:
+            total, negatives = supports, sum_of_others(support, xp)
+        else:  # selected classes (ClassStatistics.take): every class's total
+            total = xp.asarray(stats.total, dtype=f64)
+            negatives = xp.asarray(stats.negatives, dtype=f64)
+        misclassified = (total - correct if stats.misclassified is None
                          else xp.asarray(stats.misclassified, dtype=f64))
         return cls(tp=tp, support=support, predicted=stats.predicted.astype(f64), total=total,
-                   xp=xp, negatives=negatives, misclassified=misclassified)
+                   xp=xp, negatives=negatives, misclassified=misclassified, correct=correct)
 
     @property
     def fp(self):
@@ -74,7 +90,9 @@ class Counts:
 
     @property
     def tn(self):
-        return self.negatives - self.fp
+        """The other classes' weight not predicted as k, at least 0 (fp, a
+        difference of sums, can round above the negatives)."""
+        return self.xp.maximum(self.negatives - self.fp, 0.0)
 
 
 def sum_of_others(values, xp):
@@ -298,13 +316,17 @@ def false_positive_rate(c: Counts, zero_division=float("nan")):
 
 
 def class_accuracy(c: Counts):
-    """One-vs-rest accuracy of each class: (tp + tn) / total."""
-    return divide(c.tp + c.tn, c.total, c.xp)[0]
+    """One-vs-rest accuracy of each class: (tp + tn) / total, the total as
+    (tp + tn) + (fp + fn), from the same cells (so at most 1)."""
+    right, wrong = c.tp + c.tn, c.fp + c.fn
+    return divide(right, right + wrong, c.xp)[0]
 
 
 def class_error_rate(c: Counts):
-    """One-vs-rest error of each class: (fp + fn) / total."""
-    return divide(c.fp + c.fn, c.total, c.xp)[0]
+    """One-vs-rest error of each class: (fp + fn) / total, the total as
+    (tp + tn) + (fp + fn), from the same cells (so at most 1)."""
+    right, wrong = c.tp + c.tn, c.fp + c.fn
+    return divide(wrong, right + wrong, c.xp)[0]
 
 
 def prevalence(c: Counts):
@@ -320,8 +342,9 @@ def g_measure(c: Counts, zero_division=0.0):
 
 
 def accuracy(c: Counts):
-    """Fraction (or weight) of samples on the diagonal: sum(tp) / total."""
-    return divide(c.tp.sum(axis=0), c.total, c.xp)[0]
+    """Fraction (or weight) of samples on the diagonal: sum(tp) / total (at
+    most 1: see :class:`Counts`)."""
+    return divide(c.correct, c.total, c.xp)[0]
 
 
 def misclassified(c: Counts):
@@ -386,7 +409,7 @@ def matthews_corrcoef(c: Counts, zero_division: float = 0.0):
     # underflow, and exact sums stay exact.
     scale = scaled_by_total(c.total, xp)
     t, p, s = scale(c.support), scale(c.predicted), scale(c.total)
-    correct, misclassified = scale(c.tp.sum(axis=0)), scale(c.misclassified)
+    correct, misclassified = scale(c.correct), scale(c.misclassified)
     correct_terms = (correct * s, inner(t, p, xp))
     misclassified_terms = (unequal_pairs(t, p, xp), misclassified * s)
     cov_pp = unequal_pairs(p, p, xp)
@@ -398,7 +421,7 @@ def matthews_corrcoef(c: Counts, zero_division: float = 0.0):
         cov_tp = xp.where(xp.maximum(*correct_terms) <= xp.maximum(*misclassified_terms),
                           correct_terms[0] - correct_terms[1],
                           misclassified_terms[0] - misclassified_terms[1])
-        return divide(cov_tp, xp.sqrt(cov_pp * cov_tt), xp, zero_division)[0]
+        return _correlation(cov_tp, cov_pp, cov_tt, xp, zero_division)
     # The chosen form's products and sums are evaluated exactly (error-free
     # transformations): with exact counts (integer weights below 2**53) the
     # covariance is then exact however much its terms cancel.
@@ -408,7 +431,14 @@ def matthews_corrcoef(c: Counts, zero_division: float = 0.0):
         cov_tp = accurate_sum([*two_product(p, exclusive_cumsum(t, xp), xp),
                                *two_product(t, exclusive_cumsum(p, xp), xp),
                                *two_product(-misclassified, s, xp)], xp)
-    return divide(cov_tp, xp.sqrt(cov_pp * cov_tt), xp, zero_division)[0]
+    return _correlation(cov_tp, cov_pp, cov_tt, xp, zero_division)
+
+
+def _correlation(cov_tp, cov_pp, cov_tt, xp, zero_division):
+    """cov_tp / sqrt(cov_pp cov_tt), within [-1, 1] (a correlation: a perfect
+    prediction's covariance may round a little above its variances)."""
+    value = divide(cov_tp, xp.sqrt(cov_pp * cov_tt), xp, zero_division)[0]
+    return xp.clip(value, -1.0, 1.0)
 
 
 def two_product(a, b, xp):
@@ -828,7 +858,7 @@ def label_metric_values(stats: ClassStatistics, selected=None):
         metrics = [row.formula(c, chosen) for row in REPORT_METRICS]
         columns = [per_class[name](all_counts) for name in LABEL_METRIC_COLUMNS]
     counts = [
-        c.total, c.tp.sum(), c.tp.shape[0], (c.support > 0).sum(), (c.predicted == 0).sum(),
+        c.total, c.correct, c.tp.shape[0], (c.support > 0).sum(), (c.predicted == 0).sum(),
         ((c.support == 0) & (c.predicted == 0)).sum(), (c.negatives == 0).sum(),
         kappa_undefined(c), c.misclassified,
     ]

@@ -468,7 +468,8 @@ def build_parser() -> argparse.ArgumentParser:
                         "and the curves, only when given (or --auc binned)")
     report.add_argument("--confidence-level", type=float, metavar="LEVEL",
                         help="give every label metric (and, with --groups, every group's "
-                        "value and their differences) a confidence interval at LEVEL, e.g. "
+                        "value and each minus the overall; not the difference, whose "
+                        "bootstrap does not cover) a confidence interval at LEVEL, e.g. "
                         "0.95: a bootstrap of the confusion matrix, whatever the rows")
     report.add_argument("--interval-method", default="percentile",
                         choices=("percentile", "basic", "bca", "wilson", "clopper-pearson",

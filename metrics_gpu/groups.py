@@ -8,16 +8,17 @@ evaluates the report's formulas (:mod:`metrics_gpu._formulas`) for all G
 tables at once on the host. The result speaks fairlearn's ``MetricFrame``
 vocabulary: ``overall``, ``by_group``, ``group_min``, ``group_max``,
 ``difference`` and ``ratio`` (``"between_groups"`` or ``"to_overall"``).
-With ``confidence_level``, the per-group values and the differences get
-intervals from the same bootstrap replicates (paired: one draw per cell of
-the (G, K, K) table serves every group, the overall value and the
-differences).
+With ``confidence_level``, each group's value and each group's value minus
+the overall get intervals from the same bootstrap replicates (paired: one
+draw per cell of the (G, K, K) table serves every group and the overall
+value). ``difference()`` (a max - min, or the largest |group - overall|)
+gets none: see :data:`DIFFERENCE_WITHOUT_INTERVAL`.
 """
 
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 import numpy as np
@@ -43,6 +44,17 @@ from metrics_gpu.intervals import (
 # arrays of this many counts (and the host a copy of one).
 MAX_GROUP_CELLS = 1 << 22
 GROUP_METHODS = ("between_groups", "to_overall")
+# Why difference() has no interval (its ConfidenceInterval's reason, and the
+# legend of the reports). A simulation (tests/test_groups.py) holds it: with
+# equal groups the percentile interval of max - min held the true 0 in 0 of
+# 30 data sets, and basic intervals of it go below 0; each group's value and
+# group - overall are smooth, and their intervals cover at their level.
+DIFFERENCE_WITHOUT_INTERVAL = (
+    "no interval for difference (max - min, or the largest |group - overall|): it is not a "
+    "smooth statistic, and its bootstrap is biased upward and does not cover at its level "
+    "(least of all when the groups are equal); see each group's interval, each group's "
+    "interval against the overall (intervals.minus_overall) and the interval of two named "
+    "groups' difference (difference_between)")
 # The metrics the text report shows per group (the JSON has every one).
 TEXT_METRICS = ("accuracy", "balanced_accuracy", "macro_f1", "matthews_corrcoef")
 
@@ -117,18 +129,139 @@ def _difference(by_group, overall, method: str):
 
 
 def _ratio(by_group, overall, method: str):
-    """fairlearn's ratio: min / max, or the smallest min(group / overall,
-    overall / group)."""
+    """fairlearn's ratio: min / max, or the smallest group / overall, each
+    taken as r where r <= 1 and 1 / r where r > 1 (fairlearn's
+    ``ratio_sub_one``: a negative or zero r stays as it is, x / 0 is +-inf
+    and 0 / 0 NaN, NaN left out unless every group is)."""
     with np.errstate(all="ignore"):
         if method == "between_groups":
             return _nan_extreme(by_group, np.fmin) / _nan_extreme(by_group, np.fmax)
         ratio = by_group / overall
-        return _nan_extreme(np.fmin(ratio, 1.0 / ratio), np.fmin)
+        return _nan_extreme(np.where(ratio > 1.0, 1.0 / ratio, ratio), np.fmin)
 
 
 def _nan_extreme(values, function):
     """``function`` (np.fmin / np.fmax) reduced over axis 0: NaN ignored, NaN if all are."""
     return function.reduce(values, axis=0)
+
+
+class GroupValues(np.lib.mixins.NDArrayOperatorsMixin):
+    """One metric's value per group, selected by the group's label, as
+    fairlearn's ``MetricFrame.by_group[metric]`` (a pandas Series indexed by
+    the groups), without pandas.
+
+    ``values[label]`` is a group's value: an integer code, a category, or a
+    tuple of them for an intersection of several columns. Integer codes are
+    also positions (groups 0..G-1), so ``values[i]`` selects the i-th group
+    there; with other labels an integer that is not one selects by position,
+    as a pandas Series did, and so do slices and index arrays. It reads as an
+    array everywhere one is taken (``np.asarray(values)``, arithmetic and
+    comparisons give plain arrays), iterates over the values (as a Series),
+    and ``keys()``, ``items()``, ``in`` and ``index`` speak of the groups.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from metrics_gpu.groups import GroupValues
+    >>> accuracy = GroupValues(["north", "south"], np.array([0.75, 0.5]))
+    >>> float(accuracy["south"]), "east" in accuracy, list(accuracy.keys())
+    (0.5, False, ['north', 'south'])
+    >>> float(accuracy.max()), (accuracy > 0.6).tolist()
+    (0.75, [True, False])
+    """
+
+    __slots__ = ("_groups", "_values", "_positions")
+
+    def __init__(self, groups, values):
+        self._groups = list(groups)
+        self._values = np.asarray(values).view()
+        self._values.flags.writeable = False
+        if self._values.shape != (len(self._groups),):
+            raise ValueError(f"values: {len(self._groups)} groups need {len(self._groups)} "
+                             f"values, got shape {self._values.shape}")
+        self._positions = {group: i for i, group in enumerate(self._groups)}
+
+    @property
+    def index(self) -> list:
+        """The group labels, in code order (fairlearn's ``by_group.index``)."""
+        return list(self._groups)
+
+    @property
+    def values(self) -> np.ndarray:
+        """The values in group order (read-only)."""
+        return self._values
+
+    def to_numpy(self) -> np.ndarray:
+        return self._values.copy()
+
+    def to_dict(self) -> dict:
+        """``{group: value}`` in plain floats."""
+        return {group: float(v) for group, v in zip(self._groups, self._values)}
+
+    def keys(self) -> list:
+        return list(self._groups)
+
+    def items(self):
+        return zip(self._groups, self._values)
+
+    def get(self, group, default=None):
+        return self[group] if group in self._positions else default
+
+    def max(self):
+        """The largest value, NaN (empty groups) left out."""
+        return np.fmax.reduce(self._values)
+
+    def min(self):
+        """The smallest value, NaN (empty groups) left out."""
+        return np.fmin.reduce(self._values)
+
+    def __getitem__(self, key):
+        try:
+            position = self._positions.get(key)
+        except TypeError:  # a slice, an array or a list: positions
+            return self._values[key]
+        if position is not None:
+            return self._values[position]
+        if isinstance(key, (int, np.integer)) and not isinstance(key, (bool, np.bool_)):
+            return self._values[key]
+        raise KeyError(f"{key!r} is not a group (the groups: "
+                       f"{', '.join(repr(g) for g in self._groups[:10])}"
+                       f"{', ...' if len(self._groups) > 10 else ''})")
+
+    def __contains__(self, group) -> bool:
+        try:
+            return group in self._positions
+        except TypeError:
+            return False
+
+    def __iter__(self):
+        return iter(self._values)
+
+    def __len__(self) -> int:
+        return len(self._groups)
+
+    @property
+    def shape(self):
+        return self._values.shape
+
+    @property
+    def dtype(self):
+        return self._values.dtype
+
+    def __array__(self, dtype=None, copy=None):
+        return np.array(self._values, dtype=dtype, copy=True if copy else None)
+
+    def __array_ufunc__(self, ufunc, method, *inputs, **kwargs):
+        inputs = tuple(x._values if isinstance(x, GroupValues) else x for x in inputs)
+        return getattr(ufunc, method)(*inputs, **kwargs)
+
+    def tolist(self) -> list:
+        return self._values.tolist()
+
+    def __repr__(self) -> str:
+        shown = ", ".join(f"{g!r}: {v!r}" for g, v in zip(self._groups[:10],
+                                                          self._values[:10].tolist()))
+        return f"GroupValues({{{shown}{', ...' if len(self._groups) > 10 else ''}}})"
 
 
 def _check_method(method: str) -> str:
@@ -139,14 +272,29 @@ def _check_method(method: str) -> str:
 
 @dataclass(frozen=True)
 class GroupIntervals:
-    """Confidence intervals of the per-group metrics (one array of G per field)
-    and of their differences, from the same replicates."""
+    """Confidence intervals of the per-group metrics, from the same replicates.
+
+    Attributes
+    ----------
+    by_group : dict of str to ConfidenceInterval
+        Each group's value (arrays of G, in group order).
+    difference, difference_to_overall : dict of str to ConfidenceInterval
+        :meth:`GroupMetrics.difference` (``"between_groups"``,
+        ``"to_overall"``): the value with no interval (``low`` and ``high``
+        NaN, ``reason`` :data:`DIFFERENCE_WITHOUT_INTERVAL`).
+    n_resamples, seed : int or None
+        The bootstrap's (None for the binomial methods).
+    minus_overall : dict of str to ConfidenceInterval
+        Each group's value minus the overall value (arrays of G), from paired
+        replicates: a smooth statistic, whose interval covers at its level.
+    """
 
     by_group: dict[str, ConfidenceInterval]
     difference: dict[str, ConfidenceInterval]
     difference_to_overall: dict[str, ConfidenceInterval]
     n_resamples: int | None
     seed: int | None
+    minus_overall: dict[str, ConfidenceInterval] = field(default_factory=dict)
 
 
 @dataclass(frozen=True, eq=False)
@@ -162,8 +310,10 @@ class GroupMetrics:
         Samples (weight) counted in each group; an empty group's metrics are NaN.
     overall : dict of str to float
         The report's metrics over all groups.
-    by_group : dict of str to ndarray
-        Each metric's value per group, shape (G,).
+    by_group : dict of str to GroupValues
+        Each metric's value per group (G values), selected by the group's
+        label as fairlearn's ``by_group`` is (``by_group["accuracy"]["north"]``;
+        ``np.asarray`` gives the array in group order).
     per_class : dict of str to ndarray
         Each per-class column per group, shape (G, K).
     intervals : GroupIntervals or None
@@ -173,33 +323,58 @@ class GroupMetrics:
     groups: list
     counts: np.ndarray
     overall: dict[str, float]
-    by_group: dict[str, np.ndarray]
+    by_group: dict[str, GroupValues]
     per_class: dict[str, np.ndarray]
     intervals: GroupIntervals | None = None
+    # (tables, options, backend) of a bootstrap, for difference_between.
+    _bootstrap: Any = field(default=None, repr=False)
 
     def __repr__(self) -> str:
         return f"GroupMetrics({len(self.groups)} groups, {len(self.by_group)} metrics)"
 
     def group_min(self) -> dict[str, float]:
         """Each metric's smallest value over the groups (empty ones left out)."""
-        return {name: float(_nan_extreme(v, np.fmin)) for name, v in self.by_group.items()}
+        return {name: float(_nan_extreme(v.values, np.fmin)) for name, v in self.by_group.items()}
 
     def group_max(self) -> dict[str, float]:
         """Each metric's largest value over the groups (empty ones left out)."""
-        return {name: float(_nan_extreme(v, np.fmax)) for name, v in self.by_group.items()}
+        return {name: float(_nan_extreme(v.values, np.fmax)) for name, v in self.by_group.items()}
 
     def difference(self, method: str = "between_groups") -> dict[str, float]:
         """``"between_groups"``: max - min over the groups; ``"to_overall"``: the
         largest |group - overall| (fairlearn's ``MetricFrame.difference``)."""
         method = _check_method(method)
-        return {name: float(_difference(v, self.overall[name], method))
+        return {name: float(_difference(v.values, self.overall[name], method))
                 for name, v in self.by_group.items()}
+
+    def difference_between(self, first: Any, second: Any) -> dict[str, ConfidenceInterval]:
+        """Each metric of group ``first`` minus group ``second`` (labels, as in
+        ``by_group``) with its interval: one pairwise difference is a smooth
+        statistic (unlike :meth:`difference`'s max - min) and its interval
+        covers at its level. From the same replicates as the groups'
+        intervals (the same draws of their cells); needs the report's
+        ``confidence_level`` with a bootstrap method."""
+        if self._bootstrap is None:
+            raise ValueError("difference_between needs the bootstrap's replicates: make the "
+                             "report with confidence_level= and method='percentile', 'basic' "
+                             "or 'bca'")
+        pair = []
+        for argument, label in (("first", first), ("second", second)):
+            matches = [i for i, group in enumerate(self.groups) if group == label]
+            if not matches:
+                raise ValueError(f"{argument}: {label!r} is not a group")
+            pair.append(matches[0])
+        if pair[0] == pair[1]:
+            raise ValueError(f"first and second are the same group, {first!r}")
+        tables, options, backend = self._bootstrap
+        values = {name: v.values for name, v in self.by_group.items()}
+        return _pair_intervals(tables, pair, values, options, backend)
 
     def ratio(self, method: str = "between_groups") -> dict[str, float]:
         """``"between_groups"``: min / max; ``"to_overall"``: the smallest
         min(group / overall, overall / group) (fairlearn's ``MetricFrame.ratio``)."""
         method = _check_method(method)
-        return {name: float(_ratio(v, self.overall[name], method))
+        return {name: float(_ratio(v.values, self.overall[name], method))
                 for name, v in self.by_group.items()}
 
     def to_frame(self) -> Any:
@@ -211,13 +386,14 @@ class GroupMetrics:
             raise ImportError("GroupMetrics.to_frame needs pandas: pip install pandas") from error
         index = pd.MultiIndex.from_tuples(self.groups) if self.groups and isinstance(
             self.groups[0], tuple) else pd.Index(self.groups, name="group")
-        data = {"count": self.counts, **self.by_group}
+        data = {"count": self.counts, **{name: v.values for name, v in self.by_group.items()}}
         return pd.DataFrame(data, index=index)
 
     def to_dict(self) -> dict[str, Any]:
         """Plain Python values (NaN is None; a group named by a tuple is a list)."""
         out: dict[str, Any] = {
-            "groups": list(self.groups), "counts": self.counts, "by_group": self.by_group,
+            "groups": list(self.groups), "counts": self.counts,
+            "by_group": {name: v.values for name, v in self.by_group.items()},
             "per_class": self.per_class, "group_min": self.group_min(),
             "group_max": self.group_max(),
             "difference": {method: self.difference(method) for method in GROUP_METHODS},
@@ -226,7 +402,8 @@ class GroupMetrics:
         if self.intervals is not None:
             out["intervals"] = {
                 kind: {name: ci.to_dict() for name, ci in getattr(self.intervals, kind).items()}
-                for kind in ("by_group", "difference", "difference_to_overall")}
+                for kind in ("by_group", "minus_overall", "difference",
+                             "difference_to_overall")}
             out["intervals"].update(n_resamples=self.intervals.n_resamples,
                                     seed=self.intervals.seed)
         return plain(out)
@@ -250,7 +427,7 @@ class GroupMetrics:
         for i, label in enumerate(labels[:max_groups]):
             cells = []
             for name in names:
-                text = format_number(self.by_group[name][i], digits)
+                text = format_number(self.by_group[name].values[i], digits)
                 if intervals is not None and name in intervals.by_group:
                     ci = intervals.by_group[name]
                     text += (f" [{format_number(ci.low[i], digits)}, "
@@ -270,13 +447,10 @@ class GroupMetrics:
             row = []
             for name in names:
                 text = format_number(values[name], digits)
-                if title == "difference" and intervals is not None and name in \
-                        intervals.difference:
-                    ci = intervals.difference[name]
-                    text += (f" [{format_number(ci.low, digits)}, "
-                             f"{format_number(ci.high, digits)}]")
                 row.append(f"{text:>{column}}")
             lines.append(f"{title:>{width + 11}} " + " ".join(row))
+        if intervals is not None and intervals.difference:
+            lines.append(f"({DIFFERENCE_WITHOUT_INTERVAL})")
         return "\n".join(lines) + "\n"
 
 
@@ -290,13 +464,18 @@ def group_metrics(tables, names: list, overall: dict[str, float],
     intervals = None
     if options is not None:
         intervals = _group_intervals(tables, values, overall, options, backend)
-    return GroupMetrics(names, counts, overall, values, columns, intervals)
+    by_group = {name: GroupValues(names, v) for name, v in values.items()}
+    bootstrap = None
+    if options is not None and options.method in BOOTSTRAP_METHODS:
+        bootstrap = (_integer_table(tables), options, backend)
+    return GroupMetrics(names, counts, overall, by_group, columns, intervals, bootstrap)
 
 
 def _group_intervals(tables, values, overall, options: IntervalOptions,
                      backend: Any = None) -> GroupIntervals:
-    """Intervals of each group's metrics and of the differences between groups,
-    from one set of replicates of the (G, K, K) table (paired draws)."""
+    """Intervals of each group's metrics and of each minus the overall, from
+    one set of replicates of the (G, K, K) table (paired draws); the
+    differences' values without an interval."""
     table = _integer_table(tables)
     g, k = table.shape[0], table.shape[1]
     if options.method not in BOOTSTRAP_METHODS:
@@ -324,24 +503,72 @@ def _group_intervals(tables, values, overall, options: IntervalOptions,
     # whichever backend made the report; the values shown are the report's.
     own_overall, _ = _evaluate(_table_statistics(table.sum(axis=0).astype(np.float64)))
     jackknife = None if options.method != "bca" else _group_jackknife(table, cells, k)
-    by_group_ci, between, to_overall = {}, {}, {}
+    by_group_ci, minus_overall, between, to_overall = {}, {}, {}, {}
     for name, parts in group_reps.items():
         reps = np.concatenate(parts, axis=1)
         overall_rep = np.concatenate(overall_reps[name])
         whole = float(own_overall[name])
-        extra: list[dict[str, Any]] = [{}, {}, {}]
+        extra: tuple[dict[str, Any], dict[str, Any]] = ({}, {})
         if jackknife is not None:
             extra = _group_bca_terms(jackknife, name, values[name], counts)
         by_group_ci[name] = _bootstrap_interval(values[name], reps, options, **extra[0])
-        between[name] = replace(_bootstrap_interval(
-            _difference(values[name], whole, "between_groups"),
-            _difference(reps, None, "between_groups"), options, **extra[1]),
-            value=float(_difference(values[name], overall[name], "between_groups")))
-        to_overall[name] = replace(_bootstrap_interval(
-            _difference(values[name], whole, "to_overall"),
-            _difference(reps, overall_rep[None, :], "to_overall"), options, **extra[2]),
-            value=float(_difference(values[name], overall[name], "to_overall")))
-    return GroupIntervals(by_group_ci, between, to_overall, options.n_resamples, options.seed)
+        minus_overall[name] = replace(_bootstrap_interval(
+            values[name] - whole, reps - overall_rep[None, :], options, **extra[1]),
+            value=values[name] - overall[name])
+        between[name] = _without_interval(
+            float(_difference(values[name], overall[name], "between_groups")), options)
+        to_overall[name] = _without_interval(
+            float(_difference(values[name], overall[name], "to_overall")), options)
+    return GroupIntervals(by_group_ci, between, to_overall, options.n_resamples, options.seed,
+                          minus_overall)
+
+
+def _pair_intervals(table, pair, values, options: IntervalOptions, backend: Any = None
+                    ) -> dict[str, ConfidenceInterval]:
+    """Intervals of group pair[0] minus group pair[1]: the two groups' cells
+    drawn as in :func:`_group_intervals` (the same draws, keyed by the cells
+    of the whole table), evaluated as a table of two groups."""
+    k = table.shape[1]
+    cells = np.flatnonzero(table)
+    group, local = np.divmod(cells, k * k)
+    chosen = np.isin(group, pair)
+    cells, group, local = cells[chosen], group[chosen], local[chosen]
+    counts = table.reshape(-1)[cells]
+    pair_cells = np.where(group == pair[0], 0, 1) * (k * k) + local
+    key = _resample.seed_key(options.seed)
+    parts: dict[str, list] = {}
+    chunk = max(1, min(options.n_resamples, (1 << 22) // max(cells.size, 2 * k * k, 1)))
+    for start in range(0, options.n_resamples, chunk):
+        b = min(chunk, options.n_resamples - start)
+        draws = replicate_draws(backend, counts, cells, start, b, key)
+        stats = _replicate_statistics(k, pair_cells, draws, 2)
+        found, _ = _evaluate(stats)
+        empty = (np.asarray(stats.total) == 0).reshape(2, b)
+        for name, v in found.items():
+            v = np.where(empty, math.nan, np.broadcast_to(v, (2 * b,)).reshape(2, b))
+            parts.setdefault(name, []).append(v[0] - v[1])
+    jackknife = None if options.method != "bca" else _group_jackknife(table, cells, k)
+    out = {}
+    for name, chunks in parts.items():
+        value = float(values[name][pair[0]] - values[name][pair[1]])
+        extra = {}
+        if jackknife is not None:
+            # Left out of group pair[0] or pair[1]: its own value moves; any
+            # other sample (one value, the rest's weight) leaves the difference.
+            own = jackknife.own[name]
+            moved = np.where(group == pair[0], own - values[name][pair[1]],
+                             values[name][pair[0]] - own)
+            rest = float(table.sum() - counts.sum())
+            extra = {"jackknife": np.append(moved, value),
+                     "weights": np.append(counts.astype(np.float64), rest)}
+        out[name] = _bootstrap_interval(value, np.concatenate(chunks), options, **extra)
+    return out
+
+
+def _without_interval(value: float, options: IntervalOptions) -> ConfidenceInterval:
+    """A difference's value with no interval, and why (:data:`DIFFERENCE_WITHOUT_INTERVAL`)."""
+    return ConfidenceInterval(value, math.nan, math.nan, math.nan, options.confidence_level,
+                              options.method, reason=DIFFERENCE_WITHOUT_INTERVAL)
 
 
 @dataclass(frozen=True)
@@ -369,23 +596,11 @@ def _group_jackknife(table, cells, k: int) -> _GroupJackknife:
     return _GroupJackknife(group, own, overall)
 
 
-def _excluding(values, function):
-    """For each group g, ``function`` (np.fmax / np.fmin) over the other groups'
-    values (NaN ignored): from the best and second-best, O(G)."""
-    filler = -np.inf if function is np.fmax else np.inf
-    ranked = np.where(np.isnan(values), filler, values)
-    order = np.argsort(-ranked if function is np.fmax else ranked, kind="stable")
-    first = ranked[order[0]]
-    second = ranked[order[1]] if values.size > 1 else filler
-    out = np.full(values.shape, first)
-    out[order[0]] = second
-    return np.where(np.isinf(out), math.nan, out)
-
-
 def _group_bca_terms(jackknife: _GroupJackknife, name: str, values, counts):
-    """BCa's inputs for one metric: each group's acceleration (the jackknife
-    over every sample: one outside group g leaves its value as it is), and the
-    leave-one-out values of the two differences."""
+    """BCa's accelerations for one metric: of each group's value and of each
+    group's value minus the overall, from the jackknife over every sample (one
+    outside group g leaves g's value as it is, and moves the overall), in
+    O(cells + G) sums, without the (G, cells) table of leave-one-out values."""
     group, weights = jackknife.group, counts.astype(np.float64)
     own, whole = jackknife.own[name], jackknife.overall[name]
     size = values.shape[0]
@@ -397,12 +612,23 @@ def _group_bca_terms(jackknife: _GroupJackknife, name: str, values, counts):
         cubes = np.bincount(group, weights * u_own ** 3, size) + (total - in_group) * u_other ** 3
         squares = np.bincount(group, weights * u_own ** 2, size) + (total - in_group) * u_other ** 2
         acceleration = cubes / (6.0 * squares ** 1.5)
-        high, low = _excluding(values, np.fmax)[group], _excluding(values, np.fmin)[group]
-        between = np.fmax(high, own) - np.fmin(low, own)
-        to_overall = np.fmax(np.fmax(high - whole, whole - low), np.abs(own - whole))
-    return ({"acceleration": acceleration},
-            {"jackknife": between, "weights": weights},
-            {"jackknife": to_overall, "weights": weights})
+        # Group g minus the overall, left out sample in cell c: (own_c if c is
+        # in g, else V_g) - O_c. Less the constant V_g - mean(O) (which leaves
+        # the acceleration as it is): x_c = -o_c + [c in g] e_c, with o_c =
+        # O_c - mean(O) and e_c = own_c - V_g, all small (no cancellation).
+        o = whole - (weights * whole).sum() / total
+        e = own - values[group]
+        o_sums = [(weights * o ** j).sum() for j in range(4)]
+        m = (np.bincount(group, weights * e, size) - o_sums[1]) / total  # mean of x, per g
+        # sum_c w (m - x_c)^j: over every cell as if no e, then the cells of g corrected.
+        shifted = m[group] + o
+        squares_minus = (m * m * o_sums[0] + 2 * m * o_sums[1] + o_sums[2]
+                         + np.bincount(group, weights * ((shifted - e) ** 2 - shifted ** 2),
+                                       size))
+        cubes_minus = (m ** 3 * o_sums[0] + 3 * m * m * o_sums[1] + 3 * m * o_sums[2] + o_sums[3]
+                       + np.bincount(group, weights * ((shifted - e) ** 3 - shifted ** 3), size))
+        acceleration_minus = cubes_minus / (6.0 * squares_minus ** 1.5)
+    return {"acceleration": acceleration}, {"acceleration": acceleration_minus}
 
 
 def _sum_groups(stats, g: int, b: int):

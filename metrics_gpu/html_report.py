@@ -202,7 +202,7 @@ def _summary_section(labels, scores, auc_method) -> tuple[str, str, str]:
 
 def _groups_section(groups) -> tuple[str, str, str]:
     """Every headline metric per group, then min, max, difference and ratio."""
-    from metrics_gpu.groups import TEXT_METRICS
+    from metrics_gpu.groups import DIFFERENCE_WITHOUT_INTERVAL, TEXT_METRICS
 
     names = [name for name in TEXT_METRICS if name in groups.by_group]
     head = "".join(f"<th>{escape(name)}</th>" for name in names)
@@ -228,7 +228,9 @@ def _groups_section(groups) -> tuple[str, str, str]:
         for title, values in summaries)
     html = ('<section id="groups">\n<h2>By group</h2>\n'
             '<p class="note">difference: the largest minus the smallest value over the '
-            "groups; ratio: the smallest over the largest (fairlearn's).</p>\n"
+            "groups; ratio: the smallest over the largest (fairlearn's)."
+            + ("" if intervals is None else f" ({escape(DIFFERENCE_WITHOUT_INTERVAL)}.)")
+            + "</p>\n"
             f'<table>\n<thead><tr><th class="name">group</th><th>count</th>{head}</tr>'
             f"</thead>\n<tbody>\n{rows}{summary_rows}</tbody>\n</table>\n</section>")
     return "groups", "By group", html

@@ -68,6 +68,11 @@ class ConfidenceInterval:
     confidence_level : float
     method : str
         How the interval was computed (see :data:`INTERVAL_METHODS`).
+    reason : str or None
+        Why there is no interval where none is given on purpose (``low`` and
+        ``high`` NaN: a statistic whose bootstrap does not cover at its level,
+        such as the max - min of :meth:`metrics_gpu.groups.GroupMetrics.difference`);
+        None otherwise.
     """
 
     value: Any
@@ -76,6 +81,7 @@ class ConfidenceInterval:
     standard_error: Any
     confidence_level: float
     method: str
+    reason: str | None = None
 
     def to_dict(self) -> dict[str, Any]:
         """Plain Python numbers (lists for per-class arrays); NaN is None."""
@@ -84,9 +90,12 @@ class ConfidenceInterval:
                 return [plain(x) for x in v.tolist()]
             v = float(v)
             return v if math.isfinite(v) else None
-        return {"value": plain(self.value), "low": plain(self.low), "high": plain(self.high),
-                "standard_error": plain(self.standard_error),
-                "confidence_level": self.confidence_level, "method": self.method}
+        out = {"value": plain(self.value), "low": plain(self.low), "high": plain(self.high),
+               "standard_error": plain(self.standard_error),
+               "confidence_level": self.confidence_level, "method": self.method}
+        if self.reason is not None:
+            out["reason"] = self.reason
+        return out
 
 
 @dataclass(frozen=True)

@@ -406,7 +406,9 @@ def label_report(y_true: ArrayLike, y_pred: ArrayLike, *, num_classes: int | Non
         strings; several columns: their intersection): ``report.groups``
         holds every metric per group over the report's classes (see
         :mod:`metrics_gpu.groups`), with intervals when ``confidence_level``
-        is given (the bootstrap's for every metric and difference; the binomial
+        is given (the bootstrap's for every metric, per group and per group
+        minus the overall, none for ``difference()``: see
+        :data:`metrics_gpu.groups.DIFFERENCE_WITHOUT_INTERVAL`; the binomial
         methods' for accuracy).
         ``y_pred`` must then be labels.
     num_groups : int, optional

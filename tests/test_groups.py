@@ -6,10 +6,13 @@ come from one set of paired replicates, the same on every backend."""
 from __future__ import annotations
 
 import math
+import warnings
 from functools import partial
 
 import numpy as np
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from metrics_gpu import label_report, use_backend
 from metrics_gpu.groups import GROUP_METHODS
@@ -144,7 +147,7 @@ def test_group_intervals_are_paired_and_seeded(backend):
     put = backend.asarray
     got = label_report(put(y_true), put(y_pred), groups=put(groups), confidence_level=0.9,
                        n_resamples=400, rng=12).groups.intervals
-    for kind in ("by_group", "difference", "difference_to_overall"):
+    for kind in ("by_group", "minus_overall", "difference", "difference_to_overall"):
         for name, ci in getattr(reference, kind).items():
             other = getattr(got, kind)[name]
             np.testing.assert_array_equal(other.low, ci.low)
@@ -156,15 +159,22 @@ def test_group_intervals_are_paired_and_seeded(backend):
     width = by_group.high - by_group.low
     expected = 2 * 1.645 * np.sqrt(np.multiply(accuracy, 1 - np.asarray(accuracy)) / 750)
     np.testing.assert_allclose(width, expected, rtol=0.25)
+    overall = np.mean(y_true == y_pred)
+    minus = reference.minus_overall["accuracy"]
+    np.testing.assert_allclose(minus.value, np.asarray(accuracy) - overall, atol=1e-12)
+    assert np.all((minus.low <= minus.value) & (minus.value <= minus.high))
+    # Narrower than the group's own: the overall moves with it (paired draws).
+    assert np.all(minus.high - minus.low < by_group.high - by_group.low)
     difference = reference.difference["accuracy"]
-    assert difference.low <= max(accuracy) - min(accuracy) <= difference.high
+    assert difference.value == pytest.approx(max(accuracy) - min(accuracy))
+    assert math.isnan(difference.low) and math.isnan(difference.high)
 
 
 def test_group_bca_is_the_jackknife_over_every_sample():
-    """BCa's acceleration of each group's value and of the two differences
-    equals the jackknife over all N samples (recomputing the report each time)."""
+    """BCa's acceleration of each group's value and of each group's value
+    minus the overall equals the jackknife over all N samples (recomputing
+    the report each time)."""
     from metrics_gpu import groups as G
-    from metrics_gpu import intervals as I
 
     y_true, y_pred, groups = _data(n=120, k=2, g=3, seed=4)
     names = ("macro_f1", "matthews_corrcoef")
@@ -174,26 +184,22 @@ def test_group_bca_is_the_jackknife_over_every_sample():
         found = label_report(y_true[keep], y_pred[keep], num_classes=2, groups=groups[keep],
                              num_groups=3).groups
         for name in names:
-            full[name].append((found.by_group[name], found.difference()[name],
-                               found.difference("to_overall")[name]))
+            by_group = np.asarray(found.by_group[name])
+            full[name].append((by_group, by_group - found.overall[name]))
     report = label_report(y_true, y_pred, num_classes=2, groups=groups, num_groups=3)
     tables = G.group_tables(*_inputs_and_codes(y_true, y_pred, groups))
     cells = np.flatnonzero(tables)
     jackknife = G._group_jackknife(tables, cells, 2)
     counts = tables.reshape(-1)[cells].astype(float)
     for name in names:
-        by_group = np.array([f[0] for f in full[name]])            # (N, G)
-        mean = by_group.mean(axis=0)
-        u = mean - by_group
-        expected = (u ** 3).sum(axis=0) / (6 * ((u ** 2).sum(axis=0)) ** 1.5)
-        terms = G._group_bca_terms(jackknife, name, report.groups.by_group[name], counts)
-        np.testing.assert_allclose(terms[0]["acceleration"], expected, rtol=1e-9)
-        for column, term in ((1, terms[1]), (2, terms[2])):
-            values = np.array([f[column] for f in full[name]])
-            u = values.mean() - values
-            reference = (u ** 3).sum() / (6 * ((u ** 2).sum()) ** 1.5)
-            assert I._acceleration(term["jackknife"], term["weights"]) == pytest.approx(
-                reference, rel=1e-9), (name, column)
+        terms = G._group_bca_terms(jackknife, name, report.groups.by_group[name].values,
+                                   counts)
+        for column in (0, 1):
+            values = np.array([f[column] for f in full[name]])            # (N, G)
+            u = values.mean(axis=0) - values
+            expected = (u ** 3).sum(axis=0) / (6 * ((u ** 2).sum(axis=0)) ** 1.5)
+            np.testing.assert_allclose(terms[column]["acceleration"], expected, rtol=1e-9,
+                                       err_msg=f"{name} {column}")
     bca = label_report(y_true, y_pred, num_classes=2, groups=groups, confidence_level=0.9,
                        method="bca", n_resamples=300, rng=1).groups.intervals
     assert np.all(bca.by_group["accuracy"].low <= report.groups.by_group["accuracy"])
@@ -270,8 +276,11 @@ def test_stream_groups_equal_the_report(backend, kind):
                                    err_msg=name)
         np.testing.assert_allclose(again.groups.by_group[name], values, atol=1e-12)
     np.testing.assert_array_equal(streamed.groups.counts, reference.groups.counts)
-    assert streamed.groups.intervals.difference["accuracy"] == \
-        reference.groups.intervals.difference["accuracy"]
+    for kind in ("by_group", "minus_overall"):
+        got = getattr(streamed.groups.intervals, kind)["accuracy"]
+        expected = getattr(reference.groups.intervals, kind)["accuracy"]
+        np.testing.assert_array_equal(got.low, expected.low)
+        np.testing.assert_array_equal(got.high, expected.high)
     assert streamed.to_dict()["group_metrics"]["counts"] == [int(c) for c in reference.groups.counts]
 
 
@@ -336,8 +345,12 @@ def test_command_line_groups_and_intervals(tmp_path, capsys, backend):
     assert data["intervals"]["seed"] == 5
     assert data["intervals"]["metrics"]["accuracy"]["low"] == pytest.approx(
         reference.intervals.metrics["accuracy"].low, abs=1e-12)
-    assert found["intervals"]["difference"]["accuracy"]["high"] == pytest.approx(
-        reference.groups.intervals.difference["accuracy"].high, abs=1e-12)
+    np.testing.assert_allclose(
+        np.array(found["intervals"]["minus_overall"]["accuracy"]["high"][:3], float),
+        reference.groups.intervals.minus_overall["accuracy"].high[:3], atol=1e-12)
+    difference = found["intervals"]["difference"]["accuracy"]
+    assert difference["low"] is None and difference["high"] is None
+    assert difference["reason"].startswith("no interval for difference")
 
 
 def test_command_line_group_problems(tmp_path, capsys):
@@ -403,8 +416,9 @@ def test_dask_report_groups_and_intervals_equal_in_memory():
     for name, values in expected.groups.by_group.items():
         np.testing.assert_allclose(got.groups.by_group[name], values, atol=1e-12)
     assert got.intervals.metrics["macro_f1"] == expected.intervals.metrics["macro_f1"]
-    assert got.groups.intervals.difference["accuracy"] == \
-        expected.groups.intervals.difference["accuracy"]
+    for kind in ("by_group", "minus_overall"):
+        np.testing.assert_array_equal(getattr(got.groups.intervals, kind)["accuracy"].low,
+                                      getattr(expected.groups.intervals, kind)["accuracy"].low)
     by_site = mgd.label_report(da.from_array(y_true, chunks=700),
                                da.from_array(y_pred, chunks=700), groups=sites,
                                compute=True).groups
@@ -473,3 +487,249 @@ def test_a_bad_groups_batch_adds_nothing():
         metrics.update(np.array([1, 1]), np.array([0, 1]), groups=np.array([0, 5]))
     report = metrics.compute()
     assert float(report.total) == 2 and list(report.groups.counts) == [1, 1]
+
+
+# -- fairlearn's ratio for metrics of any sign (issue 47, item 7) -----------------------
+
+
+def _fairlearn_frame(y_true, y_pred, groups):
+    metrics = {"cohen_kappa": sklearn_metrics.cohen_kappa_score,
+               "matthews_corrcoef": sklearn_metrics.matthews_corrcoef,
+               "accuracy": sklearn_metrics.accuracy_score}
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")  # kappa of one class: 0/0, as ours
+        return fairlearn_metrics.MetricFrame(metrics=metrics, y_true=y_true, y_pred=y_pred,
+                                             sensitive_features=groups)
+
+
+def _assert_ratios_are_fairlearns(y_true, y_pred, groups):
+    frame = _fairlearn_frame(y_true, y_pred, groups)
+    found = label_report(y_true, y_pred, num_classes=3, groups=groups).groups
+    for name in frame.by_group.columns:
+        np.testing.assert_allclose(np.asarray(found.by_group[name], float),
+                                   frame.by_group[name].to_numpy(float), atol=1e-12)
+        for method in GROUP_METHODS:
+            expected = float(frame.ratio(method=method)[name])
+            got = found.ratio(method)[name]
+            assert got == pytest.approx(expected, abs=1e-12, nan_ok=True), (name, method)
+            if expected == 0:  # fairlearn's -0.0 and 0.0 are its own
+                assert math.copysign(1, got) == math.copysign(1, expected), (name, method)
+
+
+def test_ratio_to_overall_of_a_negative_metric_is_fairlearns():
+    """kappa by group [-1, 0], overall -1/3: group / overall is 3 and -0.0;
+    fairlearn takes 1/3 and -0.0, whose minimum is -0.0 (was -inf, from
+    min(r, 1 / r) of -0.0)."""
+    y_true, y_pred = np.array([0, 1, 0, 1, 0, 1]), np.array([1, 0, 0, 0, 0, 0])
+    groups = np.array(["a", "a", "b", "b", "b", "b"])
+    found = label_report(y_true, y_pred, groups=groups).groups
+    np.testing.assert_allclose(np.asarray(found.by_group["cohen_kappa"]), [-1.0, 0.0])
+    assert found.overall["cohen_kappa"] == pytest.approx(-1 / 3)
+    ratio = found.ratio("to_overall")["cohen_kappa"]
+    assert ratio == 0 and math.copysign(1, ratio) == -1
+    _assert_ratios_are_fairlearns(y_true, y_pred, groups)
+
+
+@settings(max_examples=20, deadline=None, derandomize=True)
+@given(st.lists(st.tuples(st.integers(0, 2), st.integers(0, 2), st.sampled_from("abc")),
+                min_size=2, max_size=24))
+def test_ratios_are_fairlearns_for_every_sign_and_zero(rows):
+    """Kappa and MCC (negative, zero, undefined) and accuracy (zero) of
+    random small groups: both ratios equal fairlearn's MetricFrame.ratio."""
+    y_true, y_pred, groups = (np.array(column) for column in zip(*rows))
+    _assert_ratios_are_fairlearns(y_true, y_pred, groups)
+
+
+# -- by_group selects a group by its label, as fairlearn's (issue 47, item 15) ----------
+
+
+@pytest.mark.parametrize("kind", ["codes", "categories", "intersections"])
+def test_by_group_selects_a_group_by_its_label_as_fairlearn(kind):
+    y_true, y_pred, codes = _data(n=900, k=3, g=6, seed=2)
+    sites = np.array(["north", "south", "east"])[codes % 3]
+    devices = np.array(["phone", "tablet"])[codes % 2]
+    groups = {"codes": codes, "categories": sites, "intersections": [sites, devices]}[kind]
+    features = {"codes": codes, "categories": sites,
+                "intersections": {"site": sites, "device": devices}}[kind]
+    found = label_report(y_true, y_pred, num_classes=3, groups=groups).groups
+    frame = fairlearn_metrics.MetricFrame(
+        metrics={"accuracy": sklearn_metrics.accuracy_score,
+                 "matthews_corrcoef": sklearn_metrics.matthews_corrcoef},
+        y_true=y_true, y_pred=y_pred, sensitive_features=features)
+    for name in ("accuracy", "matthews_corrcoef"):
+        expected = frame.by_group[name]
+        values = found.by_group[name]
+        assert sorted(values.keys()) == sorted(expected.index)
+        for label in expected.index:
+            assert label in values
+            assert values[label] == pytest.approx(expected[label], abs=1e-12), (name, label)
+        assert values.to_dict() == pytest.approx(expected.to_dict(), abs=1e-12)
+        # Still an array where one is taken, in group order.
+        np.testing.assert_allclose(np.asarray(values), [expected[g] for g in found.groups],
+                                   atol=1e-12)
+        assert list(values) == list(np.asarray(values))
+        assert float(values.max()) == pytest.approx(expected.max(), abs=1e-12)
+        assert found.to_frame()[name].to_numpy() == pytest.approx(np.asarray(values))
+    accuracy = found.by_group["accuracy"]
+    if kind == "codes":  # codes are labels and positions at once
+        assert accuracy[2] == accuracy.values[2]
+    else:  # an integer that is no label is a position, as a pandas Series took it
+        assert accuracy[1] == accuracy[found.groups[1]]
+    with pytest.raises(KeyError, match="is not a group"):
+        accuracy["nowhere"]
+    assert (accuracy - 1.0 <= 0).all() and isinstance(accuracy * 2, np.ndarray)
+
+
+# -- intervals that cover, and none for difference() (issue 47, item 8) -----------------
+#
+# Simulations: data sets drawn from known cell probabilities (a multinomial of
+# each set's cells, passed as integer weights: the table the bootstrap
+# resamples), the truth the metric of the probabilities themselves
+# (scikit-learn with the probabilities as weights). A 95% interval must hold
+# the truth in a number of sets that a binomial(sets, 0.95) allows (two-sided,
+# 0.1%).
+
+_BASE = np.array([[0.40, 0.10], [0.15, 0.35]])
+_OTHERS = (np.array([[0.45, 0.05], [0.10, 0.40]]), np.array([[0.30, 0.20], [0.20, 0.30]]))
+_COVERED = ("accuracy", "macro_f1", "matthews_corrcoef")
+
+
+def _truth(name, probabilities):
+    """``name`` of a K x K table of cell probabilities (scikit-learn, weighted)."""
+    k = probabilities.shape[0]
+    y_true, y_pred = (a.ravel() for a in np.meshgrid(range(k), range(k), indexing="ij"))
+    metric = {"accuracy": sklearn_metrics.accuracy_score,
+              "matthews_corrcoef": sklearn_metrics.matthews_corrcoef,
+              "macro_f1": partial(sklearn_metrics.f1_score, average="macro")}[name]
+    return metric(y_true, y_pred, sample_weight=probabilities.ravel())
+
+
+def _assert_covers(covered, trials, where):
+    from scipy.stats import binom
+
+    low, high = binom.ppf(0.0005, trials, 0.95), binom.isf(0.0005, trials, 0.95)
+    assert low <= covered <= high, f"{where}: covered {covered} of {trials}, not in [{low}, {high}]"
+
+
+def _table_report(tables, rng, n_resamples):
+    """label_report of (G, K, K) count tables (cells as weighted rows)."""
+    g, k = tables.shape[0], tables.shape[1]
+    groups, y_true, y_pred = (a.ravel() for a in np.meshgrid(range(g), range(k), range(k),
+                                                               indexing="ij"))
+    counts = tables.ravel()
+    keep = counts > 0
+    return label_report(y_true[keep], y_pred[keep], num_classes=k, sample_weight=counts[keep],
+                        groups=groups[keep], num_groups=g, confidence_level=0.95,
+                        n_resamples=n_resamples, rng=rng).groups
+
+
+def test_each_groups_interval_covers_at_its_level():
+    """200 independent groups of 150 samples (each group's interval is about
+    its own cells only, so the data sets share one report), half of one
+    table, half of another."""
+    rng = np.random.default_rng(11)
+    sets = 100
+    tables = np.concatenate([rng.multinomial(150, p.ravel(), size=sets).reshape(-1, 2, 2)
+                             for p in (_BASE, _OTHERS[1])])
+    found = _table_report(tables, 3, 200).intervals.by_group
+    for name in _COVERED:
+        truth = np.repeat([_truth(name, p) for p in (_BASE, _OTHERS[1])], sets)
+        ci = found[name]
+        _assert_covers(int(np.sum((ci.low <= truth) & (truth <= ci.high))), 2 * sets, name)
+
+
+@pytest.mark.parametrize("equal", [True, False], ids=["equal groups", "unequal groups"])
+def test_each_group_minus_the_overall_covers_at_its_level(equal):
+    """Three groups (shares 0.3, 0.3, 0.4) of 600 samples: each group's value
+    minus the overall (the truth 0 for equal groups), and the difference of
+    groups 0 and 1 (difference_between), are held at their level.
+    The groups' intervals of the tables straight (group_metrics: the report's
+    own intervals of the overall metrics are not under test here)."""
+    from metrics_gpu import groups as G
+    from metrics_gpu.intervals import check_interval_options
+
+    rng = np.random.default_rng(12 + equal)
+    sets, share = 120, np.array([0.3, 0.3, 0.4])
+    tables_p = np.array([_BASE, _BASE, _BASE] if equal else [_BASE, *_OTHERS])
+    joint = tables_p * share[:, None, None]
+    truth = {name: np.array([_truth(name, p) for p in tables_p]) - _truth(name, joint.sum(0))
+             for name in _COVERED}
+    pair_truth = {name: truth[name][0] - truth[name][1] for name in _COVERED}
+    covered = {name: np.zeros(3, int) for name in _COVERED}
+    pair_covered = {name: 0 for name in _COVERED}
+    for s in range(sets):
+        tables = rng.multinomial(600, joint.ravel()).reshape(3, 2, 2)
+        whole, _ = G._group_values(tables.sum(axis=0)[None])
+        report = G.group_metrics(tables, [0, 1, 2], {n: float(v[0]) for n, v in whole.items()},
+                                 check_interval_options(0.95, n_resamples=100, rng=s))
+        found, pair = report.intervals.minus_overall, report.difference_between(0, 1)
+        for name in _COVERED:
+            ci = found[name]
+            covered[name] += (ci.low <= truth[name]) & (truth[name] <= ci.high)
+            pair_covered[name] += pair[name].low <= pair_truth[name] <= pair[name].high
+    for name in _COVERED:
+        for g in range(3):
+            _assert_covers(int(covered[name][g]), sets, f"{name}, group {g}")
+        _assert_covers(pair_covered[name], sets, f"{name}, group 0 - group 1")
+
+
+@pytest.mark.parametrize("method", ["percentile", "basic", "bca"])
+def test_difference_between_two_named_groups(method):
+    """difference_between(a, b): by label, the value a - b of by_group, an
+    interval about it from the groups' own draws; errors name the argument."""
+    y_true, y_pred, codes = _data(n=900, k=3, g=3, seed=5)
+    sites = np.array(["north", "south", "east"])[codes]
+    report = label_report(y_true, y_pred, groups=sites, confidence_level=0.9, method=method,
+                          n_resamples=200, rng=4).groups
+    found = report.difference_between("south", "north")
+    for name in ("accuracy", "macro_f1", "cohen_kappa"):
+        ci = found[name]
+        expected = report.by_group[name]["south"] - report.by_group[name]["north"]
+        assert ci.value == pytest.approx(expected, abs=1e-12)
+        assert ci.low < ci.high and ci.reason is None, name
+        assert ci.low <= ci.value <= ci.high or method == "basic", name
+    # Paired: a difference's replicates are the two groups' own replicates.
+    own = report.intervals.by_group["accuracy"]
+    widest = own.high[2] - own.low[2] + own.high[1] - own.low[1]
+    assert found["accuracy"].high - found["accuracy"].low < widest
+    with pytest.raises(ValueError, match="second: 'west' is not a group"):
+        report.difference_between("north", "west")
+    with pytest.raises(ValueError, match="first and second are the same group"):
+        report.difference_between("north", "north")
+    plain = label_report(y_true, y_pred, groups=sites).groups
+    with pytest.raises(ValueError, match="difference_between needs the bootstrap"):
+        plain.difference_between("south", "north")
+
+
+@pytest.mark.parametrize("equal", [True, False], ids=["equal groups", "unequal groups"])
+@pytest.mark.parametrize("method", ["percentile", "basic", "bca"])
+def test_difference_has_no_interval_and_says_why(equal, method):
+    """max - min (and the largest |group - overall|) is not smooth: its
+    bootstrap held the true 0 of equal groups in 0 of 30 data sets, and basic
+    intervals went below 0. No interval, and the reason, in the result, the
+    JSON and the text report."""
+    from metrics_gpu.groups import DIFFERENCE_WITHOUT_INTERVAL
+
+    y_true, y_pred, groups = _data(n=600, k=3, g=3)
+    if equal:
+        groups = np.random.default_rng(1).integers(0, 3, y_true.size)
+    report = label_report(y_true, y_pred, groups=groups, confidence_level=0.95,
+                          method=method, n_resamples=100, rng=0)
+    found = report.groups
+    for kind, method_name in (("difference", "between_groups"),
+                              ("difference_to_overall", "to_overall")):
+        for name, ci in getattr(found.intervals, kind).items():
+            assert math.isnan(ci.low) and math.isnan(ci.high), (kind, name)
+            assert ci.reason == DIFFERENCE_WITHOUT_INTERVAL
+            assert ci.value == pytest.approx(found.difference(method_name)[name], nan_ok=True)
+            assert ci.to_dict()["reason"] == DIFFERENCE_WITHOUT_INTERVAL
+    assert not any(np.isnan(found.intervals.by_group["accuracy"].low))
+    assert not any(np.isnan(found.intervals.minus_overall["accuracy"].low))
+    text = report.to_text()
+    assert DIFFERENCE_WITHOUT_INTERVAL in text
+    difference_line = next(line for line in text.splitlines()
+                           if line.strip().startswith("difference"))
+    assert "[" not in difference_line
+    from html import escape
+
+    assert escape(DIFFERENCE_WITHOUT_INTERVAL) in report.to_html()
