@@ -450,8 +450,8 @@ def build_parser() -> argparse.ArgumentParser:
                         help="leave out samples with this target (multilabel: the cells "
                         "with this target; not 0 or 1)")
     report.add_argument("--top-k", type=_top_k, metavar="K1,K2",
-                        help="top-k accuracies of the scores (default 1,5; values above K "
-                        "are left out)")
+                        help="top-k accuracies of the scores (default 1,5; values >= K "
+                        "are left out: 1 whatever the scores)")
     report.add_argument("--n-bins", type=_positive_int,
                         help="calibration bins (default 15)")
     report.add_argument("--auc", choices=AUC_MODES, default="auto",

@@ -65,7 +65,7 @@ from typing import Any, Callable, Sequence, Union
 import numpy as np
 
 from metrics_gpu._extras import install_hint
-from metrics_gpu._formulas import defined_averages, softmax_rows
+from metrics_gpu._formulas import defined_averages, reported_top_k, softmax_rows
 from metrics_gpu._report_mapping import (
     MetricMapping,
     as_lists,
@@ -1527,6 +1527,7 @@ class FileEvaluation:
     # Seconds of each stage, in order ("backend", "opening", ...), and the
     # reader threads and worker processes: the report's --verbose lines.
     timings: dict = field(default_factory=dict)
+    scores_are: str | None = None  # how the scores were read: "logits", "probabilities"
 
 
 NO_ROWS = "holds no rows (a header only, or an empty column): there is nothing to report"
@@ -1726,7 +1727,7 @@ def evaluate_files(sources: dict[str, Source | None], *, num_classes: int | None
         score_state = None
         if score_reader is not None:
             score_state = ClassificationMetrics(
-                num_classes, top_k=tuple(k for k in top_k if k <= num_classes), n_bins=n_bins,
+                num_classes, top_k=reported_top_k(top_k, num_classes), n_bins=n_bins,
                 thresholds=(histogram_thresholds(thresholds, num_classes)
                             if auc_mode == "binned" or curves else None),
                 scores=scores_are, **common)
@@ -1775,7 +1776,8 @@ def evaluate_files(sources: dict[str, Source | None], *, num_classes: int | None
             reader.close()
         threads.close()
     return FileEvaluation(label_state, score_state, exact_values, class_codes, total_rows,
-                          backend, auc_mode, chunk_rows, columns, timings)
+                          backend, auc_mode, chunk_rows, columns, timings,
+                          None if score_reader is None else scores_are)
 
 
 def _auc_mode(auc: str, rows: int | None, num_classes: int, score_reader: ColumnReader,
