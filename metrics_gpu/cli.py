@@ -34,6 +34,7 @@ from metrics_gpu.files import (
     report_files,
     source_files,
 )
+from metrics_gpu.intervals import BETA_METHODS
 from metrics_gpu.report import label_report
 
 FORMATS = ("text", "json", "markdown", "html")
@@ -119,6 +120,7 @@ def _command_report(args: argparse.Namespace) -> int:
     if args.threshold is not None:
         raise ValueError("--threshold is for --task multilabel (multiclass labels are the "
                          "argmax of the scores)")
+    _check_interval_method(args)
     sources["groups"] = _source(args.groups)
     if args.scores is None and _pred_holds_scores(sources["y_pred"]):
         sources["y_pred"], sources["scores"] = None, sources["y_pred"]
@@ -282,6 +284,14 @@ def _check_plot_directory(directory: str) -> None:
     path = Path(directory)
     if path.exists() and not path.is_dir():
         raise ValueError(f"--plot {directory}: exists and is not a directory")
+
+
+def _check_interval_method(args: argparse.Namespace) -> None:
+    """The beta methods need scipy (the [stats] extra): said before any reading."""
+    if (args.confidence_level is not None and args.interval_method in BETA_METHODS
+            and importlib.util.find_spec("scipy") is None):
+        raise ValueError(f"--interval-method {args.interval_method} needs scipy (the beta "
+                         f"distribution's quantiles): {install_hint('stats')}")
 
 
 def synthetic_predictions(n_samples: int, num_classes: int, *, accuracy: float = 0.8,
