@@ -43,10 +43,17 @@ DEFAULT_TOP_K = (1, 5)
 DEFAULT_N_BINS = 15
 DEFAULT_THRESHOLDS = 1000
 DEFAULT_THRESHOLD = 0.5
-# Options of the multiclass report that --task multilabel refuses when given.
-MULTICLASS_ONLY = {"num_classes": "--num-classes", "top_k": "--top-k", "n_bins": "--n-bins",
-                   "confidence_level": "--confidence-level", "groups": "--groups",
-                   "num_groups": "--num-groups"}
+# Options of the multiclass report that --task multilabel refuses when given,
+# with why: (option, reason).
+_NO_GROUPS = "the multilabel report has no per-group metrics yet"
+MULTICLASS_ONLY = {
+    "num_classes": ("--num-classes", "a multilabel report takes L, the labels, from the "
+                    "files' columns"),
+    "top_k": ("--top-k", "a multilabel report has no top-k accuracy"),
+    "n_bins": ("--n-bins", "a multilabel report has no calibration bins"),
+    "confidence_level": ("--confidence-level", "the multilabel report has no confidence "
+                         "intervals yet (they are drawn from a multiclass confusion matrix)"),
+    "groups": ("--groups", _NO_GROUPS), "num_groups": ("--num-groups", _NO_GROUPS)}
 
 
 def _top_k(text: str) -> tuple[int, ...]:
@@ -149,11 +156,11 @@ def _command_multilabel_report(args: argparse.Namespace, sources: dict[str, Sour
                                detected: str | None) -> int:
     """``--task multilabel`` (or files detected as such): (N, L) targets and
     predictions through :class:`metrics_gpu.MultilabelMetrics`."""
-    given = [option for name, option in MULTICLASS_ONLY.items()
+    given = [refused for name, refused in MULTICLASS_ONLY.items()
              if getattr(args, name) is not None]
     if given:
-        raise ValueError(f"{given[0]} is for --task multiclass; a multilabel report takes L "
-                         "from the files and has no top-k or calibration")
+        option, reason = given[0]
+        raise ValueError(f"{option} is for --task multiclass: {reason}")
     if args.format == "html":
         raise ValueError("--format html is not made for --task multilabel yet: use text, "
                          "json or markdown")

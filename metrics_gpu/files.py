@@ -648,7 +648,10 @@ class TextReader(ColumnReader):
         else:
             if not header:
                 self.file.close()
-                raise self.problem(f"has no header row to find {selector!r} in")
+                raise self.problem(
+                    f"has no header row to find {selector!r} in: its first line holds "
+                    f"{len(fields)} unnamed column(s) of numbers (give the file without "
+                    ":COLUMN for its one column, or add a header line naming them)")
             names = selector.split(",")
             missing = [n for n in names if n not in fields]
             if missing:

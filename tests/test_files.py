@@ -806,3 +806,23 @@ def test_declared_kind_checked_in_every_chunk(tmp_path_factory, fmt, dtype, k, n
         with warnings.catch_warnings():
             warnings.simplefilter("error", UserWarning)  # logits: no warning
             report_files(sources, **options)
+
+
+@pytest.mark.parametrize("argument", ["--y-true", "--y-pred", "--scores", "--sample-weight"])
+def test_a_missing_column_names_what_the_file_has(tmp_path, capsys, argument):
+    """Issue 47 item 13: a CSV without the named column lists its columns (as
+    Parquet does); one with no header row says it has only unnamed columns."""
+    named, unnamed = tmp_path / "named.csv", tmp_path / "unnamed.csv"
+    named.write_text("t,p,w\n0,1,1\n1,1,2\n")
+    unnamed.write_text("0,1\n1,1\n")
+    sources = {"--y-true": f"{named}:t", "--y-pred": f"{named}:p", "--scores": None,
+               "--sample-weight": None}
+    for path, expected in ((named, "has no column 'q'; its columns are ['t', 'p', 'w']"),
+                           (unnamed, "has no header row to find 'q' in: its first line "
+                                     "holds 2 unnamed column(s) of numbers")):
+        argv = dict(sources, **{argument: f"{path}:q"})
+        status, _, err = _main_err(capsys, *(item for option, source in argv.items()
+                                             if source is not None
+                                             for item in (option, source)))
+        assert status == 2, err
+        assert err.startswith(f"metrics-gpu: error: {argument} {path}: {expected}"), err

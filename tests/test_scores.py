@@ -670,3 +670,21 @@ def test_reports_leave_out_top_k_of_every_class(backend, rng, k):
         for top in shown if k > 2 else ():  # (scikit-learn refuses (N, 2) binary scores)
             _close(backend, report[f"top_{top}_accuracy"],
                    skm.top_k_accuracy_score(y_true, logits, k=top, labels=np.arange(k)))
+
+
+@pytest.mark.parametrize("call", ["log_loss", "brier_score_loss", "logits_report",
+                                  "expected_calibration_error", "log_loss-lists"])
+def test_probabilities_warning_points_at_the_callers_line(backend, call):
+    """Issue 47 item 13: rows that do not sum to 1 warn as scikit-learn does,
+    attributed to the line that called the metric (was metrics_gpu/_backend.py)."""
+    y_true = np.array([0, 1, 1, 0])
+    proba = np.array([[0.8, 0.1], [0.2, 0.7], [0.3, 0.6], [0.9, 0.2]])
+    t, p = backend.asarray(y_true), backend.asarray(proba)
+    options = {"logits_report": dict(from_logits=False)}.get(call, {})
+    function = getattr(mg, call.split("-")[0])
+    if call.endswith("lists"):
+        t, p = y_true.tolist(), proba.tolist()
+    with pytest.warns(UserWarning, match="do not sum to one") as caught:
+        function(t, p, **options)
+    assert {Path(w.filename).resolve() for w in caught} == {Path(__file__).resolve()}, \
+        [w.filename for w in caught]
