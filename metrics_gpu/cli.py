@@ -493,10 +493,12 @@ def build_parser() -> argparse.ArgumentParser:
     report.add_argument("--seed", type=int, help="the bootstrap's seed (default: drawn, and "
                         "printed with the intervals)")
     report.add_argument("--groups", nargs="+", metavar="FILE[:COLUMN]",
-                        help="one integer group code per row (0..G-1): every label metric per "
-                        "group, with min, max, difference and ratio")
+                        help="one group per row: integer codes 0..G-1, or categories (strings, "
+                        "other numbers; named by their values, in sorted order): every label "
+                        "metric per group, with min, max, difference and ratio")
     report.add_argument("--num-groups", type=_positive_int, metavar="G",
-                        help="G (default: the largest group code + 1, one extra pass)")
+                        help="G of integer codes (default: the largest group code + 1, or the "
+                        "categories found: one extra pass)")
     report.add_argument("--format", choices=FORMATS, default="text",
                         help="text (default), json (strict JSON: an undefined metric, NaN, "
                         "is null; with a descriptions table of the names), markdown, or "

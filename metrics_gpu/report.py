@@ -557,11 +557,13 @@ def _report(backend, evaluation: Evaluation, *, all_classes: bool, class_names,
 
 
 def stream_label_report(metrics, *, class_codes=None, class_names=None,
-                        intervals: IntervalOptions | None = None) -> LabelReport:
+                        intervals: IntervalOptions | None = None,
+                        group_names=None) -> LabelReport:
     """The label report of a :class:`metrics_gpu.ClassificationMetrics` state
     (its K classes; ``class_codes``: the class each position stands for, when
     the stream's labels were remapped to positions), with its intervals and,
-    for a state with groups, its groups."""
+    for a state with groups, its groups (named by ``group_names``, default
+    their codes)."""
     if metrics._state is None:
         raise ValueError("the stream holds no update: there is nothing to report")
     evaluation = _stream_evaluation(metrics._state,
@@ -571,7 +573,8 @@ def stream_label_report(metrics, *, class_codes=None, class_names=None,
     if table is not None:
         table = np.asarray(metrics._backend.to_host(table))
         table = table.view(np.int64) if table.dtype == np.uint64 else table
-        groups = (table, list(range(table.shape[0])))
+        groups = (table, list(range(table.shape[0])) if group_names is None
+                  else list(group_names))
     return _report(metrics._backend, evaluation, all_classes=True, class_names=class_names,
                    intervals=intervals, groups=groups)
 
