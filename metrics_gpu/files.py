@@ -1675,10 +1675,11 @@ class GroupColumn(ColumnReader):
             self._raw = self.inner.empty(len(out))
         rows = self.inner.read(self._raw[:len(out)])
         values = self._raw[:rows]
+        # (find_groups found every value a number, unless categories are strings)
         if self.categories is None:
-            out[:rows] = values if values.dtype.kind in "iub" else _as_numbers(values)
+            out[:rows] = values if values.dtype.kind in "iub" else values.astype(np.float64)
         elif self.categories.dtype.kind == "f":
-            out[:rows] = np.searchsorted(self.categories, _as_numbers(values))
+            out[:rows] = np.searchsorted(self.categories, values.astype(np.float64))
         else:
             out[:rows] = np.searchsorted(self.categories, values.astype(str))
         self.position += rows
