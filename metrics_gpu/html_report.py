@@ -41,9 +41,12 @@ PLOT_HINT = f"The pictures need matplotlib, the [plot] extra: {install_hint('plo
 PNG_SIGNATURE = b"\x89PNG\r\n\x1a\n"
 # Score metrics printed beside their error bound when ROC AUC / AP are binned.
 RANKING_FAMILIES = ("roc_auc", "average_precision")
-# The inputs table's line on how a report's scores were read (--scores-are).
-SCORES_READ_AS = {"logits": "logits (softmax taken over each row)",
-                  "probabilities": "probabilities (as given)"}
+# The inputs table's line on how a report's scores were read (--scores-are:
+# probabilities only when declared, logits by default).
+SCORES_READ_AS = {"logits": "logits, softmax taken over each row (--scores-are logits, the "
+                            "default)",
+                  "probabilities": "probabilities, as given (--scores-are probabilities, "
+                                   "declared)"}
 
 STYLE = """
 body { font-family: system-ui, -apple-system, "Segoe UI", Roboto, sans-serif; margin: 2em auto;

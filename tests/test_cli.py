@@ -140,4 +140,9 @@ def test_report_brier_and_top_k_in_every_format(tmp_path, capsys, k, weighted):
             assert name not in page, (output_format, name)
     assert ("<th>support (weighted)</th>" in pages["html"]) == weighted
     assert ("<th>support</th>" in pages["html"]) != weighted
-    assert "scores read as</th><td class=\"name\">probabilities" in pages["html"]
+    assert "scores read as</th><td class=\"name\">probabilities, as given (--scores-are " \
+        "probabilities, declared)" in pages["html"]
+    default = [item for item in argv if item not in ("--scores-are", "probabilities")]
+    assert main(default + ["--format", "html"]) == 0
+    assert "scores read as</th><td class=\"name\">logits, softmax taken over each row " \
+        "(--scores-are logits, the default)" in capsys.readouterr().out
