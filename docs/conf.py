@@ -5,8 +5,10 @@ Build (CI does the same, warnings as errors):
     python -m sphinx -W --keep-going -b html docs docs/_build/html
 
 Pages are Markdown (MyST) except the generated references (``api.rst``,
-``cli.rst``); nothing is executed but the import of the package and the
-legend of the report's metric names, written from ``REPORT_METRICS``.
+``cli.rst``); nothing is executed but the import of the package. The legend
+of the report's metric names is written out in ``conventions.md`` (readable on
+the repository's web view, which renders no MyST include) and checked against
+``REPORT_METRICS`` by ``tests/test_docs.py``.
 """
 
 from __future__ import annotations
@@ -34,8 +36,11 @@ extensions = [
 ]
 source_suffix = {".rst": "restructuredtext", ".md": "markdown"}
 templates_path = ["_templates"]
-exclude_patterns = ["_build", "_generated", "_templates"]
+exclude_patterns = ["_build", "_templates"]
 myst_heading_anchors = 3
+# Options such as --y-true stay two hyphens (smartquotes would print an en
+# dash in the generated CLI page, and a copied command would fail).
+smartquotes = False
 
 autosummary_generate = True
 autosummary_imported_members = True
@@ -56,26 +61,3 @@ html_theme_options = {
     "show_toc_level": 2,
 }
 html_static_path: list[str] = []
-
-
-def write_report_legend() -> None:
-    """The legend of the report's overall label metrics, from the metric table
-    the report itself is built from (so it cannot fall behind it)."""
-    systems = (("sklearn", "scikit-learn"), ("onedal", "oneDAL"), ("pyactlearn", "pyActLearn"),
-               ("catboost", "CatBoost"), ("overview", "overview paper"))
-    lines = ["| name | what | higher is better | the same number elsewhere |",
-             "| --- | --- | --- | --- |"]
-    for row in metrics_gpu.REPORT_METRICS:
-        elsewhere = "; ".join(f"{label}: `{row.sources[key]}`"
-                              for key, label in systems if key in row.sources)
-        what = row.description.replace("|", "\\|")  # |i - j| inside a table cell
-        lines.append(f"| `{row.name}` | {what} | "
-                     f"{'yes' if row.higher_is_better else 'no'} | {elsewhere or '—'} |")
-    target = DOCS / "_generated" / "report_metrics.md"
-    target.parent.mkdir(exist_ok=True)
-    text = "\n".join(lines) + "\n"
-    if not target.exists() or target.read_text() != text:
-        target.write_text(text)
-
-
-write_report_legend()

@@ -1008,7 +1008,9 @@ streaming_compute(const long long* config, const double* score_state, const C* h
     out[kOutAccuracy] = score_state[kSlotCorrect] / weight;
     out[kOutCrossEntropy] = score_state[kSlotNll] / weight;
     out[kOutPerplexity] = exp(out[kOutCrossEntropy]);
-    out[kOutBrier] = score_state[kSlotBrier] / weight;
+    // Halved for K < 3: scikit-learn's scale_by_half="auto", the rule of
+    // metrics_gpu._formulas.brier_halved (the binary case is the mean of (p - y)^2).
+    out[kOutBrier] = score_state[kSlotBrier] / (K < 3 ? 2.0 * weight : weight);
     out[kOutHinge] = score_state[kSlotHinge] / weight;
     out[kOutTotalWeight] = weight;
     for (int i = 0; i < num_top_k; ++i) out[kOutSlots + i] = score_state[kScalarSlots + i] / weight;

@@ -642,17 +642,32 @@ def perplexity(sums: ScoreSums, xp):
         return xp.exp(log_loss(sums))
 
 
-def brier_score(sums: ScoreSums, scale_by_half: bool):
-    """Mean of sum_j (p_j - [j == t])^2; halved on request (scikit-learn's
-    ``scale_by_half``, which makes the binary case (p - y)^2)."""
+def brier_halved(num_classes: int, scale_by_half="auto") -> bool:
+    """Whether a Brier score of ``num_classes`` columns is halved: scikit-learn's
+    ``scale_by_half``, whose ``"auto"`` (every report's rule, and the default of
+    :func:`metrics_gpu.brier_score_loss`) halves K < 3, which makes the binary
+    case the mean of (p - y)^2 (kernels/streaming.cu streaming_compute applies
+    the same rule to the stream's value)."""
+    return num_classes < 3 if scale_by_half == "auto" else bool(scale_by_half)
+
+
+def brier_score(sums: ScoreSums, scale_by_half="auto"):
+    """Mean of sum_j (p_j - [j == t])^2, halved as :func:`brier_halved` says."""
     value = score_mean(sums, "brier")
-    return value / 2 if scale_by_half else value
+    return value / 2 if brier_halved(sums.num_classes, scale_by_half) else value
 
 
 def top_k_accuracy(sums: ScoreSums, normalize: bool = True):
     """Weighted share (or weight) of rows whose true class ranks within each k."""
     hits = sums.top_k_hits
     return _per_weight(hits, sums) if normalize else hits
+
+
+def reported_top_k(top_k, num_classes: int) -> tuple:
+    """The ``k`` of ``top_k`` whose top-k accuracy a report shows: those below K
+    (with k >= K every row's target is among the k highest scores, so the value
+    is 1 whatever the scores)."""
+    return tuple(k for k in top_k if k < num_classes)
 
 
 def catboost_one_vs_all(sums: ScoreSums):
@@ -891,8 +906,9 @@ STREAM_CLASS_COLUMNS = ("roc_auc", "average_precision", "roc_auc_error_bound",
 SCORE_METRIC_DESCRIPTIONS = {
     "cross_entropy": "mean -log p(true class) (log loss)",
     "perplexity": "exp(cross_entropy)",
-    "brier_score": "mean squared distance of the probabilities to the one-hot target "
-                   "(summed over classes, not halved)",
+    "brier_score": "mean squared distance of the probabilities to the one-hot target, "
+                   "summed over the classes; halved for K = 2 (the mean of (p - y)^2, as "
+                   "scikit-learn's brier_score_loss)",
     "hinge_loss": "Crammer-Singer multiclass hinge loss of the scores as given",
     "expected_calibration_error": "weighted mean |accuracy - confidence| over the "
                                   "confidence bins",
@@ -983,7 +999,7 @@ def stream_score_values(sums: ScoreSums, histogram=None):
         values[slot["accuracy"]] = score_mean(sums, "correct")
         values[slot["cross_entropy"]] = log_loss(sums)
         values[slot["perplexity"]] = perplexity(sums, xp)
-        values[slot["brier_score"]] = brier_score(sums, False)
+        values[slot["brier_score"]] = brier_score(sums)
         values[slot["hinge_loss"]] = score_mean(sums, "hinge")
         values[slot["total_weight"]] = sums.slot("weight")
         head = len(STREAM_SCORE_SLOTS)

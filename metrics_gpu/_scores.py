@@ -184,8 +184,8 @@ def brier_score_loss(y_true: ArrayLike, y_proba: ArrayLike, *,
     See Also
     --------
     log_loss : The cross-entropy of the same probabilities.
-    logits_report : The (unhalved) Brier score with every other score metric,
-        from one read of the scores.
+    logits_report : The Brier score (by the ``"auto"`` rule) with every other
+        score metric, from one read of the scores.
     expected_calibration_error : Calibration over confidence bins.
 
     Examples
@@ -206,10 +206,8 @@ def brier_score_loss(y_true: ArrayLike, y_proba: ArrayLike, *,
     if pos_label == 0 and inputs.binary_column:
         # The column is class 0's probability: swap the two columns.
         inputs = _swap_binary_columns(inputs)
-    half = (inputs.binary_column or inputs.num_classes < 3) if scale_by_half == "auto" \
-        else bool(scale_by_half)
     sums = _score_pass(inputs, from_logits=False, terms=("brier",))
-    return output(F.brier_score(sums, half), inputs)
+    return output(F.brier_score(sums, scale_by_half), inputs)
 
 
 def _swap_binary_columns(inputs: ScoreInputs) -> ScoreInputs:
@@ -472,13 +470,16 @@ class LogitsReport(MetricMapping):
         Weighted share of rows whose top class (the lowest index on ties) is
         the target.
     top_k_accuracy : dict of int to float
-        Top-k accuracy for each ``k`` of ``top_k``.
+        Top-k accuracy for each ``k`` of ``top_k`` below K (a k >= K would
+        be 1 whatever the scores: left out).
     cross_entropy : float
         Mean ``-log p[i, y_true[i]]`` (:func:`log_loss`).
     perplexity : float
         ``exp(cross_entropy)``.
     brier_score : float
-        Mean ``sum_j (p[i, j] - [j == y_true[i]])**2``, not halved.
+        Mean ``sum_j (p[i, j] - [j == y_true[i]])**2``, halved for K = 2
+        (scikit-learn's ``scale_by_half="auto"``: the mean of ``(p - y)**2``,
+        :func:`brier_score_loss`'s default).
     hinge_loss : float
         Crammer-Singer hinge loss of the scores as given, logits or
         probabilities (:func:`hinge_loss`).
@@ -591,7 +592,8 @@ def logits_report(y_true: ArrayLike, scores: ArrayLike, *, from_logits: bool = T
         The scores are logits (softmax taken in the pass, never
         materialised); False: probabilities.
     top_k : int or iterable of int, default (1, 5)
-        The ``k`` of the top-k accuracies.
+        The ``k`` of the top-k accuracies (those >= K are left out: 1 by
+        construction).
     n_bins : int, default 15
         The number of equal-width calibration bins.
     sample_weight : array-like of shape (N,), optional
@@ -639,7 +641,7 @@ def logits_report(y_true: ArrayLike, scores: ArrayLike, *, from_logits: bool = T
                       ignore_index=ignore_index, validate=validate, deterministic=deterministic,
                       top_k=top_k, n_bins=n_bins, from_logits=from_logits, pred_name="scores")
     if passed is not None:
-        return _one_pass_logits_report(passed, top_k, n_bins)
+        return _one_pass_logits_report(passed, top_k, n_bins, int(scores.shape[1]))
     inputs = check_score_inputs(y_true, scores, name="scores",
                                 kind="logits" if from_logits else "probabilities",
                                 sample_weight=sample_weight, ignore_index=ignore_index,
@@ -653,12 +655,13 @@ def logits_report(y_true: ArrayLike, scores: ArrayLike, *, from_logits: bool = T
     def out(value):
         return output(value, inputs)
 
+    shown = F.reported_top_k(top_k, inputs.num_classes)
     return LogitsReport(
         accuracy=out(F.score_mean(sums, "correct")),
-        top_k_accuracy={k: out(hits[i]) for i, k in enumerate(top_k)},
+        top_k_accuracy={k: out(hits[i]) for i, k in enumerate(top_k) if k in shown},
         cross_entropy=out(F.log_loss(sums)),
         perplexity=out(F.perplexity(sums, xp)),
-        brier_score=out(F.brier_score(sums, False)),
+        brier_score=out(F.brier_score(sums)),
         hinge_loss=out(F.score_mean(sums, "hinge")),
         expected_calibration_error=out(F.calibration_error(sums, "l1", xp)),
         max_calibration_error=out(F.calibration_error(sums, "max", xp)),
@@ -690,16 +693,18 @@ def _one_pass_score(y_true, scores, sample_weight, ignore_index, validate, slot,
     return values[F.STREAM_SLOT[slot] if isinstance(slot, str) else slot]
 
 
-def _one_pass_logits_report(passed, top_k, n_bins) -> LogitsReport:
-    """The report from a one-pass streaming state (two launches on a GPU, no
-    sync): its fields are views of the score values, in the inputs' framework."""
+def _one_pass_logits_report(passed, top_k, n_bins, num_classes: int) -> LogitsReport:
+    """The report from a one-pass streaming state of ``num_classes`` classes (two
+    launches on a GPU, no sync): its fields are views of the score values, in
+    the inputs' framework."""
     values, n_invalid = passed.results(labels=False)
     slot = F.STREAM_SLOT
     head = len(F.STREAM_SCORE_SLOTS)
     bins = head + len(top_k)
+    shown = F.reported_top_k(top_k, num_classes)
     return LogitsReport(
         accuracy=values[slot["accuracy"]],
-        top_k_accuracy={k: values[head + i] for i, k in enumerate(top_k)},
+        top_k_accuracy={k: values[head + i] for i, k in enumerate(top_k) if k in shown},
         cross_entropy=values[slot["cross_entropy"]],
         perplexity=values[slot["perplexity"]],
         brier_score=values[slot["brier_score"]],

@@ -132,7 +132,8 @@ class ClassificationMetrics:
     num_classes : int
         K: targets and label predictions are class codes 0..K-1.
     top_k : int or sequence of int, default (1, 5)
-        Top-k accuracies reported from score batches (at most 8 values).
+        Top-k accuracies reported from score batches (at most 8 values; a
+        k >= K is left out of the report: 1 whatever the scores).
     n_bins : int, default 15
         Equal-width calibration bins of the top-class probability (ECE, MCE).
     thresholds : int, optional
@@ -1170,8 +1171,10 @@ class StreamingReport(MetricMapping):
             for name in ("cross_entropy", "perplexity", "brier_score", "hinge_loss"):
                 places[name] = (True, F.STREAM_SLOT[name])
             head = len(F.STREAM_SCORE_SLOTS)
-            for i, k in enumerate(self._spec["top_k"]):
-                places[f"top_{k}_accuracy"] = (True, head + i)
+            shown = F.reported_top_k(self._spec["top_k"], k)
+            for i, top in enumerate(self._spec["top_k"]):
+                if top in shown:
+                    places[f"top_{top}_accuracy"] = (True, head + i)
             for name in ("expected_calibration_error", "max_calibration_error"):
                 places[name] = (True, F.STREAM_SLOT[name])
             if self._spec["thresholds"]:

@@ -19,6 +19,7 @@ from typing import Any, get_args
 import numpy as np
 
 from metrics_gpu._backend import is_device_array, resolve_backend
+from metrics_gpu._formulas import warn
 from metrics_gpu._kernels import SCORE_MAX_TOP_K
 from metrics_gpu._state import Bfloat16Bits, bfloat16_dtype
 from metrics_gpu._types import (
@@ -1251,10 +1252,9 @@ def check_score_inputs(y_true, scores, *, name: str = "y_score", kind: str = "pr
         rtol = math.sqrt(score_dtype_eps(values.dtype))  # scikit-learn's tolerance
         if any(bool(xp.any(xp.abs(rows.sum(axis=1, dtype=np.float64) - 1) > rtol))
                for _, rows in _row_chunks(values)):
-            import warnings
-
-            warnings.warn("The y_prob values do not sum to one. Make sure to pass probabilities.",
-                          UserWarning, stacklevel=3)
+            # Attributed to the caller's line, however deep the check ran.
+            warn("The y_prob values do not sum to one. Make sure to pass probabilities.",
+                 UserWarning)
     classes = check_score_labels(labels, num_classes, name, backend)
     if classes is not None:
         lookup = np.full(int(classes[-1]) + 2, -1, dtype=np.int64)

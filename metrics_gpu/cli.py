@@ -34,6 +34,7 @@ from metrics_gpu.files import (
     report_files,
     source_files,
 )
+from metrics_gpu.intervals import BETA_METHODS
 from metrics_gpu.report import label_report
 
 FORMATS = ("text", "json", "markdown", "html")
@@ -42,10 +43,17 @@ DEFAULT_TOP_K = (1, 5)
 DEFAULT_N_BINS = 15
 DEFAULT_THRESHOLDS = 1000
 DEFAULT_THRESHOLD = 0.5
-# Options of the multiclass report that --task multilabel refuses when given.
-MULTICLASS_ONLY = {"num_classes": "--num-classes", "top_k": "--top-k", "n_bins": "--n-bins",
-                   "confidence_level": "--confidence-level", "groups": "--groups",
-                   "num_groups": "--num-groups"}
+# Options of the multiclass report that --task multilabel refuses when given,
+# with why: (option, reason).
+_NO_GROUPS = "the multilabel report has no per-group metrics yet"
+MULTICLASS_ONLY = {
+    "num_classes": ("--num-classes", "a multilabel report takes L, the labels, from the "
+                    "files' columns"),
+    "top_k": ("--top-k", "a multilabel report has no top-k accuracy"),
+    "n_bins": ("--n-bins", "a multilabel report has no calibration bins"),
+    "confidence_level": ("--confidence-level", "the multilabel report has no confidence "
+                         "intervals yet (they are drawn from a multiclass confusion matrix)"),
+    "groups": ("--groups", _NO_GROUPS), "num_groups": ("--num-groups", _NO_GROUPS)}
 
 
 def _top_k(text: str) -> tuple[int, ...]:
@@ -119,6 +127,7 @@ def _command_report(args: argparse.Namespace) -> int:
     if args.threshold is not None:
         raise ValueError("--threshold is for --task multilabel (multiclass labels are the "
                          "argmax of the scores)")
+    _check_interval_method(args)
     sources["groups"] = _source(args.groups)
     scores_option = "--scores"
     if args.scores is None and _pred_holds_scores(sources["y_pred"]):
@@ -150,11 +159,11 @@ def _command_multilabel_report(args: argparse.Namespace, sources: dict[str, Sour
                                detected: str | None) -> int:
     """``--task multilabel`` (or files detected as such): (N, L) targets and
     predictions through :class:`metrics_gpu.MultilabelMetrics`."""
-    given = [option for name, option in MULTICLASS_ONLY.items()
+    given = [refused for name, refused in MULTICLASS_ONLY.items()
              if getattr(args, name) is not None]
     if given:
-        raise ValueError(f"{given[0]} is for --task multiclass; a multilabel report takes L "
-                         "from the files and has no top-k or calibration")
+        option, reason = given[0]
+        raise ValueError(f"{option} is for --task multiclass: {reason}")
     if args.format == "html":
         raise ValueError("--format html is not made for --task multilabel yet: use text, "
                          "json or markdown")
@@ -285,6 +294,14 @@ def _check_plot_directory(directory: str) -> None:
     path = Path(directory)
     if path.exists() and not path.is_dir():
         raise ValueError(f"--plot {directory}: exists and is not a directory")
+
+
+def _check_interval_method(args: argparse.Namespace) -> None:
+    """The beta methods need scipy (the [stats] extra): said before any reading."""
+    if (args.confidence_level is not None and args.interval_method in BETA_METHODS
+            and importlib.util.find_spec("scipy") is None):
+        raise ValueError(f"--interval-method {args.interval_method} needs scipy (the beta "
+                         f"distribution's quantiles): {install_hint('stats')}")
 
 
 def synthetic_predictions(n_samples: int, num_classes: int, *, accuracy: float = 0.8,
@@ -454,8 +471,8 @@ def build_parser() -> argparse.ArgumentParser:
                         help="leave out samples with this target (multilabel: the cells "
                         "with this target; not 0 or 1)")
     report.add_argument("--top-k", type=_top_k, metavar="K1,K2",
-                        help="top-k accuracies of the scores (default 1,5; values above K "
-                        "are left out)")
+                        help="top-k accuracies of the scores (default 1,5; values >= K "
+                        "are left out: 1 whatever the scores)")
     report.add_argument("--n-bins", type=_positive_int,
                         help="calibration bins (default 15)")
     report.add_argument("--auc", choices=AUC_MODES, default="auto",
@@ -481,10 +498,12 @@ def build_parser() -> argparse.ArgumentParser:
     report.add_argument("--seed", type=int, help="the bootstrap's seed (default: drawn, and "
                         "printed with the intervals)")
     report.add_argument("--groups", nargs="+", metavar="FILE[:COLUMN]",
-                        help="one integer group code per row (0..G-1): every label metric per "
-                        "group, with min, max, difference and ratio")
+                        help="one group per row: integer codes 0..G-1, or categories (strings, "
+                        "other numbers; named by their values, in sorted order): every label "
+                        "metric per group, with min, max, difference and ratio")
     report.add_argument("--num-groups", type=_positive_int, metavar="G",
-                        help="G (default: the largest group code + 1, one extra pass)")
+                        help="G of integer codes (default: the largest group code + 1, or the "
+                        "categories found: one extra pass)")
     report.add_argument("--format", choices=FORMATS, default="text",
                         help="text (default), json (strict JSON: an undefined metric, NaN, "
                         "is null; with a descriptions table of the names), markdown, or "

@@ -1078,13 +1078,15 @@ def _score_metric(y_true, y_score, *, name, kind, sample_weight, ignore_index, v
                         pick=pick, options=options)
 
 
-def _mean_or_sum(report, *, metric, normalize=True, weighted, half=False, count=False):
-    """A mean metric of the report; its weighted sum with ``normalize=False``
-    (a whole number of samples for a ``count`` without weights)."""
+def _mean_or_sum(report, *, metric, normalize=True, weighted, scale=1.0, count=False):
+    """A mean metric of the report (times ``scale``); its weighted sum with
+    ``normalize=False`` (a whole number of samples for a ``count`` without
+    weights)."""
     total = report["total"]
     if weighted and total == 0:
         raise ValueError("sample_weight must hold at least one non-zero weight; all are 0")
-    value = report["metrics"][metric] / (2 if half else 1)
+    # metric None: a top-k accuracy with k >= K (every row a hit; reports omit it).
+    value = 1.0 if metric is None else report["metrics"][metric] * scale
     if normalize:
         return np.float64(value)
     value *= total
@@ -1128,11 +1130,13 @@ def brier_score_loss(y_true, y_proba, *, sample_weight=None, pos_label=None, lab
     if scale_by_half != "auto":
         check_bool(scale_by_half, "scale_by_half")
     k = _score_columns(y_proba, "y_proba")
-    half = k < 3 if scale_by_half == "auto" else bool(scale_by_half)
+    # The report's value is halved by the "auto" rule: rescaled to the one asked.
+    scale = ((0.5 if F.brier_halved(k, scale_by_half) else 1.0)
+             / (0.5 if F.brier_halved(k) else 1.0))
     return _score_metric(y_true, y_proba, name="y_proba", kind="probabilities",
                          sample_weight=sample_weight, ignore_index=ignore_index,
                          validate=validate, compute=compute, pick=_mean_or_sum,
-                         options=dict(metric="brier_score", half=half), labels=labels)
+                         options=dict(metric="brier_score", scale=scale), labels=labels)
 
 
 def top_k_accuracy_score(y_true, y_score, *, k=2, normalize=True, sample_weight=None,
@@ -1156,8 +1160,8 @@ def top_k_accuracy_score(y_true, y_score, *, k=2, normalize=True, sample_weight=
     return _score_metric(y_true, y_score, name="y_score", kind="decision",
                          sample_weight=sample_weight, ignore_index=ignore_index,
                          validate=validate, compute=compute, pick=_mean_or_sum,
-                         options=dict(metric=f"top_{k}_accuracy", normalize=normalize,
-                                      count=True),
+                         options=dict(metric=f"top_{k}_accuracy" if k < shape[1] else None,
+                                      normalize=normalize, count=True),
                          top_k=(k,), labels=labels)
 
 

@@ -65,7 +65,7 @@ from typing import Any, Callable, Sequence, Union
 import numpy as np
 
 from metrics_gpu._extras import install_hint
-from metrics_gpu._formulas import defined_averages, softmax_rows
+from metrics_gpu._formulas import defined_averages, reported_top_k, softmax_rows
 from metrics_gpu._report_mapping import (
     MetricMapping,
     as_lists,
@@ -84,7 +84,7 @@ ARROW_SUFFIXES = (".parquet", ".pq", ".arrow", ".feather", ".ipc")
 TEXT_SUFFIXES = (".csv", ".txt")
 SUFFIXES = (".npy", ".npz", *TEXT_SUFFIXES, *ARROW_SUFFIXES)
 IO_INSTALL_HINT = f"install the [io] extra: {install_hint('io')}"
-ROLES = ("labels", "scores", "weights", "indicators", "label_scores")
+ROLES = ("labels", "scores", "weights", "indicators", "label_scores", "groups")
 # Roles whose rows may be several columns: (N, K) class scores, and the
 # multilabel (N, L) 0/1 indicators (labels' dtypes and checks) and per-label
 # scores (floats, no row-sum check, no (N,) widening).
@@ -494,6 +494,16 @@ class ColumnReader:
             if kind == "u" and dtype.itemsize == 8:
                 self.dtype = np.dtype(np.int64)
             self.width = None
+        elif self.role == "groups":
+            # Integer codes, or categories (strings, other numbers): read as
+            # they are, encoded by GroupColumn once a pass has found them.
+            if kind not in "iubfUSO":
+                raise self.problem(f"groups must be numbers or strings, got dtype {dtype}")
+            if shape_tail not in ((), (1,)):
+                raise self.problem(f"groups must be one column, got rows of shape {shape_tail}")
+            self.dtype = (np.dtype(np.int64) if kind in "iub" else
+                          np.dtype(np.float64) if kind == "f" else dtype)
+            self.width = None
         elif self.role == "weights":
             if kind not in "iuf":
                 raise self.problem(f"weights must be numbers, got dtype {dtype}")
@@ -680,7 +690,10 @@ class TextReader(ColumnReader):
         else:
             if not header:
                 self.file.close()
-                raise self.problem(f"has no header row to find {selector!r} in")
+                raise self.problem(
+                    f"has no header row to find {selector!r} in: its first line holds "
+                    f"{len(fields)} unnamed column(s) of numbers (give the file without "
+                    ":COLUMN for its one column, or add a header line naming them)")
             names = selector.split(",")
             missing = [n for n in names if n not in fields]
             if missing:
@@ -695,6 +708,10 @@ class TextReader(ColumnReader):
             raise self.problem(f"has {len(self.columns)} columns {fields if header else ''}; "
                                f"name one: {path}:COLUMN")
         self.rows = None
+        if role == "groups":  # codes or categories: the text as it is (GroupColumn reads it)
+            self._set_layout(np.dtype(object), tail)
+            self._parse_dtype = str
+            return
         self._set_layout(np.dtype(np.int64 if role in LABEL_ROLES else np.float64), tail)
         self._parse_dtype = np.float64
 
@@ -1153,7 +1170,7 @@ def open_column(source: Source, argument: str, role: str, *, from_logits: bool =
 OPTIONS = {"y_true": "--y-true", "y_pred": "--y-pred", "scores": "--scores",
            "sample_weight": "--sample-weight", "groups": "--groups"}
 ROLE_OF = {"y_true": "labels", "y_pred": "labels", "scores": "scores",
-           "sample_weight": "weights", "groups": "labels"}
+           "sample_weight": "weights", "groups": "groups"}
 MULTILABEL_ROLE_OF = {"y_true": "indicators", "y_pred": "indicators",
                       "scores": "label_scores", "sample_weight": "weights"}
 AUC_MODES = ("auto", "exact", "binned")
@@ -1562,6 +1579,8 @@ class FileEvaluation:
     # Seconds of each stage, in order ("backend", "opening", ...), and the
     # reader threads and worker processes: the report's --verbose lines.
     timings: dict = field(default_factory=dict)
+    scores_are: str | None = None  # how the scores were read: "logits", "probabilities"
+    group_names: list | None = None  # the categories of a groups column, when not codes
 
 
 NO_ROWS = "holds no rows (a header only, or an empty column): there is nothing to report"
@@ -1629,30 +1648,83 @@ def find_classes(sources: dict[str, Source | None], *, ignore_index=None, chunk_
     return int(present.sum()), np.flatnonzero(present)
 
 
-def find_num_groups(sources: dict[str, Source | None], *, chunk_rows: int,
-                    threads: ReadThreads | None = None) -> int:
-    """G of a groups column of integer codes: its largest code + 1 (one pass)."""
+def _as_numbers(values: np.ndarray) -> np.ndarray | None:
+    """Group values as float64 where every one is a number (text included), else None."""
+    if values.dtype.kind in "iubf":
+        return values.astype(np.float64)
+    try:
+        return values.astype(np.float64)
+    except (ValueError, TypeError):
+        return None
+
+
+def find_groups(sources: dict[str, Source | None], *, chunk_rows: int,
+                threads: ReadThreads | None = None) -> tuple[int, np.ndarray | None]:
+    """G of a groups column (one pass) and, for categories, their values in
+    sorted order, as :func:`metrics_gpu.groups` encodes them: whole numbers
+    are codes 0..G-1 (G = the largest + 1, categories None); any other value
+    (strings, fractions) makes every value a category, named by its value."""
     readers = open_columns({"groups": sources["groups"]}, threads=threads)
-    largest = -1
+    found = []
     try:
         prefetch = _Prefetch(readers, _HostStaging(readers, chunk_rows).buffer_sets)
         staging = prefetch.buffer_sets
         try:
             for i, rows in prefetch:
-                codes = staging[i]["groups"][:rows]
-                if codes.size and codes.min() < 0:
-                    raise FileProblem(
-                        f"--groups {readers['groups'].path}: holds the negative group "
-                        f"{codes.min()} (groups are codes 0..G-1)")
-                if codes.size:
-                    largest = max(largest, int(codes.max()))
+                if rows:
+                    found.append(np.unique(staging[i]["groups"][:rows]))
                 prefetch.release(i)
         finally:
             prefetch.close()
     finally:
         for reader in readers.values():
             reader.close()
-    return largest + 1
+    values = np.unique(np.concatenate(found)) if found else np.zeros(0, np.int64)
+    numbers = _as_numbers(values)
+    if numbers is None:
+        return int(values.size), values.astype(str)
+    if not np.isfinite(numbers).all():
+        raise FileProblem(f"--groups {readers['groups'].path}: holds "
+                          f"{numbers[~np.isfinite(numbers)][0]} where a group should be")
+    if (numbers == np.floor(numbers)).all():
+        if numbers.size and numbers.min() < 0:
+            raise FileProblem(f"--groups {readers['groups'].path}: holds the negative group "
+                              f"{int(numbers.min())} (groups are codes 0..G-1)")
+        return (int(numbers.max()) + 1 if numbers.size else 0), None
+    categories = np.unique(numbers)
+    return int(categories.size), categories
+
+
+class GroupColumn(ColumnReader):
+    """A groups column as codes 0..G-1: whole numbers as they are, categories
+    (``categories``, sorted: :func:`find_groups`) by their position."""
+
+    def __init__(self, inner: ColumnReader, categories: np.ndarray | None):
+        super().__init__(inner.argument, inner.path, inner.selector, "groups")
+        self.inner, self.categories = inner, categories
+        self.rows, self.width, self.dtype = inner.rows, None, np.dtype(np.int64)
+        self._raw: np.ndarray | None = None
+
+    def read(self, out: np.ndarray) -> int:
+        if self._raw is None or len(self._raw) < len(out):
+            self._raw = self.inner.empty(len(out))
+        rows = self.inner.read(self._raw[:len(out)])
+        values = self._raw[:rows]
+        # (find_groups found every value a number, unless categories are strings)
+        if self.categories is None:
+            out[:rows] = values if values.dtype.kind in "iub" else values.astype(np.float64)
+        elif self.categories.dtype.kind == "f":
+            out[:rows] = np.searchsorted(self.categories, values.astype(np.float64))
+        else:
+            out[:rows] = np.searchsorted(self.categories, values.astype(str))
+        self.position += rows
+        return rows
+
+    def row_name(self, row: int) -> str:
+        return self.inner.row_name(row)
+
+    def close(self) -> None:
+        self.inner.close()
 
 
 def evaluate_files(sources: dict[str, Source | None], *, num_classes: int | None = None,
@@ -1757,16 +1829,26 @@ def evaluate_files(sources: dict[str, Source | None], *, num_classes: int | None
         # Remapped codes are positions 0..P-1: ignored targets become -1.
         state_ignore = ignore_index if class_codes is None or ignore_index is None else -1
         common: dict[str, Any] = dict(ignore_index=state_ignore, validate="deferred")
+        group_names = None
         if "groups" in columns:
-            if num_groups is None:
-                num_groups = find_num_groups(sources, chunk_rows=chunk_rows, threads=threads)
-            common["num_groups"] = num_groups
+            found, categories = None, None
+            if num_groups is None or columns["groups"].dtype.kind not in "iu":
+                found, categories = find_groups(sources, chunk_rows=chunk_rows,
+                                                threads=threads)
+            if categories is not None:
+                if num_groups is not None:
+                    raise FileProblem(f"--num-groups applies to integer group codes; --groups "
+                                      f"{columns['groups'].path} holds categories "
+                                      f"({found} found)")
+                group_names = categories.tolist()
+            common["num_groups"] = found if num_groups is None else num_groups
+            columns["groups"] = GroupColumn(columns["groups"], categories)
         label_state = (ClassificationMetrics(num_classes, **common)
                        if "y_pred" in columns else None)
         score_state = None
         if score_reader is not None:
             score_state = ClassificationMetrics(
-                num_classes, top_k=tuple(k for k in top_k if k <= num_classes), n_bins=n_bins,
+                num_classes, top_k=reported_top_k(top_k, num_classes), n_bins=n_bins,
                 thresholds=(histogram_thresholds(thresholds, num_classes)
                             if auc_mode == "binned" or curves else None),
                 scores=scores_are, **common)
@@ -1817,7 +1899,8 @@ def evaluate_files(sources: dict[str, Source | None], *, num_classes: int | None
             reader.close()
         threads.close()
     return FileEvaluation(label_state, score_state, exact_values, class_codes, total_rows,
-                          backend, auc_mode, chunk_rows, columns, timings)
+                          backend, auc_mode, chunk_rows, columns, timings,
+                          None if score_reader is None else scores_are, group_names)
 
 
 def _auc_mode(auc: str, rows: int | None, num_classes: int, score_reader: ColumnReader,
@@ -2065,7 +2148,8 @@ class PredictionReport(MetricMapping):
             class_names = [str(code) for code in codes.tolist()]
         self.labels = stream_label_report(evaluation.labels or evaluation.scores,
                                           class_codes=codes, class_names=class_names,
-                                          intervals=intervals)
+                                          intervals=intervals,
+                                          group_names=evaluation.group_names)
         self.streaming = None if evaluation.scores is None else evaluation.scores.compute()
         self._scores: dict[str, Any] | None = None
 

@@ -13,8 +13,8 @@ Sections, by ``id``: ``summary`` (``overall-metrics``,
 ``per-class-averages`` and, with scores, ``score-metrics``), ``per-class``
 (ordered by support, descending), ``confusion-matrix`` (the most confused
 classes only beyond :data:`MAX_MATRIX_CLASSES`), ``score-pictures`` (ROC,
-precision-recall, reliability; with scores only) and ``inputs`` (files, rows,
-classes, backend, elapsed time, package version).
+precision-recall, reliability; with scores only) and ``inputs`` (files, how
+the scores were read, rows, classes, backend, elapsed time, package version).
 """
 
 from __future__ import annotations
@@ -41,6 +41,12 @@ PLOT_HINT = f"The pictures need matplotlib, the [plot] extra: {install_hint('plo
 PNG_SIGNATURE = b"\x89PNG\r\n\x1a\n"
 # Score metrics printed beside their error bound when ROC AUC / AP are binned.
 RANKING_FAMILIES = ("roc_auc", "average_precision")
+# The inputs table's line on how a report's scores were read (--scores-are:
+# probabilities only when declared, logits by default).
+SCORES_READ_AS = {"logits": "logits, softmax taken over each row (--scores-are logits, the "
+                            "default)",
+                  "probabilities": "probabilities, as given (--scores-are probabilities, "
+                                   "declared)"}
 
 STYLE = """
 body { font-family: system-ui, -apple-system, "Segoe UI", Roboto, sans-serif; margin: 2em auto;
@@ -121,7 +127,7 @@ def render_html(report, *, title: str | None = None, elapsed: float | None = Non
     heading = "metrics-gpu report" if title is None else str(title)
     sections = [
         _summary_section(labels, scores, auc_method),
-        _per_class_section(labels, scores, max_table_classes),
+        _per_class_section(labels, scores, max_table_classes, _weighted(report, labels)),
         _confusion_section(labels, max_classes, matplotlib_present, dpi),
     ]
     if getattr(labels, "groups", None) is not None:
@@ -265,7 +271,8 @@ def _score_values(scores: Mapping[str, Any], auc_method) -> list[tuple[str, str]
     return rows
 
 
-def _per_class_section(labels, scores, max_table_classes: int) -> tuple[str, str, str]:
+def _per_class_section(labels, scores, max_table_classes: int,
+                       weighted: bool) -> tuple[str, str, str]:
     columns = dict(labels.per_class)
     support = np.asarray(columns.pop("support"))
     extra = {}
@@ -277,7 +284,8 @@ def _per_class_section(labels, scores, max_table_classes: int) -> tuple[str, str
     order = np.argsort(-support.astype(np.float64), kind="stable")
     shown = order[:max_table_classes]
     names = labels.class_names
-    header = "".join(f"<th>{escape(name)}</th>" for name in ["support", *columns, *extra])
+    support_name = "support (weighted)" if weighted else "support"
+    header = "".join(f"<th>{escape(name)}</th>" for name in [support_name, *columns, *extra])
     body = []
     for i in shown.tolist():
         cells = [_number(support[i], count=True)]
@@ -286,6 +294,8 @@ def _per_class_section(labels, scores, max_table_classes: int) -> tuple[str, str
         body.append(f'<tr><td class="name">{escape(str(names[i]))}</td>'
                     + "".join(f"<td>{escape(cell)}</td>" for cell in cells) + "</tr>\n")
     note = "Ordered by support, largest first."
+    if weighted:
+        note += " Support is the sum of the sample weights of each class's samples."
     if shown.size < support.size:
         note += (f" The {shown.size:,} classes of largest support of {support.size:,} are "
                  "listed; --format json holds them all.")
@@ -379,6 +389,8 @@ def _inputs_section(report, labels, elapsed, inputs) -> tuple[str, str, str]:
             if reader.selector is not None:
                 source += f":{reader.selector}"
             rows.append((OPTIONS.get(name, name), source))
+        if evaluation.scores_are is not None:
+            rows.append(("scores read as", SCORES_READ_AS[evaluation.scores_are]))
         rows.append(("rows read", _number(evaluation.rows)))
     rows.append(("samples counted", _number(labels.total, count=True)))
     if labels.invalid:
@@ -403,6 +415,14 @@ def _inputs_section(report, labels, elapsed, inputs) -> tuple[str, str, str]:
 
 
 # -- helpers -----------------------------------------------------------------------------
+
+
+def _weighted(report, labels) -> bool:
+    """Whether the report's samples were weighted (its supports are weight sums)."""
+    evaluation = getattr(report, "evaluation", None)
+    if evaluation is not None:
+        return "sample_weight" in evaluation.readers
+    return bool(getattr(labels, "weighted", False))
 
 
 def _has_matplotlib() -> bool:

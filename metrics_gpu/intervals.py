@@ -34,11 +34,14 @@ import numpy as np
 
 from metrics_gpu import _formulas as F
 from metrics_gpu import _resample
+from metrics_gpu._extras import install_hint
 from metrics_gpu._state import ClassStatistics
 from metrics_gpu._validation import to_numpy
 
 BOOTSTRAP_METHODS = ("percentile", "basic", "bca")
 PROPORTION_METHODS = ("wilson", "clopper-pearson", "agresti-coull", "jeffreys")
+# The methods that take the beta distribution's quantiles: scipy, the [stats] extra.
+BETA_METHODS = ("clopper-pearson", "jeffreys")
 INTERVAL_METHODS = BOOTSTRAP_METHODS + PROPORTION_METHODS
 SAMPLING_METHODS = ("poisson",)
 DEFAULT_RESAMPLES = 9999
@@ -244,7 +247,7 @@ def _proportion_bounds(count, nobs, alpha: float, method: str):
             from scipy import stats
         except ImportError as error_:  # pragma: no cover - scipy comes with the test extra
             raise ImportError(f"method={method!r} needs scipy (the beta distribution's "
-                              "quantiles): pip install scipy") from error_
+                              f"quantiles): {install_hint('stats')}") from error_
         with np.errstate(invalid="ignore"):
             if method == "clopper-pearson":
                 low = stats.beta.ppf(alpha, count, n - count + 1)
@@ -904,7 +907,7 @@ def _host_vector(values, name: str) -> np.ndarray:
 
 
 __all__ = [
-    "BOOTSTRAP_METHODS", "ConfidenceInterval", "INTERVAL_METHODS", "LabelIntervals",
+    "BETA_METHODS", "BOOTSTRAP_METHODS", "ConfidenceInterval", "INTERVAL_METHODS", "LabelIntervals",
     "PROPORTION_METHODS", "label_intervals", "proportion_interval", "roc_auc_interval",
 ]
 

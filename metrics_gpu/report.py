@@ -83,13 +83,16 @@ class LabelReport(MetricMapping):
     groups : GroupMetrics or None
         With ``groups=``: every metric per group, with fairlearn's
         ``group_min``, ``group_max``, ``difference`` and ``ratio``.
+    weighted : bool
+        Whether the samples were weighted (the supports are then weight sums).
     """
 
-    def __init__(self, resolve: Callable[[], dict[str, Any]]):
+    def __init__(self, resolve: Callable[[], dict[str, Any]], weighted: bool = False):
         # Until the first access, the function that reads the numbers back;
         # dropped once it has run (it holds the device buffers).
         self._resolve: Callable[[], dict[str, Any]] | None = resolve
         self._fields: dict[str, Any] | None = None
+        self.weighted = weighted
 
     def _field(self, name: str) -> Any:
         if self._fields is None:
@@ -483,12 +486,14 @@ def label_report(y_true: ArrayLike, y_pred: ArrayLike, *, num_classes: int | Non
             unit_tables = group_tables(inputs, units)
     return _report(backend, evaluation, all_classes=all_classes, class_names=class_names,
                    intervals=interval_options, show_matrix=shown is not False,
-                   groups=group_input, clusters=None if cluster is None else unit_tables)
+                   groups=group_input, clusters=None if cluster is None else unit_tables,
+                   weighted=sample_weight is not None)
 
 
 def _report(backend, evaluation: Evaluation, *, all_classes: bool, class_names,
             intervals: IntervalOptions | None = None, show_matrix: bool = True,
-            groups: tuple[np.ndarray, list] | None = None, clusters=None) -> LabelReport:
+            groups: tuple[np.ndarray, list] | None = None, clusters=None,
+            weighted: bool = False) -> LabelReport:
     """The report of an evaluation, read back on first access. Per-class values
     and the matrix are indexed by position among the evaluated classes (the
     class codes themselves unless ``evaluation.class_codes`` names them)."""
@@ -543,7 +548,7 @@ def _report(backend, evaluation: Evaluation, *, all_classes: bool, class_names,
             "intervals": found, "groups": by_group,
         }
 
-    report = LabelReport(resolve)
+    report = LabelReport(resolve, weighted)
     if intervals is not None or groups is not None:
         # The intervals and groups read the matrix back anyway: bad counts
         # (float weights) raise here, at the call, not at first use.
@@ -554,11 +559,13 @@ def _report(backend, evaluation: Evaluation, *, all_classes: bool, class_names,
 
 
 def stream_label_report(metrics, *, class_codes=None, class_names=None,
-                        intervals: IntervalOptions | None = None) -> LabelReport:
+                        intervals: IntervalOptions | None = None,
+                        group_names=None) -> LabelReport:
     """The label report of a :class:`metrics_gpu.ClassificationMetrics` state
     (its K classes; ``class_codes``: the class each position stands for, when
     the stream's labels were remapped to positions), with its intervals and,
-    for a state with groups, its groups."""
+    for a state with groups, its groups (named by ``group_names``, default
+    their codes)."""
     if metrics._state is None:
         raise ValueError("the stream holds no update: there is nothing to report")
     evaluation = _stream_evaluation(metrics._state,
@@ -568,7 +575,8 @@ def stream_label_report(metrics, *, class_codes=None, class_names=None,
     if table is not None:
         table = np.asarray(metrics._backend.to_host(table))
         table = table.view(np.int64) if table.dtype == np.uint64 else table
-        groups = (table, list(range(table.shape[0])))
+        groups = (table, list(range(table.shape[0])) if group_names is None
+                  else list(group_names))
     return _report(metrics._backend, evaluation, all_classes=True, class_names=class_names,
                    intervals=intervals, groups=groups)
 

@@ -100,3 +100,49 @@ def test_header_only_file_says_it_has_no_rows(tmp_path, capsys, extra):
                  f"{tmp_path / 'p.csv'}:pred", "--quiet", *extra]) == 2
     err = capsys.readouterr().err
     assert f"--y-true {tmp_path / 't.csv'}: holds no rows" in err and "ignore-index" not in err
+
+
+@pytest.mark.parametrize("k", [2, 3, 5], ids=["K2", "K3", "K5"])
+@pytest.mark.parametrize("weighted", [False, True], ids=["unweighted", "weighted"])
+def test_report_brier_and_top_k_in_every_format(tmp_path, capsys, k, weighted):
+    """Issue 47 items 10 and 14: the report's brier_score is scikit-learn's
+    brier_score_loss (halved for K = 2, was twice it), said in the legend; the
+    default top-k (1, 5) leaves out every k >= K in text, JSON, Markdown and
+    HTML; the HTML per-class table says when its support is a weight sum, and
+    the inputs table how the scores were read."""
+    rng = np.random.default_rng(k)
+    logits = rng.normal(size=(400, k))
+    proba = np.exp(logits) / np.exp(logits).sum(axis=1, keepdims=True)
+    y_true = np.arange(400) % k
+    weight = rng.integers(1, 4, 400).astype(np.float64)
+    np.save(tmp_path / "t.npy", y_true)
+    np.save(tmp_path / "p.npy", proba)
+    np.save(tmp_path / "w.npy", weight)
+    argv = ["report", "--y-true", str(tmp_path / "t.npy"), "--scores", str(tmp_path / "p.npy"),
+            "--scores-are", "probabilities", "--quiet"]
+    if weighted:
+        argv += ["--sample-weight", str(tmp_path / "w.npy")]
+    shown = [f"top_{top}_accuracy" for top in (1, 5) if top < k]
+    left_out = [f"top_{top}_accuracy" for top in (1, 5) if top >= k]
+    pages = {}
+    for output_format in ("text", "json", "markdown", "html"):
+        assert main(argv + ["--format", output_format]) == 0
+        pages[output_format] = capsys.readouterr().out
+    report = json.loads(pages["json"])
+    expected = sk.brier_score_loss(y_true, proba, sample_weight=weight if weighted else None)
+    assert report["scores"]["brier_score"] == pytest.approx(expected, rel=1e-12)
+    assert "halved for K = 2" in report["descriptions"]["brier_score"]
+    assert [name for name in report["scores"] if name.startswith("top_")] == shown
+    for output_format, page in pages.items():
+        for name in shown:
+            assert name in page, (output_format, name)
+        for name in left_out:
+            assert name not in page, (output_format, name)
+    assert ("<th>support (weighted)</th>" in pages["html"]) == weighted
+    assert ("<th>support</th>" in pages["html"]) != weighted
+    assert "scores read as</th><td class=\"name\">probabilities, as given (--scores-are " \
+        "probabilities, declared)" in pages["html"]
+    default = [item for item in argv if item not in ("--scores-are", "probabilities")]
+    assert main(default + ["--format", "html"]) == 0
+    assert "scores read as</th><td class=\"name\">logits, softmax taken over each row " \
+        "(--scores-are logits, the default)" in capsys.readouterr().out

@@ -316,3 +316,27 @@ def test_errors_name_the_file_and_the_row(tmp_path, data, capsys):
         err = run(capsys, *argv, status=2).err
         assert err.startswith("metrics-gpu: error: ") and err.count("\n") == 1, err
         assert message in err, (argv, err)
+
+
+@pytest.mark.parametrize("option, value, reason", [
+    ("--num-classes", "3", "takes L, the labels, from the files' columns"),
+    ("--top-k", "1", "has no top-k accuracy"),
+    ("--n-bins", "5", "has no calibration bins"),
+    ("--confidence-level", "0.95", "has no confidence intervals yet"),
+    ("--groups", None, "has no per-group metrics yet"),
+    ("--num-groups", "2", "has no per-group metrics yet"),
+])
+def test_multiclass_options_refused_with_their_reason(tmp_path, data, capsys, option, value,
+                                                      reason):
+    """Issue 47 item 13: each multiclass option refused on a multilabel file
+    says its own reason (--groups and --confidence-level were refused for
+    having "no top-k or calibration")."""
+    y_true, _, _ = data
+    paths = save(tmp_path, t=y_true, g=np.arange(N) % 2)
+    err = run(capsys, "--y-true", paths["t"], "--y-pred", paths["t"], option,
+              paths["g"] if value is None else value, status=2).err
+    assert err == f"metrics-gpu: error: {option} is for --task multiclass: " \
+        f"{err.split(': ', 3)[3]}", err
+    assert reason in err and err.count("\n") == 1, err
+    if option not in ("--top-k", "--n-bins"):
+        assert "top-k" not in err and "calibration" not in err, err

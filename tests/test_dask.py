@@ -558,3 +558,29 @@ def test_import_metrics_gpu_does_not_import_dask():
         "    raise AssertionError('no ImportError without dask')\n"
     )
     subprocess.run([sys.executable, "-c", code], check=True)
+
+
+@pytest.mark.parametrize("k", [2, 3], ids=["K2", "K3"])
+def test_brier_scale_and_top_k_of_every_class(k):
+    """The streaming report's brier_score is halved for K = 2 (scikit-learn's
+    "auto"), so the Dask brier_score_loss rescales it for every
+    scale_by_half; its top-k accuracy with k >= K (left out of the reports) is
+    scikit-learn's perfect score."""
+    rng = np.random.default_rng(k)
+    logits = rng.normal(size=(90, k))
+    proba = np.exp(logits) / np.exp(logits).sum(axis=1, keepdims=True)
+    y_true = np.arange(90) % k
+    weight = rng.random(90)
+    with dask.config.set(scheduler="synchronous"):
+        for half in ("auto", True, False):
+            ours = mgd.brier_score_loss(chunked(y_true, 40), chunked(proba, 40),
+                                        sample_weight=chunked(weight, 40),
+                                        scale_by_half=half, compute=True)
+            np.testing.assert_allclose(ours, skm.brier_score_loss(
+                y_true, proba, sample_weight=weight, scale_by_half=half), rtol=1e-12,
+                err_msg=f"scale_by_half={half}")
+        for normalize in (True, False):
+            with pytest.warns(UserWarning, match="greater than or equal"):
+                ours = mgd.top_k_accuracy_score(chunked(y_true, 40), chunked(logits, 40), k=k,
+                                                normalize=normalize, compute=True)
+            assert ours == (1.0 if normalize else 90)

@@ -1,16 +1,22 @@
 """docs/architecture.md stays true: its examples (the walk-through that adds
 a metric) run as doctests, and every repository path it names exists; the
-API reference (docs/api.rst) lists every public name."""
+API reference (docs/api.rst) lists every public name; docs/conventions.md's
+metric table is REPORT_METRICS'; the pages read on the repository's web view;
+the Sphinx configuration keeps the options' two hyphens."""
 
 from __future__ import annotations
 
 import doctest
 import re
+import runpy
 from pathlib import Path
 
 import pytest
 
+import metrics_gpu
+
 ROOT = Path(__file__).resolve().parent.parent
+DOCS = ROOT / "docs"
 ARCHITECTURE = ROOT / "docs" / "architecture.md"
 
 
@@ -56,3 +62,43 @@ def test_api_reference_lists_every_public_name(module):
     listed = api_page_names().get(module, set())
     assert public - listed == set(), f"docs/api.rst leaves out public names of {module}"
     assert listed - public == set(), f"docs/api.rst lists names that {module} does not export"
+
+
+def report_metrics_table() -> str:
+    """The legend of the report's overall label metrics, from the metric table
+    the report itself is built from."""
+    systems = (("sklearn", "scikit-learn"), ("onedal", "oneDAL"), ("pyactlearn", "pyActLearn"),
+               ("catboost", "CatBoost"), ("overview", "overview paper"))
+    lines = ["| name | what | higher is better | the same number elsewhere |",
+             "| --- | --- | --- | --- |"]
+    for row in metrics_gpu.REPORT_METRICS:
+        elsewhere = "; ".join(f"{label}: `{row.sources[key]}`"
+                              for key, label in systems if key in row.sources)
+        what = row.description.replace("|", "\\|")  # |i - j| inside a table cell
+        lines.append(f"| `{row.name}` | {what} | "
+                     f"{'yes' if row.higher_is_better else 'no'} | {elsewhere or '—'} |")
+    return "\n".join(lines) + "\n"
+
+
+def test_conventions_holds_the_report_metric_table():
+    """docs/conventions.md writes the table out (GitHub's web view renders no
+    MyST ``{include}``; it showed the directive raw): it must be REPORT_METRICS'."""
+    text = (DOCS / "conventions.md").read_text()
+    begin, end = "<!-- REPORT_METRICS: begin -->\n", "<!-- REPORT_METRICS: end -->"
+    written = text[text.index(begin) + len(begin):text.index(end)]
+    assert written == report_metrics_table(), (
+        "docs/conventions.md's metric table is behind metrics_gpu.REPORT_METRICS; write "
+        "between its markers:\n" + report_metrics_table())
+
+
+def test_no_page_uses_a_directive_the_web_view_shows_raw():
+    """Every page reads on the repository's web view: no MyST include."""
+    pages = sorted(DOCS.glob("*.md")) + [ROOT / "README.md"]
+    assert [page.name for page in pages if "{include}" in page.read_text()] == []
+
+
+def test_the_docs_keep_two_hyphens_in_options():
+    """The generated CLI page printed --y-true with an en dash (Sphinx's
+    smartquotes), so a copied command failed: the configuration turns them off."""
+    namespace = runpy.run_path(str(DOCS / "conf.py"))
+    assert namespace["smartquotes"] is False

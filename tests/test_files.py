@@ -809,3 +809,87 @@ def test_declared_kind_checked_in_every_chunk(tmp_path_factory, fmt, dtype, k, n
         with warnings.catch_warnings():
             warnings.simplefilter("error", UserWarning)  # logits: no warning
             report_files(sources, **options)
+
+
+@pytest.mark.parametrize("argument", ["--y-true", "--y-pred", "--scores", "--sample-weight"])
+def test_a_missing_column_names_what_the_file_has(tmp_path, capsys, argument):
+    """Issue 47 item 13: a CSV without the named column lists its columns (as
+    Parquet does); one with no header row says it has only unnamed columns."""
+    named, unnamed = tmp_path / "named.csv", tmp_path / "unnamed.csv"
+    named.write_text("t,p,w\n0,1,1\n1,1,2\n")
+    unnamed.write_text("0,1\n1,1\n")
+    sources = {"--y-true": f"{named}:t", "--y-pred": f"{named}:p", "--scores": None,
+               "--sample-weight": None}
+    for path, expected in ((named, "has no column 'q'; its columns are ['t', 'p', 'w']"),
+                           (unnamed, "has no header row to find 'q' in: its first line "
+                                     "holds 2 unnamed column(s) of numbers")):
+        argv = dict(sources, **{argument: f"{path}:q"})
+        status, _, err = _main_err(capsys, *(item for option, source in argv.items()
+                                             if source is not None
+                                             for item in (option, source)))
+        assert status == 2, err
+        assert err.startswith(f"metrics-gpu: error: {argument} {path}: {expected}"), err
+
+
+GROUP_VALUES = {
+    "strings-npy": np.array(["north", "south", "east"]),
+    "floats-npy": np.array([0.5, 1.5, -2.25]),
+    "codes-npy": np.array([0, 2, 1]),
+    "strings-csv": np.array(["north", "south", "east"]),
+    "codes-csv": np.array([0, 2, 1]),
+    "strings-parquet": np.array(["north", "south", "east"]),
+}
+
+
+@pytest.mark.parametrize("case", sorted(GROUP_VALUES))
+@pytest.mark.parametrize("backend", ["numpy", "emulated"])
+def test_groups_of_any_values_as_the_api(tmp_path, capsys, case, backend):
+    """Issue 47 item 13: --groups takes what the API's groups= takes: integer
+    codes, and categories (strings, fractions) encoded in sorted order, named
+    by their values (strings and floats were refused as "labels"); every
+    group's metrics equal label_report(..., groups=...)'s."""
+    rng = np.random.default_rng(len(case))
+    n = 300
+    y_true, y_pred = rng.integers(0, 3, n), rng.integers(0, 3, n)
+    groups = GROUP_VALUES[case][rng.integers(0, 3, n)]
+    suffix = case.split("-")[1]
+    if suffix == "npy":
+        np.save(tmp_path / "t.npy", y_true)
+        np.save(tmp_path / "p.npy", y_pred)
+        np.save(tmp_path / "g.npy", groups)
+        sources = [f"{tmp_path}/t.npy", f"{tmp_path}/p.npy", f"{tmp_path}/g.npy"]
+    elif suffix == "csv":
+        lines = ["t,p,g"] + [f"{t},{p},{g}" for t, p, g in zip(y_true, y_pred, groups)]
+        (tmp_path / "d.csv").write_text("\n".join(lines) + "\n")
+        sources = [f"{tmp_path}/d.csv:{name}" for name in "tpg"]
+    else:
+        pyarrow.parquet.write_table(pa.table({"t": y_true, "p": y_pred, "g": groups}),
+                                    tmp_path / "d.parquet")
+        sources = [f"{tmp_path}/d.parquet:{name}" for name in "tpg"]
+    status, out, err = _main_err(capsys, "--y-true", sources[0], "--y-pred", sources[1],
+                                 "--groups", sources[2], "--backend", backend,
+                                 "--chunk-size", "64")
+    assert status == 0, err
+    ours = json.loads(out)["group_metrics"]
+    # (the API takes fractions as categories of an object array)
+    reference = groups.astype(object) if groups.dtype.kind == "f" else groups
+    expected = json.loads(json.dumps(
+        metrics_gpu.label_report(y_true, y_pred, groups=reference,
+                                 num_classes=3).groups.to_dict()))
+    _assert_json_close(ours, expected)
+
+
+def _assert_json_close(ours, expected, where="group_metrics"):
+    """Equal JSON trees, floats to 1e-12 (the kernels sum in another order)."""
+    if isinstance(expected, dict):
+        assert isinstance(ours, dict) and ours.keys() == expected.keys(), where
+        for key in expected:
+            _assert_json_close(ours[key], expected[key], f"{where}.{key}")
+    elif isinstance(expected, list):
+        assert isinstance(ours, list) and len(ours) == len(expected), where
+        for i, (a, b) in enumerate(zip(ours, expected)):
+            _assert_json_close(a, b, f"{where}[{i}]")
+    elif isinstance(expected, float) and isinstance(ours, (int, float)):
+        assert ours == pytest.approx(expected, rel=1e-12, abs=1e-12), where
+    else:
+        assert ours == expected, where

@@ -265,3 +265,18 @@ def test_bad_page_options_name_themselves(option, value):
     report = label_report(np.array([0, 1, 1]), np.array([0, 1, 0]))
     with pytest.raises(ValueError, match=option):
         report.to_html(**{option: value})
+
+
+@pytest.mark.parametrize("weights", [None, "int", "float"])
+def test_support_column_says_when_it_sums_weights(weights):
+    """Issue 47 item 14: with sample weights the per-class "support" is a sum of
+    weights; the page's column says so (label_report's page; the files' page
+    is checked in tests/test_cli.py)."""
+    rng = np.random.default_rng(5)
+    y_true, y_pred = rng.integers(0, 3, 60), rng.integers(0, 3, 60)
+    weight = {None: None, "int": rng.integers(1, 4, 60),
+              "float": rng.random(60) + 0.5}[weights]
+    page = label_report(y_true, y_pred, sample_weight=weight).to_html()
+    assert ("<th>support (weighted)</th>" in page) == (weights is not None)
+    assert ("<th>support</th>" in page) == (weights is None)
+    assert ("sum of the sample weights" in page) == (weights is not None)

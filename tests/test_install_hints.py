@@ -89,3 +89,26 @@ def test_missing_matplotlib_in_the_plot_module(monkeypatch):
     monkeypatch.setitem(sys.modules, "matplotlib.figure", None)
     with pytest.raises(ImportError, match=re.escape("pip install '.[plot]'")):
         plot._new_axes(None)
+
+
+@pytest.mark.parametrize("method", ["clopper-pearson", "jeffreys"])
+def test_missing_scipy_names_the_stats_extra(tmp_path, monkeypatch, capsys, method):
+    """``report --confidence-level 0.95 --interval-method clopper-pearson`` (or
+    jeffreys) without scipy: one line naming the [stats] extra, as the other
+    missing extras give, not a traceback; the API's ImportError names it too."""
+    labels = np.array([0, 1, 1, 0, 1])
+    np.save(tmp_path / "t.npy", labels)
+    monkeypatch.setitem(sys.modules, "scipy", None)  # find_spec / import: not installed
+    monkeypatch.setitem(sys.modules, "scipy.stats", None)
+    assert main(["report", "--y-true", str(tmp_path / "t.npy"), "--y-pred",
+                 str(tmp_path / "t.npy"), "--confidence-level", "0.95",
+                 "--interval-method", method]) == 2
+    error = capsys.readouterr().err
+    assert error.count("\n") == 1, error
+    assert error.startswith(f"metrics-gpu: error: --interval-method {method} needs scipy")
+    assert "pip install '.[stats]'" in error
+    assert "metrics_gpu-<version>-py3-none-any.whl[stats]" in error
+    from metrics_gpu import label_report
+
+    with pytest.raises(ImportError, match=re.escape("pip install '.[stats]'")):
+        label_report(labels, labels, confidence_level=0.95, method=method)

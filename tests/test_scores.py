@@ -617,3 +617,74 @@ def test_rows_not_summing_to_one_warn(backend):
     with pytest.warns(UserWarning, match="do not sum to one"):
         mg.log_loss(backend.asarray(np.array([0, 1])),
                     backend.asarray(np.array([[0.5, 0.4], [0.2, 0.8]])))
+
+
+@pytest.mark.parametrize("k", [2, 3, 5], ids=["K2", "K3", "K5"])
+@pytest.mark.parametrize("weighted", [False, True], ids=["unweighted", "weighted"])
+def test_every_report_brier_is_sklearns(backend, rng, k, weighted):
+    """Issue 47 item 10: a report's ``brier_score`` is scikit-learn's
+    ``brier_score_loss`` with its default ``scale_by_half="auto"`` (halved for
+    K = 2, was twice it), as this package's own: logits_report's checked pass
+    (scores.cu) and its one pass (streaming.cu), ClassificationMetrics'
+    compute, and for K = 2 the (N,) scores of class 1."""
+    y_true, logits, weight = _case(rng, 120, k, weighted=weighted)
+    proba = _softmax(logits)
+    expected = skm.brier_score_loss(y_true, proba, sample_weight=weight, labels=np.arange(k))
+    t, p = backend.asarray(y_true), backend.asarray(proba)
+    w = None if weight is None else backend.asarray(weight)
+    _close(backend, mg.brier_score_loss(t, p, sample_weight=w), expected)
+    for validate in (True, False):
+        report = mg.logits_report(t, p, from_logits=False, sample_weight=w, validate=validate)
+        _close(backend, report.brier_score, expected, atol=1e-15)
+        assert report["brier_score"] == report.brier_score
+    stream = mg.ClassificationMetrics(k, scores="probabilities")
+    stream.update(t, p, w)
+    _close(backend, stream.compute()["brier_score"], expected)
+    if k == 2:
+        column = backend.asarray(np.ascontiguousarray(proba[:, 1]))
+        _close(backend, mg.logits_report(t, column, from_logits=False,
+                                         sample_weight=w).brier_score,
+               skm.brier_score_loss(y_true, proba[:, 1], sample_weight=weight))
+
+
+@pytest.mark.parametrize("k", [1, 2, 3, 5, 6], ids=lambda k: f"K{k}")
+def test_reports_leave_out_top_k_of_every_class(backend, rng, k):
+    """Issue 47 item 14: a top-k accuracy with k >= K is 1 whatever the scores;
+    logits_report (both passes) and ClassificationMetrics' report leave it out
+    and keep every k < K, with scikit-learn's value."""
+    n = 60
+    y_true, logits, _ = _case(rng, n, max(k, 2))
+    logits = logits[:, :k]
+    y_true = np.minimum(y_true, k - 1)
+    ks = (1, 2, 3, 5)
+    shown = [top for top in ks if top < k]
+    t, z = backend.asarray(y_true), backend.asarray(logits)
+    reports = [mg.logits_report(t, z, top_k=ks, validate=validate) for validate in (True, False)
+               ] if k > 1 else []
+    stream = mg.ClassificationMetrics(k, top_k=ks)
+    stream.update(t, z)
+    reports.append(stream.compute())
+    for report in reports:
+        names = [name for name in report if name.startswith("top_")]
+        assert names == [f"top_{top}_accuracy" for top in shown], type(report).__name__
+        for top in shown if k > 2 else ():  # (scikit-learn refuses (N, 2) binary scores)
+            _close(backend, report[f"top_{top}_accuracy"],
+                   skm.top_k_accuracy_score(y_true, logits, k=top, labels=np.arange(k)))
+
+
+@pytest.mark.parametrize("call", ["log_loss", "brier_score_loss", "logits_report",
+                                  "expected_calibration_error", "log_loss-lists"])
+def test_probabilities_warning_points_at_the_callers_line(backend, call):
+    """Issue 47 item 13: rows that do not sum to 1 warn as scikit-learn does,
+    attributed to the line that called the metric (was metrics_gpu/_backend.py)."""
+    y_true = np.array([0, 1, 1, 0])
+    proba = np.array([[0.8, 0.1], [0.2, 0.7], [0.3, 0.6], [0.9, 0.2]])
+    t, p = backend.asarray(y_true), backend.asarray(proba)
+    options = {"logits_report": dict(from_logits=False)}.get(call, {})
+    function = getattr(mg, call.split("-")[0])
+    if call.endswith("lists"):
+        t, p = y_true.tolist(), proba.tolist()
+    with pytest.warns(UserWarning, match="do not sum to one") as caught:
+        function(t, p, **options)
+    assert {Path(w.filename).resolve() for w in caught} == {Path(__file__).resolve()}, \
+        [w.filename for w in caught]
