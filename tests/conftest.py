@@ -15,6 +15,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from hypothesis import settings as hypothesis_settings
 
 # The NVRTC gate is a repository tool (tools/nvrtc_gate.py), not part of the
 # installed package: tests import it from there.
@@ -24,6 +25,17 @@ import metrics_gpu
 from metrics_gpu._backend import BackendUnavailableError, get_backend_implementation
 
 BACKENDS = ("numpy", "emulated", "cuda")
+
+# Hypothesis: the test runs draw the same examples on every run ("fixed", the
+# default: each test's examples seeded from its own source, no example
+# database), so that a case found by chance cannot fail an unrelated later
+# change; fresh examples are the long fuzz run's (`.ci/fuzz-long`), or any
+# run's with `--hypothesis-profile=fresh` (random draws, the example database
+# in .hypothesis/). Loaded here, before the test modules build their settings.
+hypothesis_settings.register_profile("fixed", derandomize=True, database=None)
+hypothesis_settings.register_profile("fresh", hypothesis_settings.get_profile("default"),
+                                     derandomize=False)
+hypothesis_settings.load_profile("fixed")
 
 
 def host_array(value):

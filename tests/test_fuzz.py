@@ -23,9 +23,11 @@ removed and `num_classes=K` given as `labels=range(K)`. The oracle:
   input printed.
 
 Profiles (``METRICS_GPU_FUZZ_PROFILE``): ``ci`` (default; a few minutes in
-all), ``long`` (>= 10,000 cases per function on numpy, 2,000 on the kernel
-backends; run before each release with ``.ci/fuzz-long``, which records the
-counts in tests/fuzz-results/).
+all; the same examples on every run, as every hypothesis test of the test
+runs: the ``fixed`` hypothesis profile of tests/conftest.py), ``long``
+(>= 10,000 cases per function on numpy, 2,000 on the kernel backends, drawn
+anew on every run; run before each release with ``.ci/fuzz-long``, which
+records the counts and every failing example in tests/fuzz-results/).
 """
 
 from __future__ import annotations
@@ -33,6 +35,7 @@ from __future__ import annotations
 import json
 import math
 import os
+import traceback
 import warnings
 from collections import Counter
 from decimal import Decimal, localcontext
@@ -63,11 +66,18 @@ EXAMPLES = {backend: int(os.environ.get(f"METRICS_GPU_FUZZ_EXAMPLES_{backend.upp
             for backend, count in EXAMPLES.items()}
 # (function, backend, outcome) -> examples run; outcome: compared, or refused by both.
 COUNTS: Counter = Counter()
+# (function, backend, exception type, file and line it was raised at) -> the
+# last failing example there, as a record for tests/fuzz-results: hypothesis
+# runs the shrunk example of each distinct failure last.
+FAILURES: dict = {}
 
 
 def _settings(backend: str):
+    # ci: derandomized by the test run's hypothesis profile (tests/conftest.py);
+    # long: fresh examples on every run, whatever the profile.
+    fresh = {} if PROFILE == "ci" else {"derandomize": False}
     return settings(
-        max_examples=EXAMPLES[backend], deadline=None, derandomize=PROFILE == "ci",
+        max_examples=EXAMPLES[backend], deadline=None, **fresh,
         suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow,
                                HealthCheck.data_too_large, HealthCheck.filter_too_much],
         print_blob=True,
@@ -76,7 +86,8 @@ def _settings(backend: str):
 
 @pytest.fixture(scope="module", autouse=True)
 def _write_counts():
-    """With METRICS_GPU_FUZZ_REPORT=DIR, each process writes its example counts there."""
+    """With METRICS_GPU_FUZZ_REPORT=DIR, each process writes its example counts
+    there, and its failing examples (shrunk), which .ci/fuzz-long writes down."""
     yield
     directory = os.environ.get(REPORT_VARIABLE)
     if directory:
@@ -84,6 +95,17 @@ def _write_counts():
         (Path(directory) / f"counts-{os.getpid()}.json").write_text(json.dumps(
             [[function, backend, outcome, count]
              for (function, backend, outcome), count in sorted(COUNTS.items())]))
+        (Path(directory) / f"failures-{os.getpid()}.json").write_text(json.dumps(
+            [FAILURES[key] for key in sorted(FAILURES)], indent=1))
+
+
+def _record_failure(function: str, backend: str, case: Case, options, error: Exception):
+    """Keep ``case`` as the failing example of its failure (the last one wins)."""
+    frame = traceback.extract_tb(error.__traceback__)[-1]
+    where = f"{Path(frame.filename).name}:{frame.lineno}"
+    FAILURES[(function, backend, type(error).__name__, where)] = {
+        "function": function, "backend": backend, "raised": f"{type(error).__name__} at {where}",
+        "message": str(error)[:2000], "case": repr(case), "options": repr(options)}
 
 
 # -- running both sides ---------------------------------------------------------------------
@@ -149,16 +171,27 @@ def assert_same(got, expected, rtol, where=""):
                                err_msg=where)
 
 
-def check(function: str, backend, case: Case, ours, reference, rtol=1e-9, exact=None):
+def check(function: str, backend, case: Case, ours, reference, rtol=1e-9, exact=None,
+          options=None):
     """Run both; compare by the oracle of the module docstring; count the outcome.
 
     ``exact``: the value in rational arithmetic (a callable giving a float, or
     None where it is undefined), which decides when the two values differ.
+    ``options``: the drawn options (beside ``case.options``), recorded with a
+    failing example.
     """
     # CuPy has no extended-precision floats: such an input cannot be on a GPU.
     assume(backend.name != "cuda" or not any(
         array is not None and array.dtype.kind == "f" and array.dtype.itemsize > 8
         for array in (case.y_true, case.second, case.weights)))
+    try:
+        _check(function, backend, case, ours, reference, rtol, exact)
+    except Exception as error:
+        _record_failure(function, backend.name, case, options, error)
+        raise
+
+
+def _check(function: str, backend, case: Case, ours, reference, rtol, exact):
     # scikit-learn refuses some inputs with ZeroDivisionError (np.average of zero weights).
     expected_kind, expected = _quietly(reference, (ValueError, ZeroDivisionError), strict=False)
     got_kind, got = _quietly(ours)
@@ -359,7 +392,7 @@ def test_label_metric_matches_scikit_learn(backend, function):
                            sample_weight=None if case.weights is None
                            else backend.asarray(case.weights), **call_options),
               _label_reference(reference_function, case, options, takes_labels),
-              exact=_exact_label_value(function, case, options, takes_labels))
+              exact=_exact_label_value(function, case, options, takes_labels), options=options)
 
     run()
 
@@ -469,7 +502,8 @@ def test_score_metric_matches_reference(backend, function):
               lambda: ours(backend.asarray(case.y_true), backend.asarray(case.second),
                            sample_weight=None if case.weights is None
                            else backend.asarray(case.weights), **case.options, **options),
-              _score_reference(function, case, options), rtol=_score_rtol(case))
+              _score_reference(function, case, options), rtol=_score_rtol(case),
+              options=options)
 
     run()
 

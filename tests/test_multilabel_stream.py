@@ -336,13 +336,12 @@ def _sync_worker(rank, world_size, init_file, out_dir):
 
 
 def test_sync_over_gloo_equals_one_process():
-    import torch.multiprocessing as mp
+    from process_groups import start_ranks
 
     if not torch.distributed.is_available() or not torch.distributed.is_gloo_available():
         pytest.skip("torch.distributed with gloo is not available")
     with tempfile.TemporaryDirectory() as directory:
-        mp.spawn(_sync_worker, args=(2, os.path.join(directory, "init"), directory), nprocs=2,
-                 join=True)
+        start_ranks(_sync_worker, (2, os.path.join(directory, "init"), directory), 2)
         results = [pickle.load(open(os.path.join(directory, f"{r}.pkl"), "rb")) for r in (0, 1)]
     single = mg.MultilabelMetrics(5, validate=False, ranking=True, scores="probabilities")
     for rank in (0, 1):

@@ -140,10 +140,22 @@ def test_empty_matrix(case, selection):
     assert got[SLOT["matthews_corrcoef"]] == 0.0
 
 
-def test_matrix_past_the_shared_memory_budget_is_one_matrix_launch(case, rng, launches):
+@pytest.mark.parametrize("budget", [
+    # The device's own budget: K = 3073 on the emulated device, 9.4 million
+    # cells, minutes on the emulator; the exhaustive tier runs it there.
+    pytest.param(None, id="device-budget", marks=pytest.mark.exhaustive_on_emulated),
+    # A device of 8 KiB a block: K = 513, past that budget, and still one
+    # row tile of many column tiles on the emulated device (as K = 3073).
+    pytest.param(8 * 1024, id="8KiB-budget"),
+])
+def test_matrix_past_the_shared_memory_budget_is_one_matrix_launch(case, rng, launches,
+                                                                   monkeypatch, budget):
     # K * (8 + 8) bytes would exceed a block's shared memory: the matrix
     # kernel keeps nothing of size K there (tiles of 32 columns, partials in
     # global memory), so it reduces any dense matrix, in one launch.
+    if budget is not None:
+        for name in ("shared_memory_per_block", "shared_memory_per_block_optin"):
+            monkeypatch.setattr(type(case.device), name, budget)
     size = case.device.shared_memory_per_block // 16 + 1
     matrix = np.zeros((size, size), np.int64)
     index = rng.integers(0, size, (2, 5000))

@@ -377,15 +377,14 @@ def test_sync_twice_counts_every_batch_once():
     """sync() on 2 ranks, twice, once gave twice the rows; an update after a
     sync then a sync again counts each batch once."""
     torch = pytest.importorskip("torch")
-    import torch.multiprocessing as mp
+    from process_groups import start_ranks
 
     if not torch.distributed.is_available() or not torch.distributed.is_gloo_available():
         pytest.skip("torch.distributed with gloo is not available")
     world_size = 2
     with tempfile.TemporaryDirectory() as directory:
         init_file = os.path.join(directory, "init")
-        mp.spawn(_sync_twice_worker, args=(world_size, init_file, directory),
-                 nprocs=world_size, join=True)
+        start_ranks(_sync_twice_worker, (world_size, init_file, directory), world_size)
         results = []
         for rank in range(world_size):
             with open(os.path.join(directory, f"{rank}.pkl"), "rb") as source:

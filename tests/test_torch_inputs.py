@@ -409,11 +409,10 @@ def _synced_results(world_size):
     """{weighting: each rank's result}: the ranks are spawned once per world
     size (a process start imports torch: seconds), each weighting synced over
     a process group of its own."""
-    import torch.multiprocessing as mp
+    from process_groups import start_ranks
 
     with tempfile.TemporaryDirectory() as directory:
-        mp.spawn(_sync_worker, args=(world_size, directory, 1000 + world_size),
-                 nprocs=world_size, join=True)
+        start_ranks(_sync_worker, (world_size, directory, 1000 + world_size), world_size)
         results = {}
         for weighted in WEIGHTINGS:
             results[weighted] = []
