@@ -591,12 +591,32 @@ def flatten_positions(y_true, y_pred, backend, pred_name: str = "y_pred",
 MULTILABEL = "multilabel-indicator"
 
 
+def scores_above(scores, cut: float):
+    """``scores > cut`` compared by value, as kernels/multilabel.cu compares
+    (each score widened exactly to float64, against the float64 ``cut``):
+    the one threshold rule of every backend. Never with ``cut`` rounded to
+    the scores' type (NumPy's reading of a Python float beside float32 or
+    float16 scores), which can move a score equal to the rounded threshold
+    to the other side. Float scores are compared in their own type with
+    ``cut`` rounded down to the largest value of that type not above it (x >
+    cut exactly when x > that value): no float64 copy of the scores; any
+    other type in float64."""
+    dtype = scores.dtype
+    if dtype.kind == "f" and dtype in (np.float16, np.float32, np.float64):
+        with np.errstate(over="ignore"):  # a cut beyond the type's range: its infinity
+            below = np.asarray(cut, dtype=dtype)
+        if float(below) > cut:
+            below = np.nextafter(below, np.asarray(-np.inf, dtype=dtype))
+        return scores > dtype.type(below)
+    return scores.astype(np.float64) > cut
+
+
 @dataclass(frozen=True)
 class MultilabelInputs:
     """Checked ``(N, L)`` indicator matrices (0/1 of any dtype, on the
     backend, as given: a kernel reads them so) and their weights; ``y_pred``
     may instead hold scores of the declared kind (``mode``), a label
-    predicted where its score exceeds ``cut``."""
+    predicted where its score exceeds ``cut`` (:func:`scores_above`)."""
 
     y_true: Any
     y_pred: Any
@@ -615,7 +635,7 @@ class MultilabelInputs:
         scores cut at ``cut``)."""
         true = self.y_true if self.y_true.dtype.kind == "b" else self.y_true != 0
         if self.mode != "labels":
-            return true, self.y_pred > self.cut
+            return true, scores_above(self.y_pred, self.cut)
         return true, self.y_pred if self.y_pred.dtype.kind == "b" else self.y_pred != 0
 
 
@@ -624,8 +644,10 @@ MULTILABEL_SCORE_KINDS = ("probabilities", "logits")
 
 def score_cut(threshold: float, scores: str) -> float:
     """The value a score must exceed to predict its label: the threshold
-    itself for probabilities, ``log(t / (1 - t))`` for logits (sigmoid(x) >
-    t), without a sigmoid per cell."""
+    itself for probabilities, ``log(t / (1 - t))`` (in float64) for logits
+    (sigmoid(x) > t), without a sigmoid per cell. Scores are compared with
+    it by value (:func:`scores_above`; the kernels widen every score to
+    float64)."""
     if scores == "probabilities":
         return threshold
     if threshold <= 0.0:
