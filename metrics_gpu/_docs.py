@@ -59,7 +59,12 @@ sample_weight : array-like of shape (N,), optional
     "ignore_index": """\
 ignore_index : int, optional
     Samples whose target equals this value are left out (a padding or
-    void class).""",
+    void class). Of a multilabel indicator ``y_true`` (0, 1 or this value;
+    0 and 1 refused), the cells holding it are left out one by one, as
+    :class:`MultilabelMetrics` leaves them out: such a cell counts in no
+    label and in no sample's rates, nor in the Hamming loss's cells; a
+    sample whose other cells all match is an exact match (and its rates
+    are 0/0 where all its cells are ignored).""",
     "validate": """\
 validate : bool, default True
     False skips the checks that cost a pass (and a host sync on a GPU):
