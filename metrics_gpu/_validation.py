@@ -536,6 +536,7 @@ def _label_range(labels, name: str, backend, num_classes, ignore_index, *,
         if counts_ignored:
             bad &= labels != ignore_index
         i = _first_true(bad, backend)
+        assert i is not None, "the minimum is a negative label"
         value = labels[i].item()
         raise ValueError(
             f"{name} contains the negative label {value!r} at {_position(i, shape)}; labels "
@@ -546,6 +547,7 @@ def _label_range(labels, name: str, backend, num_classes, ignore_index, *,
         if counts_ignored:
             bad &= labels != ignore_index
         i = _first_true(bad, backend)
+        assert i is not None, "the maximum is outside the classes"
         raise ValueError(
             f"{name} contains the label {labels[i].item()!r} at {_position(i, shape)}, outside "
             f"0..{num_classes - 1} (num_classes={num_classes})"
@@ -907,8 +909,8 @@ def _scores_pair(y_true, y_pred, backend, names, kind: str, validate: bool,
     if not _is_indicator(true, cell_ignore_value(ignore_index, true.dtype)):
         where = ""
         if true.ndim == 2 and true.shape[1] > 1 and true.dtype.kind in "iuf" and true.size:
-            i, value = _first_stray_target(true, ignore_index, backend)
-            where = (f"; found {value!r} at {_position(i, true.shape)} "
+            first, value = _first_stray_target(true, ignore_index, backend)
+            where = (f"; found {value!r} at {_position(first, true.shape)} "
                      f"({_ignore_hint(value, ignore_index, takes_ignore_index)})")
         raise ValueError(
             f"scores={kind!r} declares (N, L) multilabel scores in {names[1]}, so {names[0]} "
