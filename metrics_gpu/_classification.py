@@ -357,7 +357,7 @@ def confusion_matrix(y_true: ArrayLike, y_pred: ArrayLike, *, labels: ArrayLike 
     """
     refuse_multilabel(y_true, y_pred, "confusion_matrix",
                       "use multilabel_confusion_matrix (one 2x2 matrix per label)",
-                      num_classes=num_classes, validate=validate)
+                      num_classes=num_classes, validate=validate, ignore_index=ignore_index)
     check_option(normalize, NORMALIZE_OPTIONS, "normalize")
     if validate is False and labels is None and normalize is None:
         # K known: the streaming update's matrix (one launch, nothing read back).
@@ -407,7 +407,8 @@ def _any_true_in(inputs: LabelInputs, labels: np.ndarray) -> bool:
 def multilabel_confusion_matrix(y_true: ArrayLike, y_pred: ArrayLike, *,
                                 sample_weight: ArrayLike | None = None,
                                 labels: ArrayLike | None = None,
-                                samplewise: bool = False, validate: bool = True,
+                                samplewise: bool = False, ignore_index: int | None = None,
+                                validate: bool = True,
                                 scores: str | None = None, threshold: float = 0.5) -> ArrayLike:
     """One 2x2 confusion matrix per label (or class, or sample), as scikit-learn's.
 
@@ -430,6 +431,7 @@ def multilabel_confusion_matrix(y_true: ArrayLike, y_pred: ArrayLike, *,
         all columns, or the classes present.
     samplewise : bool, default False
         Multilabel input only: one matrix per sample, over the labels.
+    {ignore_index}
     {validate}
     {multilabel_scores}
 
@@ -468,7 +470,7 @@ def multilabel_confusion_matrix(y_true: ArrayLike, y_pred: ArrayLike, *,
     """
     if not isinstance(samplewise, (bool, np.bool_)):
         raise ValueError(f"samplewise must be True or False, got {samplewise!r}")
-    options = _PassOptions(None, sample_weight, None, validate, False,
+    options = _PassOptions(None, sample_weight, ignore_index, validate, False,
                            check_score_kind(scores, threshold, allow_none=True))
     multilabel = options.multilabel(y_true, y_pred)
     if multilabel is not None:
@@ -762,7 +764,7 @@ def balanced_accuracy_score(y_true: ArrayLike, y_pred: ArrayLike, *,
     refuse_multilabel(y_true, y_pred, "balanced_accuracy_score",
                       "score each label's column, e.g. balanced_accuracy_score(y_true[:, j], "
                       "y_pred[:, j]), or use recall_score(..., average='macro')",
-                      num_classes=num_classes, validate=validate)
+                      num_classes=num_classes, validate=validate, ignore_index=ignore_index)
     if validate is False and not adjusted:
         value = _one_pass_slot(y_true, y_pred, sample_weight, num_classes, ignore_index,
                                deterministic, "balanced_accuracy")
@@ -840,7 +842,7 @@ def balanced_accuracy_weighted(y_true: ArrayLike, y_pred: ArrayLike, *,
     refuse_multilabel(y_true, y_pred, "balanced_accuracy_weighted",
                       "score each label's column, e.g. balanced_accuracy_weighted(y_true[:, j], "
                       "y_pred[:, j])",
-                      num_classes=num_classes, validate=validate)
+                      num_classes=num_classes, validate=validate, ignore_index=ignore_index)
     options = _PassOptions(num_classes, sample_weight, ignore_index, validate, deterministic)
     inputs, _ = options.check(y_true, y_pred)
     c = host_counts(inputs)
@@ -887,7 +889,7 @@ def matthews_corrcoef(y_true: ArrayLike, y_pred: ArrayLike, *,
     refuse_multilabel(y_true, y_pred, "matthews_corrcoef",
                       "score each label's column, e.g. matthews_corrcoef(y_true[:, j], "
                       "y_pred[:, j]), from multilabel_confusion_matrix's counts",
-                      num_classes=num_classes, validate=validate)
+                      num_classes=num_classes, validate=validate, ignore_index=ignore_index)
     if validate is False:
         value = _one_pass_slot(y_true, y_pred, sample_weight, num_classes, ignore_index,
                                deterministic, "matthews_corrcoef")
@@ -957,7 +959,8 @@ def cohen_kappa_score(y1: ArrayLike, y2: ArrayLike, *, labels: ArrayLike | None 
     """
     refuse_multilabel(y1, y2, "cohen_kappa_score",
                       "score each label's column, e.g. cohen_kappa_score(y1[:, j], y2[:, j])",
-                      names=("y1", "y2"), num_classes=num_classes, validate=validate)
+                      names=("y1", "y2"), num_classes=num_classes, validate=validate,
+                      ignore_index=ignore_index)
     check_option(weights, KAPPA_WEIGHTS, "weights")
     # validate=False, K known: the reduction's value, whose 0/0 is NaN (no
     # warning: the undefined case is not read back).

@@ -59,7 +59,12 @@ sample_weight : array-like of shape (N,), optional
     "ignore_index": """\
 ignore_index : int, optional
     Samples whose target equals this value are left out (a padding or
-    void class).""",
+    void class). Of a multilabel indicator ``y_true`` (0, 1 or this value;
+    0 and 1 refused), the cells holding it are left out one by one, as
+    :class:`MultilabelMetrics` leaves them out: such a cell counts in no
+    label and in no sample's rates, nor in the Hamming loss's cells; a
+    sample whose other cells all match is an exact match (and its rates
+    are 0/0 where all its cells are ignored).""",
     "validate": """\
 validate : bool, default True
     False skips the checks that cost a pass (and a host sync on a GPU):
@@ -74,11 +79,17 @@ validate : bool, default True
 scores : {"probabilities", "logits"}, optional
     Multilabel input only: ``y_pred`` holds (N, L) scores of this kind, and
     a label is predicted where its score is above ``threshold`` (a logit
-    where its sigmoid is). None: ``y_pred`` holds 0/1 labels. Declared,
+    ``x`` where its sigmoid is: ``x > log(t / (1 - t))``, that cut computed
+    in float64). One rule on every backend: the score's value (widened
+    exactly to float64, whatever its dtype) against the threshold's, never
+    the threshold rounded to the scores' dtype (a float32 0.3, which is
+    0.30000001..., is above threshold=0.3; a float32 0.7, 0.69999999..., is
+    not above threshold=0.7). None: ``y_pred`` holds 0/1 labels. Declared,
     never guessed from the values; with ``validate`` the scores are
     checked (finite; probabilities in [0, 1]).
 threshold : float, default 0.5
-    The probability a label's score must exceed (with ``scores``).""",
+    The probability a label's score must exceed (with ``scores``); a score
+    equal to it predicts no label.""",
     "deterministic": """\
 deterministic : bool, default False
     Float weights on a GPU: True accumulates them in 64-bit fixed point

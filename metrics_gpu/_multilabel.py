@@ -12,6 +12,13 @@ gives:
   labels (``average="samples"``), and the number of wrong labels over all of
   them (subset accuracy, zero-one and Hamming loss).
 
+A cell of ``y_true`` equal to ``ignore_index`` counts nowhere, as
+:class:`~metrics_gpu.MultilabelMetrics` leaves it out: in no label's tp, fp,
+fn or tn, in no sample's sets (its rates are over its other cells), and not
+in the Hamming loss's cells; a sample whose other cells all match is an exact
+match (one whose cells are all ignored too: its rates are 0/0). Its weight
+counts in every average over samples.
+
 On a kernel backend (CUDA, emulated) the same sums come from one launch of
 ``kernels/multilabel.cu`` (:func:`kernel_totals`): per label tp, fp, fn, tn
 and, in place of the per-sample counts, their sums over rows
@@ -60,6 +67,10 @@ class MultilabelCounts:
     num_selected: int  # L', the labels selected
     num_labels: int  # L, all labels
     xp: Any
+    # With ignored cells (ignore_index): the cells counted in each row, over
+    # the selected labels and over all L; None: every cell counts.
+    sample_cells: Any = None
+    row_cells: Any = None
 
     @property
     def num_samples(self) -> int:
@@ -96,7 +107,10 @@ class MultilabelCounts:
         return self._weighted(self.sample_errors).sum()
 
     def cells(self):
-        """N x L, weighted: scikit-learn's N L mean(w)."""
+        """N x L, weighted: scikit-learn's N L mean(w); with ignored cells,
+        the counted cells, each weighted by its sample's weight."""
+        if self.row_cells is not None:
+            return self._weighted(self.row_cells).sum()
         mean_weight = 1.0 if self.sample_weight is None else self.sample_weight.mean()
         return self.num_samples * self.num_labels * mean_weight
 
@@ -115,7 +129,9 @@ class MultilabelCounts:
         tp = self._weighted(self.sample_intersection)
         fp = self._weighted(self.sample_pred - self.sample_intersection)
         fn = self._weighted(self.sample_true - self.sample_intersection)
-        tn = self._weighted(self.xp.full_like(self.sample_true, self.num_selected)) - tp - fp - fn
+        cells = self.xp.full_like(self.sample_true, self.num_selected) \
+            if self.sample_cells is None else self.sample_cells
+        tn = self._weighted(cells) - tp - fp - fn
         return tp, fp, fn, tn
 
 
@@ -269,7 +285,7 @@ def kernel_totals(inputs: MultilabelInputs, columns=None, *, beta: float = 1.0
     sent in one copy. Rows the kernel leaves out (only weights can be, past
     the checks: weights or scores with ``validate=False``) are an error,
     never dropped."""
-    from metrics_gpu._multilabel_stream import kernel_input
+    from metrics_gpu._multilabel_stream import _ignore_value, kernel_input
     from metrics_gpu.backends.launchers.multilabel import (
         CHECK_SLOTS, NO_ROW, PREDICTION_MODES, WEIGHT_DTYPES, refused_arguments)
 
@@ -280,6 +296,8 @@ def kernel_totals(inputs: MultilabelInputs, columns=None, *, beta: float = 1.0
         true, pred = true[:, index], pred[:, index]
     true, true_code = kernel_input(true, backend, "y_true")
     pred, pred_code = kernel_input(pred, backend, "y_pred")
+    ignore = None if inputs.ignore_index is None else _ignore_value(inputs.ignore_index,
+                                                                     true.dtype)
     weight = inputs.sample_weight
     if weight is not None and weight.dtype.name not in WEIGHT_DTYPES:
         weight = weight.astype(np.float64)
@@ -293,7 +311,7 @@ def kernel_totals(inputs: MultilabelInputs, columns=None, *, beta: float = 1.0
     backend.multilabel_update(
         true, true_code, pred, pred_code, weight, mode=PREDICTION_MODES[inputs.mode],
         cut=inputs.cut,
-        ignore=None, f_beta2=beta * beta if f_score_rate(beta) == "f_score" else 1.0,
+        ignore=ignore, f_beta2=beta * beta if f_score_rate(beta) == "f_score" else 1.0,
         row_offset=0, counts=counts if weight is None else counts.view(np.float64),
         row_sums=block[count_end:row_end].view(np.float64), checks=block[row_end:])
     host = np.asarray(backend.to_host(block))
@@ -317,35 +335,45 @@ def kernel_totals(inputs: MultilabelInputs, columns=None, *, beta: float = 1.0
 def multilabel_counts(inputs: MultilabelInputs, columns=None) -> MultilabelCounts:
     """:class:`MultilabelCounts` of ``inputs``; ``columns`` (label indices,
     host) selects the labels of the per-label and per-sample set counts
-    (subset accuracy and Hamming loss always read every label)."""
+    (subset accuracy and Hamming loss always read every label). Ignored
+    cells (``inputs.ignore_index``) are False in both masks, and left out
+    of the cells each label and row counts (its tn)."""
     xp = inputs.backend.xp
     true, pred = inputs.masks()
-    sample_errors = None
+    counted = inputs.counted()
+    sample_errors = row_cells = None
+    if counted is not None:
+        row_cells = _cell_counts(counted, xp, columns=False)[0]
     if columns is not None:
         sample_errors = _cell_counts(true != pred, xp, columns=False)[0]
         index = xp.asarray(columns)
         true, pred = true[:, index], pred[:, index]
+        counted = None if counted is None else counted[:, index]
     both = true & pred
     weight = inputs.sample_weight
     unweighted = weight is None
     sample_intersection, tp = _cell_counts(both, xp, unweighted)
     sample_true, true_sum = _cell_counts(true, xp, unweighted)
     sample_pred, pred_sum = _cell_counts(pred, xp, unweighted)
+    sample_cells = None
+    if counted is not None:
+        sample_cells, label_cells = _cell_counts(counted, xp, unweighted)
     if sample_errors is None:  # every label: |true xor pred| from the three counts
         sample_errors = sample_true + sample_pred - 2 * sample_intersection
     if weight is None:
-        total = true.shape[0]
+        total = true.shape[0] if counted is None else label_cells
     else:
         # float64 whatever the weights' type, as scikit-learn's per-label sums
         weight64 = weight.astype(xp.float64)
         tp, true_sum, pred_sum = (weight64 @ m.astype(xp.float64) for m in (both, true, pred))
-        total = weight64.sum()
+        total = weight64.sum() if counted is None else weight64 @ counted.astype(xp.float64)
     fp, fn = pred_sum - tp, true_sum - tp
     return MultilabelCounts(
         tp=tp, fp=fp, fn=fn, tn=total - tp - fp - fn,
         sample_intersection=sample_intersection, sample_true=sample_true,
         sample_pred=sample_pred, sample_errors=sample_errors, sample_weight=weight,
         num_selected=int(true.shape[1]), num_labels=int(inputs.y_true.shape[1]), xp=xp,
+        sample_cells=sample_cells, row_cells=row_cells,
     )
 
 
@@ -379,5 +407,7 @@ def exact_mismatches(c: MultilabelCounts | MultilabelTotals, normalize: bool = T
 
 def hamming_loss(c: MultilabelCounts | MultilabelTotals):
     """The fraction of wrong labels, over all N x L (weighted: scikit-learn's
-    sum(w * wrong) / (N * L * mean(w)))."""
-    return c.wrong_cells() / c.cells()
+    sum(w * wrong) / (N * L * mean(w))); over the cells kept where some are
+    ignored, NaN where none is (as :class:`~metrics_gpu.MultilabelMetrics`)."""
+    cells = c.cells()
+    return c.wrong_cells() / cells if cells > 0 else np.float64(math.nan)

@@ -199,8 +199,11 @@ class MultilabelMetrics:
         L, the number of labels (columns).
     threshold : float, default 0.5
         Score predictions count as positive above it (probabilities), or
-        where ``sigmoid(x)`` is above it (logits). Integer and bool
-        predictions are 0/1 labels and ignore it.
+        where ``sigmoid(x)`` is above it (logits: ``x > log(t / (1 - t))``,
+        that cut in float64), compared by value: each score widened
+        exactly to float64, whatever its dtype, as the functional calls
+        compare on every backend. Integer and bool predictions are 0/1
+        labels and ignore it.
     scores : {"logits", "probabilities"}, default "logits"
         What float predictions are: declared, never guessed from the values
         (logits by default, as :class:`ClassificationMetrics` and the

@@ -505,11 +505,13 @@ def check_sample_weight(sample_weight, n_samples: int, backend, validate: bool,
 
 
 def _label_range(labels, name: str, backend, num_classes, ignore_index, *,
-                 targets: bool = False, true_name: str = "y_true") -> int:
+                 targets: bool = False, true_name: str = "y_true", shape=None) -> int:
     """Check ``labels`` against ``[0, num_classes)``; return max + 1 (0 if none counted).
 
     ``targets``: ``labels`` are the true classes, whose ``ignore_index``
     samples are not counted (``true_name``: what the caller calls them).
+    ``shape``: the caller's shape of ``labels`` where they were flattened
+    (label maps), so that a message names the position in it.
 
     Reduced where the labels live: a few numbers are read back, never the labels.
     """
@@ -535,19 +537,21 @@ def _label_range(labels, name: str, backend, num_classes, ignore_index, *,
         if counts_ignored:
             bad &= labels != ignore_index
         i = _first_true(bad, backend)
+        assert i is not None, "the minimum is a negative label"
         value = labels[i].item()
         raise ValueError(
-            f"{name} contains the negative label {value!r} at index {i}; labels must be class "
-            f"codes 0..K-1{_negative_label_hint(value, targets, true_name)}"
+            f"{name} contains the negative label {value!r} at {_position(i, shape)}; labels "
+            f"must be class codes 0..K-1{_negative_label_hint(value, targets, true_name)}"
         )
     if num_classes is not None and high >= num_classes:
         bad = labels >= num_classes
         if counts_ignored:
             bad &= labels != ignore_index
         i = _first_true(bad, backend)
+        assert i is not None, "the maximum is outside the classes"
         raise ValueError(
-            f"{name} contains the label {labels[i].item()!r} at index {i}, outside 0..{num_classes - 1} "
-            f"(num_classes={num_classes})"
+            f"{name} contains the label {labels[i].item()!r} at {_position(i, shape)}, outside "
+            f"0..{num_classes - 1} (num_classes={num_classes})"
         )
     return int(high) + 1
 
@@ -558,6 +562,15 @@ def _largest_label(labels, backend, ignore_index) -> int:
         labels = labels[labels != ignore_index]
     return int(labels.max()) if labels.size else -1
 
+
+
+def _map_shape(shape: tuple[int, ...], flattened) -> tuple[int, ...] | None:
+    """The caller's shape of targets that :func:`flatten_positions` flattened
+    (label maps, or the targets of channel-first scores), for messages that
+    name a position in it; None for targets that were 1-D (or (N, 1))."""
+    if len(shape) > 1 and flattened.ndim == 1 and math.prod(shape[1:]) > 1:
+        return shape
+    return None
 
 
 def flatten_positions(y_true, y_pred, backend, pred_name: str = "y_pred",
@@ -592,12 +605,47 @@ def flatten_positions(y_true, y_pred, backend, pred_name: str = "y_pred",
 MULTILABEL = "multilabel-indicator"
 
 
+def cell_ignore_value(ignore_index: int | None, dtype) -> int | None:
+    """``ignore_index`` as a cell of a target of ``dtype`` can hold it, or
+    None where none can (bool, or an integer type without that value): then
+    no cell is ignored."""
+    if ignore_index is None or dtype.kind == "b":
+        return None
+    if dtype.kind in "iu":
+        info = np.iinfo(dtype)
+        if not info.min <= ignore_index <= info.max:
+            return None
+    return ignore_index
+
+
+def scores_above(scores, cut: float):
+    """``scores > cut`` compared by value, as kernels/multilabel.cu compares
+    (each score widened exactly to float64, against the float64 ``cut``):
+    the one threshold rule of every backend. Never with ``cut`` rounded to
+    the scores' type (NumPy's reading of a Python float beside float32 or
+    float16 scores), which can move a score equal to the rounded threshold
+    to the other side. Float scores are compared in their own type with
+    ``cut`` rounded down to the largest value of that type not above it (x >
+    cut exactly when x > that value): no float64 copy of the scores; any
+    other type in float64."""
+    dtype = scores.dtype
+    if dtype.kind == "f" and dtype in (np.float16, np.float32, np.float64):
+        with np.errstate(over="ignore"):  # a cut beyond the type's range: its infinity
+            below = np.asarray(cut, dtype=dtype)
+        if float(below) > cut:
+            below = np.nextafter(below, np.asarray(-np.inf, dtype=dtype))
+        return scores > dtype.type(below)
+    return scores.astype(np.float64) > cut
+
+
 @dataclass(frozen=True)
 class MultilabelInputs:
     """Checked ``(N, L)`` indicator matrices (0/1 of any dtype, on the
     backend, as given: a kernel reads them so) and their weights; ``y_pred``
     may instead hold scores of the declared kind (``mode``), a label
-    predicted where its score exceeds ``cut``."""
+    predicted where its score exceeds ``cut`` (:func:`scores_above`).
+    ``ignore_index``: the value of the ``y_true`` cells that are left out,
+    as ``y_true``'s dtype holds it (None: no cell is)."""
 
     y_true: Any
     y_pred: Any
@@ -606,18 +654,27 @@ class MultilabelInputs:
     source: Any = None  # the caller's y_true: results go back to its framework and device
     mode: str = "labels"  # or "probabilities", "logits" (the scores= of the call)
     cut: float = 0.5  # a score above it predicts the label (score_cut)
+    ignore_index: int | None = None
 
     @property
     def num_labels(self) -> int:
         return int(self.y_true.shape[1])
 
+    def counted(self):
+        """The cells that count, a bool matrix (those of ``y_true`` other than
+        ``ignore_index``), or None when every cell does."""
+        return None if self.ignore_index is None else self.y_true != self.ignore_index
+
     def masks(self):
         """``(y_true, y_pred)`` as bool matrices (a copy of each non-bool one;
-        scores cut at ``cut``)."""
-        true = self.y_true if self.y_true.dtype.kind == "b" else self.y_true != 0
+        scores cut at ``cut``), False in both at the ignored cells."""
+        true = self.y_true if self.y_true.dtype.kind == "b" else self.y_true == 1
         if self.mode != "labels":
-            return true, self.y_pred > self.cut
-        return true, self.y_pred if self.y_pred.dtype.kind == "b" else self.y_pred != 0
+            pred = scores_above(self.y_pred, self.cut)
+        else:
+            pred = self.y_pred if self.y_pred.dtype.kind == "b" else self.y_pred != 0
+        counted = self.counted()
+        return true, pred if counted is None else pred & counted
 
 
 MULTILABEL_SCORE_KINDS = ("probabilities", "logits")
@@ -625,8 +682,10 @@ MULTILABEL_SCORE_KINDS = ("probabilities", "logits")
 
 def score_cut(threshold: float, scores: str) -> float:
     """The value a score must exceed to predict its label: the threshold
-    itself for probabilities, ``log(t / (1 - t))`` for logits (sigmoid(x) >
-    t), without a sigmoid per cell."""
+    itself for probabilities, ``log(t / (1 - t))`` (in float64) for logits
+    (sigmoid(x) > t), without a sigmoid per cell. Scores are compared with
+    it by value (:func:`scores_above`; the kernels widen every score to
+    float64)."""
     if scores == "probabilities":
         return threshold
     if threshold <= 0.0:
@@ -656,12 +715,20 @@ def _shape_of(values) -> tuple[int, ...]:
     return tuple(np.shape(values) if shape is None else shape)
 
 
-def _is_indicator(array) -> bool:
+def _indicator_cells(rows, ignore=None):
+    """Which cells hold 0 or 1 (or ``ignore``, a :func:`cell_ignore_value`)."""
+    cells = (rows == 0) | (rows == 1)
+    return cells if ignore is None else cells | (rows == ignore)
+
+
+def _is_indicator(array, ignore=None) -> bool:
     """scikit-learn's ``type_of_target(...) == "multilabel-indicator"`` of an
-    array on its backend: 2-D, more than one column, values 0 and 1 only.
-    Bool reads nothing; integers and floats cost one flag read back (whether
-    every value is 0 or 1) per :data:`CHECK_CHUNK_ELEMENTS` (bounded memory
-    for memory-mapped label maps, which usually answer at the first chunk)."""
+    array on its backend: 2-D, more than one column, values 0 and 1 only
+    (and ``ignore``, a :func:`cell_ignore_value`, the cells of a target left
+    out). Bool reads nothing; integers and floats cost one flag read back
+    (whether every value is 0 or 1) per :data:`CHECK_CHUNK_ELEMENTS` (bounded
+    memory for memory-mapped label maps, which usually answer at the first
+    chunk)."""
     if array.ndim != 2 or array.shape[1] < 2 or array.shape[0] == 0:
         return False
     kind = array.dtype.kind
@@ -669,21 +736,71 @@ def _is_indicator(array) -> bool:
         return True
     if kind not in "iuf":
         return False
-    return all(bool(((rows == 0) | (rows == 1)).all())
+    return all(bool(_indicator_cells(rows, ignore).all())
                for _, rows in _row_chunks(array, chunked=True))
 
 
+def _first_stray_target(true, ignore_index, backend) -> tuple[int, Any]:
+    """``(flat index, value)`` of the first cell of ``true`` holding neither
+    0, 1 nor ``ignore_index`` (one such cell exists)."""
+    i = _first_true(~_indicator_cells(true, cell_ignore_value(ignore_index, true.dtype)),
+                    backend)
+    assert i is not None, "a target with a stray value was asked for it"
+    return i, true.reshape(-1)[i].item()
+
+
+def _ignore_hint(value, ignore_index, takes_ignore_index: bool = True) -> str:
+    """What to do with a stray target ``value`` (:func:`_first_stray_target`)
+    (``takes_ignore_index``: whether the caller takes it)."""
+    if takes_ignore_index and ignore_index is None and float(value).is_integer():
+        return (f"to leave out the cells holding {value!r} (padding), pass "
+                f"ignore_index={int(value)}")
+    return "map the other values to 0 or 1 (or to ignore_index) first"
+
+
+def _stray_targets(true, ignore_index, backend, names: tuple[str, str],
+                   refusing: tuple[str, str] | None, takes_ignore_index: bool = True) -> str:
+    """The message of a ``y_true`` holding a value other than 0, 1 (and
+    ``ignore_index``) beside a 0/1 ``y_pred`` of its shape: multilabel
+    input with cells it cannot read, refused rather than read as label maps
+    of a two-class problem. ``refusing``: ``(function, what to use)`` of a
+    function that takes no multilabel input; else the advice is
+    :func:`_ignore_hint`'s (``takes_ignore_index``: whether to suggest it)."""
+    i, value = _first_stray_target(true, ignore_index, backend)
+    allowed = "0 and 1" if ignore_index in (None, 0, 1) else \
+        f"0, 1 and ignore_index={ignore_index} (a cell left out)"
+    stray = f"{names[0]} holds {value!r} at {_position(i, true.shape)}"
+    flatten = (". Label maps (one class code per position) are read as such once flattened: "
+               f"pass {names[0]}.reshape(-1) and {names[1]}.reshape(-1)")
+    if refusing is not None:
+        function, instead = refusing
+        return (f"{function} does not support {MULTILABEL} input: {names[1]} of shape "
+                f"{tuple(true.shape)} holds only 0 and 1 (one column per label) and {stray}, "
+                f"which a {MULTILABEL} {names[0]} does not hold (it holds {allowed}); "
+                f"{instead}{flatten}")
+    return (f"{names[1]} of shape {tuple(true.shape)} holds only 0 and 1, a {MULTILABEL} "
+            f"matrix (one column per label), but {stray}: a {MULTILABEL} {names[0]} holds "
+            f"{allowed}; {_ignore_hint(value, ignore_index, takes_ignore_index)}{flatten}")
+
+
 def multilabel_pair(y_true, y_pred, backend, names: tuple[str, str] = ("y_true", "y_pred"), *,
-                    num_classes=None, validate: bool = True):
+                    num_classes=None, validate: bool = True, ignore_index=None,
+                    refusing: tuple[str, str] | None = None, takes_ignore_index: bool = True):
     """``(y_true, y_pred)`` on ``backend`` when both are ``(N, L)`` indicator
-    matrices of one shape (scikit-learn's "multilabel-indicator"), else None.
+    matrices of one shape (scikit-learn's "multilabel-indicator"; ``y_true``
+    may also hold ``ignore_index``, the cells left out), else None.
 
     Costs nothing unless ``y_true`` is 2-D with more than one column (then one
     value read per non-bool input: :func:`_is_indicator`). Same-shape pairs
     with other values stay label maps (one class code per position), and
     ``(N, K, d1, ...)`` scores stay channel-first scores; a ``y_true``
     indicator beside a ``y_pred`` of another shape (or of scores) is an error
-    naming both shapes, never a silent multiclass reading.
+    naming both shapes, never a silent multiclass reading. So is a 0/1
+    ``y_pred`` beside a ``y_true`` of its shape holding other values than
+    0, 1 and ``ignore_index`` (padding, say): it would be a two-class label
+    map, as scikit-learn refuses it (``refusing``: ``(function, what to
+    use)`` of a caller that takes no multilabel input; else the advice is to
+    pass ``ignore_index``, where the caller ``takes_ignore_index``).
 
     With ``validate=False`` and a ``num_classes`` other than L, a non-bool
     pair is taken for label maps of that many classes without reading it
@@ -696,11 +813,16 @@ def multilabel_pair(y_true, y_pred, backend, names: tuple[str, str] = ("y_true",
     if (not validate and num_classes is not None and num_classes != true_shape[1]
             and true.dtype.kind != "b"):
         return None
-    if not _is_indicator(true):
-        return None
     pred_shape = _shape_of(y_pred)
     if len(pred_shape) > 2:
         return None  # channel-first scores with (N, d1) targets
+    if not _is_indicator(true, cell_ignore_value(ignore_index, true.dtype)):
+        if pred_shape == tuple(true.shape) and true.dtype.kind in "iuf":
+            pred = _to_backend(y_pred, backend)
+            if _is_indicator(pred):
+                raise ValueError(_stray_targets(true, ignore_index, backend, names, refusing,
+                                                takes_ignore_index))
+        return None
     pred = _to_backend(y_pred, backend)
     same_shape = tuple(pred.shape) == tuple(true.shape)
     if same_shape and _is_indicator(pred):
@@ -720,16 +842,18 @@ def check_multilabel_inputs(y_true, y_pred, *, sample_weight=None, num_classes=N
                             ignore_index=None, validate=True,
                             names: tuple[str, str] = ("y_true", "y_pred"),
                             scores: tuple[str, float] | None = None,
-                            ) -> MultilabelInputs | None:
+                            takes_ignore_index: bool = True) -> MultilabelInputs | None:
     """:class:`MultilabelInputs` when ``y_true`` and ``y_pred`` are one
     "multilabel-indicator" pair (:func:`multilabel_pair`), else None.
 
-    ``num_classes``, if given, must be L; ``ignore_index`` is not supported
-    for multilabel input yet (an error, not a silent reading). ``scores``
+    ``num_classes``, if given, must be L. ``ignore_index`` (not 0 or 1) is
+    the value of the ``y_true`` cells left out one by one, as
+    :class:`~metrics_gpu.MultilabelMetrics` leaves them out. ``scores``
     (:func:`check_score_kind`'s): ``y_pred`` holds (N, L) scores of that
     kind, cut at the threshold; then ``y_true`` must be an indicator matrix
     (an error otherwise), and with ``validate`` the scores are checked
-    (finite; probabilities in [0, 1]).
+    (finite; probabilities in [0, 1]). ``takes_ignore_index``: whether the
+    caller takes ``ignore_index`` (a message may then suggest it).
     """
     if not is_label_indicator(y_true):
         if scores is not None:
@@ -743,11 +867,14 @@ def check_multilabel_inputs(y_true, y_pred, *, sample_weight=None, num_classes=N
         raise ValueError(f"validate must be True or False, got {validate!r}")
     backend = resolve_backend(y_true, y_pred, sample_weight)
     num_classes = check_num_classes(num_classes)
+    ignore_index = check_ignore_index(ignore_index)
     if scores is not None:
-        true, pred = _scores_pair(y_true, y_pred, backend, names, scores[0], validate)
+        true, pred = _scores_pair(y_true, y_pred, backend, names, scores[0], validate,
+                                  ignore_index, takes_ignore_index)
     else:
         pair = multilabel_pair(y_true, y_pred, backend, names, num_classes=num_classes,
-                               validate=validate)
+                               validate=validate, ignore_index=ignore_index,
+                               takes_ignore_index=takes_ignore_index)
         if pair is None:
             return None
         true, pred = pair
@@ -757,29 +884,39 @@ def check_multilabel_inputs(y_true, y_pred, *, sample_weight=None, num_classes=N
             f"{names[0]} is a {MULTILABEL} matrix with {labels} labels (columns) but "
             f"num_classes={num_classes}"
         )
-    if check_ignore_index(ignore_index) is not None:
+    if ignore_index in (0, 1):
         raise ValueError(
-            f"ignore_index is not supported for {MULTILABEL} input yet; leave it out "
-            "(or drop the ignored cells before the call)"
-        )
+            f"ignore_index={ignore_index} is a target value of {MULTILABEL} input: "
+            f"ignore_index leaves out the cells of {names[0]} holding another value "
+            "(padding, such as -100), one by one")
     weight = check_sample_weight(sample_weight, n, backend, validate, allow_all_zero=False,
                                  true_name=names[0])
+    ignore = cell_ignore_value(ignore_index, true.dtype)
     if scores is None:
         return MultilabelInputs(y_true=true, y_pred=pred, sample_weight=weight,
-                                backend=backend, source=y_true)
+                                backend=backend, source=y_true, ignore_index=ignore)
     kind, threshold = scores
     return MultilabelInputs(y_true=true, y_pred=pred, sample_weight=weight, backend=backend,
-                            source=y_true, mode=kind, cut=score_cut(threshold, kind))
+                            source=y_true, mode=kind, cut=score_cut(threshold, kind),
+                            ignore_index=ignore)
 
 
-def _scores_pair(y_true, y_pred, backend, names, kind: str, validate: bool):
-    """``(y_true, y_pred)`` on ``backend``: an indicator matrix beside (N, L)
-    scores of the declared ``kind`` (finite; probabilities in [0, 1])."""
+def _scores_pair(y_true, y_pred, backend, names, kind: str, validate: bool,
+                 ignore_index: int | None = None, takes_ignore_index: bool = True):
+    """``(y_true, y_pred)`` on ``backend``: an indicator matrix (0/1, or
+    ``ignore_index``) beside (N, L) scores of the declared ``kind`` (finite;
+    probabilities in [0, 1])."""
     true = _to_backend(y_true, backend)
-    if not _is_indicator(true):
+    if not _is_indicator(true, cell_ignore_value(ignore_index, true.dtype)):
+        where = ""
+        if true.ndim == 2 and true.shape[1] > 1 and true.dtype.kind in "iuf" and true.size:
+            first, value = _first_stray_target(true, ignore_index, backend)
+            where = (f"; found {value!r} at {_position(first, true.shape)} "
+                     f"({_ignore_hint(value, ignore_index, takes_ignore_index)})")
         raise ValueError(
             f"scores={kind!r} declares (N, L) multilabel scores in {names[1]}, so {names[0]} "
-            "must be an (N, L) indicator matrix holding only 0 and 1")
+            "must be an (N, L) indicator matrix holding only 0 and 1"
+            + ("" if ignore_index is None else f" (and ignore_index={ignore_index})") + where)
     pred = _to_backend(y_pred, backend)
     if tuple(pred.shape) != tuple(true.shape):
         raise ValueError(
@@ -802,21 +939,26 @@ def _scores_pair(y_true, y_pred, backend, names, kind: str, validate: bool):
 
 def refuse_multilabel(y_true, y_pred, function: str | None, instead: str,
                       names: tuple[str, str] = ("y_true", "y_pred"), *,
-                      num_classes=None, validate=True) -> None:
+                      num_classes=None, validate=True, ignore_index=None) -> None:
     """A ValueError when ``y_true`` and ``y_pred`` are "multilabel-indicator"
     input, which ``function`` does not support (``instead``: what to use;
-    ``num_classes`` and ``validate`` as :func:`multilabel_pair` takes them)."""
+    ``num_classes``, ``validate`` and ``ignore_index`` as :func:`multilabel_pair`
+    takes them: a 0/1 ``y_pred`` beside a ``y_true`` of its shape holding
+    other values is refused too, never read as a two-class label map)."""
     if not is_label_indicator(y_true):
         return
+    what = "this function" if function is None else function
     backend = resolve_backend(y_true, y_pred)
+    ignore_index = check_ignore_index(ignore_index)
     pair = multilabel_pair(y_true, y_pred, backend, names,
-                           num_classes=check_num_classes(num_classes), validate=validate)
+                           num_classes=check_num_classes(num_classes), validate=validate,
+                           ignore_index=ignore_index, refusing=(what, instead))
     if pair is None:
         return
-    what = "this function" if function is None else function
+    held = "0 and 1" if ignore_index is None else f"0, 1 and ignore_index={ignore_index}"
     raise ValueError(
         f"{what} does not support {MULTILABEL} input: {names[0]} and {names[1]} of shape "
-        f"{tuple(pair[0].shape)} hold only 0 and 1 (one column per label); {instead}. "
+        f"{tuple(pair[0].shape)} hold only {held} (one column per label); {instead}. "
         "Binary label maps (one class code per position) are read as such once "
         "flattened: pass y_true.reshape(-1) and y_pred.reshape(-1)"
     )
@@ -853,8 +995,10 @@ def check_label_inputs(y_true, y_pred, *, num_classes=None, sample_weight=None,
     given = num_classes is not None
 
     refuse_multilabel(y_true, y_pred, None, MULTILABEL_INSTEAD, (true_name, pred_name),
-                      num_classes=num_classes, validate=validate)
+                      num_classes=num_classes, validate=validate, ignore_index=ignore_index)
+    true_shape = _shape_of(y_true)
     y_true, pred = flatten_positions(y_true, y_pred, backend, pred_name, true_name)
+    map_shape = _map_shape(true_shape, y_true)
     y_true = _as_label_array(y_true, true_name, backend, validate, targets=True)
     if pred.ndim == 2 and pred.shape[1] > 1:
         scores = _as_scores(pred, pred_name, backend, validate)
@@ -882,9 +1026,10 @@ def check_label_inputs(y_true, y_pred, *, num_classes=None, sample_weight=None,
 
     if validate:
         high_true = _label_range(y_true, true_name, backend, num_classes, ignore_index,
-                                 targets=True)
+                                 targets=True, shape=map_shape)
         high_pred = 0 if scores_given else _label_range(
-            y_pred_labels, pred_name, backend, num_classes, None, true_name=true_name
+            y_pred_labels, pred_name, backend, num_classes, None, true_name=true_name,
+            shape=map_shape
         )
         if num_classes is None:
             num_classes = max(high_true, high_pred, extra_classes, 1)
@@ -1205,7 +1350,9 @@ def check_score_inputs(y_true, scores, *, name: str = "y_score", kind: str = "pr
     xp = backend.xp
     ignore_index = check_ignore_index(ignore_index)
     source = y_true
+    true_shape = _shape_of(y_true)
     y_true, scores = flatten_positions(y_true, scores, backend, name)
+    map_shape = _map_shape(true_shape, y_true)
     targets = _as_label_array(y_true, "y_true", backend, validate, targets=True)
     values = _as_scores(scores, name, backend, validate)
     binary_column = values.ndim == 1 or (values.ndim == 2 and values.shape[1] == 1)
@@ -1275,12 +1422,13 @@ def check_score_inputs(y_true, scores, *, name: str = "y_score", kind: str = "pr
                 value = targets[i].item()
                 hint = _negative_label_hint(value, True) if value < 0 else ""
                 raise ValueError(
-                    f"y_true contains {value!r} at index {i}, which is not in labels "
-                    f"{classes.tolist()}{hint}"
+                    f"y_true contains {value!r} at {_position(i, map_shape)}, which is not in "
+                    f"labels {classes.tolist()}{hint}"
                 )
         targets = positions
     elif validate:
-        _label_range(targets, "y_true", backend, num_classes, ignore_index, targets=True)
+        _label_range(targets, "y_true", backend, num_classes, ignore_index, targets=True,
+                     shape=map_shape)
     return ScoreInputs(
         y_true=targets, scores=values, sample_weight=weight, num_classes=num_classes,
         ignore_index=ignore_index, guard=not validate, backend=backend, source=source,
@@ -1585,10 +1733,14 @@ def _check_finite_scores(scores, backend, name: str) -> None:
 
 
 def _position(flat_index: int, shape) -> str:
-    if len(shape) == 1:
+    """Where a flat index lies: "index i" in 1-D (or ``shape`` None), "row r,
+    column c" in 2-D, "position (i, j, ...)" beyond."""
+    if shape is None or len(shape) == 1:
         return f"index {flat_index}"
-    row, column = np.unravel_index(flat_index, shape)
-    return f"row {row}, column {column}"
+    position = tuple(int(i) for i in np.unravel_index(flat_index, tuple(shape)))
+    if len(position) == 2:
+        return f"row {position[0]}, column {position[1]}"
+    return f"position {position}"
 
 
 def present_labels(inputs: RankingInputs) -> np.ndarray:
@@ -2231,7 +2383,11 @@ def check_indicator_inputs(y_true, y_score, sample_weight=None, *, function: str
         if i is not None:
             raise ValueError(
                 f"{function}: y_true must hold 0/1 label indicators; found "
-                f"{labels.reshape(-1)[i].item()!r} at {_position(i, labels.shape)}"
+                f"{labels.reshape(-1)[i].item()!r} at {_position(i, labels.shape)}. "
+                f"{function} takes no ignore_index (each row is ranked, or each label "
+                "scored, over all its cells): leave out the rows holding other values "
+                "first, e.g. y_true[keep], y_score[keep] with keep = ((y_true == 0) | "
+                "(y_true == 1)).all(axis=1)"
             )
         labels = labels != 0
     scores = _to_backend(y_score, backend)

@@ -564,7 +564,8 @@ def _multilabel_of_chunk(y_true, y_pred, sample_weight, *, index, offset, column
         return None
     try:
         inputs = check_multilabel_inputs(y_true, y_pred, num_classes=num_classes,
-                                         ignore_index=ignore_index, validate=validate)
+                                         ignore_index=ignore_index, validate=validate,
+                                         takes_ignore_index=False)
         if inputs is None:
             raise ValueError(_NOT_INDICATOR)
         weight = check_sample_weight(sample_weight, y_true.shape[0], inputs.backend, validate)
@@ -800,6 +801,12 @@ def _multilabel_graph(metric, y_true, y_pred, sample_weight, arguments: dict, *,
             f"label), so y_pred must be one too, of the same shape; got y_pred of shape "
             f"{y_pred.shape}")
     arguments = dict(arguments)
+    if arguments.get("ignore_index") is not None:
+        raise ValueError(
+            f"metrics_gpu.dask.{name}: ignore_index of (N, L) {MULTILABEL} input (its cells "
+            "left out one by one) is not made for Dask yet: compute in memory "
+            f"(metrics_gpu.{name} takes it), or update a MultilabelMetrics(L, "
+            "ignore_index=...) with each chunk")
     if read.rates is not None:  # the in-memory checks of the set-wise arguments, in order
         average = check_option(arguments["average"], AVERAGE_OPTIONS, "average")
         if "beta" in arguments:

@@ -452,7 +452,7 @@ def label_report(y_true: ArrayLike, y_pred: ArrayLike, *, num_classes: int | Non
     keep_matrix: ConfusionMatrixOption = True if interval_options is not None else shown
     if getattr(y_true, "ndim", 2) == 2:  # (the in-loop call's budget: no call for (N,) labels)
         refuse_multilabel(y_true, y_pred, "label_report", MULTILABEL_INSTEAD,
-                          num_classes=num_classes, validate=validate)
+                          num_classes=num_classes, validate=validate, ignore_index=ignore_index)
     if cluster is not None and interval_options is None:
         raise ValueError("cluster: the units of the bootstrap; give confidence_level too")
     if cluster is not None and groups is not None:

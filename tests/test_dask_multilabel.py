@@ -309,7 +309,8 @@ def test_mismatched_shapes_are_refused():
 def test_bad_values_name_their_chunk():
     y_true = DATA["y_true"].copy()
     y_true[25, 1] = 2  # chunk 3, which starts at row 21
-    with pytest.raises(ValueError, match=r"multilabel-indicator matrices of one shape.*"
+    with pytest.raises(ValueError, match=r"y_true holds 2 at row 4, column 1: a "
+                                         r"multilabel-indicator y_true holds 0 and 1; map .*"
                                          r"chunk 3 along axis 0, which starts at sample 21"):
         mgd.f1_score(chunked(y_true), chunked(DATA["y_pred"]), average="micro", compute=True)
     weight = DATA["weight"].copy()

@@ -451,9 +451,13 @@ def test_num_classes_must_be_the_number_of_labels():
         mg.hamming_loss(Y_TRUE, Y_PRED, num_classes=4)
 
 
-def test_ignore_index_is_not_supported_yet():
-    with pytest.raises(ValueError, match="ignore_index is not supported for multilabel"):
-        mg.accuracy_score(Y_TRUE, Y_PRED, ignore_index=0)
+@pytest.mark.parametrize("ignore_index", [0, 1])
+def test_a_target_value_is_no_ignore_index(ignore_index):
+    """ignore_index leaves out cells (issue 47: tests/test_multilabel_ignore.py);
+    0 and 1 are the values it would leave out of every label."""
+    with pytest.raises(ValueError, match=rf"ignore_index={ignore_index} is a target value of "
+                                         "multilabel-indicator input"):
+        mg.accuracy_score(Y_TRUE, Y_PRED, ignore_index=ignore_index)
 
 
 def test_multiclass_multilabel_confusion_matrix_matches_sklearn():
@@ -493,7 +497,7 @@ def test_unvalidated_label_maps_of_another_k_are_not_read(function, monkeypatch)
     num_classes is not their number of columns stay label maps, unread."""
     import metrics_gpu._validation as validation
 
-    def no_read(array):
+    def no_read(array, *args):
         raise AssertionError("the values were read")
 
     monkeypatch.setattr(validation, "_is_indicator", no_read)
