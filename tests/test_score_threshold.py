@@ -174,7 +174,7 @@ def test_the_issues_example(backend, dtype, threshold):
     with mg.use_backend(backend.name):
         assert float(_host(mg.hamming_loss(y_true, scores, scores="probabilities",
                                            threshold=threshold))) == expected
-        stream = mg.MultilabelMetrics(2, threshold=threshold)
+        stream = mg.MultilabelMetrics(2, scores="probabilities", threshold=threshold)
         stream.update(y_true, scores)
     assert float(stream.compute()["hamming_loss"]) == expected
 
