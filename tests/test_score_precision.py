@@ -48,12 +48,14 @@ def _stored(values, dtype):
     return values.astype(dtype)
 
 
-def _exact_means(y_true, scores, weight, *, from_logits, one_vs_all=False):
+def _exact_means(y_true, scores, weight, *, from_logits, one_vs_all=False, scale_by_half="auto"):
     """The weighted means of the Brier term sum_j (p_j - [j == t])^2, of
     -log p_t (probabilities clipped as log_loss clips them) and (with
     ``one_vs_all``, of logits) of CatBoost's one-vs-all term
     -log sigmoid(z_t) - sum_{j != t} log(1 - sigmoid(z_j)), over the stored
-    values."""
+    values. The Brier mean is halved for K = 2 (scikit-learn's
+    ``scale_by_half="auto"``: the mean of (p - y)^2 of the positive class;
+    ``scale_by_half=False`` keeps the sum over both columns)."""
     eps = Decimal(score_dtype_eps(scores.dtype))
     weights = np.ones(len(y_true)) if weight is None else weight
     totals = [Decimal(0)] * 4  # weight, brier, nll, one-vs-all
@@ -82,7 +84,9 @@ def _exact_means(y_true, scores, weight, *, from_logits, one_vs_all=False):
             w = Decimal(float(w))
             for i, term in enumerate((1, brier, nll, softplus)):
                 totals[i] += w * term
-        return tuple(float(total / totals[0]) for total in totals[1:])
+        halve = 2 if scale_by_half == "auto" and scores.shape[1] == 2 else 1
+        return (float(totals[1] / totals[0] / halve),
+                *(float(total / totals[0]) for total in totals[2:]))
 
 
 def _report(backend, y_true, scores, weight, *, from_logits, validate):
@@ -116,7 +120,7 @@ def test_brier_score_of_a_confident_float32_row(backend):
     1.74211e-06 on the kernels against 1.75567e-06."""
     y_true = np.array([0])
     scores = np.array([[0.998675, 0.00132502]], np.float32)
-    expected, _, _ = _exact_means(y_true, scores, None, from_logits=False)
+    expected, _, _ = _exact_means(y_true, scores, None, from_logits=False, scale_by_half=False)
     ours = mg.brier_score_loss(backend.asarray(y_true), backend.asarray(scores),
                                scale_by_half=False)
     assert float(backend.to_numpy(ours)) == pytest.approx(expected, rel=1e-6)
