@@ -263,6 +263,7 @@ struct Totals {
   double total, misclassified, linear, quadratic;
   int total_exponent;  // total = m 2^total_exponent, m in [0.5, 1) (frexp; 0 for 0)
   int64 selected_classes;
+  bool every_class;  // no class selection: the total is the supports' sum (pass 4)
   double count_sums[kCountSums];
   double rate_sums[kRateSums];
   unsigned int counts[kClassCounts];
@@ -473,6 +474,7 @@ __device__ __noinline__ void evaluate_metrics(const C* true_positives, const C* 
   const int64 run_length = (K + blockDim.x - 1) / blockDim.x;  // class_run
   if (threadIdx.x == 0) {
     totals.total = total;
+    totals.every_class = selected == nullptr;
     totals.misclassified = misclassified;
     totals.linear = linear;
     totals.quadratic = quadratic;
@@ -678,8 +680,10 @@ __device__ __noinline__ void evaluate_metrics(const C* true_positives, const C* 
       // correct <= total whatever the float weights, so accuracy <= 1 and the
       // losses >= 0 (_formulas.Counts). A total counted apart (a stream's
       // cell) can round below the correct weight. Read by thread 0 only
-      // (write_metrics); the scaling exponent stays the given total's.
-      if (selected == nullptr) totals.total = sums[sSupport];
+      // (write_metrics); the scaling exponent stays the given total's. The
+      // flag is read from shared memory: `selected` kept live in a register
+      // to here spilled on sm_100.
+      if (totals.every_class) totals.total = sums[sSupport];
     }
   }
   sum_rates<0, kRateGroup>(ranked_tp, ranked_t, ranked_p, ranked_negatives, totals, scratch);
