@@ -34,6 +34,7 @@ from metrics_gpu._planned import address, address_reader, array_layout
 from metrics_gpu._report_mapping import MetricMapping, missing_metric
 from metrics_gpu._streaming import MAX_THRESHOLDS, initialised_distributed
 from metrics_gpu._validation import (
+    cell_ignore_value,
     check_int_range,
     check_score_kind,
     host_tensor,
@@ -68,16 +69,14 @@ MAX_HISTOGRAM_CELLS = 1 << 28
 
 def _ignore_value(ignore_index: int | None, dtype) -> float | None:
     """``ignore_index`` as the kernel compares it for targets of ``dtype``
-    (int8 is read as uint8; a value the dtype cannot hold never matches)."""
-    if ignore_index is None or dtype.kind == "b":
+    (int8 is read as uint8; a value the dtype cannot hold never matches:
+    :func:`cell_ignore_value`)."""
+    value = cell_ignore_value(ignore_index, dtype)
+    if value is None:
         return None
-    if dtype.kind in "iu":
-        info = np.iinfo(dtype)
-        if not info.min <= ignore_index <= info.max:
-            return None
-        if dtype.itemsize == 1 and ignore_index < 0:
-            return float(ignore_index + 256)
-    return float(ignore_index)
+    if dtype.kind in "iu" and dtype.itemsize == 1 and value < 0:
+        return float(value + 256)
+    return float(value)
 
 
 def multilabel_update_reference(y_true, preds, weight, *, mode: str, cut: float,
