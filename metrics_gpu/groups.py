@@ -11,7 +11,7 @@ vocabulary: ``overall``, ``by_group``, ``group_min``, ``group_max``,
 With ``confidence_level``, each group's value and each group's value minus
 the overall get intervals from the same bootstrap replicates (paired: one
 draw per cell of the (G, K, K) table serves every group and the overall
-value). ``difference()`` (a max - min, or the largest |group - overall|)
+value). ``difference()`` (a max - min, or the largest ``|group - overall|``)
 gets none: see :data:`DIFFERENCE_WITHOUT_INTERVAL`.
 """
 
@@ -121,7 +121,7 @@ def _group_values(tables: np.ndarray):
 
 def _difference(by_group, overall, method: str):
     """fairlearn's difference over the last-but-one axis (groups): max - min, or
-    the largest |group - overall|; groups that are NaN are left out."""
+    the largest ``|group - overall|``; groups that are NaN are left out."""
     with np.errstate(all="ignore"):
         if method == "between_groups":
             return _nan_extreme(by_group, np.fmax) - _nan_extreme(by_group, np.fmin)
@@ -342,7 +342,7 @@ class GroupMetrics:
 
     def difference(self, method: str = "between_groups") -> dict[str, float]:
         """``"between_groups"``: max - min over the groups; ``"to_overall"``: the
-        largest |group - overall| (fairlearn's ``MetricFrame.difference``)."""
+        largest ``|group - overall|`` (fairlearn's ``MetricFrame.difference``)."""
         method = _check_method(method)
         return {name: float(_difference(v.values, self.overall[name], method))
                 for name, v in self.by_group.items()}
