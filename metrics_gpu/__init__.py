@@ -3,11 +3,6 @@
 Importing this package never imports CuPy, torch or JAX, nor touches CUDA.
 """
 
-# First: torch.compile must find the package on its skip list whenever it traces.
-from metrics_gpu._torch_compile import keep_package_out_of_dynamo
-
-keep_package_out_of_dynamo()
-
 from metrics_gpu._backend import (
     BackendUnavailableError,
     get_backend,
@@ -96,3 +91,9 @@ __all__ = [
     "specificity_score", "StreamingReport", "top_k_accuracy_score", "use_backend",
     "zero_one_loss",
 ]
+
+# Last (the modules loaded): torch.compile must find the package on its skip
+# list whenever it traces.
+from metrics_gpu._torch_compile import keep_package_out_of_dynamo  # noqa: E402
+
+keep_package_out_of_dynamo()

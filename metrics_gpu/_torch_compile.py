@@ -30,8 +30,39 @@ PACKAGE = __name__.partition(".")[0]
 
 
 def _skip_package(trace_rules) -> None:
-    """Dynamo skips every frame of a file under the package's directory."""
+    """Dynamo skips every frame of a file under the package's directory, and
+    the calls of the package's loaded functions whole: what they call outside
+    the package (a recording hook, a user's callback, CuPy's Python code) runs
+    without Dynamo too, as a skipped file's callees would not."""
     trace_rules.add(PACKAGE)
+    try:
+        from torch._C._dynamo.eval_frame import (
+            _FrameAction,
+            _FrameExecStrategy,
+            set_code_exec_strategy,
+        )
+    except ImportError:  # an older torch: the skip list alone
+        return
+    whole = _FrameExecStrategy(_FrameAction.SKIP, _FrameAction.SKIP)
+    for code in _package_code():
+        set_code_exec_strategy(code, whole)
+
+
+def _package_code():
+    """The code of every function and method of the package's loaded modules."""
+    for name, module in list(sys.modules.items()):
+        if module is None or (name != PACKAGE and not name.startswith(PACKAGE + ".")):
+            continue
+        for value in list(vars(module).values()):
+            if getattr(value, "__module__", None) != name:
+                continue
+            members = vars(value).values() if isinstance(value, type) else (value,)
+            for member in members:
+                for function in (getattr(member, "__func__", member),
+                                 getattr(member, "fget", None)):
+                    code = getattr(function, "__code__", None)
+                    if code is not None:
+                        yield code
 
 
 class _DynamoRulesWatcher(MetaPathFinder):
@@ -62,7 +93,8 @@ class _DynamoRulesWatcher(MetaPathFinder):
 
 def keep_package_out_of_dynamo() -> None:
     """Put the package on Dynamo's skip list now if Dynamo's rules are loaded,
-    else when they are. Called once, at ``import metrics_gpu``."""
+    else when they are. Called once, at the end of ``import metrics_gpu``
+    (its modules loaded: their functions are skipped whole)."""
     trace_rules = sys.modules.get(DYNAMO_RULES)
     if trace_rules is not None:
         _skip_package(trace_rules)
