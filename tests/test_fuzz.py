@@ -426,13 +426,20 @@ def test_exact_values_equal_scikit_learn_on_small_weights(seed):
 # -- score metrics ---------------------------------------------------------------------------
 
 
-def _ece_reference(y_true, proba, weights, n_bins, norm):
-    """The seed formula: top-class confidence, bins [b/B, (b+1)/B), 1.0 in the last."""
+def _ece_bins(y_true, proba, n_bins):
+    """The seed formula's rows: top-class confidence, whether it is right, its bin
+    ([b/B, (b+1)/B), 1.0 in the last)."""
     proba = np.asarray(proba, dtype=np.float64)
     confidence = proba.max(axis=1)
-    correct = (proba.argmax(axis=1) == y_true).astype(np.float64)
+    correct = proba.argmax(axis=1) == y_true
     edges = np.arange(n_bins + 1, dtype=np.float64) / n_bins
     bins = np.clip(np.searchsorted(edges, confidence, side="right") - 1, 0, n_bins - 1)
+    return confidence, correct, bins
+
+
+def _ece_reference(y_true, proba, weights, n_bins, norm):
+    """The seed formula in float64."""
+    confidence, correct, bins = _ece_bins(y_true, proba, n_bins)
     w = np.ones_like(confidence) if weights is None else weights
     total = w.sum()
     if y_true.size == 0 or total == 0:
@@ -447,6 +454,29 @@ def _ece_reference(y_true, proba, weights, n_bins, norm):
     if norm == "l2":
         return float(math.sqrt(np.sum(mass[filled] / total * gap**2)))
     return float(gap.max())
+
+
+def exact_expected_calibration_error(y_true, proba, weights, n_bins, norm):
+    """The seed formula in rational arithmetic. The float64 one loses a bin's
+    mean where products of weights and confidences fall below the smallest
+    normal (tests/fuzz-results/2026-12-02.md: a weight of 5e-324 times 0.576
+    rounds to 5e-324, making the bin's mean confidence 1)."""
+    confidence, correct, bins = _ece_bins(y_true, proba, n_bins)
+    w = [Fraction(1)] * len(bins) if weights is None else [Fraction(float(v)) for v in weights]
+    mass = [Fraction(0)] * n_bins
+    conf = [Fraction(0)] * n_bins
+    acc = [Fraction(0)] * n_bins
+    for b, c, right, weight in zip(bins.tolist(), confidence.tolist(), correct.tolist(), w):
+        mass[b] += weight
+        conf[b] += weight * Fraction(c)
+        acc[b] += weight if right else 0
+    total = sum(mass, Fraction(0))
+    gaps = [(m, abs(a - c) / m) for m, a, c in zip(mass, acc, conf) if m > 0]
+    if norm == "l1":
+        return float(sum((m / total * g for m, g in gaps), Fraction(0)))
+    if norm == "l2":
+        return math.sqrt(sum((m / total * g * g for m, g in gaps), Fraction(0)))
+    return float(max(g for _, g in gaps))
 
 
 def _score_reference(name: str, case: Case, options: dict):
@@ -468,6 +498,56 @@ def _score_reference(name: str, case: Case, options: dict):
     if name == "expected_calibration_error":
         return lambda: _ece_reference(y_true, scores, weights, **options)
     raise AssertionError(name)
+
+
+def _exact_score_value(name: str, case: Case, options: dict):
+    """A callable giving the exact value of a score metric whose float reference
+    can lose it, or None."""
+    if name != "expected_calibration_error":
+        return None
+    y_true, scores, weights = _reference_rows(case)
+
+    def value():
+        try:
+            return exact_expected_calibration_error(y_true, scores, weights, **options)
+        except ZeroDivisionError:  # nothing to bin: the refusal is compared instead
+            return None
+    return value
+
+
+@pytest.mark.parametrize("seed", range(4))
+def test_exact_calibration_error_equals_the_float_formula_on_normal_weights(seed):
+    """The exact referee follows the seed formula where float64 loses nothing
+    (weights of small integers, or none)."""
+    rng = np.random.default_rng(seed)
+    n, k = 80, 2 + seed
+    proba = rng.dirichlet(np.ones(k), n)
+    y_true = rng.integers(0, k, n)
+    weights = rng.integers(0, 5, n).astype(np.float64) if seed % 2 else None
+    for n_bins in (1, 3, 10):
+        for norm in ("l1", "l2", "max"):
+            assert exact_expected_calibration_error(y_true, proba, weights, n_bins, norm) == (
+                pytest.approx(_ece_reference(y_true, proba, weights, n_bins, norm),
+                              rel=1e-12, abs=1e-15))
+
+
+def test_calibration_error_with_a_subnormal_weight(backend):
+    """The long fuzz run's failing example (tests/fuzz-results/2026-12-02.md):
+    one row of weight 2 at confidence 0.333 (right), one of weight 5e-324 at
+    0.576 (wrong). The bins' gaps are 0.667 and 0.576 whatever the weight of
+    the second, so the max norm is 0.667; the float64 seed formula gives 1 (its
+    5e-324 * 0.576 rounds to 5e-324)."""
+    third = np.float16(0.333251953125)
+    proba = np.array([[third] * 3, [0.2119140625, 0.2119140625, 0.576171875]], np.float16)
+    y_true = np.array([0, 0], np.int8)
+    weights = np.array([2.0, 5e-324])
+    got = mg.expected_calibration_error(backend.asarray(y_true), backend.asarray(proba),
+                                        sample_weight=backend.asarray(weights),
+                                        n_bins=2, norm="max")
+    exact = exact_expected_calibration_error(y_true, proba, weights, 2, "max")
+    assert exact == pytest.approx(1 - float(third), rel=1e-15)
+    assert float(on_host(got)) == pytest.approx(exact, rel=1e-12)
+    assert _ece_reference(y_true, proba, weights, 2, "max") == 1.0  # what the float one loses
 
 
 # name -> (kind of scores, takes labels=, takes ignore_index, smallest K, drawn options)
@@ -503,7 +583,7 @@ def test_score_metric_matches_reference(backend, function):
                            sample_weight=None if case.weights is None
                            else backend.asarray(case.weights), **case.options, **options),
               _score_reference(function, case, options), rtol=_score_rtol(case),
-              options=options)
+              exact=_exact_score_value(function, case, options), options=options)
 
     run()
 

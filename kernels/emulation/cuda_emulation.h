@@ -7,9 +7,17 @@
 // gives cupy.RawKernel.
 //
 // What is emulated, and how:
-// * The threads of a block run concurrently as real OS threads; the blocks of
-//   a grid run one after another (so `__shared__`, which becomes `static`, is
-//   per block). Launches are serialised by a process-wide mutex.
+// * The blocks of a grid run one after another (so `__shared__`, which
+//   becomes `static`, is per block). Launches are serialised by a
+//   process-wide mutex. The threads of a block are fibers on the launching
+//   thread (a stack switch of a few instructions on x86-64, ucontext
+//   elsewhere): each runs until it waits at a barrier or returns, then
+//   the next one runs, so a barrier costs a user-space switch per thread. On
+//   2 cores OS threads spent most of the emulated tests' time in the
+//   kernel's scheduler (futex and sched_yield at every barrier). Under a
+//   sanitizer (METRICS_GPU_EMULATED_SANITIZE), they are real OS threads that
+//   run concurrently: ThreadSanitizer sees races between them, and neither
+//   sanitizer has to follow stack switches.
 // * `__syncthreads` is a barrier over all threads of the block. Warp
 //   intrinsics (shuffles, ballot, match_any, syncwarp, any/all) are
 //   rendezvous of all lanes of the warp, which must all be present with a
@@ -30,6 +38,15 @@
 //   Blocks run one after another, so races between blocks are not seen.
 #pragma once
 
+// OS threads under a sanitizer, or when asked (-DMETRICS_GPU_EMULATED_OS_THREADS=1:
+// the emulator's own tests run both); fibers otherwise.
+#if defined(__SANITIZE_THREAD__) || defined(__SANITIZE_ADDRESS__)
+#undef METRICS_GPU_EMULATED_OS_THREADS
+#define METRICS_GPU_EMULATED_OS_THREADS 1
+#elif !defined(METRICS_GPU_EMULATED_OS_THREADS)
+#define METRICS_GPU_EMULATED_OS_THREADS 0
+#endif
+
 #include <algorithm>
 #include <chrono>
 #include <climits>
@@ -37,6 +54,7 @@
 #include <condition_variable>
 #include <cstddef>
 #include <cstdint>
+#include <cstdlib>
 #include <cstdio>
 #include <cstring>
 #include <exception>
@@ -50,6 +68,14 @@
 #include <type_traits>
 #include <utility>
 #include <vector>
+
+#if !METRICS_GPU_EMULATED_OS_THREADS
+#include <sys/mman.h>
+#include <unistd.h>
+#if !defined(__x86_64__)
+#include <ucontext.h>
+#endif
+#endif
 
 #define __global__
 #define __device__
@@ -203,6 +229,129 @@ inline void check_deadlock(Block& block, const char* where) {
   }
 }
 
+#if !METRICS_GPU_EMULATED_OS_THREADS
+#if defined(__x86_64__)
+// A fiber's saved state is its stack pointer: the switch pushes the
+// registers the ABI makes callee-saved (rbx, rbp, r12-r15, the SSE and x87
+// control words), stores the stack pointer, loads the other one and pops
+// the same. glibc's swapcontext also saves the signal mask, a system call
+// per switch: a third of the emulated tests' time.
+struct FiberContext {
+  void* stack_pointer = nullptr;
+};
+extern "C" void metrics_gpu_emulated_fiber_switch(void** save, void* load);
+asm(R"(
+  .text
+  .hidden metrics_gpu_emulated_fiber_switch
+  .globl metrics_gpu_emulated_fiber_switch
+  .type metrics_gpu_emulated_fiber_switch, @function
+metrics_gpu_emulated_fiber_switch:
+  pushq %rbp
+  pushq %rbx
+  pushq %r12
+  pushq %r13
+  pushq %r14
+  pushq %r15
+  subq $8, %rsp
+  stmxcsr (%rsp)
+  fnstcw 4(%rsp)
+  movq %rsp, (%rdi)
+  movq %rsi, %rsp
+  ldmxcsr (%rsp)
+  fldcw 4(%rsp)
+  addq $8, %rsp
+  popq %r15
+  popq %r14
+  popq %r13
+  popq %r12
+  popq %rbx
+  popq %rbp
+  ret
+  .size metrics_gpu_emulated_fiber_switch, .-metrics_gpu_emulated_fiber_switch
+)");
+
+inline void fiber_switch(FiberContext& from, FiberContext& to) {
+  metrics_gpu_emulated_fiber_switch(&from.stack_pointer, to.stack_pointer);
+}
+
+// A stack that the switch "returns" into `entry`: zero registers, this
+// thread's control words, then entry's address and a null return address
+// below the 16-byte aligned top (so entry starts as if called).
+inline void fiber_prepare(FiberContext& context, void* stack, std::size_t bytes, void (*entry)()) {
+  std::uintptr_t top = (reinterpret_cast<std::uintptr_t>(stack) + bytes) & ~std::uintptr_t(15);
+  void** sp = reinterpret_cast<void**>(top);
+  *--sp = nullptr;
+  *--sp = reinterpret_cast<void*>(entry);
+  for (int i = 0; i < 6; ++i) *--sp = nullptr;
+  --sp;
+  unsigned int mxcsr;
+  unsigned short fpu_control;
+  asm volatile("stmxcsr %0" : "=m"(mxcsr));
+  asm volatile("fnstcw %0" : "=m"(fpu_control));
+  std::memcpy(sp, &mxcsr, 4);
+  std::memcpy(reinterpret_cast<char*>(sp) + 4, &fpu_control, 2);
+  context.stack_pointer = sp;
+}
+#else
+struct FiberContext {
+  ucontext_t context;
+};
+
+inline void fiber_switch(FiberContext& from, FiberContext& to) {
+  swapcontext(&from.context, &to.context);
+}
+
+inline void fiber_prepare(FiberContext& context, void* stack, std::size_t bytes, void (*entry)()) {
+  if (getcontext(&context.context) != 0) throw std::runtime_error("getcontext failed");
+  context.context.uc_stack.ss_sp = stack;
+  context.context.uc_stack.ss_size = bytes;
+  context.context.uc_link = nullptr;
+  makecontext(&context.context, entry, 0);
+}
+#endif
+
+// The fibers of the block being run: their contexts, the scheduler's, and
+// which one runs now. One per launching OS thread (launches are serialised).
+struct Fibers {
+  FiberContext scheduler;
+  std::vector<FiberContext> contexts;
+  std::vector<unsigned char> done;
+  unsigned int running = 0;
+  unsigned long long progress = 0;  // arrivals at barriers, waits ended, returns
+  const std::function<void(unsigned int)>* body = nullptr;
+};
+inline thread_local Fibers* current_fibers = nullptr;
+
+// Back to the scheduler until it resumes this thread; the thread's own
+// variables (thread-local, shared by the fibers of an OS thread) restored.
+inline void fiber_yield() {
+  Fibers& fibers = *current_fibers;
+  const uint3 thread = threadIdx;
+  const unsigned long long block_passed = block_barriers_passed;
+  const unsigned long long warp_passed = warp_barriers_passed;
+  fiber_switch(fibers.contexts[fibers.running], fibers.scheduler);
+  threadIdx = thread;
+  block_barriers_passed = block_passed;
+  warp_barriers_passed = warp_passed;
+}
+
+// A waiting thread gives way to the others until its barrier completes:
+// the scheduler resumes every unfinished thread in turn, and this one looks
+// again each time. No lock is held while others run (they take it too).
+template <typename Ready>
+inline void wait_until(Block& block, std::condition_variable&,
+                       std::unique_lock<std::mutex>& lock, Ready ready, const char* where) {
+  block.blocked++;
+  check_deadlock(block, where);
+  if (block.failed) throw Abort{};
+  lock.unlock();
+  current_fibers->progress++;  // ran up to here since it was resumed
+  while (!ready() && !block.failed) fiber_yield();
+  current_fibers->progress++;
+  lock.lock();
+  if (block.failed) throw Abort{};
+}
+#else
 template <typename Ready>
 inline void wait_until(Block& block, std::condition_variable& cv,
                        std::unique_lock<std::mutex>& lock, Ready ready, const char* where) {
@@ -228,6 +377,7 @@ inline void wait_until(Block& block, std::condition_variable& cv,
   // never counts as blocked after its barrier completed.
   if (block.failed) throw Abort{};
 }
+#endif
 
 // Generations are read without the mutex while spinning: released with
 // release/acquire order, so a lane that sees the new generation also sees
@@ -378,6 +528,7 @@ struct Launch {
   }
 };
 
+#if METRICS_GPU_EMULATED_OS_THREADS
 // Worker threads kept across launches (starting 64+ OS threads per launch
 // would dominate small launches). Launches are serialised, so one job runs
 // at a time. The pool is never destroyed: its threads are detached and idle
@@ -458,6 +609,83 @@ class Pool {
   unsigned long long generation_ = 0;
   const std::function<void(unsigned int)>* job_ = nullptr;
 };
+#endif
+
+#if !METRICS_GPU_EMULATED_OS_THREADS
+// Fiber stacks, kept across launches (launches are serialised): 256 KiB of
+// address space each, committed as touched, over a guard page so that an
+// overflow faults instead of writing into the next stack.
+class FiberStacks {
+ public:
+  static constexpr std::size_t kBytes = 256 * 1024;
+  static FiberStacks& instance() {
+    static FiberStacks* stacks = new FiberStacks();
+    return *stacks;
+  }
+  void* get(unsigned int i) {
+    while (stacks_.size() <= i) {
+      const std::size_t page = (std::size_t)sysconf(_SC_PAGESIZE);
+      void* region = mmap(nullptr, kBytes + page, PROT_READ | PROT_WRITE,
+                          MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+      if (region == MAP_FAILED) throw std::runtime_error("mmap of a fiber stack failed");
+      mprotect(region, page, PROT_NONE);
+      stacks_.push_back(static_cast<unsigned char*>(region) + page);
+    }
+    return stacks_[i];
+  }
+
+ private:
+  std::vector<void*> stacks_;
+};
+
+// A fiber's first frame: never returns (nothing is below it), it switches
+// back to the scheduler for good.
+inline void fiber_main() {
+  Fibers& fibers = *current_fibers;
+  const unsigned int thread = fibers.running;
+  threadIdx = {thread, 0, 0};
+  (*fibers.body)(thread);  // catches everything the kernel throws
+  fibers.done[thread] = 1;
+  fibers.progress++;
+  fiber_switch(fibers.contexts[thread], fibers.scheduler);
+  std::abort();  // a finished fiber is never resumed
+}
+
+// Runs body(0..threads-1), each thread a fiber, until all have returned:
+// rounds over the unfinished threads in order, each running until it waits
+// or returns. A round in which no wait ended and no thread returned cannot
+// be followed by one that does (the deadlock check of the barriers sees it
+// first; this is the guard).
+inline void run_fibers(unsigned int threads, const std::function<void(unsigned int)>& body,
+                       Block& block) {
+  Fibers fibers;
+  fibers.body = &body;
+  fibers.contexts.resize(threads);
+  fibers.done.assign(threads, 0);
+  FiberStacks& stacks = FiberStacks::instance();
+  for (unsigned int t = 0; t < threads; ++t) {
+    fiber_prepare(fibers.contexts[t], stacks.get(t), FiberStacks::kBytes, fiber_main);
+  }
+  Fibers* outer = current_fibers;
+  current_fibers = &fibers;
+  unsigned int remaining = threads;
+  while (remaining > 0) {
+    const unsigned long long before = fibers.progress;
+    for (unsigned int t = 0; t < threads; ++t) {
+      if (fibers.done[t]) continue;
+      fibers.running = t;
+      fiber_switch(fibers.scheduler, fibers.contexts[t]);
+      if (fibers.done[t]) remaining--;
+    }
+    if (remaining > 0 && fibers.progress == before) {
+      std::lock_guard<std::mutex> lock(block.mutex);
+      fail(block, "no progress: " + std::to_string(remaining) +
+                      " threads wait in barriers that cannot complete");
+    }
+  }
+  current_fibers = outer;
+}
+#endif
 
 template <typename... Args, std::size_t... I>
 inline void call_kernel(void (*kernel)(Args...), void** args, std::index_sequence<I...>) {
@@ -490,14 +718,6 @@ inline int launch(const char* name, void (*kernel)(Args...), void** args, unsign
   std::vector<unsigned char> dynamic_shared((size_t)shared_bytes + 16);
   block.dynamic_shared = dynamic_shared.data();
 
-  // End-of-block barrier (outside the deadlock accounting: every thread gets
-  // here, whether its kernel returned or was aborted).
-  std::mutex end_mutex;
-  std::condition_variable end_cv;
-  unsigned int end_arrived = 0;
-  unsigned long long end_generation = 0;
-  std::string failure;
-
   auto reset_block = [&](unsigned int index) {
     block.index = index;
     block.live = threads;
@@ -513,30 +733,42 @@ inline int launch(const char* name, void (*kernel)(Args...), void** args, unsign
   };
   reset_block(0);
 
+  // One thread of block b: the kernel, then its leaving the block's barriers.
+  auto run_thread = [&](unsigned int b, unsigned int thread) {
+    blockIdx = {b, 0, 0};
+    block_barriers_passed = 0;
+    warp_barriers_passed = 0;
+    try {
+      call_kernel(kernel, args, std::index_sequence_for<Args...>{});
+    } catch (const Abort&) {
+    } catch (const std::exception& e) {
+      std::lock_guard<std::mutex> lock(block.mutex);
+      fail(block, std::string("exception in thread ") + std::to_string(thread) + ": " + e.what());
+    }
+    std::lock_guard<std::mutex> lock(block.mutex);
+    block.live--;
+    Warp& warp = block.warps[thread / kWarpSize];
+    warp.live--;
+    warp.live_mask &= ~(1u << (thread % kWarpSize));
+    if (block.live > 0 && !block.failed) check_deadlock(block, "thread returned");
+  };
+
+#if METRICS_GPU_EMULATED_OS_THREADS
+  // End-of-block barrier (outside the deadlock accounting: every thread gets
+  // here, whether its kernel returned or was aborted).
+  std::mutex end_mutex;
+  std::condition_variable end_cv;
+  unsigned int end_arrived = 0;
+  unsigned long long end_generation = 0;
+  std::string failure;
+
   auto worker = [&](unsigned int thread) {
     current_block = &block;
     threadIdx = {thread, 0, 0};
     blockDim = {threads, 1, 1};
     gridDim = {grid, 1, 1};
     for (unsigned int b = 0; b < grid; ++b) {
-      blockIdx = {b, 0, 0};
-      block_barriers_passed = 0;
-      warp_barriers_passed = 0;
-      try {
-        call_kernel(kernel, args, std::index_sequence_for<Args...>{});
-      } catch (const Abort&) {
-      } catch (const std::exception& e) {
-        std::lock_guard<std::mutex> lock(block.mutex);
-        fail(block, std::string("exception in thread ") + std::to_string(thread) + ": " + e.what());
-      }
-      {
-        std::lock_guard<std::mutex> lock(block.mutex);
-        block.live--;
-        Warp& warp = block.warps[thread / kWarpSize];
-        warp.live--;
-        warp.live_mask &= ~(1u << (thread % kWarpSize));
-        if (block.live > 0 && !block.failed) check_deadlock(block, "thread returned");
-      }
+      run_thread(b, thread);
       std::unique_lock<std::mutex> lock(end_mutex);
       if (++end_arrived == threads) {
         end_arrived = 0;
@@ -561,6 +793,26 @@ inline int launch(const char* name, void (*kernel)(Args...), void** args, unsign
   }
   if (!failure.empty()) return report(failure);
   return 0;
+#else
+  current_block = &block;
+  blockDim = {threads, 1, 1};
+  gridDim = {grid, 1, 1};
+  unsigned int b = 0;
+  const std::function<void(unsigned int)> body = [&](unsigned int thread) {
+    run_thread(b, thread);
+  };
+  for (; b < grid; ++b) {
+    if (b > 0) reset_block(b);
+    try {
+      run_fibers(threads, body, block);
+    } catch (const std::exception& e) {
+      return report(std::string("kernel ") + name + ": could not run the block's threads: " +
+                    e.what());
+    }
+    if (block.failed) return report(block.failure);
+  }
+  return 0;
+#endif
 }
 
 }  // namespace emu

@@ -31,6 +31,7 @@ import shutil
 import subprocess
 import tempfile
 import threading
+from collections.abc import Sequence
 from pathlib import Path
 
 import numpy as np
@@ -121,7 +122,7 @@ class EmulatedDevice(HostArrays):
     Its arrays are the numpy backend's (:class:`~.numpy_backend.HostArrays`)."""
 
     name = "emulated"
-    # A small device: few "SMs" keep grids (and OS threads) small, while the
+    # A small device: few "SMs" keep grids (and fiber switches) small, while the
     # block shape and the shared-memory budget are a GPU's, so the launch code
     # takes the same decisions as on hardware.
     multiprocessor_count = 2
@@ -131,7 +132,8 @@ class EmulatedDevice(HostArrays):
     shared_memory_per_block_optin = 48 * 1024
     shared_memory_per_multiprocessor = 96 * 1024
     # Two warps per block: every intrinsic still spans full warps and blocks
-    # still have several warps, at a quarter of the OS threads of a GPU block.
+    # still have several warps, at a quarter of the threads of a GPU block
+    # (OS threads in the sanitizer builds).
     block_threads = 64
 
     def __init__(self) -> None:
@@ -166,17 +168,20 @@ class EmulatedDevice(HostArrays):
                shared_bytes: int = 0) -> None:
         _run(self._entry(source, expression), grid, block, args, shared_bytes)
 
-    def build_module(self, source_text: str, expressions):
+    def build_module(self, source_text: str, expressions, *, os_threads: bool = False):
         """Compile ad-hoc CUDA source text; return ``launch(expression, grid, block, args,
         shared_bytes=0)``.
 
         For tests of the emulator itself and experiments: ``source_text`` is
         compiled like a file of ``kernels/`` (``#include "common.cuh"``
         works) and each of ``expressions`` (e.g. ``"probe<int>"``) is exported.
-        Arguments and errors are those of :meth:`launch`.
+        Arguments and errors are those of :meth:`launch`. ``os_threads``:
+        the block's threads are OS threads, as in a sanitizer build, rather
+        than fibers (``kernels/emulation/cuda_emulation.h``).
         """
         expressions = tuple(expressions)
-        library = _Library(self._build("adhoc", source_text, expressions), expressions)
+        defines = ["-DMETRICS_GPU_EMULATED_OS_THREADS=1"] if os_threads else []
+        library = _Library(self._build("adhoc", source_text, expressions, defines), expressions)
 
         def launch(expression: str, grid: int, block: int, args, shared_bytes: int = 0) -> None:
             try:
@@ -204,12 +209,13 @@ class EmulatedDevice(HostArrays):
             raise KeyError(f"{expression} is not listed for {source} in KERNEL_MODULES "
                            "(the MODULE of its launcher module)") from None
 
-    def _build(self, name: str, text: str, expressions: tuple[str, ...]) -> Path:
+    def _build(self, name: str, text: str, expressions: tuple[str, ...],
+               defines: Sequence[str] = ()) -> Path:
         """Compile the unit ``text`` plus one exported entry per expression."""
         directory = kernel_directory()
         sanitize = os.environ.get(SANITIZE_VARIABLE, "").strip()
         flags = ["-std=c++17", "-O1", "-shared", "-fPIC", "-pthread", "-w", "-ffp-contract=off",
-                 "-DMETRICS_GPU_EMULATED", "-include", str(directory / EMULATION_HEADER),
+                 "-DMETRICS_GPU_EMULATED", *defines, "-include", str(directory / EMULATION_HEADER),
                  f"-I{directory}"]
         if sanitize:
             flags += [f"-fsanitize={sanitize}", "-fno-omit-frame-pointer", "-g"]
