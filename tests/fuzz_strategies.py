@@ -254,3 +254,23 @@ def binary_score_cases(draw, max_n: int = 40):
                          draw(st.sampled_from(("contiguous", "strided", "memmap"))))
     given_w, plain_w = draw(weights(n))
     return Case(2, given_true, given_scores, given_w, {}, plain_true, scores, plain_w)
+
+
+def multilabel_weights_and_labels(draw, n: int, n_labels: int, max_int_weight: int):
+    """For the multilabel properties: sample weights (none, integers 0..max
+    with one at least nonzero, or floats) and ``labels=`` (None, or some label
+    columns in any order), drawn with hypothesis's ``draw``."""
+    from hypothesis.extra.numpy import arrays
+
+    weight_kind = draw(st.sampled_from(("none", "int", "float")))
+    weights = None
+    if weight_kind == "int":
+        weights = draw(arrays(np.int64, n, elements=st.integers(0, max_int_weight)))
+        if not weights.any():
+            weights[0] = 1
+    elif weight_kind == "float":
+        weights = draw(arrays(np.float64, n, elements=st.floats(0.05, 3.0)))
+    labels = None
+    if draw(st.booleans()):
+        labels = draw(st.permutations(range(n_labels)))[:draw(st.integers(1, n_labels))]
+    return weights, labels

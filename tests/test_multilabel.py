@@ -22,6 +22,7 @@ from hypothesis.extra.numpy import arrays
 from sklearn.exceptions import UndefinedMetricWarning as SkUndefinedMetricWarning
 
 import metrics_gpu as mg
+from fuzz_strategies import multilabel_weights_and_labels
 
 torch = pytest.importorskip("torch")
 
@@ -54,17 +55,7 @@ def multilabel_cases(draw):
             matrix[row] = draw(st.booleans())  # an empty or an all-positive row
         for column in draw(st.lists(st.integers(0, n_labels - 1), max_size=2)):
             matrix[:, column] = False  # a label never true (or never predicted)
-    weight_kind = draw(st.sampled_from(("none", "int", "float")))
-    weights = None
-    if weight_kind == "int":
-        weights = draw(arrays(np.int64, n, elements=st.integers(0, 4)))
-        if not weights.any():
-            weights[0] = 1
-    elif weight_kind == "float":
-        weights = draw(arrays(np.float64, n, elements=st.floats(0.05, 3.0)))
-    labels = None
-    if draw(st.booleans()):
-        labels = draw(st.permutations(range(n_labels)))[:draw(st.integers(1, n_labels))]
+    weights, labels = multilabel_weights_and_labels(draw, n, n_labels, 4)
     return y_true, y_pred, weights, labels
 
 

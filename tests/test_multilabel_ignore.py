@@ -33,6 +33,7 @@ from hypothesis.extra.numpy import arrays
 from sklearn.exceptions import UndefinedMetricWarning as SkUndefinedMetricWarning
 
 import metrics_gpu as mg
+from fuzz_strategies import multilabel_weights_and_labels
 
 # The calls here are about what they read; scikit-learn's 0/0 warnings are
 # compared where they matter (check_case records them itself).
@@ -66,17 +67,7 @@ def ignored_cases(draw):
         ignored[:, column] = True
     for row in draw(st.lists(st.integers(0, n - 1), max_size=2)):
         y_pred[row] = False
-    weight_kind = draw(st.sampled_from(("none", "int", "float")))
-    weights = None
-    if weight_kind == "int":
-        weights = draw(arrays(np.int64, n, elements=st.integers(0, 3)))
-        if not weights.any():
-            weights[0] = 1
-    elif weight_kind == "float":
-        weights = draw(arrays(np.float64, n, elements=st.floats(0.05, 3.0)))
-    labels = None
-    if draw(st.booleans()):
-        labels = draw(st.permutations(range(n_labels)))[:draw(st.integers(1, n_labels))]
+    weights, labels = multilabel_weights_and_labels(draw, n, n_labels, 3)
     return y_true.astype(np.int64), y_pred.astype(np.int64), ~ignored, weights, labels
 
 

@@ -212,6 +212,13 @@ def test_multilabel_scores_of_the_wrong_kind_name_the_kind_and_the_option(backen
 # -- the command line -------------------------------------------------------------------
 
 
+def _saved(tmp_path, y, scores, *options) -> list:
+    """The arguments of a report on ``y`` and ``scores`` saved as .npy files."""
+    np.save(tmp_path / "y.npy", y)
+    np.save(tmp_path / "p.npy", scores)
+    return ["--y-true", str(tmp_path / "y.npy"), "--scores", str(tmp_path / "p.npy"), *options]
+
+
 def _run(capsys, *argv):
     status = main(["report", "--quiet", "--format", "json", *argv])
     captured = capsys.readouterr()
@@ -232,10 +239,7 @@ def test_cli_half_precision_probabilities(tmp_path, capsys, backend_name, half):
         worst = np.argsort(gaps)[-1]
         probabilities[worst] *= np.float32(1 + 5e-4)
     y = rng.integers(0, k, n)
-    np.save(tmp_path / "y.npy", y)
-    np.save(tmp_path / "p.npy", probabilities)
-    argv = ["--y-true", str(tmp_path / "y.npy"), "--scores", str(tmp_path / "p.npy"),
-            "--backend", backend_name]
+    argv = _saved(tmp_path, y, probabilities, "--backend", backend_name)
     status, out, err = _run(capsys, *argv)
     assert status == 0
     assert re.fullmatch(r"metrics-gpu: warning: --scores .*p\.npy: every row is in \[0, 1\] "
@@ -259,10 +263,8 @@ def test_cli_declared_probabilities_missing_the_sum(tmp_path, capsys):
     probabilities = _half_softmax(rng.normal(size=(40, 3)).astype(np.float32), "float16")
     probabilities[7] = probabilities[7] * np.float32(1.0523)
     probabilities[7] = np.minimum(probabilities[7], 1)
-    np.save(tmp_path / "y.npy", rng.integers(0, 3, 40))
-    np.save(tmp_path / "p.npy", probabilities)
-    status, out, err = _run(capsys, "--y-true", str(tmp_path / "y.npy"), "--scores",
-                            str(tmp_path / "p.npy"), "--scores-are", "probabilities")
+    status, out, err = _run(capsys, *_saved(tmp_path, rng.integers(0, 3, 40), probabilities,
+                                            "--scores-are", "probabilities"))
     assert status == 2 and out == ""
     assert re.match(r"metrics-gpu: error: --scores .*p\.npy: row 7 holds values in \[0, 1\] "
                     r"summing to 1\.05\d{0,4}, not 1 \(within 0\.0078\): rows of probabilities, "
@@ -293,10 +295,7 @@ def test_cli_binary_probabilities_read_as_logits(tmp_path, capsys, backend_name)
     rng = np.random.default_rng(5)
     p = (1 / (1 + np.exp(-2 * rng.normal(size=500)))).astype(np.float32)
     y = (rng.random(500) < p).astype(np.int64)
-    np.save(tmp_path / "y.npy", y)
-    np.save(tmp_path / "p.npy", p)
-    argv = ["--y-true", str(tmp_path / "y.npy"), "--scores", str(tmp_path / "p.npy"),
-            "--backend", backend_name]
+    argv = _saved(tmp_path, y, p, "--backend", backend_name)
     status, out, err = _run(capsys, *argv)
     assert status == 0
     assert json.loads(out)["metrics"]["accuracy"] == pytest.approx(y.mean())  # all positive
@@ -319,11 +318,8 @@ def test_cli_multilabel_probabilities_read_as_logits(tmp_path, capsys, bad, warn
     rng = np.random.default_rng(6)
     p = rng.random((200, 3))
     p[:bad, 1] = -2.5
-    np.save(tmp_path / "y.npy", (rng.random((200, 3)) < 0.5).astype(np.int64))
-    np.save(tmp_path / "p.npy", p)
-    status = main(["report", "--quiet", "--format", "json", "--y-true",
-                   str(tmp_path / "y.npy"), "--scores", str(tmp_path / "p.npy")])
-    err = capsys.readouterr().err
+    status, _, err = _run(capsys, *_saved(tmp_path, (rng.random((200, 3)) < 0.5).astype(np.int64),
+                                          p))
     assert status == 0
     share = "every score is" if bad == 0 else f"the scores of {200 - bad} of 200 rows are"
     expected = (f"metrics-gpu: warning: --scores {tmp_path / 'p.npy'}: {share} in [0, 1], as "
