@@ -459,7 +459,7 @@ def _ece_reference(y_true, proba, weights, n_bins, norm):
 def exact_expected_calibration_error(y_true, proba, weights, n_bins, norm):
     """The seed formula in rational arithmetic. The float64 one loses a bin's
     mean where products of weights and confidences fall below the smallest
-    normal (tests/fuzz-results/2026-12-02.md: a weight of 5e-324 times 0.576
+    normal (tests/fuzz-results/2026-12-02-shortened.md: a weight of 5e-324 times 0.576
     rounds to 5e-324, making the bin's mean confidence 1)."""
     confidence, correct, bins = _ece_bins(y_true, proba, n_bins)
     w = [Fraction(1)] * len(bins) if weights is None else [Fraction(float(v)) for v in weights]
@@ -532,7 +532,7 @@ def test_exact_calibration_error_equals_the_float_formula_on_normal_weights(seed
 
 
 def test_calibration_error_with_a_subnormal_weight(backend):
-    """The long fuzz run's failing example (tests/fuzz-results/2026-12-02.md):
+    """The long fuzz run's failing example (tests/fuzz-results/2026-12-02-shortened.md):
     one row of weight 2 at confidence 0.333 (right), one of weight 5e-324 at
     0.576 (wrong). The bins' gaps are 0.667 and 0.576 whatever the weight of
     the second, so the max norm is 0.667; the float64 seed formula gives 1 (its
