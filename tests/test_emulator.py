@@ -170,7 +170,7 @@ def device():
 @pytest.fixture(scope="module", params=["fibers", "os-threads"])
 def launch(device, request):
     """The test kernels built both ways the emulator runs a block's threads:
-    fibers (the default) and OS threads (sanitizer builds)."""
+    fibers (the default) and OS threads (on request)."""
     launch = device.build_module(SOURCE, EXPRESSIONS, os_threads=request.param == "os-threads")
     launch.os_threads = request.param == "os-threads"
     return launch

@@ -2,10 +2,12 @@
 
 ``METRICS_GPU_EMULATED_SANITIZE=thread`` builds the kernels with
 ``-fsanitize=thread``; the process must preload libtsan (``.ci/run`` runs the
-kernel tests so). The emulator's barriers and warp rendezvous are a mutex,
-condition variables and acquire/release atomics, which ThreadSanitizer
-understands: threads of a block ordered by ``__syncthreads`` are not reported,
-threads that touch the same memory without a barrier or an atomic are.
+kernel tests so). The emulator declares to ThreadSanitizer what CUDA orders
+(barriers, warp intrinsics, the ends of blocks) and nothing else: threads of
+a block ordered by ``__syncthreads`` are not reported, threads that touch the
+same memory without a barrier or an atomic are. Both ways the emulator runs a
+block's threads are checked: fibers (each its own state for ThreadSanitizer,
+no order at a switch) and OS threads.
 
 Each case runs in a fresh interpreter with the preload (ThreadSanitizer cannot
 be loaded into a running process) and ``halt_on_error``: a race ends it with
@@ -28,11 +30,17 @@ from metrics_gpu.backends.emulated import find_compiler
 SUPPRESSIONS = Path(__file__).with_name("tsan.supp")
 RACE_EXIT_STATUS = 66
 
-# Every kernel starts at a barrier, so that all 64 threads are running before
-# the accesses under test (threads that start after another finished would be
-# ordered by the worker pool's mutex, and a race between them not seen).
+# Every kernel but the last starts at a barrier, so that all 64 threads are
+# running before the accesses under test (OS threads that start after another
+# finished would be ordered by the worker pool's mutex, and a race between them
+# not seen; fibers see it: racy_global_unsynced).
 SOURCE = r"""
 #include "common.cuh"
+
+// racy_global with no barrier first: fiber 0 returns before fiber 1 starts.
+__global__ void racy_global_unsynced(int* counter) {
+  *counter += 1;
+}
 
 // Every thread increments one counter without an atomic: a write-write race.
 __global__ void racy_global(int* counter) {
@@ -73,14 +81,15 @@ PROGRAM = textwrap.dedent("""
     import numpy as np
     from metrics_gpu.backends.emulated import EmulatedDevice
 
-    kernel = sys.argv[1]
-    # One library for the four kernels: built by the first case, cached for the others.
-    launch = EmulatedDevice().build_module(sys.argv[2], KERNELS)
+    kernel, os_threads = sys.argv[1], sys.argv[3] == "os-threads"
+    # One library for the kernels: built by the first case, cached for the others.
+    launch = EmulatedDevice().build_module(sys.argv[2], KERNELS, os_threads=os_threads)
     buffer = np.zeros(64, np.int32)
     for _ in range(3):  # a few grids: blocks run one after another
         launch(kernel, 2, 64, [buffer])
     print("finished", kernel)
-""").replace("KERNELS", repr(["racy_global", "racy_shared", "atomic_global", "synced_shared"]))
+""").replace("KERNELS", repr(["racy_global", "racy_shared", "atomic_global", "synced_shared",
+                          "racy_global_unsynced"]))
 
 
 def libtsan() -> str | None:
@@ -113,15 +122,19 @@ def runtime():
     return path
 
 
+@pytest.mark.parametrize("threads", ["fibers", "os-threads"])
 @pytest.mark.parametrize("kernel, racy", [
     pytest.param("racy_global", True, id="global-counter-without-atomic"),
     pytest.param("racy_shared", True, id="shared-read-without-barrier"),
+    pytest.param("racy_global_unsynced", True, id="global-counter-from-the-start"),
     pytest.param("atomic_global", False, id="atomic-counter"),
     pytest.param("synced_shared", False, id="barrier-shuffles-votes"),
 ])
-def test_thread_sanitizer_reports_races_and_only_races(runtime, kernel, racy):
+def test_thread_sanitizer_reports_races_and_only_races(runtime, kernel, racy, threads):
+    if kernel == "racy_global_unsynced" and threads == "os-threads":
+        pytest.skip("OS threads started one after another are ordered by the pool's mutex")
     result = subprocess.run(
-        [sys.executable, "-c", PROGRAM, kernel, SOURCE], capture_output=True, text=True,
+        [sys.executable, "-c", PROGRAM, kernel, SOURCE, threads], capture_output=True, text=True,
         env=tsan_environment(runtime), timeout=300,
     )
     report = result.stdout + result.stderr

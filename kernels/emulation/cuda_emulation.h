@@ -14,10 +14,9 @@
 //   elsewhere): each runs until it waits at a barrier or returns, then
 //   the next one runs, so a barrier costs a user-space switch per thread. On
 //   2 cores OS threads spent most of the emulated tests' time in the
-//   kernel's scheduler (futex and sched_yield at every barrier). Under a
-//   sanitizer (METRICS_GPU_EMULATED_SANITIZE), they are real OS threads that
-//   run concurrently: ThreadSanitizer sees races between them, and neither
-//   sanitizer has to follow stack switches.
+//   kernel's scheduler (futex and sched_yield at every barrier); they are
+//   still there, on request (-DMETRICS_GPU_EMULATED_OS_THREADS=1), and the
+//   emulator's own tests run both.
 // * `__syncthreads` is a barrier over all threads of the block. Warp
 //   intrinsics (shuffles, ballot, match_any, syncwarp, any/all) are
 //   rendezvous of all lanes of the warp, which must all be present with a
@@ -26,24 +25,26 @@
 // * A barrier that can never complete (a thread returned or waits at a
 //   different barrier, lanes of a warp at different intrinsics) is reported
 //   as a deadlock naming the kernel, the block and the reason, never a hang.
-//   A barrier that makes no progress for kStallSeconds is reported too.
+//   With OS threads, a barrier that makes no progress for kStallSeconds is
+//   reported too.
 // * Atomics are real (GCC __atomic builtins; float/double through CAS).
-// * Under ThreadSanitizer (METRICS_GPU_EMULATED_SANITIZE=thread), the
-//   emulator's own locking is hidden from it and only CUDA's orderings are
+// * Under AddressSanitizer (METRICS_GPU_EMULATED_SANITIZE=address) every
+//   switch is told to it, so that it follows the fibers' stacks.
+// * Under ThreadSanitizer (METRICS_GPU_EMULATED_SANITIZE=thread) each fiber
+//   is a thread of its own to it, the switches add no order, the emulator's
+//   own bookkeeping is hidden from it, and only CUDA's orderings are
 //   declared: a barrier orders the threads of the block (a warp intrinsic the
 //   lanes of the warp), the end of a block orders it before the next one, a
 //   launch orders the host before the kernel and the kernel before the host.
 //   Two threads of a block touching the same memory between barriers, one
-//   of them writing and not atomically, is then reported as a data race.
-//   Blocks run one after another, so races between blocks are not seen.
+//   of them writing and not atomically, is then reported as a data race,
+//   whatever order the fibers ran in. Blocks run one after another, so races
+//   between blocks are not seen.
 #pragma once
 
-// OS threads under a sanitizer, or when asked (-DMETRICS_GPU_EMULATED_OS_THREADS=1:
-// the emulator's own tests run both); fibers otherwise.
-#if defined(__SANITIZE_THREAD__) || defined(__SANITIZE_ADDRESS__)
-#undef METRICS_GPU_EMULATED_OS_THREADS
-#define METRICS_GPU_EMULATED_OS_THREADS 1
-#elif !defined(METRICS_GPU_EMULATED_OS_THREADS)
+// Fibers, or OS threads when asked (-DMETRICS_GPU_EMULATED_OS_THREADS=1: the
+// emulator's own tests run both).
+#if !defined(METRICS_GPU_EMULATED_OS_THREADS)
 #define METRICS_GPU_EMULATED_OS_THREADS 0
 #endif
 
@@ -59,6 +60,7 @@
 #include <cstring>
 #include <exception>
 #include <functional>
+#include <memory>
 #include <mutex>
 #include <new>
 #include <stdexcept>
@@ -230,6 +232,22 @@ inline void check_deadlock(Block& block, const char* where) {
 }
 
 #if !METRICS_GPU_EMULATED_OS_THREADS
+#if defined(__SANITIZE_ADDRESS__)
+extern "C" {
+void __sanitizer_start_switch_fiber(void** fake_stack_save, const void* bottom, std::size_t size);
+void __sanitizer_finish_switch_fiber(void* fake_stack_save, const void** bottom_old,
+                                     std::size_t* size_old);
+}
+#endif
+#if defined(__SANITIZE_THREAD__)
+extern "C" {
+void* __tsan_get_current_fiber(void);
+void* __tsan_create_fiber(unsigned flags);
+void __tsan_destroy_fiber(void* fiber);
+void __tsan_switch_to_fiber(void* fiber, unsigned flags);
+}
+#endif
+
 #if defined(__x86_64__)
 // A fiber's saved state is its stack pointer: the switch pushes the
 // registers the ABI makes callee-saved (rbx, rbp, r12-r15, the SSE and x87
@@ -238,6 +256,9 @@ inline void check_deadlock(Block& block, const char* where) {
 // per switch: a third of the emulated tests' time.
 struct FiberContext {
   void* stack_pointer = nullptr;
+  const void* stack_bottom = nullptr;  // for AddressSanitizer
+  std::size_t stack_size = 0;
+  void* tsan_fiber = nullptr;          // ThreadSanitizer's state of the thread
 };
 extern "C" void metrics_gpu_emulated_fiber_switch(void** save, void* load);
 asm(R"(
@@ -270,14 +291,15 @@ metrics_gpu_emulated_fiber_switch:
   .size metrics_gpu_emulated_fiber_switch, .-metrics_gpu_emulated_fiber_switch
 )");
 
-inline void fiber_switch(FiberContext& from, FiberContext& to) {
+inline void raw_fiber_switch(FiberContext& from, FiberContext& to) {
   metrics_gpu_emulated_fiber_switch(&from.stack_pointer, to.stack_pointer);
 }
 
 // A stack that the switch "returns" into `entry`: zero registers, this
 // thread's control words, then entry's address and a null return address
 // below the 16-byte aligned top (so entry starts as if called).
-inline void fiber_prepare(FiberContext& context, void* stack, std::size_t bytes, void (*entry)()) {
+inline void raw_fiber_prepare(FiberContext& context, void* stack, std::size_t bytes,
+                              void (*entry)()) {
   std::uintptr_t top = (reinterpret_cast<std::uintptr_t>(stack) + bytes) & ~std::uintptr_t(15);
   void** sp = reinterpret_cast<void**>(top);
   *--sp = nullptr;
@@ -295,13 +317,17 @@ inline void fiber_prepare(FiberContext& context, void* stack, std::size_t bytes,
 #else
 struct FiberContext {
   ucontext_t context;
+  const void* stack_bottom = nullptr;
+  std::size_t stack_size = 0;
+  void* tsan_fiber = nullptr;
 };
 
-inline void fiber_switch(FiberContext& from, FiberContext& to) {
+inline void raw_fiber_switch(FiberContext& from, FiberContext& to) {
   swapcontext(&from.context, &to.context);
 }
 
-inline void fiber_prepare(FiberContext& context, void* stack, std::size_t bytes, void (*entry)()) {
+inline void raw_fiber_prepare(FiberContext& context, void* stack, std::size_t bytes,
+                              void (*entry)()) {
   if (getcontext(&context.context) != 0) throw std::runtime_error("getcontext failed");
   context.context.uc_stack.ss_sp = stack;
   context.context.uc_stack.ss_size = bytes;
@@ -310,17 +336,85 @@ inline void fiber_prepare(FiberContext& context, void* stack, std::size_t bytes,
 }
 #endif
 
+inline void fiber_prepare(FiberContext& context, void* stack, std::size_t bytes,
+                          void (*entry)()) {
+  context.stack_bottom = stack;
+  context.stack_size = bytes;
+  raw_fiber_prepare(context, stack, bytes, entry);
+}
+
+// The switch, told to the sanitizers: AddressSanitizer follows the stack;
+// ThreadSanitizer keeps a state per fiber and adds no order at the switch
+// (no_sync), so that only what CUDA orders (barriers, warp intrinsics, the
+// ends of blocks) orders the threads of a block, as with OS threads.
+// The contexts are read quietly: the host reuses them after the fiber
+// declared its end.
+#if defined(__SANITIZE_ADDRESS__)
+// The stack that the last switch of this OS thread came from.
+inline thread_local const void* resumed_from_bottom = nullptr;
+inline thread_local std::size_t resumed_from_size = 0;
+#endif
+
+inline void fiber_switch(FiberContext& from, FiberContext& to) {
+#if defined(__SANITIZE_ADDRESS__)
+  const void* to_bottom;
+  std::size_t to_size;
+  {
+    tsan::Quiet quiet;
+    to_bottom = to.stack_bottom;
+    to_size = to.stack_size;
+  }
+  void* fake_stack = nullptr;
+  __sanitizer_start_switch_fiber(&fake_stack, to_bottom, to_size);
+#endif
+#if defined(__SANITIZE_THREAD__)
+  void* to_fiber;
+  {
+    tsan::Quiet quiet;
+    to_fiber = to.tsan_fiber;
+  }
+  __tsan_switch_to_fiber(to_fiber, 1 /* __tsan_switch_to_fiber_no_sync */);
+#endif
+  raw_fiber_switch(from, to);
+#if defined(__SANITIZE_ADDRESS__)
+  __sanitizer_finish_switch_fiber(fake_stack, &resumed_from_bottom, &resumed_from_size);
+#endif
+}
+
 // The fibers of the block being run: their contexts, the scheduler's, and
 // which one runs now. One per launching OS thread (launches are serialised).
 struct Fibers {
   FiberContext scheduler;
-  std::vector<FiberContext> contexts;
+  std::vector<FiberContext*> contexts;  // the OS thread's fibers (FiberPool)
   std::vector<unsigned char> done;
   unsigned int running = 0;
+  unsigned int block = 0;
   unsigned long long progress = 0;  // arrivals at barriers, waits ended, returns
   const std::function<void(unsigned int)>* body = nullptr;
+  // ThreadSanitizer: the threads of block b acquire order[(b + 1) & 1] when
+  // they start (what the previous block, or for block 0 the host, did) and
+  // release order[b & 1] when they end; never the token of their own block.
+  char order[2] = {0, 0};
+
+  Fibers() {
+#if defined(__SANITIZE_THREAD__)
+    scheduler.tsan_fiber = __tsan_get_current_fiber();
+#endif
+  }
+  Fibers(const Fibers&) = delete;
+  Fibers& operator=(const Fibers&) = delete;
 };
 inline thread_local Fibers* current_fibers = nullptr;
+
+// A fiber resumed: by the scheduler of the launch now running (which may be
+// on another stack than the one that last ran it), the stack to go back to.
+inline void learn_scheduler_stack() {
+#if defined(__SANITIZE_ADDRESS__)
+  tsan::Quiet quiet;
+  current_fibers->scheduler.stack_bottom = resumed_from_bottom;
+  current_fibers->scheduler.stack_size = resumed_from_size;
+#endif
+}
 
 // Back to the scheduler until it resumes this thread; the thread's own
 // variables (thread-local, shared by the fibers of an OS thread) restored.
@@ -329,7 +423,8 @@ inline void fiber_yield() {
   const uint3 thread = threadIdx;
   const unsigned long long block_passed = block_barriers_passed;
   const unsigned long long warp_passed = warp_barriers_passed;
-  fiber_switch(fibers.contexts[fibers.running], fibers.scheduler);
+  fiber_switch(*fibers.contexts[fibers.running], fibers.scheduler);
+  learn_scheduler_stack();
   threadIdx = thread;
   block_barriers_passed = block_passed;
   warp_barriers_passed = warp_passed;
@@ -410,15 +505,25 @@ inline long long block_rendezvous(long long contribution, const char* where) {
   return block.count_result;
 }
 
+// The counts of barriers passed are the OS thread's variables, which the
+// fibers of a block share (each restores its own when it resumes): read and
+// written quietly.
+inline unsigned long long passed_quietly(const unsigned long long& count) {
+  tsan::Quiet quiet;
+  return count;
+}
+
 inline long long block_barrier(long long contribution, const char* where) {
   Block& block = *current_block;
-  block.order.arrive(block_barriers_passed);
+  const unsigned long long passed = passed_quietly(block_barriers_passed);
+  block.order.arrive(passed);
   long long result;
   {
     tsan::Quiet quiet;
     result = block_rendezvous(contribution, where);
+    block_barriers_passed = passed + 1;
   }
-  block.order.depart(block_barriers_passed++);
+  block.order.depart(passed);
   return result;
 }
 
@@ -476,13 +581,15 @@ inline unsigned long long warp_exchange(const char* op, unsigned int mask,
                                         unsigned long long value, long long parameter,
                                         Compute compute) {
   Warp& warp = current_warp();
-  warp.order.arrive(warp_barriers_passed);
+  const unsigned long long passed = passed_quietly(warp_barriers_passed);
+  warp.order.arrive(passed);
   unsigned long long result;
   {
     tsan::Quiet quiet;
     result = warp_rendezvous(op, mask, value, parameter, compute);
+    warp_barriers_passed = passed + 1;
   }
-  warp.order.depart(warp_barriers_passed++);
+  warp.order.depart(passed);
   return result;
 }
 
@@ -612,60 +719,110 @@ class Pool {
 #endif
 
 #if !METRICS_GPU_EMULATED_OS_THREADS
-// Fiber stacks, kept across launches (launches are serialised): 256 KiB of
-// address space each, committed as touched, over a guard page so that an
-// overflow faults instead of writing into the next stack.
-class FiberStacks {
+inline void fiber_main();
+
+// The fibers of an OS thread, made once per thread index and kept: each
+// runs fiber_main, a loop that runs thread `running` of whichever block its
+// scheduler starts it for. Stacks: 256 KiB of address space each, committed
+// as touched, over a guard page so that an overflow faults instead of
+// writing into the next stack. One pool per OS thread: a fiber never moves
+// to another (the compiler may keep the address of a thread-local variable
+// across a switch). Kept fibers keep ThreadSanitizer's state of each too
+// (one made and destroyed per launch is kept by it for its reports:
+// gigabytes over a test run), and their shadow call stacks balanced (a
+// fiber that ended in its final switch would leave its frames there).
+class FiberPool {
  public:
-  static constexpr std::size_t kBytes = 256 * 1024;
-  static FiberStacks& instance() {
-    static FiberStacks* stacks = new FiberStacks();
-    return *stacks;
+  static constexpr std::size_t kStackBytes = 256 * 1024;
+  FiberPool() = default;
+  FiberPool(const FiberPool&) = delete;
+  FiberPool& operator=(const FiberPool&) = delete;
+  ~FiberPool() {
+    const std::size_t page = (std::size_t)sysconf(_SC_PAGESIZE);
+    for (Fiber& fiber : fibers_) {
+      munmap(static_cast<unsigned char*>(fiber.stack) - page, kStackBytes + page);
+    }
   }
-  void* get(unsigned int i) {
-    while (stacks_.size() <= i) {
+
+  FiberContext& context(unsigned int i) {
+    while (fibers_.size() <= i) {
       const std::size_t page = (std::size_t)sysconf(_SC_PAGESIZE);
-      void* region = mmap(nullptr, kBytes + page, PROT_READ | PROT_WRITE,
+      void* region = mmap(nullptr, kStackBytes + page, PROT_READ | PROT_WRITE,
                           MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
       if (region == MAP_FAILED) throw std::runtime_error("mmap of a fiber stack failed");
       mprotect(region, page, PROT_NONE);
-      stacks_.push_back(static_cast<unsigned char*>(region) + page);
+      fibers_.emplace_back();
+      Fiber& fiber = fibers_.back();
+      fiber.stack = static_cast<unsigned char*>(region) + page;
+      fiber.context = std::make_unique<FiberContext>();
+      fiber_prepare(*fiber.context, fiber.stack, kStackBytes, fiber_main);
+#if defined(__SANITIZE_THREAD__)
+      fiber.context->tsan_fiber = __tsan_create_fiber(0);
+#endif
     }
-    return stacks_[i];
+    return *fibers_[i].context;
   }
 
  private:
-  std::vector<void*> stacks_;
+  struct Fiber {
+    void* stack = nullptr;
+    std::unique_ptr<FiberContext> context;  // its address is kept by the fiber
+  };
+  std::vector<Fiber> fibers_;
 };
+inline thread_local FiberPool fiber_pool;
 
-// A fiber's first frame: never returns (nothing is below it), it switches
-// back to the scheduler for good.
+// A fiber's first frame, which never returns: each turn runs the thread the
+// scheduler started it for, then switches back, to be resumed for the same
+// thread index of a later block or launch.
 inline void fiber_main() {
-  Fibers& fibers = *current_fibers;
-  const unsigned int thread = fibers.running;
-  threadIdx = {thread, 0, 0};
-  (*fibers.body)(thread);  // catches everything the kernel throws
-  fibers.done[thread] = 1;
-  fibers.progress++;
-  fiber_switch(fibers.contexts[thread], fibers.scheduler);
-  std::abort();  // a finished fiber is never resumed
+#if defined(__SANITIZE_ADDRESS__)
+  // The switch that started this fiber ends here; AddressSanitizer names
+  // the stack it came from, the scheduler's.
+  __sanitizer_finish_switch_fiber(nullptr, &resumed_from_bottom, &resumed_from_size);
+#endif
+  learn_scheduler_stack();
+  while (true) {
+    Fibers* started_by;
+    unsigned int thread;
+    unsigned int parity;
+    {
+      // Read and written before this thread acquires the order of the
+      // blocks before it: the OS thread's variables (written by every
+      // fiber) and the scheduler's.
+      tsan::Quiet quiet;
+      started_by = current_fibers;
+      thread = started_by->running;
+      parity = started_by->block & 1;
+      threadIdx = {thread, 0, 0};
+    }
+    Fibers& fibers = *started_by;
+    tsan::acquire(&fibers.order[parity ^ 1]);
+    (*fibers.body)(thread);  // catches everything the kernel throws
+    FiberContext& self = *fibers.contexts[thread];
+    tsan::release(&fibers.order[parity]);
+    {
+      tsan::Quiet quiet;
+      fibers.done[thread] = 1;
+      fibers.progress++;
+    }
+    fiber_switch(self, fibers.scheduler);
+    learn_scheduler_stack();
+  }
 }
 
-// Runs body(0..threads-1), each thread a fiber, until all have returned:
-// rounds over the unfinished threads in order, each running until it waits
-// or returns. A round in which no wait ended and no thread returned cannot
-// be followed by one that does (the deadlock check of the barriers sees it
-// first; this is the guard).
-inline void run_fibers(unsigned int threads, const std::function<void(unsigned int)>& body,
-                       Block& block) {
-  Fibers fibers;
-  fibers.body = &body;
-  fibers.contexts.resize(threads);
-  fibers.done.assign(threads, 0);
-  FiberStacks& stacks = FiberStacks::instance();
-  for (unsigned int t = 0; t < threads; ++t) {
-    fiber_prepare(fibers.contexts[t], stacks.get(t), FiberStacks::kBytes, fiber_main);
+// Runs block `fibers.block`: fibers.body(0..threads-1), each thread a
+// fiber, until all have returned, in rounds over the unfinished threads in
+// order, each running until it waits or returns. A round in which no thread
+// arrived at a barrier, left one or returned cannot be followed by one that
+// does (the deadlock check of the barriers sees it first; this is the guard).
+inline void run_fibers(Fibers& fibers, unsigned int threads, Block& block) {
+  tsan::Quiet quiet;  // the scheduler's bookkeeping
+  if (fibers.contexts.size() < threads) {
+    fibers.contexts.resize(threads);
+    for (unsigned int t = 0; t < threads; ++t) fibers.contexts[t] = &fiber_pool.context(t);
   }
+  fibers.done.assign(threads, 0);
   Fibers* outer = current_fibers;
   current_fibers = &fibers;
   unsigned int remaining = threads;
@@ -674,7 +831,7 @@ inline void run_fibers(unsigned int threads, const std::function<void(unsigned i
     for (unsigned int t = 0; t < threads; ++t) {
       if (fibers.done[t]) continue;
       fibers.running = t;
-      fiber_switch(fibers.scheduler, fibers.contexts[t]);
+      fiber_switch(fibers.scheduler, *fibers.contexts[t]);
       if (fibers.done[t]) remaining--;
     }
     if (remaining > 0 && fibers.progress == before) {
@@ -735,9 +892,12 @@ inline int launch(const char* name, void (*kernel)(Args...), void** args, unsign
 
   // One thread of block b: the kernel, then its leaving the block's barriers.
   auto run_thread = [&](unsigned int b, unsigned int thread) {
-    blockIdx = {b, 0, 0};
-    block_barriers_passed = 0;
-    warp_barriers_passed = 0;
+    {
+      tsan::Quiet quiet;  // fibers: the OS thread's variables, written by each
+      blockIdx = {b, 0, 0};
+      block_barriers_passed = 0;
+      warp_barriers_passed = 0;
+    }
     try {
       call_kernel(kernel, args, std::index_sequence_for<Args...>{});
     } catch (const Abort&) {
@@ -797,20 +957,31 @@ inline int launch(const char* name, void (*kernel)(Args...), void** args, unsign
   current_block = &block;
   blockDim = {threads, 1, 1};
   gridDim = {grid, 1, 1};
-  unsigned int b = 0;
+  Fibers fibers;
   const std::function<void(unsigned int)> body = [&](unsigned int thread) {
-    run_thread(b, thread);
+    run_thread(fibers.block, thread);
   };
-  for (; b < grid; ++b) {
-    if (b > 0) reset_block(b);
-    try {
-      run_fibers(threads, body, block);
-    } catch (const std::exception& e) {
-      return report(std::string("kernel ") + name + ": could not run the block's threads: " +
-                    e.what());
+  fibers.body = &body;
+  std::string failure;
+  tsan::release(&fibers.order[1]);  // the host's writes come before block 0
+  for (unsigned int b = 0; b < grid && failure.empty(); ++b) {
+    {
+      tsan::Quiet quiet;  // the host's bookkeeping between blocks
+      if (b > 0) reset_block(b);
+      fibers.block = b;
     }
-    if (block.failed) return report(block.failure);
+    try {
+      run_fibers(fibers, threads, block);
+    } catch (const std::exception& e) {
+      failure = std::string("kernel ") + name + ": could not run the block's threads: " +
+                e.what();
+    }
+    tsan::Quiet quiet;
+    if (block.failed) failure = block.failure;
   }
+  tsan::acquire(&fibers.order[0]);  // every block comes before the host's return
+  tsan::acquire(&fibers.order[1]);
+  if (!failure.empty()) return report(failure);
   return 0;
 #endif
 }

@@ -132,8 +132,7 @@ class EmulatedDevice(HostArrays):
     shared_memory_per_block_optin = 48 * 1024
     shared_memory_per_multiprocessor = 96 * 1024
     # Two warps per block: every intrinsic still spans full warps and blocks
-    # still have several warps, at a quarter of the threads of a GPU block
-    # (OS threads in the sanitizer builds).
+    # still have several warps, at a quarter of the threads of a GPU block.
     block_threads = 64
 
     def __init__(self) -> None:
@@ -176,8 +175,8 @@ class EmulatedDevice(HostArrays):
         compiled like a file of ``kernels/`` (``#include "common.cuh"``
         works) and each of ``expressions`` (e.g. ``"probe<int>"``) is exported.
         Arguments and errors are those of :meth:`launch`. ``os_threads``:
-        the block's threads are OS threads, as in a sanitizer build, rather
-        than fibers (``kernels/emulation/cuda_emulation.h``).
+        the block's threads are OS threads that run concurrently rather than
+        fibers (``kernels/emulation/cuda_emulation.h``).
         """
         expressions = tuple(expressions)
         defines = ["-DMETRICS_GPU_EMULATED_OS_THREADS=1"] if os_threads else []
