@@ -159,8 +159,49 @@ class MetricMapping(Mapping):
         return f"{type(self).__name__}({', '.join(parts)})"
 
 
+# The ranking metrics of the streams' binned histograms: only a state built
+# with ``thresholds=H`` counts them.
+BINNED_RANKING_METRICS = frozenset(
+    f"{metric}{suffix}" for metric in ("roc_auc", "average_precision")
+    for suffix in ("", "_macro", "_weighted", "_micro", "_error_bound",
+                   "_weighted_error_bound", "_micro_error_bound"))
+# The score metrics of ClassificationMetrics: only a state updated with scores has them.
+STREAM_SCORE_METRICS = frozenset((
+    "cross_entropy", "perplexity", "brier_score", "hinge_loss", "expected_calibration_error",
+    "max_calibration_error"))
+# The report of each streaming state, by the report's class name.
+_STATE_OF_REPORT = {"StreamingReport": "ClassificationMetrics",
+                    "MultilabelReport": "MultilabelMetrics"}
+
+
+def _how_to_get(name: str, names: tuple[str, ...], owner: str) -> str | None:
+    """How a streaming state gets a metric its report (of ``names``) lacks, or None."""
+    state = _STATE_OF_REPORT.get(owner)
+    if state is None:
+        return None
+    if name in BINNED_RANKING_METRICS:
+        return (f"{name!r} is counted only by a state built with thresholds: pass "
+                f"thresholds=H to {state} (H bins of the scores, e.g. 200) and update it "
+                "with scores")
+    if owner != "StreamingReport":
+        return None
+    scored = "cross_entropy" in names
+    top_k = name.startswith("top_") and name.endswith("_accuracy")
+    if top_k and scored:
+        return (f"{name!r}: the state's top_k does not hold its k, or k is at least the "
+                f"number of classes (always 1, left out); pass top_k=(...) to {state}")
+    if not scored and (top_k or name in STREAM_SCORE_METRICS):
+        return (f"{name!r} needs scores: update {state} with (N, K) scores (logits or "
+                "probabilities) rather than labels")
+    return None
+
+
 def missing_metric(name: object, names: tuple[str, ...], owner: str) -> str:
-    """The KeyError message of a name a report does not have."""
+    """The KeyError message of a name a report does not have: how to get it
+    where a state built or updated otherwise has it."""
+    how = _how_to_get(name, names, owner) if isinstance(name, str) else None
+    if how is not None:
+        return f"{how} (this {owner} has {len(names)} metrics: see .keys())"
     close = difflib.get_close_matches(str(name), names, n=3)
     hint = f"; did you mean {', '.join(close)}?" if close else "."
     listed = ", ".join(names[:6]) + (", ..." if len(names) > 6 else "")

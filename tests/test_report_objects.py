@@ -217,3 +217,45 @@ def test_dask_report_has_the_in_memory_shape():
     assert isinstance(labels, mg.LabelReport)
     assert list(labels) == list(mg.label_report(Y_TRUE, Y_PRED))
     assert labels.to_dict() == mg.label_report(Y_TRUE, Y_PRED).to_dict()
+
+
+@pytest.mark.parametrize("name, state_options, scores, expected", [
+    pytest.param("roc_auc", {}, True, r"'roc_auc' is counted only by a state built with "
+                 r"thresholds: pass thresholds=H to ClassificationMetrics", id="binned-auc"),
+    pytest.param("average_precision_micro", {}, True, "pass thresholds=H", id="binned-ap"),
+    pytest.param("cross_entropy", {}, False, r"'cross_entropy' needs scores: update "
+                 r"ClassificationMetrics with \(N, K\) scores", id="labels-only"),
+    pytest.param("top_3_accuracy", {"top_k": (1, 2)}, True, r"top_k does not hold its k.*"
+                 r"pass top_k=\(\.\.\.\) to ClassificationMetrics", id="top-k-not-asked"),
+])
+def test_a_missing_stream_metric_says_how_to_get_it(backend, name, state_options, scores,
+                                                     expected):
+    """Issue 48, item 5: a metric a state was not built (or updated) for names the
+    option that gives it, not only the names it has."""
+    rng = np.random.default_rng(48)
+    metrics = mg.ClassificationMetrics(4, **state_options)
+    y = rng.integers(0, 4, 50)
+    metrics.update(backend.asarray(y), backend.asarray(
+        rng.normal(size=(50, 4)) if scores else rng.integers(0, 4, 50)))
+    report = metrics.compute()
+    with pytest.raises(KeyError, match=expected):
+        report[name]
+    # Built with what it names, the state has it.
+    if "thresholds" in expected:
+        built = mg.ClassificationMetrics(4, thresholds=64, **state_options)
+        built.update(backend.asarray(y), backend.asarray(rng.normal(size=(50, 4))))
+        assert name in built.compute()
+
+
+def test_a_missing_multilabel_metric_says_how_to_get_it(backend):
+    rng = np.random.default_rng(48)
+    y = (rng.random((40, 3)) < 0.5).astype(np.int64)
+    scores = rng.normal(size=(40, 3))
+    metrics = mg.MultilabelMetrics(num_labels=3)
+    metrics.update(backend.asarray(y), backend.asarray(scores))
+    with pytest.raises(KeyError, match=r"'roc_auc_macro' is counted only by a state built "
+                       r"with thresholds: pass thresholds=H to MultilabelMetrics"):
+        metrics.compute()["roc_auc_macro"]
+    built = mg.MultilabelMetrics(num_labels=3, thresholds=64)
+    built.update(backend.asarray(y), backend.asarray(scores))
+    assert "roc_auc_macro" in built.compute()
