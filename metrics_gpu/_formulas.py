@@ -75,7 +75,9 @@ class Counts:
         else:  # selected classes (ClassStatistics.take): every class's total
             total = xp.asarray(stats.total, dtype=f64)
             negatives = xp.asarray(stats.negatives, dtype=f64)
-        misclassified = (total - correct if stats.misclassified is None
+        # A weight, so at least 0: a total summed apart (selected classes, a
+        # group's) can round below the correct weight, and kappa then passed 1.
+        misclassified = (xp.maximum(total - correct, 0.0) if stats.misclassified is None
                          else xp.asarray(stats.misclassified, dtype=f64))
         return cls(tp=tp, support=support, predicted=stats.predicted.astype(f64), total=total,
                    xp=xp, negatives=negatives, misclassified=misclassified, correct=correct)
