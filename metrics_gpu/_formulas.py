@@ -75,10 +75,12 @@ class Counts:
         else:  # selected classes (ClassStatistics.take): every class's total
             total = xp.asarray(stats.total, dtype=f64)
             negatives = xp.asarray(stats.negatives, dtype=f64)
-        # A weight, so at least 0: a total summed apart (selected classes, a
-        # group's) can round below the correct weight, and kappa then passed 1.
-        misclassified = (xp.maximum(total - correct, 0.0) if stats.misclassified is None
-                         else xp.asarray(stats.misclassified, dtype=f64))
+        # A weight, so at least 0: made as a total less the correct weight
+        # (selected classes; a stream's groups: -4.4e-16 for all-correct rows
+        # of float weights), it can round below 0, and kappa then passed 1.
+        misclassified = xp.maximum(
+            total - correct if stats.misclassified is None
+            else xp.asarray(stats.misclassified, dtype=f64), 0.0)
         return cls(tp=tp, support=support, predicted=stats.predicted.astype(f64), total=total,
                    xp=xp, negatives=negatives, misclassified=misclassified, correct=correct)
 

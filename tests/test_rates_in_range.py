@@ -8,6 +8,8 @@ and exact arithmetic for the issue's example)."""
 
 from __future__ import annotations
 
+import math
+
 import warnings
 from fractions import Fraction
 
@@ -105,6 +107,26 @@ def test_the_issue_stream_of_float_weights_is_exactly_right(backend):
     assert groups.overall["accuracy"] == 1.0 and groups.overall["hamming_loss"] == 0.0
     assert list(np.asarray(groups.by_group["accuracy"])) == [1.0, 1.0]
     assert _every_place(backend, batches, 3) == []
+
+
+def test_a_group_of_right_rows_has_kappa_exactly_1(backend):
+    """Found by the property below in a full run: all-correct rows of float
+    weights (1.1 drawn as 0.011 * 100 = 1.0999999999999999) gave group 1 a
+    misclassified weight of -4.4e-16 and kappa 1.0000000000000004."""
+    batches = [(np.array([0, 1, 0, 0]), np.array([0, 1, 0, 0]),
+                np.array([0.001, 1.0, 0.001, 0.011 * 100]), np.array([0, 1, 1, 1])),
+               (np.array([0]), np.array([0]), np.array([0.001]), np.array([0])),
+               (np.array([2]), np.array([2]), np.array([0.001]), np.array([1]))]
+    assert 0.011 * 100 == 1.0999999999999999
+    assert _every_place(backend, batches, 4) == []
+    put = backend.asarray
+    grouped = mg.ClassificationMetrics(4, num_groups=2)
+    for y, p, w, g in batches:
+        grouped.update(put(y), put(p), put(w), groups=put(g))
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        kappa = np.asarray(grouped.compute().groups.by_group["cohen_kappa"])
+    assert math.isnan(kappa[0]) and kappa[1] == 1.0
 
 
 # Weights as people hold them: decimals of a few digits, at several scales.
