@@ -21,7 +21,7 @@ from typing import Any
 
 import numpy as np
 
-from metrics_gpu._formulas import metric_description
+from metrics_gpu._formulas import STREAM_SCORE_SLOTS, STREAM_SLOT, metric_description
 
 # The metrics a repr shows, when the report has them, in this order.
 HEADLINE_METRICS = ("accuracy", "macro_f1", "matthews_corrcoef", "cross_entropy",
@@ -159,16 +159,16 @@ class MetricMapping(Mapping):
         return f"{type(self).__name__}({', '.join(parts)})"
 
 
-# The ranking metrics of the streams' binned histograms: only a state built
-# with ``thresholds=H`` counts them.
-BINNED_RANKING_METRICS = frozenset(
-    f"{metric}{suffix}" for metric in ("roc_auc", "average_precision")
-    for suffix in ("", "_macro", "_weighted", "_micro", "_error_bound",
-                   "_weighted_error_bound", "_micro_error_bound"))
-# The score metrics of ClassificationMetrics: only a state updated with scores has them.
-STREAM_SCORE_METRICS = frozenset((
-    "cross_entropy", "perplexity", "brier_score", "hinge_loss", "expected_calibration_error",
-    "max_calibration_error"))
+# From the stream's score slots (F.STREAM_SCORE_SLOTS): the ranking metrics
+# of the binned histograms, which only a state built with ``thresholds=H``
+# counts (the multilabel report adds the averages' bounds), and the score
+# metrics, which only a state updated with scores has.
+_RANKING_START = STREAM_SLOT["roc_auc"]
+BINNED_RANKING_METRICS = frozenset(STREAM_SCORE_SLOTS[_RANKING_START:]) | {
+    f"{metric}_{average}_error_bound" for metric in ("roc_auc", "average_precision")
+    for average in ("weighted", "micro")}
+STREAM_SCORE_METRICS = frozenset(
+    STREAM_SCORE_SLOTS[STREAM_SLOT["cross_entropy"]:STREAM_SLOT["total_weight"]])
 # The report of each streaming state, by the report's class name.
 _STATE_OF_REPORT = {"StreamingReport": "ClassificationMetrics",
                     "MultilabelReport": "MultilabelMetrics"}
