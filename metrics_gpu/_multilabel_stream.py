@@ -29,6 +29,7 @@ from typing import Any, Mapping
 import numpy as np
 
 from metrics_gpu import _formulas as F
+from metrics_gpu import _torch_compile
 from metrics_gpu._backend import get_backend_implementation, is_device_array, resolve_backend
 from metrics_gpu._planned import address, address_reader, array_layout
 from metrics_gpu._report_mapping import MetricMapping, missing_metric
@@ -305,6 +306,12 @@ class MultilabelMetrics:
         self._layouts: dict[tuple, _Layout] = {}
         self._local: tuple[dict[str, Any] | None, int] | None = None
         self.reset()
+        _torch_compile.traceable(self)
+
+    def __setstate__(self, state: dict[str, Any]) -> None:
+        """A copy or an unpickled object: traceable under its own id too."""
+        self.__dict__.update(state)
+        _torch_compile.traceable(self)
 
     @property
     def num_labels(self) -> int:
@@ -357,8 +364,14 @@ class MultilabelMetrics:
 
     # -- update -----------------------------------------------------------------
 
+    @_torch_compile.inlined
     def update(self, y_true: Any, preds: Any, sample_weight: Any = None) -> None:
         """Add a batch.
+
+        On a GPU: one kernel launch on the caller's stream, no host sync.
+        Inside ``torch.compile`` (``fullgraph=True`` included), the update of
+        torch tensors is one operator of the graph, ``metrics_gpu::update``,
+        which runs this same update when the graph runs.
 
         Parameters
         ----------
@@ -381,6 +394,8 @@ class MultilabelMetrics:
             Shapes that disagree, or L other than ``num_labels``; with
             ``validate="eager"``, a row holding a value the state refuses.
         """
+        if _torch_compile.compiling():  # Dynamo is tracing: the graph gets an operator
+            return _torch_compile.traced_update(self, y_true, preds, sample_weight, None)
         self._own_state()
         key = (array_layout(y_true), array_layout(preds),
                None if sample_weight is None else array_layout(sample_weight))

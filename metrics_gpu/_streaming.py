@@ -46,6 +46,7 @@ from metrics_gpu._docs import shared_parameters
 from metrics_gpu._kernels import STREAM_CHECK_SLOTS, STREAM_NO_ERROR, STREAM_ORDINAL_SHIFT
 from metrics_gpu._planned import address, input_layout
 from metrics_gpu._report_mapping import MetricMapping, plain, strict_json, whole
+from metrics_gpu import _torch_compile
 from metrics_gpu._state import stream_total_cell
 from metrics_gpu._stages import (
     MAX_ORDINAL,
@@ -256,6 +257,12 @@ class ClassificationMetrics:
         # reads its arrays' addresses and launches.
         self._planned: dict[tuple, _PlannedUpdate] = {}
         self.reset()
+        _torch_compile.traceable(self)
+
+    def __setstate__(self, state: dict[str, Any]) -> None:
+        """A copy or an unpickled object: traceable under its own id too."""
+        self.__dict__.update(state)
+        _torch_compile.traceable(self)
 
     # -- state ------------------------------------------------------------------
 
@@ -319,12 +326,16 @@ class ClassificationMetrics:
 
     # -- update -----------------------------------------------------------------
 
+    @_torch_compile.inlined
     def update(self, y_true: ArrayLike, preds: ArrayLike,
                sample_weight: ArrayLike | None = None, groups: ArrayLike | None = None) -> None:
         """Add a batch of targets and predictions to the state.
 
         numpy, torch (CPU or CUDA, requiring grad or not), CuPy or JAX arrays.
         On a GPU: one kernel launch on the caller's stream, no host sync.
+        Inside ``torch.compile`` (``fullgraph=True`` included), the update of
+        torch tensors is one operator of the graph, ``metrics_gpu::update``,
+        which runs this same update when the graph runs.
 
         A batch of no sample (N = 0: a last short batch, a rank without
         data) adds nothing; a state that saw only such batches is as a new one.
@@ -368,6 +379,8 @@ class ClassificationMetrics:
         --------
         compute : Every metric of the batches added.
         """
+        if _torch_compile.compiling():  # Dynamo is tracing: the graph gets an operator
+            return _torch_compile.traced_update(self, y_true, preds, sample_weight, groups)
         grouped = "num_groups" in self._spec
         if grouped != (groups is not None):
             raise ValueError(

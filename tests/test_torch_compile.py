@@ -1,15 +1,20 @@
 """Public calls inside a ``torch.compile``d function: no crash, the eager result.
 
 metrics_gpu keeps itself out of TorchDynamo's graphs
-(``metrics_gpu/_torch_compile.py``): a compiled step breaks its graph at the
-package's call and runs the call eagerly. The first test runs the issue's
-script in a fresh process (the package imported before torch, Dynamo loaded
-by ``torch.compile`` afterwards); the others run in this process on CPU tensors
-(CUDA tensors: the ``cuda`` device cases, where there is a GPU).
+(``metrics_gpu/_torch_compile.py``): a compiled step breaks its graph at a
+functional call and runs the call eagerly. The two update methods are the
+exception: Dynamo traces them into one operator, ``metrics_gpu::update``,
+so that a step updating the metrics compiles whole (``fullgraph=True``). The
+first test runs the issue's script in a fresh process (the package imported
+before torch, Dynamo loaded by ``torch.compile`` afterwards); the others run
+in this process on CPU tensors (CUDA tensors: the ``cuda`` device cases, where
+there is a GPU).
 """
 
 from __future__ import annotations
 
+import copy
+import pickle
 import subprocess
 import sys
 import textwrap
@@ -19,6 +24,7 @@ import pytest
 
 import metrics_gpu as mg
 from metrics_gpu import _torch_compile
+from metrics_gpu.testing import call_counter, operation_counter
 from metric_registry import METRICS, SEED, flatten, make_case
 
 torch = pytest.importorskip("torch")
@@ -144,3 +150,160 @@ def test_compiled_step_updates_the_streams(device, weighted):
     np.testing.assert_allclose(np.asarray(torch.as_tensor(merged.compute().confusion_matrix).cpu()),
                                np.asarray(torch.as_tensor(twice.compute().confusion_matrix).cpu()),
                                rtol=1e-12, atol=0)
+
+
+# -- the update as an operator of the graph -------------------------------------------
+
+
+def _compile_count() -> int:
+    from torch._dynamo.utils import counters
+
+    return counters["stats"]["unique_graphs"]
+
+
+def _fresh_dynamo() -> None:
+    import torch._dynamo
+    from torch._dynamo.utils import counters
+
+    torch._dynamo.reset()
+    counters.clear()
+
+
+def _batches(device, sizes=(64, 33, 17)):
+    """Rows of 10 classes (logits requiring grad, as a training step holds
+    them, and float weights) and of 5 labels, the rows marked dynamic."""
+    gen = torch.Generator().manual_seed(1)
+    for n in sizes:
+        batch = (torch.randint(0, 10, (n,), generator=gen),
+                 torch.randn(n, 10, generator=gen).requires_grad_(),
+                 torch.rand(n, generator=gen, dtype=torch.float64),
+                 torch.randint(0, 2, (n, 5), generator=gen), torch.randn(n, 5, generator=gen))
+        batch = tuple(t.to(device) for t in batch)
+        for tensor in batch:
+            torch._dynamo.mark_dynamic(tensor, 0)
+        yield batch
+
+
+@pytest.mark.parametrize("device", DEVICES)
+@pytest.mark.parametrize("compiler", ["aot_eager", "inductor"])
+def test_fullgraph_step_updates_both_streams_in_one_graph(device, compiler):
+    """A step that updates ClassificationMetrics and MultilabelMetrics, compiled
+    with ``fullgraph=True``: Dynamo's explain finds no graph break, three batch
+    sizes compile once, the step's output is its own, and every number equals
+    the eager updates' and scikit-learn's on the whole set."""
+    from sklearn import metrics as skm
+
+    m, eager = (mg.ClassificationMetrics(num_classes=10) for _ in range(2))
+    ml, ml_eager = (mg.MultilabelMetrics(num_labels=5, scores="logits") for _ in range(2))
+
+    def step(y, z, w, yl, zl):
+        m.update(y, z, w)
+        ml.update(yl, zl)
+        return (2 * z).sum()
+
+    _fresh_dynamo()
+    explained = torch._dynamo.explain(step)(*next(_batches(device, (8,))))
+    assert (explained.graph_break_count, explained.graph_count) == (0, 1), \
+        explained.break_reasons
+    m.reset()
+    ml.reset()
+    _fresh_dynamo()
+    compiled = torch.compile(step, fullgraph=True, backend=compiler)
+    seen = []
+    for batch in _batches(device):
+        y, z, w, yl, zl = batch
+        torch.testing.assert_close(compiled(*batch), (2 * z).sum())
+        eager.update(y, z, w)
+        ml_eager.update(yl, zl)
+        seen.append(tuple(t.detach().cpu().numpy() for t in batch))
+    assert _compile_count() == 1
+    y, z, w, yl, zl = (np.concatenate(parts) for parts in zip(*seen))
+    got, want = m.compute(), eager.compute()
+    for name in ("accuracy", "macro_f1", "cross_entropy", "top_5_accuracy", "cohen_kappa"):
+        assert float(got[name]) == float(want[name]), name
+    assert float(got["accuracy"]) == pytest.approx(
+        skm.accuracy_score(y, z.argmax(1), sample_weight=w), rel=1e-12, abs=0)
+    assert float(got["macro_f1"]) == pytest.approx(
+        skm.f1_score(y, z.argmax(1), average="macro", sample_weight=w), rel=1e-12, abs=0)
+    got, want = ml.compute(), ml_eager.compute()
+    for name in ("subset_accuracy", "hamming_loss", "f1_macro", "f1_micro"):
+        assert float(got[name]) == float(want[name]), name
+    assert float(got["f1_macro"]) == pytest.approx(
+        skm.f1_score(yl, (zl > 0).astype(int), average="macro"), rel=1e-12, abs=0)
+
+
+def test_compiled_update_costs_one_launch_and_our_calls_stay_in_budget():
+    """On the emulated backend, after a layout's first batch: a compiled
+    step's update is one launch, no allocation and no host transfer; the
+    operator's own calls (its Python calls less those of a no-op operator of
+    the same schema, torch's dispatch) stay within the eager update's budget."""
+    from test_hot_path import UPDATE_CALL_BUDGET
+
+    @torch.library.custom_op("metrics_gpu_test::noop", mutates_args=("token",),
+                             schema=_torch_compile.UPDATE_SCHEMA)
+    def noop(metrics, y_true, preds, sample_weight, groups, token):
+        return None
+
+    gen = torch.Generator().manual_seed(2)
+    with mg.use_backend("emulated"):
+        m = mg.ClassificationMetrics(num_classes=7)
+        _fresh_dynamo()
+        step = torch.compile(lambda y, z: m.update(y, z), fullgraph=True, backend="aot_eager")
+        for _ in range(3):
+            y, z = torch.randint(0, 7, (48,), generator=gen), torch.randn(48, 7, generator=gen)
+            with operation_counter() as operations:
+                step(y, z)
+        assert (operations.launches, operations.device_allocations,
+                operations.host_transfers) == (1, 0, 0)
+        arguments = (y, z, None, None, _torch_compile._token)
+        with call_counter() as ours:
+            torch.ops.metrics_gpu.update.default(id(m), *arguments)
+        with call_counter() as dispatch:
+            torch.ops.metrics_gpu_test.noop.default(id(m), *arguments)
+    assert ours.total - dispatch.total <= UPDATE_CALL_BUDGET, (ours, dispatch)
+    assert m._updates == 4
+
+
+@pytest.mark.parametrize("copied", ["deepcopy", "pickle"])
+def test_a_copied_state_compiles_its_own_update(copied):
+    """A copy has an id of its own (as a module holding the metrics that Lightning
+    or an EMA deep-copies): the compiled step of the copy adds to the copy only."""
+    original = mg.ClassificationMetrics(num_classes=3)
+    original.update(np.array([0, 1]), np.array([0, 0]))
+    copy_of = (copy.deepcopy(original) if copied == "deepcopy"
+               else pickle.loads(pickle.dumps(original)))
+    _fresh_dynamo()
+    torch.compile(lambda y, z: copy_of.update(y, z), fullgraph=True, backend="eager")(
+        torch.tensor([2, 2]), torch.tensor([2, 2]))
+    assert float(original.compute()["accuracy"]) == 0.5
+    assert float(copy_of.compute()["accuracy"]) == 0.75
+
+
+def test_a_bad_batch_in_a_compiled_step_raises_the_eager_error():
+    """Shapes are checked when the graph runs (the fake implementation checks
+    nothing): the step raises the ValueError of the eager update, and the
+    state adds nothing."""
+    m = mg.ClassificationMetrics(num_classes=10, validate="eager")
+    _fresh_dynamo()
+    step = torch.compile(lambda y, z: m.update(y, z), fullgraph=True, backend="aot_eager")
+    with pytest.raises(ValueError, match="9 score columns but num_classes=10"):
+        step(torch.randint(0, 10, (8,)), torch.randn(8, 9))
+    assert m._state is None
+
+
+def test_numpy_batches_in_a_compiled_step_are_added_by_the_operator():
+    """Dynamo reads NumPy arrays as tensors (its NumPy support): their update
+    is the operator too, with no graph break, and adds the same rows."""
+    m, eager = mg.ClassificationMetrics(num_classes=4), mg.ClassificationMetrics(num_classes=4)
+
+    def step(y, z, x):
+        m.update(y, z)
+        return x * 2
+
+    y, z = np.array([0, 1, 2, 3, 3]), 3 * np.eye(5, 4)
+    _fresh_dynamo()
+    explained = torch._dynamo.explain(step)(y, z, torch.ones(2))
+    assert explained.graph_break_count == 0, explained.break_reasons
+    eager.update(y, z)
+    for name in ("accuracy", "macro_f1", "cross_entropy"):
+        assert float(m.compute()[name]) == float(eager.compute()[name]), name
