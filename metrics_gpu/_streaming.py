@@ -125,7 +125,8 @@ class ClassificationMetrics:
     first update fixes the state's device and kind: labels ``(N,)`` give
     the label metrics; scores ``(N, K)`` or channel-first ``(N, K, d1, ...)``
     (every position a sample, with targets ``(N, d1, ...)``) give the score
-    metrics too. Results come back in the framework of the first update's
+    metrics too, and so does a binary head's ``(N,)`` or ``(N, 1)`` column
+    of the positive class's scores with ``num_classes=2``. Results come back in the framework of the first update's
     ``y_true`` (torch tensors for torch inputs, on CPU or GPU).
 
     Parameters
@@ -348,7 +349,12 @@ class ClassificationMetrics:
         preds : array-like of shape (N,), (N, K) or (N, K, d1, ...)
             Predicted class codes (integers, the shape of ``y_true``), or
             floating-point scores ``(N, K)`` / channel-first ``(N, K, d1, ...)``:
-            logits or probabilities, as ``scores`` says.
+            logits or probabilities, as ``scores`` says. With K = 2, a binary
+            head's one column of floating-point scores, the positive class's:
+            ``(N,)`` or ``(N, 1)`` (``(N, 1, d1, ...)`` or ``(N, d1, ...)``
+            for maps); a logit z counts as the row ``[0, z]`` (its softmax is
+            ``[1 - sigmoid(z), sigmoid(z)]``), a probability p as ``[1 - p, p]``,
+            and class 1 is predicted where z > 0 or p > 1/2.
         sample_weight : array-like, optional
             Non-negative weight of each target (as many as ``y_true`` holds).
             Integer weights keep the counts exact integers while their total
@@ -549,7 +555,8 @@ class ClassificationMetrics:
             if self.validate == "deferred":
                 self._probability_sample = _first_rows_sample(backend, batch)
             return
-        _warn_if_probability_rows(batch.rows(backend.xp), backend, batch.score_dtype)
+        _warn_if_probability_rows(batch.rows(backend.xp), backend, batch.score_dtype,
+                                  batch.binary_column)
 
     # -- compute ----------------------------------------------------------------
 
@@ -662,11 +669,12 @@ class ClassificationMetrics:
                 if self.validate == "deferred":
                     self._raise_deferred(checks)
             if self._probability_sample is not None:
-                (sample, score_dtype), self._probability_sample = self._probability_sample, None
+                (sample, score_dtype, binary), self._probability_sample = \
+                    self._probability_sample, None
                 rows = StreamBatch(y_true=None, preds=np.asarray(state.backend.to_host(sample)),
                                    sample_weight=None, n=0, score_dtype=score_dtype).rows(np)
                 _warn_if_probability_rows(rows, get_backend_implementation("numpy"),
-                                          score_dtype)
+                                          score_dtype, binary)
             label_values, score_values = state.compute()
         report = StreamingReport(self, label_values, score_values)
         options = None
@@ -1028,16 +1036,21 @@ def _first_rows_sample(backend: Backend, batch: StreamBatch):
     samples = max(1, min(preds.shape[0], PROBABILITY_SAMPLE_SCORES // per_sample))
     sample = backend.zeros((samples, *preds.shape[1:]), preds.dtype)
     backend.copy_into(sample, preds[:samples])
-    return sample, batch.score_dtype
+    return sample, batch.score_dtype, batch.binary_column
 
 
-def _warn_if_probability_rows(rows, backend: Backend, score_dtype) -> None:
+def _warn_if_probability_rows(rows, backend: Backend, score_dtype, binary: bool) -> None:
     """Warn when nearly all ``rows`` of scores read as logits are rows of
-    probabilities (:func:`metrics_gpu._validation.probability_rows`)."""
-    found = probability_rows(rows, backend, score_dtype)
+    probabilities (:func:`metrics_gpu._validation.probability_rows`); of a
+    binary head's rows (``binary``: ``[0, z]``), when nearly all its scores z
+    are in [0, 1], as the positive class's probabilities are."""
+    if binary:
+        rows = rows[:, 1:]
+    found = probability_rows(rows, backend, score_dtype, sums=not binary)
     if found is not None:
         F.warn(probabilities_read_as_logits("preds", "scores='probabilities'", rows=found,
-                                            total=int(rows.shape[0])), UserWarning)
+                                            total=int(rows.shape[0]), binary=binary),
+               UserWarning)
 
 
 

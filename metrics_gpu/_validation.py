@@ -2058,6 +2058,9 @@ class StreamBatch:
     image_stride: int = 0
     inner_stride: int = 0
     column_stride: int = 1
+    # The caller gave one column, the positive class's scores of a K = 2
+    # state, read as the (M, 2) rows of binary_score_rows.
+    binary_column: bool = False
 
     @property
     def scores(self) -> bool:
@@ -2088,6 +2091,20 @@ def _collapsed_positions(shape, strides):
         if spatial_shape[i] > 1 and spatial_strides[i] != step:
             return None
     return math.prod(spatial_shape), spatial_strides[-1]
+
+
+def binary_score_rows(column, from_logits: bool, xp):
+    """``(N,)`` scores of the positive class as the ``(N, 2)`` rows of a
+    two-class state: ``[0, z]`` for a logit z (the row's softmax is
+    ``[1 - sigmoid(z), sigmoid(z)]``), ``[1 - p, p]`` for a probability p
+    (a p outside [0, 1] makes a row that is not probabilities, refused as
+    such). Class 1 is predicted where z > 0 or p > 1/2: a tie goes to class
+    0, the first column of the row's maximum, as ``preds > threshold`` does.
+    One copy in the column's dtype."""
+    rows = xp.empty((column.shape[0], 2), column.dtype)
+    rows[:, 1] = column
+    rows[:, 0] = 0 if from_logits else 1 - column
+    return rows
 
 
 def check_stream_batch(y_true, preds, sample_weight, *, num_classes: int, backend,
@@ -2121,6 +2138,21 @@ def check_stream_batch(y_true, preds, sample_weight, *, num_classes: int, backen
         raise ValueError(
             f"y_true must hold integer class codes 0..{num_classes - 1}, got dtype {true.dtype}"
         )
+    # A binary head's one channel of scores, floating point: (N,) or (N, 1)
+    # for (N,) targets, (N, 1, d1, ...) or (N, d1, ...) for (N, d1, ...) label
+    # maps. The positive class's scores, read as two-column rows.
+    true_shape, pred_shape = tuple(true.shape), tuple(pred.shape)
+    binary_column = (num_classes == 2 and true.ndim >= 1
+                     and (bits is not None or pred.dtype.kind == "f")
+                     and pred_shape in (true_shape, (true_shape[0], 1, *true_shape[1:])))
+    if binary_column:
+        if bits is not None:  # (N, 1, ...) bfloat16: widened, as one column always is
+            pred = _to_backend(preds, backend)
+        if backend.name != "numpy":
+            record(device_allocations=1)
+        pred = binary_score_rows(pred.reshape(-1), not probabilities, backend.xp)
+        true = true.reshape(-1)
+        bits = None
     score_name = pred.dtype.name if bits is None else "bfloat16"
     label_map = (bits is None and pred.ndim >= 2 and pred.ndim == true.ndim
                  and pred.dtype.kind in "iub")
@@ -2223,7 +2255,7 @@ def check_stream_batch(y_true, preds, sample_weight, *, num_classes: int, backen
         if weight is not None:
             check_sample_weight(weight, n, backend, validate=True, allow_all_zero=True)
     return StreamBatch(y_true=true, preds=pred, sample_weight=weight, n=n,
-                       weight_limit=weight_limit, **layout)
+                       weight_limit=weight_limit, binary_column=binary_column, **layout)
 
 
 # -- arguments of the score metrics and of the streaming state ------------------

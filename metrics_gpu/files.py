@@ -76,6 +76,7 @@ from metrics_gpu._report_mapping import (
 )
 from metrics_gpu._types import ScoresAre
 from metrics_gpu._validation import (
+    binary_score_rows,
     label_probabilities_read_as_logits,
     probabilities_read_as_logits,
 )
@@ -458,7 +459,8 @@ class ColumnReader:
                                        f"{values.reshape(-1)[flat].item()}{hint}")
             return values.astype(self.dtype, copy=False)
         if self.role == "scores" and values.ndim == 1:
-            return _binary_scores(values, self.from_logits).astype(self.dtype, copy=False)
+            rows = binary_score_rows(values.reshape(-1), self.from_logits, np)
+            return rows.astype(self.dtype, copy=False)
         return values.astype(self.dtype, copy=False)
 
     def _set_layout(self, dtype: np.dtype, shape_tail: tuple[int, ...]) -> None:
@@ -524,13 +526,6 @@ class ColumnReader:
             self.dtype = dtype  # float16 too: the state reads it in place
 
 
-def _binary_scores(values: np.ndarray, from_logits: bool) -> np.ndarray:
-    """``(N,)`` scores of the positive class as ``(N, 2)`` rows: ``[1 - p, p]``
-    for probabilities, ``[0, z]`` for a logit (softmax of it is sigmoid(z))."""
-    out = np.empty((values.size, 2), values.dtype)
-    out[:, 1] = values
-    out[:, 0] = 0 if from_logits else 1 - values
-    return out
 
 
 def _npy_header_problem(error: Exception) -> str:
