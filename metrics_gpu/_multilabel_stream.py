@@ -42,6 +42,7 @@ from metrics_gpu._validation import (
     label_probabilities_read_as_logits,
     probability_rows,
     score_cut,
+    to_numpy,
 )
 from metrics_gpu.backends.numpy_backend import calibration_bin
 from metrics_gpu.backends.launchers.multilabel import (
@@ -238,7 +239,7 @@ class MultilabelMetrics:
         weight are left out of the state and counted. "deferred": the next
         ``compute()`` raises ``ValueError`` naming the first such row and
         argument; "eager": the update raises (one read back per update);
-        False: ``compute()["invalid"]`` counts them.
+        False: ``compute().invalid`` counts them.
 
     Examples
     --------
@@ -618,8 +619,10 @@ class MultilabelMetrics:
             ``f_score_*`` with ``beta``, ``f1_*`` as well when beta is 1,
             ``roc_auc_*`` / ``average_precision_*`` (macro, weighted, micro,
             error_bound) with ``thresholds``, the three ranking metrics with
-            ``ranking=True``, ``total``, ``invalid``), with ``per_label`` and
-            ``confusion_matrix`` as attributes.
+            ``ranking=True``), with ``per_label``, ``confusion_matrix``,
+            ``total`` and ``invalid`` as attributes; in the framework and on
+            the device of the first update's ``y_true`` (0-d torch tensors
+            for torch inputs), as :meth:`ClassificationMetrics.compute` gives.
 
         Raises
         ------
@@ -629,7 +632,9 @@ class MultilabelMetrics:
         state = self._host_state()
         if self.validate is not False:
             self._raise_invalid(state)
-        return MultilabelReport(state, self._spec)
+        report = MultilabelReport(state, self._spec)
+        report._in_framework_of(self._backend, self._like)
+        return report
 
     # -- merge, state_dict, sync ------------------------------------------------
 
@@ -843,12 +848,14 @@ def _add_state(owner: MultilabelMetrics, host: Mapping[str, np.ndarray]) -> None
 
 
 class MultilabelReport(MetricMapping):
-    """The metrics of a :class:`MultilabelMetrics` state (host values).
+    """The metrics of a :class:`MultilabelMetrics` state.
 
     Scalar metrics by name (``report["f1_macro"]``); ``per_label`` (a dict of
-    (L,) arrays: precision, recall, f_score, jaccard, support) and
-    ``confusion_matrix`` ((L, 2, 2), ``[[tn, fp], [fn, tp]]`` per label) as
-    attributes."""
+    (L,) arrays: precision, recall, f_score, jaccard, support),
+    ``confusion_matrix`` ((L, 2, 2), ``[[tn, fp], [fn, tp]]`` per label),
+    ``total`` and ``invalid`` as attributes. Computed on the host from the
+    O(L) state, then given in the framework and on the device of the first
+    update's ``y_true`` (0-d torch tensors for torch inputs)."""
 
     def __init__(self, state: Mapping[str, np.ndarray], spec: Mapping[str, Any]) -> None:
         from metrics_gpu._classification import _averaged_rate, _prfs_of_counts
@@ -901,9 +908,9 @@ class MultilabelReport(MetricMapping):
         if "ranking" in state:
             for name, total in zip(RANKING_SLOTS, state["ranking"]):
                 values[name] = np.float64(total / weight if weight > 0 else math.nan)
-        values["total"] = weight
-        values["invalid"] = int(state["checks"][0])
         self._values = values
+        self._total: Any = np.float64(weight)
+        self._invalid: Any = np.float64(state["checks"][0])
         self.per_label = per_label
         self.beta = beta
         self._histogram = state.get("histogram")
@@ -962,7 +969,36 @@ class MultilabelReport(MetricMapping):
 
         if metric not in self.per_label:
             raise ValueError(f"metric must be one of {sorted(self.per_label)}, got {metric!r}")
-        return plot_per_label(self.per_label[metric], metric=metric, ax=ax, **kwargs)
+        return plot_per_label(to_numpy(self.per_label[metric]), metric=metric, ax=ax, **kwargs)
+
+    @property
+    def total(self) -> Any:
+        """The counted rows' total weight (their count without weights)."""
+        return self._total
+
+    @property
+    def invalid(self) -> Any:
+        """Rows left out and counted (``validate=False``), as a float."""
+        return self._invalid
+
+    def _in_framework_of(self, backend: Any, like: Any) -> None:
+        """Every value in the framework and on the device of ``like`` (the
+        first update's ``y_true``), as :class:`ClassificationMetrics` gives
+        them: 0-d torch tensors for torch inputs, on their device. The
+        scalars travel as one float64 array (one copy to a GPU) and become
+        0-d views of it. NumPy inputs keep NumPy values."""
+        if like is None or isinstance(like, (np.ndarray, np.generic)):
+            return
+        names = list(self._values)
+        scalars = np.array([*(float(self._values[name]) for name in names), self._total,
+                            self._invalid], dtype=np.float64)
+        placed = backend.to_framework(backend.asarray(scalars), like)
+        self._values = {name: placed[i] for i, name in enumerate(names)}
+        self._total, self._invalid = placed[len(names)], placed[len(names) + 1]
+        self.per_label = {name: backend.to_framework(backend.asarray(np.asarray(value)), like)
+                          for name, value in self.per_label.items()}
+        self.confusion_matrix = backend.to_framework(backend.asarray(self.confusion_matrix),
+                                                     like)
 
     def _metric_names(self) -> tuple[str, ...]:
         return tuple(self._values)
@@ -975,7 +1011,7 @@ class MultilabelReport(MetricMapping):
                 from None
 
     def _headline(self) -> list[tuple[str, Any]]:
-        return [("labels", len(self.per_label["support"]))]
+        return [("labels", len(self.per_label["support"])), ("total", self._total)]
 
 
 def _binned_values(histogram, num_labels: int, per_label: dict) -> dict[str, Any]:

@@ -2642,14 +2642,13 @@ class MultilabelFileReport(MetricMapping):
         per_label = metrics.per_label
         self.per_label = {("f1" if name == "f_score" else name): np.asarray(values)
                           for name, values in per_label.items()}
-        values = {name: metrics[name] for name in metrics
-                  if not name.startswith("f_score") and name not in ("total", "invalid")}
+        values = {name: metrics[name] for name in metrics if not name.startswith("f_score")}
         self._values = values
 
     @property
     def total(self) -> Any:
         """The rows' total weight (the row count without weights)."""
-        return self.metrics["total"]
+        return self.metrics.total
 
     def _metric_names(self) -> tuple[str, ...]:
         return tuple(self._values)

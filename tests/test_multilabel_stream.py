@@ -60,7 +60,8 @@ def _reference(y, p, weight, zero_division=0.0):
 
 def _assert_matches(report, reference):
     for name, value in reference.items():
-        assert float(report[name]) == pytest.approx(value, rel=RTOL, abs=1e-15, nan_ok=True), name
+        assert float(report[name]) == pytest.approx(float(value), rel=RTOL, abs=1e-15,
+                                                    nan_ok=True), name
 
 
 @pytest.mark.parametrize("backend_name", STREAM_BACKENDS)
@@ -86,7 +87,7 @@ def test_uneven_batches_equal_scikit_learn_on_the_whole(rng, backend_name, num_l
     assert float(report["f1_samples"]) == pytest.approx(float(mg.f1_score(
         y, predicted, average="samples", sample_weight=weight, zero_division=zero_division)),
         rel=RTOL, nan_ok=True)
-    assert report["invalid"] == 0 and float(report["total"]) == pytest.approx(
+    assert report.invalid == 0 and float(report.total) == pytest.approx(
         len(y) if weight is None else weight.sum(), rel=RTOL)
 
 
@@ -189,7 +190,7 @@ def test_left_out_rows_are_counted_and_named(case, rng):
         counted = mg.MultilabelMetrics(num_labels, validate=False, scores="probabilities")
         counted.update(case.put(y[10:]), case.put(p[10:]), case.put(w[10:]))
         metrics.merge(counted)
-        assert metrics.compute()["invalid"] == 4
+        assert metrics.compute().invalid == 4
         deferred = mg.MultilabelMetrics(num_labels, scores="probabilities")
         deferred.update(case.put(y), case.put(p), case.put(w))
         with pytest.raises(ValueError, match=r"4 row\(s\).*row 7 .*y_true and preds and "
@@ -381,7 +382,7 @@ def test_ranking_metrics_over_uneven_batches(rng, backend_name, weighted):
     keep = np.arange(len(y)) != 4
     kept_weight = None if weight is None else weight[keep]
     for report in (metrics.compute(), halves[0].compute()):
-        assert report["invalid"] == 1
+        assert report.invalid == 1
         for name in RANKING:
             assert float(report[name]) == pytest.approx(getattr(skm, name)(
                 y[keep], scores[keep].astype(np.float64), sample_weight=kept_weight), rel=RTOL)
@@ -426,7 +427,7 @@ def test_binned_roc_auc_and_average_precision(rng, backend_name, scores_are):
     np.testing.assert_allclose(report.per_label["roc_auc"], auc, rtol=1e-12)
     np.testing.assert_allclose(report.per_label["average_precision"], ap, rtol=1e-12)
     exact = skm.roc_auc_score(y, given, average=None, sample_weight=weight)
-    assert np.all(np.abs(report.per_label["roc_auc"] - exact) <= auc_bound + 1e-12)
+    assert np.all(np.abs(report.per_label["roc_auc"].numpy() - exact) <= auc_bound + 1e-12)
     assert float(report["roc_auc_macro"]) == pytest.approx(auc.mean(), rel=1e-12)
     assert abs(float(report["roc_auc_macro"]) - skm.roc_auc_score(
         y, given, sample_weight=weight)) <= float(report["roc_auc_error_bound"]) + 1e-12
@@ -484,11 +485,42 @@ def test_empty_batches_add_nothing(backend_name):
         y, scores = np.array([[1, 0, 1], [0, 1, 0]], np.int8), np.array(
             [[0.9, 0.2, 0.4], [0.3, 0.8, 0.6]], np.float32)
         metrics.update(y, scores)
-        before = dict(metrics.compute())
+        before = metrics.compute()
         metrics.update(torch.zeros((0, 3), dtype=torch.int8), torch.zeros((0, 3)),
                        torch.zeros(0))
-        after = dict(metrics.compute())
+        after = metrics.compute()
     assert after.keys() == before.keys()
     for key in before:
         np.testing.assert_equal(np.asarray(after[key]), np.asarray(before[key]))
-    assert after["total"] == 2
+    assert after.total == 2
+
+
+@pytest.mark.parametrize("backend_name", STREAM_BACKENDS)
+def test_compute_gives_the_framework_of_the_inputs(backend_name):
+    """As ClassificationMetrics: torch inputs give 0-d float64 torch tensors
+    (per-label arrays and the confusion matrix as tensors too), NumPy inputs
+    NumPy values; the row total and the rows left out are attributes, not
+    metrics, in both states."""
+    torch = pytest.importorskip("torch")
+    y = np.array([[1, 0, 1], [0, 1, 0], [1, 1, 0]], np.int8)
+    scores = np.array([[2.0, -1.0, 0.5], [-0.3, 1.2, 0.4], [0.1, -0.2, -3.0]])
+    with mg.use_backend(backend_name):
+        from_torch = mg.MultilabelMetrics(3, validate=False)
+        from_torch.update(torch.from_numpy(y), torch.from_numpy(scores))
+        from_numpy = mg.MultilabelMetrics(3, validate=False)
+        from_numpy.update(y, scores)
+        classes = mg.ClassificationMetrics(3)
+        classes.update(torch.tensor([0, 1, 2]), torch.from_numpy(scores))
+    report, host = from_torch.compute(), from_numpy.compute()
+    for name in report:
+        value = report[name]
+        assert isinstance(value, torch.Tensor) and value.dtype == torch.float64, name
+        assert value.ndim == 0 and value.device.type == "cpu", name
+        assert float(value) == pytest.approx(float(host[name]), nan_ok=True), name
+        assert isinstance(host[name], (float, np.floating)), name
+    assert all(isinstance(v, torch.Tensor) for v in report.per_label.values())
+    assert isinstance(report.confusion_matrix, torch.Tensor)
+    assert float(report.total) == 3 and float(report.invalid) == 0
+    for state in (report, classes.compute()):
+        assert "total" not in state and "invalid" not in state
+        assert isinstance(state.total, torch.Tensor)
