@@ -246,17 +246,20 @@ class FunctionalPlan:
         # compute of this state issues them after): they allocate the
         # compute's buffers, which the block then holds too.
         backend_of_state, launches = state.backend, []
+        label_out = score_out = None
         if computes != "matrix":
             state.backend, launches = recording_launcher(backend)
         try:
-            state.compute(labels=computes == "labels", scores=computes == "scores")
+            label_out, score_out = state.compute(labels=computes == "labels",
+                                                 scores=computes == "scores")
         finally:
             state.backend = backend_of_state
         workspace = state.workspace
         assert workspace is not None and workspace.compute is not None  # a kernel backend's
-        pooled, ticket, score_out, label_out = workspace.compute
+        pooled, ticket = workspace.compute
         written = [*state.arrays.values(), workspace.update_ticket, workspace.moments,
-                   workspace.batch_weight, pooled, ticket, score_out, label_out]
+                   workspace.batch_weight, pooled, ticket,
+                   *(out for out in (score_out, label_out) if out is not None)]
         # Each written buffer's (start, stop) address and its offset in the block.
         ranges, words = [], 0
         for array in written:

@@ -284,6 +284,26 @@ def test_arguments_are_checked():
         mg.ClassificationMetrics(4).update(np.array([0]), np.zeros((1, 3)))
 
 
+def test_a_report_keeps_its_values_after_later_updates_and_computes(backend, rng):
+    """A report's values (0-d views on a GPU) are its own: the state's next
+    update and compute leave them as they were (the kernel backends once
+    wrote every compute into one buffer of the state, so an epoch's report
+    changed with the next epoch's compute)."""
+    metrics = mg.ClassificationMetrics(3, thresholds=8)
+    y = backend.asarray(np.array([0, 1, 2, 2]))
+    right = backend.asarray(np.eye(3)[[0, 1, 2, 2]] * 4)
+    metrics.update(y, right)
+    first = metrics.compute()
+    held = (first["accuracy"], first["cross_entropy"], first.per_class["recall"])
+    expected = [backend.to_numpy(value).copy() for value in held]
+    metrics.update(y, backend.asarray(np.eye(3)[[1, 2, 0, 0]] * 4))
+    second = metrics.compute()
+    assert float(second["accuracy"]) == 0.5
+    assert float(first["accuracy"]) == 1.0
+    for value, before in zip(held, expected):
+        np.testing.assert_array_equal(backend.to_numpy(value), before)
+
+
 def test_update_costs_one_launch(rng):
     """The latency budget, held on the emulated backend (the cuda code path)."""
     with mg.use_backend("emulated"):
@@ -303,11 +323,13 @@ def test_update_costs_one_launch(rng):
             assert counts.host_transfers == 1
         labels = mg.ClassificationMetrics(10, validate=False)
         labels.update(np.arange(10), np.arange(10))
-        labels.compute()  # the first compute allocates its outputs
+        labels.compute()
         with operation_counter() as counts:
             labels.update(np.arange(10), np.arange(10)[::-1].copy())
             labels.compute()  # labels: the update wrote the moments, one launch is left
-        assert (counts.launches, counts.host_transfers, counts.device_allocations) == (2, 0, 0)
+        # A compute's outputs are its report's own (two arrays): the next
+        # compute must not change the values a report handed out.
+        assert (counts.launches, counts.host_transfers, counts.device_allocations) == (2, 0, 2)
         labels.reset()  # zeroed in place: the next epoch allocates nothing
         with operation_counter() as counts:
             labels.update(np.arange(10), np.arange(10))

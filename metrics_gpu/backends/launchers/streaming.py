@@ -113,7 +113,7 @@ class StreamWorkspace:
         self.batch_weight: Any = None
         self.ones: Any = None      # weights of 1.0 for unweighted batches into float counts
         self.plans: dict[tuple, StreamUpdatePlan] = {}  # the update's launch per input layout
-        self.compute: tuple | None = None   # (pooled, ticket, score out, label out)
+        self.compute: tuple | None = None   # (pooled, ticket): the outputs are fresh each compute
 
 
 @dataclass
@@ -401,12 +401,14 @@ class StreamingLaunchers(LaunchBase):
         if workspace.moments is None:
             workspace.moments = self.zeros(2, np.float64)
         if workspace.compute is None:
-            workspace.compute = (
-                self.zeros(max(2 * thresholds, 1), np.float64), self.zeros(1, np.uint32),
-                self.zeros(stream_score_size(top_k, n_bins, k, thresholds), np.float64),
-                self.zeros(label_metric_size(k), np.float64),
-            )
-        pooled, ticket, score_out, label_out = workspace.compute
+            workspace.compute = (self.zeros(max(2 * thresholds, 1), np.float64),
+                                 self.zeros(1, np.uint32))
+        pooled, ticket = workspace.compute
+        # The values are the report's own: a later compute of the state (the
+        # next epoch's, the next step's) must not change a report already
+        # handed out, whose 0-d tensors are views of them.
+        score_out = self.zeros(stream_score_size(top_k, n_bins, k, thresholds), np.float64)
+        label_out = self.zeros(label_metric_size(k), np.float64)
         if scores:
             # Any config of an update holds what compute reads (K, top_k, bins,
             # thresholds); a state loaded before its first update gets its own.
