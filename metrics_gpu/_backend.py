@@ -8,6 +8,10 @@ Selection order: the innermost :func:`use_backend` context, then
 then ``"auto"``. ``"auto"`` picks ``cuda`` for device arrays (CuPy arrays,
 torch CUDA tensors, JAX GPU arrays) and ``numpy`` for everything else.
 
+The variable is read once, by the first call that needs it (a metric, or
+:func:`get_backend`), not at import and not on every call; ``set_backend(None)``
+reads it again.
+
 Device arrays are recognised through ``sys.modules`` so that importing
 ``metrics_gpu`` never imports CuPy, torch or JAX, nor touches CUDA.
 """
@@ -42,6 +46,18 @@ _context_backend: contextvars.ContextVar[str | None] = contextvars.ContextVar(
     "metrics_gpu_backend", default=None
 )
 _global_backend: str | None = None
+# METRICS_GPU_BACKEND as the first call that needed it read it (None: not read
+# yet). Read on every call, os.environ cost an encode and a lookup through
+# os._Environ, about 1 us, in each planned in-loop call (the H100 profile of
+# bench/results/2026-11-27-nvidia-h100-profile-882fda6.md). The variable says
+# how a process starts (a job script, CI's emulated pass); a program that
+# changes backend while it runs has set_backend and use_backend, which win
+# over the variable anyway. So it is read once, lazily: a value set after
+# `import metrics_gpu` but before the first metric still counts, a bad one
+# fails at use and not at import, and set_backend(None) reads it again (a
+# test that sets it with monkeypatch, a program that rewrites os.environ),
+# rather than a change going unseen with no way to apply it.
+_environment_backend: str | None = None
 
 
 class BackendUnavailableError(RuntimeError):
@@ -56,19 +72,22 @@ def _check_name(name: object) -> str:
     return name.lower()
 
 
-def set_backend(name: str) -> None:
+def set_backend(name: str | None) -> None:
     """Set the process-wide backend: ``"auto"``, ``"numpy"``, ``"cuda"`` or ``"emulated"``.
 
     The choice holds in every thread and task, under any :func:`use_backend`
     block and over the ``METRICS_GPU_BACKEND`` environment variable. A named
-    backend is checked here, not at the first metric.
+    backend is checked here, not at the first metric. ``None`` drops the
+    choice: the environment variable decides again, read anew by the next call
+    (it is otherwise read once per process).
 
     Parameters
     ----------
-    name : {"auto", "numpy", "cuda", "emulated"}
+    name : {"auto", "numpy", "cuda", "emulated"} or None
         The backend, in any case. ``"auto"`` picks ``cuda`` for device arrays
         (CuPy arrays, torch CUDA tensors, JAX GPU arrays) and ``numpy`` for
-        everything else, call by call.
+        everything else, call by call. ``None``: no process-wide choice, and
+        ``METRICS_GPU_BACKEND`` read again.
 
     Returns
     -------
@@ -77,7 +96,7 @@ def set_backend(name: str) -> None:
     Raises
     ------
     ValueError
-        ``name`` is not one of the backend names.
+        ``name`` is not one of the backend names, nor None.
     BackendUnavailableError
         The backend cannot run here: ``"cuda"`` without CuPy or an NVIDIA GPU
         (the message says what to install), ``"emulated"`` without a C++
@@ -94,9 +113,12 @@ def set_backend(name: str) -> None:
     >>> metrics_gpu.set_backend("numpy")
     >>> metrics_gpu.get_backend()
     'numpy'
-    >>> metrics_gpu.set_backend("auto")
+    >>> metrics_gpu.set_backend(None)  # METRICS_GPU_BACKEND, read again, else "auto"
     """
-    global _global_backend
+    global _global_backend, _environment_backend
+    if name is None:
+        _global_backend = _environment_backend = None
+        return
     name = _check_name(name)
     if name != "auto":
         get_backend_implementation(name)  # fail now, not at the first metric
@@ -108,6 +130,8 @@ def get_backend() -> str:
 
     The innermost :func:`use_backend` block decides, then :func:`set_backend`,
     then the ``METRICS_GPU_BACKEND`` environment variable, then ``"auto"``.
+    The variable is read by the first call that needs it and kept: a change of
+    ``os.environ`` after that is seen after ``set_backend(None)``.
 
     Returns
     -------
@@ -134,12 +158,21 @@ def get_backend() -> str:
     name = _context_backend.get()
     if name is None:
         name = _global_backend
-    if name is None:
-        name = _check_env()
+        if name is None:
+            name = _environment_backend or _read_environment()
+    return name
+
+
+def _read_environment() -> str:
+    """``METRICS_GPU_BACKEND`` as a backend name, kept for the next calls (a
+    bad value is not kept: every call raises)."""
+    global _environment_backend
+    _environment_backend = name = _check_env()
     return name
 
 
 def _check_env() -> str:
+    """The backend ``METRICS_GPU_BACKEND`` names now (``"auto"`` when unset)."""
     value = os.environ.get(ENV_VARIABLE, "").strip()
     if not value:
         return "auto"

@@ -782,8 +782,10 @@ def balanced_accuracy_score(y_true: ArrayLike, y_pred: ArrayLike, *,
     else:
         stats, _ = accumulate(inputs)
         score = F.balanced_accuracy(F.Counts.from_statistics(stats, np), adjusted=adjusted)
-    # scikit-learn's warning; on a device this reads one flag back.
-    if bool((stats.observed & (stats.support == 0)).any()):
+    # scikit-learn's warning; on a device this reads one flag back. xp.equal,
+    # not `== 0`: CuPy sends an array and a scalar through NumPy's ufunc, whose
+    # first use imports cupyx and scipy (metrics_gpu/backends/launchers/base.py).
+    if bool((stats.observed & inputs.backend.xp.equal(stats.support, 0)).any()):
         F.warn("y_pred contains classes not in y_true", UserWarning)
     return output(score, inputs)
 

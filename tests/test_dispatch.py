@@ -26,8 +26,10 @@ HAVE_CUPY = importlib.util.find_spec("cupy") is not None
 
 @pytest.fixture
 def clean_state(monkeypatch):
-    """No set_backend choice and no environment variable; both restored after."""
+    """No set_backend choice and no environment variable (not read yet); all
+    restored after."""
     monkeypatch.setattr(_backend, "_global_backend", None)
+    monkeypatch.setattr(_backend, "_environment_backend", None)
     monkeypatch.delenv(ENV, raising=False)
     token = _backend._context_backend.set(None)  # leave any enclosing use_backend
     yield
@@ -120,12 +122,54 @@ def test_environment_variable(clean_state, monkeypatch, value, expected):
     assert mg.get_backend() == expected
 
 
-def test_environment_variable_read_at_call_time(clean_state, monkeypatch):
-    assert mg.get_backend() == "auto"
-    monkeypatch.setenv(ENV, "numpy")
+def test_environment_variable_read_by_the_first_call_and_again_after_set_backend_none(
+        clean_state, monkeypatch):
+    """Read once (not on every metric call), at the first call that needs it,
+    not at import; set_backend(None) reads it again."""
+    monkeypatch.setenv(ENV, "numpy")  # after import, before the first call: it counts
     assert mg.get_backend() == "numpy"
     monkeypatch.delenv(ENV)
+    assert mg.get_backend() == "numpy"  # kept
+    mg.set_backend(None)
     assert mg.get_backend() == "auto"
+    monkeypatch.setenv(ENV, "numpy")
+    mg.set_backend(None)
+    assert mg.get_backend() == "numpy"
+
+
+def test_set_backend_none_drops_the_process_wide_choice(clean_state, monkeypatch):
+    monkeypatch.setenv(ENV, "numpy")
+    mg.set_backend("auto")
+    assert mg.get_backend() == "auto"
+    mg.set_backend(None)
+    assert mg.get_backend() == "numpy"
+    with mg.use_backend("auto"):  # use_backend still wins
+        assert mg.get_backend() == "auto"
+
+
+def test_a_bad_environment_variable_is_not_kept(clean_state, monkeypatch):
+    monkeypatch.setenv(ENV, "bogus")
+    for _ in range(2):
+        with pytest.raises(ValueError, match=rf"{ENV} must be one of"):
+            mg.get_backend()
+    monkeypatch.setenv(ENV, "numpy")  # fixed: the next call reads it
+    assert mg.get_backend() == "numpy"
+
+
+def test_get_backend_does_not_read_the_environment_each_call(clean_state, monkeypatch):
+    assert mg.get_backend() == "auto"
+    reads = []
+
+    class Environ(dict):
+        def get(self, key, default=None):
+            reads.append(key)
+            return super().get(key, default)
+
+    monkeypatch.setattr(_backend.os, "environ", Environ(os.environ))
+    for _ in range(3):
+        assert mg.get_backend() == "auto"
+        mg.accuracy_score(np.array([0, 1]), np.array([0, 1]))
+    assert reads == []
 
 
 def test_environment_variable_cuda_without_cupy_fails_at_use(clean_state, monkeypatch):

@@ -234,7 +234,7 @@ class ConfusionLaunchers(LaunchBase):
         Samples out of range are counted in ``n_invalid`` whatever ``guard``.
         """
         del guard  # the kernels always check the range; validation decides if it raises
-        device = self.device
+        xp, device = self.xp, self.device
         run = self._prepare(y_true, y_pred, sample_weight, num_classes=num_classes,
                             ignore_index=ignore_index, class_lut=class_lut,
                             deterministic=deterministic)
@@ -270,7 +270,8 @@ class ConfusionLaunchers(LaunchBase):
         elif matrix.dtype == np.uint64:
             matrix = matrix.view(np.int64)
         matrix = matrix.reshape(size, size)
-        observed = (matrix.sum(axis=0) > 0) | (matrix.sum(axis=1) > 0)
+        # xp.greater, not `> 0`: a device array and a scalar (launchers/base.py).
+        observed = xp.greater(matrix.sum(axis=0), 0) | xp.greater(matrix.sum(axis=1), 0)
         if weights.array is not None:
             observed |= seen.astype(bool)
         return matrix, observed, device.scalar(invalid[0])
@@ -325,15 +326,15 @@ class ConfusionLaunchers(LaunchBase):
             true_positives, support, predicted, misclassified = (
                 counts[:size], counts[size:2 * size], counts[2 * size:3 * size],
                 counts[3 * size:])
-        observed = (support > 0) | (predicted > 0)
+        observed = xp.greater(support, 0) | xp.greater(predicted, 0)
         if weights.array is not None:
             observed |= seen.astype(bool)
         linear = quadratic = None
         if moments:
             if integer_counts:
                 words = exact_moments.astype(np.float64)
-                linear = words[0] + words[1] * 2.0**64
-                quadratic = words[2] + words[3] * 2.0**64
+                linear = words[0] + xp.multiply(words[1], 2.0**64)
+                quadratic = words[2] + xp.multiply(words[3], 2.0**64)
                 if weights.fixed:
                     scale = self._fixed_to_float(xp.ones(1, dtype=np.uint64), max_bits, n)[0]
                     linear, quadratic = linear * scale, quadratic * scale
