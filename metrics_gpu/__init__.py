@@ -65,7 +65,7 @@ from metrics_gpu._scores import (
     top_k_accuracy_score,
 )
 from metrics_gpu._multilabel_stream import MultilabelMetrics, MultilabelReport
-from metrics_gpu._streaming import ClassificationMetrics, StreamingReport
+from metrics_gpu._streaming import ClassificationMetrics, StepReport, StreamingReport
 from metrics_gpu.report import LabelReport, label_report
 
 __version__ = "0.1.0"
@@ -88,7 +88,7 @@ __all__ = [
     "per_class_performance",
     "precision_recall_curve", "precision_recall_fscore_support", "precision_score",
     "recall_score", "roc_auc_score", "roc_curve", "set_backend",
-    "specificity_score", "StreamingReport", "top_k_accuracy_score", "use_backend",
+    "specificity_score", "StepReport", "StreamingReport", "top_k_accuracy_score", "use_backend",
     "zero_one_loss",
 ]
 

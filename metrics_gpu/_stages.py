@@ -318,11 +318,16 @@ class StreamState:
         return self.arrays["counts"].dtype == np.uint64
 
     def clear(self) -> None:
-        """Zero every count in place (no allocation)."""
+        """Zero every count in place: memsets, and the checks' first values
+        copied from a copy kept on the device (no allocation, no transfer
+        after the first clear)."""
         for name, array in self.arrays.items():
             if name != "checks":
                 self.backend.clear(array)
-        self.backend.copy_into(self.arrays["checks"], self.initial_checks())
+        fresh = self.__dict__.get("_fresh_checks")
+        if fresh is None:
+            fresh = self._fresh_checks = self.initial_checks()
+        self.backend.copy_into(self.arrays["checks"], fresh)
         self.moments_fresh = False
 
     def promote_to_float(self) -> None:

@@ -257,6 +257,12 @@ class ClassificationMetrics:
         # its first batch (_PlannedUpdate); a later batch of the layout only
         # reads its arrays' addresses and launches.
         self._planned: dict[tuple, _PlannedUpdate] = {}
+        # Per-step values (__call__): a state of one batch at a time, and the
+        # last report of it handed out (computed when first read).
+        self._step: ClassificationMetrics | None = None
+        self._last_step: StepReport | None = None
+        # Of a step state: its report's metric places, kept by its first StepReport.
+        self._step_places: dict[str, tuple[bool, int]] | None = None
         self.reset()
         _torch_compile.traceable(self)
 
@@ -423,6 +429,82 @@ class ClassificationMetrics:
                 "with .to('cuda'), or pass host arrays") from error
         if fresh and self._state is None:  # only empty batches: still a new state
             self._backend = self._like = None
+
+    def __call__(self, y_true: ArrayLike, preds: ArrayLike,
+                 sample_weight: ArrayLike | None = None,
+                 groups: ArrayLike | None = None) -> StepReport:
+        """Add a batch, as :meth:`update`, and give that batch's own metrics:
+        the value to log at each step (torchmetrics' ``forward``, without its
+        second pass over a copy of the state).
+
+        The batch is added twice on a GPU, to the state and to a state of
+        one batch kept for the calls (zeroed in place: no allocation after
+        the first call): one launch more than :meth:`update`, no host sync.
+        The batch's metrics are computed when the report is first read
+        (two launches), values 0-d tensors on the inputs' device, still no
+        host sync; a report not read before the next call is computed then,
+        so every report keeps its batch's values. The step values are this
+        process's batch: :meth:`sync` sums the whole state, not them.
+
+        Parameters
+        ----------
+        y_true, preds, sample_weight, groups
+            As :meth:`update`.
+
+        Returns
+        -------
+        StepReport
+            The batch's report: every metric of :meth:`compute`'s report, of
+            this batch alone (its ``total`` the batch's samples).
+
+        Raises
+        ------
+        ValueError
+            As :meth:`update`; a batch of no sample (it has no metrics).
+
+        See Also
+        --------
+        update : Add a batch without its metrics.
+        """
+        last = self._last_step
+        if last is not None:
+            last._computed()  # the step state is then zeroed, ready for this batch
+        step = self._step
+        if step is not None and groups is None and self._planned and step._planned:
+            # The hot path: a layout both states have planned, one address
+            # read for two launches.
+            layout = input_layout(y_true, preds, sample_weight)
+            planned, step_planned = self._planned.get(layout), step._planned.get(layout)
+            if (planned is not None and step_planned is not None
+                    and planned.add(self, y_true, preds, sample_weight)):
+                if not step_planned.add(step, y_true, preds, sample_weight):
+                    step.update(y_true, preds, sample_weight)
+                self._last_step = report = StepReport(step)
+                return report
+        shape = np.shape(y_true)
+        if not shape or shape[0] == 0:
+            raise ValueError("y_true: a batch of no sample has no metrics of its own; call "
+                             "update for it (it adds nothing)")
+        self.update(y_true, preds, sample_weight, groups)
+        if step is None:
+            step = self._step = self._step_twin()
+        step.update(y_true, preds, sample_weight, groups)
+        self._last_step = report = StepReport(step)
+        return report
+
+    def _step_twin(self) -> ClassificationMetrics:
+        """A state built as this one for a batch at a time: no checks to
+        raise (the state's own update raises or names them) and no second
+        warning."""
+        spec = self._spec
+        twin = ClassificationMetrics(
+            self.num_classes, top_k=spec["top_k"], n_bins=spec["n_bins"],
+            thresholds=spec["thresholds"] or None, confusion_matrix=spec["keep_matrix"],
+            ignore_index=spec["ignore_index"], validate=False,
+            deterministic=self.deterministic, scores=self.scores,
+            num_groups=spec.get("num_groups"))
+        twin._warns_of_probabilities = False
+        return twin
 
     def _group_codes(self, backend: Backend, y_true, groups):
         """The checked group codes of a batch of (N,) targets."""
@@ -952,6 +1034,9 @@ class ClassificationMetrics:
         if snapshot is not None:
             self._load_arrays(snapshot, target)
         self._local = local
+        if self._last_step is not None:
+            self._last_step._computed()  # where its batch was
+        self._step = None  # the next step state is made where the state now is
         return self
 
     def __repr__(self) -> str:
@@ -1130,6 +1215,26 @@ def _all_reduce_words(tensor, dist, group) -> None:
     tensor.copy_(torch.from_numpy(words.view(np.int64)).to(tensor.device))
 
 
+def _metric_places(spec: Mapping[str, Any], kind: str) -> dict[str, tuple[bool, int]]:
+    """Each scalar metric of a state's report and its place: (True for the
+    score values, index). Known from the spec alone (nothing read)."""
+    places = {row.name: (False, F.SLOT[row.name]) for row in F.REPORT_METRICS}
+    if kind == "scores":
+        for name in ("cross_entropy", "perplexity", "brier_score", "hinge_loss"):
+            places[name] = (True, F.STREAM_SLOT[name])
+        head = len(F.STREAM_SCORE_SLOTS)
+        shown = F.reported_top_k(spec["top_k"], spec["num_classes"])
+        for i, top in enumerate(spec["top_k"]):
+            if top in shown:
+                places[f"top_{top}_accuracy"] = (True, head + i)
+        for name in ("expected_calibration_error", "max_calibration_error"):
+            places[name] = (True, F.STREAM_SLOT[name])
+        if spec["thresholds"]:
+            for name in F.STREAM_SCORE_SLOTS[F.STREAM_SLOT["roc_auc"]:]:
+                places[name] = (True, F.STREAM_SLOT[name])
+    return places
+
+
 class StreamingReport(MetricMapping):
     """Every metric of a :class:`ClassificationMetrics` state.
 
@@ -1185,29 +1290,17 @@ class StreamingReport(MetricMapping):
         arrays = state.arrays
         k = metrics.num_classes
         counts = arrays["counts"]
-        self._support = (counts.view(np.int64) if counts.dtype == np.uint64 else counts)[k:2 * k]
+        # Copies, as the values are the report's own: the state's later
+        # updates (or a step state's next batch) leave the report as it was.
+        self._support = (counts.view(np.int64) if counts.dtype == np.uint64
+                         else counts)[k:2 * k].copy()
         matrix = arrays.get("matrix")
         self._matrix = None if matrix is None else (
             matrix.view(np.int64) if matrix.dtype == np.uint64 else matrix).copy()
-        self._checks = arrays["checks"]
+        self._checks = arrays["checks"].copy()
         self._histogram = None if "histogram" not in arrays else arrays["histogram"].copy()
-        # Each scalar metric's place: (True for the score values, index).
-        places = {row.name: (False, F.SLOT[row.name]) for row in F.REPORT_METRICS}
-        if self._kind == "scores":
-            for name in ("cross_entropy", "perplexity", "brier_score", "hinge_loss"):
-                places[name] = (True, F.STREAM_SLOT[name])
-            head = len(F.STREAM_SCORE_SLOTS)
-            shown = F.reported_top_k(self._spec["top_k"], k)
-            for i, top in enumerate(self._spec["top_k"]):
-                if top in shown:
-                    places[f"top_{top}_accuracy"] = (True, head + i)
-            for name in ("expected_calibration_error", "max_calibration_error"):
-                places[name] = (True, F.STREAM_SLOT[name])
-            if self._spec["thresholds"]:
-                for name in F.STREAM_SCORE_SLOTS[F.STREAM_SLOT["roc_auc"]:]:
-                    places[name] = (True, F.STREAM_SLOT[name])
-        self._places = places
-        self._names = tuple(places)
+        self._places = _metric_places(self._spec, self._kind)
+        self._names = tuple(self._places)
         self._intervals: LabelIntervals | None = None
         self._groups: GroupMetrics | None = None
         self._label_host: np.ndarray | None = None
@@ -1543,4 +1636,53 @@ class StreamingReport(MetricMapping):
         return plot_precision_recall(chosen_curves(pr, classes, kwargs), ax=ax, **kwargs)
 
 
-__all__ = ["ClassificationMetrics", "StreamingReport"]
+
+class StepReport(StreamingReport):
+    """The metrics of one batch, from :meth:`ClassificationMetrics.__call__`.
+
+    Every name, value, array and method of :class:`StreamingReport`, of the
+    batch alone. The names are known at once (nothing read); the values are
+    computed on the device the first time one is read, or at the next call,
+    whichever comes first, then held: 0-d tensors on the inputs' device for
+    torch inputs, with no host sync until they are read on the host. What a
+    step logger takes as it is (``self.log_dict(metrics(y, logits))`` in
+    Lightning)."""
+
+    # What the report's computing sets (StreamingReport.__init__); read
+    # before it, any of them computes the batch's values first.
+    _COMPUTED = frozenset({
+        "_backend", "_like", "_kind", "_label_values", "_score_values", "_support",
+        "_matrix", "_checks", "_histogram", "_intervals", "_groups", "_label_host",
+        "_group_table"})
+
+    def __init__(self, step: ClassificationMetrics) -> None:
+        self._batch_state: ClassificationMetrics | None = step
+        self._spec = step._spec
+        places = step._step_places
+        if places is None:  # the same for every batch of the step state: kept on it
+            places = step._step_places = _metric_places(step._spec, step._held_state().kind)
+        self._places = places
+        self._names = tuple(places)
+
+    def _computed(self) -> None:
+        """The batch's values, computed from its state (two launches) unless
+        they are already; the state is then zeroed (memsets, on the same
+        stream after the report's copies), ready for the next batch."""
+        step = self._batch_state
+        if step is None:
+            return
+        self._batch_state = None
+        with caller_stream(step._like):
+            label_values, score_values = step._held_state().compute()
+            StreamingReport.__init__(self, step, label_values, score_values)
+            step.reset()
+
+    def __getattr__(self, name: str) -> Any:
+        # Only for the attributes the computing sets (and only before it).
+        if name in StepReport._COMPUTED and self.__dict__.get("_batch_state") is not None:
+            self._computed()
+            return getattr(self, name)
+        raise AttributeError(f"{type(self).__name__!r} object has no attribute {name!r}")
+
+
+__all__ = ["ClassificationMetrics", "StepReport", "StreamingReport"]
