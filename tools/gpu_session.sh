@@ -7,7 +7,9 @@
 # checkout's current git metadata: the hash names what was measured.
 # Writes under $OUT (or ./gpu-session): one log per step, and results.tgz with
 # the bench/results files the benches wrote (--write-results) and the JSON
-# (inloop.json, mappings.json: their .md is their log, as printed).
+# (inloop.json, inloop-steps.json, mappings.json: their .md is their log, as
+# printed). inloop-steps is gpu_inloop.py's compiled-step, per-step-values and
+# binary-head rows: torch.compile's compiles, so a step of its own.
 set -uo pipefail
 deadline=$(( SECONDS + ${1:-570} ))
 out="${OUT:-gpu-session}"
@@ -37,7 +39,10 @@ python3 -c "import pytest_timeout" 2>/dev/null && timeout_flag=(--timeout 120)
 
 benches() {
     step scores ${GPU_SESSION_SCORES_S:-150} python3 bench/gpu_scores.py --write-results
-    step inloop ${GPU_SESSION_INLOOP_S:-90} python3 bench/gpu_inloop.py --json bench/results/inloop.json
+    step inloop ${GPU_SESSION_INLOOP_S:-90} python3 bench/gpu_inloop.py \
+        --only update functional first-calls --json bench/results/inloop.json
+    step inloop-steps ${GPU_SESSION_INLOOP_STEPS_S:-150} python3 bench/gpu_inloop.py \
+        --only compiled step-values binary --json bench/results/inloop-steps.json
     step mappings ${GPU_SESSION_MAPPINGS_S:-60} python3 bench/gpu_mappings.py --json bench/results/mappings.json
     step confusion ${GPU_SESSION_CONFUSION_S:-180} python3 bench/gpu_confusion.py --write-results
     step intervals ${GPU_SESSION_INTERVALS_S:-120} python3 bench/gpu_intervals.py --json bench/results/intervals.json
