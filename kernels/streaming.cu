@@ -96,6 +96,8 @@ enum StreamConfig {
   kCfgPrivatize,      // the 3K + 2 counts in shared memory
   kCfgPrivateHistogram,  // the (2, K, H) histogram in shared memory (kStreamRanking)
   kCfgClassSplits,    // labels with kCfgPrivatize: blocks per row range (class ranges), >= 1
+  kCfgBinaryDecision, // K = 2 with a threshold: class 1 where the row's margin passes the cut
+  kCfgBinaryCutBits,  // double bits: the threshold t for probabilities, log(t / (1 - t)) for logits
   kCfgSize
 };
 
@@ -606,6 +608,16 @@ streaming_update(const TrueT* y_true, const PredT* preds, const W* weight, int64
       const double w = counted ? weight_value(weight, row) : 1.0;
       weight_ok = w >= 0.0 && w - w == 0.0;  // NaN and infinities fail
       p = r.best_index;
+      if (settings[kCfgBinaryDecision] != 0 && scanned) {  // uniform: the whole warp takes it
+        // A binary state with a threshold: class 1 where the row's class-1
+        // probability passes it, compared in float64 as the margin z1 - z0
+        // of logits (sigmoid of it is that probability) or p1 itself; not the
+        // argmax. The score metrics (top-k, calibration) stay the argmax's.
+        const double s1 = (double)widen(row_scores[column_stride]);
+        const double margin =
+            settings[kCfgFromLogits] != 0 ? s1 - (double)widen(row_scores[0]) : s1;
+        p = margin > __longlong_as_double(settings[kCfgBinaryCutBits]) ? 1 : 0;
+      }
       pred_ok = !r.nonfinite && scanned == scan;  // scan: counted && target_ok
       valid = scan && pred_ok && weight_ok;
       // The lanes per row read again: the row's lane offset held across the

@@ -161,6 +161,18 @@ def softmax_rows(z, xp):
     return e / e.sum(axis=1, keepdims=True)
 
 
+def binary_decisions(rows, from_logits: bool, cut: float, xp):
+    """The classes a two-class state built with a threshold predicts for its
+    ``(M, 2)`` score rows: 1 where the class-1 probability passes the
+    threshold, read in float64 as the logits' margin ``z1 - z0`` (whose
+    sigmoid is that probability) or as ``p1`` itself, against ``cut``
+    (:func:`metrics_gpu._validation.score_cut`). The kernels' rule
+    (kernels/streaming.cu, kCfgBinaryDecision)."""
+    chosen = rows[:, 1].astype(np.float64)
+    margin = chosen - rows[:, 0].astype(np.float64) if from_logits else chosen
+    return (margin > cut).astype(np.int64)
+
+
 def defined_averages(per_class, positives):
     """``(macro, weighted)`` of a per-class ranking metric (NumPy): over the
     classes where it is defined (not NaN), weighted by their positives' weight."""

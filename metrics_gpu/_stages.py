@@ -360,7 +360,7 @@ class StreamState:
                           ignore_index=spec["ignore_index"], ordinal=ordinal,
                           from_logits=spec["from_logits"], clip_eps=clip_eps,
                           top_k=spec["top_k"], n_bins=spec["n_bins"],
-                          thresholds=spec["thresholds"])
+                          thresholds=spec["thresholds"], binary_cut=spec.get("binary_cut"))
         else:
             self.backend.stream_update(self.arrays, self.workspace, batch, spec=spec,
                                        ordinal=ordinal, clip_eps=clip_eps)

@@ -65,12 +65,14 @@ from metrics_gpu._validation import (
     check_ignore_index,
     check_int_range,
     check_num_classes,
+    check_score_kind,
     check_state_size,
     check_stream_batch,
     check_top_k,
     integer_weights_fit,
     probabilities_read_as_logits,
     probability_rows,
+    score_cut,
     to_numpy,
 )
 from metrics_gpu._types import (
@@ -174,6 +176,16 @@ class ClassificationMetrics:
         left out and counted with False. Read as logits, a first batch whose
         every row looks like probabilities warns (checked where it costs no
         device sync: on the host, or with ``validate="eager"``).
+    num_groups : int, optional
+        G: also count a K x K matrix per group (``update(..., groups=)``).
+    threshold : float, optional
+        For ``num_classes=2`` (a binary head): class 1 is predicted where its
+        probability is above ``threshold`` (sigmoid of a logit column, or of
+        the logits' margin ``z1 - z0`` for two columns; the probability
+        itself for probabilities), as torchmetrics' binary metrics and
+        :class:`MultilabelMetrics` decide. The label metrics follow it; the
+        score metrics are the probabilities' (top-1 accuracy and calibration
+        at the argmax). None or 0.5: the argmax.
 
     See Also
     --------
@@ -204,7 +216,7 @@ class ClassificationMetrics:
                  confusion_matrix: ConfusionMatrixOption = "auto",
                  ignore_index: int | None = None, validate: StreamValidate = "deferred",
                  deterministic: bool = False, scores: ScoresAre = "logits",
-                 num_groups: int | None = None) -> None:
+                 num_groups: int | None = None, threshold: float | None = None) -> None:
         checked_classes = check_num_classes(num_classes)
         if checked_classes is None:
             raise ValueError("num_classes is required: the state is sized by it")
@@ -226,6 +238,18 @@ class ClassificationMetrics:
             keep_matrix=keep_matrix, ignore_index=check_ignore_index(ignore_index),
             from_logits=scores == "logits",
         )
+        if threshold is not None:
+            if num_classes != 2:
+                raise ValueError(
+                    f"threshold is for num_classes=2 (a binary head), got num_classes="
+                    f"{num_classes}: multiclass labels are the argmax of the scores")
+            check_score_kind(scores, threshold)
+            if not 0.0 <= threshold <= 1.0:
+                raise ValueError(f"threshold must be a probability in [0, 1] (class 1 where "
+                                 f"its probability passes it), got {threshold!r}")
+            if threshold != 0.5:  # 0.5 is the argmax: the spec (and state_dict) as without it
+                self._spec["binary_cut"] = score_cut(float(threshold), scores)
+        self.threshold = threshold
         groups = check_num_classes(num_groups, "num_groups")
         if groups is not None:
             check_group_cells(groups, num_classes)  # refused now, not by the first update
@@ -502,7 +526,7 @@ class ClassificationMetrics:
             thresholds=spec["thresholds"] or None, confusion_matrix=spec["keep_matrix"],
             ignore_index=spec["ignore_index"], validate=False,
             deterministic=self.deterministic, scores=self.scores,
-            num_groups=spec.get("num_groups"))
+            num_groups=spec.get("num_groups"), threshold=self.threshold)
         twin._warns_of_probabilities = False
         return twin
 
@@ -521,7 +545,9 @@ class ClassificationMetrics:
         # What the state leaves out, the groups leave out too.
         valid = None
         if batch.scores:
-            y_pred = xp.argmax(batch.preds, axis=1)
+            cut = self._spec.get("binary_cut")
+            y_pred = (xp.argmax(batch.preds, axis=1) if cut is None else
+                      F.binary_decisions(batch.rows(xp), self._spec["from_logits"], cut, xp))
             valid = xp.isfinite(batch.preds).all(axis=1)
         else:
             y_pred = batch.preds

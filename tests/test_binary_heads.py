@@ -148,3 +148,57 @@ def test_binary_update_is_one_launch_without_host_transfers():
             metrics.update(y, z)
     assert (operations.launches, operations.device_allocations,
             operations.host_transfers) == (1, 1, 0)
+
+
+@pytest.mark.parametrize("threshold", [0.3, 0.8])
+@pytest.mark.parametrize("given", ["logit column", "probability column", "two logit columns",
+                                   "two probability columns"])
+def test_threshold_decides_the_labels_and_leaves_the_scores(backend, rng, threshold, given):
+    """With threshold=t, class 1 where its probability passes t: the label
+    metrics are scikit-learn's of ``p > t``; cross-entropy and Brier those
+    of the probabilities, whatever t."""
+    y, z, w = _binary_case(rng)
+    p = _sigmoid(z)
+    kind = "logits" if "logit" in given else "probabilities"
+    scores = {"logit column": z, "probability column": p,
+              "two logit columns": np.stack([-z / 2, z / 2], axis=1),
+              "two probability columns": np.stack([1 - p, p], axis=1)}[given]
+    metrics = mg.ClassificationMetrics(2, scores=kind, threshold=threshold)
+    for batch in _batches((y, scores, w)):
+        metrics.update(*(backend.asarray(a) for a in batch))
+    report = metrics.compute()
+    predicted = (p > threshold).astype(int)
+    assert float(report["accuracy"]) == pytest.approx(
+        skm.accuracy_score(y, predicted, sample_weight=w), rel=1e-12)
+    assert float(report["macro_f1"]) == pytest.approx(
+        skm.f1_score(y, predicted, average="macro", sample_weight=w), rel=1e-12)
+    np.testing.assert_allclose(backend.to_numpy(report.confusion_matrix),
+                               skm.confusion_matrix(y, predicted, sample_weight=w), rtol=1e-12)
+    assert float(report["cross_entropy"]) == pytest.approx(
+        skm.log_loss(y, p, sample_weight=w), rel=1e-9)
+    assert float(report["brier_score"]) == pytest.approx(
+        skm.brier_score_loss(y, p, sample_weight=w), rel=1e-9)
+
+
+def test_threshold_reaches_groups_and_step_values(backend, rng):
+    y, z, _ = _binary_case(rng, 200)
+    codes = rng.integers(0, 3, 200)
+    metrics = mg.ClassificationMetrics(2, threshold=0.7, num_groups=3)
+    step = metrics(backend.asarray(y), backend.asarray(z), groups=backend.asarray(codes))
+    predicted = (_sigmoid(z) > 0.7).astype(int)
+    assert float(step["accuracy"]) == pytest.approx(skm.accuracy_score(y, predicted))
+    by_group = metrics.compute().groups.by_group["accuracy"]
+    for g in range(3):
+        chosen = codes == g
+        assert float(by_group[g]) == pytest.approx(
+            skm.accuracy_score(y[chosen], predicted[chosen]), rel=1e-12)
+
+
+def test_threshold_is_for_two_classes_and_a_probability():
+    with pytest.raises(ValueError, match="threshold is for num_classes=2"):
+        mg.ClassificationMetrics(3, threshold=0.3)
+    with pytest.raises(ValueError, match=r"threshold must be a probability in \[0, 1\]"):
+        mg.ClassificationMetrics(2, threshold=1.5)
+    # 0.5 is the argmax: the state is the one built without it.
+    assert mg.ClassificationMetrics(2, threshold=0.5).state_dict()["spec"] == \
+        mg.ClassificationMetrics(2).state_dict()["spec"]

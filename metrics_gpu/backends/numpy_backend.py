@@ -25,7 +25,7 @@ from typing import Any
 import numpy as np
 
 from metrics_gpu import _ranking_formulas, _resample
-from metrics_gpu._formulas import label_metric_values
+from metrics_gpu._formulas import binary_decisions, label_metric_values
 from metrics_gpu._kernels import STREAM_CHECK_SLOTS, STREAM_NO_ERROR, STREAM_ORDINAL_SHIFT
 from metrics_gpu._state import (
     SCORE_SLOT,
@@ -799,7 +799,7 @@ def _exact_sum(weights, values) -> int:
 
 def stream_update(state: dict, batch, *, num_classes: int, ignore_index, ordinal: int,
                   from_logits: bool, clip_eps: float, top_k, n_bins: int,
-                  thresholds: int) -> None:
+                  thresholds: int, binary_cut: float | None = None) -> None:
     """Add one batch to a streaming state of NumPy arrays: the reference of
     kernels/streaming.cu ``streaming_update`` (same state, same rules).
 
@@ -809,7 +809,9 @@ def stream_update(state: dict, batch, *, num_classes: int, ignore_index, ordinal
     outside [0, 1], or the row sums farther from 1 than
     :func:`metrics_gpu._validation.probability_sum_tolerance`), or
     its weight is negative or not finite; the first of each kind is kept in
-    ``checks[1..3]``. A batch that would take integer counts past 2^63 - 1
+    ``checks[1..3]``. ``binary_cut``: a two-class state built with a
+    threshold predicts by it (:func:`metrics_gpu._formulas.binary_decisions`),
+    not at the argmax. A batch that would take integer counts past 2^63 - 1
     adds nothing and is kept in ``checks[4]`` (the kernel adds it, wrapped,
     and keeps it there alike: in both, compute refuses the state).
     """
@@ -856,6 +858,8 @@ def stream_update(state: dict, batch, *, num_classes: int, ignore_index, ordinal
     else:
         p = batch.preds.astype(np.int64, copy=False)
         pred_ok = (p >= 0) & (p < k)
+    if rows is not None and binary_cut is not None:
+        p = np.where(scanned, binary_decisions(rows, from_logits, binary_cut, np), p)
     valid = counted & target_ok & pred_ok & weight_ok
     bad = counted & ~valid
     checks = state["checks"]

@@ -84,6 +84,7 @@ STREAM_CONFIG = (
     "ignore_index", "has_ignore", "from_logits", "clip_eps_bits", "num_top_k",
     *(f"top_k_{i}" for i in range(SCORE_MAX_TOP_K)),
     "bins", "thresholds", "matrix", "privatize", "private_histogram", "class_splits",
+    "binary_decision", "binary_cut_bits",
 )
 # Label states whose 3K + 2 count cells do not fit a block's shared memory
 # split the classes between blocks (kernels/streaming.cu kCfgClassSplits):
@@ -230,6 +231,8 @@ def _stream_scalar_args(spec, batch, group, clip_eps, privatize, thresholds, sco
         bins=spec["n_bins"] if score_sums else 0, thresholds=thresholds if score_sums else 0,
         matrix=int(spec["keep_matrix"]), privatize=int(privatize),
         private_histogram=int(private_histogram), class_splits=class_splits,
+        binary_decision=int(spec.get("binary_cut") is not None),
+        binary_cut_bits=int(np.float64(spec.get("binary_cut") or 0.0).view(np.int64)),
         **{f"top_k_{i}": v for i, v in enumerate(top_k + [0] * (SCORE_MAX_TOP_K - len(top_k)))},
     )
     return np.array([values[name] for name in STREAM_CONFIG], dtype=np.int64)
