@@ -170,7 +170,7 @@ def binary_decisions(rows, from_logits: bool, cut: float, xp):
     (kernels/streaming.cu, kCfgBinaryDecision)."""
     chosen = rows[:, 1].astype(np.float64)
     margin = chosen - rows[:, 0].astype(np.float64) if from_logits else chosen
-    return (margin > cut).astype(np.int64)
+    return xp.greater(margin, cut).astype(np.int64)
 
 
 def defined_averages(per_class, positives):
@@ -386,7 +386,7 @@ def adjust_for_chance(score, n_scored, xp):
     """Balanced accuracy rescaled so that chance scores 0:
     (score - 1/K') / (1 - 1/K'), K' = ``n_scored`` classes with support (NaN if none)."""
     with _quiet(xp):
-        chance = xp.where(n_scored > 0, 1.0 / xp.maximum(n_scored, 1), math.nan)
+        chance = xp.where(xp.greater(n_scored, 0), 1.0 / xp.maximum(n_scored, 1), math.nan)
         return (score - chance) / (1 - chance)
 
 
@@ -667,10 +667,10 @@ def brier_halved(num_classes: int, scale_by_half="auto") -> bool:
     return num_classes < 3 if scale_by_half == "auto" else bool(scale_by_half)
 
 
-def brier_score(sums: ScoreSums, scale_by_half="auto"):
+def brier_score(sums: ScoreSums, xp, scale_by_half="auto"):
     """Mean of sum_j (p_j - [j == t])^2, halved as :func:`brier_halved` says."""
     value = score_mean(sums, "brier")
-    return value / 2 if brier_halved(sums.num_classes, scale_by_half) else value
+    return xp.divide(value, 2) if brier_halved(sums.num_classes, scale_by_half) else value
 
 
 def top_k_accuracy(sums: ScoreSums, normalize: bool = True):
@@ -686,9 +686,9 @@ def reported_top_k(top_k, num_classes: int) -> tuple:
     return tuple(k for k in top_k if k < num_classes)
 
 
-def catboost_one_vs_all(sums: ScoreSums):
+def catboost_one_vs_all(sums: ScoreSums, xp):
     """CatBoost ``MultiClassOneVsAll``: -(1/K) sum_j log of sigmoid(+-a_j), averaged."""
-    return score_mean(sums, "one_vs_all") / sums.num_classes
+    return xp.divide(score_mean(sums, "one_vs_all"), sums.num_classes)
 
 
 CALIBRATION_NORMS = get_args(CalibrationNorm)
@@ -706,7 +706,7 @@ def calibration_error(sums: ScoreSums, norm: str, xp):
     (``l2``) or maximum (``max`` over non-empty bins) calibration error, as
     torchmetrics' ``CalibrationError`` defines them."""
     proportion, confidence, accuracy = calibration_bins(sums, xp)
-    gap = xp.where(proportion > 0, xp.abs(accuracy - confidence), 0.0)
+    gap = xp.where(xp.greater(proportion, 0), xp.abs(accuracy - confidence), 0.0)
     if norm == "l1":
         return (proportion * gap).sum()
     if norm == "l2":
@@ -1015,7 +1015,7 @@ def stream_score_values(sums: ScoreSums, histogram=None):
         values[slot["accuracy"]] = score_mean(sums, "correct")
         values[slot["cross_entropy"]] = log_loss(sums)
         values[slot["perplexity"]] = perplexity(sums, xp)
-        values[slot["brier_score"]] = brier_score(sums)
+        values[slot["brier_score"]] = brier_score(sums, xp)
         values[slot["hinge_loss"]] = score_mean(sums, "hinge")
         values[slot["total_weight"]] = sums.slot("weight")
         head = len(STREAM_SCORE_SLOTS)

@@ -111,13 +111,13 @@ def tie_groups(sorted_scores, xp, *, ends: bool = True):
             np.where(last_of_group, positions, num_labels)[:, ::-1], axis=1)[:, ::-1]
         return start, end
     group_starts = xp.sort(xp.where(first_of_group, positions, num_labels), axis=1)
-    group = xp.cumsum(first_of_group, axis=1) - 1
+    group = xp.subtract(xp.cumsum(first_of_group, axis=1), 1)
     start = xp.take_along_axis(group_starts, group, axis=1)
     if not ends:
         return start, None
     next_starts = xp.concatenate(
         [group_starts, xp.full((rows, 1), num_labels, dtype=group_starts.dtype)], axis=1)
-    end = xp.take_along_axis(next_starts, group + 1, axis=1) - 1
+    end = xp.subtract(xp.take_along_axis(next_starts, xp.add(group, 1), axis=1), 1)
     return start, end
 
 
@@ -181,8 +181,8 @@ def row_average_precision(relevant, scores, xp, *, empty_rows: float = 1.0):
     total = xp.sum(xp.where(ranks.relevant, ratio, 0.0), axis=1)
     n_relevant = ranks.n_relevant
     value = total / xp.maximum(n_relevant, 1)
-    value = xp.where(n_relevant == num_labels, 1.0, value)
-    return xp.where(n_relevant == 0, empty_rows, value)
+    value = xp.where(xp.equal(n_relevant, num_labels), 1.0, value)
+    return xp.where(xp.equal(n_relevant, 0), empty_rows, value)
 
 
 def row_roc_auc(relevant, scores, xp):
@@ -419,7 +419,7 @@ def row_dcg(relevance, scores, xp, *, discounts, ignore_ties: bool = False):
     # the cumulative sums.
     group_discount = (xp.take(cumulative, num_labels - start)
                       - xp.take(cumulative, num_labels - 1 - end))
-    gains = xp.take_along_axis(relevance, order, axis=1) * group_discount / (end - start + 1)
+    gains = xp.take_along_axis(relevance, order, axis=1) * group_discount / xp.add(end - start, 1)
     return xp.sum(gains, axis=1)
 
 
@@ -428,7 +428,8 @@ def row_ndcg(relevance, scores, xp, *, discounts, ignore_ties: bool = False):
     itself); 0 where the ideal DCG is 0."""
     gain = row_dcg(relevance, scores, xp, discounts=discounts, ignore_ties=ignore_ties)
     ideal = row_dcg(relevance, relevance, xp, discounts=discounts, ignore_ties=True)
-    return xp.where(ideal == 0, 0.0, gain / xp.where(ideal == 0, 1.0, ideal))
+    no_gain = xp.equal(ideal, 0)
+    return xp.where(no_gain, 0.0, gain / xp.where(no_gain, 1.0, ideal))
 
 
 @on_caller_stream
@@ -560,7 +561,7 @@ def dcg_rows(inputs: IndicatorInputs, *, k, log_base: float, ignore_ties: bool):
 def ndcg_rows(inputs: IndicatorInputs, *, k, ignore_ties: bool):
     """:func:`row_ndcg` of every row, after scikit-learn's refusal of negative
     relevance (the stage :func:`ndcg_score` and the Dask version average)."""
-    i = _first_true(inputs.y_true < 0, inputs.backend)
+    i = _first_true(inputs.backend.xp.less(inputs.y_true, 0), inputs.backend)
     if i is not None:
         raise ValueError(
             "ndcg_score should not be used on negative y_true values; found "

@@ -545,15 +545,15 @@ class MultilabelMetrics:
         scores = _backend_values(preds, backend).astype(np.float64)
         valid = xp.isfinite(scores)
         if self._spec["scores"] == "probabilities":
-            valid &= (scores >= 0) & (scores <= 1)
-        valid = xp.all(valid & ((true == 0) | (true == 1)), axis=1)
+            valid &= xp.greater_equal(scores, 0) & xp.less_equal(scores, 1)
+        valid = xp.all(valid & (xp.equal(true, 0) | xp.equal(true, 1)), axis=1)
         weight = xp.ones(true.shape[0], dtype=np.float64)
         if sample_weight is not None:
             weight = _backend_values(sample_weight, backend).astype(np.float64)
-            valid &= xp.isfinite(weight) & (weight >= 0)
+            valid &= xp.isfinite(weight) & xp.greater_equal(weight, 0)
         weight = xp.where(valid, weight, 0.0)
         scores = xp.where(valid[:, None], scores, 0.0)
-        relevant = true == 1
+        relevant = xp.equal(true, 1)
         sums = self._arrays["ranking"]  # type: ignore[index]
         if backend.name != "numpy":  # the kernel's sums: a warp per row, no sort
             added = backend.zeros(len(RANKING_SLOTS) + 1, np.float64)

@@ -126,10 +126,10 @@ def _binary_curve(inputs, pos_label):
     """``(fps, tps, thresholds)`` of ``y_true == pos_label``: one point per distinct
     score among the samples of non-zero weight (scikit-learn leaves the others out)."""
     xp = inputs.backend.xp
-    is_positive = inputs.y_true == pos_label
+    is_positive = xp.equal(inputs.y_true, pos_label)
     scores, weight = inputs.y_score, inputs.sample_weight
     if weight is not None:
-        kept = weight != 0
+        kept = xp.not_equal(weight, 0)
         is_positive, scores, weight = is_positive[kept], scores[kept], weight[kept]
     fps, tps, negatives_seen, positives_seen, thresholds = inputs.backend.binary_curve_points(
         scores, is_positive, weight)
@@ -154,9 +154,12 @@ def exact_float64(values, xp, *, from_bits: bool | None = None):
     if not from_bits:
         return wide
     bits = values.view(np.uint32)
-    subnormal = (bits & np.uint32(0x7F800000)) == 0  # and the zeros, which it keeps
-    magnitude = (bits & np.uint32(0x007FFFFF)).astype(np.float64) * 2.0**-149
-    return xp.where(subnormal, xp.where(bits >> np.uint32(31) == 1, -magnitude, magnitude), wide)
+    exponent = xp.bitwise_and(bits, np.uint32(0x7F800000))
+    mantissa = xp.bitwise_and(bits, np.uint32(0x007FFFFF))
+    subnormal = xp.equal(exponent, 0)  # and the zeros, which it keeps
+    magnitude = xp.multiply(mantissa.astype(np.float64), 2.0**-149)
+    negative = xp.equal(xp.right_shift(bits, np.uint32(31)), 1)
+    return xp.where(subnormal, xp.where(negative, -magnitude, magnitude), wide)
 
 
 @on_caller_stream
@@ -226,7 +229,7 @@ def roc_curve(y_true: ArrayLike, y_score: ArrayLike, *, pos_label: int | None = 
     if drop_intermediate and fps.shape[0] > 2:
         # A second difference of 0 in both rates: the point is on the line
         # through its neighbours.
-        corners = _keep((xp.diff(fps, 2) != 0) | (xp.diff(tps, 2) != 0), xp)
+        corners = _keep(xp.not_equal(xp.diff(fps, 2), 0) | xp.not_equal(xp.diff(tps, 2), 0), xp)
         fps, tps, thresholds = fps[corners], tps[corners], thresholds[corners]
     start = xp.zeros(1, dtype=np.float64)
     fps, tps = xp.concatenate([start, fps]), xp.concatenate([start, tps])
@@ -306,10 +309,11 @@ def precision_recall_curve(
     fps, tps, thresholds = _binary_curve(inputs, pos_label)
     if drop_intermediate and fps.shape[0] > 2:
         # The first and last point of each run of equal true positives.
-        ends = _keep((xp.diff(tps[:-1]) != 0) | (xp.diff(tps[1:]) != 0), xp)
+        ends = _keep(xp.not_equal(xp.diff(tps[:-1]), 0) | xp.not_equal(xp.diff(tps[1:]), 0), xp)
         fps, tps, thresholds = fps[ends], tps[ends], thresholds[ends]
     predicted = tps + fps
-    precision = xp.where(predicted != 0, tps / xp.where(predicted != 0, predicted, 1.0), 0.0)
+    defined = xp.not_equal(predicted, 0)
+    precision = xp.where(defined, tps / xp.where(defined, predicted, 1.0), 0.0)
     if float(tps[-1]) == 0:
         F.warn(_NO_POSITIVE_CLASS, UserWarning)
         recall = xp.ones(tps.shape, dtype=np.float64)
@@ -448,7 +452,7 @@ def roc_auc_score(y_true: ArrayLike, y_score: ArrayLike, *,
     check_binary_scores(inputs, "roc_auc_score")
     xp = inputs.backend.xp
     # scikit-learn's label_binarize: the larger label is the positive class.
-    is_positive = inputs.y_true == classes[-1]
+    is_positive = xp.equal(inputs.y_true, classes[-1])
     if inputs.sample_weight is not None:
         check_some_weight(inputs)
         positive_weight, negative_weight = positive_negative_weights(
@@ -542,7 +546,7 @@ def _one_vs_rest(inputs, codes, totals: _ClassTotals, metric: str):
         if inputs.sample_weight is not None and totals.weights.sum() <= 0:
             # Where scikit-learn computes a weighted curve it rejects no weight.
             check_some_weight(inputs)
-        is_positive = codes == column
+        is_positive = xp.equal(codes, column)
         scores = inputs.y_score[:, column]
         if metric == "roc_auc":
             if inputs.sample_weight is not None:
@@ -594,7 +598,7 @@ def _average_one_vs_rest(inputs, codes, totals: _ClassTotals, metric: str, avera
     if average == "macro":
         return xp.mean(per_class)
     weight = xp.asarray(totals.weights)
-    per_class = xp.where(weight == 0, 0.0, per_class)
+    per_class = xp.where(xp.equal(weight, 0), 0.0, per_class)
     return xp.sum(per_class * weight) / xp.sum(weight)
 
 
@@ -624,7 +628,7 @@ def _one_vs_one_roc_auc(backend, scores, codes, totals: _ClassTotals, average):
         in_a, in_b = members[a], members[b]
         a_over_b = _two_class_auc(backend, scores[in_a, a], scores[in_b, a], None, None)
         b_over_a = _two_class_auc(backend, scores[in_b, b], scores[in_a, b], None, None)
-        pair_values.append((a_over_b + b_over_a) / 2)
+        pair_values.append(xp.divide(a_over_b + b_over_a, 2))
         prevalence.append((totals.counts[a] + totals.counts[b]) / n_samples)
     pair_values = xp.stack(pair_values)
     if average == "weighted":
@@ -733,7 +737,7 @@ def average_precision_score(y_true: ArrayLike, y_score: ArrayLike, *,
         return output(_average_one_vs_rest(inputs, codes, totals, "average_precision", average),
                        inputs)
     check_binary_scores(inputs, "average_precision_score")
-    is_positive = inputs.y_true == pos_label
+    is_positive = inputs.backend.xp.equal(inputs.y_true, pos_label)
     if inputs.sample_weight is None:
         has_positives = pos_label in classes
     else:
@@ -916,7 +920,7 @@ def _auc_mu(backend, scores, codes, sample_weight, counts: np.ndarray, cost_matr
             backend, margin[in_j], margin[in_i],
             None if weight is None else weight[in_j], None if weight is None else weight[in_i],
         )
-    return 2.0 * total / (num_classes * (num_classes - 1))
+    return xp.divide(2.0 * total, num_classes * (num_classes - 1))
 
 
 @on_caller_stream

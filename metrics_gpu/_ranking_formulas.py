@@ -96,7 +96,7 @@ def positive_negative_weights(is_positive, sample_weight, xp):
 def rate(counts, total, xp):
     """``counts / total``; NaN everywhere when the total is 0 (scikit-learn's
     undefined rate), without a division by zero."""
-    defined = total > 0
+    defined = xp.greater(total, 0)
     return xp.where(defined, counts / xp.where(defined, total, 1.0), xp.nan)
 
 
@@ -120,16 +120,16 @@ def roc_area(tps, fps, xp, max_fpr=None):
     y_cut = slope * (max_fpr - x0) + y0
     cut = (max_fpr - x0) * (y0 + y_cut) / 2
     partial = xp.sum(xp.where(x1 <= max_fpr, full, xp.where(crossing, cut, 0.0)))
-    standardised = mcclish_standardised(partial, max_fpr)
+    standardised = mcclish_standardised(partial, max_fpr, xp)
     # Undefined rates make the whole curve undefined, as scikit-learn's.
     return xp.where(xp.isnan(tpr[-1]) | xp.isnan(fpr[-1]), xp.nan, standardised)
 
 
-def mcclish_standardised(partial, max_fpr):
+def mcclish_standardised(partial, max_fpr, xp):
     """McClish's standardised partial AUC up to ``max_fpr``: 0.5 for a random
     ranking, 1 for a perfect one (scikit-learn's ``max_fpr``)."""
     min_area, max_area = 0.5 * max_fpr ** 2, max_fpr
-    return 0.5 * (1 + (partial - min_area) / (max_area - min_area))
+    return 0.5 * (1 + xp.divide(xp.subtract(partial, min_area), max_area - min_area))
 
 
 def rank_areas_from_sums(areas, totals, xp, max_fpr=None):
@@ -137,9 +137,10 @@ def rank_areas_from_sums(areas, totals, xp, max_fpr=None):
     ``kernels/ranking.cu`` (full area, area up to ``max_fpr``, precision steps)
     and the (positive, negative) weight totals, as :func:`binary_rank_areas`."""
     partial = max_fpr is not None and max_fpr != 1
-    auc = mcclish_standardised(areas[1], max_fpr) if partial else areas[0]
-    auc = xp.where((totals[0] > 0) & (totals[1] > 0), auc, xp.nan)
-    average_precision = xp.where(totals[0] > 0, xp.maximum(areas[2], 0.0), 0.0)
+    auc = mcclish_standardised(areas[1], max_fpr, xp) if partial else areas[0]
+    has_positives, has_negatives = xp.greater(totals[0], 0), xp.greater(totals[1], 0)
+    auc = xp.where(has_positives & has_negatives, auc, xp.nan)
+    average_precision = xp.where(has_positives, xp.maximum(areas[2], 0.0), 0.0)
     return xp.stack([auc, average_precision])
 
 

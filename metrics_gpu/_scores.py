@@ -207,7 +207,7 @@ def brier_score_loss(y_true: ArrayLike, y_proba: ArrayLike, *,
         # The column is class 0's probability: swap the two columns.
         inputs = _swap_binary_columns(inputs)
     sums = _score_pass(inputs, from_logits=False, terms=("brier",))
-    return output(F.brier_score(sums, scale_by_half), inputs)
+    return output(F.brier_score(sums, inputs.backend.xp, scale_by_half), inputs)
 
 
 def _swap_binary_columns(inputs: ScoreInputs) -> ScoreInputs:
@@ -361,7 +361,8 @@ def _binary_threshold(scores):
     backend = resolve_backend(scores)
     values = backend.asarray(scores)
     dtype = values.dtype if values.dtype.kind == "f" else np.dtype(np.float64)
-    probabilities = bool((values.min() >= 0) & (values.max() <= 1))
+    xp = backend.xp
+    probabilities = bool(xp.greater_equal(values.min(), 0) & xp.less_equal(values.max(), 1))
     threshold = np.asarray(0.5 if probabilities else 0.0, dtype=dtype)
     return np.nextafter(threshold, np.asarray(np.inf, dtype=dtype))
 
@@ -661,7 +662,7 @@ def logits_report(y_true: ArrayLike, scores: ArrayLike, *, from_logits: bool = T
         top_k_accuracy={k: out(hits[i]) for i, k in enumerate(top_k) if k in shown},
         cross_entropy=out(F.log_loss(sums)),
         perplexity=out(F.perplexity(sums, xp)),
-        brier_score=out(F.brier_score(sums)),
+        brier_score=out(F.brier_score(sums, xp)),
         hinge_loss=out(F.score_mean(sums, "hinge")),
         expected_calibration_error=out(F.calibration_error(sums, "l1", xp)),
         max_calibration_error=out(F.calibration_error(sums, "max", xp)),

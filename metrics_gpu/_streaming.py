@@ -553,8 +553,9 @@ class ClassificationMetrics:
             y_pred = batch.preds
         weights = batch.sample_weight
         if weights is not None:
-            good = (xp.isfinite(weights) & (weights >= 0) if weights.dtype.kind == "f"
-                    else weights >= 0)
+            good = xp.greater_equal(weights, 0)
+            if weights.dtype.kind == "f":
+                good = xp.isfinite(weights) & good
             valid = good if valid is None else valid & good
         counts = group_cell_counts(backend, codes, batch.y_true, y_pred, valid, num_classes=k,
                                    num_groups=g, sample_weight=weights,

@@ -490,7 +490,7 @@ def check_sample_weight(sample_weight, n_samples: int, backend, validate: bool,
                 f"{name} must be finite; found {weight[i].item()!r} at index {i}"
             )
     if validate and weight.dtype.kind in "if":
-        i = _first_true(weight < 0, backend)
+        i = _first_true(backend.xp.less(weight, 0), backend)
         if i is not None:
             raise ValueError(
                 f"{name} must be non-negative; found {weight[i].item()!r} at index {i}"
@@ -525,7 +525,9 @@ def _label_range(labels, name: str, backend, num_classes, ignore_index, *,
                 f"{name} contains True (class 1) at index {i}, outside 0..0 (num_classes=1)"
             )
         return int(any_true) + 1
-    counted = labels if ignore_index is None or not targets else labels[labels != ignore_index]
+    counted = labels
+    if ignore_index is not None and targets:
+        counted = labels[backend.xp.not_equal(labels, ignore_index)]
     if counted.size == 0:
         return 0
     low, high = int(counted.min()), int(counted.max())
@@ -715,13 +717,13 @@ def _shape_of(values) -> tuple[int, ...]:
     return tuple(np.shape(values) if shape is None else shape)
 
 
-def _indicator_cells(rows, ignore=None):
+def _indicator_cells(rows, xp, ignore=None):
     """Which cells hold 0 or 1 (or ``ignore``, a :func:`cell_ignore_value`)."""
-    cells = (rows == 0) | (rows == 1)
-    return cells if ignore is None else cells | (rows == ignore)
+    cells = xp.equal(rows, 0) | xp.equal(rows, 1)
+    return cells if ignore is None else cells | xp.equal(rows, ignore)
 
 
-def _is_indicator(array, ignore=None) -> bool:
+def _is_indicator(array, xp, ignore=None) -> bool:
     """scikit-learn's ``type_of_target(...) == "multilabel-indicator"`` of an
     array on its backend: 2-D, more than one column, values 0 and 1 only
     (and ``ignore``, a :func:`cell_ignore_value`, the cells of a target left
@@ -736,15 +738,15 @@ def _is_indicator(array, ignore=None) -> bool:
         return True
     if kind not in "iuf":
         return False
-    return all(bool(_indicator_cells(rows, ignore).all())
+    return all(bool(_indicator_cells(rows, xp, ignore).all())
                for _, rows in _row_chunks(array, chunked=True))
 
 
 def _first_stray_target(true, ignore_index, backend) -> tuple[int, Any]:
     """``(flat index, value)`` of the first cell of ``true`` holding neither
     0, 1 nor ``ignore_index`` (one such cell exists)."""
-    i = _first_true(~_indicator_cells(true, cell_ignore_value(ignore_index, true.dtype)),
-                    backend)
+    ignore = cell_ignore_value(ignore_index, true.dtype)
+    i = _first_true(~_indicator_cells(true, backend.xp, ignore), backend)
     assert i is not None, "a target with a stray value was asked for it"
     return i, true.reshape(-1)[i].item()
 
@@ -816,16 +818,16 @@ def multilabel_pair(y_true, y_pred, backend, names: tuple[str, str] = ("y_true",
     pred_shape = _shape_of(y_pred)
     if len(pred_shape) > 2:
         return None  # channel-first scores with (N, d1) targets
-    if not _is_indicator(true, cell_ignore_value(ignore_index, true.dtype)):
+    if not _is_indicator(true, backend.xp, cell_ignore_value(ignore_index, true.dtype)):
         if pred_shape == tuple(true.shape) and true.dtype.kind in "iuf":
             pred = _to_backend(y_pred, backend)
-            if _is_indicator(pred):
+            if _is_indicator(pred, backend.xp):
                 raise ValueError(_stray_targets(true, ignore_index, backend, names, refusing,
                                                 takes_ignore_index))
         return None
     pred = _to_backend(y_pred, backend)
     same_shape = tuple(pred.shape) == tuple(true.shape)
-    if same_shape and _is_indicator(pred):
+    if same_shape and _is_indicator(pred, backend.xp):
         return true, pred
     if same_shape and pred.dtype.kind in "iub":
         return None  # a label map with class codes beyond 1
@@ -907,7 +909,7 @@ def _scores_pair(y_true, y_pred, backend, names, kind: str, validate: bool,
     ``ignore_index``) beside (N, L) scores of the declared ``kind`` (finite;
     probabilities in [0, 1])."""
     true = _to_backend(y_true, backend)
-    if not _is_indicator(true, cell_ignore_value(ignore_index, true.dtype)):
+    if not _is_indicator(true, backend.xp, cell_ignore_value(ignore_index, true.dtype)):
         where = ""
         if true.ndim == 2 and true.shape[1] > 1 and true.dtype.kind in "iuf" and true.size:
             first, value = _first_stray_target(true, ignore_index, backend)
@@ -1114,10 +1116,11 @@ def _first_outside_unit_range(values, backend) -> tuple[tuple[int, ...], float] 
     reductions (no temporaries) per chunk of rows (:func:`_row_chunks`), a
     mask only where one fails. NaN is not found here (the finiteness checks
     name it)."""
+    xp = backend.xp
     for start, rows in _row_chunks(values):
-        if not (rows.size and bool((rows.min() < 0) | (rows.max() > 1))):
+        if not (rows.size and bool(xp.less(rows.min(), 0) | xp.greater(rows.max(), 1))):
             continue
-        i = _first_true((rows < 0) | (rows > 1), backend)
+        i = _first_true(xp.less(rows, 0) | xp.greater(rows, 1), backend)
         if i is None:
             continue
         in_chunk = np.unravel_index(i, rows.shape)
@@ -1252,11 +1255,12 @@ def count_non_probability_rows(values, backend, dtype=None, limit=None, *,
     count = 0
     for _, rows in _row_chunks(values, chunked=True):
         if rows.ndim == 1:
-            ok = (rows >= 0) & (rows <= 1)
+            ok = xp.greater_equal(rows, 0) & xp.less_equal(rows, 1)
         else:
-            ok = (rows.min(axis=1) >= 0) & (rows.max(axis=1) <= 1)
+            ok = xp.greater_equal(rows.min(axis=1), 0) & xp.less_equal(rows.max(axis=1), 1)
             if sums:
-                ok &= xp.abs(rows.sum(axis=1, dtype=np.float64) - 1) <= tolerance
+                gap = xp.abs(xp.subtract(rows.sum(axis=1, dtype=np.float64), 1))
+                ok &= xp.less_equal(gap, tolerance)
         count += int(rows.shape[0]) - int(xp.count_nonzero(ok))
         if limit is not None and count > limit:
             break
@@ -1397,7 +1401,8 @@ def check_score_inputs(y_true, scores, *, name: str = "y_score", kind: str = "pr
     num_classes = int(values.shape[1])
     if validate and kind == "probabilities" and not binary_column:
         rtol = math.sqrt(score_dtype_eps(values.dtype))  # scikit-learn's tolerance
-        if any(bool(xp.any(xp.abs(rows.sum(axis=1, dtype=np.float64) - 1) > rtol))
+        if any(bool(xp.any(xp.greater(
+                xp.abs(xp.subtract(rows.sum(axis=1, dtype=np.float64), 1)), rtol)))
                for _, rows in _row_chunks(values)):
             # Attributed to the caller's line, however deep the check ran.
             warn("The y_prob values do not sum to one. Make sure to pass probabilities.",
@@ -1408,16 +1413,16 @@ def check_score_inputs(y_true, scores, *, name: str = "y_score", kind: str = "pr
         lookup[classes] = np.arange(num_classes)
         codes = targets.astype(np.int64)
         # Codes outside the table read its last slot, -1 (not a column).
-        outside = (codes < 0) | (codes > classes[-1])
+        outside = xp.less(codes, 0) | xp.greater(codes, classes[-1])
         positions = xp.take(backend.asarray(lookup), xp.where(outside, -1, codes))
         if ignore_index is not None:
             # The ignored rows are those whose target (not column) is
             # ignore_index; they get a position no column or unknown code has.
-            ignored = targets == ignore_index
+            ignored = xp.equal(targets, ignore_index)
             positions = xp.where(ignored, IGNORED_POSITION, positions)
             ignore_index = IGNORED_POSITION
         if validate:
-            i = _first_true(positions == -1, backend)
+            i = _first_true(xp.equal(positions, -1), backend)
             if i is not None:
                 value = targets[i].item()
                 hint = _negative_label_hint(value, True) if value < 0 else ""
@@ -2384,6 +2389,7 @@ def check_indicator_inputs(y_true, y_score, sample_weight=None, *, function: str
     holds any finite relevance values (DCG), returned as float64.
     """
     backend = resolve_backend(y_true, y_score, sample_weight)
+    xp = backend.xp
     labels = _to_backend(y_true, backend)
     if graded and labels.ndim != 2:
         raise ValueError(
@@ -2411,7 +2417,7 @@ def check_indicator_inputs(y_true, y_score, sample_weight=None, *, function: str
                 f"{labels.reshape(-1)[i].item()!r} at {_position(i, labels.shape)}"
             )
     elif labels.dtype.kind != "b":
-        i = _first_true((labels != 0) & (labels != 1), backend)
+        i = _first_true(xp.not_equal(labels, 0) & xp.not_equal(labels, 1), backend)
         if i is not None:
             raise ValueError(
                 f"{function}: y_true must hold 0/1 label indicators; found "
@@ -2421,7 +2427,7 @@ def check_indicator_inputs(y_true, y_score, sample_weight=None, *, function: str
                 "first, e.g. y_true[keep], y_score[keep] with keep = ((y_true == 0) | "
                 "(y_true == 1)).all(axis=1)"
             )
-        labels = labels != 0
+        labels = xp.not_equal(labels, 0)
     scores = _to_backend(y_score, backend)
     if scores.dtype.name == "bfloat16" or scores.dtype == np.float16:
         scores = scores.astype(np.float32)  # exact; NumPy cannot sort bfloat16

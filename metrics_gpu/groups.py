@@ -81,12 +81,14 @@ def group_cell_counts(backend, codes, y_true, y_pred, valid, *, num_classes: int
     k = num_classes
     size = check_group_cells(num_groups, k)
     y_true, y_pred = y_true.astype(np.int64), y_pred.astype(np.int64)
-    inside = (y_true >= 0) & (y_true < k) & (y_pred >= 0) & (y_pred < k)
+    inside = (xp.greater_equal(y_true, 0) & xp.less(y_true, k)
+              & xp.greater_equal(y_pred, 0) & xp.less(y_pred, k))
     if valid is not None:
         inside &= valid
     if ignore_index is not None:
-        inside &= y_true != ignore_index
-    cell = xp.where(inside, (codes * k + y_true) * k + y_pred, size)
+        inside &= xp.not_equal(y_true, ignore_index)
+    group_true = xp.multiply(codes, k) + y_true
+    cell = xp.where(inside, xp.multiply(group_true, k) + y_pred, size)
     stats = backend.class_statistics(cell, cell, num_classes=size, sample_weight=sample_weight,
                                      ignore_index=size, guard=False,
                                      deterministic=deterministic)

@@ -34,8 +34,9 @@ What it copies from CuPy 14 is what a first call pays for:
   file (CuPy's compiler check) and loads each module.
 
 Modules the stand-in imports for itself (the emulated backend that runs the
-kernels) are listed in :data:`own_modules`, so that a test counting a call's
-imports can leave them out.
+kernels, and what NumPy imports while it does CuPy's work) are listed in
+:data:`own_modules`, so that a test counting a call's imports can leave them
+out.
 """
 
 from __future__ import annotations
@@ -79,15 +80,20 @@ _emulated_device = None
 @contextlib.contextmanager
 def _operation(name: str | None):
     """An operation of the stand-in: NumPy calls inside it are CuPy's own work,
-    not NumPy reaching a CuPy array from outside. ``name``: a kernel CuPy runs."""
+    not NumPy reaching a CuPy array from outside, and the modules they import
+    are the stand-in's (NumPy's ``unique`` reads ``numpy.ma``; CuPy's does not).
+    ``name``: a kernel CuPy runs."""
     depth = getattr(_inside, "depth", 0)
     if name is not None and depth == 0:
         operations.append(name)
+    before = set(sys.modules) if depth == 0 else None
     _inside.depth = depth + 1
     try:
         yield
     finally:
         _inside.depth = depth
+        if before is not None and len(sys.modules) != len(before):
+            own_modules.update(set(sys.modules) - before)
 
 
 def _load_cupyx() -> None:
@@ -271,8 +277,11 @@ def _operator(name: str):
     # CuPy's forward binary operators and comparisons hand any operand that is
     # not a CuPy array (a Python or NumPy scalar) to NumPy's ufunc
     # (`a > 0` is numpy.greater(a, 0)), which calls __array_ufunc__;
-    # reflected (`0 < a`), in-place and unary ones run CuPy's ufunc directly.
-    through_numpy = not name.startswith(("__r", "__i")) and name not in _UNARY
+    # reflected arithmetic (`2.0 * a` is a.__rmul__(2.0)), in-place and unary
+    # operators run CuPy's ufunc directly. A comparison has no reflected form:
+    # `0 < a` is a.__gt__(0), through NumPy as `a > 0`.
+    reflected = name.startswith("__r") and name != "__rshift__"
+    through_numpy = not (reflected or name.startswith("__i")) and name not in _UNARY
 
     def apply(self, *others):
         if through_numpy and not all(isinstance(o, ndarray) for o in others) \
@@ -472,6 +481,21 @@ def _lazy_cupyx() -> types.ModuleType:
     sys.modules["cupyx"] = module
     loader.exec_module(module)
     return module
+
+
+def cupyx_loaded() -> bool:
+    """Whether the lazy ``cupyx`` has been loaded (by :func:`_load_cupyx`)."""
+    lazy = importlib.util._LazyModule  # type: ignore[attr-defined]
+    module = sys.modules.get("cupyx")
+    return module is not None and type(module) is not lazy
+
+
+def reset_cupyx() -> None:
+    """A lazy ``cupyx`` again, and :data:`cupyx_loaded_by` emptied: the next
+    load is seen, and where, as the first was (a test of many first calls in
+    one process names each call that loads it; scipy.sparse stays imported)."""
+    cupyx_loaded_by.clear()
+    _lazy_cupyx()
 
 
 # -- install ----------------------------------------------------------------------------

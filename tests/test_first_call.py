@@ -4,12 +4,16 @@ which runs the cuda device's host code whole on the CPU and copies from CuPy
 what made a first ``accuracy_score`` cost 0.37 s on an H100: a CuPy array
 reaching NumPy's ufunc (``counts > 0``) loads cupyx, and with it scipy.sparse.
 
-Each first call (``ClassificationMetrics.update``, its ``compute``, and
-``accuracy_score``, on CuPy arrays as in a training loop, backend ``auto``;
-then the first balanced accuracy, MCC, kappa and confusion matrix) may import
-the package's own modules and those of :data:`ALLOWED`, nothing else: no scipy, no cupyx, nothing heavy between ``import metrics_gpu`` and the
-launch of a kernel already on disk. And the backend choice does not read the
-environment on each call.
+The first call of each public function in common use, on CuPy arrays as in a
+training loop, backend ``auto`` (:data:`_FIRST_CALLS`: ``ClassificationMetrics``'
+update and compute, ``accuracy_score``, then the label metrics, the score
+metrics, the ranking metrics, the reports, and the streaming classes with
+``thresholds=``, a binary ``threshold=`` and groups), loads no cupyx: each is checked on its own, and a failure
+names the line of the package that handed a CuPy array and a scalar to NumPy.
+Each step of them may import the package's own modules and those of
+:data:`ALLOWED`, nothing else: no scipy, no cupyx, nothing heavy between
+``import metrics_gpu`` and the launch of a kernel already on disk. And the
+backend choice does not read the environment on each call.
 """
 
 from __future__ import annotations
@@ -44,22 +48,36 @@ _FIRST_CALLS = textwrap.dedent("""
     logits = cupy.asarray(rng.standard_normal((600, 10)).astype(np.float32))
     expected = float((logits.get().argmax(axis=1) == y.get()).mean())
 
-    steps, loaded = {{}}, set(sys.modules)
+    steps, loaded, loaders = {{}}, set(sys.modules), {{}}
 
-    def step(name, call):
-        global loaded
+    def first_call(name, call):
+        # The call; where it loaded cupyx, the innermost line of the package
+        # on the way, and a lazy cupyx again for the next call.
         value = call()
+        if cupy_stand_in.cupyx_loaded():
+            package = [line[line.find("metrics_gpu/"):]
+                       for line in cupy_stand_in.cupyx_loaded_by if "metrics_gpu/" in line]
+            loaders[name] = package[-1:]
+            cupy_stand_in.reset_cupyx()
+        return value
+
+    def step(name, *calls):
+        # First calls (name, call) of a step; the modules the step imported.
+        global loaded
+        values = [first_call(call_name, call) for call_name, call in calls]
         now = set(sys.modules)
         steps[name] = sorted(now - loaded - cupy_stand_in.own_modules)
         loaded = now
-        return value
+        return values
 
-    mg = step("import metrics_gpu", lambda: __import__("metrics_gpu"))
+    mg, = step("import metrics_gpu", ("import", lambda: __import__("metrics_gpu")))
     metrics = mg.ClassificationMetrics(10)
-    step("first update", lambda: metrics.update(y, logits))
+    step("first update", ("ClassificationMetrics.update", lambda: metrics.update(y, logits)))
     update_operations = list(cupy_stand_in.operations)
-    computed = step("first compute", lambda: float(metrics.compute()["accuracy"]))
-    accuracy = step("first accuracy_score", lambda: float(mg.accuracy_score(y, logits)))
+    computed, = step("first compute", ("ClassificationMetrics.compute",
+                                       lambda: float(metrics.compute()["accuracy"])))
+    accuracy, = step("first accuracy_score",
+                     ("accuracy_score", lambda: float(mg.accuracy_score(y, logits))))
 
     class CountedEnviron(dict):
         # os.environ for the calls after the first: counts reads of the backend variable.
@@ -80,18 +98,59 @@ _FIRST_CALLS = textwrap.dedent("""
     os.environ = environ
 
     labels = cupy.asarray(rng.integers(0, 10, 600))
-    step("first label metrics", lambda: [
-        metric(y, labels) for metric in (mg.balanced_accuracy_score, mg.matthews_corrcoef,
-                                         mg.cohen_kappa_score, mg.confusion_matrix)])
+    weight = cupy.asarray(rng.random(600))
+    step("first label metrics", *[(metric.__name__, lambda metric=metric: metric(y, labels))
+                                  for metric in (mg.balanced_accuracy_score, mg.matthews_corrcoef,
+                                                 mg.cohen_kappa_score, mg.confusion_matrix,
+                                                 mg.precision_recall_fscore_support)],
+         ("f1_score", lambda: mg.f1_score(y, labels, average="macro")),
+         ("f1_score, sample_weight", lambda: mg.f1_score(y, labels, average="macro",
+                                                         sample_weight=weight)),
+         ("accuracy_score, ignore_index", lambda: mg.accuracy_score(y, labels, ignore_index=3)))
+
+    probabilities = cupy.asarray(rng.dirichlet(np.ones(10), 600))
+    binary = cupy.asarray(rng.integers(0, 2, 600))
+    binary_scores = cupy.asarray(rng.random(600).astype(np.float32))
+    step("first score metrics",
+         ("log_loss", lambda: mg.log_loss(y, probabilities)),
+         ("top_k_accuracy_score", lambda: mg.top_k_accuracy_score(y, logits, k=5)),
+         ("brier_score_loss", lambda: mg.brier_score_loss(binary, binary_scores)),
+         ("expected_calibration_error",
+          lambda: mg.expected_calibration_error(y, probabilities)))
+    step("first ranking metrics",
+         ("roc_auc_score", lambda: mg.roc_auc_score(binary, binary_scores)),
+         ("roc_auc_score, ovr", lambda: mg.roc_auc_score(y, probabilities, multi_class="ovr")),
+         ("average_precision_score", lambda: mg.average_precision_score(binary, binary_scores)),
+         ("roc_curve", lambda: mg.roc_curve(binary, binary_scores)),
+         ("precision_recall_curve", lambda: mg.precision_recall_curve(binary, binary_scores)))
+    step("first reports",
+         ("label_report", lambda: mg.label_report(y, labels)),
+         ("logits_report", lambda: mg.logits_report(y, logits)))
+
+    indicators = cupy.asarray(rng.integers(0, 2, (600, 5)))
+    label_logits = cupy.asarray(rng.standard_normal((600, 5)).astype(np.float32))
+
+    def streamed(metrics, *batch):
+        metrics.update(*batch)
+        return metrics.compute()
+
+    binary_logits = cupy.asarray(rng.standard_normal((600, 2)).astype(np.float32))
+    groups = cupy.asarray(rng.integers(0, 3, 600))
+    step("first streaming, thresholds and groups",
+         ("ClassificationMetrics(thresholds=)",
+          lambda: streamed(mg.ClassificationMetrics(10, thresholds=20), y, logits)),
+         ("MultilabelMetrics(thresholds=)",
+          lambda: streamed(mg.MultilabelMetrics(5, thresholds=20), indicators, label_logits)),
+         ("ClassificationMetrics(2, threshold=, num_groups=)",
+          lambda: streamed(mg.ClassificationMetrics(2, threshold=0.3, num_groups=3), binary,
+                           binary_logits, weight, groups)))
 
     device = mg._backend._implementations["cuda"].device
     counts = device.kernel_cache.counts
     print(json.dumps({{
         "steps": steps, "accuracy": accuracy, "computed": computed, "expected": expected,
         "backend": mg.get_backend(), "device": type(device).__name__,
-        "cupyx": type(sys.modules["cupyx"]).__name__,
-        "cupyx_loaded_by": [line for line in cupy_stand_in.cupyx_loaded_by
-                            if "metrics_gpu" in line],
+        "cupyx_loaded_by": loaders,
         "scipy": sorted(m for m in sys.modules if m.split(".")[0] == "scipy")[:5],
         "compiled": len(cupy_stand_in.compiled), "launched": cupy_stand_in.launched,
         "hits": counts.hits, "update_operations": update_operations,
@@ -143,13 +202,20 @@ def test_the_first_calls_run_the_cuda_device_from_a_filled_cache(first_calls):
 
 def test_no_first_call_loads_cupyx_or_scipy(first_calls):
     """CuPy's cupyx stays the lazy module `import cupy` left, and scipy unloaded;
-    a failure names the line of the package that handed a CuPy array to NumPy."""
-    assert first_calls["cupyx"] == "_LazyModule", first_calls["cupyx_loaded_by"]
+    a failure names each call that loaded cupyx, with the line of the package
+    that handed a CuPy array and a scalar to NumPy."""
+    loaders = first_calls["cupyx_loaded_by"]
+    assert loaders == {}, "cupyx loaded by " + "; ".join(
+        f"{call} at {' '.join(lines)}" for call, lines in loaders.items())
     assert first_calls["scipy"] == []
 
 
-@pytest.mark.parametrize("step", ["first update", "first compute", "first accuracy_score",
-                                  "first label metrics"])
+STEPS = ["first update", "first compute", "first accuracy_score", "first label metrics",
+         "first score metrics", "first ranking metrics", "first reports",
+         "first streaming, thresholds and groups"]
+
+
+@pytest.mark.parametrize("step", STEPS)
 def test_a_first_call_imports_only_the_package_and_cupy(first_calls, step):
     unexpected = [name for name in first_calls["steps"][step]
                   if name.split(".")[0] not in ("metrics_gpu", "cupy") and name not in ALLOWED]

@@ -51,7 +51,16 @@ def nvrtc_options() -> tuple[str, ...]:
 
 
 def kernel_cache_key(cupy, source: str, expression: str, architecture: str) -> dict[str, str]:
-    """Everything a compiled instantiation depends on (metrics_gpu._kernel_cache)."""
+    """Everything a compiled instantiation depends on (metrics_gpu._kernel_cache).
+
+    The NVRTC version is read on a hit too, which loads libnvrtc in a process
+    that compiles nothing (about 10 ms): CuPy finds NVRTC by its soname (a pip
+    nvidia-cuda-nvrtc wheel, conda, CUDA_PATH, LD_LIBRARY_PATH), so neither
+    CuPy's version nor the driver's says which one it is, and a key without it
+    would keep serving another NVRTC's binaries after an upgrade. CuPy's own
+    kernel cache does the same (and compiles an empty file) at its first
+    kernel of a process.
+    """
     try:
         nvrtc_version = ".".join(map(str, cupy.cuda.nvrtc.getVersion()))
     except Exception:  # noqa: BLE001 - an unknown version keys entries of its own

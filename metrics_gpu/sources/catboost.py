@@ -257,7 +257,7 @@ def _catboost_score_metric(name, params, spec, y_true, approx, weight, validate)
         return output(F.log_loss(_score_pass(inputs, from_logits=True, terms=("nll",))), inputs)
     if name == "MultiClassOneVsAll":
         sums = _score_pass(inputs, from_logits=True, one_vs_all=True, terms=("one_vs_all",))
-        return output(F.catboost_one_vs_all(sums), inputs)
+        return output(F.catboost_one_vs_all(sums, inputs.backend.xp), inputs)
     sums = _score_pass(inputs, from_logits=False, terms=("hinge",))
     return output(F.score_mean(sums, "hinge"), inputs)
 

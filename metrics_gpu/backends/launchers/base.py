@@ -7,15 +7,19 @@ allocation (:mod:`metrics_gpu.testing`), the grid from the SM count, and the
 inputs as the kernels read them (labels and scores in the C types the
 instantiations take). Nothing here synchronises with the host.
 
-Device arithmetic beside the launches takes the namespace's ufunc where one
-operand is a scalar: ``xp.greater(counts, 0)``, not ``counts > 0``. CuPy's
-forward operators hand an operand that is not a CuPy array to NumPy's ufunc
-(``a > 0`` is ``numpy.greater(a, 0)``), which comes back through
-``__array_ufunc__``, and that imports ``cupyx.scipy.special``: the first one
-of a process loads cupyx and scipy.sparse, 0.33 s of a first
-``accuracy_score`` on an H100. Reflected (``0 < a``), in-place and array-array
-operators run CuPy's ufunc directly. tests/test_first_call.py holds the
-first calls to it on a stand-in for CuPy.
+Device arithmetic beside the launches (and in the checks and formulas that
+run on device arrays) takes the namespace's ufunc where one operand is a
+scalar: ``xp.greater(counts, 0)``, not ``counts > 0``; ``xp.equal(codes,
+column)``, ``xp.divide(value, 2)``, ``xp.right_shift(words, np.uint64(32))``.
+CuPy's forward operators hand an operand that is not a CuPy array (a Python
+or NumPy scalar) to NumPy's ufunc (``a > 0`` is ``numpy.greater(a, 0)``),
+which comes back through ``__array_ufunc__``, and that imports
+``cupyx.scipy.special``: the first one of a process loads cupyx and
+scipy.sparse, 0.33 s of a first ``accuracy_score`` on an H100. Reflected
+arithmetic (``2.0 * a``), in-place and array-array operators run CuPy's ufunc
+directly; a comparison has no reflected form (``0 < a`` is ``a > 0``).
+tests/test_first_call.py holds the first call of each public function in
+common use to it, on a stand-in for CuPy.
 """
 
 from __future__ import annotations

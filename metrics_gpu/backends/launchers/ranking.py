@@ -253,18 +253,26 @@ def _exact_roc_area(tile_twice_area, totals, xp):
     to float64 and divided by 2 P Q: a few roundings in all, not one per tie
     group (0 when P or Q is 0: the caller's NaN). No sync."""
     words = tile_twice_area
-    mask = np.uint64(0xFFFFFFFF)
-    limbs = xp.stack([words[:, 0] & mask, words[:, 0] >> np.uint64(32),
-                      words[:, 1] & mask, words[:, 1] >> np.uint64(32)])
+    mask, shift = np.uint64(0xFFFFFFFF), np.uint64(32)
+
+    def low_half(word):
+        return xp.bitwise_and(word, mask)
+
+    def high_half(word):
+        return xp.right_shift(word, shift)
+
+    limbs = xp.stack([low_half(words[:, 0]), high_half(words[:, 0]),
+                      low_half(words[:, 1]), high_half(words[:, 1])])
     sums = limbs.sum(axis=1)  # each < 2^64
     # Σ sums[i] 2^(32 i): the limbs carried into two exact 64-bit words
     # (the sum is below 2^107), then converted.
-    low = sums[0] + ((sums[1] & mask) << np.uint64(32))
-    carry = (sums[1] >> np.uint64(32)) + (low < sums[0]).astype(np.uint64)
-    high = sums[2] + carry + ((sums[3] & mask) << np.uint64(32))
-    twice_area = high.astype(np.float64) * 2.0 ** 64 + low.astype(np.float64)
+    low = sums[0] + xp.left_shift(low_half(sums[1]), shift)
+    carry = high_half(sums[1]) + (low < sums[0]).astype(np.uint64)
+    high = sums[2] + carry + xp.left_shift(low_half(sums[3]), shift)
+    twice_area = xp.multiply(high.astype(np.float64), 2.0 ** 64) + low.astype(np.float64)
     pairs = totals[0] * totals[1]
-    return xp.where(pairs > 0, twice_area / (2.0 * xp.where(pairs > 0, pairs, 1.0)), 0.0)
+    some_pairs = xp.greater(pairs, 0)
+    return xp.where(some_pairs, twice_area / (2.0 * xp.where(some_pairs, pairs, 1.0)), 0.0)
 
 
 def _rank_tile_scan(tile_state, xp):
@@ -280,7 +288,7 @@ def _rank_tile_scan(tile_state, xp):
     inclusive = xp.cumsum(sums, axis=0)
     offsets = xp.concatenate([xp.zeros((1, 2)), inclusive[:-1]])
     # The k-th tile with a head is where the count of such tiles first reaches k.
-    heads_so_far = xp.cumsum(before_last_head[:, 0] >= 0)
+    heads_so_far = xp.cumsum(xp.greater_equal(before_last_head[:, 0], 0))
     last = xp.searchsorted(heads_so_far, heads_so_far[:-1], side="left")
     carry = xp.concatenate([xp.zeros((1, 2)), offsets[last] + before_last_head[last]])
     return (xp.ascontiguousarray(offsets), xp.ascontiguousarray(carry),
