@@ -156,14 +156,9 @@ class _Memory:
         ctypes.memmove(self.ptr, source.ptr, size)
 
 
-class Device:
-    """``cupy.cuda.Device``: one GPU, of compute capability 9.0."""
-
-    compute_capability = "90"
-
-    def __init__(self, device: int = 0) -> None:
-        self.id = device
-        self.attributes = dict(DEVICE_ATTRIBUTES)
+class _Synchronous:
+    """A context that changes nothing and a synchronize that waits for
+    nothing: the stand-in's kernels have run when their launch returns."""
 
     def __enter__(self):
         return self
@@ -173,6 +168,16 @@ class Device:
 
     def synchronize(self) -> None:
         pass
+
+
+class Device(_Synchronous):
+    """``cupy.cuda.Device``: one GPU, of compute capability 9.0."""
+
+    compute_capability = "90"
+
+    def __init__(self, device: int = 0) -> None:
+        self.id = device
+        self.attributes = dict(DEVICE_ATTRIBUTES)
 
 
 class ndarray:  # noqa: N801 - CuPy's name
@@ -441,20 +446,11 @@ def _set_function_attribute(pointer: int, attribute: int, value: int) -> None:
     raise NotImplementedError("the stand-in's kernels take the default shared memory only")
 
 
-class Stream:
+class Stream(_Synchronous):
     """``cupy.cuda.Stream``: kernels run as they are launched on the CPU."""
 
     def __init__(self, *args, **kwargs) -> None:
         self.ptr = 0
-
-    def __enter__(self):
-        return self
-
-    def __exit__(self, *exc) -> bool:
-        return False
-
-    def synchronize(self) -> None:
-        pass
 
 
 # -- the lazy cupyx ---------------------------------------------------------------------

@@ -325,6 +325,7 @@ NOT_METRICS: dict[str, str] = {
     "ClassificationMetrics": "streaming class; streaming == functional is "
                              "tests/test_streaming.py",
     "StreamingReport": "streaming class (tests/test_streaming.py)",
+    "StepReport": "one batch's report of the streaming class (tests/test_step_values.py)",
     "MultilabelMetrics": "streaming class; streaming == scikit-learn on the concatenation is "
                          "tests/test_multilabel_stream.py",
     "MultilabelReport": "result class of MultilabelMetrics.compute",
