@@ -270,6 +270,26 @@ __device__ __forceinline__ RowScan<typename Widened<S>::type> scan_row(
   return r;
 }
 
+// The scan of a two-column row held in registers, [a, s] (a binary head's
+// one column: [0, z] of a logit, [1 - p, p] of a probability, built by the
+// caller): scan_row's result for that row with one lane, no loads.
+template <typename F>
+__device__ __forceinline__ RowScan<F> scan_pair(F a, F s, bool active, int t, F z_t,
+                                                bool from_logits) {
+  const F minus_inf = negative_infinity(F());
+  RowScan<F> r = empty_scan<F>(2);
+  if (active) {
+    F lowest = -minus_inf;
+    r.best_index = 0;
+    const F first[1] = {a};
+    absorb_columns(r, lowest, first, 0, 1, t, z_t, from_logits, false);
+    const F second[1] = {s};
+    absorb_columns(r, lowest, second, 1, 1, t, z_t, from_logits, false);
+    r.nonfinite = !(r.best - r.best == F(0)) || lowest == minus_inf;
+  }
+  return r;
+}
+
 // Whether c >= RN(k / B), the double nearest the edge k / B (0 < k < B <
 // 2^53), without a division: fma(c, B, -k) = B (c - k / B) is exact
 // wherever the answer turns on it (c within an ulp of k / B: an integer

@@ -359,9 +359,12 @@ struct StreamSettings {
 
 // The features a score instantiation compiles in (its FEATURES argument; 0
 // for labels): what a state does not use costs no registers. The host's
-// copies: launchers/streaming.py STREAM_WIDE_ROWS, STREAM_RANKING.
+// copies: launchers/streaming.py STREAM_WIDE_ROWS, STREAM_RANKING, STREAM_ONE_COLUMN.
 constexpr int kStreamWideRows = 1;  // a warp per row with 16-byte loads (scan_row_wide)
 constexpr int kStreamRanking = 2;   // the (2, K, H) thresholds histogram
+// K = 2 read from a binary head's one column of scores (a thread per row,
+// the row [0, z] or [1 - p, p] built in registers: no (N, 2) copy).
+constexpr int kStreamOneColumn = 4;
 
 // ptxas's register budget, as blocks of 256 threads an SM must hold (the
 // launch bound's second argument; bench/kernel_resources.py shows each
@@ -462,6 +465,7 @@ streaming_update(const TrueT* y_true, const PredT* preds, const W* weight, int64
   constexpr bool kScores = is_stream_score<PredT>::value;
   constexpr bool kWide = kScores && (FEATURES & kStreamWideRows) != 0;
   constexpr bool kRanking = kScores && (FEATURES & kStreamRanking) != 0;
+  constexpr bool kOneColumn = kScores && (FEATURES & kStreamOneColumn) != 0;
   typedef typename StreamWiden<PredT>::type F;
   typedef typename PrivateCell<W, C, kScores>::type P;  // the privatised cells' type
   // K, n_bins, num_top_k, the flags and the cell counts: read again after
@@ -588,21 +592,34 @@ streaming_update(const TrueT* y_true, const PredT* preds, const W* weight, int64
       // A row that is not probabilities (when they are asked for) is not
       // scanned: it is left out, and only `scanned` is held past the check.
       bool scanned = scan;
-      if (settings[kCfgFromLogits] == 0) {  // uniform: the whole warp takes it
-        const double tolerance =
-            probability_tolerance(__longlong_as_double(settings[kCfgClipEpsBits]), row_scores);
-        scanned = probability_row(row_scores, scan, classes, column_stride, group, tolerance) &&
-                  scan;
-      }
-      const F z_t = scanned ? widen(row_scores[t * column_stride]) : F(0);
+      F z_t = F(0);
       RowScan<F> r;
-      if constexpr (kWide) {  // contiguous columns
-        r = scan_row_wide<1>(row_scores, scanned, scanned ? (int)t : 0, z_t, classes, (int)lane,
-                             kWarpSize, settings[kCfgFromLogits] != 0, false);
-        merge_lanes(r, kWarpSize, settings[kCfgFromLogits] != 0, false);
+      if constexpr (kOneColumn) {
+        // The row [a, s] of the column's score s: a = 0 for a logit, 1 - s
+        // (in F) for a probability, which must be in [0, 1] (the row then
+        // sums to 1); NaN fails the test.
+        const bool logits = settings[kCfgFromLogits] != 0;
+        const F s = scan ? widen(row_scores[0]) : F(0);
+        const F a = logits ? F(0) : F(1) - s;
+        scanned = scan && (logits || (s >= F(0) && s <= F(1)));
+        z_t = t == 1 ? s : a;
+        r = scan_pair(a, s, scanned, scanned ? (int)t : 0, z_t, logits);
       } else {
-        r = scan_row(row_scores, scanned, scanned ? (int)t : 0, z_t, classes, column_stride, group,
-                     settings[kCfgFromLogits] != 0, false);
+        if (settings[kCfgFromLogits] == 0) {  // uniform: the whole warp takes it
+          const double tolerance =
+              probability_tolerance(__longlong_as_double(settings[kCfgClipEpsBits]), row_scores);
+          scanned = probability_row(row_scores, scan, classes, column_stride, group, tolerance) &&
+                    scan;
+        }
+        z_t = scanned ? widen(row_scores[t * column_stride]) : F(0);
+        if constexpr (kWide) {  // contiguous columns
+          r = scan_row_wide<1>(row_scores, scanned, scanned ? (int)t : 0, z_t, classes,
+                               (int)lane, kWarpSize, settings[kCfgFromLogits] != 0, false);
+          merge_lanes(r, kWarpSize, settings[kCfgFromLogits] != 0, false);
+        } else {
+          r = scan_row(row_scores, scanned, scanned ? (int)t : 0, z_t, classes, column_stride,
+                       group, settings[kCfgFromLogits] != 0, false);
+        }
       }
       // The weight read after the scan: no registers held across its loads.
       const double w = counted ? weight_value(weight, row) : 1.0;
@@ -613,9 +630,11 @@ streaming_update(const TrueT* y_true, const PredT* preds, const W* weight, int64
         // probability passes it, compared in float64 as the margin z1 - z0
         // of logits (sigmoid of it is that probability) or p1 itself; not the
         // argmax. The score metrics (top-k, calibration) stay the argmax's.
-        const double s1 = (double)widen(row_scores[column_stride]);
-        const double margin =
-            settings[kCfgFromLogits] != 0 ? s1 - (double)widen(row_scores[0]) : s1;
+        const double s1 = (double)widen(row_scores[kOneColumn ? 0 : column_stride]);
+        // One column: the logit's row is [0, z], whose margin is z itself.
+        const double margin = settings[kCfgFromLogits] != 0 && !kOneColumn
+                                  ? s1 - (double)widen(row_scores[0])
+                                  : s1;
         p = margin > __longlong_as_double(settings[kCfgBinaryCutBits]) ? 1 : 0;
       }
       pred_ok = !r.nonfinite && scanned == scan;  // scan: counted && target_ok
@@ -710,7 +729,13 @@ streaming_update(const TrueT* y_true, const PredT* preds, const W* weight, int64
         // counts above (fewer registers across them).
         const int lanes = kWide ? kWarpSize : (int)settings[kCfgGroup];
         for (int64 c = (int64)(lane_index() % (unsigned int)lanes); c < classes; c += lanes) {
-          const double v = (double)widen(ranked_row[c * column_stride]);
+          double v;
+          if constexpr (kOneColumn) {  // the row [a, s] again, as its scan built it
+            const F s = widen(ranked_row[0]);
+            v = (double)(c == 1 ? s : (from_logits ? F(0) : F(1) - s));
+          } else {
+            v = (double)widen(ranked_row[c * column_stride]);
+          }
           const double probability = from_logits ? exp(v - ranked_max) / ranked_sum : v;
           const int64 b = calibration_bin<true>(probability, thresholds);
           atomicAdd(cells_of + (c == t ? 0 : (int64)classes * thresholds) + c * thresholds + b,

@@ -545,10 +545,10 @@ class ClassificationMetrics:
         # What the state leaves out, the groups leave out too.
         valid = None
         if batch.scores:
-            cut = self._spec.get("binary_cut")
-            y_pred = (xp.argmax(batch.preds, axis=1) if cut is None else
-                      F.binary_decisions(batch.rows(xp), self._spec["from_logits"], cut, xp))
-            valid = xp.isfinite(batch.preds).all(axis=1)
+            rows, cut = batch.rows(xp), self._spec.get("binary_cut")
+            y_pred = (xp.argmax(rows, axis=1) if cut is None else
+                      F.binary_decisions(rows, self._spec["from_logits"], cut, xp))
+            valid = xp.isfinite(rows).all(axis=1)
         else:
             y_pred = batch.preds
         weights = batch.sample_weight
@@ -781,7 +781,8 @@ class ClassificationMetrics:
                 (sample, score_dtype, binary), self._probability_sample = \
                     self._probability_sample, None
                 rows = StreamBatch(y_true=None, preds=np.asarray(state.backend.to_host(sample)),
-                                   sample_weight=None, n=0, score_dtype=score_dtype).rows(np)
+                                   sample_weight=None, n=0, score_dtype=score_dtype,
+                                   binary_column=binary).rows(np)
                 _warn_if_probability_rows(rows, get_backend_implementation("numpy"),
                                           score_dtype, binary)
             label_values, score_values = state.compute()

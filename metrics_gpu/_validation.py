@@ -2063,17 +2063,22 @@ class StreamBatch:
     image_stride: int = 0
     inner_stride: int = 0
     column_stride: int = 1
-    # The caller gave one column, the positive class's scores of a K = 2
-    # state, read as the (M, 2) rows of binary_score_rows.
+    # A binary head's one column (preds (M,)), the positive class's scores of
+    # a K = 2 state, logits or probabilities: read as the (M, 2) rows of
+    # binary_score_rows (the kernels build each row in registers).
     binary_column: bool = False
+    column_logits: bool = True
 
     @property
     def scores(self) -> bool:
         return self.score_dtype is not None
 
     def rows(self, xp):
-        """The scores as ``(M, K)`` rows, float (float16 and bfloat16 widened)."""
+        """The scores as ``(M, K)`` rows, float (bfloat16 widened; a binary
+        head's column as its two-class rows)."""
         values = self.preds
+        if self.binary_column:
+            return binary_score_rows(values, self.column_logits, xp)
         if values.ndim > 2:
             values = xp.moveaxis(values, 1, -1)
         values = values.reshape(-1, values.shape[-1])
@@ -2105,7 +2110,10 @@ def binary_score_rows(column, from_logits: bool, xp):
     (a p outside [0, 1] makes a row that is not probabilities, refused as
     such). Class 1 is predicted where z > 0 or p > 1/2: a tie goes to class
     0, the first column of the row's maximum, as ``preds > threshold`` does.
-    One copy in the column's dtype."""
+    One copy; float16 as float32, as the kernels build the rows (there
+    ``1 - p`` of a float16 p is exact)."""
+    if column.dtype == np.float16:
+        column = column.astype(np.float32)
     rows = xp.empty((column.shape[0], 2), column.dtype)
     rows[:, 1] = column
     rows[:, 0] = 0 if from_logits else 1 - column
@@ -2153,15 +2161,21 @@ def check_stream_batch(y_true, preds, sample_weight, *, num_classes: int, backen
     if binary_column:
         if bits is not None:  # (N, 1, ...) bfloat16: widened, as one column always is
             pred = _to_backend(preds, backend)
-        if backend.name != "numpy":
-            record(device_allocations=1)
-        pred = binary_score_rows(pred.reshape(-1), not probabilities, backend.xp)
-        true = true.reshape(-1)
         bits = None
+        pred, true = pred.reshape(-1), true.reshape(-1)
+        if not pred.flags.c_contiguous:
+            pred = contiguous(pred)
     score_name = pred.dtype.name if bits is None else "bfloat16"
     label_map = (bits is None and pred.ndim >= 2 and pred.ndim == true.ndim
                  and pred.dtype.kind in "iub")
-    if pred.ndim >= 2 and not label_map:
+    if binary_column:
+        if pred.dtype.name not in STREAM_SCORE_DTYPES:
+            raise ValueError(f"{pred_name} of a binary head are scores and must be floating "
+                             f"point ({', '.join(STREAM_SCORE_DTYPES)}), got dtype {pred.dtype}")
+        layout = dict(score_dtype=pred.dtype.name, image_stride=1, inner_stride=0,
+                      column_stride=0, binary_column=True, column_logits=not probabilities)
+        n = int(true.size)
+    elif pred.ndim >= 2 and not label_map:
         if score_name not in STREAM_SCORE_DTYPES:
             raise ValueError(
                 f"{pred_name} of shape {tuple(pred.shape)} are scores and must be floating point "
@@ -2260,7 +2274,7 @@ def check_stream_batch(y_true, preds, sample_weight, *, num_classes: int, backen
         if weight is not None:
             check_sample_weight(weight, n, backend, validate=True, allow_all_zero=True)
     return StreamBatch(y_true=true, preds=pred, sample_weight=weight, n=n,
-                       weight_limit=weight_limit, binary_column=binary_column, **layout)
+                       weight_limit=weight_limit, **layout)
 
 
 # -- arguments of the score metrics and of the streaming state ------------------

@@ -17,7 +17,6 @@ import pytest
 from sklearn import metrics as skm
 
 import metrics_gpu as mg
-from metrics_gpu.testing import operation_counter
 
 N = 600
 SHAPES = {"(N,)": lambda n: (n,), "(N, 1)": lambda n: (n, 1)}
@@ -136,18 +135,32 @@ def test_one_column_is_for_two_classes_only(backend):
         metrics.update(backend.asarray(np.array([0, 1])), backend.asarray(np.array([0.3, 2.0])))
 
 
-def test_binary_update_is_one_launch_without_host_transfers():
-    """On the emulated backend: one launch a batch and no read-back; the
-    column is widened into its two-column rows by one copy."""
+@pytest.mark.parametrize("layout", ["numpy (N,) float64", "torch (N, 1) float32",
+                                    "torch (N,) float16 probabilities"])
+def test_binary_update_is_the_hot_path(layout):
+    """On the emulated backend, after the first batch: a binary head's column
+    is read in place by the update kernel (rows built in registers), so an
+    update is one launch, no allocation, no host transfer and within the
+    update's call budget, as for (N, K) scores."""
+    from test_hot_path import assert_updates_take_the_hot_path
+
     rng = np.random.default_rng(3)
+    kind = "probabilities" if "probabilities" in layout else "logits"
+
+    def batch(n):
+        y, z, _ = _binary_case(rng, n)
+        scores = _sigmoid(z) if kind == "probabilities" else z
+        if layout.startswith("numpy"):
+            return y, scores
+        torch = pytest.importorskip("torch")
+        dtype = torch.float16 if "float16" in layout else torch.float32
+        scores = torch.tensor(scores, dtype=dtype)
+        return torch.tensor(y), scores.reshape(-1, 1) if "(N, 1)" in layout else scores
+
     with mg.use_backend("emulated"):
-        metrics = mg.ClassificationMetrics(2, thresholds=16)
-        y, z, _ = _binary_case(rng, 128)
-        metrics.update(y, z)
-        with operation_counter() as operations:
-            metrics.update(y, z)
-    assert (operations.launches, operations.device_allocations,
-            operations.host_transfers) == (1, 1, 0)
+        assert_updates_take_the_hot_path(
+            mg.ClassificationMetrics(2, thresholds=16, scores=kind, threshold=0.4), batch,
+            sizes=(128, 100))
 
 
 @pytest.mark.parametrize("threshold", [0.3, 0.8])

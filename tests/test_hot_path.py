@@ -52,17 +52,23 @@ def _layouts(rng):
                                     "torch labels", "int weights", "images",
                                     "bfloat16 requiring grad"])
 def test_update_after_the_first_batch_of_a_layout_is_one_launch_and_few_calls(rng, layout):
-    make = _layouts(rng)[layout]
     with mg.use_backend("emulated"):
-        metrics = mg.ClassificationMetrics(K, top_k=(1, 3), thresholds=8)
-        metrics.update(*make(64))
-        for n in (64, 50):  # the loop's last, smaller batch shares the layout's plan
-            batch = make(n)
-            with operation_counter() as operations, call_counter() as calls:
-                metrics.update(*batch)
-            assert (operations.launches, operations.device_allocations,
-                    operations.host_transfers) == (1, 0, 0)
-            assert calls.total <= UPDATE_CALL_BUDGET, calls
+        assert_updates_take_the_hot_path(
+            mg.ClassificationMetrics(K, top_k=(1, 3), thresholds=8), _layouts(rng)[layout])
+
+
+def assert_updates_take_the_hot_path(metrics, make, sizes=(64, 50)) -> None:
+    """After a first batch of the layout ``make(n)`` gives (n rows), each
+    update (the loop's last, smaller batch too: it shares the layout's plan)
+    is one launch, no allocation, no host transfer, within the call budget."""
+    metrics.update(*make(sizes[0]))
+    for n in sizes:
+        batch = make(n)
+        with operation_counter() as operations, call_counter() as calls:
+            metrics.update(*batch)
+        assert (operations.launches, operations.device_allocations,
+                operations.host_transfers) == (1, 0, 0)
+        assert calls.total <= UPDATE_CALL_BUDGET, calls
 
 
 def _state_of(metrics):

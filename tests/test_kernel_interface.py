@@ -101,6 +101,7 @@ INTERFACE = (
     Mirror("streaming.cu", "kChecks", _KERNELS, "STREAM_CHECK_SLOTS"),
     Mirror("streaming.cu", "kStreamWideRows", _STREAM_LAUNCHERS, "STREAM_WIDE_ROWS"),
     Mirror("streaming.cu", "kStreamRanking", _STREAM_LAUNCHERS, "STREAM_RANKING"),
+    Mirror("streaming.cu", "kStreamOneColumn", _STREAM_LAUNCHERS, "STREAM_ONE_COLUMN"),
 )
 
 

@@ -275,7 +275,9 @@ def test_stream_update_budgets_name_every_instantiation():
         assert set(kinds.values()) == set(budgets), architecture
     histograms = {e for e, kind in kinds.items() if kind.endswith("histogram")}
     assert histograms == {e for e in kinds if int(e.rstrip(">").rsplit(",", 1)[1]) & STREAM_RANKING}
-    assert len(kinds) == 8 + 64 + 32  # labels, scores without and with the histogram
+    # labels, scores without and with the histogram, and a binary head's one
+    # column (float16, float32, float64) without and with it
+    assert len(kinds) == 8 + 64 + 32 + 48
 
 
 def test_kernel_table_has_no_duplicates():

@@ -49,11 +49,16 @@ STREAM_COUNT_TYPES = ("unsigned long long", "double")
 # instantiation compiles in (bits of its last template argument; labels: 0).
 STREAM_WIDE_ROWS = 1
 STREAM_RANKING = 2
+STREAM_ONE_COLUMN = 4  # kStreamOneColumn: a binary head's one column of scores
 # The score instantiations' sets of features: rows, wide rows, rows with the
 # histogram. Wide rows with the histogram take the rows' instantiation (lanes
 # per row, 4-byte loads): their K global atomics a row bound them, not the
 # loads, and a fourth set would add a third to the NVRTC gate's time.
 STREAM_SCORE_FEATURES = (0, STREAM_WIDE_ROWS, STREAM_RANKING)
+# A binary head's column, with and without the histogram: float16, float32
+# and float64 (a bfloat16 column is widened to float32 on the host).
+STREAM_ONE_COLUMN_FEATURES = (STREAM_ONE_COLUMN, STREAM_ONE_COLUMN | STREAM_RANKING)
+ONE_COLUMN_SCORE_TYPES = ("float16", "float32", "float64")
 
 
 def stream_update_expression(true_type: str, pred_type: str, weight_type: str,
@@ -74,6 +79,12 @@ MODULE = KernelModule(SOURCE, (
       for pred_type in SCORE_TYPES.values()
       for weight_type, count_type in STREAM_WEIGHT_COUNTS
       for features in STREAM_SCORE_FEATURES),
+    *(stream_update_expression(true_type, SCORE_TYPES[score_dtype], weight_type, count_type,
+                               features)
+      for true_type in SCORE_TARGET_TYPES
+      for score_dtype in ONE_COLUMN_SCORE_TYPES
+      for weight_type, count_type in STREAM_WEIGHT_COUNTS
+      for features in STREAM_ONE_COLUMN_FEATURES),
     *(stream_compute_expression(count_type) for count_type in STREAM_COUNT_TYPES),
 ))
 
@@ -279,9 +290,10 @@ class StreamingLaunchers(LaunchBase):
             pred_type = SCORE_TYPES[batch.score_dtype]
             half = batch.score_dtype in ("float16", "bfloat16")
             preds = batch.preds.view(np.uint16) if half else batch.preds
-            if batch.inner > 1 and batch.inner_stride == 1:
+            if (batch.inner > 1 and batch.inner_stride == 1) or batch.binary_column:
                 # Channel-first maps: a thread per position, so a warp's
-                # reads of each class are 32 consecutive scores.
+                # reads of each class are 32 consecutive scores. A binary
+                # head's column: a thread per row, 32 consecutive scores.
                 group = 1
             else:
                 group = score_group(k)
@@ -292,12 +304,13 @@ class StreamingLaunchers(LaunchBase):
                                 preds.dtype.itemsize)
             itemsize = preds.dtype.itemsize
             features = ((STREAM_WIDE_ROWS if wide_rows else 0)
-                        | (STREAM_RANKING if score_sums and spec["thresholds"] else 0))
+                        | (STREAM_RANKING if score_sums and spec["thresholds"] else 0)
+                        | (STREAM_ONE_COLUMN if batch.binary_column else 0))
         else:
             pred_type, group, wide_rows, half, itemsize, features = (true_type, 1, False, False,
                                                                      0, 0)
         layout = (batch.inner, batch.image_stride, batch.inner_stride, batch.column_stride, group,
-                  str(batch.y_true.dtype), clip_eps, batch.scores, wide_rows, weight_type,
+                  str(batch.y_true.dtype), clip_eps, batch.scores, wide_rows, features, weight_type,
                   pred_type, count_type,
                   # the weights as given: none, or their type (an int64 array into
                   # float counts is converted, a float64 one is not)
