@@ -309,9 +309,21 @@ class MultilabelMetrics:
         self.reset()
         _torch_compile.traceable(self)
 
-    def __setstate__(self, state: dict[str, Any]) -> None:
-        """A copy or an unpickled object: traceable under its own id too."""
-        self.__dict__.update(state)
+    def __getstate__(self) -> dict[str, Any]:
+        """What a copy or a pickle holds: the backend by name (a kernel
+        backend holds its device's compiled modules) and no launch layouts
+        (the copy's next batch makes them); the arrays as they are."""
+        held = self.__dict__.copy()
+        held.update(_layouts={},
+                    _backend=None if self._backend is None else self._backend.name)
+        return held
+
+    def __setstate__(self, held: dict[str, Any]) -> None:
+        """A copy or an unpickled object: its backend again, traceable under
+        its own id."""
+        self.__dict__.update(held)
+        name = held["_backend"]
+        self._backend = None if name is None else get_backend_implementation(name)
         _torch_compile.traceable(self)
 
     @property

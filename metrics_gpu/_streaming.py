@@ -268,6 +268,7 @@ class ClassificationMetrics:
         # synced sum it holds, so that sync is idempotent (torchmetrics'
         # cache); the next update, merge or load drops the sum for it.
         self._local: tuple[StreamState | None, int] | None = None
+        self._updates: int = 0  # update calls since the reset (ordinals of deferred checks)
         # Integer counts: a bound of their total known on the host without a
         # read (rows times the largest weight each dtype holds), and whether
         # an update added past it unchecked (its pass then keeps the check,
@@ -290,10 +291,47 @@ class ClassificationMetrics:
         self.reset()
         _torch_compile.traceable(self)
 
-    def __setstate__(self, state: dict[str, Any]) -> None:
-        """A copy or an unpickled object: traceable under its own id too."""
-        self.__dict__.update(state)
+    def __getstate__(self) -> dict[str, Any]:
+        """What a copy or a pickle holds: the state (and after a sync this
+        rank's own) as state_dict arrays and the backend by name, since a
+        kernel backend's state holds its device's compiled modules; no launch
+        plans (the copy's next batch makes them) and no step state."""
+        held = self.__dict__.copy()
+        held.update(_planned={}, _step=None, _last_step=None, _probability_sample=None,
+                    _backend=None if self._backend is None else self._backend.name,
+                    _state=self._arrays_of(self._state, self._updates))
+        if self._local is not None:
+            held["_local"] = (self._arrays_of(*self._local), self._local[1])
+        return held
+
+    def __setstate__(self, held: dict[str, Any]) -> None:
+        """A copy or an unpickled object: its arrays on its backend again (as
+        :meth:`to` moves them), traceable under its own id."""
+        snapshot, local, name = held.pop("_state"), held.pop("_local"), held.pop("_backend")
+        self.__dict__.update(held)
+        self._state, self._local = None, None
+        backend = self._backend = None if name is None else get_backend_implementation(name)
+        if local is not None:  # this rank's own state, kept apart from a sync's sum
+            own, updates = local
+            if own is not None:
+                assert backend is not None  # a state has one
+                self._load_arrays(own, backend)
+            self._local, self._state = (self._state, updates), None
+        if snapshot is not None:
+            assert backend is not None
+            self._load_arrays(snapshot, backend)
         _torch_compile.traceable(self)
+
+    def _arrays_of(self, state: StreamState | None, updates: int) -> dict[str, Any] | None:
+        """``state`` as :meth:`state_dict` gives this object's (None: None)."""
+        if state is None:
+            return None
+        held_state, held_updates = self._state, self._updates
+        self._state, self._updates = state, updates
+        try:
+            return self.state_dict()
+        finally:
+            self._state, self._updates = held_state, held_updates
 
     # -- state ------------------------------------------------------------------
 

@@ -1017,3 +1017,29 @@ def test_one_pass_leaves_out_rows_that_are_not_probabilities(backend):
                               validate=False)
     assert int(host_array(report.n_invalid)) == 1
     assert _value(report.cross_entropy) == pytest.approx(-np.log(0.8), rel=1e-12)
+
+
+@pytest.mark.parametrize("copied", ["deepcopy", "pickle"])
+def test_states_copy_and_pickle_on_every_backend(backend, rng, copied):
+    """Both streaming states (a kernel backend's holds its device's compiled
+    modules): a copy computes what the original does, and each then goes on
+    alone, its launch plans made anew."""
+    import copy
+    import pickle
+
+    def duplicate(metrics):
+        return copy.deepcopy(metrics) if copied == "deepcopy" else pickle.loads(
+            pickle.dumps(metrics))
+
+    y, z = rng.integers(0, 4, 50), rng.normal(size=(50, 4))
+    yl, zl = rng.integers(0, 2, (50, 3)), rng.normal(size=(50, 3))
+    streams = [(mg.ClassificationMetrics(4, thresholds=8), (y, z), "macro_f1"),
+               (mg.MultilabelMetrics(3, thresholds=8), (yl, zl), "f1_macro")]
+    for metrics, (target, scores), name in streams:
+        for _ in range(2):  # the second batch takes a planned launch
+            metrics.update(backend.asarray(target), backend.asarray(scores))
+        twin = duplicate(metrics)
+        assert float(twin.compute()[name]) == float(metrics.compute()[name])
+        twin.update(backend.asarray(target), backend.asarray(scores))
+        metrics.update(backend.asarray(target[:10]), backend.asarray(scores[:10]))
+        assert float(twin.compute().total) == 150 and float(metrics.compute().total) == 110

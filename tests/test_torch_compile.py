@@ -267,12 +267,9 @@ def test_compiled_update_costs_one_launch_and_our_calls_stay_in_budget():
 @pytest.mark.parametrize("copied", ["deepcopy", "pickle"])
 def test_a_copied_state_compiles_its_own_update(copied):
     """A copy has an id of its own (as a module holding the metrics that Lightning
-    or an EMA deep-copies): the compiled step of the copy adds to the copy only.
-    A state on the host (a kernel backend's state holds its device's compiled
-    modules, which do not pickle)."""
-    with mg.use_backend("numpy"):
-        original = mg.ClassificationMetrics(num_classes=3)
-        original.update(np.array([0, 1]), np.array([0, 0]))
+    or an EMA deep-copies): the compiled step of the copy adds to the copy only."""
+    original = mg.ClassificationMetrics(num_classes=3)
+    original.update(np.array([0, 1]), np.array([0, 0]))
     copy_of = (copy.deepcopy(original) if copied == "deepcopy"
                else pickle.loads(pickle.dumps(original)))
     _fresh_dynamo()
