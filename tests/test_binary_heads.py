@@ -215,3 +215,27 @@ def test_threshold_is_for_two_classes_and_a_probability():
     # 0.5 is the argmax: the state is the one built without it.
     assert mg.ClassificationMetrics(2, threshold=0.5).state_dict()["spec"] == \
         mg.ClassificationMetrics(2).state_dict()["spec"]
+
+
+def test_binary_column_edges_agree_with_the_reference(backend):
+    """The edges of a binary column: a probability exactly at the threshold
+    (and a logit of 0 at the default) predicts class 0, as ``p > t`` does; an
+    empty batch adds nothing; an ignored target is skipped; with
+    validate=False a target outside {0, 1} and a NaN score are left out and
+    counted, not read."""
+    metrics = mg.ClassificationMetrics(2, scores="probabilities", threshold=0.25,
+                                       ignore_index=-1, validate=False)
+    metrics.update(backend.asarray(np.zeros(0, np.int64)), backend.asarray(np.zeros(0)))
+    y = np.array([0, 1, 1, -1, 7, 1])
+    p = np.array([0.25, 0.25, 0.75, 0.9, 0.5, np.nan])
+    metrics.update(backend.asarray(y), backend.asarray(p))
+    report = metrics.compute()
+    # counted: rows 0-2 (row 3 ignored; rows 4 and 5 left out)
+    np.testing.assert_array_equal(backend.to_numpy(report.confusion_matrix), [[1, 0], [1, 1]])
+    assert float(report.invalid) == 2 and float(report.total) == 3
+    assert float(report["cross_entropy"]) == pytest.approx(
+        skm.log_loss([0, 1, 1], [0.25, 0.25, 0.75], labels=[0, 1]), rel=1e-12)
+    at_zero = mg.ClassificationMetrics(2)
+    at_zero.update(backend.asarray(np.array([0, 1])), backend.asarray(np.array([0.0, 0.0])))
+    np.testing.assert_array_equal(backend.to_numpy(at_zero.compute().confusion_matrix),
+                                  [[1, 0], [1, 0]])
