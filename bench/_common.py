@@ -38,7 +38,7 @@ REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
 import metrics_gpu as mg  # noqa: E402
-from metrics_gpu._backend import CUDA_INSTALL_HINT  # noqa: E402
+from metrics_gpu.backends.selection import CUDA_INSTALL_HINT  # noqa: E402
 
 # -- running -----------------------------------------------------------------
 

@@ -17,7 +17,7 @@ probabilities, and with ``--weights`` sample weights in [0.5, 1.5):
   Brier, calibration from one pass); scikit-learn's is the sum of its
   separate log_loss, accuracy_score(y, probs.argmax(1)),
   top_k_accuracy_score(k=5) and brier_score_loss times;
-* roc_auc_score, when ``metrics_gpu._ranking`` is importable (else a note):
+* roc_auc_score, when ``metrics_gpu._functional.ranking`` is importable (else a note):
   binary, N scores (rounded to 1e-4, so tied), and multiclass one-vs-rest
   macro at K = 10 on ``--ovr-samples`` rows (scikit-learn is slow there).
 
@@ -299,11 +299,11 @@ def score_section(run: Run, n: int, k: int, dtype: str, logits, probs, y, weight
 
 
 def ranking_section(run: Run, n: int, dtype: str, weighted: bool) -> dict | None:
-    """roc_auc_score rows, or None (with a note) when metrics_gpu._ranking is missing."""
+    """roc_auc_score rows, or None (with a note) when metrics_gpu._functional.ranking is missing."""
     try:
-        from metrics_gpu._ranking import roc_auc_score
+        from metrics_gpu._functional.ranking import roc_auc_score
     except Exception as error:  # being written: skip, do not fail
-        run.note(f"roc_auc_score: skipped, metrics_gpu._ranking is not importable "
+        run.note(f"roc_auc_score: skipped, metrics_gpu._functional.ranking is not importable "
                  f"({type(error).__name__}: {error})".splitlines()[0][:300], key="no-ranking")
         return None
     from sklearn import metrics as sk
@@ -368,7 +368,7 @@ def warm_up(run: Run) -> None:
         lambda: sk.roc_auc_score(y, probs, multi_class="ovr", average="macro"),
     ]
     try:
-        from metrics_gpu._ranking import roc_auc_score
+        from metrics_gpu._functional.ranking import roc_auc_score
         calls += [lambda: roc_auc_score(yb, sb),
                   lambda: roc_auc_score(y, probs, multi_class="ovr", average="macro")]
     except Exception:

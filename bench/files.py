@@ -398,8 +398,8 @@ def fastest_report(repeat: int, *arguments) -> dict:
 
 def time_copy_overlap(sources: dict[str, Any], classes: int) -> dict | None:
     """cuda only: the chunk loop with copies alone, then with the updates."""
-    from metrics_gpu._backend import backend_for_host_data, use_backend
-    from metrics_gpu._streaming import ClassificationMetrics
+    from metrics_gpu.backends.selection import backend_for_host_data, use_backend
+    from metrics_gpu._streaming.metrics import ClassificationMetrics
     from metrics_gpu.files import ReadThreads, _stream, open_columns
 
     if backend_for_host_data("auto") != "cuda":
@@ -517,7 +517,7 @@ def measure_reads(run: Run, columns: dict[str, str], case_files: list[Path]) -> 
 
 def measure_case(run: Run, name: str, columns: dict[str, str]) -> dict:
     """The reads of one case, its start-up report and its report."""
-    from metrics_gpu._workers import WORKERS_ENVIRONMENT, worker_count
+    from metrics_gpu.files.workers import WORKERS_ENVIRONMENT, worker_count
 
     args, rows = run.args, run.args.rows
     case_files = [path for stem in columns.values() for path in run.files[stem]]
@@ -651,8 +651,8 @@ def main() -> None:
         parser.error(f"--shards {args.shards} is more than --rows {args.rows}")
 
     import metrics_gpu
-    from metrics_gpu._backend import backend_for_host_data
-    from metrics_gpu._workers import WORKERS_ENVIRONMENT, available_cores
+    from metrics_gpu.backends.selection import backend_for_host_data
+    from metrics_gpu.files.workers import WORKERS_ENVIRONMENT, available_cores
     from metrics_gpu.files import reader_count, source_files
 
     backend = backend_for_host_data(args.backend)

@@ -78,7 +78,7 @@ from _common import (
 )
 
 import metrics_gpu as mg
-from metrics_gpu._backend import get_backend_implementation
+from metrics_gpu.backends.selection import get_backend_implementation
 
 DEFAULT_SAMPLES = (10**6, 10**8, 10**9)
 DEFAULT_CLASSES = (2, 10, 100, 1000)

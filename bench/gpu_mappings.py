@@ -36,8 +36,8 @@ from _common import count, git_commit, write_json
 
 import numpy as np
 
-from metrics_gpu._backend import get_backend_implementation
-from metrics_gpu._state import SCORE_SLOTS
+from metrics_gpu.backends.selection import get_backend_implementation
+from metrics_gpu._formulas.state import SCORE_SLOTS
 from metrics_gpu.backends.launchers import scores as score_launchers
 
 HUGE = 1 << 30
@@ -90,7 +90,7 @@ def rows_at_bin_edges(xp, logits, n_bins: int, rtol: float = EDGE_RTOL) -> np.nd
 
 def disagreement(values, reference, edge_rows, num_top_k: int, n_bins: int) -> list[str]:
     """The parts of a score pass's sums (host buffers of unweighted rows,
-    metrics_gpu._state layout) that differ from ``reference``'s: the scalar
+    metrics_gpu._formulas.state layout) that differ from ``reference``'s: the scalar
     slots and top-k hits beyond RTOL; a calibration bin's weight, confidence
     or correct sum beyond RTOL and the rows at its two edges
     (``edge_rows``: rows_at_bin_edges), each of which it may have gained or

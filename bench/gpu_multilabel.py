@@ -99,7 +99,7 @@ from _common import (
 )
 
 import metrics_gpu as mg
-from metrics_gpu._backend import get_backend_implementation
+from metrics_gpu.backends.selection import get_backend_implementation
 
 DEFAULT_REPORT_CASES = ((10**8, 10),)
 DEFAULT_RANKING_CASES = ((10**6, 100),)

@@ -39,7 +39,7 @@ target ~80% of the time):
   rate / the copy's DRAM traffic rate (as bench/gpu_confusion.py).
 
 Then the exact AUC: ``--auc-samples`` float32 scores in [0, 1] (float32
-rounding makes ties) with int64 0/1 targets: ``metrics_gpu._ranking.roc_auc_score``
+rounding makes ties) with int64 0/1 targets: ``metrics_gpu._functional.ranking.roc_auc_score``
 and ``average_precision_score`` on CuPy arrays, ``roc_curve(...,
 drop_intermediate=False)`` (every point; timed, not a target),
 ``roc_auc_score`` again on the scores - 0.5 (decision values of both signs),
@@ -98,7 +98,7 @@ from _common import (
 )
 
 import metrics_gpu as mg
-from metrics_gpu._backend import get_backend_implementation
+from metrics_gpu.backends.selection import get_backend_implementation
 from metrics_gpu.backends.launchers import scores as score_launchers
 
 DEFAULT_CASES = ((10**6, 1000), (32768, 128000), (10**8, 10))
@@ -473,16 +473,16 @@ def auc_case(ctx: Context, n: int) -> dict | bool:
     case = {"case": name, "n": n, "score_dtype": "float32", "target_dtype": "int64"}
     try:
         try:
-            from metrics_gpu._ranking import average_precision_score, roc_auc_score, roc_curve
+            from metrics_gpu._functional.ranking import average_precision_score, roc_auc_score, roc_curve
         except Exception as error:
             roc_auc_score = average_precision_score = roc_curve = None
-            ctx.note(f"exact AUC: ours not run, metrics_gpu._ranking is not importable "
+            ctx.note(f"exact AUC: ours not run, metrics_gpu._functional.ranking is not importable "
                      f"({type(error).__name__}: {error})".splitlines()[0][:300])
         if roc_auc_score is None:
-            case["ours"], ours = {"ms": None, "error": "metrics_gpu._ranking not importable"}, None
-            case["ours_ap"] = {"ms": None, "error": "metrics_gpu._ranking not importable"}
-            case["ours_curve"] = {"ms": None, "error": "metrics_gpu._ranking not importable"}
-            case["ours_signed"] = {"ms": None, "error": "metrics_gpu._ranking not importable"}
+            case["ours"], ours = {"ms": None, "error": "metrics_gpu._functional.ranking not importable"}, None
+            case["ours_ap"] = {"ms": None, "error": "metrics_gpu._functional.ranking not importable"}
+            case["ours_curve"] = {"ms": None, "error": "metrics_gpu._functional.ranking not importable"}
+            case["ours_signed"] = {"ms": None, "error": "metrics_gpu._functional.ranking not importable"}
             ours_signed = None
         else:
             with mg.use_backend("cuda"):

@@ -52,7 +52,7 @@ from _common import REPO, git_commit
 sys.path.insert(0, str(REPO / "tools"))  # the NVRTC gate: a repository tool, not the package
 
 import nvrtc_gate  # noqa: E402
-from metrics_gpu._kernels import kernel_source
+from metrics_gpu.backends.kernel_sources import kernel_source
 from metrics_gpu.backends.launchers import KERNEL_MODULES
 
 # Per-SM limits of the architectures (CUDA C++ Programming Guide, "Technical

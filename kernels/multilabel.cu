@@ -29,7 +29,7 @@
 // per block in shared memory, then once per block to global memory.
 //
 // The NumPy reference, which the tests hold this file to, is
-// metrics_gpu/_multilabel_stream.py (multilabel_update_reference).
+// metrics_gpu/_multilabel/stream.py (multilabel_update_reference).
 #include "scores.cu"  // calibration_bin: the binned metrics' bins are the calibration bins
 
 namespace mg {

@@ -1,7 +1,7 @@
 // Exact ROC AUC and average precision of one binary problem, after a sort
 // (and, below, the points of its ROC and precision-recall curves, and the
 // classes of its labels):
-// the tie-aware segmented scans of metrics_gpu/_ranking_formulas.py (the reference)
+// the tie-aware segmented scans of metrics_gpu/_formulas/ranking.py (the reference)
 // as two passes over tiles of blockDim.x * kRankItems ranked positions.
 //
 // The host sorts first, one of two ways:
@@ -471,7 +471,7 @@ rank_areas(const S* ranked_scores, const unsigned char* ranked_positive,
 // roc_curve and precision_recall_curve keep one point per distinct score:
 // the cumulative (negative, positive) weights and counts of samples of
 // non-zero weight at each tie group's last ranked position
-// (metrics_gpu._ranking_formulas.binary_curve_points is the reference). rank_curve_points runs twice over the tiles of
+// (metrics_gpu._formulas.ranking.binary_curve_points is the reference). rank_curve_points runs twice over the tiles of
 // rank_areas, after pass 1: with `points` null each tile writes its
 // (points, positive samples, negative samples) to tile_counts; the host
 // scans those (O(tiles)) into count_offsets and reads the total (the

@@ -16,9 +16,9 @@
 //   dynamic shared memory (any K), and the same result bit for bit run to run.
 //
 // The buffer holds kSlotCount overall values (the order of
-// metrics_gpu._formulas.LABEL_METRIC_SLOTS: the report's metrics, then the
+// metrics_gpu._formulas.labels.LABEL_METRIC_SLOTS: the report's metrics, then the
 // counts the functional API needs), then kColumnCount per-class columns of K
-// values each. Formulas and conventions are those of metrics_gpu._formulas
+// values each. Formulas and conventions are those of metrics_gpu._formulas.labels
 // (its NumPy code is the reference the tests hold this file to): averages and
 // kappa positions run over the `selected` classes (all when null), a 0/0
 // per-class rate is 0, and every sum has a fixed order, the same wherever

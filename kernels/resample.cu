@@ -8,7 +8,7 @@
 // of uniforms below a mean of 10, Hoermann's PTRS from 10 up) with the
 // logarithm and log-gamma written out of IEEE operations; NVRTC compiles with
 // --fmad=false and the emulation with -ffp-contract=off, so every operation
-// rounds as NumPy's does and the draws equal metrics_gpu/_resample.py's bit
+// rounds as NumPy's does and the draws equal metrics_gpu/_formulas/resample.py's bit
 // for bit (its NumPy reference, which states the same order of operations).
 #include "common.cuh"
 

@@ -1,5 +1,5 @@
 // The fused pass over (N, K) scores: one read of every row gives every score
-// metric's weighted sum (metrics_gpu/_state.py SCORE_SLOTS, same layout):
+// metric's weighted sum (metrics_gpu/_formulas/state.py SCORE_SLOTS, same layout):
 // argmax correctness, -log p_t (softmax of logits, or clipped probabilities),
 // the Brier sum, the Crammer-Singer hinge, CatBoost's one-vs-all log loss,
 // the true class's rank for top-k hits, and the calibration bins of the
@@ -72,7 +72,7 @@ enum ScoreSlot {
   kSlotInvalid,
   kScalarSlots
 };
-// The host's copies (metrics_gpu/_kernels.py SCORE_MAX_TOP_K, launchers/scores.py
+// The host's copies (metrics_gpu/backends/kernel_sources.py SCORE_MAX_TOP_K, launchers/scores.py
 // SCORE_MAX_BLOCK_THREADS; the enum: _state.py SCORE_SLOTS) are held to these
 // by tests/test_kernel_interface.py.
 constexpr int kMaxTopK = 8;          // top_k values per pass (the host checks)

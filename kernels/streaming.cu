@@ -65,9 +65,9 @@
 // ordinals < 2^23; K < 2^31; top_k at most kMaxTopK values.
 //
 // streaming_compute<C>: one block per 256 classes reads the state and writes
-// the score metrics (formulas of metrics_gpu._formulas: score means,
+// the score metrics (formulas of metrics_gpu._formulas.labels: score means,
 // calibration error, binned ROC AUC / AP and their error bounds) into `out`
-// (layout metrics_gpu._formulas.STREAM_SCORE_SLOTS; its NumPy reference is
+// (layout metrics_gpu._formulas.labels.STREAM_SCORE_SLOTS; its NumPy reference is
 // stream_score_values), and the kappa moments as two doubles (for a state
 // merged, synced or loaded since its last update); the last block (ticket,
 // reset by itself) computes the averages over classes in class order.
@@ -109,7 +109,7 @@ enum StreamCheck {
   kCheckOverflow,  // integer counts past 2^63 - 1: the update's key, row 0
   kChecks
 };
-// The host's copies: metrics_gpu/_kernels.py STREAM_NO_ERROR, STREAM_ORDINAL_SHIFT
+// The host's copies: metrics_gpu/backends/kernel_sources.py STREAM_NO_ERROR, STREAM_ORDINAL_SHIFT
 // (tests/test_kernel_interface.py holds them, and the enums here, to this file).
 constexpr unsigned long long kNoError = 0x7fffffffffffffffull;
 constexpr int kOrdinalShift = 40;  // rows per batch < 2^40; the host caps the ordinal
@@ -256,7 +256,7 @@ __device__ __forceinline__ void write_moments(const uint64* exact, const double*
 // clip eps of the launch), at least 2^-7 (bfloat16's eps): probabilities made
 // in half precision and widened (AMP or bfloat16 inference, saved as float32)
 // sum to 1 only within the half type's rounding, about 3 * 2^-9 at worst for a
-// bfloat16 softmax. The host's copy: metrics_gpu/_validation.py
+// bfloat16 softmax. The host's copy: metrics_gpu/_validation/__init__.py
 // probability_sum_tolerance (HALF_PRECISION_SUM_TOLERANCE).
 // bfloat16 rows take sqrt of their own eps, 2^-7 (BFLOAT16_EPS on the host):
 // 8 significant bits round each probability by up to 2^-9 of itself.
@@ -891,7 +891,7 @@ streaming_update(const TrueT* y_true, const PredT* preds, const W* weight, int64
 // compute: score metrics and binned ranking metrics from the state.
 // ---------------------------------------------------------------------------
 
-// Output slots (metrics_gpu._formulas.STREAM_SCORE_SLOTS, same order), then
+// Output slots (metrics_gpu._formulas.labels.STREAM_SCORE_SLOTS, same order), then
 // top-k accuracies, the calibration proportion / confidence / accuracy per
 // bin, and with thresholds the per-class ROC AUC, AP and their error bounds.
 enum StreamScoreSlot {
@@ -1046,7 +1046,7 @@ streaming_compute(const long long* config, const double* score_state, const C* h
     out[kOutCrossEntropy] = score_state[kSlotNll] / weight;
     out[kOutPerplexity] = exp(out[kOutCrossEntropy]);
     // Halved for K < 3: scikit-learn's scale_by_half="auto", the rule of
-    // metrics_gpu._formulas.brier_halved (the binary case is the mean of (p - y)^2).
+    // metrics_gpu._formulas.labels.brier_halved (the binary case is the mean of (p - y)^2).
     out[kOutBrier] = score_state[kSlotBrier] / (K < 3 ? 2.0 * weight : weight);
     out[kOutHinge] = score_state[kSlotHinge] / weight;
     out[kOutTotalWeight] = weight;

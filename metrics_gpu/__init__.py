@@ -3,13 +3,13 @@
 Importing this package never imports CuPy, torch or JAX, nor touches CUDA.
 """
 
-from metrics_gpu._backend import (
+from metrics_gpu.backends.selection import (
     BackendUnavailableError,
     get_backend,
     set_backend,
     use_backend,
 )
-from metrics_gpu._classification import (
+from metrics_gpu._functional.labels import (
     accuracy_score,
     balanced_accuracy_score,
     balanced_accuracy_weighted,
@@ -28,15 +28,15 @@ from metrics_gpu._classification import (
     specificity_score,
     zero_one_loss,
 )
-from metrics_gpu._encoding import encode_labels
-from metrics_gpu._multilabel_ranking import (
+from metrics_gpu._functional.encoding import encode_labels
+from metrics_gpu._multilabel.ranking import (
     coverage_error,
     dcg_score,
     label_ranking_average_precision_score,
     label_ranking_loss,
     ndcg_score,
 )
-from metrics_gpu._formulas import PER_CLASS_METRICS, REPORT_METRICS, UndefinedMetricWarning
+from metrics_gpu._formulas.labels import PER_CLASS_METRICS, REPORT_METRICS, UndefinedMetricWarning
 from metrics_gpu.sources import (
     OVERALL_PERFORMANCE_NAMES,
     PER_CLASS_PERFORMANCE_COLUMNS,
@@ -48,14 +48,14 @@ from metrics_gpu.sources import (
     overall_performance,
     per_class_performance,
 )
-from metrics_gpu._ranking import (
+from metrics_gpu._functional.ranking import (
     average_precision_score,
     multiclass_auc_mu,
     precision_recall_curve,
     roc_auc_score,
     roc_curve,
 )
-from metrics_gpu._scores import (
+from metrics_gpu._functional.scores import (
     LogitsReport,
     brier_score_loss,
     expected_calibration_error,
@@ -64,9 +64,9 @@ from metrics_gpu._scores import (
     logits_report,
     top_k_accuracy_score,
 )
-from metrics_gpu._multilabel_stream import MultilabelMetrics, MultilabelReport
-from metrics_gpu._streaming import ClassificationMetrics, StepReport, StreamingReport
-from metrics_gpu.report import LabelReport, label_report
+from metrics_gpu._multilabel.stream import MultilabelMetrics, MultilabelReport
+from metrics_gpu._streaming.metrics import ClassificationMetrics, StepReport, StreamingReport
+from metrics_gpu._reports.labels import LabelReport, label_report
 
 __version__ = "0.1.0"
 
@@ -94,6 +94,6 @@ __all__ = [
 
 # Last (the modules loaded): torch.compile must find the package on its skip
 # list whenever it traces.
-from metrics_gpu._torch_compile import keep_package_out_of_dynamo  # noqa: E402
+from metrics_gpu._pipeline.torch_compile import keep_package_out_of_dynamo  # noqa: E402
 
 keep_package_out_of_dynamo()

@@ -20,8 +20,8 @@ from typing import Any
 import numpy as np
 
 import metrics_gpu
-from metrics_gpu._backend import BACKEND_NAMES, BackendUnavailableError, backend_for_host_data
-from metrics_gpu._extras import install_hint
+from metrics_gpu.backends.selection import BACKEND_NAMES, BackendUnavailableError, backend_for_host_data
+from metrics_gpu._common.extras import install_hint
 from metrics_gpu.files import (
     AUC_MODES,
     READERS_ENVIRONMENT,
@@ -35,7 +35,7 @@ from metrics_gpu.files import (
     source_files,
 )
 from metrics_gpu.intervals import BETA_METHODS
-from metrics_gpu.report import label_report
+from metrics_gpu._reports.labels import label_report
 
 FORMATS = ("text", "json", "markdown", "html")
 # The report's defaults where None says "not given" (options of one task only).
@@ -404,7 +404,7 @@ def _command_demo(args: argparse.Namespace) -> int:
 
 
 def _command_warmup(args: argparse.Namespace) -> int:
-    from metrics_gpu._warmup import warmup
+    from metrics_gpu.backends.warmup import warmup
 
     print(f"metrics-gpu warmup: {warmup(args.jobs).summary()}")
     return 0

@@ -4,7 +4,7 @@ one (G, K, K) table.
 ``label_report(..., groups=...)`` counts each sample into its group's K x K
 confusion matrix (one pass over the labels on the caller's backend: the
 statistics pass over the codes (group K + true) K + predicted), then
-evaluates the report's formulas (:mod:`metrics_gpu._formulas`) for all G
+evaluates the report's formulas (:mod:`metrics_gpu._formulas.labels`) for all G
 tables at once on the host. The result speaks fairlearn's ``MetricFrame``
 vocabulary: ``overall``, ``by_group``, ``group_min``, ``group_max``,
 ``difference`` and ``ratio`` (``"between_groups"`` or ``"to_overall"``).
@@ -23,8 +23,8 @@ from typing import Any
 
 import numpy as np
 
-from metrics_gpu import _resample
-from metrics_gpu._report_mapping import format_number, plain
+from metrics_gpu._formulas import resample as _resample
+from metrics_gpu._pipeline.mapping import format_number, plain
 from metrics_gpu._validation import GroupCodes, LabelInputs
 from metrics_gpu.intervals import (
     BOOTSTRAP_METHODS,

@@ -5,8 +5,8 @@ replicate of the data set is a replicate of the matrix: one independent
 Poisson(n_c) draw per non-empty cell c (the Poisson bootstrap: each sample
 drawn Poisson(1) times), B replicates costing O(B x cells) after the one
 pass over the data, whatever N is. The replicates' metrics are the report's
-own formulas (:mod:`metrics_gpu._formulas`) evaluated over a replicate axis.
-The draws are counter-based (:mod:`metrics_gpu._resample`, Philox4x32-10): a
+own formulas (:mod:`metrics_gpu._formulas.labels`) evaluated over a replicate axis.
+The draws are counter-based (:mod:`metrics_gpu._formulas.resample`, Philox4x32-10): a
 seed gives the same intervals on every backend and in any chunking.
 
 Methods:
@@ -32,10 +32,10 @@ from typing import Any
 
 import numpy as np
 
-from metrics_gpu import _formulas as F
-from metrics_gpu import _resample
-from metrics_gpu._extras import install_hint
-from metrics_gpu._state import ClassStatistics
+from metrics_gpu._formulas import labels as F
+from metrics_gpu._formulas import resample as _resample
+from metrics_gpu._common.extras import install_hint
+from metrics_gpu._formulas.state import ClassStatistics
 from metrics_gpu._validation import to_numpy
 
 BOOTSTRAP_METHODS = ("percentile", "basic", "bca")
@@ -354,7 +354,7 @@ def label_intervals(confusion_matrix, *, confidence_level: float = 0.95,
     >>> ci.value, bool(ci.low < 0.85 < ci.high)
     (0.85, True)
     """
-    from metrics_gpu._backend import resolve_backend
+    from metrics_gpu.backends.selection import resolve_backend
 
     options = check_interval_options(confidence_level, method, n_resamples, rng, sampling)
     assert options is not None
@@ -616,7 +616,7 @@ def replicate_draws(backend, counts, cells, start: int, size: int, key) -> np.nd
     host, drawn by ``backend`` (kernels/resample.cu on the kernel backends, its
     NumPy reference on numpy: the same numbers)."""
     if backend is None:
-        from metrics_gpu._backend import get_backend_implementation
+        from metrics_gpu.backends.selection import get_backend_implementation
 
         backend = get_backend_implementation("numpy")
     return np.asarray(backend.to_host(backend.poisson_table_draws(counts, cells, start, size,
@@ -821,7 +821,7 @@ def roc_auc_interval(y_true, y_score, *, confidence_level: float = 0.95,
                                      "percentile" if method == "delong" else method,
                                      n_resamples, 0 if method == "delong" else rng)
     assert options is not None
-    from metrics_gpu._backend import resolve_backend
+    from metrics_gpu.backends.selection import resolve_backend
 
     # The draws are the backend's (the scores are ranked on the host).
     backend = resolve_backend(*(a for a in (y_true, y_score) if hasattr(a, "shape")))

@@ -25,9 +25,9 @@ from collections.abc import Mapping
 
 import numpy as np
 
-from metrics_gpu._backend import get_backend_implementation, is_device_array
-from metrics_gpu._extras import install_hint
-from metrics_gpu._formulas import normalized_confusion
+from metrics_gpu.backends.selection import get_backend_implementation, is_device_array
+from metrics_gpu._common.extras import install_hint
+from metrics_gpu._formulas.labels import normalized_confusion
 
 INSTALL_HINT = f"metrics_gpu.plot needs matplotlib: {install_hint('plot')}"
 NORMALIZE_OPTIONS = (None, "true", "pred", "all")

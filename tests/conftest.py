@@ -22,7 +22,7 @@ from hypothesis import settings as hypothesis_settings
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "tools"))
 
 import metrics_gpu
-from metrics_gpu._backend import BackendUnavailableError, get_backend_implementation
+from metrics_gpu.backends.selection import BackendUnavailableError, get_backend_implementation
 
 BACKENDS = ("numpy", "emulated", "cuda")
 
@@ -104,10 +104,9 @@ def backend(request):
 @pytest.fixture(autouse=True)
 def _functional_plans_of_this_test_only():
     """Each test starts without the functional API's launch plans
-    (metrics_gpu._planned): a plan an earlier test of the worker kept would
+    (metrics_gpu._pipeline.planned): a plan an earlier test of the worker kept would
     take later calls of its layout past a test's own patches and counts."""
-    from metrics_gpu import _planned
-
+    from metrics_gpu._pipeline import planned as _planned
     _planned.clear_plans()
 
 

@@ -15,8 +15,8 @@ import numpy as np
 import pytest
 
 import metrics_gpu as mg
-from metrics_gpu import _backend
-from metrics_gpu._kernel_cache import CACHE_VARIABLE
+from metrics_gpu.backends import selection as _backend
+from metrics_gpu.backends.kernel_cache import CACHE_VARIABLE
 from metrics_gpu.backends import emulated
 from conftest import skip_unavailable
 

@@ -14,8 +14,8 @@ from types import SimpleNamespace
 import numpy as np
 import pytest
 
-from metrics_gpu._kernel_cache import KernelCache
-from metrics_gpu._kernels import NVRTC_OPTIONS
+from metrics_gpu.backends.kernel_cache import KernelCache
+from metrics_gpu.backends.kernel_sources import NVRTC_OPTIONS
 from metrics_gpu.backends.cuda import CudaDevice
 
 SHARED_SIZE, MAX_DYNAMIC_SHARED = 1, 8  # CUfunction_attribute values

@@ -8,8 +8,8 @@ import types
 import numpy as np
 import pytest
 
-from metrics_gpu import _backend
-from metrics_gpu._backend import BackendUnavailableError, get_backend_implementation
+from metrics_gpu.backends import selection as _backend
+from metrics_gpu.backends.selection import BackendUnavailableError, get_backend_implementation
 from metrics_gpu.backends import cuda as cuda_device
 from metrics_gpu.cli import main, synthetic_predictions
 

@@ -18,8 +18,8 @@ import numpy as np
 import pytest
 
 import metrics_gpu as mg
-from metrics_gpu import _backend, _kernels
-
+from metrics_gpu.backends import selection as _backend
+from metrics_gpu.backends import kernel_sources as _kernels
 ENV = "METRICS_GPU_BACKEND"
 HAVE_CUPY = importlib.util.find_spec("cupy") is not None
 

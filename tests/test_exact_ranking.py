@@ -106,7 +106,7 @@ def test_one_ranked_problem_per_class_and_one_for_the_micro_average(monkeypatch)
     """Each class's ROC AUC and AP come from one ranking (one sort), the two
     micro averages from one ranking of the pooled scores: K + 1 in all (on the
     backend the arrays resolve to: numpy, or the default one CI sets)."""
-    from metrics_gpu._backend import resolve_backend
+    from metrics_gpu.backends.selection import resolve_backend
 
     rng = np.random.default_rng(3)
     n, k = 500, 6
@@ -262,7 +262,7 @@ def test_ranking_takes_the_estimated_bytes(rng, backend_name):
     import tracemalloc
 
     from conftest import skip_unavailable
-    from metrics_gpu._backend import get_backend_implementation
+    from metrics_gpu.backends.selection import get_backend_implementation
 
     skip_unavailable(backend_name)
     implementation = get_backend_implementation(backend_name)

@@ -19,7 +19,7 @@ from hypothesis import strategies as st
 from sklearn import metrics as sk
 
 import metrics_gpu
-from metrics_gpu._backend import BackendUnavailableError, get_backend_implementation
+from metrics_gpu.backends.selection import BackendUnavailableError, get_backend_implementation
 from metrics_gpu.cli import main
 from metrics_gpu.files import FileProblem, exact_auc_bytes, report_files
 

@@ -27,13 +27,13 @@ from pathlib import Path
 
 import pytest
 
-from metrics_gpu import _backend
-from metrics_gpu._kernel_cache import CACHE_VARIABLE, SWITCH_VARIABLE, cache_root
+from metrics_gpu.backends import selection as _backend
+from metrics_gpu.backends.kernel_cache import CACHE_VARIABLE, SWITCH_VARIABLE, cache_root
 
 TESTS = Path(__file__).resolve().parent
 
 # What a first call may import besides metrics_gpu's modules and CuPy's:
-# fcntl (the kernel cache's entry locks, metrics_gpu._kernel_cache).
+# fcntl (the kernel cache's entry locks, metrics_gpu.backends.kernel_cache).
 ALLOWED = frozenset({"fcntl"})
 
 _FIRST_CALLS = textwrap.dedent("""
@@ -145,7 +145,7 @@ _FIRST_CALLS = textwrap.dedent("""
           lambda: streamed(mg.ClassificationMetrics(2, threshold=0.3, num_groups=3), binary,
                            binary_logits, weight, groups)))
 
-    device = mg._backend._implementations["cuda"].device
+    device = mg.backends.selection._implementations["cuda"].device
     counts = device.kernel_cache.counts
     print(json.dumps({{
         "steps": steps, "accuracy": accuracy, "computed": computed, "expected": expected,

@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 
 import metrics_gpu as mg
-from metrics_gpu import _streaming
+from metrics_gpu._streaming import metrics as _streaming
 from metrics_gpu.testing import call_counter, operation_counter
 
 torch = pytest.importorskip("torch")
@@ -398,8 +398,7 @@ def _score_batches(rng):
 
 
 def _without_plans(call, batch):
-    from metrics_gpu import _planned
-
+    from metrics_gpu._pipeline import planned as _planned
     _planned.clear_plans()
     try:
         return _plain(call(*batch))
@@ -411,8 +410,7 @@ def _planned_and_full(call, batches, *, layouts: int):
     """``call`` of each batch on the emulated backend, as plain numbers: through
     the plans (a layout's first call makes its plan; ``layouts`` of them), then
     each batch without any."""
-    from metrics_gpu import _planned
-
+    from metrics_gpu._pipeline import planned as _planned
     with mg.use_backend("emulated"):
         _planned.clear_plans()
         planned = [_plain(call(*batch)) for batch in batches]
@@ -495,8 +493,7 @@ def test_planned_functional_calls_from_threads(rng):
 
 
 def test_functional_plans_are_bounded(rng):
-    from metrics_gpu import _planned
-
+    from metrics_gpu._pipeline import planned as _planned
     with mg.use_backend("emulated"):
         _planned.clear_plans()
         for k in range(2, _planned.MAX_PLANS + 6):
@@ -533,8 +530,8 @@ def test_a_plan_keeps_none_of_the_first_calls_buffers(rng):
     import gc
     import weakref
 
-    from metrics_gpu import _planned
-    from metrics_gpu._stages import one_pass
+    from metrics_gpu._pipeline import planned as _planned
+    from metrics_gpu._pipeline.stages import one_pass
 
     y = torch.tensor(rng.integers(0, K, 100))
     z = torch.tensor(rng.normal(size=(100, K)).astype(np.float32))

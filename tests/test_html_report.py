@@ -16,7 +16,7 @@ import pytest
 from metrics_gpu import label_report
 from metrics_gpu.cli import main
 from metrics_gpu.files import report_files
-from metrics_gpu.html_report import MAX_MATRIX_CLASSES, PLOT_HINT, PNG_SIGNATURE
+from metrics_gpu._reports.html import MAX_MATRIX_CLASSES, PLOT_HINT, PNG_SIGNATURE
 
 HAS_MATPLOTLIB = importlib.util.find_spec("matplotlib") is not None
 SCORE_SECTIONS = {"score-metrics", "score-pictures"}

@@ -14,7 +14,7 @@ import numpy as np
 import pytest
 
 import metrics_gpu
-from metrics_gpu._extras import install_hint
+from metrics_gpu._common.extras import install_hint
 from metrics_gpu.cli import build_parser, main
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -60,7 +60,7 @@ def test_no_install_line_names_the_project_with_an_extra():
         broken += _broken_lines(text, where)
     assert not broken, (
         "install lines that pip cannot resolve (the package is not on an index; "
-        f"use metrics_gpu._extras.install_hint's form, {install_hint('io')!r}):\n"
+        f"use metrics_gpu._common.extras.install_hint's form, {install_hint('io')!r}):\n"
         + "\n".join(broken))
 
 

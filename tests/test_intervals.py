@@ -12,8 +12,8 @@ import pytest
 from scipy import stats
 
 from metrics_gpu import ClassificationMetrics, label_report, use_backend
-from metrics_gpu import _formulas as F
-from metrics_gpu import _resample as R
+from metrics_gpu._formulas import labels as F
+from metrics_gpu._formulas import resample as R
 from metrics_gpu import intervals as I
 
 statsmodels_proportion = pytest.importorskip("statsmodels.stats.proportion")
@@ -487,10 +487,10 @@ def test_interval_coverage_by_simulation(monkeypatch):
 
 @pytest.mark.parametrize("first", [0, 7, 2 ** 32 - 64])
 def test_poisson_kernel_equals_the_reference(case, first):
-    """kernels/resample.cu draws what metrics_gpu._resample draws, bit for bit:
+    """kernels/resample.cu draws what metrics_gpu._formulas.resample draws, bit for bit:
     every branch (0, the multiplication method below 10, PTRS from 10 up to
     1e12), cell ids past 32 bits, replicate ids up to 2**32 - 1."""
-    from metrics_gpu._backend import get_backend_implementation
+    from metrics_gpu.backends.selection import get_backend_implementation
     from metrics_gpu.testing import operation_counter
 
     emulated = case.impl
@@ -607,8 +607,7 @@ def test_stream_binned_rank_intervals(backend):
 
 
 def test_binned_rank_bca_acceleration_is_the_jackknife_over_samples():
-    from metrics_gpu import _formulas as F
-
+    from metrics_gpu._formulas import labels as F
     rng = np.random.default_rng(31)
     k, h, n = 3, 6, 90
     target = rng.integers(0, k, n)

@@ -1,4 +1,4 @@
-"""The on-disk kernel cache (metrics_gpu._kernel_cache) and its use by the cuda
+"""The on-disk kernel cache (metrics_gpu.backends.kernel_cache) and its use by the cuda
 backend and `metrics-gpu warmup`, without a GPU: hits and misses, damaged
 entries, the switches, writers racing in threads and processes, and a
 process restart (a subprocess on the stand-in CuPy of test_cuda_device)."""
@@ -18,8 +18,8 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from metrics_gpu import _kernel_cache
-from metrics_gpu._kernel_cache import (
+from metrics_gpu.backends import kernel_cache as _kernel_cache
+from metrics_gpu.backends.kernel_cache import (
     CACHE_VARIABLE,
     SWITCH_VARIABLE,
     KernelCache,
@@ -197,7 +197,7 @@ _RESTART_SCRIPT = textwrap.dedent("""
     import json, sys
     sys.path[:0] = [{tests!r}, {root!r}]
     import numpy as np
-    from metrics_gpu._kernel_cache import KernelCache
+    from metrics_gpu.backends.kernel_cache import KernelCache
     from test_cuda_device import fake_device
     device, records = fake_device(cache_directory=KernelCache.default("cuda").directory)
     device.launch("streaming.cu", "streaming_update<int>", 1, 256, [np.int64(1)])
@@ -227,7 +227,8 @@ def test_the_cache_survives_a_process_restart(tmp_path):
 def test_warmup_compiles_what_is_missing_once(tmp_path, monkeypatch):
     """metrics-gpu warmup (in one process, on the stand-in CuPy): every
     instantiation of KERNEL_MODULES into the cache, then nothing to do."""
-    from metrics_gpu import _warmup, cli
+    from metrics_gpu import cli
+    from metrics_gpu.backends import warmup as _warmup
     from metrics_gpu.backends import cuda
     from metrics_gpu.backends.launchers import KERNEL_MODULES
 

@@ -26,7 +26,7 @@ from pathlib import Path
 
 import pytest
 
-from metrics_gpu._kernels import SCORE_MAX_TOP_K, kernel_directory, kernel_source
+from metrics_gpu.backends.kernel_sources import SCORE_MAX_TOP_K, kernel_directory, kernel_source
 
 
 @dataclass(frozen=True)
@@ -41,8 +41,8 @@ class Mirror:
     skip: int = 0  # enumerators before the Python sequence's first entry
 
 
-_STATE, _KERNELS = "metrics_gpu._state", "metrics_gpu._kernels"
-_FORMULAS, _STREAMING = "metrics_gpu._formulas", "metrics_gpu._streaming"
+_STATE, _KERNELS = "metrics_gpu._formulas.state", "metrics_gpu.backends.kernel_sources"
+_FORMULAS, _STREAMING = "metrics_gpu._formulas.labels", "metrics_gpu._streaming.metrics"
 _LAUNCHERS = "metrics_gpu.backends.launchers"
 _BASE, _SCORES = f"{_LAUNCHERS}.base", f"{_LAUNCHERS}.scores"
 _REDUCE, _RANKING = f"{_LAUNCHERS}.reduce_metrics", f"{_LAUNCHERS}.ranking"

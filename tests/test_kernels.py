@@ -31,7 +31,7 @@ import pytest
 
 import metrics_gpu
 from conftest import KernelCase, Launch
-from metrics_gpu._backend import get_backend_implementation
+from metrics_gpu.backends.selection import get_backend_implementation
 
 NUMPY = get_backend_implementation("numpy")
 RTOL = 1e-12

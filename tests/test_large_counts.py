@@ -19,8 +19,8 @@ import re
 import numpy as np
 import pytest
 
-from metrics_gpu._kernels import kernel_directory
-from metrics_gpu._state import RowArgmax
+from metrics_gpu.backends.kernel_sources import kernel_directory
+from metrics_gpu._formulas.state import RowArgmax
 from metrics_gpu.backends.launchers import base as launch_base
 from conftest import skip_unavailable
 
@@ -52,7 +52,7 @@ def _huge_scores(dtype, rows, columns):
 def recorded(monkeypatch):
     """The emulated backend with launches recorded, not run."""
     skip_unavailable("emulated")
-    from metrics_gpu._backend import get_backend_implementation
+    from metrics_gpu.backends.selection import get_backend_implementation
 
     backend = get_backend_implementation("emulated")
     launches = []

@@ -1,6 +1,6 @@
 """Multilabel ranking metrics against scikit-learn: LRAP, ranking loss and
-coverage error (metrics_gpu._multilabel_ranking), and the multilabel ROC AUC
-and average precision of metrics_gpu._ranking, on every backend.
+coverage error (metrics_gpu._multilabel.ranking), and the multilabel ROC AUC
+and average precision of metrics_gpu._functional.ranking, on every backend.
 
 Scores are drawn from a few values so that ties (scikit-learn's "max" ranks,
 a tie mis-ordered for the ranking loss) are the common case, and rows with
@@ -20,7 +20,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 import metrics_gpu as mg
-import metrics_gpu._multilabel_ranking as multilabel_ranking
+import metrics_gpu._multilabel.ranking as multilabel_ranking
 
 RTOL = ATOL = 1e-12
 RANKING_METRICS = ("label_ranking_average_precision_score", "label_ranking_loss",

@@ -17,7 +17,7 @@ import sklearn.metrics as skm
 import torch
 
 import metrics_gpu as mg
-from metrics_gpu._multilabel_stream import _ignore_value, multilabel_update_reference
+from metrics_gpu._multilabel.stream import _ignore_value, multilabel_update_reference
 from metrics_gpu._validation import score_cut as _cut
 from metrics_gpu.backends.launchers.multilabel import ELEMENT_CODES, NO_ROW, ROW_SLOTS
 from metrics_gpu.testing import call_counter, operation_counter
@@ -403,7 +403,7 @@ def test_ranking_needs_scores_and_no_ignore_index():
 def test_binned_roc_auc_and_average_precision(rng, backend_name, scores_are):
     """The (2, L, H) histogram against one made here from the bins, and the
     binned values within their bounds of scikit-learn's exact ones."""
-    from metrics_gpu import _formulas as F
+    from metrics_gpu._formulas import labels as F
     from metrics_gpu.backends.numpy_backend import calibration_bin
 
     n, num_labels, thresholds = 90, 5, 20

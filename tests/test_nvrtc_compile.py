@@ -19,7 +19,7 @@ from collections import defaultdict
 import pytest
 
 import nvrtc_gate
-from metrics_gpu._kernels import SUPPORTED_ARCHITECTURES, KernelModule, kernel_directory
+from metrics_gpu.backends.kernel_sources import SUPPORTED_ARCHITECTURES, KernelModule, kernel_directory
 from metrics_gpu.backends.launchers import KERNEL_MODULES
 from metrics_gpu.backends.launchers.reduce_metrics import REDUCE_KERNELS
 from metrics_gpu.backends.launchers.scores import SCORE_PASS_KERNELS

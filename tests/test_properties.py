@@ -31,10 +31,10 @@ from hypothesis import strategies as st
 from hypothesis.extra.numpy import arrays
 
 import metrics_gpu as mg
-import metrics_gpu._classification as classification
-import metrics_gpu._stages as stages
-from metrics_gpu._stages import accumulate
-from metrics_gpu._state import ClassStatistics
+import metrics_gpu._functional.labels as classification
+import metrics_gpu._pipeline.stages as stages
+from metrics_gpu._pipeline.stages import accumulate
+from metrics_gpu._formulas.state import ClassStatistics
 from metrics_gpu._validation import check_label_inputs
 
 RTOL = 1e-12

@@ -28,9 +28,9 @@ import numpy as np
 import pytest
 import sklearn.metrics as skm
 
-from metrics_gpu._backend import get_backend_implementation
-from metrics_gpu._formulas import UndefinedMetricWarning
-from metrics_gpu._ranking import (
+from metrics_gpu.backends.selection import get_backend_implementation
+from metrics_gpu._formulas.labels import UndefinedMetricWarning
+from metrics_gpu._functional.ranking import (
     average_precision_score,
     multiclass_auc_mu,
     precision_recall_curve,
@@ -1151,7 +1151,7 @@ def test_exact_float64_widens_subnormals_from_their_bits():
     float32 -> float64 conversion flushes subnormals to 0): equal to NumPy's
     exact conversion on every class of float32, subnormals of both signs, -0,
     the extremes, infinities and NaN."""
-    from metrics_gpu._ranking import exact_float64
+    from metrics_gpu._functional.ranking import exact_float64
 
     rng = np.random.default_rng(7)
     bits = rng.integers(0, 2**32, 20_000, dtype=np.uint64).astype(np.uint32)

@@ -1,7 +1,7 @@
 """The one-launch metric reduction (``kernels/reduce_metrics.cu``).
 
 Held to two references: the NumPy buffer of
-:func:`metrics_gpu._formulas.label_metric_values` (every slot and per-class
+:func:`metrics_gpu._formulas.labels.label_metric_values` (every slot and per-class
 column, for every kind of state), and scikit-learn on samples expanded from
 the same matrix (independent of our formulas). Runs on each kernel backend
 that can run here (``case`` fixture in ``conftest.py``).
@@ -17,16 +17,16 @@ import pytest
 from sklearn import metrics as skm
 
 import metrics_gpu
-from metrics_gpu._backend import get_backend_implementation
-from metrics_gpu._formulas import (
+from metrics_gpu.backends.selection import get_backend_implementation
+from metrics_gpu._formulas.labels import (
     LABEL_METRIC_COLUMNS,
     LABEL_METRIC_COUNTS,
     LABEL_METRIC_SLOTS,
     SLOT,
     label_metric_columns,
 )
-from metrics_gpu._kernels import kernel_source
-from metrics_gpu._state import statistics_from_matrix
+from metrics_gpu.backends.kernel_sources import kernel_source
+from metrics_gpu._formulas.state import statistics_from_matrix
 from metrics_gpu.backends.launchers.base import BLOCKS_PER_MULTIPROCESSOR, WARP_SIZE
 from metrics_gpu.backends.launchers.reduce_metrics import (
     REDUCE_MAX_BLOCK_THREADS,

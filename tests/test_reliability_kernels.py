@@ -106,7 +106,7 @@ def test_kernel_primitives_convert_big_endian_arrays(case, rng):
 
 
 def test_emulated_launch_refuses_non_native_arguments():
-    from metrics_gpu._backend import get_backend_implementation
+    from metrics_gpu.backends.selection import get_backend_implementation
     from metrics_gpu.backends.emulated import EmulatedKernelError
 
     device = get_backend_implementation("emulated").device

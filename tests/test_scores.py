@@ -19,7 +19,7 @@ import pytest
 import sklearn.metrics as skm
 
 import metrics_gpu as mg
-from metrics_gpu._state import SCORE_SLOTS
+from metrics_gpu._formulas.state import SCORE_SLOTS
 from metrics_gpu.backends.numpy_backend import NUMPY_BACKEND
 
 SLOT_CORRECT = SCORE_SLOTS.index("correct")
@@ -676,7 +676,7 @@ def test_reports_leave_out_top_k_of_every_class(backend, rng, k):
                                   "expected_calibration_error", "log_loss-lists"])
 def test_probabilities_warning_points_at_the_callers_line(backend, call):
     """Issue 47 item 13: rows that do not sum to 1 warn as scikit-learn does,
-    attributed to the line that called the metric (was metrics_gpu/_backend.py)."""
+    attributed to the line that called the metric (was metrics_gpu/backends/selection.py)."""
     y_true = np.array([0, 1, 1, 0])
     proba = np.array([[0.8, 0.1], [0.2, 0.7], [0.3, 0.6], [0.9, 0.2]])
     t, p = backend.asarray(y_true), backend.asarray(proba)

@@ -13,8 +13,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 import metrics_gpu as mg
-from metrics_gpu._backend import get_backend_implementation
-from metrics_gpu._formulas import REPORT_METRICS
+from metrics_gpu.backends.selection import get_backend_implementation
+from metrics_gpu._formulas.labels import REPORT_METRICS
 from metrics_gpu.testing import operation_counter
 from conftest import host_array
 
@@ -222,8 +222,7 @@ def test_binned_ranking_within_its_bound(rng):
 
 def F_bound(metrics, report, c, name):
     """The per-class error bound of the report's score buffer."""
-    from metrics_gpu import _formulas as F
-
+    from metrics_gpu._formulas import labels as F
     spec = metrics._spec
     k = spec["num_classes"]
     head = len(F.STREAM_SCORE_SLOTS) + len(spec["top_k"]) + 3 * spec["n_bins"]
@@ -430,7 +429,7 @@ def test_one_pass_budget(rng, monkeypatch):
     k = 100
     (y, z, _), = _batches(rng, k, (96,), dtype=np.float32)
     with mg.use_backend("emulated"):
-        backend = mg._backend.get_backend_implementation("emulated")
+        backend = mg.backends.selection.get_backend_implementation("emulated")
         shapes = []
         original = type(backend).zeros
 
@@ -881,8 +880,7 @@ def test_gpu_batch_of_probabilities_read_as_logits_warns_at_compute(monkeypatch,
     """A GPU batch (here host arrays taken for one) under validate="deferred":
     the update copies its first rows and reads nothing; the first compute()
     warns, once; NaN rows, logits and a declared state do not warn."""
-    from metrics_gpu import _streaming
-
+    from metrics_gpu._streaming import metrics as _streaming
     monkeypatch.setattr(_streaming, "is_device_array", lambda array: True)
     y = np.array([0, 1, 2, 1])
     probabilities = _softmax(rng.normal(size=(4, 3)))
@@ -919,8 +917,7 @@ def test_gpu_batch_sample_of_probabilities_keeps_the_layout(monkeypatch, rng, la
     and no test (no warning, no copy kernel) for scores that are not
     contiguous."""
     torch = pytest.importorskip("torch")
-    from metrics_gpu import _streaming
-
+    from metrics_gpu._streaming import metrics as _streaming
     monkeypatch.setattr(_streaming, "is_device_array", lambda array: True)
     probabilities = _softmax(rng.normal(size=(6, 3)))
     y = np.array([0, 1, 2, 1, 0, 2])

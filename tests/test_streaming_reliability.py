@@ -16,8 +16,8 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 import metrics_gpu as mg
-import metrics_gpu._streaming as streaming
-from metrics_gpu._backend import get_backend_implementation
+import metrics_gpu._streaming.metrics as streaming
+from metrics_gpu.backends.selection import get_backend_implementation
 from metrics_gpu._validation import CLASS_STATISTICS_BYTES, MAX_STATE_BYTES
 from conftest import host_array
 

@@ -1,7 +1,7 @@
 """Public calls inside a ``torch.compile``d function: no crash, the eager result.
 
 metrics_gpu keeps itself out of TorchDynamo's graphs
-(``metrics_gpu/_torch_compile.py``): a compiled step breaks its graph at a
+(``metrics_gpu/_pipeline/torch_compile.py``): a compiled step breaks its graph at a
 functional call and runs the call eagerly. The two update methods are the
 exception: Dynamo traces them into one operator, ``metrics_gpu::update``,
 so that a step updating the metrics compiles whole (``fullgraph=True``). The
@@ -23,7 +23,7 @@ import numpy as np
 import pytest
 
 import metrics_gpu as mg
-from metrics_gpu import _torch_compile
+from metrics_gpu._pipeline import torch_compile as _torch_compile
 from metrics_gpu.testing import call_counter, operation_counter
 from metric_registry import METRICS, SEED, flatten, make_case
 
@@ -31,7 +31,7 @@ torch = pytest.importorskip("torch")
 
 CASE = make_case(np.random.default_rng(SEED))
 DEVICES = ["cpu", pytest.param("cuda", marks=pytest.mark.skipif(
-    not torch.cuda.is_available() or mg._backend.importlib.util.find_spec("cupy") is None,
+    not torch.cuda.is_available() or mg.backends.selection.importlib.util.find_spec("cupy") is None,
     reason="no GPU (CUDA tensors need a GPU and CuPy)"))]
 
 

@@ -234,8 +234,9 @@ def test_half_scores_reach_the_backend_in_place(monkeypatch, backend_name, dtype
     patterns for the kernels, ml_dtypes' bfloat16 for NumPy; validation
     widens no more than a chunk of rows at a time (here 64 values)."""
     from conftest import skip_unavailable
-    from metrics_gpu import _state, _validation
-    from metrics_gpu._backend import get_backend_implementation
+    from metrics_gpu import _validation
+    from metrics_gpu._formulas import state as _state
+    from metrics_gpu.backends.selection import get_backend_implementation
 
     skip_unavailable(backend_name)
     implementation = get_backend_implementation(backend_name)

@@ -560,8 +560,7 @@ def test_class_names_wrong_length(backend):
 
 @pytest.fixture
 def clean_backend_state(monkeypatch):
-    from metrics_gpu import _backend
-
+    from metrics_gpu.backends import selection as _backend
     monkeypatch.setattr(_backend, "_global_backend", None)
     monkeypatch.setattr(_backend, "_environment_backend", None)  # read again
     monkeypatch.delenv("METRICS_GPU_BACKEND", raising=False)

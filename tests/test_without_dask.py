@@ -1,6 +1,6 @@
 """The README's test command on a machine without Dask (the GPU image has
 none): ``--doctest-modules`` over ``metrics_gpu`` (pyproject.toml's
-``testpaths``) must not fail on ``metrics_gpu/dask.py``, the one module that
+``testpaths``) must not fail on ``metrics_gpu/dask/__init__.py``, the one module that
 imports Dask at the top; ``metrics_gpu/conftest.py`` leaves it out then. Run in
 a subprocess whose ``dask`` is a package that refuses to import."""
 
@@ -43,20 +43,20 @@ def test_hidden_dask_cannot_be_imported(tmp_path):
 
 
 def test_doctest_collection_without_dask(tmp_path):
-    """metrics_gpu/dask.py is left out without an error; the other modules'
+    """metrics_gpu/dask/__init__.py is left out without an error; the other modules'
     doctests are collected."""
     result = _collect_package(_without_dask(tmp_path))
     report = result.stdout + result.stderr
     assert result.returncode == 0, report
     assert "ERROR" not in report and "Interrupted" not in report, report
-    assert "metrics_gpu/dask.py" not in report, report
-    assert "metrics_gpu/_encoding.py::metrics_gpu._encoding.encode_labels" in result.stdout
+    assert "metrics_gpu/dask/__init__.py" not in report, report
+    assert "metrics_gpu/_functional/encoding.py::metrics_gpu._functional.encoding.encode_labels" in result.stdout
 
 
 def test_doctest_collection_with_dask():
-    """With Dask, metrics_gpu/dask.py's doctests are collected (the rule is no blanket
+    """With Dask, metrics_gpu/dask/__init__.py's doctests are collected (the rule is no blanket
     ignore)."""
     pytest.importorskip("dask.array")
     result = _collect_package(dict(os.environ))
     assert result.returncode == 0, result.stdout + result.stderr
-    assert "metrics_gpu/dask.py::metrics_gpu.dask" in result.stdout
+    assert "metrics_gpu/dask/__init__.py::metrics_gpu.dask" in result.stdout

@@ -12,8 +12,8 @@ import numpy as np
 import pytest
 
 from metrics_gpu import ClassificationMetrics, files
-from metrics_gpu._backend import use_backend
-from metrics_gpu._workers import MIN_VALUES_PER_WORKER, WorkerFailed, worker_count
+from metrics_gpu.backends.selection import use_backend
+from metrics_gpu.files.workers import MIN_VALUES_PER_WORKER, WorkerFailed, worker_count
 from metrics_gpu.backends import numpy_backend
 from metrics_gpu.backends.numpy_backend import _first_max, calibration_bin, probability_bins
 from metrics_gpu.files import FileProblem, evaluate_files, report_files

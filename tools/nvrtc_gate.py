@@ -2,7 +2,7 @@
 
 This is the CI gate for the CUDA kernels: every template instantiation listed
 in :data:`metrics_gpu.backends.launchers.KERNEL_MODULES` is compiled for every entry of
-:data:`~metrics_gpu._kernels.SUPPORTED_ARCHITECTURES`, down to a real cubin
+:data:`~metrics_gpu.backends.kernel_sources.SUPPORTED_ARCHITECTURES`, down to a real cubin
 (``--gpu-architecture=sm_XX``, so ptxas runs too), so a kernel that fails to
 compile for any architecture fails CI rather than a user's first call.
 
@@ -34,7 +34,7 @@ from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from metrics_gpu._kernels import (
+from metrics_gpu.backends.kernel_sources import (
     NVRTC_OPTIONS,
     SUPPORTED_ARCHITECTURES,
     KernelModule,

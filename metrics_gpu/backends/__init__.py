@@ -6,12 +6,12 @@
   (:mod:`.emulated`: the same ``.cu`` sources compiled for the CPU), made of
   one launcher per kernel source (:mod:`.launchers`).
 
-:mod:`metrics_gpu._backend` chooses one per call; every stage above it
-(:mod:`metrics_gpu._stages`, the metric modules) reaches a backend only
+:mod:`metrics_gpu.backends.selection` chooses one per call; every stage above it
+(:mod:`metrics_gpu._pipeline.stages`, the metric modules) reaches a backend only
 through the members listed here. The streaming state's update and compute
 are the one exception: the numpy backend's are module functions of
 :mod:`.numpy_backend`, the kernel backend's take its workspace
-(:class:`~.launchers.streaming.StreamWorkspace`), and :class:`metrics_gpu._stages.StreamState`
+(:class:`~.launchers.streaming.StreamWorkspace`), and :class:`metrics_gpu._pipeline.stages.StreamState`
 calls each by name. ``tests/test_dispatch.py`` holds every backend to the
 protocol, signatures included.
 """
@@ -64,14 +64,14 @@ class Backend(Protocol):
     def class_statistics(self, y_true, y_pred, *, num_classes, sample_weight=None,
                          ignore_index=None, class_lut=None, guard=False, moments=False,
                          deterministic=False) -> Any:
-        """O(K) per-class statistics of one pass (:class:`metrics_gpu._state.ClassStatistics`)."""
+        """O(K) per-class statistics of one pass (:class:`metrics_gpu._formulas.state.ClassStatistics`)."""
 
     def statistics_from_matrix(self, matrix, observed, *, invalid=0, moments=False) -> Any:
         """The per-class statistics of a dense matrix."""
 
     def label_metrics(self, stats, *, selected=None) -> Any:
         """Every label metric of ``stats`` as one float64 buffer
-        (:data:`metrics_gpu._formulas.LABEL_METRIC_SLOTS`)."""
+        (:data:`metrics_gpu._formulas.labels.LABEL_METRIC_SLOTS`)."""
 
     def label_metrics_from_matrix(self, matrix, observed, *, selected=None, invalid=0,
                                   moments=True) -> Any:
@@ -83,7 +83,7 @@ class Backend(Protocol):
                           n_bins=0, one_vs_all=False, terms=None,
                           deterministic=False) -> Any:
         """The score metrics' sums from one read of ``(N, K)`` scores
-        (:class:`metrics_gpu._state.ScoreSums`)."""
+        (:class:`metrics_gpu._formulas.state.ScoreSums`)."""
 
     # -- ranking ----------------------------------------------------------------
     def label_pair_summary(self, labels) -> tuple:
@@ -102,5 +102,5 @@ class Backend(Protocol):
     def poisson_table_draws(self, counts, cells, first_replicate: int, num_replicates: int,
                             key: tuple[int, int]) -> Any:
         """Poisson(count) draws per cell and replicate, ``(cells, replicates)``
-        int64, counter-based (:mod:`metrics_gpu._resample`): the same numbers
+        int64, counter-based (:mod:`metrics_gpu._formulas.resample`): the same numbers
         on every backend."""

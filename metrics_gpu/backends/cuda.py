@@ -1,9 +1,9 @@
 """The ``cuda`` device: CuPy arrays and the raw kernels of ``kernels/*.cu``.
 
 Each kernel instantiation is compiled on first use by NVRTC with exactly
-:data:`~metrics_gpu._kernels.NVRTC_OPTIONS` (``cupy.cuda.compiler.compile_using_nvrtc``;
+:data:`~metrics_gpu.backends.kernel_sources.NVRTC_OPTIONS` (``cupy.cuda.compiler.compile_using_nvrtc``;
 ``cupy.RawModule`` would append ``-ftz=true``), kept on disk for the next
-process (:mod:`metrics_gpu._kernel_cache`; ``metrics-gpu warmup`` fills it)
+process (:mod:`metrics_gpu.backends.kernel_cache`; ``metrics-gpu warmup`` fills it)
 and memoised per GPU in a thread-safe table. Launches go to CuPy's current stream on the GPU that
 holds the data. Importing this module imports CuPy; ``metrics_gpu`` imports
 it only when the ``cuda`` backend is asked for.
@@ -19,9 +19,9 @@ from typing import Any, Callable
 
 import numpy as np
 
-from metrics_gpu._backend import is_device_array
-from metrics_gpu._kernel_cache import KernelCache
-from metrics_gpu._kernels import (
+from metrics_gpu.backends.selection import is_device_array
+from metrics_gpu.backends.kernel_cache import KernelCache
+from metrics_gpu.backends.kernel_sources import (
     NVRTC_OPTIONS,
     kernel_directory,
     kernel_source,
@@ -51,7 +51,7 @@ def nvrtc_options() -> tuple[str, ...]:
 
 
 def kernel_cache_key(cupy, source: str, expression: str, architecture: str) -> dict[str, str]:
-    """Everything a compiled instantiation depends on (metrics_gpu._kernel_cache).
+    """Everything a compiled instantiation depends on (metrics_gpu.backends.kernel_cache).
 
     The NVRTC version is read on a hit too, which loads libnvrtc in a process
     that compiles nothing (about 10 ms): CuPy finds NVRTC by its soname (a pip

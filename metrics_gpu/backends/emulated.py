@@ -9,7 +9,7 @@ It is a test device: slow, exact.
 
 Libraries are built lazily, one per group of instantiations (for the
 accumulation kernels, per ``y_true`` type), and cached under
-``emulated`` of the kernel cache's root (:func:`metrics_gpu._kernel_cache.cache_root`:
+``emulated`` of the kernel cache's root (:func:`metrics_gpu.backends.kernel_cache.cache_root`:
 ``$METRICS_GPU_CACHE_DIR``, else ``~/.cache/metrics-gpu``) by a hash of the
 sources, the flags and the compiler; processes sharing the cache (pytest-xdist
 workers) build each library once. ``METRICS_GPU_EMULATED_SANITIZE=address``
@@ -36,8 +36,8 @@ from pathlib import Path
 
 import numpy as np
 
-from metrics_gpu._kernels import kernel_directory
-from metrics_gpu._kernel_cache import cache_root
+from metrics_gpu.backends.kernel_sources import kernel_directory
+from metrics_gpu.backends.kernel_cache import cache_root
 from metrics_gpu.backends.launchers import KERNEL_MODULES
 from metrics_gpu.backends.numpy_backend import HostArrays
 

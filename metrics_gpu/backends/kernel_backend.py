@@ -6,7 +6,7 @@ GPU, :class:`~.emulated.EmulatedDevice` on the CPU) and does everything else
 the same way on both: it picks the kernel from the shape of the problem (K,
 weights, the shared-memory budget), sizes the grid from the SM count,
 allocates the state, launches, and returns the same state the NumPy backend
-returns (:class:`~metrics_gpu._state.ClassStatistics`, or a dense matrix).
+returns (:class:`~metrics_gpu._formulas.state.ClassStatistics`, or a dense matrix).
 
 Its methods come from one launcher class per kernel source
 (:mod:`metrics_gpu.backends.launchers`: each holds its source's

@@ -24,10 +24,12 @@ from typing import Any
 
 import numpy as np
 
-from metrics_gpu import _ranking_formulas, _resample
-from metrics_gpu._formulas import binary_decisions, label_metric_values
-from metrics_gpu._kernels import STREAM_CHECK_SLOTS, STREAM_NO_ERROR, STREAM_ORDINAL_SHIFT
-from metrics_gpu._state import (
+from metrics_gpu._formulas import ranking as _ranking_formulas
+
+from metrics_gpu._formulas import resample as _resample
+from metrics_gpu._formulas.labels import binary_decisions, label_metric_values
+from metrics_gpu.backends.kernel_sources import STREAM_CHECK_SLOTS, STREAM_NO_ERROR, STREAM_ORDINAL_SHIFT
+from metrics_gpu._formulas.state import (
     SCORE_SLOT,
     ClassStatistics,
     RowArgmax,
@@ -740,12 +742,12 @@ class NumpyBackend(HostArrays):
 
     def binary_curve_points(self, scores, is_positive, sample_weight=None):
         """``(fps, tps, negatives_seen, positives_seen, thresholds)``, one point
-        per distinct score (see :func:`metrics_gpu._ranking_formulas.binary_curve_points`)."""
+        per distinct score (see :func:`metrics_gpu._formulas.ranking.binary_curve_points`)."""
         return _ranking_formulas.binary_curve_points(scores, is_positive, sample_weight, np)
 
     def binary_rank_areas(self, scores, is_positive, sample_weight=None, max_fpr=None):
         """``[ROC AUC, average precision]`` of ``(N,)`` scores against the
-        ``is_positive`` mask, float64 (see :func:`metrics_gpu._ranking_formulas.binary_rank_areas`)."""
+        ``is_positive`` mask, float64 (see :func:`metrics_gpu._formulas.ranking.binary_rank_areas`)."""
         return _ranking_formulas.binary_rank_areas(scores, is_positive, sample_weight, np, max_fpr)
 
 def host_framework(value, like):
@@ -810,7 +812,7 @@ def stream_update(state: dict, batch, *, num_classes: int, ignore_index, ordinal
     :func:`metrics_gpu._validation.probability_sum_tolerance`), or
     its weight is negative or not finite; the first of each kind is kept in
     ``checks[1..3]``. ``binary_cut``: a two-class state built with a
-    threshold predicts by it (:func:`metrics_gpu._formulas.binary_decisions`),
+    threshold predicts by it (:func:`metrics_gpu._formulas.labels.binary_decisions`),
     not at the argmax. A batch that would take integer counts past 2^63 - 1
     adds nothing and is kept in ``checks[4]`` (the kernel adds it, wrapped,
     and keeps it there alike: in both, compute refuses the state).

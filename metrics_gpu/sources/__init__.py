@@ -5,7 +5,7 @@ the label report (:data:`metrics_gpu.REPORT_METRICS`), not a bundle of their own
 
 Conventions that differ between the sources are not blended: each entry point
 follows its source, states how in its docstring, and takes every formula from
-:mod:`metrics_gpu._formulas` with that source's zero-division rule.
+:mod:`metrics_gpu._formulas.labels` with that source's zero-division rule.
 """
 
 from metrics_gpu.sources.catboost import catboost_metric, parse_catboost_spec

@@ -4,7 +4,7 @@ parses CatBoost's metric strings and returns what
 ranks CatBoost's own softmax (fmath's exp), so ties fall as in CatBoost.
 
 The per-class formulas it uses (``catboost_f``, ``catboost_total_f1``,
-``catboost_kappa``) live with every other formula in :mod:`metrics_gpu._formulas`,
+``catboost_kappa``) live with every other formula in :mod:`metrics_gpu._formulas.labels`,
 and its argument checks in :mod:`metrics_gpu._validation`.
 """
 
@@ -17,12 +17,12 @@ from typing import Any
 
 import numpy as np
 
-from metrics_gpu import _formulas as F
-from metrics_gpu._backend import on_caller_stream
-from metrics_gpu._ranking import _auc_mu, _binary_roc_auc, _class_totals
-from metrics_gpu._stages import accumulate, output
-from metrics_gpu._scores import _score_pass
-from metrics_gpu._types import ArrayLike
+from metrics_gpu._formulas import labels as F
+from metrics_gpu.backends.selection import on_caller_stream
+from metrics_gpu._functional.ranking import _auc_mu, _binary_roc_auc, _class_totals
+from metrics_gpu._pipeline.stages import accumulate, output
+from metrics_gpu._functional.scores import _score_pass
+from metrics_gpu._common.types import ArrayLike
 from metrics_gpu._validation import (
     check_auc_mu_scores,
     check_beta,

@@ -9,11 +9,11 @@ from typing import Any
 
 import numpy as np
 
-from metrics_gpu import _formulas as F
-from metrics_gpu._backend import on_caller_stream
-from metrics_gpu._docs import shared_parameters
-from metrics_gpu._stages import accumulate, output
-from metrics_gpu._types import ArrayLike
+from metrics_gpu._formulas import labels as F
+from metrics_gpu.backends.selection import on_caller_stream
+from metrics_gpu._common.docs import shared_parameters
+from metrics_gpu._pipeline.stages import accumulate, output
+from metrics_gpu._common.types import ArrayLike
 from metrics_gpu._validation import (
     check_beta,
     check_label_inputs,

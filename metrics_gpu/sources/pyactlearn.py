@@ -7,11 +7,11 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from metrics_gpu import _formulas as F
-from metrics_gpu._backend import is_device_array, resolve_backend
-from metrics_gpu._stages import output
-from metrics_gpu._state import ClassStatistics
-from metrics_gpu._types import ArrayLike
+from metrics_gpu._formulas import labels as F
+from metrics_gpu.backends.selection import is_device_array, resolve_backend
+from metrics_gpu._pipeline.stages import output
+from metrics_gpu._formulas.state import ClassStatistics
+from metrics_gpu._common.types import ArrayLike
 from metrics_gpu._validation import check_confusion_matrix
 
 # -- pyActLearn --------------------------------------------------------------

@@ -24,7 +24,7 @@ without a module here is never compiled, and CI fails on it.
 
 from __future__ import annotations
 
-from metrics_gpu._kernels import KernelModule
+from metrics_gpu.backends.kernel_sources import KernelModule
 from metrics_gpu.backends.launchers import (
     confusion,
     multilabel,

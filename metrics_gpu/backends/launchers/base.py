@@ -29,8 +29,8 @@ import math
 
 import numpy as np
 
-from metrics_gpu._kernels import LABEL_TYPES, SCORE_TYPES
-from metrics_gpu._state import Bfloat16Bits, RowArgmax
+from metrics_gpu.backends.kernel_sources import LABEL_TYPES, SCORE_TYPES
+from metrics_gpu._formulas.state import Bfloat16Bits, RowArgmax
 from metrics_gpu.backends.numpy_backend import row_argmax
 from metrics_gpu.testing import record
 
@@ -79,7 +79,7 @@ def recording_launcher(launcher):
     """``(launcher, launches)``: a shallow copy of ``launcher`` whose launches
     are listed in ``launches`` (as ``(source, expression, grid, block, args,
     shared_bytes)``), not issued: what a plan issues later on other buffers
-    (the functional API's, :mod:`metrics_gpu._planned`). Its allocations are
+    (the functional API's, :mod:`metrics_gpu._pipeline.planned`). Its allocations are
     the launcher's own."""
     launches = []
     recorder = copy.copy(launcher)

@@ -23,14 +23,14 @@ from typing import Any
 
 import numpy as np
 
-from metrics_gpu._kernels import (
+from metrics_gpu.backends.kernel_sources import (
     LABEL_TYPES,
     SCORE_TARGET_TYPES,
     SCORE_TYPES,
     KernelModule,
     c_bool,
 )
-from metrics_gpu._state import ClassStatistics, RowArgmax, statistics_from_matrix
+from metrics_gpu._formulas.state import ClassStatistics, RowArgmax, statistics_from_matrix
 from metrics_gpu.backends.launchers.base import (
     WARP_SIZE,
     LaunchBase,

@@ -1,14 +1,14 @@
 """Launchers of ``kernels/multilabel.cu``: the multilabel state's update (one
-launch per batch; :mod:`metrics_gpu._multilabel_stream` holds the state and
+launch per batch; :mod:`metrics_gpu._multilabel.stream` holds the state and
 the NumPy reference of the same update), and the label-ranking sums (LRAP,
-ranking loss, coverage error: one launch; :mod:`metrics_gpu._multilabel_ranking`
+ranking loss, coverage error: one launch; :mod:`metrics_gpu._multilabel.ranking`
 holds their array-namespace reference)."""
 
 from __future__ import annotations
 
 import numpy as np
 
-from metrics_gpu._kernels import KernelModule
+from metrics_gpu.backends.kernel_sources import KernelModule
 from metrics_gpu.backends.launchers.base import BLOCKS_PER_MULTIPROCESSOR, LaunchBase
 
 SOURCE = "multilabel.cu"

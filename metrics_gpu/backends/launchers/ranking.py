@@ -6,8 +6,8 @@ from __future__ import annotations
 
 import numpy as np
 
-from metrics_gpu import _ranking_formulas
-from metrics_gpu._kernels import LABEL_TYPES, KernelModule
+from metrics_gpu._formulas import ranking as _ranking_formulas
+from metrics_gpu.backends.kernel_sources import LABEL_TYPES, KernelModule
 from metrics_gpu.backends.launchers.base import LaunchBase, native_byte_order
 
 SOURCE = "ranking.cu"

@@ -1,6 +1,6 @@
 """Launchers of ``kernels/reduce_metrics.cu``: every label metric in one
 launch, from per-class statistics or from a dense matrix, into one float64
-buffer (layout :data:`metrics_gpu._formulas.LABEL_METRIC_SLOTS`)."""
+buffer (layout :data:`metrics_gpu._formulas.labels.LABEL_METRIC_SLOTS`)."""
 
 from __future__ import annotations
 
@@ -8,9 +8,9 @@ import math
 
 import numpy as np
 
-from metrics_gpu._formulas import SLOT, label_metric_size
-from metrics_gpu._kernels import KernelModule
-from metrics_gpu._state import ClassStatistics
+from metrics_gpu._formulas.labels import SLOT, label_metric_size
+from metrics_gpu.backends.kernel_sources import KernelModule
+from metrics_gpu._formulas.state import ClassStatistics
 from metrics_gpu.backends.launchers.base import (
     BLOCKS_PER_MULTIPROCESSOR,
     WARP_SIZE,
@@ -86,8 +86,8 @@ class ReduceLaunchers(LaunchBase):
     def label_metrics(self, stats: ClassStatistics, *, selected=None):
         """Every label metric of ``stats`` in one launch: a float64 device buffer.
 
-        Layout and conventions: :data:`metrics_gpu._formulas.LABEL_METRIC_SLOTS`
-        (NumPy reference :func:`~metrics_gpu._formulas.label_metric_values`).
+        Layout and conventions: :data:`metrics_gpu._formulas.labels.LABEL_METRIC_SLOTS`
+        (NumPy reference :func:`~metrics_gpu._formulas.labels.label_metric_values`).
         """
         xp = self.xp
         dtype = np.dtype(np.float64 if stats.support.dtype.kind == "f" else np.int64)

@@ -1,13 +1,13 @@
 """Launcher of ``kernels/resample.cu``: the Poisson draws of the bootstrap of a
 count table (:mod:`metrics_gpu.intervals`), one thread per (cell, replicate).
-:mod:`metrics_gpu._resample` is the NumPy reference: the same draws, bit for bit."""
+:mod:`metrics_gpu._formulas.resample` is the NumPy reference: the same draws, bit for bit."""
 
 from __future__ import annotations
 
 import numpy as np
 
-from metrics_gpu import _resample
-from metrics_gpu._kernels import KernelModule
+from metrics_gpu._formulas import resample as _resample
+from metrics_gpu.backends.kernel_sources import KernelModule
 from metrics_gpu.backends.launchers.base import BLOCKS_PER_MULTIPROCESSOR, LaunchBase
 
 SOURCE = "resample.cu"

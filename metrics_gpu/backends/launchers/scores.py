@@ -7,8 +7,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from metrics_gpu._kernels import SCORE_MAX_TOP_K, SCORE_TARGET_TYPES, SCORE_TYPES, KernelModule
-from metrics_gpu._state import ScoreSums, score_sums_size
+from metrics_gpu.backends.kernel_sources import SCORE_MAX_TOP_K, SCORE_TARGET_TYPES, SCORE_TYPES, KernelModule
+from metrics_gpu._formulas.state import ScoreSums, score_sums_size
 from metrics_gpu.backends.launchers.base import (
     WARP_SIZE,
     LaunchBase,
@@ -20,7 +20,7 @@ from metrics_gpu.backends.launchers.confusion import launch_max_abs_weight
 SOURCE = "scores.cu"
 # kernels/scores.cu: the block size its reduction scratch is sized for, the
 # launch bound of its kernels and of streaming.cu's (kScoreBlockThreads). Its
-# top-k limit is metrics_gpu._kernels.SCORE_MAX_TOP_K (kMaxTopK).
+# top-k limit is metrics_gpu.backends.kernel_sources.SCORE_MAX_TOP_K (kMaxTopK).
 SCORE_MAX_BLOCK_THREADS = 256
 # Columns per lane before a row takes more lanes: about 8 keeps each lane's
 # loads independent while a warp still covers 4+ rows for K <= 32.

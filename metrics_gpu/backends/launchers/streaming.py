@@ -9,8 +9,8 @@ from typing import Any
 
 import numpy as np
 
-from metrics_gpu._formulas import label_metric_size, stream_score_size
-from metrics_gpu._kernels import (
+from metrics_gpu._formulas.labels import label_metric_size, stream_score_size
+from metrics_gpu.backends.kernel_sources import (
     LABEL_TYPES,
     SCORE_MAX_TOP_K,
     SCORE_TARGET_TYPES,
@@ -18,7 +18,7 @@ from metrics_gpu._kernels import (
     STREAM_ORDINAL_SHIFT,
     KernelModule,
 )
-from metrics_gpu._state import score_sums_size
+from metrics_gpu._formulas.state import score_sums_size
 from metrics_gpu.backends.launchers.base import (
     WARP_SIZE,
     LaunchBase,
@@ -176,7 +176,7 @@ class StreamUpdatePlan:
         plan does not hold yet (a config, more unit weights): the caller's
         full path, on the caller's device, makes it. ``state_args`` replaces
         the plan's own state (the same arrays elsewhere, as addresses: a
-        functional call's fresh buffers, :mod:`metrics_gpu._planned`)."""
+        functional call's fresh buffers, :mod:`metrics_gpu._pipeline.planned`)."""
         if n >= 1 << STREAM_ORDINAL_SHIFT:
             raise ValueError(f"an update takes fewer than 2**{STREAM_ORDINAL_SHIFT} samples, "
                              f"got {n}")
@@ -406,7 +406,7 @@ class StreamingLaunchers(LaunchBase):
         (score metrics, binned ranking, and the kappa moments as doubles) when
         ``scores``, then ``label_metrics_from_statistics`` when ``labels``.
         Returns ``(label values, score values)`` on the device (layouts of
-        :mod:`metrics_gpu._formulas`)."""
+        :mod:`metrics_gpu._formulas.labels`)."""
         device = self.device
         k = spec["num_classes"]
         integer = state["counts"].dtype == np.uint64

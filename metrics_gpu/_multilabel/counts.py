@@ -28,7 +28,7 @@ rate's ``average="samples"``), read back as O(L) numbers; only
 
 Every metric is a formula over those counts. Precision, recall, F and
 Jaccard take the multiclass path's formulas and its one ``zero_division``
-rule (:mod:`metrics_gpu._formulas`), over a :class:`~metrics_gpu._formulas.Counts`
+rule (:mod:`metrics_gpu._formulas.labels`), over a :class:`~metrics_gpu._formulas.labels.Counts`
 built from these counts (:meth:`MultilabelCounts.label_counts`,
 :meth:`MultilabelCounts.sample_counts`).
 """
@@ -41,7 +41,7 @@ from typing import Any
 
 import numpy as np
 
-from metrics_gpu import _formulas as F
+from metrics_gpu._formulas import labels as F
 from metrics_gpu._validation import MultilabelInputs
 from metrics_gpu.backends.launchers.multilabel import ROW, ROW_SLOTS
 
@@ -285,7 +285,7 @@ def kernel_totals(inputs: MultilabelInputs, columns=None, *, beta: float = 1.0
     sent in one copy. Rows the kernel leaves out (only weights can be, past
     the checks: weights or scores with ``validate=False``) are an error,
     never dropped."""
-    from metrics_gpu._multilabel_stream import _ignore_value, kernel_input
+    from metrics_gpu._multilabel.stream import _ignore_value, kernel_input
     from metrics_gpu.backends.launchers.multilabel import (
         CHECK_SLOTS, NO_ROW, PREDICTION_MODES, WEIGHT_DTYPES, refused_arguments)
 

@@ -7,7 +7,7 @@ plain Python values, strict JSON and a short repr.
 metrics, by name; the arrays (per-class columns, confusion matrix,
 calibration bins) and the counts are attributes, and all of them are in
 ``to_dict()``. Names and their one-line meanings come from
-:mod:`metrics_gpu._formulas` (``REPORT_METRICS``, ``SCORE_METRIC_DESCRIPTIONS``).
+:mod:`metrics_gpu._formulas.labels` (``REPORT_METRICS``, ``SCORE_METRIC_DESCRIPTIONS``).
 """
 
 from __future__ import annotations
@@ -21,7 +21,7 @@ from typing import Any
 
 import numpy as np
 
-from metrics_gpu._formulas import STREAM_SCORE_SLOTS, STREAM_SLOT, metric_description
+from metrics_gpu._formulas.labels import STREAM_SCORE_SLOTS, STREAM_SLOT, metric_description
 
 # The metrics a repr shows, when the report has them, in this order.
 HEADLINE_METRICS = ("accuracy", "macro_f1", "matthews_corrcoef", "cross_entropy",

@@ -166,7 +166,7 @@ class ClassStatistics:
         samples; so are each class's negatives, from every other class. The
         kappa disagreements do not survive a selection.
         """
-        from metrics_gpu._formulas import sum_of_others
+        from metrics_gpu._formulas.labels import sum_of_others
 
         negatives = self.negatives
         if negatives is None:

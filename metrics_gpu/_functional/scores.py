@@ -4,7 +4,7 @@ Every function here is the same pipeline: check the inputs
 (:func:`check_score_inputs`), one pass of the backend's
 ``fused_logits_pass`` (kernels/scores.cu on a GPU, the chunked NumPy
 reference on a CPU) giving weighted sums, then a formula of
-:mod:`metrics_gpu._formulas` over those sums. :func:`logits_report` asks the
+:mod:`metrics_gpu._formulas.labels` over those sums. :func:`logits_report` asks the
 one pass for everything at once.
 
 Classes are the score columns ``0..K-1`` (or scikit-learn's ``labels=``, the
@@ -20,14 +20,14 @@ from typing import Any, Literal
 
 import numpy as np
 
-from metrics_gpu import _formulas as F
-from metrics_gpu._backend import on_caller_stream
-from metrics_gpu._docs import shared_parameters
-from metrics_gpu._report_mapping import MetricMapping, plain, strict_json, whole
-from metrics_gpu._report_mapping import descriptions as metric_descriptions
-from metrics_gpu._stages import one_pass, output
-from metrics_gpu._state import ScoreSums
-from metrics_gpu._types import ArrayLike, CalibrationNorm
+from metrics_gpu._formulas import labels as F
+from metrics_gpu.backends.selection import on_caller_stream
+from metrics_gpu._common.docs import shared_parameters
+from metrics_gpu._pipeline.mapping import MetricMapping, plain, strict_json, whole
+from metrics_gpu._pipeline.mapping import descriptions as metric_descriptions
+from metrics_gpu._pipeline.stages import one_pass, output
+from metrics_gpu._formulas.state import ScoreSums
+from metrics_gpu._common.types import ArrayLike, CalibrationNorm
 from metrics_gpu._validation import (
     ScoreInputs,
     check_bins,
@@ -356,7 +356,7 @@ def _binary_threshold(scores):
     """scikit-learn's binary rule (class 1 when the score exceeds 0.5 for
     scores in [0, 1], else 0) as the score of a class-0 column: the next
     float above the threshold, since equal scores rank class 1 first."""
-    from metrics_gpu._backend import resolve_backend
+    from metrics_gpu.backends.selection import resolve_backend
 
     backend = resolve_backend(scores)
     values = backend.asarray(scores)
@@ -677,7 +677,7 @@ def logits_report(y_true: ArrayLike, scores: ArrayLike, *, from_logits: bool = T
 
 def _one_pass_score(y_true, scores, sample_weight, ignore_index, validate, slot,
                     top_k: tuple) -> Any:
-    """A score metric (``slot``: a name of :data:`metrics_gpu._formulas.STREAM_SCORE_SLOTS`
+    """A score metric (``slot``: a name of :data:`metrics_gpu._formulas.labels.STREAM_SCORE_SLOTS`
     or a position in the score values) of a ``validate=False`` call on
     ``(N, K)`` logits: the streaming state's one pass (an update and a compute
     launch, nothing read back; a layout's later calls issue its launch plan).

@@ -2,7 +2,7 @@
 
 A metric's flow reads: check the arguments and format the inputs
 (:mod:`metrics_gpu._validation`) -> update a state (a backend pass) ->
-compute from the state (:mod:`metrics_gpu._formulas`, or its one-launch
+compute from the state (:mod:`metrics_gpu._formulas.labels`, or its one-launch
 kernel twin) -> place the result where the inputs live (:func:`output`).
 
 Two kinds of state run through these stages:
@@ -17,7 +17,7 @@ Two kinds of state run through these stages:
   functional API's one-pass path with ``validate=False`` and K known
   (``label_report``, ``logits_report``, the scalar label metrics), so that
   a check or a formula of either exists once; a layout's later calls issue
-  the launch plan its first call kept (:mod:`metrics_gpu._planned`).
+  the launch plan its first call kept (:mod:`metrics_gpu._pipeline.planned`).
 """
 
 from __future__ import annotations
@@ -27,10 +27,10 @@ from typing import Any, Protocol
 
 import numpy as np
 
-from metrics_gpu import _formulas as F
-from metrics_gpu._kernels import STREAM_CHECK_SLOTS, STREAM_NO_ERROR
-from metrics_gpu._planned import keep_plan, plan_key, planned_pass
-from metrics_gpu._state import (
+from metrics_gpu._formulas import labels as F
+from metrics_gpu.backends.kernel_sources import STREAM_CHECK_SLOTS, STREAM_NO_ERROR
+from metrics_gpu._pipeline.planned import keep_plan, plan_key, planned_pass
+from metrics_gpu._formulas.state import (
     ClassStatistics,
     ScoreSums,
     score_sums_size,
@@ -109,7 +109,7 @@ def accumulate(inputs: LabelInputs, *, class_lut=None, moments=False,
 class Evaluation:
     """Every label metric of one pass, where the backend keeps it.
 
-    ``values`` is the float64 buffer of :data:`metrics_gpu._formulas.LABEL_METRIC_SLOTS`
+    ``values`` is the float64 buffer of :data:`metrics_gpu._formulas.labels.LABEL_METRIC_SLOTS`
     (then the per-class columns) over the evaluated classes: all
     ``num_classes`` codes when given (or implied by scores), else the classes
     present, as scikit-learn. Per-class arrays are indexed by class code, or
@@ -259,7 +259,7 @@ def stream_spec(num_classes: int, *, top_k=(), n_bins: int = 0, thresholds: int 
 
 class StreamState:
     """The arrays of a streaming state on one backend (see
-    :mod:`metrics_gpu._streaming` for their layout) and, on a kernel backend,
+    :mod:`metrics_gpu._streaming.metrics` for their layout) and, on a kernel backend,
     the workspace its launches use.
 
     ``kind`` is ``"labels"`` (labels, or the argmax of scores without score
@@ -300,7 +300,7 @@ class StreamState:
     @classmethod
     def over(cls, backend, spec: dict, kind: str, arrays: dict) -> StreamState:
         """A state on ``arrays`` as they are (views of a functional call's
-        block, :mod:`metrics_gpu._planned`): nothing allocated, no workspace;
+        block, :mod:`metrics_gpu._pipeline.planned`): nothing allocated, no workspace;
         its compute is the plan's, already issued."""
         state = cls.__new__(cls)
         state.backend, state.spec, state.kind, state.arrays = backend, spec, kind, arrays
@@ -367,7 +367,7 @@ class StreamState:
             self.moments_fresh = True
 
     def compute(self, *, labels: bool = True, scores: bool = True):
-        """``(label values, score values)`` (layouts of :mod:`metrics_gpu._formulas`;
+        """``(label values, score values)`` (layouts of :mod:`metrics_gpu._formulas.labels`;
         None for what is not asked or not kept): on the kernel backends
         ``streaming_compute`` when score values are asked (or the moments are
         stale), then ``label_metrics_from_statistics``; nothing is read back."""
@@ -439,7 +439,7 @@ class OnePass:
     ``source`` make it the ``inputs`` of :func:`output`.
 
     A later call of a layout passes through its launch plan instead
-    (:mod:`metrics_gpu._planned`): ``plan`` and the call's ``block``, whose
+    (:mod:`metrics_gpu._pipeline.planned`): ``plan`` and the call's ``block``, whose
     values the plan's compute wrote already; the state over the block is
     made only when asked for.
     """
@@ -517,7 +517,7 @@ def one_pass(y_true, y_pred, *, kind: str, num_classes=None, sample_weight=None,
     ``"scores"`` (the score values, the default for ``kind="scores"``) or
     ``"matrix"`` (nothing: the state's matrix is the result).
     """
-    from metrics_gpu._backend import resolve_backend
+    from metrics_gpu.backends.selection import resolve_backend
     from metrics_gpu._validation import (
         check_ignore_index,
         check_num_classes,
@@ -570,14 +570,14 @@ def one_pass(y_true, y_pred, *, kind: str, num_classes=None, sample_weight=None,
 def one_pass_options(num_classes, ignore_index, deterministic, top_k=(), n_bins=0,
                      from_logits=True, keep_matrix=False) -> tuple:
     """The arguments of :func:`one_pass` that a launch plan is kept for
-    (:mod:`metrics_gpu._planned`), as its key holds them."""
+    (:mod:`metrics_gpu._pipeline.planned`), as its key holds them."""
     return (num_classes, ignore_index, deterministic, tuple(top_k), n_bins, from_logits,
             keep_matrix)
 
 
 def planned_label_values(y_true, y_pred, sample_weight, num_classes, ignore_index,
                          deterministic):
-    """The label values (:data:`metrics_gpu._formulas.LABEL_METRIC_SLOTS`) of
+    """The label values (:data:`metrics_gpu._formulas.labels.LABEL_METRIC_SLOTS`) of
     a ``validate=False`` call whose layout has a launch plan, in the inputs'
     framework; None when it has none (:func:`one_pass` makes it)."""
     planned = planned_pass("labels", y_true, y_pred, sample_weight,

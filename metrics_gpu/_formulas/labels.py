@@ -1,6 +1,6 @@
 """Every metric formula, once, over the accumulated counts and an array namespace.
 
-The backends produce :class:`~metrics_gpu._state.ClassStatistics`; this module
+The backends produce :class:`~metrics_gpu._formulas.state.ClassStatistics`; this module
 turns them into numbers. The functional API, the report, the command line and
 the seed entry points all call these functions, each with its own convention
 where the sources differ (zero division, macro F), passed as arguments rather
@@ -23,8 +23,8 @@ from typing import Any, Callable, get_args
 
 import numpy as np
 
-from metrics_gpu._state import ClassStatistics, ScoreSums
-from metrics_gpu._types import CalibrationNorm
+from metrics_gpu._formulas.state import ClassStatistics, ScoreSums
+from metrics_gpu._common.types import CalibrationNorm
 
 
 class UndefinedMetricWarning(UserWarning):
@@ -139,7 +139,7 @@ def divide(numerator, denominator, xp, zero_division: Any = float("nan")):
     return xp.where(zero, fill, result), zero
 
 
-_PACKAGE_DIRECTORY = os.path.dirname(os.path.abspath(__file__))
+_PACKAGE_DIRECTORY = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
 
 def normalized_confusion(cm, normalize: str, xp):

@@ -113,7 +113,7 @@ from dataclasses import dataclass, replace
 
 import numpy as np
 
-from metrics_gpu._extras import install_hint
+from metrics_gpu._common.extras import install_hint
 
 try:
     import dask
@@ -125,12 +125,12 @@ except ImportError as error:  # pragma: no cover - the [dask] extra is missing
         f"(importing it failed: {error})"
     ) from error
 
-from metrics_gpu import _classification
-from metrics_gpu import _formulas as F
-from metrics_gpu import _multilabel as ML
-from metrics_gpu._backend import resolve_backend
-from metrics_gpu._kernels import STREAM_NO_ERROR, STREAM_ORDINAL_SHIFT
-from metrics_gpu._multilabel_ranking import (
+from metrics_gpu._functional import labels as _classification
+from metrics_gpu._formulas import labels as F
+from metrics_gpu._multilabel import counts as ML
+from metrics_gpu.backends.selection import resolve_backend
+from metrics_gpu.backends.kernel_sources import STREAM_NO_ERROR, STREAM_ORDINAL_SHIFT
+from metrics_gpu._multilabel.ranking import (
     dcg_rows,
     each_row,
     ndcg_rows,
@@ -138,10 +138,10 @@ from metrics_gpu._multilabel_ranking import (
     row_coverage,
     row_ranking_loss,
 )
-from metrics_gpu._report_mapping import as_lists
-from metrics_gpu._stages import is_host_scalar
-from metrics_gpu._state import RowArgmax
-from metrics_gpu._streaming import ClassificationMetrics, StreamingReport
+from metrics_gpu._pipeline.mapping import as_lists
+from metrics_gpu._pipeline.stages import is_host_scalar
+from metrics_gpu._formulas.state import RowArgmax
+from metrics_gpu._streaming.metrics import ClassificationMetrics, StreamingReport
 from metrics_gpu._validation import (
     ALL_ZERO_WEIGHT,
     AVERAGE_OPTIONS,
@@ -165,8 +165,8 @@ from metrics_gpu._validation import (
     check_zero_division,
     to_numpy,
 )
-from metrics_gpu.report import LabelReport
-from metrics_gpu.report import label_report as _label_report
+from metrics_gpu._reports.labels import LabelReport
+from metrics_gpu._reports.labels import label_report as _label_report
 
 # States merged by one task of the tree: a chunk's state is O(K^2) numbers at
 # most (K x K cells, or the streaming state), so eight of them are a small task.
@@ -524,7 +524,7 @@ class MultilabelSums:
 
     ``tp``, ``fp``, ``fn``, ``tn``: per selected label, weighted (int64
     without weights, float64 with them), as
-    :func:`metrics_gpu._multilabel.multilabel_counts` counts them.
+    :func:`metrics_gpu._multilabel.counts.multilabel_counts` counts them.
     ``wrong_labels[e]``: the number (weight) of the rows with ``e`` wrong
     labels out of all L, what subset accuracy and Hamming loss read.
     ``rates[name]``: for ``average="samples"``, the per-row rate ``name``
@@ -617,7 +617,7 @@ def _merge_multilabel(*parts: MultilabelSums | None) -> MultilabelSums | None:
 
 
 def _counts_of(sums: MultilabelSums) -> ML.MultilabelCounts:
-    """The merged sums as the in-memory :class:`~metrics_gpu._multilabel.MultilabelCounts`:
+    """The merged sums as the in-memory :class:`~metrics_gpu._multilabel.counts.MultilabelCounts`:
     the per-label counts, and as samples the rows grouped by their number of
     wrong labels, weighted by the group's count (weight): what subset
     accuracy and Hamming loss read. No per-row set counts: ``average="samples"``
@@ -632,8 +632,8 @@ def _counts_of(sums: MultilabelSums) -> ML.MultilabelCounts:
 
 def _samples_mean(rate: np.ndarray, zero_division):
     """The mean over the rows of a per-row rate, from its sums, by the
-    in-memory rule (:func:`metrics_gpu._formulas.nan_average` of
-    :func:`metrics_gpu._formulas.divide`'s values, weighted by the rows'
+    in-memory rule (:func:`metrics_gpu._formulas.labels.nan_average` of
+    :func:`metrics_gpu._formulas.labels.divide`'s values, weighted by the rows'
     weights): the rows where the rate is defined enter as one value, their
     weighted mean, of their weight; the rows where it is 0/0 all take
     ``zero_division``'s value (NaN: left out) and enter as another, of theirs."""
@@ -645,7 +645,7 @@ def _samples_mean(rate: np.ndarray, zero_division):
 
 
 def _samples_prfs(sums: MultilabelSums, *, beta, warn_for, zero_division):
-    """``average="samples"`` of :func:`metrics_gpu._classification._prfs_of_counts`,
+    """``average="samples"`` of :func:`metrics_gpu._functional.labels._prfs_of_counts`,
     from the summed per-row rates: with ``beta`` inf (0), F is recall
     (precision) itself and warns only under that name."""
     precision, recall = sums.rates["precision"], sums.rates["recall"]
@@ -960,7 +960,7 @@ class DaskStreamingReport(StreamingReport):
         to the host and served by the numpy backend, so that the report holds
         no device array nor kernel backend (a worker pickles it to the client;
         the emulated backend's libraries cannot be pickled)."""
-        from metrics_gpu._backend import get_backend_implementation
+        from metrics_gpu.backends.selection import get_backend_implementation
 
         legacy = cls.__new__(cls)
         legacy.__dict__.update(report.__dict__)
@@ -1159,8 +1159,7 @@ def top_k_accuracy_score(y_true, y_score, *, k=2, normalize=True, sample_weight=
         raise ValueError(f"y_score must be (N, K) scores with K >= 2 on Dask, got shape {shape}")
     labels = _column_labels(labels, y_score, "y_score")
     if k >= shape[1]:
-        from metrics_gpu import _formulas as F
-
+        from metrics_gpu._formulas import labels as F
         F.warn(f"'k' ({k}) greater than or equal to 'n_classes' ({shape[1]}) will "
                "result in a perfect score and is therefore meaningless.",
                F.UndefinedMetricWarning)
@@ -1299,7 +1298,7 @@ def average_precision_score(y_true, y_score, *, average="macro", pos_label=1,
 #
 # Each row's value needs only that row (its L labels, ranked by their
 # scores), so a chunk's state is three numbers: the weighted sum of its rows'
-# values (the in-memory row functions of metrics_gpu._multilabel_ranking),
+# values (the in-memory row functions of metrics_gpu._multilabel.ranking),
 # their weight and their number; merging adds them; the metric is the sum
 # over the weight (the in-memory weighted mean).
 

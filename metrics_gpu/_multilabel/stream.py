@@ -10,8 +10,8 @@ plus the checks (rows left out, the first, why). An update is one launch of
 input layout: no allocation, no conversion, nothing read back), or
 :func:`multilabel_update_reference` on the NumPy backend: the reference the
 kernel is tested against. ``compute`` reads the O(L) state back once and
-evaluates with the functional API's formulas (:mod:`metrics_gpu._multilabel`,
-:mod:`metrics_gpu._formulas`).
+evaluates with the functional API's formulas (:mod:`metrics_gpu._multilabel.counts`,
+:mod:`metrics_gpu._formulas.labels`).
 
 A separate class, not a ``task=`` of :class:`~metrics_gpu.ClassificationMetrics`:
 the two states share nothing (K x K counts and score sums there, per-label
@@ -28,12 +28,12 @@ from typing import Any, Mapping
 
 import numpy as np
 
-from metrics_gpu import _formulas as F
-from metrics_gpu import _torch_compile
-from metrics_gpu._backend import get_backend_implementation, is_device_array, resolve_backend
-from metrics_gpu._planned import address, address_reader, array_layout
-from metrics_gpu._report_mapping import MetricMapping, missing_metric
-from metrics_gpu._streaming import MAX_THRESHOLDS, initialised_distributed
+from metrics_gpu._formulas import labels as F
+from metrics_gpu._pipeline import torch_compile as _torch_compile
+from metrics_gpu.backends.selection import get_backend_implementation, is_device_array, resolve_backend
+from metrics_gpu._pipeline.planned import address, address_reader, array_layout
+from metrics_gpu._pipeline.mapping import MetricMapping, missing_metric
+from metrics_gpu._streaming.metrics import MAX_THRESHOLDS, initialised_distributed
 from metrics_gpu._validation import (
     cell_ignore_value,
     check_int_range,
@@ -546,12 +546,11 @@ class MultilabelMetrics:
     def _add_ranking(self, backend, y_true, preds, sample_weight) -> None:
         """``ranking=True``: each counted row's LRAP, ranking loss and coverage,
         added as weighted sums: one launch of the ranking kernel on a kernel
-        backend, else :mod:`metrics_gpu._multilabel_ranking`'s row functions
+        backend, else :mod:`metrics_gpu._multilabel.ranking`'s row functions
         (a sort per row, a chunk of rows at a time). Rows the update kernel
         leaves out weigh 0 here (their scores are set to 0 first, so that a
         NaN reaches no sum)."""
-        from metrics_gpu import _multilabel_ranking as R
-
+        from metrics_gpu._multilabel import ranking as R
         xp = backend.xp
         true = _backend_values(y_true, backend).astype(np.float64)
         scores = _backend_values(preds, backend).astype(np.float64)
@@ -870,8 +869,8 @@ class MultilabelReport(MetricMapping):
     update's ``y_true`` (0-d torch tensors for torch inputs)."""
 
     def __init__(self, state: Mapping[str, np.ndarray], spec: Mapping[str, Any]) -> None:
-        from metrics_gpu._classification import _averaged_rate, _prfs_of_counts
-        from metrics_gpu._multilabel import _as_counts, f_score_rate, samples_mean
+        from metrics_gpu._functional.labels import _averaged_rate, _prfs_of_counts
+        from metrics_gpu._multilabel.counts import _as_counts, f_score_rate, samples_mean
 
         num_labels = spec["num_labels"]
         counts = state["counts"].reshape(4, num_labels)

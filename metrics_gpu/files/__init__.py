@@ -64,9 +64,9 @@ from typing import Any, Callable, Sequence, Union
 
 import numpy as np
 
-from metrics_gpu._extras import install_hint
-from metrics_gpu._formulas import defined_averages, reported_top_k, softmax_rows
-from metrics_gpu._report_mapping import (
+from metrics_gpu._common.extras import install_hint
+from metrics_gpu._formulas.labels import defined_averages, reported_top_k, softmax_rows
+from metrics_gpu._pipeline.mapping import (
     MetricMapping,
     as_lists,
     format_number,
@@ -74,7 +74,7 @@ from metrics_gpu._report_mapping import (
     strict_json,
     whole,
 )
-from metrics_gpu._types import ScoresAre
+from metrics_gpu._common.types import ScoresAre
 from metrics_gpu._validation import (
     binary_score_rows,
     label_probabilities_read_as_logits,
@@ -266,7 +266,7 @@ def reader_count(readers: int | None = None) -> int:
     """Threads that read a ``.npy`` column's chunks: ``readers``, else the
     environment's ``METRICS_GPU_READERS``, else one per core up to
     :data:`MAX_DEFAULT_READERS`."""
-    from metrics_gpu._workers import available_cores, chosen_count
+    from metrics_gpu.files.workers import available_cores, chosen_count
 
     count = chosen_count(readers, "readers", READERS_ENVIRONMENT, 1024)
     return count if count is not None else max(1, min(MAX_DEFAULT_READERS, available_cores()))
@@ -398,7 +398,7 @@ class ColumnReader:
     def _check_declared_kind(self, values: np.ndarray) -> None:
         """Scores as declared (``--scores-are``), checked block by block as they
         are read (the reader thread: inside the pass, no device sync)."""
-        from metrics_gpu._backend import get_backend_implementation
+        from metrics_gpu.backends.selection import get_backend_implementation
         from metrics_gpu._validation import (
             allowed_non_probability_rows,
             count_non_probability_rows,
@@ -1499,7 +1499,7 @@ def exact_ranking(y_true, probabilities, sample_weight=None, *, ignore_index=Non
     pooled scores both micro averages (the backend's ``binary_rank_areas``).
     ``progress`` is told the scores ranked, :func:`_ranked_scores` in all.
     """
-    from metrics_gpu._backend import resolve_backend
+    from metrics_gpu.backends.selection import resolve_backend
     from metrics_gpu._validation import to_numpy
 
     backend = resolve_backend(probabilities)
@@ -1756,15 +1756,15 @@ def evaluate_files(sources: dict[str, Source | None], *, num_classes: int | None
     per core up to 8; 1 reads each file as one stream), one pool for the
     whole evaluation (:class:`ReadThreads`). ``workers``: on the numpy backend,
     processes that update the states chunk by chunk on every core
-    (:func:`metrics_gpu._workers.worker_count`: default
+    (:func:`metrics_gpu.files.workers.worker_count`: default
     ``METRICS_GPU_CPU_WORKERS``, else one per core for a large file; 1: the
     calling process alone). ``scores_option``: the command-line option that
     named the scores, in messages (``--y-pred`` where the command took (N, K)
     scores given there as scores).
     """
-    from metrics_gpu._backend import backend_for_host_data, get_backend, use_backend
-    from metrics_gpu._workers import worker_count
-    from metrics_gpu._streaming import MAX_THRESHOLDS, SCORE_KINDS, ClassificationMetrics
+    from metrics_gpu.backends.selection import backend_for_host_data, get_backend, use_backend
+    from metrics_gpu.files.workers import worker_count
+    from metrics_gpu._streaming.metrics import MAX_THRESHOLDS, SCORE_KINDS, ClassificationMetrics
     from metrics_gpu._validation import check_int_range, check_top_k
 
     if auc not in AUC_MODES:
@@ -2018,14 +2018,14 @@ def _stream_in_workers(readers, workers: int, chunk_rows: int, label_state, scor
 def _chunks_in_workers(readers, workers: int, chunk_rows: int, states: list, update,
                        in_parent, progress) -> tuple[int, int]:
     """Every chunk through ``update(batch, ordinal, first row)`` in ``workers``
-    forked processes (:class:`metrics_gpu._workers.UpdateWorkers`): the reader
+    forked processes (:class:`metrics_gpu.files.workers.UpdateWorkers`): the reader
     thread fills buffer sets in shared memory, a worker updates its own copy
     of ``states`` with each chunk it takes, and each state is merged at the
     end with the workers' copies (``merge`` of a copy that loads the
     worker's ``state_dict``). ``in_parent(batch)``, when given, sees every
     chunk here too. Each chunk keeps its ordinal and its first row, so that a
     left-out row is named as in one process. Returns (chunks, rows)."""
-    from metrics_gpu._workers import UpdateWorkers, shared_empty
+    from metrics_gpu.files.workers import UpdateWorkers, shared_empty
 
     empty = [copy.deepcopy(state) for state in states]
     depth = workers + 2  # each worker busy, and the reader two sets ahead
@@ -2135,7 +2135,7 @@ class PredictionReport(MetricMapping):
     """
 
     def __init__(self, evaluation: FileEvaluation, class_names=None, intervals=None):
-        from metrics_gpu.report import stream_label_report
+        from metrics_gpu._reports.labels import stream_label_report
 
         self.evaluation = evaluation
         codes = evaluation.class_codes
@@ -2206,7 +2206,7 @@ class PredictionReport(MetricMapping):
         JSON). ``descriptions=True`` adds ``"descriptions"`` (each metric
         name's one-line meaning) and ``"groups"`` (the label metrics by
         convention)."""
-        from metrics_gpu.report import metric_legend
+        from metrics_gpu._reports.labels import metric_legend
 
         out = self.labels.to_dict()
         out["rows"] = self.rows
@@ -2252,7 +2252,7 @@ class PredictionReport(MetricMapping):
     def to_markdown(self, digits: int = 4) -> str:
         """The metrics as one Markdown table: the label metrics by group (as
         :meth:`LabelReport.to_markdown`), then the score metrics."""
-        from metrics_gpu.report import grouped_metric_rows, markdown_table
+        from metrics_gpu._reports.labels import grouped_metric_rows, markdown_table
 
         groups = grouped_metric_rows(self.labels.metrics, digits)
         if self.streaming is not None:
@@ -2358,8 +2358,8 @@ class PredictionReport(MetricMapping):
     def to_html(self, **options) -> str:
         """The report as one self-contained HTML page: metrics, per-class table,
         confusion matrix, pictures (with matplotlib), the files read
-        (:func:`metrics_gpu.html_report.render_html`; ``options`` go to it)."""
-        from metrics_gpu.html_report import render_html
+        (:func:`metrics_gpu._reports.html.render_html`; ``options`` go to it)."""
+        from metrics_gpu._reports.html import render_html
 
         return render_html(self, **options)
 
@@ -2372,7 +2372,7 @@ def _bound_name(name: str) -> str:
 
 
 def _report_metrics():
-    from metrics_gpu._formulas import REPORT_METRICS
+    from metrics_gpu._formulas.labels import REPORT_METRICS
 
     return REPORT_METRICS
 
@@ -2490,10 +2490,10 @@ def evaluate_multilabel_files(sources: dict[str, Source | None], *, threshold: f
     :class:`FileProblem` naming the file and the row. ``sources``,
     ``readers`` and ``workers`` as :func:`evaluate_files`'.
     """
-    from metrics_gpu._backend import backend_for_host_data, get_backend, use_backend
-    from metrics_gpu._multilabel_stream import MultilabelMetrics
-    from metrics_gpu._workers import worker_count
-    from metrics_gpu._streaming import SCORE_KINDS
+    from metrics_gpu.backends.selection import backend_for_host_data, get_backend, use_backend
+    from metrics_gpu._multilabel.stream import MultilabelMetrics
+    from metrics_gpu.files.workers import worker_count
+    from metrics_gpu._streaming.metrics import SCORE_KINDS
 
     if scores_are not in SCORE_KINDS:
         raise ValueError(f"scores_are must be one of {SCORE_KINDS}, got {scores_are!r}")
@@ -2731,7 +2731,7 @@ class MultilabelFileReport(MetricMapping):
 
     def to_text(self, digits: int = 4) -> str:
         """The metrics by group, then the per-label table while L <= 50, as aligned text."""
-        from metrics_gpu.report import MAX_PRINTED_CLASSES
+        from metrics_gpu._reports.labels import MAX_PRINTED_CLASSES
 
         lines = [self._task_line(),
                  f"rows: {self.rows:,}  labels: {len(self.label_names)}  "

@@ -1,10 +1,10 @@
 """scikit-learn-compatible functional API over label-coded predictions.
 
 Each public function is a short pipeline of the stages of
-:mod:`metrics_gpu._stages`::
+:mod:`metrics_gpu._pipeline.stages`::
 
     check (metrics_gpu._validation) -> accumulate (a backend, once)
-    -> select classes -> formulas (metrics_gpu._formulas) -> output
+    -> select classes -> formulas (metrics_gpu._formulas.labels) -> output
 
 Class selection follows scikit-learn: ``labels=`` if given, else all
 ``num_classes`` classes if that is given (or implied by ``(N, K)`` scores),
@@ -12,7 +12,7 @@ else the classes present in ``y_true`` or ``y_pred``.
 
 Beyond scikit-learn's arguments every function takes ``num_classes``,
 ``ignore_index``, ``validate`` and ``deterministic`` (their text is written
-once, in :mod:`metrics_gpu._docs`); with ``sample_weight`` they reach the
+once, in :mod:`metrics_gpu._common.docs`); with ``sample_weight`` they reach the
 data pass together, as one :class:`_PassOptions`.
 
 On the cuda and emulated backends the scalar label metrics (accuracy,
@@ -29,7 +29,7 @@ With ``validate=False`` and K known without reading the data, the scalar
 label metrics (and kappa without ``labels`` whose undefined value is NaN)
 take the streaming state's one pass instead (:func:`_one_pass_values`): an
 update and a reduction launch, nothing read back, and from the second call
-of an input layout its launch plan (:mod:`metrics_gpu._planned`).
+of an input layout its launch plan (:mod:`metrics_gpu._pipeline.planned`).
 
 Return types are ``Any`` where a result lives where the inputs live: a NumPy
 ``float64`` (or array) for NumPy arrays and sequences, a 0-d (or 1-d) array
@@ -46,11 +46,11 @@ from typing import Any
 
 import numpy as np
 
-from metrics_gpu import _formulas as F
-from metrics_gpu import _multilabel as ML
-from metrics_gpu._backend import on_caller_stream
-from metrics_gpu._docs import shared_parameters
-from metrics_gpu._stages import (
+from metrics_gpu._formulas import labels as F
+from metrics_gpu._multilabel import counts as ML
+from metrics_gpu.backends.selection import on_caller_stream
+from metrics_gpu._common.docs import shared_parameters
+from metrics_gpu._pipeline.stages import (
     accumulate,
     check_label_call,
     class_positions,
@@ -61,8 +61,8 @@ from metrics_gpu._stages import (
     planned_label_values,
     reduces_on_device,
 )
-from metrics_gpu._state import ClassStatistics, statistics_from_matrix, use_dense_matrix
-from metrics_gpu._types import ArrayLike, Average, KappaWeights, Normalize, ZeroDivision
+from metrics_gpu._formulas.state import ClassStatistics, statistics_from_matrix, use_dense_matrix
+from metrics_gpu._common.types import ArrayLike, Average, KappaWeights, Normalize, ZeroDivision
 from metrics_gpu._validation import (
     check_score_kind,
     AVERAGE_OPTIONS,
@@ -498,7 +498,7 @@ def multilabel_confusion_matrix(y_true: ArrayLike, y_pred: ArrayLike, *,
 
 def _one_pass_values(y_true, y_pred, options: _PassOptions | None, *, sample_weight=None,
                      num_classes=None, ignore_index=None, deterministic=False) -> Any:
-    """The label values (:data:`metrics_gpu._formulas.LABEL_METRIC_SLOTS`, in
+    """The label values (:data:`metrics_gpu._formulas.labels.LABEL_METRIC_SLOTS`, in
     the inputs' framework) of a ``validate=False`` call whose K is known
     without reading the data: from its layout's launch plan (an update and a
     reduction launch on a buffer of the call's own), else through one fresh

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from metrics_gpu._types import ArrayLike
+from metrics_gpu._common.types import ArrayLike
 from metrics_gpu._validation import check_label_arrays, float_integer_limit
 
 _INT64_MAX = int(np.iinfo(np.int64).max)

@@ -11,7 +11,7 @@ its first update (NumPy arrays on the host backends, CuPy arrays on a GPU):
   (exact 128-bit words, or two float64);
 * ``matrix``: the K x K confusion matrix, while K <= 2048 (or as asked);
 * ``scores``: the sums of the fused score pass (kernels/scores.cu layout:
-  :data:`metrics_gpu._state.SCORE_SLOTS`, top-k hits, calibration bins);
+  :data:`metrics_gpu._formulas.state.SCORE_SLOTS`, top-k hits, calibration bins);
 * ``histogram``: with ``thresholds=H``, each class's probability histogram
   (2, K, H), rows whose target is k then the others (binned ROC AUC, AP);
 * ``checks``: samples left out, and the first offending sample of each kind
@@ -35,20 +35,20 @@ from typing import TYPE_CHECKING, Any, cast, get_args
 
 import numpy as np
 
-from metrics_gpu import _formulas as F
-from metrics_gpu._backend import (
+from metrics_gpu._formulas import labels as F
+from metrics_gpu.backends.selection import (
     caller_stream,
     get_backend_implementation,
     is_device_array,
     resolve_backend,
 )
-from metrics_gpu._docs import shared_parameters
-from metrics_gpu._kernels import STREAM_CHECK_SLOTS, STREAM_NO_ERROR, STREAM_ORDINAL_SHIFT
-from metrics_gpu._planned import address, input_layout
-from metrics_gpu._report_mapping import MetricMapping, plain, strict_json, whole
-from metrics_gpu import _torch_compile
-from metrics_gpu._state import stream_total_cell
-from metrics_gpu._stages import (
+from metrics_gpu._common.docs import shared_parameters
+from metrics_gpu.backends.kernel_sources import STREAM_CHECK_SLOTS, STREAM_NO_ERROR, STREAM_ORDINAL_SHIFT
+from metrics_gpu._pipeline.planned import address, input_layout
+from metrics_gpu._pipeline.mapping import MetricMapping, plain, strict_json, whole
+from metrics_gpu._pipeline import torch_compile as _torch_compile
+from metrics_gpu._formulas.state import stream_total_cell
+from metrics_gpu._pipeline.stages import (
     MAX_ORDINAL,
     StreamState,
     keeps_matrix,
@@ -75,7 +75,7 @@ from metrics_gpu._validation import (
     score_cut,
     to_numpy,
 )
-from metrics_gpu._types import (
+from metrics_gpu._common.types import (
     ArrayLike,
     ConfusionMatrixOption,
     Normalize,
@@ -1326,7 +1326,7 @@ class StreamingReport(MetricMapping):
     metrics : ClassificationMetrics
         The state reported, which must hold an update.
     label_values, score_values : array
-        What its compute launches wrote (layouts of :mod:`metrics_gpu._formulas`;
+        What its compute launches wrote (layouts of :mod:`metrics_gpu._formulas.labels`;
         ``score_values`` is None for a state of labels).
 
     See Also
@@ -1498,7 +1498,7 @@ class StreamingReport(MetricMapping):
         return out
 
     def _interval_dict(self) -> dict[str, Any] | None:
-        from metrics_gpu.report import intervals_dict
+        from metrics_gpu._reports.labels import intervals_dict
 
         return None if self._intervals is None else intervals_dict(self._intervals)
 
@@ -1520,7 +1520,7 @@ class StreamingReport(MetricMapping):
         if self._groups is not None:
             out["group_metrics"] = self._groups.to_dict()
         if descriptions:
-            from metrics_gpu.report import metric_legend
+            from metrics_gpu._reports.labels import metric_legend
 
             out.update(metric_legend(self._names))
         return out

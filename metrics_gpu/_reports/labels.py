@@ -2,8 +2,8 @@
 
 :func:`label_report` accumulates the state once (a dense confusion matrix
 while K is small, per-class statistics otherwise) and evaluates every row of
-:data:`metrics_gpu._formulas.REPORT_METRICS` and
-:data:`~metrics_gpu._formulas.PER_CLASS_METRICS` on it in one reduction (one
+:data:`metrics_gpu._formulas.labels.REPORT_METRICS` and
+:data:`~metrics_gpu._formulas.labels.PER_CLASS_METRICS` on it in one reduction (one
 kernel launch on the cuda and emulated backends, ``reduce_metrics.cu``).
 """
 
@@ -16,12 +16,12 @@ from typing import Any
 
 import numpy as np
 
-from metrics_gpu import _formulas as F
-from metrics_gpu._backend import on_caller_stream
-from metrics_gpu._docs import shared_parameters
-from metrics_gpu._report_mapping import MetricMapping, descriptions, format_number, strict_json
-from metrics_gpu._stages import Evaluation, accumulate, evaluate, one_pass
-from metrics_gpu._types import ArrayLike, ConfusionMatrixOption, Normalize
+from metrics_gpu._formulas import labels as F
+from metrics_gpu.backends.selection import on_caller_stream
+from metrics_gpu._common.docs import shared_parameters
+from metrics_gpu._pipeline.mapping import MetricMapping, descriptions, format_number, strict_json
+from metrics_gpu._pipeline.stages import Evaluation, accumulate, evaluate, one_pass
+from metrics_gpu._common.types import ArrayLike, ConfusionMatrixOption, Normalize
 from metrics_gpu._validation import (
     MULTILABEL_INSTEAD,
     check_confusion_matrix_option,
@@ -256,9 +256,9 @@ class LabelReport(MetricMapping):
 
     def to_html(self, **options: Any) -> str:
         """The report as one self-contained HTML page: metrics, per-class table,
-        confusion matrix (:func:`metrics_gpu.html_report.render_html`;
+        confusion matrix (:func:`metrics_gpu._reports.html.render_html`;
         ``options`` go to it)."""
-        from metrics_gpu.html_report import render_html
+        from metrics_gpu._reports.html import render_html
 
         return render_html(self, **options)
 
@@ -296,7 +296,7 @@ def _cell(text: str) -> str:
 def grouped_metric_rows(metrics, digits: int, intervals: LabelIntervals | None = None
                         ) -> list[tuple[str, list[tuple[str, str]]]]:
     """The label ``metrics`` present, formatted, by the groups of
-    :func:`metrics_gpu._formulas.label_metric_groups` (empty groups left out);
+    :func:`metrics_gpu._formulas.labels.label_metric_groups` (empty groups left out);
     with ``intervals``, each value followed by its ``[low, high]``."""
     def text(name):
         value = format_number(metrics[name], digits)

@@ -18,11 +18,11 @@ from typing import Any, get_args
 
 import numpy as np
 
-from metrics_gpu._backend import is_device_array, resolve_backend
-from metrics_gpu._formulas import warn
-from metrics_gpu._kernels import SCORE_MAX_TOP_K
-from metrics_gpu._state import Bfloat16Bits, bfloat16_dtype
-from metrics_gpu._types import (
+from metrics_gpu.backends.selection import is_device_array, resolve_backend
+from metrics_gpu._formulas.labels import warn
+from metrics_gpu.backends.kernel_sources import SCORE_MAX_TOP_K
+from metrics_gpu._formulas.state import Bfloat16Bits, bfloat16_dtype
+from metrics_gpu._common.types import (
     Average,
     ConfusionMatrixOption,
     KappaWeights,
@@ -1666,7 +1666,7 @@ def check_label_arrays(arrays: tuple) -> list[np.ndarray]:
 
 
 # -- ranking inputs ------------------------------------------------------------
-# The checks of metrics_gpu._ranking (ROC / PR curves, ROC AUC, average
+# The checks of metrics_gpu._functional.ranking (ROC / PR curves, ROC AUC, average
 # precision, AUC-mu). Messages follow scikit-learn's where it has one for the
 # case, with the offending value and its position added.
 
@@ -2300,7 +2300,7 @@ def check_k(k) -> int:
 
 def check_top_k(top_k, *, allow_empty: bool = False) -> tuple:
     """``top_k``: a positive integer or a sequence of them (at most
-    :data:`~metrics_gpu._kernels.SCORE_MAX_TOP_K`, the kernels' limit); empty (or
+    :data:`~metrics_gpu.backends.kernel_sources.SCORE_MAX_TOP_K`, the kernels' limit); empty (or
     None) only with ``allow_empty``."""
     values: tuple | None
     if type(top_k) is tuple and 0 < len(top_k) <= SCORE_MAX_TOP_K:

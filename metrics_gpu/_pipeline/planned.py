@@ -1,7 +1,7 @@
 """Launch plans of the functional API: a call with ``validate=False`` and K
 known, after the first call of its input layout.
 
-The first call of a layout takes the full path (:func:`metrics_gpu._stages.one_pass`:
+The first call of a layout takes the full path (:func:`metrics_gpu._pipeline.stages.one_pass`:
 arguments checked, inputs formatted, a fresh streaming state, one update
 launch, one compute launch) and keeps a :class:`FunctionalPlan` here: the
 update's launch plan and the compute's recorded launches, with every buffer
@@ -26,7 +26,7 @@ import threading
 
 import numpy as np
 
-from metrics_gpu._backend import get_backend
+from metrics_gpu.backends.selection import get_backend
 from metrics_gpu.testing import record
 
 # Plans kept at once (each holds one state's initial block and configs), and
@@ -349,7 +349,7 @@ class FunctionalPlan:
     def invalid(self, block):
         """The samples the update left out (a 0-d view of the checks of
         ``block``, its :meth:`OnePass.backend_block`)."""
-        from metrics_gpu._stages import invalid_count
+        from metrics_gpu._pipeline.stages import invalid_count
 
         start, stop, _, _ = self.arrays["checks"]
         return invalid_count(block[start:stop].view(np.uint64))
@@ -369,7 +369,7 @@ class FunctionalPlan:
         """The streaming state in ``block`` (views of its
         :meth:`OnePass.backend_block`), as the full path's consumers read it
         (statistics, the matrix)."""
-        from metrics_gpu._stages import StreamState
+        from metrics_gpu._pipeline.stages import StreamState
 
         arrays = {name: block[start:stop].view(dtype) if shape is None
                   else block[start:stop].view(dtype).reshape(shape)

@@ -19,7 +19,7 @@ import hashlib
 from dataclasses import dataclass
 from pathlib import Path
 
-_PACKAGE_DIR = Path(__file__).resolve().parent
+_PACKAGE_DIR = Path(__file__).resolve().parent.parent
 
 # Options common to NVRTC (cuda backend, CI gate); the include path of
 # kernel_directory() is added by the caller. No multiply-add contraction: the
@@ -74,7 +74,7 @@ def kernel_directory() -> Path:
 @functools.cache
 def kernel_sources_digest() -> str:
     """SHA-256 of every kernel source and header (they include one another):
-    part of each compiled kernel's cache key (metrics_gpu._kernel_cache)."""
+    part of each compiled kernel's cache key (metrics_gpu.backends.kernel_cache)."""
     digest = hashlib.sha256()
     directory = kernel_directory()
     for path in sorted(directory.glob("*.cu*")):

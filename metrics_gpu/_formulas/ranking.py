@@ -1,4 +1,4 @@
-"""The ranking metrics' formulas (as :mod:`metrics_gpu._formulas` holds the
+"""The ranking metrics' formulas (as :mod:`metrics_gpu._formulas.labels` holds the
 label metrics'): the ranked scan of one binary problem, written once over the
 array namespace ``xp`` (NumPy, or CuPy). It is the numpy backend's ranking,
 the reference of ``kernels/ranking.cu`` and the source of the curves' points.

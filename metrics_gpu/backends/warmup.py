@@ -1,5 +1,5 @@
 """``metrics-gpu warmup``: every kernel instantiation compiled for the local
-GPU into the on-disk kernel cache (:mod:`metrics_gpu._kernel_cache`), so that
+GPU into the on-disk kernel cache (:mod:`metrics_gpu.backends.kernel_cache`), so that
 no later process (a training job, each DDP rank, ``metrics-gpu report``)
 compiles. For Docker images and cluster nodes: run it once where the GPU and
 the cache directory are those the jobs will see.
@@ -19,8 +19,8 @@ from concurrent.futures import ProcessPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
 
-from metrics_gpu._backend import BackendUnavailableError
-from metrics_gpu._kernel_cache import SWITCH_VARIABLE, KernelCache
+from metrics_gpu.backends.selection import BackendUnavailableError
+from metrics_gpu.backends.kernel_cache import SWITCH_VARIABLE, KernelCache
 
 
 @dataclass(frozen=True)

@@ -2,7 +2,7 @@
 precision, and the multiclass AUC-mu.
 
 Every metric here reduces to binary problems, each one ranked scan
-(:mod:`metrics_gpu._ranking_formulas`: scores sorted descending and stable, the
+(:mod:`metrics_gpu._formulas.ranking`: scores sorted descending and stable, the
 cumulative weights of positives and negatives, a run of tied scores as one
 point):
 
@@ -32,16 +32,16 @@ from typing import Any
 
 import numpy as np
 
-from metrics_gpu import _formulas as F
-from metrics_gpu._backend import on_caller_stream
-from metrics_gpu._multilabel_ranking import each_row, row_average_precision, row_roc_auc
-from metrics_gpu._stages import output
-from metrics_gpu._ranking_formulas import (
+from metrics_gpu._formulas import labels as F
+from metrics_gpu.backends.selection import on_caller_stream
+from metrics_gpu._multilabel.ranking import each_row, row_average_precision, row_roc_auc
+from metrics_gpu._pipeline.stages import output
+from metrics_gpu._formulas.ranking import (
     positive_negative_weights,
     rate,
     stable_argsort,
 )
-from metrics_gpu._types import ArrayLike, MultiClass, RankingAverage
+from metrics_gpu._common.types import ArrayLike, MultiClass, RankingAverage
 from metrics_gpu._validation import (
     ALL_ZERO_WEIGHT,
     RANKING_AVERAGE_OPTIONS,
@@ -209,7 +209,7 @@ def roc_curve(y_true: ArrayLike, y_score: ArrayLike, *, pos_label: int | None = 
     Examples
     --------
     >>> import numpy as np
-    >>> from metrics_gpu._ranking import roc_curve
+    >>> from metrics_gpu._functional.ranking import roc_curve
     >>> fpr, tpr, thresholds = roc_curve(np.array([0, 0, 1, 1]), np.array([0.1, 0.4, 0.35, 0.8]))
     >>> fpr
     array([0. , 0. , 0.5, 0.5, 1. ])
@@ -289,7 +289,7 @@ def precision_recall_curve(
     Examples
     --------
     >>> import numpy as np
-    >>> from metrics_gpu._ranking import precision_recall_curve
+    >>> from metrics_gpu._functional.ranking import precision_recall_curve
     >>> precision, recall, thresholds = precision_recall_curve(
     ...     np.array([0, 0, 1, 1]), np.array([0.1, 0.4, 0.35, 0.8]))
     >>> precision
@@ -404,7 +404,7 @@ def roc_auc_score(y_true: ArrayLike, y_score: ArrayLike, *,
     Examples
     --------
     >>> import numpy as np
-    >>> from metrics_gpu._ranking import roc_auc_score
+    >>> from metrics_gpu._functional.ranking import roc_auc_score
     >>> float(roc_auc_score(np.array([0, 0, 1, 1]), np.array([0.1, 0.4, 0.35, 0.8])))
     0.75
     >>> y_score = np.array([[0.7, 0.2, 0.1], [0.4, 0.3, 0.3], [0.1, 0.8, 0.1],
@@ -696,7 +696,7 @@ def average_precision_score(y_true: ArrayLike, y_score: ArrayLike, *,
     Examples
     --------
     >>> import numpy as np
-    >>> from metrics_gpu._ranking import average_precision_score
+    >>> from metrics_gpu._functional.ranking import average_precision_score
     >>> round(float(average_precision_score(np.array([0, 0, 1, 1]),
     ...                                     np.array([0.1, 0.4, 0.35, 0.8]))), 6)
     0.833333
@@ -972,7 +972,7 @@ def multiclass_auc_mu(y_true: ArrayLike, y_score: ArrayLike,
     Examples
     --------
     >>> import numpy as np
-    >>> from metrics_gpu._ranking import multiclass_auc_mu
+    >>> from metrics_gpu._functional.ranking import multiclass_auc_mu
     >>> y_score = np.array([[0.7, 0.2, 0.1], [0.4, 0.3, 0.3], [0.1, 0.8, 0.1],
     ...                     [0.2, 0.3, 0.5], [0.4, 0.4, 0.2], [0.1, 0.2, 0.7]])
     >>> round(float(multiclass_auc_mu(np.array([0, 0, 1, 1, 2, 2]), y_score)), 6)

@@ -29,7 +29,7 @@ from typing import Any
 
 import numpy as np
 
-from metrics_gpu._extras import install_hint
+from metrics_gpu._common.extras import install_hint
 
 # The confusion matrix shows at most this many classes: beyond, the most
 # confused ones (largest off-diagonal mass), as metrics_gpu.plot does.
@@ -157,14 +157,14 @@ def render_html(report, *, title: str | None = None, elapsed: float | None = Non
 
 
 def _summary_section(labels, scores, auc_method) -> tuple[str, str, str]:
-    from metrics_gpu._formulas import (
+    from metrics_gpu._formulas.labels import (
         PER_CLASS_AVERAGES_GROUP,
         PER_CLASS_AVERAGES_LEGEND,
         label_metric_groups,
         metric_description,
     )
 
-    from metrics_gpu.report import interval_legend
+    from metrics_gpu._reports.labels import interval_legend
 
     values = labels.metrics
     intervals = getattr(labels, "intervals", None)

@@ -1,7 +1,7 @@
 """The one place that decides which backend computes a metric.
 
 A backend produces only accumulated state (a confusion matrix or per-class
-statistics); every formula after that lives in :mod:`metrics_gpu._formulas`.
+statistics); every formula after that lives in :mod:`metrics_gpu._formulas.labels`.
 
 Selection order: the innermost :func:`use_backend` context, then
 :func:`set_backend`, then the ``METRICS_GPU_BACKEND`` environment variable,
@@ -28,7 +28,7 @@ import threading
 from collections.abc import Callable, Iterator
 from typing import TYPE_CHECKING, ParamSpec, TypeVar
 
-from metrics_gpu._extras import install_hint
+from metrics_gpu._common.extras import install_hint
 
 if TYPE_CHECKING:  # the backends import lazily: CuPy only when asked for
     from metrics_gpu.backends import Backend

@@ -20,7 +20,7 @@ of ``kernels/multilabel.cu`` (:func:`ranking_sums`: a warp per row, no
 sort), of which the array path is the reference in the tests.
 
 :func:`check_indicator_inputs` is also the check of the multilabel ROC AUC
-and average precision of :mod:`metrics_gpu._ranking`.
+and average precision of :mod:`metrics_gpu._functional.ranking`.
 """
 
 from __future__ import annotations
@@ -31,9 +31,9 @@ from typing import Any
 
 import numpy as np
 
-from metrics_gpu._backend import on_caller_stream
-from metrics_gpu._stages import output
-from metrics_gpu._types import ArrayLike
+from metrics_gpu.backends.selection import on_caller_stream
+from metrics_gpu._pipeline.stages import output
+from metrics_gpu._common.types import ArrayLike
 from metrics_gpu._validation import (
     IndicatorInputs,
     _first_true,
@@ -142,7 +142,7 @@ def ranking_sums(backend, y_true, scores, weight) -> np.ndarray:
     ``kernels/multilabel.cu`` on a kernel backend, read back in one copy:
     ``y_true`` (N, L) 0/1 and ``scores`` backend arrays, ``weight`` (N,)
     float64 or None."""
-    from metrics_gpu._multilabel_stream import kernel_input
+    from metrics_gpu._multilabel.stream import kernel_input
     from metrics_gpu.backends.launchers.multilabel import RANKING_SUM_SLOTS
 
     true, true_code = kernel_input(y_true, backend, "y_true")
