@@ -21,66 +21,13 @@ the streaming state (:class:`metrics_gpu.ClassificationMetrics`) issues none.
 
 from __future__ import annotations
 
-import contextlib
 import sys
-import threading
-from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Any
 
+from metrics_gpu.backends.counting import OperationCounts, operation_counter
+
 __all__ = ["CallCounts", "OperationCounts", "call_counter", "operation_counter"]
-
-
-@dataclass
-class OperationCounts:
-    """What the calls inside one :func:`operation_counter` block cost."""
-
-    launches: int = 0
-    device_allocations: int = 0
-    host_transfers: int = 0
-
-
-_local = threading.local()
-
-
-def _counters() -> list[OperationCounts]:
-    counters = getattr(_local, "counters", None)
-    if counters is None:
-        counters = _local.counters = []
-    return counters
-
-
-def record(*, launches: int = 0, device_allocations: int = 0, host_transfers: int = 0) -> None:
-    """Add to every counter open in this thread (the launch code calls this)."""
-    for counts in getattr(_local, "counters", ()):
-        counts.launches += launches
-        counts.device_allocations += device_allocations
-        counts.host_transfers += host_transfers
-
-
-@contextlib.contextmanager
-def operation_counter() -> Iterator[OperationCounts]:
-    """Count launches, device allocations and host transfers of the calls inside.
-
-    Counters nest, and each thread counts its own calls.
-
-    Examples
-    --------
-    >>> import numpy as np
-    >>> import metrics_gpu
-    >>> from metrics_gpu.testing import operation_counter
-    >>> with metrics_gpu.use_backend("numpy"), operation_counter() as counts:
-    ...     _ = metrics_gpu.accuracy_score(np.array([0, 1]), np.array([0, 1]))
-    >>> counts.launches  # the numpy backend launches nothing
-    0
-    """
-    counts = OperationCounts()
-    counters = _counters()
-    counters.append(counts)
-    try:
-        yield counts
-    finally:
-        counters.remove(counts)
 
 
 @dataclass

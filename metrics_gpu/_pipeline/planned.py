@@ -27,7 +27,7 @@ import threading
 import numpy as np
 
 from metrics_gpu.backends.selection import get_backend
-from metrics_gpu.testing import record
+from metrics_gpu.backends.counting import record
 
 # Plans kept at once (each holds one state's initial block and configs), and
 # the device memory their blocks may hold together (a K x K matrix kept by

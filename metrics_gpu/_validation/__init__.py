@@ -30,7 +30,7 @@ from metrics_gpu._common.types import (
     Normalize,
     RankingAverage,
 )
-from metrics_gpu.testing import record
+from metrics_gpu.backends.counting import record
 
 AVERAGE_OPTIONS = (None, *get_args(Average))
 NORMALIZE_OPTIONS = (None, *get_args(Normalize))

@@ -32,7 +32,7 @@ import numpy as np
 from metrics_gpu.backends.kernel_sources import LABEL_TYPES, SCORE_TYPES
 from metrics_gpu._formulas.state import Bfloat16Bits, RowArgmax
 from metrics_gpu.backends.numpy_backend import row_argmax
-from metrics_gpu.testing import record
+from metrics_gpu.backends.counting import record
 
 # Blocks per SM the grid is sized for: 8 blocks of the device's block size
 # (256 threads on a GPU) fill the 2048 threads an SM holds on every arch.
