@@ -68,7 +68,7 @@ from metrics_gpu._multilabel.stream import MultilabelMetrics, MultilabelReport
 from metrics_gpu._streaming.metrics import ClassificationMetrics, StepReport, StreamingReport
 from metrics_gpu._reports.labels import LabelReport, label_report
 
-__version__ = "0.1.0"
+from metrics_gpu._common.version import __version__
 
 __all__ = [
     "BackendUnavailableError", "BinaryQualityMetrics", "ClassificationMetrics", "LabelReport", "LogitsReport",

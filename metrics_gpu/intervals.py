@@ -906,6 +906,20 @@ def _host_vector(values, name: str) -> np.ndarray:
     return array
 
 
+def interval_legend(intervals: LabelIntervals) -> str:
+    """One line saying what the ``[low, high]`` of a report are."""
+    interval = next(iter(intervals.metrics.values()), None)
+    if interval is None:
+        return "intervals: none"
+    what = f"{interval.confidence_level:.4g} confidence intervals ({interval.method}"
+    if intervals.n_resamples is not None:
+        what += (f" bootstrap, {intervals.n_resamples} Poisson resamples of the confusion "
+                 f"matrix, seed {intervals.seed}")
+    else:
+        what += ", binomial; only the metrics that are proportions"
+    return what + ")"
+
+
 __all__ = [
     "BETA_METHODS", "BOOTSTRAP_METHODS", "ConfidenceInterval", "INTERVAL_METHODS", "LabelIntervals",
     "PROPORTION_METHODS", "label_intervals", "proportion_interval", "roc_auc_interval",

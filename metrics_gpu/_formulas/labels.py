@@ -23,7 +23,7 @@ from typing import Any, Callable, get_args
 
 import numpy as np
 
-from metrics_gpu._formulas.state import ClassStatistics, ScoreSums
+from metrics_gpu._formulas.state import ClassStatistics, ScoreSums, exclusive_cumsum, sum_of_others
 from metrics_gpu._common.types import CalibrationNorm
 
 
@@ -97,21 +97,6 @@ class Counts:
         """The other classes' weight not predicted as k, at least 0 (fp, a
         difference of sums, can round above the negatives)."""
         return self.xp.maximum(self.negatives - self.fp, 0.0)
-
-
-def sum_of_others(values, xp):
-    """``sum_{j != k} values_j`` for each k, as the sum of the values before k
-    plus the sum of those after it (non-negative terms only: exactly 0 when
-    the others are 0, and no cancellation against ``values_k``)."""
-    values = xp.asarray(values, dtype=xp.float64)
-    return exclusive_cumsum(values, xp) + exclusive_cumsum(values[::-1], xp)[::-1]
-
-
-def exclusive_cumsum(values, xp):
-    """``sum_{j < k} values_j`` for each k (the first is 0), along the first axis."""
-    values = xp.asarray(values, dtype=xp.float64)
-    return xp.concatenate([xp.zeros((1,) + values.shape[1:]),
-                           xp.cumsum(values[:-1], axis=0)])[:values.shape[0]]
 
 
 def inner(a, b, xp):

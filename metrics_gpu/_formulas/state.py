@@ -166,8 +166,6 @@ class ClassStatistics:
         samples; so are each class's negatives, from every other class. The
         kappa disagreements do not survive a selection.
         """
-        from metrics_gpu._formulas.labels import sum_of_others
-
         negatives = self.negatives
         if negatives is None:
             negatives = sum_of_others(self.support, _namespace(self.support))
@@ -208,6 +206,21 @@ class ClassStatistics:
             misclassified=add(self.misclassified, other.misclassified),
             negatives=add(self.negatives, other.negatives),
         )
+
+
+def sum_of_others(values, xp):
+    """``sum_{j != k} values_j`` for each k, as the sum of the values before k
+    plus the sum of those after it (non-negative terms only: exactly 0 when
+    the others are 0, and no cancellation against ``values_k``)."""
+    values = xp.asarray(values, dtype=xp.float64)
+    return exclusive_cumsum(values, xp) + exclusive_cumsum(values[::-1], xp)[::-1]
+
+
+def exclusive_cumsum(values, xp):
+    """``sum_{j < k} values_j`` for each k (the first is 0), along the first axis."""
+    values = xp.asarray(values, dtype=xp.float64)
+    return xp.concatenate([xp.zeros((1,) + values.shape[1:]),
+                           xp.cumsum(values[:-1], axis=0)])[:values.shape[0]]
 
 
 def _namespace(array):

@@ -43,7 +43,16 @@ import numpy as np
 
 from metrics_gpu._formulas import labels as F
 from metrics_gpu._validation import MultilabelInputs
-from metrics_gpu.backends.launchers.multilabel import ROW, ROW_SLOTS
+from metrics_gpu._multilabel.inputs import _ignore_value, kernel_input
+from metrics_gpu.backends.launchers.multilabel import (
+    CHECK_SLOTS,
+    NO_ROW,
+    PREDICTION_MODES,
+    ROW,
+    ROW_SLOTS,
+    WEIGHT_DTYPES,
+    refused_arguments,
+)
 
 
 @dataclass(frozen=True)
@@ -285,10 +294,6 @@ def kernel_totals(inputs: MultilabelInputs, columns=None, *, beta: float = 1.0
     sent in one copy. Rows the kernel leaves out (only weights can be, past
     the checks: weights or scores with ``validate=False``) are an error,
     never dropped."""
-    from metrics_gpu._multilabel.stream import _ignore_value, kernel_input
-    from metrics_gpu.backends.launchers.multilabel import (
-        CHECK_SLOTS, NO_ROW, PREDICTION_MODES, WEIGHT_DTYPES, refused_arguments)
-
     backend = inputs.backend
     true, pred = inputs.y_true, inputs.y_pred
     if columns is not None:

@@ -43,6 +43,8 @@ from metrics_gpu._validation import (
     check_log_base,
     check_rank_cutoff,
 )
+from metrics_gpu._multilabel.inputs import kernel_input
+from metrics_gpu.backends.launchers.multilabel import RANKING_SUM_SLOTS
 
 # Scores sorted at a time: the ranks take about six int64 temporaries of the
 # chunk's size (~200 MB at 2**22 scores), independent of N.
@@ -142,9 +144,6 @@ def ranking_sums(backend, y_true, scores, weight) -> np.ndarray:
     ``kernels/multilabel.cu`` on a kernel backend, read back in one copy:
     ``y_true`` (N, L) 0/1 and ``scores`` backend arrays, ``weight`` (N,)
     float64 or None."""
-    from metrics_gpu._multilabel.stream import kernel_input
-    from metrics_gpu.backends.launchers.multilabel import RANKING_SUM_SLOTS
-
     true, true_code = kernel_input(y_true, backend, "y_true")
     score, score_code = kernel_input(scores, backend, "y_score")
     sums = backend.zeros(len(RANKING_SUM_SLOTS), np.float64)

@@ -33,9 +33,11 @@ from metrics_gpu._pipeline import torch_compile as _torch_compile
 from metrics_gpu.backends.selection import get_backend_implementation, is_device_array, resolve_backend
 from metrics_gpu._pipeline.planned import address, address_reader, array_layout
 from metrics_gpu._pipeline.mapping import MetricMapping, missing_metric
+from metrics_gpu._multilabel import ranking as R
+from metrics_gpu._multilabel.counts import _as_counts, f_score_rate, samples_mean
+from metrics_gpu._multilabel.inputs import _ignore_value, kernel_input
 from metrics_gpu._streaming.metrics import MAX_THRESHOLDS, initialised_distributed
 from metrics_gpu._validation import (
-    cell_ignore_value,
     check_int_range,
     check_score_kind,
     host_tensor,
@@ -67,18 +69,6 @@ AVERAGES = ("micro", "macro", "weighted", "samples")
 _MAX_LAYOUTS = 8
 # Cells of the binned metrics' (2, L, thresholds) histogram (8 bytes each).
 MAX_HISTOGRAM_CELLS = 1 << 28
-
-
-def _ignore_value(ignore_index: int | None, dtype) -> float | None:
-    """``ignore_index`` as the kernel compares it for targets of ``dtype``
-    (int8 is read as uint8; a value the dtype cannot hold never matches:
-    :func:`cell_ignore_value`)."""
-    value = cell_ignore_value(ignore_index, dtype)
-    if value is None:
-        return None
-    if dtype.kind in "iu" and dtype.itemsize == 1 and value < 0:
-        return float(value + 256)
-    return float(value)
 
 
 def multilabel_update_reference(y_true, preds, weight, *, mode: str, cut: float,
@@ -550,7 +540,6 @@ class MultilabelMetrics:
         (a sort per row, a chunk of rows at a time). Rows the update kernel
         leaves out weigh 0 here (their scores are set to 0 first, so that a
         NaN reaches no sum)."""
-        from metrics_gpu._multilabel import ranking as R
         xp = backend.xp
         true = _backend_values(y_true, backend).astype(np.float64)
         scores = _backend_values(preds, backend).astype(np.float64)
@@ -798,27 +787,6 @@ def _backend_values(values, backend):
     return backend.asarray(host_tensor(values))  # a torch CPU tensor copied as NumPy
 
 
-def kernel_input(values, backend, name: str):
-    """``(array, element code)`` of an (N, L) input as the kernel reads it:
-    the caller's memory where its rows are contiguous and its dtype has a
-    code (a torch bfloat16 tensor as its 16-bit patterns), else a copy."""
-    torch = sys.modules.get("torch")
-    code = None
-    if torch is not None and isinstance(values, torch.Tensor) and values.dtype == torch.bfloat16:
-        values, code = values.view(torch.int16), BFLOAT16_CODE
-    # A torch CPU tensor as NumPy: a GPU backend copies host data, not DLPack's.
-    array = backend.asarray(host_tensor(values))
-    if array.dtype.kind not in "biuf":
-        raise ValueError(f"{name} must be numeric, got dtype {array.dtype}")
-    if code is None:
-        code = ELEMENT_CODES.get(array.dtype.name)
-        if code is None:  # int16, uint16 ... read as float64 (exact)
-            array, code = array.astype(np.float64), ELEMENT_CODES["float64"]
-    if array.strides[1] != array.itemsize or array.strides[0] % array.itemsize:
-        array = backend.xp.ascontiguousarray(array)
-    return array, code
-
-
 class _on_stream:
     """The caller's stream for a torch CUDA tensor (the cuda backend), else nothing."""
 
@@ -870,7 +838,6 @@ class MultilabelReport(MetricMapping):
 
     def __init__(self, state: Mapping[str, np.ndarray], spec: Mapping[str, Any]) -> None:
         from metrics_gpu._functional.labels import _averaged_rate, _prfs_of_counts
-        from metrics_gpu._multilabel.counts import _as_counts, f_score_rate, samples_mean
 
         num_labels = spec["num_labels"]
         counts = state["counts"].reshape(4, num_labels)

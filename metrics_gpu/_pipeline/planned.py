@@ -28,6 +28,8 @@ import numpy as np
 
 from metrics_gpu.backends.selection import get_backend
 from metrics_gpu.backends.counting import record
+from metrics_gpu.backends.launchers.base import recording_launcher
+from metrics_gpu._pipeline.stream_state import StreamState, invalid_count
 
 # Plans kept at once (each holds one state's initial block and configs), and
 # the device memory their blocks may hold together (a K x K matrix kept by
@@ -225,8 +227,6 @@ class FunctionalPlan:
         state's buffers only give the launches' layout: the plan keeps its
         own initial block, and takes over the state's update plan (the
         state is never updated again)."""
-        from metrics_gpu.backends.launchers.base import recording_launcher
-
         backend = state.backend
         samples = int(np.shape(given[0])[0])
         if backend.name == "numpy" or samples == 0:
@@ -349,8 +349,6 @@ class FunctionalPlan:
     def invalid(self, block):
         """The samples the update left out (a 0-d view of the checks of
         ``block``, its :meth:`OnePass.backend_block`)."""
-        from metrics_gpu._pipeline.stages import invalid_count
-
         start, stop, _, _ = self.arrays["checks"]
         return invalid_count(block[start:stop].view(np.uint64))
 
@@ -369,8 +367,6 @@ class FunctionalPlan:
         """The streaming state in ``block`` (views of its
         :meth:`OnePass.backend_block`), as the full path's consumers read it
         (statistics, the matrix)."""
-        from metrics_gpu._pipeline.stages import StreamState
-
         arrays = {name: block[start:stop].view(dtype) if shape is None
                   else block[start:stop].view(dtype).reshape(shape)
                   for name, (start, stop, dtype, shape) in self.arrays.items()}

@@ -30,6 +30,17 @@ from typing import Any
 import numpy as np
 
 from metrics_gpu._common.extras import install_hint
+from metrics_gpu._common.version import __version__
+from metrics_gpu._formulas.labels import (
+    PER_CLASS_AVERAGES_GROUP,
+    PER_CLASS_AVERAGES_LEGEND,
+    label_metric_groups,
+    metric_description,
+)
+from metrics_gpu._validation import check_int_range
+from metrics_gpu.groups import DIFFERENCE_WITHOUT_INTERVAL, TEXT_METRICS
+from metrics_gpu.intervals import interval_legend
+from metrics_gpu.plot import most_confused_classes
 
 # The confusion matrix shows at most this many classes: beyond, the most
 # confused ones (largest off-diagonal mass), as metrics_gpu.plot does.
@@ -113,13 +124,12 @@ def render_html(report, *, title: str | None = None, elapsed: float | None = Non
     >>> page.startswith("<!DOCTYPE html>"), "&lt;cat&gt;" in page, "<cat>" in page
     (True, True, False)
     """
-    from metrics_gpu._validation import check_int_range
-    from metrics_gpu.files import PredictionReport
-
     max_classes = check_int_range(max_classes, "max_classes", 1, 1 << 20)
     max_table_classes = check_int_range(max_table_classes, "max_table_classes", 1, 1 << 30)
     dpi = check_int_range(dpi, "dpi", 10, 1200)
-    if isinstance(report, PredictionReport):
+    # A file report (metrics_gpu.files.PredictionReport) holds a label report and
+    # a score report; a label report is the labels' part itself.
+    if getattr(report, "labels", None) is not None:
         labels, scores, auc_method = report.labels, report.scores, report.auc
     else:
         labels, scores, auc_method = report, None, None
@@ -137,8 +147,6 @@ def render_html(report, *, title: str | None = None, elapsed: float | None = Non
     sections.append(_inputs_section(report, labels, elapsed, inputs))
     nav = " ".join(f'<a href="#{section_id}">{escape(name)}</a>'
                    for section_id, name, _ in sections)
-    from metrics_gpu import __version__
-
     subtitle = (f"{_number(labels.total, count=True)} samples, {labels.classes.size:,} classes. "
                 f"metrics-gpu {__version__}, generated {_now()}.")
     body = "\n".join(html for _, _, html in sections)
@@ -157,15 +165,6 @@ def render_html(report, *, title: str | None = None, elapsed: float | None = Non
 
 
 def _summary_section(labels, scores, auc_method) -> tuple[str, str, str]:
-    from metrics_gpu._formulas.labels import (
-        PER_CLASS_AVERAGES_GROUP,
-        PER_CLASS_AVERAGES_LEGEND,
-        label_metric_groups,
-        metric_description,
-    )
-
-    from metrics_gpu._reports.labels import interval_legend
-
     values = labels.metrics
     intervals = getattr(labels, "intervals", None)
 
@@ -208,8 +207,6 @@ def _summary_section(labels, scores, auc_method) -> tuple[str, str, str]:
 
 def _groups_section(groups) -> tuple[str, str, str]:
     """Every headline metric per group, then min, max, difference and ratio."""
-    from metrics_gpu.groups import DIFFERENCE_WITHOUT_INTERVAL, TEXT_METRICS
-
     names = [name for name in TEXT_METRICS if name in groups.by_group]
     head = "".join(f"<th>{escape(name)}</th>" for name in names)
     intervals = groups.intervals
@@ -308,8 +305,6 @@ def _per_class_section(labels, scores, max_table_classes: int,
 
 def _confusion_section(labels, max_classes: int, matplotlib_present: bool,
                        dpi: int) -> tuple[str, str, str]:
-    from metrics_gpu.plot import most_confused_classes
-
     matrix = labels.confusion_matrix
     parts = ['<section id="confusion-matrix">\n<h2>Confusion matrix</h2>\n']
     if matrix is None:
@@ -377,8 +372,6 @@ def _score_pictures_section(report, matplotlib_present: bool, dpi: int) -> tuple
 
 
 def _inputs_section(report, labels, elapsed, inputs) -> tuple[str, str, str]:
-    from metrics_gpu import __version__
-
     rows: list[tuple[str, str]] = []
     evaluation = getattr(report, "evaluation", None)
     if evaluation is not None:

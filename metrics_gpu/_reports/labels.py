@@ -35,8 +35,11 @@ from metrics_gpu.intervals import (
     IntervalOptions,
     LabelIntervals,
     check_interval_options,
+    interval_legend,
     interval_table,
 )
+from metrics_gpu.plot import plot_confusion_matrix, plot_per_class
+from metrics_gpu._reports.html import render_html
 
 # The text report lists per-class rows and the matrix only up to this many
 # classes; beyond it they are in to_dict() but would drown the summary.
@@ -231,8 +234,6 @@ class LabelReport(MetricMapping):
         Raises ``ValueError`` when the report kept no matrix (pass
         ``confusion_matrix=True`` to :func:`label_report`).
         """
-        from metrics_gpu.plot import plot_confusion_matrix
-
         if self.confusion_matrix is None:
             raise ValueError("confusion_matrix: this report kept no K x K matrix; build it "
                              "with label_report(..., confusion_matrix=True)")
@@ -243,8 +244,6 @@ class LabelReport(MetricMapping):
     def plot_per_class(self, metric: str = "f1", ax: Any = None, **kwargs: Any) -> Any:
         """A bar per class of ``per_class[metric]``, with error bars when the report
         has intervals (:func:`metrics_gpu.plot.plot_per_class`). Returns the Axes."""
-        from metrics_gpu.plot import plot_per_class
-
         if metric not in self.per_class or metric == "support":
             raise ValueError(f"metric: {metric!r} is not a per-class rate of the report (one "
                              f"of {', '.join(F.LABEL_METRIC_COLUMNS)})")
@@ -258,8 +257,6 @@ class LabelReport(MetricMapping):
         """The report as one self-contained HTML page: metrics, per-class table,
         confusion matrix (:func:`metrics_gpu._reports.html.render_html`;
         ``options`` go to it)."""
-        from metrics_gpu._reports.html import render_html
-
         return render_html(self, **options)
 
 
@@ -312,20 +309,6 @@ def grouped_metric_rows(metrics, digits: int, intervals: LabelIntervals | None =
         if rows:
             out.append((title, rows))
     return out
-
-
-def interval_legend(intervals: LabelIntervals) -> str:
-    """One line saying what the ``[low, high]`` of a report are."""
-    interval = next(iter(intervals.metrics.values()), None)
-    if interval is None:
-        return "intervals: none"
-    what = f"{interval.confidence_level:.4g} confidence intervals ({interval.method}"
-    if intervals.n_resamples is not None:
-        what += (f" bootstrap, {intervals.n_resamples} Poisson resamples of the confusion "
-                 f"matrix, seed {intervals.seed}")
-    else:
-        what += ", binomial; only the metrics that are proportions"
-    return what + ")"
 
 
 def intervals_dict(intervals: LabelIntervals) -> dict[str, Any]:

@@ -19,7 +19,7 @@ from typing import Any, Callable
 
 import numpy as np
 
-from metrics_gpu.backends.selection import is_device_array
+from metrics_gpu.backends.arrays import is_device_array
 from metrics_gpu.backends.kernel_cache import KernelCache
 from metrics_gpu.backends.kernel_sources import (
     NVRTC_OPTIONS,

@@ -23,12 +23,12 @@ import contextvars
 import functools
 import importlib.util
 import os
-import sys
 import threading
 from collections.abc import Callable, Iterator
 from typing import TYPE_CHECKING, ParamSpec, TypeVar
 
 from metrics_gpu._common.extras import install_hint
+from metrics_gpu.backends.arrays import is_device_array
 
 if TYPE_CHECKING:  # the backends import lazily: CuPy only when asked for
     from metrics_gpu.backends import Backend
@@ -233,21 +233,6 @@ def use_backend(name: str) -> Iterator[None]:
         yield
     finally:
         _context_backend.reset(token)
-
-
-def is_device_array(array: object) -> bool:
-    """True for arrays that live on a GPU: CuPy, torch CUDA tensors, JAX GPU arrays."""
-    # torch first, and its tensors' flag as it is: the in-loop calls' inputs.
-    torch = sys.modules.get("torch")
-    if torch is not None and isinstance(array, torch.Tensor):
-        return array.is_cuda
-    cupy = sys.modules.get("cupy")
-    if cupy is not None and isinstance(array, cupy.ndarray):
-        return True
-    jax = sys.modules.get("jax")
-    if jax is not None and isinstance(array, jax.Array):
-        return any(device.platform == "gpu" for device in array.devices())
-    return False
 
 
 def caller_stream(array: object) -> contextlib.AbstractContextManager:
