@@ -370,10 +370,10 @@ def test_graphs_and_states_pickle():
             (mgd.dcg_score(chunked(DATA["relevance"]), chunked(DATA["scores"]), k=2),
              mg.dcg_score(DATA["relevance"], DATA["scores"], k=2))):
         assert_same(pickle.loads(pickle.dumps(lazy)).compute(), expected, "unpickled graph")
-    state = mgd._multilabel_of_chunk(DATA["y_true"], DATA["y_pred"], DATA["weight"], index=0,
-                                     offset=0, columns=None, rates=("precision", "jaccard"),
-                                     beta=1.0, num_classes=None, ignore_index=None,
-                                     validate=True)
+    state = mgd.multilabel._multilabel_of_chunk(
+        DATA["y_true"], DATA["y_pred"], DATA["weight"], index=0, offset=0, columns=None,
+        rates=("precision", "jaccard"), beta=1.0, num_classes=None, ignore_index=None,
+        validate=True)
     assert pickle.loads(pickle.dumps(state)).rates.keys() == state.rates.keys()
 
 
