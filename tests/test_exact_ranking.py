@@ -17,7 +17,7 @@ from hypothesis import strategies as st
 from sklearn import metrics as sk
 
 from metrics_gpu import files
-from metrics_gpu.files import evaluate_files, exact_ranking
+from metrics_gpu.files import evaluate, evaluate_files, exact_ranking
 
 
 def _sklearn_ranking(y_true, probabilities, weight):
@@ -184,7 +184,7 @@ def test_exact_auc_estimate_covers_the_measured_peak(tmp_path, case):
     options = ["--num-classes", str(k)] + (["--ignore-index", str(k)] if ignore else [])
     script = textwrap.dedent(f"""
         import contextlib, io, json, sys
-        from metrics_gpu import files
+        from metrics_gpu.files import evaluate
         from metrics_gpu.cli import main
 
         def peak_rss():  # VmHWM: ru_maxrss would carry pytest's across fork and exec
@@ -194,13 +194,13 @@ def test_exact_auc_estimate_covers_the_measured_peak(tmp_path, case):
                         return int(line.split()[1]) * 1024
 
         estimates = []
-        estimate = files.exact_auc_bytes
+        estimate = evaluate.exact_auc_bytes
 
         def recorded(*args, **kwargs):
             estimates.append(estimate(*args, **kwargs))
             return estimates[-1]
 
-        files.exact_auc_bytes = recorded
+        evaluate.exact_auc_bytes = recorded
 
         def report(stem):
             d = {str(tmp_path)!r}
@@ -240,12 +240,12 @@ def test_the_kept_score_dtype_is_decided_in_one_place(tmp_path, monkeypatch):
     sources = {"y_true": str(tmp_path / "t.npy"), "scores": str(tmp_path / "s.npy")}
     seen = []
     estimate, rank = files.exact_auc_bytes, files.exact_ranking
-    monkeypatch.setattr(files, "exact_auc_bytes", lambda *a, **kw: seen.append(
+    monkeypatch.setattr(evaluate, "exact_auc_bytes", lambda *a, **kw: seen.append(
         ("estimate", estimate(*a, **kw))) or seen[-1][1])
-    monkeypatch.setattr(files, "exact_ranking", lambda y, p, *a, **kw: seen.append(
+    monkeypatch.setattr(evaluate, "exact_ranking", lambda y, p, *a, **kw: seen.append(
         ("kept", p.dtype)) or rank(y, p, *a, **kw))
     for kept in (np.float32, np.float64):
-        monkeypatch.setattr(files, "exact_score_dtype", lambda dtype, from_logits, kept=kept:
+        monkeypatch.setattr(evaluate, "exact_score_dtype", lambda dtype, from_logits, kept=kept:
                             np.dtype(kept))
         evaluate_files(sources, auc="exact", backend="numpy")
     (_, small), (_, kept32), (_, large), (_, kept64) = seen

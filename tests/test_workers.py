@@ -11,12 +11,12 @@ import os
 import numpy as np
 import pytest
 
-from metrics_gpu import ClassificationMetrics, files
+from metrics_gpu import ClassificationMetrics
 from metrics_gpu.backends.selection import use_backend
 from metrics_gpu.files.workers import MIN_VALUES_PER_WORKER, WorkerFailed, worker_count
 from metrics_gpu.backends import numpy_backend
 from metrics_gpu.backends.numpy_backend import _first_max, calibration_bin, probability_bins
-from metrics_gpu.files import FileProblem, evaluate_files, report_files
+from metrics_gpu.files import FileProblem, evaluate, evaluate_files, report_files
 
 N, K, CHUNK = 3000, 4, 256  # a dozen chunks: every worker takes several
 
@@ -80,13 +80,13 @@ def test_workers_give_the_report_of_one_process(prediction_files, case, monkeypa
     columns, options = CASES[case]
     sources = {name: prediction_files[stem] for name, stem in columns.items()}
     started = []
-    in_workers = files._stream_in_workers
+    in_workers = evaluate._stream_in_workers
 
     def spy(readers, workers, *args):
         started.append(workers)
         return in_workers(readers, workers, *args)
 
-    monkeypatch.setattr(files, "_stream_in_workers", spy)
+    monkeypatch.setattr(evaluate, "_stream_in_workers", spy)
     reports = [report_files(sources, backend="numpy", chunk_rows=CHUNK, workers=workers,
                             **options).to_dict() for workers in (1, 3)]
     assert started == [3]  # the second report's chunks went to 3 processes
@@ -118,14 +118,14 @@ def test_workers_name_the_first_left_out_row_as_one_process(tmp_path, prediction
 
 @needs_fork
 def test_a_worker_error_is_raised_in_the_parent(prediction_files, monkeypatch):
-    update = files._update_chunk
+    update = evaluate._update_chunk
 
     def failing(batch, *args, **kwargs):
         if kwargs.get("ordinal", args[-1] if len(args) > 4 else None) == 3:
             raise ValueError("chunk 3 could not be added")
         return update(batch, *args, **kwargs)
 
-    monkeypatch.setattr(files, "_update_chunk", failing)  # the workers fork with it
+    monkeypatch.setattr(evaluate, "_update_chunk", failing)  # the workers fork with it
     sources = {"y_true": prediction_files["t"], "y_pred": prediction_files["p"]}
     with pytest.raises(ValueError, match="chunk 3 could not be added"):
         evaluate_files(sources, backend="numpy", num_classes=K, chunk_rows=CHUNK, workers=2)
@@ -133,14 +133,14 @@ def test_a_worker_error_is_raised_in_the_parent(prediction_files, monkeypatch):
 
 @needs_fork
 def test_a_worker_that_dies_is_named(prediction_files, monkeypatch):
-    update = files._update_chunk
+    update = evaluate._update_chunk
 
     def dying(batch, *args, **kwargs):
         if kwargs.get("ordinal", args[-1] if len(args) > 4 else None) == 2:
             os._exit(7)
         return update(batch, *args, **kwargs)
 
-    monkeypatch.setattr(files, "_update_chunk", dying)
+    monkeypatch.setattr(evaluate, "_update_chunk", dying)
     sources = {"y_true": prediction_files["t"], "y_pred": prediction_files["p"]}
     with pytest.raises(WorkerFailed, match="exit code 7"):
         evaluate_files(sources, backend="numpy", num_classes=K, chunk_rows=CHUNK, workers=2)
