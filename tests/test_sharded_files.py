@@ -26,7 +26,7 @@ from metrics_gpu.files import (
     reader_count,
     report_files,
 )
-from metrics_gpu.files import evaluate
+from metrics_gpu.files import readers as file_readers
 
 N, K = 300, 3
 CHUNK = 64  # several chunks, the last one short
@@ -184,7 +184,7 @@ BOUNDARIES = {
 @pytest.mark.parametrize("readers", [1, 3])
 @pytest.mark.parametrize("case", list(BOUNDARIES))
 def test_chunks_read_across_shards(tmp_path, case, readers, monkeypatch):
-    monkeypatch.setattr(evaluate, "READ_PIECE_BYTES", 5)  # uneven pieces of every chunk
+    monkeypatch.setattr(file_readers, "READ_PIECE_BYTES", 5)  # uneven pieces of every chunk
     sizes = BOUNDARIES[case]
     rng = np.random.default_rng(len(sizes))
     scores = rng.normal(size=(sum(sizes), K)).astype(np.float32)
@@ -378,7 +378,7 @@ def read_all(source: str, role: str, threads: ReadThreads, chunk: int) -> np.nda
 @pytest.mark.parametrize("readers", [1, 2, 7])
 def test_every_reader_count_reads_the_same(tmp_path, data, readers, monkeypatch):
     # 13 rows of 12 bytes: 156-byte chunks, in pieces of uneven sizes.
-    monkeypatch.setattr(evaluate, "READ_PIECE_BYTES", 5)
+    monkeypatch.setattr(file_readers, "READ_PIECE_BYTES", 5)
     np.save(tmp_path / "s.npy", data["scores"])
     np.save(tmp_path / "t.npy", data["y_true"].astype(">i4"))  # converted after the read
     with ReadThreads(readers) as threads:
@@ -394,7 +394,7 @@ def test_every_reader_count_reads_the_same(tmp_path, data, readers, monkeypatch)
 
 
 def test_short_reads_are_read_again(tmp_path, data, monkeypatch):
-    monkeypatch.setattr(evaluate, "READ_PIECE_BYTES", 64)
+    monkeypatch.setattr(file_readers, "READ_PIECE_BYTES", 64)
     real_preadv = os.preadv
     calls = []
 
@@ -411,7 +411,7 @@ def test_short_reads_are_read_again(tmp_path, data, monkeypatch):
 
 
 def test_pread_and_copy_where_preadv_is_missing(tmp_path, data, monkeypatch):
-    monkeypatch.setattr(evaluate, "READ_PIECE_BYTES", 100)
+    monkeypatch.setattr(file_readers, "READ_PIECE_BYTES", 100)
     monkeypatch.delattr(os, "preadv")
     np.save(tmp_path / "s.npy", data["scores"])
     with ReadThreads(4) as threads:
@@ -421,7 +421,7 @@ def test_pread_and_copy_where_preadv_is_missing(tmp_path, data, monkeypatch):
 
 @pytest.mark.parametrize("readers", [1, 4])
 def test_truncated_npy_with_parallel_readers(tmp_path, data, readers, monkeypatch):
-    monkeypatch.setattr(evaluate, "READ_PIECE_BYTES", 16)
+    monkeypatch.setattr(file_readers, "READ_PIECE_BYTES", 16)
     path = tmp_path / "s.npy"
     np.save(path, data["scores"])
     header = os.path.getsize(path) - data["scores"].nbytes

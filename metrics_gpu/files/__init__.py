@@ -43,41 +43,46 @@ the file size: only the O(K) (or K x K) state and two chunks (three pinned
 and three on the device with cuda) live at once.
 """
 
+from metrics_gpu.files.columns import OPTIONS, ShardedReader, open_column, open_columns
 from metrics_gpu.files.evaluate import (
     AUC_MODES,
     CHUNK_BYTES,
-    KERNEL_RANK_BYTES,
     MAX_CHUNK_ROWS,
-    MAX_DEFAULT_READERS,
-    NUMPY_RANK_BYTES,
-    OPTIONS,
-    READERS_ENVIRONMENT,
-    SUFFIXES,
-    TASKS,
-    ColumnReader,
     FileEvaluation,
-    FileProblem,
-    MultilabelFileReport,
-    PredictionReport,
-    ReadThreads,
-    ShardedReader,
-    Source,
     _row_bytes,
     _stream,
-    detect_multilabel,
     evaluate_files,
-    evaluate_multilabel_files,
+)
+from metrics_gpu.files.exact import (
+    KERNEL_RANK_BYTES,
+    NUMPY_RANK_BYTES,
     exact_auc_bytes,
     exact_ranking,
     exact_score_dtype,
-    open_column,
-    open_columns,
-    reader_count,
-    report_files,
-    source_files,
 )
+from metrics_gpu.files.multilabel import (
+    TASKS,
+    MultilabelFileReport,
+    detect_multilabel,
+    evaluate_multilabel_files,
+)
+from metrics_gpu.files.readers import (
+    MAX_DEFAULT_READERS,
+    READERS_ENVIRONMENT,
+    ColumnReader,
+    ReadThreads,
+    reader_count,
+)
+from metrics_gpu.files.report import PredictionReport, report_files
+from metrics_gpu.files.sources import SUFFIXES, FileProblem, Source, source_files
 
-# _row_bytes and _stream: bench/files.py times the reading and the loop alone.
+# The modules, each on the ones above it: sources (a column's files),
+# readers (a file's reader: .npy, .npz, text), arrow (Parquet, Arrow IPC),
+# columns (opening the columns, sharded ones), staging (the chunks' buffers),
+# exact (exact ROC AUC / AP), evaluate (the chunk loop), report
+# (PredictionReport), multilabel (multilabel files); workers (worker
+# processes) stands alone. _row_bytes and _stream: bench/files.py times the
+# reading and the loop alone.
 __all__ = [
     "AUC_MODES",
     "CHUNK_BYTES",

@@ -1,0 +1,227 @@
+"""Exact ROC AUC and average precision of files: the memory they take
+(:func:`exact_auc_bytes`, beside the memory free), every row's scores kept
+while reading (:class:`_ExactScores`) and their ranking (:func:`exact_ranking`)."""
+
+from __future__ import annotations
+
+import math
+import os
+from typing import Any, Callable
+
+import numpy as np
+
+from metrics_gpu._formulas.labels import defined_averages, softmax_rows
+from metrics_gpu.files.staging import _CudaStaging, _HostStaging
+
+# Fraction of the free memory (host, or GPU) that exact ranking may take.
+EXACT_MEMORY_FRACTION = 0.5
+
+
+def _free_memory(backend_name: str) -> int:
+    """Bytes free where exact ranking would run: the GPU's, or the host's."""
+    if backend_name == "cuda":
+        import cupy
+
+        return int(cupy.cuda.runtime.memGetInfo()[0])
+    try:
+        with open("/proc/meminfo") as meminfo:
+            for line in meminfo:
+                if line.startswith("MemAvailable:"):
+                    return int(line.split()[1]) * 1024
+    except OSError:
+        pass
+    return os.sysconf("SC_AVPHYS_PAGES") * os.sysconf("SC_PAGE_SIZE")
+
+
+def exact_score_dtype(score_dtype, from_logits: bool) -> np.dtype:
+    """The dtype in which the exact path keeps the probabilities of scores read
+    as ``score_dtype`` (logits or probabilities): the one place that decides
+    it, for :class:`_ExactScores` and for the bytes :func:`exact_auc_bytes`
+    counts.
+
+    The softmax of logits is formed and kept in float64: rounded to a 16- or
+    32-bit type, distinct probabilities would tie (or swap) and the "exact"
+    values would carry an error no bound reports. Probabilities given are
+    ranked as they are, in their own type (no rounding: exact, and no larger).
+    """
+    return np.dtype(np.float64) if from_logits else np.dtype(score_dtype)
+
+
+# The constants of exact_auc_bytes, measured as resident memory (VmHWM) of
+# reports on the NumPy backend (tests/test_exact_ranking.py holds the estimate
+# to a real run).
+#
+# Bytes one ranked binary problem takes per score beyond its inputs (scores,
+# mask, weights), at its peak. The NumPy reference (_ranking_formulas) holds six
+# float64 arrays at once (the tie-group totals, the rates, a trapezoid or
+# precision step; the order and ranked scores are gone by then): 48-49 bytes
+# allocated (tracemalloc) for float16/32/64, weighted or not, about 54 resident (the
+# allocator's reuse of freed blocks is not perfect), 58 with room. The kernels' path
+# (kernels/ranking.cu) holds a 32-bit key or an int64 order, the ranked scores,
+# class and weight, and per-tile sums: 13-26 bytes allocated on the emulator;
+# 40 leaves room for the sort's temporary storage on a GPU (CUB's, not
+# measured here).
+NUMPY_RANK_BYTES = 58
+KERNEL_RANK_BYTES = 40
+# Reading, per row of a chunk beside the buffer sets and the softmax's three
+# (rows, K) arrays: the states' per-row temporaries (labels, argmax, masks),
+# about 112 bytes; and a bound of theirs that does not grow with the chunk
+# (the NumPy backend works in sub-chunks of its own).
+CHUNK_ROW_TEMPORARY_BYTES = 112
+CHUNK_STATE_BYTES = 24 << 20
+# The states, the report and the allocator's slack, at any size.
+EXACT_OVERHEAD_BYTES = 8 << 20
+
+
+def exact_auc_bytes(rows: int, num_classes: int, score_dtype, *, weighted: bool = False,
+                    ignore_index: bool = False, backend: str = "numpy", chunk_rows: int = 0,
+                    row_bytes: int = 0) -> int:
+    """Peak memory of a report with exact ROC AUC / AP over ``rows`` x K scores,
+    beyond what the process held before it, where the backend computes.
+
+    Kept while reading: every row's target (int64), probabilities (``score_dtype``,
+    see :func:`exact_score_dtype`) and weight (float64). Then the larger of
+    reading (the buffer sets of ``chunk_rows`` rows of ``row_bytes`` and the
+    chunk's temporaries) and ranking: the micro average ranks the N K pooled
+    scores in one problem (their one-vs-rest mask, the weights repeated, and
+    the ranking's own arrays, :data:`NUMPY_RANK_BYTES` or
+    :data:`KERNEL_RANK_BYTES` a score); a class's problem is N of them, less.
+    With ``ignore_index`` the rows kept are copied first.
+    """
+    score_bytes = np.dtype(score_dtype).itemsize
+    weight_bytes = 8 if weighted else 0
+    kept = rows * (8 + num_classes * score_bytes + weight_bytes)
+    rank_bytes = NUMPY_RANK_BYTES if backend == "numpy" else KERNEL_RANK_BYTES
+    ranking = rows * num_classes * (1 + weight_bytes + rank_bytes)
+    if ignore_index:
+        ranking += rows + kept  # the mask, then the rows kept
+    # A chunk's pages are touched only as far as rows are read into them: one
+    # buffer set for a file of one chunk, at most the staging's depth.
+    chunk = min(chunk_rows, rows)
+    depth = _CudaStaging.depth if backend == "cuda" else _HostStaging.depth
+    buffer_sets = min(depth, -(-rows // chunk)) if chunk else 1
+    reading = CHUNK_STATE_BYTES + chunk * (buffer_sets * row_bytes
+                                           + 3 * num_classes * score_bytes
+                                           + CHUNK_ROW_TEMPORARY_BYTES)
+    return EXACT_OVERHEAD_BYTES + kept + max(reading, ranking)
+
+
+def _format_bytes(count: float) -> str:
+    for unit in ("bytes", "KB", "MB", "GB", "TB"):
+        if count < 1024 or unit == "TB":
+            return f"{count:,.0f} {unit}" if unit == "bytes" else f"{count:,.1f} {unit}"
+        count /= 1024
+    return ""
+
+
+class _ExactScores:
+    """Every row's targets, probabilities and weights, kept where the backend
+    computes, for the exact ranking metrics at the end. ``dtype`` is the kept
+    probabilities' (:func:`exact_score_dtype`)."""
+
+    def __init__(self, xp, rows: int | None, num_classes: int, dtype, weighted: bool,
+                 from_logits: bool):
+        self.xp, self.from_logits, self.filled = xp, from_logits, 0
+        self.dtype = np.dtype(dtype)
+        # Unknown rows (text files, Arrow streams): (targets, probabilities,
+        # weights) per chunk, joined at the end.
+        self.parts: list[tuple] | None = None if rows is not None else []
+        if rows is not None:
+            self.targets = xp.empty(rows, np.int64)
+            self.probabilities = xp.empty((rows, num_classes), dtype)
+            self.weights = xp.empty(rows, np.float64) if weighted else None
+
+    def add(self, y_true, scores, weight) -> None:
+        xp = self.xp
+        probabilities = (softmax_rows(scores.astype(self.dtype), xp) if self.from_logits
+                         else scores)
+        if self.parts is not None:
+            self.parts.append((y_true.astype(np.int64), probabilities.astype(self.dtype),
+                               None if weight is None else weight.astype(np.float64)))
+            return
+        stop = self.filled + len(y_true)
+        self.targets[self.filled:stop] = y_true
+        self.probabilities[self.filled:stop] = probabilities
+        if self.weights is not None:
+            self.weights[self.filled:stop] = weight
+        self.filled = stop
+
+    def arrays(self):
+        if self.parts is not None:
+            xp = self.xp
+            targets = xp.concatenate([p[0] for p in self.parts])
+            probabilities = xp.concatenate([p[1] for p in self.parts])
+            weights = (None if self.parts[0][2] is None
+                       else xp.concatenate([p[2] for p in self.parts]))
+            return targets, probabilities, weights
+        return self.targets, self.probabilities, self.weights
+
+
+def _ranked_scores(rows: int, num_classes: int) -> int:
+    """Scores :func:`exact_ranking` ranks: each class's column, then all N K pooled."""
+    return 2 * rows * num_classes
+
+
+def exact_ranking(y_true, probabilities, sample_weight=None, *, ignore_index=None,
+                  progress: Callable[[int], None] | None = None) -> dict[str, Any]:
+    """Exact ROC AUC and average precision of every class against the rest, and
+    their averages, with the names and conventions of the binned ones of
+    :class:`metrics_gpu.StreamingReport`: macro over the classes where a value
+    is defined, weighted by the positives' weight, micro over every class's
+    one-vs-rest pairs pooled; ``roc_auc`` / ``average_precision`` are class
+    1's for K = 2, else the macro averages. Error bounds are 0.
+
+    One sort per class gives both of its values, and one sort of the N K
+    pooled scores both micro averages (the backend's ``binary_rank_areas``).
+    ``progress`` is told the scores ranked, :func:`_ranked_scores` in all.
+    """
+    from metrics_gpu.backends.selection import resolve_backend
+    from metrics_gpu._validation import to_numpy
+
+    backend = resolve_backend(probabilities)
+    xp = backend.xp
+    # Host arrays may resolve to a GPU backend (set_backend, METRICS_GPU_BACKEND).
+    y_true, probabilities = backend.asarray(y_true), backend.asarray(probabilities)
+    if sample_weight is not None:
+        sample_weight = backend.asarray(sample_weight)
+    rows, k = probabilities.shape
+    if ignore_index is not None:
+        keep = y_true != ignore_index
+        y_true, probabilities = y_true[keep], probabilities[keep]
+        sample_weight = None if sample_weight is None else sample_weight[keep]
+        del keep
+    positives = np.asarray(to_numpy(xp.bincount(y_true, sample_weight, minlength=k)),
+                           dtype=np.float64)[:k]
+    negatives = positives.sum() - positives
+    areas = []  # [ROC AUC, AP] of each class with positives, where the scores live
+    for c in range(k):
+        if positives[c] > 0:
+            areas.append(backend.binary_rank_areas(probabilities[:, c], y_true == c,
+                                                   sample_weight))
+        if progress is not None:
+            progress(rows)
+    auc = np.full(k, math.nan)
+    ap = np.full(k, math.nan)
+    if areas:
+        scored = positives > 0
+        per_class = np.asarray(to_numpy(xp.stack(areas)), dtype=np.float64)
+        ap[scored] = per_class[:, 1]
+        auc[scored] = np.where(negatives[scored] > 0, per_class[:, 0], math.nan)
+    del areas
+    # The pooled problem: the sample's own class is the positive of its K scores.
+    onehot = (y_true[:, None] == xp.arange(k)[None, :]).reshape(-1)
+    flat_weight = None if sample_weight is None else xp.repeat(sample_weight, k)
+    micro = np.asarray(to_numpy(backend.binary_rank_areas(
+        probabilities.reshape(-1), onehot, flat_weight)), dtype=np.float64)
+    del onehot, flat_weight
+    if progress is not None:
+        progress(rows * k)
+    out: dict[str, Any] = {}
+    for name, values, micro_value in (("roc_auc", auc, micro[0]),
+                                      ("average_precision", ap, micro[1])):
+        macro, weighted = defined_averages(values, positives)
+        out[name] = values[1] if k == 2 else macro
+        out[f"{name}_macro"], out[f"{name}_weighted"] = macro, weighted
+        out[f"{name}_micro"], out[f"{name}_error_bound"] = float(micro_value), 0.0
+        out[f"per_class_{name}"] = values
+    return out

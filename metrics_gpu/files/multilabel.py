@@ -1,0 +1,434 @@
+"""Multilabel prediction files: whether the files are a multilabel problem
+(:func:`detect_multilabel`), their chunk loop through
+:class:`metrics_gpu.MultilabelMetrics` (:func:`evaluate_multilabel_files`)
+and its report (:class:`MultilabelFileReport`)."""
+
+from __future__ import annotations
+
+import math
+import warnings
+from typing import Any, Callable
+
+import numpy as np
+
+from metrics_gpu._common.types import ScoresAre
+from metrics_gpu._pipeline.mapping import MetricMapping, format_number, plain, strict_json, whole
+from metrics_gpu._validation import label_probabilities_read_as_logits
+from metrics_gpu.files.columns import (
+    MULTILABEL_ROLE_OF,
+    NO_ROWS,
+    OPTIONS,
+    open_column,
+    open_columns,
+)
+from metrics_gpu.files.evaluate import (
+    CHUNK_BYTES,
+    MAX_CHUNK_ROWS,
+    _chunks_in_workers,
+    _row_bytes,
+    histogram_thresholds,
+)
+from metrics_gpu.files.readers import ColumnReader, ReadThreads
+from metrics_gpu.files.report import PredictionReport
+from metrics_gpu.files.sources import FileProblem, Source
+from metrics_gpu.files.staging import _CudaStaging, _HostStaging, _Prefetch
+
+TASKS = ("multiclass", "multilabel")
+# What each reason bit of the multilabel state's checks means, by the column it names.
+MULTILABEL_PROBLEMS = {
+    "y_true": "a target other than 0/1{ignore}",
+    "labels": "a prediction other than 0/1",
+    "probabilities": ("a value outside [0, 1] (or NaN), not a probability as --scores-are "
+                      "probabilities declares (for logits, pass --scores-are logits)"),
+    "logits": "a non-finite logit",
+    "sample_weight": "a negative or non-finite weight",
+}
+# The multilabel report's metric names (MultilabelReport's, F1 only: the
+# command's beta is 1) and their meanings, built from the families and averages.
+MULTILABEL_FAMILIES = {
+    "precision": "precision", "recall": "recall", "f1": "F1",
+    "jaccard": "Jaccard index (intersection over union)"}
+MULTILABEL_AVERAGES = {
+    "micro": "of every label's tp / fp / fn pooled",
+    "macro": "unweighted mean over the labels",
+    "weighted": "mean over the labels weighted by their support",
+    "samples": "mean over the rows of each row's set-wise value"}
+MULTILABEL_DESCRIPTIONS = {
+    "subset_accuracy": "fraction of rows whose every label is right",
+    "hamming_loss": "fraction of label cells predicted wrongly",
+    "zero_one_loss": "1 - subset accuracy",
+    **{f"{family}_{average}": f"{meaning}, {how}"
+       for family, meaning in MULTILABEL_FAMILIES.items()
+       for average, how in MULTILABEL_AVERAGES.items()},
+    **{f"{name}_{average}": f"binned {title}, {how}"
+       for name, title in (("roc_auc", "ROC AUC"), ("average_precision", "average precision"))
+       for average, how in (("macro", "unweighted mean over the labels where defined"),
+                            ("weighted", "mean over the labels weighted by their positives"),
+                            ("micro", "of every label's scores pooled"))},
+    **{f"{name}_{average}error_bound": f"bound on |binned - exact| {title}"
+       + (f" ({average[:-1]})" if average else " (macro)")
+       for name, title in (("roc_auc", "ROC AUC"), ("average_precision", "average precision"))
+       for average in ("", "weighted_", "micro_")},
+}
+
+
+def _column_count(reader: ColumnReader) -> int:
+    return reader.width or 1
+
+
+def detect_multilabel(sources: dict[str, Source | None]) -> str | None:
+    """Why the files are a multilabel problem, or None: ``--y-true`` holds L >= 2
+    columns (never multiclass class codes) and the prediction file (``--y-pred``,
+    else ``--scores``) as many. A label matrix beside a prediction file of
+    another width is a :class:`FileProblem` (neither task can read it);
+    a file that does not open is left to the report's own reading to name."""
+    predicted = "y_pred" if sources.get("y_pred") is not None else "scores"
+    truth_source, predicted_source = sources.get("y_true"), sources.get(predicted)
+    if truth_source is None or predicted_source is None:
+        return None
+    try:
+        truth = open_column(truth_source, OPTIONS["y_true"], "indicators")
+    except FileProblem:
+        return None
+    truth.close()
+    if truth.width is None:
+        return None
+    try:
+        # Opened as labels or class scores: any width, any numeric dtype.
+        prediction = open_column(predicted_source, OPTIONS[predicted], "indicators")
+    except FileProblem:
+        return None
+    prediction.close()
+    if _column_count(prediction) != truth.width:
+        raise FileProblem(
+            f"{OPTIONS['y_true']} {truth.path} holds (N, {truth.width}) rows, multilabel "
+            f"targets, but {OPTIONS[predicted]} {prediction.path} holds "
+            f"{_column_count(prediction)} column(s): give (N, {truth.width}) predictions "
+            "(--task multilabel), or one column of class codes in --y-true (multiclass)")
+    return (f"{OPTIONS['y_true']} holds an (N, {truth.width}) matrix and "
+            f"{OPTIONS[predicted]} one of the same shape")
+
+
+def evaluate_multilabel_files(sources: dict[str, Source | None], *, threshold: float = 0.5,
+                              scores_are: ScoresAre = "logits", thresholds: int | None = None,
+                              ignore_index: int | None = None, backend: str | None = None,
+                              chunk_rows: int | None = None, detected: str | None = None,
+                              progress: Callable[[str, int | None], Callable[[int], None]]
+                              | None = None,
+                              readers: int | None = None,
+                              workers: int | None = None) -> MultilabelFileReport:
+    """Stream multilabel files through :class:`metrics_gpu.MultilabelMetrics`.
+
+    ``sources``: ``y_true`` ((N, L) 0/1 targets), one of ``y_pred`` ((N, L)
+    0/1 predictions) or ``scores`` ((N, L) scores, ``scores_are``, positive
+    above ``threshold``), optionally ``sample_weight`` ((N,)). ``thresholds``:
+    the bins of the binned per-label ROC AUC / AP (scores only; None: none).
+    The chunks, the reading thread and the staging are those of
+    :func:`evaluate_files`; a row the state leaves out (a target other than
+    0/1 or ``ignore_index``, a refused prediction or weight) is a
+    :class:`FileProblem` naming the file and the row. ``sources``,
+    ``readers`` and ``workers`` as :func:`evaluate_files`'.
+    """
+    from metrics_gpu.backends.selection import backend_for_host_data, get_backend, use_backend
+    from metrics_gpu._multilabel.stream import MultilabelMetrics
+    from metrics_gpu.files.workers import worker_count
+    from metrics_gpu._streaming.metrics import SCORE_KINDS
+
+    if scores_are not in SCORE_KINDS:
+        raise ValueError(f"scores_are must be one of {SCORE_KINDS}, got {scores_are!r}")
+    if (sources.get("y_pred") is None) == (sources.get("scores") is None):
+        raise ValueError("--task multilabel takes --y-pred ((N, L) 0/1 predictions) or "
+                         "--scores ((N, L) scores, positive above --threshold): one of them")
+    if thresholds is not None and sources.get("scores") is None:
+        raise ValueError("--thresholds (binned ROC AUC / AP per label) needs --scores: "
+                         "0/1 predictions have no ranking")
+    if ignore_index is not None and ignore_index in (0, 1):
+        raise ValueError(f"--ignore-index {ignore_index}: with --task multilabel it must be "
+                         "a value other than the targets 0 and 1")
+    predicted = "y_pred" if sources.get("y_pred") is not None else "scores"
+    backend = backend_for_host_data(get_backend() if backend is None else backend)
+    from_logits = scores_are == "logits"
+    threads = ReadThreads(readers)
+    try:
+        columns = open_columns(sources, from_logits=from_logits, roles=MULTILABEL_ROLE_OF,
+                               threads=threads)
+    except BaseException:
+        threads.close()
+        raise
+    try:
+        truth, prediction = columns["y_true"], columns[predicted]
+        labels = _column_count(truth)
+        if _column_count(prediction) != labels:
+            raise FileProblem(
+                f"{OPTIONS[predicted]} {prediction.path}: {_column_count(prediction)} "
+                f"column(s), but {OPTIONS['y_true']} {truth.path} has {labels} (multilabel "
+                "targets and predictions are both (N, L))")
+        if chunk_rows is None:
+            chunk_rows = max(1, min(MAX_CHUNK_ROWS, CHUNK_BYTES // _row_bytes(columns)))
+        bins = None if thresholds is None else histogram_thresholds(thresholds, labels)
+        state = MultilabelMetrics(labels, threshold=threshold, scores=scores_are,
+                                  ignore_index=ignore_index, thresholds=bins, validate=False)
+        # The reader checks every row (_check_declared_kind) and warns once.
+        state._warns_of_probabilities = False
+        rows = next((r.rows for r in columns.values() if r.rows is not None), None)
+        values = None if rows is None else rows * sum(
+            math.prod(r.shape_tail) for r in columns.values())
+        processes = worker_count(values, workers) if backend == "numpy" else 1
+        with use_backend(backend):
+            _stream_multilabel(columns, backend, chunk_rows, state, predicted,
+                               None if progress is None else progress("reading", rows),
+                               workers=processes)
+        total_rows = truth.position
+        if total_rows == 0:
+            raise FileProblem(f"--y-true {truth.path}: {NO_ROWS}")
+        _raise_first_left_out(state, columns, predicted, scores_are, ignore_index)
+        if predicted == "scores" and from_logits and prediction.looks_like_probabilities():
+            checked = prediction.rows_checked
+            warnings.warn(label_probabilities_read_as_logits(
+                f"{prediction.argument} {prediction.path}", "--scores-are probabilities",
+                rows=checked - prediction.rows_not_probabilities, total=checked),
+                UserWarning, stacklevel=2)
+        names = truth.column_names or prediction.column_names
+        return MultilabelFileReport(state.compute(), rows=total_rows, backend=backend,
+                                    label_names=names, threshold=threshold,
+                                    predictions=predicted, detected=detected,
+                                    thresholds=bins, scores_are=scores_are)
+    finally:
+        for reader in columns.values():
+            reader.close()
+        threads.close()
+
+
+def _stream_multilabel(readers, backend: str, chunk_rows: int, state, predicted: str,
+                       progress, workers: int = 1) -> None:
+    """The loop of :func:`_stream` for the multilabel state: each chunk, as
+    (rows, L) targets and predictions, into one update (on the numpy backend
+    with ``workers`` > 1, in worker processes)."""
+    if backend == "numpy" and workers > 1:
+
+        def update(batch: dict[str, Any], ordinal: int, first_row: int) -> None:  # in a worker
+            rows = len(batch["y_true"])
+            state._updates, state._rows_seen = ordinal, first_row
+            state.update(batch["y_true"].reshape(rows, -1), batch[predicted].reshape(rows, -1),
+                         batch.get("sample_weight"))
+
+        chunks, rows = _chunks_in_workers(readers, workers, chunk_rows, [state], update, None,
+                                          progress)
+        state._updates, state._rows_seen = chunks, rows
+        return
+    staging = (_CudaStaging if backend == "cuda" else _HostStaging)(readers, chunk_rows)
+    prefetch = _Prefetch(readers, staging.buffer_sets)
+    try:
+        for i, rows in prefetch:
+            batch = staging.batch(i, rows)
+            state.update(batch["y_true"].reshape(rows, -1),
+                         batch[predicted].reshape(rows, -1), batch.get("sample_weight"))
+            prefetch.release(i, staging.done(i))
+            if progress is not None:
+                progress(rows)
+    finally:
+        prefetch.close()
+
+
+def _raise_first_left_out(state, readers, predicted: str, scores_are: str,
+                          ignore_index: int | None) -> None:
+    """The rows the multilabel state left out, as the files and the first row."""
+    invalid = state.first_invalid()
+    if invalid is None:
+        return
+    left_out, first, arguments = invalid
+    columns = {"y_true": "y_true", "preds": predicted, "sample_weight": "sample_weight"}
+    parts = []
+    for argument in arguments:
+        column = columns[argument]
+        key = ("labels" if column == "y_pred" else scores_are) if argument == "preds" else column
+        problem = MULTILABEL_PROBLEMS[key].format(
+            ignore="" if ignore_index is None else f" or --ignore-index {ignore_index}")
+        parts.append((column, problem))
+    first_column = parts[0][0]
+    row = readers[first_column].row_name(first)
+    if len(parts) == 1:
+        column, problem = parts[0]
+        raise FileProblem(f"{OPTIONS[column]} {readers[column].path}: {row} holds {problem} "
+                          f"({left_out:,} bad rows in all)")
+    named = " or ".join(f"{OPTIONS[c]} {readers[c].path} ({p})" for c, p in parts)
+    raise FileProblem(f"{named}: {row} is the first of {left_out:,} rows holding such values")
+
+
+class MultilabelFileReport(MetricMapping):
+    """The report of multilabel prediction files (:func:`evaluate_multilabel_files`):
+    the :class:`metrics_gpu.MultilabelReport` of the streamed state
+    (:attr:`metrics`), with the rows read, the label names and how the
+    predictions were read.
+
+    A read-only mapping of the scalar metrics (subset accuracy, Hamming loss,
+    precision / recall / F1 / Jaccard micro, macro, weighted and samples, and
+    with ``thresholds`` the binned ROC AUC / AP macro, weighted and micro with
+    their error bounds); ``per_label`` and ``confusion_matrix`` as attributes,
+    everything in :meth:`to_dict`. :meth:`save_plots` writes the per-label F1
+    bars and, with ``thresholds``, the per-label ROC and precision-recall curves.
+    """
+
+    def __init__(self, metrics, *, rows: int, backend: str, label_names, threshold: float,
+                 predictions: str, detected: str | None, thresholds: int | None,
+                 scores_are: str):
+        self.metrics, self.rows, self.backend = metrics, rows, backend
+        self.threshold, self.predictions, self.detected = threshold, predictions, detected
+        self.thresholds, self.scores_are = thresholds, scores_are
+        labels = len(metrics.per_label["support"])
+        self.label_names = ([str(name) for name in label_names] if label_names is not None
+                            and len(label_names) == labels else [str(i) for i in range(labels)])
+        per_label = metrics.per_label
+        self.per_label = {("f1" if name == "f_score" else name): np.asarray(values)
+                          for name, values in per_label.items()}
+        values = {name: metrics[name] for name in metrics if not name.startswith("f_score")}
+        self._values = values
+
+    @property
+    def total(self) -> Any:
+        """The rows' total weight (the row count without weights)."""
+        return self.metrics.total
+
+    def _metric_names(self) -> tuple[str, ...]:
+        return tuple(self._values)
+
+    def _metric_value(self, name: str) -> Any:
+        return self._values[name]
+
+    def _headline(self) -> list[tuple[str, Any]]:
+        return [("rows", self.rows), ("labels", len(self.label_names))]
+
+    def to_dict(self, descriptions: bool = False) -> dict[str, Any]:
+        """The report as plain Python values (NaN as None): ``task``,
+        ``task_detected`` (why the files were read as multilabel, or None when
+        ``--task`` said it), ``rows``, ``total``, ``labels``, ``label_names``,
+        how the predictions were read, ``metrics``, ``per_label`` (lists, one
+        value a label) and ``confusion_matrix`` ((L, 2, 2): ``[[tn, fp], [fn,
+        tp]]`` per label); ``descriptions=True`` adds each metric's meaning."""
+        out: dict[str, Any] = {
+            "task": "multilabel", "task_detected": self.detected, "rows": self.rows,
+            "total": whole(self.total), "labels": len(self.label_names),
+            "label_names": self.label_names, "backend": self.backend,
+            "predictions": self._predictions_read(),
+            "auc_method": None if self.thresholds is None else "binned",
+            "thresholds": self.thresholds,
+            "metrics": plain(self._values),
+            "per_label": plain(self.per_label),
+            "confusion_matrix": plain(self.metrics.confusion_matrix),
+        }
+        if descriptions:
+            out["descriptions"] = {name: MULTILABEL_DESCRIPTIONS[name] for name in self._values
+                                   if name in MULTILABEL_DESCRIPTIONS}
+        return out
+
+    def to_json(self, descriptions: bool = True, **kwargs) -> str:
+        """:meth:`to_dict` as strict JSON text, with the descriptions by default."""
+        return strict_json(self.to_dict(descriptions=descriptions), **kwargs)
+
+    def _predictions_read(self) -> str:
+        if self.predictions == "y_pred":
+            return "0/1 labels"
+        return f"{self.scores_are}, positive above {self.threshold:g}" + (
+            " (sigmoid)" if self.scores_are == "logits" else "")
+
+    def _task_line(self) -> str:
+        return "task: multilabel" + (f" (detected: {self.detected}; pass --task to choose)"
+                                     if self.detected else "")
+
+    def _groups(self, digits: int) -> list[tuple[str, list[tuple[str, str]]]]:
+        """The scalar metrics, formatted, by group: whole rows, per-label
+        averages by family, binned ranking values with their bounds."""
+        values = self._values
+
+        def number(name: str) -> str:
+            return format_number(values[name], digits)
+
+        groups = [("whole rows", [(name, number(name)) for name in
+                            ("subset_accuracy", "hamming_loss", "zero_one_loss")])]
+        groups.append(("over the labels (micro / macro / weighted / samples)",
+                       [(f"{family}_{average}", number(f"{family}_{average}"))
+                        for family in MULTILABEL_FAMILIES for average in MULTILABEL_AVERAGES]))
+        if self.thresholds is not None:
+            rows = []
+            for name in ("roc_auc", "average_precision"):
+                for average, bound in (("macro", ""), ("weighted", "weighted_"),
+                                       ("micro", "micro_")):
+                    text = number(f"{name}_{average}")
+                    error = values[f"{name}_{bound}error_bound"]
+                    if error == error:
+                        text += f" ± {format_number(error, digits)}"
+                    rows.append((f"{name}_{average}", text))
+            groups.append((f"ROC AUC and average precision (binned, {self.thresholds} "
+                           "thresholds, ± the error bound of the binning)", rows))
+        return groups
+
+    def _label_columns(self) -> list[str]:
+        columns = ["precision", "recall", "f1", "jaccard", "support"]
+        if self.thresholds is not None:
+            columns += ["roc_auc", "average_precision"]
+        return columns
+
+    def to_text(self, digits: int = 4) -> str:
+        """The metrics by group, then the per-label table while L <= 50, as aligned text."""
+        from metrics_gpu._reports.labels import MAX_PRINTED_CLASSES
+
+        lines = [self._task_line(),
+                 f"rows: {self.rows:,}  labels: {len(self.label_names)}  "
+                 f"total weight: {format_number(whole(self.total), digits)}  "
+                 f"predictions: {self._predictions_read()}"]
+        for title, rows in self._groups(digits):
+            width = max(len(name) for name, _ in rows)
+            lines += ["", f"{title}:"] + [f"  {name:<{width}}  {text}" for name, text in rows]
+        if len(self.label_names) <= MAX_PRINTED_CLASSES:
+            columns = self._label_columns()
+            name_width = max([len("label")] + [len(n) for n in self.label_names])
+            cells_of = {c: max(12, len(c) + 2) for c in columns}
+            lines += ["", f"{'label':>{name_width}} "
+                      + "".join(f"{c:>{cells_of[c]}}" for c in columns)]
+            for i, name in enumerate(self.label_names):
+                cells = "".join(f"{format_number(whole(self.per_label[c][i]), digits):>{cells_of[c]}}"
+                                if c == "support" else
+                                f"{format_number(self.per_label[c][i], digits):>{cells_of[c]}}"
+                                for c in columns)
+                lines.append(f"{name:>{name_width}} {cells}")
+        else:
+            lines += ["", f"(per-label table of {len(self.label_names)} labels: use --format "
+                      "json)"]
+        return "\n".join(lines) + "\n"
+
+    def to_markdown(self, digits: int = 4) -> str:
+        """The metrics as one Markdown table (group rows, each metric with its
+        meaning), then the per-label table."""
+        lines = [self._task_line(), "", "| metric | value | meaning |", "| --- | --- | --- |"]
+        for title, rows in self._groups(digits):
+            lines.append(f"| **{title}** | | |")
+            lines += [f"| {name} | {text} | {MULTILABEL_DESCRIPTIONS.get(name, '')} |"
+                      for name, text in rows]
+        columns = self._label_columns()
+        lines += ["", "| label | " + " | ".join(columns) + " |",
+                  "| --- |" + " --- |" * len(columns)]
+        for i, name in enumerate(self.label_names):
+            lines.append(f"| {name} | " + " | ".join(
+                format_number(whole(self.per_label[c][i]) if c == "support"
+                              else self.per_label[c][i], digits) for c in columns) + " |")
+        return "\n".join(lines) + "\n"
+
+    # -- pictures -------------------------------------------------------------------
+
+    def figures(self) -> dict[str, Any]:
+        """Every picture by file stem: ``per_label_f1`` (a bar a label) and, with
+        ``thresholds``, ``roc`` and ``precision_recall`` (every label and the
+        macro curve up to 10 labels, the macro curve alone beyond)."""
+        drawings: dict[str, Any] = {
+            "per_label_f1": lambda: self.metrics.plot_per_label("f_score",
+                                                                names=self.label_names)}
+        if self.thresholds is not None:
+            drawings["roc"] = self.metrics.plot_roc
+            drawings["precision_recall"] = self.metrics.plot_precision_recall
+        return drawings
+
+    save_plots = PredictionReport.save_plots
+
+    def to_html(self, **options) -> str:
+        raise ValueError("--format html is not made for --task multilabel yet: use text, "
+                         "json or markdown")
