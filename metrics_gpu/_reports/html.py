@@ -30,6 +30,7 @@ from typing import Any
 import numpy as np
 
 from metrics_gpu._common.extras import install_hint
+from metrics_gpu._common.options import OPTIONS
 from metrics_gpu._common.version import __version__
 from metrics_gpu._formulas.labels import (
     PER_CLASS_AVERAGES_GROUP,
@@ -375,8 +376,6 @@ def _inputs_section(report, labels, elapsed, inputs) -> tuple[str, str, str]:
     rows: list[tuple[str, str]] = []
     evaluation = getattr(report, "evaluation", None)
     if evaluation is not None:
-        from metrics_gpu.files import OPTIONS
-
         for name, reader in evaluation.readers.items():
             source = str(reader.path)
             if reader.selector is not None:

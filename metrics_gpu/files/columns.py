@@ -11,6 +11,7 @@ from pathlib import Path
 
 import numpy as np
 
+from metrics_gpu._common.options import OPTIONS
 from metrics_gpu.files.arrow import ArrowReader, _PartitionReader
 from metrics_gpu.files.readers import ColumnReader, NpyReader, ReadThreads, TextReader
 from metrics_gpu.files.sources import (
@@ -23,8 +24,6 @@ from metrics_gpu.files.sources import (
     split_source,
 )
 
-OPTIONS = {"y_true": "--y-true", "y_pred": "--y-pred", "scores": "--scores",
-           "sample_weight": "--sample-weight", "groups": "--groups"}
 ROLE_OF = {"y_true": "labels", "y_pred": "labels", "scores": "scores",
            "sample_weight": "weights", "groups": "groups"}
 MULTILABEL_ROLE_OF = {"y_true": "indicators", "y_pred": "indicators",
