@@ -61,7 +61,7 @@ def test_mypy_strict_uses_the_installed_annotations(tmp_path):
     bad = [line for line in lines if line.startswith("bad.py")]
     # Correct code passes; the annotations (not Any) reach the user's code.
     assert good == ['good.py:11: note: Revealed type is '
-                    '"metrics_gpu._streaming.metrics.StreamingReport"'], result.stdout + result.stderr
+                    '"metrics_gpu._streaming.report.StreamingReport"'], result.stdout + result.stderr
     # A str where the signature says int is an error.
     assert len(bad) == 1 and "[arg-type]" in bad[0], result.stdout + result.stderr
     assert 'incompatible type "str"; expected "int"' in bad[0]

@@ -36,7 +36,8 @@ from metrics_gpu._pipeline.mapping import MetricMapping, missing_metric
 from metrics_gpu._multilabel import ranking as R
 from metrics_gpu._multilabel.counts import _as_counts, f_score_rate, samples_mean
 from metrics_gpu._multilabel.inputs import _ignore_value, kernel_input
-from metrics_gpu._streaming.metrics import MAX_THRESHOLDS, initialised_distributed
+from metrics_gpu._pipeline.stages import MAX_THRESHOLDS
+from metrics_gpu._pipeline.distributed import initialised_distributed
 from metrics_gpu._validation import (
     check_int_range,
     check_score_kind,

@@ -30,12 +30,7 @@ import numpy as np
 from metrics_gpu._formulas import labels as F
 from metrics_gpu.backends.selection import resolve_backend
 from metrics_gpu._pipeline.planned import keep_plan, plan_key, planned_pass
-from metrics_gpu._pipeline.stream_state import (
-    MAX_ORDINAL,
-    StreamState,
-    invalid_count,
-    moments_as_float,
-)
+from metrics_gpu._pipeline.stream_state import StreamState, invalid_count
 from metrics_gpu._formulas.state import (
     ClassStatistics,
     use_dense_matrix,
@@ -236,6 +231,10 @@ def keeps_matrix(option, num_classes: int) -> bool:
     if keep:
         check_state_size(num_classes, matrix=True)
     return keep
+
+
+# Thresholds of the binned ranking metrics: a (2, K, H) histogram.
+MAX_THRESHOLDS = 1 << 16
 
 
 def stream_spec(num_classes: int, *, top_k=(), n_bins: int = 0, thresholds: int = 0,

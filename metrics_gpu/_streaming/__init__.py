@@ -1,0 +1,1 @@
+"""The multiclass streaming state for training loops: ClassificationMetrics and its reports."""

@@ -27,10 +27,8 @@ NumPy backend runs the reference of the same update
 
 from __future__ import annotations
 
-import math
 import sys
 from collections.abc import Mapping, Sequence
-from dataclasses import replace
 from typing import TYPE_CHECKING, Any, cast, get_args
 
 import numpy as np
@@ -45,16 +43,16 @@ from metrics_gpu.backends.selection import (
 from metrics_gpu._common.docs import shared_parameters
 from metrics_gpu.backends.kernel_sources import STREAM_CHECK_SLOTS, STREAM_NO_ERROR, STREAM_ORDINAL_SHIFT
 from metrics_gpu._pipeline.planned import address, input_layout
-from metrics_gpu._pipeline.mapping import MetricMapping, plain, strict_json, whole
 from metrics_gpu._pipeline import torch_compile as _torch_compile
 from metrics_gpu._formulas.state import stream_total_cell
-from metrics_gpu._pipeline.stages import (
-    MAX_ORDINAL,
-    StreamState,
-    keeps_matrix,
-    moments_as_float,
-    stream_spec,
+from metrics_gpu._pipeline.distributed import (
+    _add_words,
+    _all_reduce_words,
+    _as_torch,
+    initialised_distributed,
 )
+from metrics_gpu._pipeline.stages import MAX_THRESHOLDS, keeps_matrix, stream_spec
+from metrics_gpu._pipeline.stream_state import MAX_ORDINAL, StreamState, moments_as_float
 from metrics_gpu._validation import (
     EXACT_INTEGER_LIMIT,
     MAX_BINS,
@@ -70,32 +68,25 @@ from metrics_gpu._validation import (
     check_stream_batch,
     check_top_k,
     integer_weights_fit,
-    probabilities_read_as_logits,
-    probability_rows,
     score_cut,
     to_numpy,
 )
 from metrics_gpu._common.types import (
     ArrayLike,
     ConfusionMatrixOption,
-    Normalize,
     ScoresAre,
     StreamValidate,
 )
 from metrics_gpu.groups import (
-    GroupMetrics,
     check_group_cells,
     group_cell_counts,
-    group_metrics,
 )
 from metrics_gpu.intervals import (
     DEFAULT_RESAMPLES,
-    IntervalOptions,
-    LabelIntervals,
     check_interval_options,
-    histogram_intervals,
-    interval_table,
 )
+from metrics_gpu._streaming.probability_check import _first_rows_sample, _warn_if_probability_rows
+from metrics_gpu._streaming.report import StepReport, StreamingReport
 
 if TYPE_CHECKING:  # torch is optional, imported only where a caller uses it
     import torch
@@ -105,8 +96,6 @@ if TYPE_CHECKING:  # torch is optional, imported only where a caller uses it
 
 SCORE_KINDS = get_args(ScoresAre)
 VALIDATE_MODES = get_args(StreamValidate)
-# Thresholds of the binned ranking metrics: a (2, K, H) histogram.
-MAX_THRESHOLDS = 1 << 16
 # The keys of ``checks`` after its count (kernels/streaming.cu StreamCheck):
 # the first bad sample of each argument, then the first update whose integer
 # weights took the counts past 2**63 - 1.
@@ -1170,42 +1159,6 @@ class _PlannedUpdate:
         return True
 
 
-# At most this many scores of a GPU state's first batch are kept for the
-# "logits that look like probabilities" test at compute (at least one sample).
-PROBABILITY_SAMPLE_SCORES = 1 << 16
-
-
-def _first_rows_sample(backend: Backend, batch: StreamBatch):
-    """``(the batch's first samples' scores, their type)`` copied into a
-    buffer of their own by one device-to-device copy (no kernel to compile,
-    no sync), for the next compute's host test; None where the scores are not
-    contiguous (the test is left out, rather than a copy kernel launched)."""
-    preds = batch.preds
-    if not preds.flags.c_contiguous:
-        return None
-    per_sample = math.prod(preds.shape[1:]) or 1
-    samples = max(1, min(preds.shape[0], PROBABILITY_SAMPLE_SCORES // per_sample))
-    sample = backend.zeros((samples, *preds.shape[1:]), preds.dtype)
-    backend.copy_into(sample, preds[:samples])
-    return sample, batch.score_dtype, batch.binary_column
-
-
-def _warn_if_probability_rows(rows, backend: Backend, score_dtype, binary: bool) -> None:
-    """Warn when nearly all ``rows`` of scores read as logits are rows of
-    probabilities (:func:`metrics_gpu._validation.probability_rows`); of a
-    binary head's rows (``binary``: ``[0, z]``), when nearly all its scores z
-    are in [0, 1], as the positive class's probabilities are."""
-    if binary:
-        rows = rows[:, 1:]
-    found = probability_rows(rows, backend, score_dtype, sums=not binary)
-    if found is not None:
-        F.warn(probabilities_read_as_logits("preds", "scores='probabilities'", rows=found,
-                                            total=int(rows.shape[0]), binary=binary),
-               UserWarning)
-
-
-
-
 def _upgraded_state(state: Mapping[str, Any]) -> Mapping[str, Any]:
     """A version 1 state_dict as version 2: its counts gain the misclassified
     cell, total - sum(true positives) (exact for integer counts; for float
@@ -1229,526 +1182,6 @@ def _float_arrays(arrays: dict) -> dict:
         if name in out:
             out[name] = out[name].astype(np.float64)
     return out
-
-
-def initialised_distributed():
-    """``torch.distributed`` when torch is imported and a process group is
-    initialised (what ``sync`` reduces over), else None."""
-    torch = sys.modules.get("torch")
-    if torch is None or not torch.distributed.is_available() or \
-            not torch.distributed.is_initialized():
-        return None
-    return torch.distributed
-
-
-def _as_torch(array):
-    """A state array as a torch tensor sharing its memory (host or device)."""
-    import torch
-
-    if isinstance(array, np.ndarray):
-        return torch.from_numpy(array)
-    return torch.from_dlpack(array)
-
-
-def _add_words(mine, theirs) -> None:
-    """128-bit sums held as (low, high) uint64 word pairs: mine += theirs."""
-    for i in (0, 2):
-        low = mine[i:i + 1] + theirs[i:i + 1]          # wraps modulo 2^64
-        carry = (low < mine[i:i + 1]).astype(np.uint64)
-        mine[i + 1:i + 2] += theirs[i + 1:i + 2] + carry
-        mine[i:i + 1] = low
-
-
-def _all_reduce_words(tensor, dist, group) -> None:
-    """Sum 128-bit (low, high) words over ranks exactly: the low words are
-    split into 32-bit halves (no int64 sum of them can overflow for fewer
-    than 2^31 ranks), summed, and carried into the high words."""
-    import torch
-
-    words = tensor.cpu().numpy().view(np.uint64).copy()
-    parts = torch.tensor([int(words[i]) & 0xFFFFFFFF for i in (0, 2)]
-                         + [int(words[i]) >> 32 for i in (0, 2)]
-                         + [int(np.int64(words[i].view(np.int64))) for i in (1, 3)],
-                         dtype=torch.int64)
-    if tensor.is_cuda:
-        parts = parts.to(tensor.device)
-    dist.all_reduce(parts, group=group)
-    summed = [int(v) for v in parts.cpu().tolist()]
-    for j, i in enumerate((0, 2)):
-        value = summed[j] + (summed[2 + j] << 32) + ((summed[4 + j] % (1 << 64)) << 64)
-        value %= 1 << 128
-        words[i], words[i + 1] = value & ((1 << 64) - 1), value >> 64
-    tensor.copy_(torch.from_numpy(words.view(np.int64)).to(tensor.device))
-
-
-def _metric_places(spec: Mapping[str, Any], kind: str) -> dict[str, tuple[bool, int]]:
-    """Each scalar metric of a state's report and its place: (True for the
-    score values, index). Known from the spec alone (nothing read)."""
-    places = {row.name: (False, F.SLOT[row.name]) for row in F.REPORT_METRICS}
-    if kind == "scores":
-        for name in ("cross_entropy", "perplexity", "brier_score", "hinge_loss"):
-            places[name] = (True, F.STREAM_SLOT[name])
-        head = len(F.STREAM_SCORE_SLOTS)
-        shown = F.reported_top_k(spec["top_k"], spec["num_classes"])
-        for i, top in enumerate(spec["top_k"]):
-            if top in shown:
-                places[f"top_{top}_accuracy"] = (True, head + i)
-        for name in ("expected_calibration_error", "max_calibration_error"):
-            places[name] = (True, F.STREAM_SLOT[name])
-        if spec["thresholds"]:
-            for name in F.STREAM_SCORE_SLOTS[F.STREAM_SLOT["roc_auc"]:]:
-                places[name] = (True, F.STREAM_SLOT[name])
-    return places
-
-
-class StreamingReport(MetricMapping):
-    """Every metric of a :class:`ClassificationMetrics` state.
-
-    A read-only :class:`collections.abc.Mapping` of the scalar metrics:
-    ``report[name]`` (and ``report.metrics``, ``items()``, ``values()``)
-    gives each in the framework of the state's inputs, without a host sync
-    (0-d CuPy arrays or torch tensors on a GPU; NumPy scalars or torch CPU
-    tensors on the host); ``keys()``, ``len`` and ``in`` read nothing. The
-    names: the label metrics of :data:`metrics_gpu.REPORT_METRICS`, and for
-    score states ``cross_entropy``, ``perplexity``, ``brier_score``,
-    ``hinge_loss``, ``top_{k}_accuracy``, ``expected_calibration_error``,
-    ``max_calibration_error`` and, with thresholds, the binned ``roc_auc`` /
-    ``average_precision`` (``_macro``, ``_weighted``, ``_micro``,
-    ``_error_bound``). As in every report type, the entries are the scalar
-    metrics only: ``per_class``, ``calibration`` and ``confusion_matrix``
-    hold the arrays, ``total`` and ``invalid`` the counts, and
-    :meth:`to_dict` reads everything back as Python numbers (NaN as None).
-    The repr reads its few values back from a GPU. Reports compare by
-    identity.
-
-    Parameters
-    ----------
-    metrics : ClassificationMetrics
-        The state reported, which must hold an update.
-    label_values, score_values : array
-        What its compute launches wrote (layouts of :mod:`metrics_gpu._formulas.labels`;
-        ``score_values`` is None for a state of labels).
-
-    See Also
-    --------
-    ClassificationMetrics.compute : Where a report comes from.
-
-    Examples
-    --------
-    >>> import numpy as np
-    >>> from metrics_gpu import ClassificationMetrics
-    >>> metrics = ClassificationMetrics(2)
-    >>> metrics.update(np.array([0, 1, 1, 1]), np.array([0, 1, 0, 1]))
-    >>> report = metrics.compute()
-    >>> float(report["accuracy"]), report.to_dict()["per_class"]["support"]
-    (0.75, [1, 3])
-    """
-
-    def __init__(self, metrics: ClassificationMetrics, label_values: Any,
-                 score_values: Any) -> None:
-        state = metrics._held_state()
-        self._backend: Backend = state.backend
-        self._like = metrics._like
-        self._spec = metrics._spec
-        self._kind = state.kind
-        self._label_values = label_values
-        self._score_values = score_values
-        arrays = state.arrays
-        k = metrics.num_classes
-        counts = arrays["counts"]
-        # Copies, as the values are the report's own: the state's later
-        # updates (or a step state's next batch) leave the report as it was.
-        self._support = (counts.view(np.int64) if counts.dtype == np.uint64
-                         else counts)[k:2 * k].copy()
-        matrix = arrays.get("matrix")
-        self._matrix = None if matrix is None else (
-            matrix.view(np.int64) if matrix.dtype == np.uint64 else matrix).copy()
-        self._checks = arrays["checks"].copy()
-        self._histogram = None if "histogram" not in arrays else arrays["histogram"].copy()
-        self._places = _metric_places(self._spec, self._kind)
-        self._names = tuple(self._places)
-        self._intervals: LabelIntervals | None = None
-        self._groups: GroupMetrics | None = None
-        self._label_host: np.ndarray | None = None
-        groups = arrays.get("groups")
-        self._group_table = None if groups is None else groups.copy()
-
-    def _out(self, value: Any) -> Any:
-        return self._backend.to_framework(value, self._like)
-
-    def _metric_names(self) -> tuple[str, ...]:
-        return self._names
-
-    def _metric_value(self, name: str) -> Any:
-        scores, index = self._places[name]
-        return self._out((self._score_values if scores else self._label_values)[index])
-
-    def _headline(self) -> list[tuple[str, Any]]:
-        return [("kind", self._kind), ("samples", whole(self.total)),
-                ("classes", self._spec["num_classes"])]
-
-    @property
-    def metrics(self) -> dict[str, Any]:
-        """Every scalar metric by name (values in the inputs' framework): ``dict(report)``."""
-        return {name: self._metric_value(name) for name in self._names}
-
-    @property
-    def total(self) -> Any:
-        """Counted samples (the sum of their weights when weighted)."""
-        return self._out(self._label_values[F.SLOT["total"]])
-
-    @property
-    def invalid(self) -> Any:
-        """Samples left out (bad targets, predictions, scores or weights)."""
-        return self._out(self._checks[:1].view(np.int64)[0])
-
-    @property
-    def per_class(self) -> dict[str, Any]:
-        """Per-class arrays (K each): precision, recall, f1, specificity,
-        jaccard, support, and with thresholds roc_auc and average_precision."""
-        k = self._spec["num_classes"]
-        columns = F.label_metric_columns(self._label_values, k)
-        out = {name: self._out(columns[i]) for i, name in enumerate(F.LABEL_METRIC_COLUMNS)}
-        out["support"] = self._out(self._support)
-        if self._kind == "scores" and self._spec["thresholds"]:
-            head = (len(F.STREAM_SCORE_SLOTS) + len(self._spec["top_k"])
-                    + 3 * self._spec["n_bins"])
-            out["roc_auc"] = self._out(self._score_values[head:head + k])
-            out["average_precision"] = self._out(self._score_values[head + k:head + 2 * k])
-        return out
-
-    @property
-    def calibration(self) -> dict[str, Any] | None:
-        """Per calibration bin: proportion of the weight, mean confidence, accuracy."""
-        if self._kind != "scores":
-            return None
-        b = self._spec["n_bins"]
-        head = len(F.STREAM_SCORE_SLOTS) + len(self._spec["top_k"])
-        values = self._score_values
-        return {name: self._out(values[head + i * b:head + (i + 1) * b])
-                for i, name in enumerate(("proportion", "confidence", "accuracy"))}
-
-    @property
-    def confusion_matrix(self) -> Any:
-        """The K x K matrix (rows actual, columns predicted), or None when not kept."""
-        return None if self._matrix is None else self._out(self._matrix)
-
-    @property
-    def intervals(self) -> LabelIntervals | None:
-        """The label metrics' confidence intervals (``compute(confidence_level=...)``),
-        else None: :class:`metrics_gpu.intervals.LabelIntervals`."""
-        return self._intervals
-
-    @property
-    def groups(self) -> GroupMetrics | None:
-        """Every label metric per group (a state built with ``num_groups``), else None:
-        :class:`metrics_gpu.groups.GroupMetrics`."""
-        return self._groups
-
-    def _host_label_values(self) -> np.ndarray:
-        """The label values buffer on the host (one read-back, kept)."""
-        if self._label_host is None:
-            self._label_host = np.asarray(self._backend.to_host(self._label_values))
-        return self._label_host
-
-    def _host_label_metrics(self) -> dict[str, float]:
-        values = self._host_label_values()
-        return {row.name: float(values[F.SLOT[row.name]]) for row in F.REPORT_METRICS}
-
-    def _add_groups(self, options: IntervalOptions | None) -> None:
-        table = np.asarray(self._backend.to_host(self._group_table))
-        if table.dtype == np.uint64:
-            table = table.view(np.int64)
-        overall = self._host_label_metrics()
-        self._groups = group_metrics(table, list(range(table.shape[0])), overall, options,
-                                     self._backend)
-
-    def _add_intervals(self, options: IntervalOptions | None) -> None:
-        if options is None:
-            return
-        if self._matrix is None:
-            raise ValueError("confidence_level: this state keeps no K x K confusion matrix, "
-                             "which the intervals are drawn from; build ClassificationMetrics "
-                             "with confusion_matrix=True")
-        matrix = np.asarray(self._backend.to_host(self._matrix))
-        values = self._host_label_metrics()
-        k = self._spec["num_classes"]
-        columns = F.label_metric_columns(self._host_label_values(), k)
-        found = interval_table(
-            matrix, options, values,
-            {name: columns[i] for i, name in enumerate(F.LABEL_METRIC_COLUMNS)}, self._backend)
-        if self._histogram is not None:
-            # The binned ROC AUC / AP of each class (and the binary ones), from
-            # the score histogram's cells.
-            metrics, per_class = histogram_intervals(to_numpy(self._histogram), options,
-                                                     self._backend)
-            found = replace(found, metrics={**found.metrics, **metrics},
-                            per_class={**found.per_class, **per_class})
-        self._intervals = found
-
-    def _host_values(self) -> dict[str, Any]:
-        """:meth:`to_dict`'s layout with NumPy values, NaN kept (one read-back)."""
-        out = {"total": to_numpy(self.total), "invalid": to_numpy(self.invalid),
-               "metrics": {name: to_numpy(v) for name, v in self.metrics.items()},
-               "per_class": {name: to_numpy(v) for name, v in self.per_class.items()}}
-        if self.calibration is not None:
-            out["calibration"] = {name: to_numpy(v) for name, v in self.calibration.items()}
-        out["confusion_matrix"] = (None if self._matrix is None
-                                   else to_numpy(self.confusion_matrix))
-        return out
-
-    def _interval_dict(self) -> dict[str, Any] | None:
-        from metrics_gpu._reports.labels import intervals_dict
-
-        return None if self._intervals is None else intervals_dict(self._intervals)
-
-    def to_dict(self, descriptions: bool = False) -> dict[str, Any]:
-        """Every value as plain Python numbers and lists (one read-back): ``total``,
-        ``invalid``, ``metrics`` (the entries), ``per_class``, ``calibration``
-        (score states) and ``confusion_matrix`` (None when not kept).
-
-        An undefined value (NaN) or an infinity is ``None``, so that
-        ``json.dumps(report.to_dict(), allow_nan=False)`` works.
-        ``descriptions=True`` adds ``"descriptions"`` (each metric name's
-        one-line meaning) and ``"groups"`` (the label metric names by
-        convention: scikit-learn's, then the per-class averages of oneDAL and
-        pyActLearn).
-        """
-        out = plain(self._host_values())
-        if self._intervals is not None:
-            out["intervals"] = self._interval_dict()
-        if self._groups is not None:
-            out["group_metrics"] = self._groups.to_dict()
-        if descriptions:
-            from metrics_gpu._reports.labels import metric_legend
-
-            out.update(metric_legend(self._names))
-        return out
-
-    def to_json(self, descriptions: bool = True, **kwargs: Any) -> str:
-        """:meth:`to_dict` as strict JSON text, with the descriptions by default
-        (``kwargs`` go to :func:`json.dumps`): NaN and infinities are ``null``."""
-        return strict_json(self.to_dict(descriptions=descriptions), **kwargs)
-
-    # -- pictures (metrics_gpu.plot, the [plot] extra) ----------------------------------
-
-    def plot_confusion_matrix(self, ax: Any = None, normalize: Normalize | None = None,
-                              max_classes: int = 20, **kwargs: Any) -> Any:
-        """Draw the confusion matrix (:func:`metrics_gpu.plot.plot_confusion_matrix`).
-
-        Parameters
-        ----------
-        ax : matplotlib Axes, optional
-            Where to draw; default a new figure.
-        normalize : {None, "true", "pred", "all"}, default None
-            Divide by the row sums, the column sums or the total.
-        max_classes : int, default 20
-            With more classes, only the most confused are shown.
-        **kwargs
-            Passed to :func:`metrics_gpu.plot.plot_confusion_matrix`.
-
-        Returns
-        -------
-        matplotlib Axes
-
-        Raises
-        ------
-        ValueError
-            The state kept no matrix.
-
-        See Also
-        --------
-        confusion_matrix : The matrix itself.
-        """
-        from metrics_gpu.plot import plot_confusion_matrix
-
-        if self._matrix is None:
-            raise ValueError("confusion_matrix: this state kept no K x K matrix; build "
-                             "ClassificationMetrics with confusion_matrix=True")
-        return plot_confusion_matrix(to_numpy(self._matrix), ax=ax, normalize=normalize,
-                                     max_classes=max_classes, **kwargs)
-
-    def plot_reliability(self, ax: Any = None, **kwargs: Any) -> Any:
-        """Draw the reliability diagram of the calibration bins, with the
-        expected calibration error (:func:`metrics_gpu.plot.plot_reliability`).
-
-        Parameters
-        ----------
-        ax : matplotlib Axes, optional
-            Where to draw; default a new figure.
-        **kwargs
-            Passed to :func:`metrics_gpu.plot.plot_reliability`.
-
-        Returns
-        -------
-        matplotlib Axes
-
-        Raises
-        ------
-        ValueError
-            The state holds labels (a diagram needs scores).
-
-        See Also
-        --------
-        calibration : The bins drawn.
-        """
-        from metrics_gpu.plot import plot_reliability
-
-        calibration = self.calibration
-        if calibration is None:
-            raise ValueError("preds: a reliability diagram needs a state of (N, K) scores; "
-                             "this one holds labels")
-        bins = {name: to_numpy(values) for name, values in calibration.items()}
-        kwargs.setdefault("expected_calibration_error",
-                          float(to_numpy(self.metrics["expected_calibration_error"])))
-        return plot_reliability(bins["proportion"], bins["confidence"], bins["accuracy"],
-                                ax=ax, **kwargs)
-
-    @property
-    def histogram(self) -> Any:
-        """The ``(2, K, H)`` probability histogram of a state built with
-        ``thresholds=H`` (as the state held it at compute), or None."""
-        return self._histogram
-
-    def curves(self) -> tuple[list[dict], list[dict]]:
-        """Each class's binned ROC and precision-recall curve.
-
-        Returns
-        -------
-        roc, pr : list of dict
-            Per class, :func:`metrics_gpu.plot.binned_curves` of the state's
-            histogram (NumPy arrays), with ``"auc"`` and
-            ``"average_precision"`` added from ``per_class``.
-
-        Raises
-        ------
-        ValueError
-            Not a state of scores built with ``thresholds=H``.
-
-        See Also
-        --------
-        plot_roc, plot_precision_recall : Draw them.
-        """
-        from metrics_gpu.plot import binned_curves
-
-        if self._histogram is None:
-            held = "holds labels" if self._kind != "scores" else "has no score histogram"
-            raise ValueError(f"thresholds: this state {held}; build ClassificationMetrics "
-                             "with thresholds=H and update it with (N, K) scores for the "
-                             "ROC and precision-recall curves")
-        roc, pr = binned_curves(to_numpy(self._histogram))
-        per_class = self.per_class
-        auc, ap = to_numpy(per_class["roc_auc"]), to_numpy(per_class["average_precision"])
-        for k, (roc_curve, pr_curve) in enumerate(zip(roc, pr)):
-            roc_curve["auc"], pr_curve["average_precision"] = float(auc[k]), float(ap[k])
-        return roc, pr
-
-    def plot_roc(self, ax: Any = None, classes: Sequence[int] | None = None,
-                 **kwargs: Any) -> Any:
-        """Draw the binned ROC curves (:meth:`curves`, through
-        :func:`metrics_gpu.plot.plot_roc`).
-
-        Parameters
-        ----------
-        ax : matplotlib Axes, optional
-            Where to draw; default a new figure.
-        classes : sequence of int, optional
-            The class codes to draw; default class 1 for K = 2, every class
-            and the macro average for K <= 10, the macro average of all
-            classes alone beyond.
-        **kwargs
-            Passed to :func:`metrics_gpu.plot.plot_roc`.
-
-        Returns
-        -------
-        matplotlib Axes
-
-        See Also
-        --------
-        curves : The curves drawn.
-        plot_precision_recall : The precision-recall curves.
-        """
-        from metrics_gpu.plot import chosen_curves, plot_roc
-
-        roc, _ = self.curves()
-        return plot_roc(chosen_curves(roc, classes, kwargs), ax=ax, **kwargs)
-
-    def plot_precision_recall(self, ax: Any = None, classes: Sequence[int] | None = None,
-                              **kwargs: Any) -> Any:
-        """Draw the binned precision-recall curves, as :meth:`plot_roc` draws
-        the ROC curves (:func:`metrics_gpu.plot.plot_precision_recall`).
-
-        Parameters
-        ----------
-        ax : matplotlib Axes, optional
-            Where to draw; default a new figure.
-        classes : sequence of int, optional
-            The class codes to draw (default as :meth:`plot_roc`).
-        **kwargs
-            Passed to :func:`metrics_gpu.plot.plot_precision_recall`.
-
-        Returns
-        -------
-        matplotlib Axes
-
-        See Also
-        --------
-        curves : The curves drawn.
-        plot_roc : The ROC curves.
-        """
-        from metrics_gpu.plot import chosen_curves, plot_precision_recall
-
-        _, pr = self.curves()
-        return plot_precision_recall(chosen_curves(pr, classes, kwargs), ax=ax, **kwargs)
-
-
-
-class StepReport(StreamingReport):
-    """The metrics of one batch, from :meth:`ClassificationMetrics.__call__`.
-
-    Every name, value, array and method of :class:`StreamingReport`, of the
-    batch alone. The names are known at once (nothing read); the values are
-    computed on the device the first time one is read, or at the next call,
-    whichever comes first, then held: 0-d tensors on the inputs' device for
-    torch inputs, with no host sync until they are read on the host. What a
-    step logger takes as it is (``self.log_dict(metrics(y, logits))`` in
-    Lightning)."""
-
-    # What the report's computing sets (StreamingReport.__init__); read
-    # before it, any of them computes the batch's values first.
-    _COMPUTED = frozenset({
-        "_backend", "_like", "_kind", "_label_values", "_score_values", "_support",
-        "_matrix", "_checks", "_histogram", "_intervals", "_groups", "_label_host",
-        "_group_table"})
-
-    def __init__(self, step: ClassificationMetrics) -> None:
-        self._batch_state: ClassificationMetrics | None = step
-        self._spec = step._spec
-        places = step._step_places
-        if places is None:  # the same for every batch of the step state: kept on it
-            places = step._step_places = _metric_places(step._spec, step._held_state().kind)
-        self._places = places
-        self._names = tuple(places)
-
-    def _computed(self) -> None:
-        """The batch's values, computed from its state (two launches) unless
-        they are already; the state is then zeroed (memsets, on the same
-        stream after the report's copies), ready for the next batch."""
-        step = self._batch_state
-        if step is None:
-            return
-        self._batch_state = None
-        with caller_stream(step._like):
-            label_values, score_values = step._held_state().compute()
-            StreamingReport.__init__(self, step, label_values, score_values)
-            step.reset()
-
-    def __getattr__(self, name: str) -> Any:
-        # Only for the attributes the computing sets (and only before it).
-        if name in StepReport._COMPUTED and self.__dict__.get("_batch_state") is not None:
-            self._computed()
-            return getattr(self, name)
-        raise AttributeError(f"{type(self).__name__!r} object has no attribute {name!r}")
 
 
 __all__ = ["ClassificationMetrics", "StepReport", "StreamingReport"]
