@@ -18,7 +18,7 @@ import numpy as np
 import pytest
 
 import metrics_gpu as mg
-from metrics_gpu import _validation
+from metrics_gpu._validation import common as validation_common
 from metrics_gpu.backends import numpy_backend
 
 N, K = 40_000, 64
@@ -28,7 +28,7 @@ N, K = 40_000, 64
 def small_chunks(monkeypatch):
     monkeypatch.setattr(numpy_backend, "CHUNK_SAMPLES", 1 << 12)
     monkeypatch.setattr(numpy_backend, "CHUNK_SCORE_ELEMENTS", 1 << 14)
-    monkeypatch.setattr(_validation, "CHECK_CHUNK_ELEMENTS", 1 << 14)
+    monkeypatch.setattr(validation_common, "CHECK_CHUNK_ELEMENTS", 1 << 14)
     with mg.use_backend("numpy"):
         yield
 

@@ -469,9 +469,9 @@ def test_multiclass_multilabel_confusion_matrix_matches_sklearn():
 def test_detection_reads_a_chunk_at_a_time(monkeypatch):
     """The 0/1 check is chunked (bounded memory for memory-mapped label maps):
     a class code beyond 1 in the last chunk still makes a label map."""
-    import metrics_gpu._validation as validation
+    import metrics_gpu._validation.common as validation_common
 
-    monkeypatch.setattr(validation, "CHECK_CHUNK_ELEMENTS", 6)  # two rows of 3 a chunk
+    monkeypatch.setattr(validation_common, "CHECK_CHUNK_ELEMENTS", 6)  # two rows of 3 a chunk
     y_true = np.array([[0, 1, 1], [1, 0, 1], [0, 0, 1], [1, 1, 1], [0, 1, 0]])
     y_pred = np.array([[0, 1, 0], [1, 1, 1], [0, 0, 1], [1, 1, 1], [0, 1, 0]])
     assert mg.accuracy_score(y_true, y_pred) == skm.accuracy_score(y_true, y_pred) == 0.6
@@ -486,12 +486,12 @@ def test_detection_reads_a_chunk_at_a_time(monkeypatch):
 def test_unvalidated_label_maps_of_another_k_are_not_read(function, monkeypatch):
     """validate=False with K known reads nothing back: 2-D int pairs whose
     num_classes is not their number of columns stay label maps, unread."""
-    import metrics_gpu._validation as validation
+    import metrics_gpu._validation.multilabel as validation_multilabel
 
     def no_read(array, *args):
         raise AssertionError("the values were read")
 
-    monkeypatch.setattr(validation, "_is_indicator", no_read)
+    monkeypatch.setattr(validation_multilabel, "_is_indicator", no_read)
     function(Y_TRUE, Y_PRED, num_classes=2, validate=False)
     with pytest.raises(AssertionError, match="were read"):
         function(Y_TRUE, Y_PRED, num_classes=2)  # validated: the 0/1 check runs

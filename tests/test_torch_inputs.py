@@ -234,7 +234,7 @@ def test_half_scores_reach_the_backend_in_place(monkeypatch, backend_name, dtype
     patterns for the kernels, ml_dtypes' bfloat16 for NumPy; validation
     widens no more than a chunk of rows at a time (here 64 values)."""
     from conftest import skip_unavailable
-    from metrics_gpu import _validation
+    from metrics_gpu._validation import common as validation_common
     from metrics_gpu._formulas import state as _state
     from metrics_gpu.backends.selection import get_backend_implementation
 
@@ -275,7 +275,7 @@ def test_half_scores_reach_the_backend_in_place(monkeypatch, backend_name, dtype
         return original_widened(self)
 
     monkeypatch.setattr(_state.Bfloat16Bits, "widened", spy_widened)
-    monkeypatch.setattr(_validation, "CHECK_CHUNK_ELEMENTS", 64)
+    monkeypatch.setattr(validation_common, "CHECK_CHUNK_ELEMENTS", 64)
     with mg.use_backend(backend_name):
         for scores, call in ((logits, lambda: mg.logits_report(y, logits, top_k=(1, 2))),
                              (logits, lambda: mg.accuracy_score(y, logits)),
@@ -292,9 +292,9 @@ def test_half_scores_reach_the_backend_in_place(monkeypatch, backend_name, dtype
 def test_bfloat16_scores_are_widened_without_ml_dtypes(backend, monkeypatch, rng):
     """Without ml_dtypes NumPy has no bfloat16 type: the scores are widened to
     float32 (one copy), with the same results."""
-    from metrics_gpu import _validation
+    from metrics_gpu._validation import common as validation_common
 
-    monkeypatch.setattr(_validation, "bfloat16_dtype", lambda: None)
+    monkeypatch.setattr(validation_common, "bfloat16_dtype", lambda: None)
     y, scores = _half_case(rng, "bfloat16", "log_loss",
                            "cuda" if backend.name == "cuda" else "cpu")
     assert float(mg.log_loss(y, scores, from_logits=True)) == float(
@@ -306,9 +306,9 @@ def test_bfloat16_scores_are_widened_without_ml_dtypes(backend, monkeypatch, rng
 def test_half_scores_name_the_first_bad_value(backend, monkeypatch, dtype):
     """Checks read 16-bit scores a chunk of rows at a time (here 2) and name
     the row in the whole array."""
-    from metrics_gpu import _validation
+    from metrics_gpu._validation import common as validation_common
 
-    monkeypatch.setattr(_validation, "CHECK_CHUNK_ELEMENTS", 8)
+    monkeypatch.setattr(validation_common, "CHECK_CHUNK_ELEMENTS", 8)
     device = "cuda" if backend.name == "cuda" else "cpu"
     y = torch.zeros(40, dtype=torch.int64).to(device)
     bad = torch.zeros((40, 4), dtype=getattr(torch, dtype))

@@ -37,7 +37,7 @@ from metrics_gpu._formulas.state import (
     score_sums_size,
     statistics_from_matrix,
 )
-from metrics_gpu._validation import probability_sum_tolerance
+from metrics_gpu._formulas.tolerance import probability_sum_tolerance
 
 # 2**18 samples: the int64 index temporaries of one chunk (2 MiB each) stay in
 # L2/L3 cache, and the per-chunk Python overhead is < 1% at this size.
@@ -809,7 +809,7 @@ def stream_update(state: dict, batch, *, num_classes: int, ignore_index, ordinal
     counted in ``checks[0]``, when its target or prediction is outside
     ``[0, K)``, a score of its row is not finite (or, read as probabilities,
     outside [0, 1], or the row sums farther from 1 than
-    :func:`metrics_gpu._validation.probability_sum_tolerance`), or
+    :func:`metrics_gpu._formulas.tolerance.probability_sum_tolerance`), or
     its weight is negative or not finite; the first of each kind is kept in
     ``checks[1..3]``. ``binary_cut``: a two-class state built with a
     threshold predicts by it (:func:`metrics_gpu._formulas.labels.binary_decisions`),

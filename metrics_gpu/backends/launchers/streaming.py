@@ -32,6 +32,7 @@ from metrics_gpu.backends.launchers.scores import (
     score_group,
     top_k_shared_bytes,
 )
+from metrics_gpu.backends.stream_batch import StreamBatch
 
 SOURCE = "streaming.cu"
 # Targets as training loops give them, predictions as labels of the same
@@ -228,8 +229,6 @@ def _stream_scalar_args(spec, batch, group, clip_eps, privatize, thresholds, sco
     """The config vector of one (state, input layout); ``batch`` None gives
     the one compute reads for a state restored before any update."""
     if batch is None:
-        from metrics_gpu._validation import StreamBatch
-
         batch = StreamBatch(y_true=np.zeros(0, np.int64), preds=None, sample_weight=None, n=0,
                             score_dtype="float64")
     ignore, has_ignore = ignore_arguments(spec["ignore_index"], batch.y_true.dtype)
