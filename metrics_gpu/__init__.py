@@ -9,24 +9,25 @@ from metrics_gpu.backends.selection import (
     set_backend,
     use_backend,
 )
+from metrics_gpu._functional.confusion import confusion_matrix, multilabel_confusion_matrix
 from metrics_gpu._functional.labels import (
     accuracy_score,
     balanced_accuracy_score,
     balanced_accuracy_weighted,
     classification_report,
     cohen_kappa_score,
-    confusion_matrix,
+    hamming_loss,
+    matthews_corrcoef,
+    zero_one_loss,
+)
+from metrics_gpu._functional.rates import (
     f1_score,
     fbeta_score,
-    hamming_loss,
     jaccard_score,
-    matthews_corrcoef,
-    multilabel_confusion_matrix,
     precision_recall_fscore_support,
     precision_score,
     recall_score,
     specificity_score,
-    zero_one_loss,
 )
 from metrics_gpu._functional.encoding import encode_labels
 from metrics_gpu._multilabel.ranking import (

@@ -191,6 +191,15 @@ def warn_undefined(metric: str, modifier: str, n_values: int, samplewise: bool =
     )
 
 
+def _warn_prf_undefined(warn_for, undefined, n_values, samplewise: bool = False) -> None:
+    """scikit-learn's warnings for precision, recall and F ill-defined by 0/0
+    (``samplewise``: the values are per sample, multilabel ``average="samples"``)."""
+    for metric, modifier, warn in zip(("precision", "recall", "f-score"),
+                                      ("predicted", "true", "true nor predicted"), undefined):
+        if metric in warn_for and warn:
+            warn_undefined(metric.capitalize(), modifier, n_values, samplewise)
+
+
 def class_mean(values, xp):
     """Mean over classes; NaN when there are none, without NumPy's empty-slice
     warning (which only ``warnings.catch_warnings``, a process-wide and not
@@ -337,6 +346,61 @@ def prevalence(c: Counts):
 def g_measure(c: Counts, zero_division=0.0):
     """Geometric mean of precision and recall, sqrt(P R) (pyActLearn)."""
     return c.xp.sqrt(precision(c, zero_division) * recall(c, zero_division))
+
+
+# -- averaged rates of counts (the functional API's and the multilabel stream's) --
+
+
+def _prfs_of_counts(c: Counts, support, *, beta, average, warn_for, zero_division,
+                    sample_weight=None):
+    """:func:`metrics_gpu._functional.rates._prfs` of counts ``c`` (NumPy): per
+    class or label, or with ``average="samples"`` per sample (multilabel;
+    ``sample_weight`` then weighs the mean)."""
+
+    def rate(terms):
+        numerator, denominator = terms
+        if average == "micro":
+            numerator, denominator = numerator.sum(keepdims=True), denominator.sum(keepdims=True)
+        return divide(numerator, denominator, np, zero_division)
+
+    precision, p_zero = rate(precision_terms(c))
+    recall, r_zero = rate(recall_terms(c))
+    if math.isinf(beta) or beta == 0:
+        # F is recall (precision) itself; scikit-learn warns only under that name.
+        f_score = recall if beta else precision
+        f_zero = np.zeros_like(p_zero)
+    else:
+        f_score, f_zero = rate(fbeta_terms(c, beta))
+    if zero_division == "warn":
+        _warn_prf_undefined(warn_for, (p_zero.any(), r_zero.any(), f_zero.any()), p_zero.size,
+                            samplewise=average == "samples")
+    if average is None:
+        return precision, recall, f_score, support
+    weights = (c.support if average == "weighted"
+               else sample_weight if average == "samples" else None)
+    return (
+        np.float64(nan_average(precision, np, weights)),
+        np.float64(nan_average(recall, np, weights)),
+        np.float64(nan_average(f_score, np, weights)),
+        None,
+    )
+
+
+def _averaged_rate(terms, name, modifier, c: Counts, *, average, zero_division,
+                   sample_weight=None):
+    """The rate ``terms`` of counts ``c`` (NumPy) per class, label or sample,
+    averaged as asked (``sample_weight`` weighs ``average="samples"``)."""
+    num, den = terms(c)
+    if average == "micro":
+        num, den = num.sum(keepdims=True), den.sum(keepdims=True)
+    values, zero = divide(num, den, np, zero_division)
+    if zero_division == "warn" and zero.any():
+        warn_undefined(name, modifier, zero.size, samplewise=average == "samples")
+    if average is None:
+        return values
+    weights = (c.support if average == "weighted"
+               else sample_weight if average == "samples" else None)
+    return nan_average(values, np, weights)
 
 
 # -- overall formulas --------------------------------------------------------

@@ -29,6 +29,7 @@ from typing import Any, Mapping
 import numpy as np
 
 from metrics_gpu._formulas import labels as F
+from metrics_gpu._formulas.labels import _averaged_rate, _prfs_of_counts
 from metrics_gpu._pipeline import torch_compile as _torch_compile
 from metrics_gpu.backends.selection import get_backend_implementation, is_device_array, resolve_backend
 from metrics_gpu._pipeline.planned import address, address_reader, array_layout
@@ -838,8 +839,6 @@ class MultilabelReport(MetricMapping):
     update's ``y_true`` (0-d torch tensors for torch inputs)."""
 
     def __init__(self, state: Mapping[str, np.ndarray], spec: Mapping[str, Any]) -> None:
-        from metrics_gpu._functional.labels import _averaged_rate, _prfs_of_counts
-
         num_labels = spec["num_labels"]
         counts = state["counts"].reshape(4, num_labels)
         if counts.dtype == np.uint64:

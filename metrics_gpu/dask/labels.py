@@ -12,7 +12,9 @@ from dataclasses import dataclass
 import numpy as np
 
 from metrics_gpu._formulas.state import RowArgmax
+from metrics_gpu._functional import confusion as _confusion
 from metrics_gpu._functional import labels as _classification
+from metrics_gpu._functional import rates as _rates
 from metrics_gpu._reports.labels import LabelReport
 from metrics_gpu._reports.labels import label_report as _label_report
 from metrics_gpu._validation import check_groups, check_label_inputs
@@ -278,18 +280,18 @@ def _label_vector(array, name: str):
 accuracy_score = _label_metric(_classification.accuracy_score)
 balanced_accuracy_score = _label_metric(_classification.balanced_accuracy_score)
 cohen_kappa_score = _label_metric(_classification.cohen_kappa_score)
-confusion_matrix = _label_metric(_classification.confusion_matrix)
-f1_score = _label_metric(_classification.f1_score)
-fbeta_score = _label_metric(_classification.fbeta_score)
+confusion_matrix = _label_metric(_confusion.confusion_matrix)
+f1_score = _label_metric(_rates.f1_score)
+fbeta_score = _label_metric(_rates.fbeta_score)
 hamming_loss = _label_metric(_classification.hamming_loss)
-jaccard_score = _label_metric(_classification.jaccard_score)
+jaccard_score = _label_metric(_rates.jaccard_score)
 matthews_corrcoef = _label_metric(_classification.matthews_corrcoef)
-precision_recall_fscore_support = _label_metric(_classification.precision_recall_fscore_support)
-precision_score = _label_metric(_classification.precision_score)
-recall_score = _label_metric(_classification.recall_score)
-specificity_score = _label_metric(_classification.specificity_score)
+precision_recall_fscore_support = _label_metric(_rates.precision_recall_fscore_support)
+precision_score = _label_metric(_rates.precision_score)
+recall_score = _label_metric(_rates.recall_score)
+specificity_score = _label_metric(_rates.specificity_score)
 zero_one_loss = _label_metric(_classification.zero_one_loss)
-multilabel_confusion_matrix = _label_metric(_classification.multilabel_confusion_matrix)
+multilabel_confusion_matrix = _label_metric(_confusion.multilabel_confusion_matrix)
 classification_report = _label_metric(_classification.classification_report)
 label_report = _label_metric(_label_report)
 

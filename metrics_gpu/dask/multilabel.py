@@ -13,7 +13,8 @@ from dataclasses import dataclass, replace
 import numpy as np
 
 from metrics_gpu._formulas import labels as F
-from metrics_gpu._functional import labels as _classification
+from metrics_gpu._functional import confusion as _confusion
+from metrics_gpu._functional import rates as _rates
 from metrics_gpu._multilabel import counts as ML
 from metrics_gpu._multilabel.ranking import (
     dcg_rows,
@@ -182,7 +183,7 @@ def _samples_mean(rate: np.ndarray, zero_division):
 
 
 def _samples_prfs(sums: MultilabelSums, *, beta, warn_for, zero_division):
-    """``average="samples"`` of :func:`metrics_gpu._functional.labels._prfs_of_counts`,
+    """``average="samples"`` of :func:`metrics_gpu._formulas.labels._prfs_of_counts`,
     from the summed per-row rates: with ``beta`` inf (0), F is recall
     (precision) itself and warns only under that name."""
     precision, recall = sums.rates["precision"], sums.rates["recall"]
@@ -192,7 +193,7 @@ def _samples_prfs(sums: MultilabelSums, *, beta, warn_for, zero_division):
         f_score = sums.rates["f-score"]
         f_undefined = bool(f_score[3])
     if zero_division == "warn":
-        _classification._warn_prf_undefined(
+        F._warn_prf_undefined(
             warn_for, (bool(precision[3]), bool(recall[3]), f_undefined), sums.rows,
             samplewise=True)
     return (*(_samples_mean(rate, zero_division) for rate in (precision, recall, f_score)),
@@ -219,7 +220,7 @@ def _prfs_value(sums, counts, arguments, *, pick=None, warn_for=None):
     if average == "samples":
         result = _samples_prfs(sums, beta=beta, warn_for=warn_for, zero_division=zero_division)
     else:
-        result = _classification._multilabel_prfs(counts, beta=beta, average=average,
+        result = _rates._multilabel_prfs(counts, beta=beta, average=average,
                                                   warn_for=warn_for,
                                                   zero_division=zero_division)
     return result if pick is None else result[pick]
@@ -229,7 +230,7 @@ def _rate_value(sums, counts, arguments, *, rate, name, modifier):
     """Jaccard and specificity as in memory (``name``, ``modifier``: its warning's words)."""
     average, zero_division = arguments["average"], arguments["zero_division"]
     if average != "samples":
-        return _classification._averaged_rate(_SAMPLE_RATES[rate], name, modifier,
+        return F._averaged_rate(_SAMPLE_RATES[rate], name, modifier,
                                               counts.label_counts(), average=average,
                                               zero_division=zero_division)
     if zero_division == "warn" and sums.rates[rate][3]:
@@ -302,7 +303,7 @@ def _label_columns(labels, num_labels: int):
     column indices in [0, L), or None for all."""
     stand_in = MultilabelInputs(y_true=np.zeros((0, num_labels), dtype=bool), y_pred=None,
                                 sample_weight=None, backend=resolve_backend(labels))
-    return _classification._multilabel_columns(stand_in, labels)
+    return _confusion._multilabel_columns(stand_in, labels)
 
 
 def _refuse_samplewise(samplewise) -> None:
@@ -349,7 +350,7 @@ def _multilabel_graph(metric, y_true, y_pred, sample_weight, arguments: dict, *,
         if "beta" in arguments:
             arguments["beta"] = check_beta(arguments["beta"])
         arguments["zero_division"] = check_zero_division(arguments["zero_division"])
-        _classification._check_multilabel_average(average, arguments["pos_label"])
+        _rates._check_multilabel_average(average, arguments["pos_label"])
     columns = _label_columns(arguments["labels"], int(y_true.shape[1])) if read.labels else None
     rates = read.rates if read.rates is not None and arguments["average"] == "samples" else ()
     beta = arguments.get("beta", 1.0)
