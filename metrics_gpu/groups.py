@@ -39,6 +39,7 @@ from metrics_gpu.intervals import (
     _table_statistics,
     replicate_draws,
 )
+from metrics_gpu.plot import plot_groups
 
 # The (G, K, K) table's cells at most: its statistics pass holds three
 # arrays of this many counts (and the host a copy of one).
@@ -413,8 +414,6 @@ class GroupMetrics:
     def plot(self, metric: str = "accuracy", ax: Any = None, **kwargs: Any) -> Any:
         """A bar per group of ``metric``, with the intervals as error bars
         (:func:`metrics_gpu.plot.plot_groups`, the ``[plot]`` extra)."""
-        from metrics_gpu.plot import plot_groups
-
         return plot_groups(self, metric, ax=ax, **kwargs)
 
     def to_text(self, digits: int = 4, max_groups: int = 50) -> str:

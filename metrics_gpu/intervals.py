@@ -37,6 +37,7 @@ from metrics_gpu._formulas import resample as _resample
 from metrics_gpu._common.extras import install_hint
 from metrics_gpu._formulas.state import ClassStatistics
 from metrics_gpu._validation import to_numpy
+from metrics_gpu.backends.selection import get_backend_implementation, resolve_backend
 
 BOOTSTRAP_METHODS = ("percentile", "basic", "bca")
 PROPORTION_METHODS = ("wilson", "clopper-pearson", "agresti-coull", "jeffreys")
@@ -354,8 +355,6 @@ def label_intervals(confusion_matrix, *, confidence_level: float = 0.95,
     >>> ci.value, bool(ci.low < 0.85 < ci.high)
     (0.85, True)
     """
-    from metrics_gpu.backends.selection import resolve_backend
-
     options = check_interval_options(confidence_level, method, n_resamples, rng, sampling)
     assert options is not None
     backend = resolve_backend(confusion_matrix)
@@ -616,8 +615,6 @@ def replicate_draws(backend, counts, cells, start: int, size: int, key) -> np.nd
     host, drawn by ``backend`` (kernels/resample.cu on the kernel backends, its
     NumPy reference on numpy: the same numbers)."""
     if backend is None:
-        from metrics_gpu.backends.selection import get_backend_implementation
-
         backend = get_backend_implementation("numpy")
     return np.asarray(backend.to_host(backend.poisson_table_draws(counts, cells, start, size,
                                                                   key)))
@@ -821,8 +818,6 @@ def roc_auc_interval(y_true, y_score, *, confidence_level: float = 0.95,
                                      "percentile" if method == "delong" else method,
                                      n_resamples, 0 if method == "delong" else rng)
     assert options is not None
-    from metrics_gpu.backends.selection import resolve_backend
-
     # The draws are the backend's (the scores are ranked on the host).
     backend = resolve_backend(*(a for a in (y_true, y_score) if hasattr(a, "shape")))
     y_true = _host_vector(y_true, "y_true")

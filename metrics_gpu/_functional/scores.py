@@ -21,7 +21,7 @@ from typing import Any, Literal
 import numpy as np
 
 from metrics_gpu._formulas import labels as F
-from metrics_gpu.backends.selection import on_caller_stream
+from metrics_gpu.backends.selection import on_caller_stream, resolve_backend
 from metrics_gpu._common.docs import shared_parameters
 from metrics_gpu._pipeline.mapping import MetricMapping, plain, strict_json, whole
 from metrics_gpu._pipeline.mapping import descriptions as metric_descriptions
@@ -37,7 +37,9 @@ from metrics_gpu._validation import (
     check_score_inputs,
     check_top_k,
     score_dtype_eps,
+    to_numpy,
 )
+from metrics_gpu.plot import plot_reliability
 
 DEFAULT_TOP_K = (1, 5)
 DEFAULT_BINS = 15
@@ -356,8 +358,6 @@ def _binary_threshold(scores):
     """scikit-learn's binary rule (class 1 when the score exceeds 0.5 for
     scores in [0, 1], else 0) as the score of a class-0 column: the next
     float above the threshold, since equal scores rank class 1 first."""
-    from metrics_gpu.backends.selection import resolve_backend
-
     backend = resolve_backend(scores)
     values = backend.asarray(scores)
     dtype = values.dtype if values.dtype.kind == "f" else np.dtype(np.float64)
@@ -552,9 +552,6 @@ class LogitsReport(MetricMapping):
         """Draw the reliability diagram of the calibration bins, with the
         expected calibration error (:func:`metrics_gpu.plot.plot_reliability`,
         the ``[plot]`` extra; ``kwargs`` go to it). Returns the matplotlib Axes."""
-        from metrics_gpu._validation import to_numpy
-        from metrics_gpu.plot import plot_reliability
-
         kwargs.setdefault("expected_calibration_error",
                           float(to_numpy(self.expected_calibration_error)))
         return plot_reliability(to_numpy(self.calibration_proportion),

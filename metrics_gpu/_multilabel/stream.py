@@ -61,6 +61,13 @@ from metrics_gpu.backends.launchers.multilabel import (
     launch_update,
     refused_arguments,
 )
+from metrics_gpu.plot import (
+    binned_curves,
+    chosen_curves,
+    plot_per_label,
+    plot_precision_recall,
+    plot_roc,
+)
 
 # The exact label-ranking metrics (ranking=True): weighted sums of each row's value.
 RANKING_SLOTS = ("label_ranking_average_precision_score", "label_ranking_loss",
@@ -904,8 +911,6 @@ class MultilabelReport(MetricMapping):
         ValueError
             The state was built without ``thresholds=H``.
         """
-        from metrics_gpu.plot import binned_curves
-
         if self._histogram is None:
             raise ValueError("thresholds: this state has no score histogram; build "
                              "MultilabelMetrics with thresholds=H for the curves")
@@ -921,21 +926,15 @@ class MultilabelReport(MetricMapping):
         """Draw the binned ROC curves of ``labels`` (default: every label and
         the macro average up to 10 labels, the macro average alone beyond),
         through :func:`metrics_gpu.plot.plot_roc`."""
-        from metrics_gpu.plot import plot_roc
-
         return plot_roc(self._chosen(self.curves()[0], labels, kwargs), ax=ax, **kwargs)
 
     def plot_precision_recall(self, ax: Any = None, labels: Any = None, **kwargs: Any) -> Any:
         """Draw the binned precision-recall curves, as :meth:`plot_roc`."""
-        from metrics_gpu.plot import plot_precision_recall
-
         return plot_precision_recall(self._chosen(self.curves()[1], labels, kwargs), ax=ax,
                                      **kwargs)
 
     @staticmethod
     def _chosen(curves: list[dict], labels, kwargs: dict) -> dict:
-        from metrics_gpu.plot import chosen_curves
-
         if labels is None and len(curves) == 2:
             labels = range(2)  # two labels are two problems, not one binary one
         chosen = chosen_curves(curves, labels, kwargs)
@@ -943,8 +942,6 @@ class MultilabelReport(MetricMapping):
 
     def plot_per_label(self, metric: str = "f_score", ax: Any = None, **kwargs: Any) -> Any:
         """A bar chart of ``per_label[metric]`` (:func:`metrics_gpu.plot.plot_per_label`)."""
-        from metrics_gpu.plot import plot_per_label
-
         if metric not in self.per_label:
             raise ValueError(f"metric must be one of {sorted(self.per_label)}, got {metric!r}")
         return plot_per_label(to_numpy(self.per_label[metric]), metric=metric, ax=ax, **kwargs)

@@ -16,7 +16,7 @@ import numpy as np
 
 from metrics_gpu._common.types import ScoresAre
 from metrics_gpu._formulas.labels import reported_top_k
-from metrics_gpu._validation import probabilities_read_as_logits
+from metrics_gpu._validation import check_int_range, check_top_k, probabilities_read_as_logits
 from metrics_gpu.files.columns import NO_ROWS, OPTIONS, GroupColumn, open_columns
 from metrics_gpu.files.exact import (
     EXACT_MEMORY_FRACTION,
@@ -31,6 +31,9 @@ from metrics_gpu.files.exact import (
 from metrics_gpu.files.readers import ColumnReader, ReadThreads
 from metrics_gpu.files.sources import FileProblem, Source
 from metrics_gpu.files.staging import _CudaStaging, _HostStaging, _Prefetch
+from metrics_gpu.backends.selection import backend_for_host_data, get_backend, use_backend
+from metrics_gpu.files.workers import UpdateWorkers, shared_empty, worker_count
+from metrics_gpu._streaming.metrics import ClassificationMetrics, MAX_THRESHOLDS, SCORE_KINDS
 
 # Rows per chunk: at most 2^20, and at most 64 MB per buffer set (two sets
 # live at once on the host: read and computed; three with cuda: read, copied
@@ -221,11 +224,6 @@ def evaluate_files(sources: dict[str, Source | None], *, num_classes: int | None
     named the scores, in messages (``--y-pred`` where the command took (N, K)
     scores given there as scores).
     """
-    from metrics_gpu.backends.selection import backend_for_host_data, get_backend, use_backend
-    from metrics_gpu.files.workers import worker_count
-    from metrics_gpu._streaming.metrics import MAX_THRESHOLDS, SCORE_KINDS, ClassificationMetrics
-    from metrics_gpu._validation import check_int_range, check_top_k
-
     if auc not in AUC_MODES:
         raise ValueError(f"auc must be one of {AUC_MODES}, got {auc!r}")
     if scores_are not in SCORE_KINDS:
@@ -484,8 +482,6 @@ def _chunks_in_workers(readers, workers: int, chunk_rows: int, states: list, upd
     worker's ``state_dict``). ``in_parent(batch)``, when given, sees every
     chunk here too. Each chunk keeps its ordinal and its first row, so that a
     left-out row is named as in one process. Returns (chunks, rows)."""
-    from metrics_gpu.files.workers import UpdateWorkers, shared_empty
-
     empty = [copy.deepcopy(state) for state in states]
     depth = workers + 2  # each worker busy, and the reader two sets ahead
     buffer_sets = [{name: shared_empty((chunk_rows, *r.shape_tail), r.dtype)

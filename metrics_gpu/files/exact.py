@@ -12,6 +12,8 @@ import numpy as np
 
 from metrics_gpu._formulas.labels import defined_averages, softmax_rows
 from metrics_gpu.files.staging import _CudaStaging, _HostStaging
+from metrics_gpu.backends.selection import resolve_backend
+from metrics_gpu._validation import to_numpy
 
 # Fraction of the free memory (host, or GPU) that exact ranking may take.
 EXACT_MEMORY_FRACTION = 0.5
@@ -175,9 +177,6 @@ def exact_ranking(y_true, probabilities, sample_weight=None, *, ignore_index=Non
     pooled scores both micro averages (the backend's ``binary_rank_areas``).
     ``progress`` is told the scores ranked, :func:`_ranked_scores` in all.
     """
-    from metrics_gpu.backends.selection import resolve_backend
-    from metrics_gpu._validation import to_numpy
-
     backend = resolve_backend(probabilities)
     xp = backend.xp
     # Host arrays may resolve to a GPU backend (set_backend, METRICS_GPU_BACKEND).

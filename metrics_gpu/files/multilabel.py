@@ -32,6 +32,11 @@ from metrics_gpu.files.readers import ColumnReader, ReadThreads
 from metrics_gpu.files.report import PredictionReport
 from metrics_gpu.files.sources import FileProblem, Source
 from metrics_gpu.files.staging import _CudaStaging, _HostStaging, _Prefetch
+from metrics_gpu.backends.selection import backend_for_host_data, get_backend, use_backend
+from metrics_gpu._multilabel.stream import MultilabelMetrics
+from metrics_gpu.files.workers import worker_count
+from metrics_gpu._streaming.metrics import SCORE_KINDS
+from metrics_gpu._reports.labels import MAX_PRINTED_CLASSES
 
 TASKS = ("multiclass", "multilabel")
 # What each reason bit of the multilabel state's checks means, by the column it names.
@@ -129,11 +134,6 @@ def evaluate_multilabel_files(sources: dict[str, Source | None], *, threshold: f
     :class:`FileProblem` naming the file and the row. ``sources``,
     ``readers`` and ``workers`` as :func:`evaluate_files`'.
     """
-    from metrics_gpu.backends.selection import backend_for_host_data, get_backend, use_backend
-    from metrics_gpu._multilabel.stream import MultilabelMetrics
-    from metrics_gpu.files.workers import worker_count
-    from metrics_gpu._streaming.metrics import SCORE_KINDS
-
     if scores_are not in SCORE_KINDS:
         raise ValueError(f"scores_are must be one of {SCORE_KINDS}, got {scores_are!r}")
     if (sources.get("y_pred") is None) == (sources.get("scores") is None):
@@ -370,8 +370,6 @@ class MultilabelFileReport(MetricMapping):
 
     def to_text(self, digits: int = 4) -> str:
         """The metrics by group, then the per-label table while L <= 50, as aligned text."""
-        from metrics_gpu._reports.labels import MAX_PRINTED_CLASSES
-
         lines = [self._task_line(),
                  f"rows: {self.rows:,}  labels: {len(self.label_names)}  "
                  f"total weight: {format_number(whole(self.total), digits)}  "

@@ -15,8 +15,16 @@ from pathlib import Path
 
 import numpy as np
 
-from metrics_gpu._validation import binary_score_rows
+from metrics_gpu._validation import (
+    allowed_non_probability_rows,
+    binary_score_rows,
+    count_non_probability_rows,
+    declared_probabilities_refused,
+    first_non_probability_row,
+)
 from metrics_gpu.files.sources import FileProblem
+from metrics_gpu.files.workers import available_cores, chosen_count
+from metrics_gpu.backends.selection import get_backend_implementation
 
 ROLES = ("labels", "scores", "weights", "indicators", "label_scores", "groups")
 # Roles whose rows may be several columns: (N, K) class scores, and the
@@ -43,8 +51,6 @@ def reader_count(readers: int | None = None) -> int:
     """Threads that read a ``.npy`` column's chunks: ``readers``, else the
     environment's ``METRICS_GPU_READERS``, else one per core up to
     :data:`MAX_DEFAULT_READERS`."""
-    from metrics_gpu.files.workers import available_cores, chosen_count
-
     count = chosen_count(readers, "readers", READERS_ENVIRONMENT, 1024)
     return count if count is not None else max(1, min(MAX_DEFAULT_READERS, available_cores()))
 
@@ -167,22 +173,12 @@ class ColumnReader:
     def looks_like_probabilities(self) -> bool:
         """Whether the scores read (as logits) look like probabilities: at least
         :data:`metrics_gpu._validation.PROBABILITY_ROWS_SHARE` of their rows."""
-        from metrics_gpu._validation import allowed_non_probability_rows
-
         return bool(self.rows_checked) and (
             self.rows_not_probabilities <= allowed_non_probability_rows(self.rows_checked))
 
     def _check_declared_kind(self, values: np.ndarray) -> None:
         """Scores as declared (``--scores-are``), checked block by block as they
         are read (the reader thread: inside the pass, no device sync)."""
-        from metrics_gpu.backends.selection import get_backend_implementation
-        from metrics_gpu._validation import (
-            allowed_non_probability_rows,
-            count_non_probability_rows,
-            declared_probabilities_refused,
-            first_non_probability_row,
-        )
-
         host = get_backend_implementation("numpy")
         # Per-label scores: the multilabel state checks the values; only logits
         # that look like probabilities are counted here.

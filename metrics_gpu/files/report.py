@@ -11,6 +11,16 @@ import numpy as np
 from metrics_gpu._pipeline.mapping import MetricMapping, as_lists, plain, strict_json
 from metrics_gpu.files.evaluate import FileEvaluation, evaluate_files
 from metrics_gpu.files.sources import Source
+from metrics_gpu._formulas.labels import REPORT_METRICS
+from metrics_gpu.intervals import DEFAULT_RESAMPLES, check_interval_options
+from metrics_gpu._reports.labels import (
+    grouped_metric_rows,
+    markdown_table,
+    metric_legend,
+    stream_label_report,
+)
+from metrics_gpu import plot
+from metrics_gpu._reports.html import render_html
 
 
 class PredictionReport(MetricMapping):
@@ -33,8 +43,6 @@ class PredictionReport(MetricMapping):
     """
 
     def __init__(self, evaluation: FileEvaluation, class_names=None, intervals=None):
-        from metrics_gpu._reports.labels import stream_label_report
-
         self.evaluation = evaluation
         codes = evaluation.class_codes
         if class_names is None and codes is not None:
@@ -104,8 +112,6 @@ class PredictionReport(MetricMapping):
         JSON). ``descriptions=True`` adds ``"descriptions"`` (each metric
         name's one-line meaning) and ``"groups"`` (the label metrics by
         convention)."""
-        from metrics_gpu._reports.labels import metric_legend
-
         out = self.labels.to_dict()
         out["rows"] = self.rows
         out["backend"] = self.evaluation.backend
@@ -150,8 +156,6 @@ class PredictionReport(MetricMapping):
     def to_markdown(self, digits: int = 4) -> str:
         """The metrics as one Markdown table: the label metrics by group (as
         :meth:`LabelReport.to_markdown`), then the score metrics."""
-        from metrics_gpu._reports.labels import grouped_metric_rows, markdown_table
-
         groups = grouped_metric_rows(self.labels.metrics, digits)
         if self.streaming is not None:
             groups.append((f"scores (ROC AUC and average precision: {self.auc})",
@@ -183,24 +187,18 @@ class PredictionReport(MetricMapping):
         """ROC curves (:func:`metrics_gpu.plot.plot_roc`): class 1 for K = 2,
         every class and the macro average up to K = 10, the macro average alone
         beyond, or the class positions ``classes``. Returns the Axes."""
-        from metrics_gpu import plot
-
         roc, _ = self.curves()
         chosen = plot.chosen_curves(roc, classes, kwargs, names=self.labels.class_names)
         return plot.plot_roc(chosen, ax=ax, **kwargs)
 
     def plot_precision_recall(self, ax=None, classes=None, **kwargs):
         """Precision-recall curves, chosen as :meth:`plot_roc`'s. Returns the Axes."""
-        from metrics_gpu import plot
-
         _, pr = self.curves()
         chosen = plot.chosen_curves(pr, classes, kwargs, names=self.labels.class_names)
         return plot.plot_precision_recall(chosen, ax=ax, **kwargs)
 
     def plot_reliability(self, ax=None, **kwargs):
         """The reliability diagram of the calibration bins."""
-        from metrics_gpu import plot
-
         if self.streaming is None:
             raise ValueError("the reliability diagram needs scores (--scores)")
         bins = self.scores["calibration"]
@@ -257,8 +255,6 @@ class PredictionReport(MetricMapping):
         """The report as one self-contained HTML page: metrics, per-class table,
         confusion matrix, pictures (with matplotlib), the files read
         (:func:`metrics_gpu._reports.html.render_html`; ``options`` go to it)."""
-        from metrics_gpu._reports.html import render_html
-
         return render_html(self, **options)
 
 
@@ -270,8 +266,6 @@ def _bound_name(name: str) -> str:
 
 
 def _report_metrics():
-    from metrics_gpu._formulas.labels import REPORT_METRICS
-
     return REPORT_METRICS
 
 
@@ -281,8 +275,6 @@ def report_files(sources: dict[str, Source | None], *, class_names=None,
     """:func:`evaluate_files`, as a :class:`PredictionReport`; with
     ``confidence_level``, the label metrics' intervals (:func:`metrics_gpu.label_report`'s
     ``method``, ``n_resamples`` and ``rng``)."""
-    from metrics_gpu.intervals import DEFAULT_RESAMPLES, check_interval_options
-
     intervals = check_interval_options(
         confidence_level, method, DEFAULT_RESAMPLES if n_resamples is None else n_resamples,
         rng)

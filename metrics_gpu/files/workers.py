@@ -27,6 +27,7 @@ import traceback
 from typing import Any, Callable
 
 import numpy as np
+from metrics_gpu._validation import check_int_range
 
 WORKERS_ENVIRONMENT = "METRICS_GPU_CPU_WORKERS"
 # Values (rows x columns of every input) below which one process does the
@@ -46,8 +47,6 @@ def chosen_count(value: int | None, name: str, variable: str, high: int) -> int 
     """A count of threads or processes: ``value`` (checked as ``name``), else
     the environment's ``variable`` (checked as it), else None (the caller's
     default). Each must be a whole number in 1..``high``."""
-    from metrics_gpu._validation import check_int_range
-
     if value is not None:
         return check_int_range(value, name, 1, high)
     text = os.environ.get(variable, "").strip()
