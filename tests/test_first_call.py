@@ -111,6 +111,7 @@ _FIRST_CALLS = textwrap.dedent("""
     probabilities = cupy.asarray(rng.dirichlet(np.ones(10), 600))
     binary = cupy.asarray(rng.integers(0, 2, 600))
     binary_scores = cupy.asarray(rng.random(600).astype(np.float32))
+    binary_columns = cupy.asarray(rng.integers(0, 2, (600, 4)))
     step("first score metrics",
          ("log_loss", lambda: mg.log_loss(y, probabilities)),
          ("top_k_accuracy_score", lambda: mg.top_k_accuracy_score(y, logits, k=5)),
@@ -122,7 +123,13 @@ _FIRST_CALLS = textwrap.dedent("""
          ("roc_auc_score, ovr", lambda: mg.roc_auc_score(y, probabilities, multi_class="ovr")),
          ("average_precision_score", lambda: mg.average_precision_score(binary, binary_scores)),
          ("roc_curve", lambda: mg.roc_curve(binary, binary_scores)),
-         ("precision_recall_curve", lambda: mg.precision_recall_curve(binary, binary_scores)))
+         ("precision_recall_curve", lambda: mg.precision_recall_curve(binary, binary_scores)),
+         # Every label column at once (_formulas.ranking.multilabel_rank_areas).
+         ("roc_auc_score, multilabel macro",
+          lambda: mg.roc_auc_score(binary_columns, probabilities[:, :4])),
+         ("average_precision_score, multilabel weighted",
+          lambda: mg.average_precision_score(binary_columns, probabilities[:, :4],
+                                             average="weighted", sample_weight=weight)))
     step("first reports",
          ("label_report", lambda: mg.label_report(y, labels)),
          ("logits_report", lambda: mg.logits_report(y, logits)))

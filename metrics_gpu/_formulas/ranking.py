@@ -150,7 +150,8 @@ def step_average_precision(tps, fps, xp):
     """Σ (R_n - R_{n-1}) P_n over the thresholds; 0 when there is no positive
     weight (scikit-learn then sets recall to 1 and the last precision is 0)."""
     predicted = tps + fps
-    precision = xp.where(predicted > 0, tps / xp.where(predicted > 0, predicted, 1.0), 0.0)
+    some_predicted = xp.greater(predicted, 0)
+    precision = xp.where(some_predicted, tps / xp.where(some_predicted, predicted, 1.0), 0.0)
     del predicted  # (N,) float64 arrays: the pooled micro average has N K of them
     total = tps[-1]
     recall = tps / xp.where(total > 0, total, 1.0)
@@ -306,10 +307,11 @@ def _column_rank_areas(scores, relevant, sample_weight, xp):
         ascending = (xp.argsort(flipped, axis=1, kind="stable") if xp is np
                      else xp.argsort(flipped, axis=1))
         del flipped
-        order = (n - 1) - xp.flip(ascending, axis=1)
+        order = xp.subtract(n - 1, xp.flip(ascending, axis=1))
         del ascending
     ranked = xp.take_along_axis(columns, order, axis=1)
-    positive = xp.take_along_axis(xp.ascontiguousarray(relevant.T), order, axis=1) != 0
+    positive = xp.not_equal(
+        xp.take_along_axis(xp.ascontiguousarray(relevant.T), order, axis=1), 0)
     ranked_weight = None if sample_weight is None else sample_weight[order]
     del order
     # The group number of each position, the columns end to end; its last
@@ -319,7 +321,7 @@ def _column_rank_areas(scores, relevant, sample_weight, xp):
     del ranked
     group = xp.cumsum(starts.reshape(-1), dtype=np.int64)
     del starts
-    group_end = xp.searchsorted(group, group, side="right") - 1
+    group_end = xp.subtract(xp.searchsorted(group, group, side="right"), 1)
     del group
     # Counts: float64 while every product and sum of twice the area is an
     # integer below 2**53 (2 N**2 <= 2**53), int64 beyond.
@@ -343,7 +345,7 @@ def _column_rank_areas(scores, relevant, sample_weight, xp):
         twice_area = xp.sum((fps - _previous(fps, xp)) * (tps + _previous(tps, xp)), axis=1)
         pairs = positive_total.astype(np.float64) * negative_total.astype(np.float64)
         some_pairs = xp.greater(pairs, 0)
-        auc = twice_area.astype(np.float64) / (2.0 * xp.where(some_pairs, pairs, 1.0))
+        auc = twice_area.astype(np.float64) / xp.multiply(2.0, xp.where(some_pairs, pairs, 1.0))
         del twice_area
         tps, fps = tps.astype(np.float64, copy=False), fps.astype(np.float64, copy=False)
         positive_total = positive_total.astype(np.float64, copy=False)
@@ -351,7 +353,7 @@ def _column_rank_areas(scores, relevant, sample_weight, xp):
     else:
         tpr = rate(tps, positive_total[:, None], xp)
         fpr = rate(fps, negative_total[:, None], xp)
-        auc = xp.sum((fpr - _previous(fpr, xp)) * (tpr + _previous(tpr, xp)) / 2, axis=1)
+        auc = xp.sum(xp.divide((fpr - _previous(fpr, xp)) * (tpr + _previous(tpr, xp)), 2), axis=1)
         del tpr, fpr
     has_positives = xp.greater(positive_total, 0)
     auc = xp.where(has_positives & xp.greater(negative_total, 0), auc, xp.nan)
@@ -359,7 +361,8 @@ def _column_rank_areas(scores, relevant, sample_weight, xp):
     # step_average_precision.
     predicted = tps + fps
     del fps
-    precision = xp.where(predicted > 0, tps / xp.where(predicted > 0, predicted, 1.0), 0.0)
+    some_predicted = xp.greater(predicted, 0)
+    precision = xp.where(some_predicted, tps / xp.where(some_predicted, predicted, 1.0), 0.0)
     del predicted
     recall = tps / xp.where(has_positives, positive_total, 1.0)[:, None]
     del tps

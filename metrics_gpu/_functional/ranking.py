@@ -881,7 +881,7 @@ def _multilabel_average(inputs: IndicatorInputs, metric: str, average, max_fpr=N
     if average == "macro":
         return xp.mean(per_label)
     label_weight = xp.asarray(weights)
-    per_label = xp.where(label_weight == 0, 0.0, per_label)
+    per_label = xp.where(xp.equal(label_weight, 0), 0.0, per_label)
     return xp.sum(per_label * label_weight) / xp.sum(label_weight)
 
 
