@@ -12,8 +12,6 @@ end, and the sums run over all positions, the zero-width steps inside a group
 adding nothing: the trapezoid under the ROC curve (:func:`roc_area`, with
 McClish's standardised partial area for ``max_fpr``) and the step sum of
 average precision (:func:`step_average_precision`). No host sync.
-:func:`multilabel_rank_areas` takes the same areas of every column of an
-(N, L) matrix at once, in a number of array calls that does not grow with L.
 """
 
 from __future__ import annotations
@@ -150,8 +148,7 @@ def step_average_precision(tps, fps, xp):
     """Σ (R_n - R_{n-1}) P_n over the thresholds; 0 when there is no positive
     weight (scikit-learn then sets recall to 1 and the last precision is 0)."""
     predicted = tps + fps
-    some_predicted = xp.greater(predicted, 0)
-    precision = xp.where(some_predicted, tps / xp.where(some_predicted, predicted, 1.0), 0.0)
+    precision = xp.where(predicted > 0, tps / xp.where(predicted > 0, predicted, 1.0), 0.0)
     del predicted  # (N,) float64 arrays: the pooled micro average has N K of them
     total = tps[-1]
     recall = tps / xp.where(total > 0, total, 1.0)
@@ -234,140 +231,3 @@ def binary_rank_areas(scores, is_positive, sample_weight, xp, max_fpr=None):
     del group_end
     average_precision = step_average_precision(tps, fps, xp)
     return xp.stack([roc_area(tps, fps, xp, max_fpr), average_precision])
-
-
-# NumPy's block of columns in multilabel_rank_areas: 2**20 scores, each
-# temporary 8 MiB or less.
-HOST_BLOCK_SCORES = 2**20
-
-
-def _previous(values, xp):
-    """Each row's values one position on, 0 in front: the point before each
-    position of an (L, N) scan, (0, 0) before the first."""
-    zero = xp.zeros((values.shape[0], 1), dtype=values.dtype)
-    return xp.concatenate([zero, values[:, :-1]], axis=1)
-
-
-def multilabel_rank_areas(scores, relevant, sample_weight, xp):
-    """``[ROC AUC, average precision]`` of every column of ``(N, L)`` scores
-    against its column of ``relevant``, ``(2, L)`` float64 where the scores
-    live (no sync): :func:`binary_rank_areas` (full area) of each label at
-    once, in a number of array calls that does not grow with L.
-
-    Each column is sorted descending (stable where weights make the order
-    of the sums matter; without weights the sums are counts, exact in any
-    order); the cumulative positive and negative weights run along it. The
-    columns laid end to end, a tie group starts where a score differs from
-    the one before it in its column (or at the column's first position), and
-    every position takes the totals at its group's end (one
-    ``searchsorted`` of the running group number). A step from the previous
-    position's totals adds nothing inside a group, so the sums over all
-    positions are those over the groups' ends: the trapezoid under the ROC
-    curve and the step sum of average precision, as the 1-D functions take
-    them. Without weights, twice the ROC area is an exact sum of integer
-    counts, (F - F_prev)(T + T_prev), divided once by 2 P Q (as the kernels'
-    exact route): in float64 up to N = 2**26 (every product and sum an
-    integer below 2**53), in int64 beyond (exact while N < 4e9). ROC AUC
-    is NaN for a label whose positive or negative weight is 0; average
-    precision is 0 without positive weight.
-
-    Memory: O(N L), a few temporaries the size of the scores (the order,
-    the ranked scores and classes, the cumulative sums, the group ends and
-    the totals gathered at them), each dropped once used. On NumPy the
-    columns go in blocks of :data:`HOST_BLOCK_SCORES` scores (at least one
-    column a block): temporaries that stay in the CPU's caches, several
-    times faster than one pass over a large matrix, the calls growing with
-    N L / HOST_BLOCK_SCORES only; elsewhere (CuPy) one pass over all of them.
-    """
-    n, num_labels = scores.shape
-    if n == 0 or tuple(relevant.shape) != (n, num_labels):
-        raise ValueError(f"scores must be (N, L) with N >= 1 and relevant of the same shape, "
-                         f"got {tuple(scores.shape)} and {tuple(relevant.shape)}")
-    if sample_weight is not None and tuple(sample_weight.shape) != (n,):
-        raise ValueError(f"sample_weight must have shape ({n},), got "
-                         f"{tuple(sample_weight.shape)}")
-    if xp is np and num_labels > 1 and n * num_labels > HOST_BLOCK_SCORES:
-        step = max(1, HOST_BLOCK_SCORES // n)
-        return np.concatenate([
-            _column_rank_areas(scores[:, first:first + step], relevant[:, first:first + step],
-                               sample_weight, xp)
-            for first in range(0, num_labels, step)], axis=1)
-    return _column_rank_areas(scores, relevant, sample_weight, xp)
-
-
-def _column_rank_areas(scores, relevant, sample_weight, xp):
-    """:func:`multilabel_rank_areas` of one block of columns, in one pass."""
-    n, num_labels = scores.shape
-    # (L, N), contiguous: a label's positions follow each other.
-    columns = xp.ascontiguousarray(scores.T)
-    if sample_weight is None and xp is np:
-        order = np.argsort(columns, axis=1)[:, ::-1]  # ties in any order: counts
-    else:
-        flipped = xp.flip(columns, axis=1)
-        ascending = (xp.argsort(flipped, axis=1, kind="stable") if xp is np
-                     else xp.argsort(flipped, axis=1))
-        del flipped
-        order = xp.subtract(n - 1, xp.flip(ascending, axis=1))
-        del ascending
-    ranked = xp.take_along_axis(columns, order, axis=1)
-    positive = xp.not_equal(
-        xp.take_along_axis(xp.ascontiguousarray(relevant.T), order, axis=1), 0)
-    ranked_weight = None if sample_weight is None else sample_weight[order]
-    del order
-    # The group number of each position, the columns end to end; its last
-    # occurrence is the group's end.
-    starts = xp.concatenate([xp.ones((num_labels, 1), dtype=bool),
-                             ranked[:, 1:] != ranked[:, :-1]], axis=1)
-    del ranked
-    group = xp.cumsum(starts.reshape(-1), dtype=np.int64)
-    del starts
-    group_end = xp.subtract(xp.searchsorted(group, group, side="right"), 1)
-    del group
-    # Counts: float64 while every product and sum of twice the area is an
-    # integer below 2**53 (2 N**2 <= 2**53), int64 beyond.
-    count_type = np.float64 if n <= 2**26 else np.int64
-    if ranked_weight is None:
-        tps = xp.cumsum(positive, axis=1, dtype=count_type)
-        del positive
-        fps = xp.arange(1, n + 1, dtype=count_type)[None, :] - tps
-    else:
-        positive_weight, negative_weight = positive_negative_weights(positive, ranked_weight, xp)
-        del positive, ranked_weight
-        tps = xp.cumsum(positive_weight, axis=1, dtype=np.float64)
-        del positive_weight
-        fps = xp.cumsum(negative_weight, axis=1, dtype=np.float64)
-        del negative_weight
-    tps = tps.reshape(-1)[group_end].reshape(num_labels, n)
-    fps = fps.reshape(-1)[group_end].reshape(num_labels, n)
-    del group_end
-    positive_total, negative_total = tps[:, -1], fps[:, -1]
-    if sample_weight is None:
-        twice_area = xp.sum((fps - _previous(fps, xp)) * (tps + _previous(tps, xp)), axis=1)
-        pairs = positive_total.astype(np.float64) * negative_total.astype(np.float64)
-        some_pairs = xp.greater(pairs, 0)
-        auc = twice_area.astype(np.float64) / xp.multiply(2.0, xp.where(some_pairs, pairs, 1.0))
-        del twice_area
-        tps, fps = tps.astype(np.float64, copy=False), fps.astype(np.float64, copy=False)
-        positive_total = positive_total.astype(np.float64, copy=False)
-        negative_total = negative_total.astype(np.float64, copy=False)
-    else:
-        tpr = rate(tps, positive_total[:, None], xp)
-        fpr = rate(fps, negative_total[:, None], xp)
-        auc = xp.sum(xp.divide((fpr - _previous(fpr, xp)) * (tpr + _previous(tpr, xp)), 2), axis=1)
-        del tpr, fpr
-    has_positives = xp.greater(positive_total, 0)
-    auc = xp.where(has_positives & xp.greater(negative_total, 0), auc, xp.nan)
-    # Average precision: Σ (R - R_before) P at the groups' ends, as
-    # step_average_precision.
-    predicted = tps + fps
-    del fps
-    some_predicted = xp.greater(predicted, 0)
-    precision = xp.where(some_predicted, tps / xp.where(some_predicted, predicted, 1.0), 0.0)
-    del predicted
-    recall = tps / xp.where(has_positives, positive_total, 1.0)[:, None]
-    del tps
-    gain = recall - _previous(recall, xp)
-    del recall
-    average_precision = xp.where(has_positives,
-                                 xp.maximum(xp.sum(gain * precision, axis=1), 0.0), 0.0)
-    return xp.stack([auc, average_precision])

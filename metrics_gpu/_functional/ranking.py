@@ -16,14 +16,10 @@ point):
    ``kernels/ranking.cu`` on the kernel backends. No host sync.
 3. One-vs-rest, one-vs-one (Hand & Till) and AUC-mu (Kleiman & Page) run the
    binary problem per column or per pair of classes; a pair ranks only the
-   samples of its two classes (:func:`_class_members`). The multilabel
-   macro / weighted / per-label averages of the full area rank every label
-   column at once (:func:`metrics_gpu._formulas.ranking.multilabel_rank_areas`,
-   over ``xp``), not one problem per label.
+   samples of its two classes (:func:`_class_members`).
 
 Memory is O(N) per binary problem, O(N K) for the micro average (all N K
-scores ranked at once), for the multilabel columns ranked at once, and for
-AUC-mu's expected costs.
+scores ranked at once) and for AUC-mu's expected costs.
 """
 
 from __future__ import annotations
@@ -41,7 +37,6 @@ from metrics_gpu.backends.selection import on_caller_stream
 from metrics_gpu._multilabel.ranking import each_row, row_average_precision, row_roc_auc
 from metrics_gpu._pipeline.stages import output
 from metrics_gpu._formulas.ranking import (
-    multilabel_rank_areas,
     positive_negative_weights,
     rate,
     stable_argsort,
@@ -782,58 +777,26 @@ def _indicator_binary(backend, scores, is_positive, weight, metric: str, max_fpr
     (without a pass), average precision without positive weight is 0.
     ``count``: positives among ``size``; the weights are totals on the host.
     Weights all 0 raise where a problem is computed (scikit-learn's order)."""
-    n = None if weight is None else weight.shape[0]
-    if not _indicator_checks(metric, n, count, size, positive_weight, total_weight):
-        return backend.xp.full((), backend.xp.nan)
     if metric == "roc_auc":
-        return _binary_roc_auc(backend, scores, is_positive, weight, max_fpr)
-    return _binary_average_precision(backend, scores, is_positive, weight)
-
-
-def _indicator_checks(metric: str, weighted_n, count: int, size: int, positive_weight: float,
-                      total_weight: float) -> bool:
-    """The warnings and the error of :func:`_indicator_binary` for one problem,
-    on the host; False where its ROC AUC is NaN without a pass (one class).
-    ``weighted_n``: the number of sample weights, None without weights."""
-    if metric == "roc_auc" and count in (0, size):
-        F.warn(_ONE_CLASS, F.UndefinedMetricWarning)
-        return False
-    if weighted_n is not None and total_weight <= 0:
-        raise ValueError(ALL_ZERO_WEIGHT.format(n=weighted_n))
+        if count in (0, size):
+            F.warn(_ONE_CLASS, F.UndefinedMetricWarning)
+            return backend.xp.full((), backend.xp.nan)
+    if weight is not None and total_weight <= 0:
+        raise ValueError(ALL_ZERO_WEIGHT.format(n=weight.shape[0]))
     if metric == "roc_auc":
-        if weighted_n is not None:
+        if weight is not None:
             _warn_undefined_rates(total_weight - positive_weight, positive_weight)
-    elif positive_weight <= 0:
+        return _binary_roc_auc(backend, scores, is_positive, weight, max_fpr)
+    if positive_weight <= 0:
         F.warn(_NO_POSITIVE_CLASS, UserWarning)
-    return True
-
-
-def _label_checks(metric: str, weighted_n, counts: np.ndarray, size: int,
-                  weights: np.ndarray, total_weight: float) -> None:
-    """:func:`_indicator_checks` of every label column, in label order, for
-    the labels that warn or raise only (host arrays: no loop over the others)."""
-    if metric == "roc_auc":
-        one_class = (counts == 0) | (counts == size)
-        flagged = one_class
-        if weighted_n is not None:
-            flagged = one_class | (total_weight <= 0) | (total_weight - weights <= 0) | (
-                weights <= 0)
-    else:
-        flagged = weights <= 0
-        if weighted_n is not None and total_weight <= 0:
-            flagged = np.ones_like(flagged)
-    for c in np.flatnonzero(flagged):
-        _indicator_checks(metric, weighted_n, int(counts[c]), size, float(weights[c]),
-                          total_weight)
+    return _binary_average_precision(backend, scores, is_positive, weight)
 
 
 def _multilabel_average(inputs: IndicatorInputs, metric: str, average, max_fpr=None):
     """scikit-learn's ``_average_binary_score`` over an (N, L) indicator matrix.
 
     'micro': one problem of all N L scores (weights repeated per label);
-    'macro' / 'weighted' / None: one problem per label column, all columns
-    at once for the full area (:func:`multilabel_rank_areas`: no loop over
-    the labels), one at a time for a partial ``max_fpr`` ('weighted' by
+    'macro' / 'weighted' / None: one problem per label column ('weighted' by
     each label's positive weight, 0 without any, labels of zero weight
     counting 0); 'samples': one problem per row over its L labels, without
     weights inside, averaged with the sample weights (rows of zero weight
@@ -865,17 +828,11 @@ def _multilabel_average(inputs: IndicatorInputs, metric: str, average, max_fpr=N
         if total_weight <= 0:  # scikit-learn: ZeroDivisionError in its np.average
             raise ValueError(ALL_ZERO_WEIGHT.format(n=n))
         return xp.sum(xp.where(weight == 0, 0.0, per_row) * weight) / xp.sum(weight)
-    if max_fpr is None or max_fpr == 1:
-        # Every label at once: one sort of the columns, no loop over them.
-        _label_checks(metric, None if weight is None else n, counts, n, weights, total_weight)
-        areas = multilabel_rank_areas(scores, relevant, weight, xp)
-        per_label = areas[0 if metric == "roc_auc" else 1]
-    else:
-        per_label = xp.stack([
-            _indicator_binary(backend, scores[:, c], relevant[:, c], weight, metric, max_fpr,
-                              int(counts[c]), n, float(weights[c]), total_weight)
-            for c in range(num_labels)
-        ])
+    per_label = xp.stack([
+        _indicator_binary(backend, scores[:, c], relevant[:, c], weight, metric, max_fpr,
+                          int(counts[c]), n, float(weights[c]), total_weight)
+        for c in range(num_labels)
+    ])
     if average is None:
         return per_label
     if average == "macro":
