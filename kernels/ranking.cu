@@ -1,29 +1,38 @@
-// Exact ROC AUC and average precision of one binary problem, after a sort
-// (and, below, the points of its ROC and precision-recall curves, and the
-// classes of its labels):
-// the tie-aware segmented scans of metrics_gpu/_formulas/ranking.py (the reference)
-// as two passes over tiles of blockDim.x * kRankItems ranked positions.
+// Exact ROC AUC and average precision of one binary problem, or of every
+// label of a multilabel one, after a sort (and, below, the points of its ROC
+// and precision-recall curves, and the classes of its labels): the
+// tie-aware segmented scans of metrics_gpu/_formulas/ranking.py (the
+// reference) as two passes over tiles of blockDim.x * kRankItems ranked
+// positions, with a scan of the tiles between them.
 //
-// The host sorts first, one of two ways:
-// * unweighted scores of at most 32 bits: rank_pack_keys packs (score bits,
-//   class) into 32-bit keys split by sign, the host sorts the two parts (CUB
-//   radix sort), and pass 1 is rank_unpack_keys, which reads them in order;
+// The host sorts first, one of three ways:
+// * unweighted scores of at most 32 bits of one problem: rank_pack_keys
+//   packs (score bits, class) into 32-bit keys split by sign, the host sorts
+//   the two parts (CUB radix sort), and both passes read the sorted keys in
+//   place (rank_packed_tiles, rank_packed_areas);
+// * unweighted scores of at most 32 bits of L labels: rank_pack_label_keys
+//   packs (label, score bits, class) into 64-bit keys, label-major, the host
+//   sorts them once, and both passes read them in place (rank_label_key_*);
 // * otherwise `reversed_order` is the stable ascending argsort of the
-//   reversed scores, so descending position i holds sample
-//   n - 1 - reversed_order[n - 1 - i], ties in input order, and pass 1 is
-//   rank_gather.
+//   reversed scores (of each label's), so descending position i holds
+//   sample n - 1 - reversed_order[n - 1 - i], ties in input order, and
+//   pass 1 is rank_gather, which writes ranked copies for pass 2.
 //
-// 1. Pass 1 writes each position's score, class and weight into ranked
-//    arrays (coalesced for pass 2), and per tile the positive and negative
-//    weight sums and the prefix sums before the tile's last group head (-1
-//    when no tie group starts in the tile). A group head is a position
-//    whose score differs from the one before it.
-// 2. The host (xp, no sync) scans the tile sums into exclusive offsets and
-//    finds, for each tile, the sums before the head of the group that is
-//    open at its first position (the last head in an earlier tile).
-// 3. rank_areas: a segmented scan per tile (each thread's kRankItems
-//    consecutive positions, then the block) gives every position the
-//    cumulative weights T, F and those at its group's head; each group's
+// A problem of L labels is L segments of n positions, each tiled on its
+// own: the grid is L * tiles_per_segment blocks (SegmentTile), so the
+// launches do not depend on L.
+//
+// 1. Pass 1 writes per tile the positive and negative weight sums and the
+//    prefix sums before the tile's last group head (-1 when no tie group
+//    starts in the tile). A group head is a position whose score differs
+//    from the one before it.
+// 2. rank_tile_scan (one block per segment) scans the tile sums into
+//    exclusive offsets and finds, for each tile, the sums before the head of
+//    the group that is open at its first position (the last head in an
+//    earlier tile), and the segment's totals.
+// 3. Pass 2 (rank_tile_areas): a segmented scan per tile (each thread's
+//    kRankItems consecutive positions, then the block) gives every position
+//    the cumulative weights T, F and those at its group's head; each group's
 //    last position adds its trapezoid (F - F_head)(T + T_head) / 2, its
 //    partial-area piece up to max_fpr, and its precision step
 //    (T - T_head) T / (T + F), all in normalised rates. Per-tile sums go
@@ -97,18 +106,43 @@ struct PackedRanks {
   }
 };
 
-// Pass 1: writes each ranked position of the block's tile (strided, so the
-// writes are coalesced) and the tile's state. tile_state: gridDim.x rows of
-// (positive sum, negative sum, positive and negative sums before the tile's
-// last group head, or -1 for none).
+// Which segment (a label of a multilabel problem; 0 for one binary problem)
+// and which of its tiles this block reads: the grid is segments *
+// tiles_per_segment blocks, every segment n positions long.
+// A 32-bit division (gridDim.x < 2^31): a 64-bit one is a called routine,
+// with its registers and stack.
+struct SegmentTile {
+  int64 segment, tile;
+};
+__device__ __forceinline__ SegmentTile segment_tile(int64 tiles_per_segment) {
+  const unsigned int segment = blockIdx.x / (unsigned int)tiles_per_segment;
+  return {(int64)segment, (int64)(blockIdx.x - segment * (unsigned int)tiles_per_segment)};
+}
+
+// Pass 2 on the ranked arrays of rank_gather.
+template <typename S>
+struct StoredRanks {
+  const S* scores;
+  const unsigned char* positive;
+  const double* weight;  // null: unweighted
+  __device__ __forceinline__ RankedItem<S> operator()(int64 i) const {
+    return {scores[i], positive[i], weight != nullptr ? weight[i] : 1.0};
+  }
+};
+
+// Pass 1: reads each ranked position of tile `tile` (strided, so that reads
+// and writes are coalesced), writes it to the ranked arrays if they are
+// given (null: the areas read the ranks again themselves), and writes the
+// tile's state to `state`: (positive sum, negative sum, positive and
+// negative sums before the tile's last group head, or -1 for none).
 template <typename S, typename Ranks>
-__device__ void rank_tile_state(const Ranks& ranks, int64 n, S* ranked_scores,
+__device__ void rank_tile_state(const Ranks& ranks, int64 n, int64 tile, S* ranked_scores,
                                 unsigned char* ranked_positive, double* ranked_weight,
-                                double* tile_state) {
+                                double* state) {
   __shared__ S tile_scores[kRankMaxTile];
   __shared__ double scratch[4 * kWarpSize];  // block_sum
   __shared__ int last_head;
-  const int64 start = (int64)blockIdx.x * blockDim.x * kRankItems;
+  const int64 start = tile * blockDim.x * kRankItems;
   if (threadIdx.x == 0) last_head = -1;
 
   // A position's weight and, as a bit of a mask, whether it is positive
@@ -123,9 +157,11 @@ __device__ void rank_tile_state(const Ranks& ranks, int64 n, S* ranked_scores,
     weight[k] = 0.0;
     if (i >= n) continue;
     const RankedItem<S> item = ranks(i);
-    ranked_scores[i] = item.score;
-    ranked_positive[i] = item.positive;
-    if (ranked_weight != nullptr) ranked_weight[i] = item.weight;
+    if (ranked_scores != nullptr) {
+      ranked_scores[i] = item.score;
+      ranked_positive[i] = item.positive;
+      if (ranked_weight != nullptr) ranked_weight[i] = item.weight;
+    }
     tile_scores[j] = item.score;
     weight[k] = item.weight;
     if (item.positive) positive |= 1u << k;
@@ -163,29 +199,35 @@ __device__ void rank_tile_state(const Ranks& ranks, int64 n, S* ranked_scores,
   }
   block_sum(sums, scratch);
   if (threadIdx.x == 0) {
-    double* out = tile_state + (int64)blockIdx.x * 4;
-    out[0] = sums[0];
-    out[1] = sums[1];
-    out[2] = last_head >= 0 ? sums[2] : -1.0;
-    out[3] = last_head >= 0 ? sums[3] : -1.0;
+    state[0] = sums[0];
+    state[1] = sums[1];
+    state[2] = last_head >= 0 ? sums[2] : -1.0;
+    state[3] = last_head >= 0 ? sums[3] : -1.0;
   }
 }
 
+// scores, positive, reversed_order: segments of n (each segment's own
+// argsort); weight: n, the same for every segment. tile_state: gridDim.x rows.
 template <typename S, typename W>
 __global__ void __launch_bounds__(kRankBlockThreads)
 rank_gather(const S* scores, const unsigned char* positive, const W* weight,
-            const int64* reversed_order, int64 n, S* ranked_scores,
+            const int64* reversed_order, int64 n, int64 tiles_per_segment, S* ranked_scores,
             unsigned char* ranked_positive, double* ranked_weight, double* tile_state) {
-  const GatheredRanks<S, W> ranks = {scores, positive, weight, reversed_order, n};
-  rank_tile_state(ranks, n, ranked_scores, ranked_positive, ranked_weight, tile_state);
+  const SegmentTile at = segment_tile(tiles_per_segment);
+  const int64 base = at.segment * n;
+  const GatheredRanks<S, W> ranks = {scores + base, positive + base, weight,
+                                     reversed_order + base, n};
+  rank_tile_state(ranks, n, at.tile, ranked_scores + base, ranked_positive + base,
+                  ranked_weight != nullptr ? ranked_weight + base : ranked_weight,
+                  tile_state + 4 * (int64)blockIdx.x);
 }
 
 // -- the packed-key path: unweighted scores of at most 32 bits ------------------
 //
 // A key is the score's bits in descending order, then the class bit: a sort
 // of the keys alone (CUB radix sort, no index payload) ranks the scores, and
-// pass 1 reads every ranked score and class in order instead of gathering
-// them. Within a tie group the keys order the classes, which unweighted
+// both passes read every ranked score and class from the sorted keys
+// instead of gathering them. Within a tie group the keys order the classes, which unweighted
 // (integer) sums do not see. -0 is packed as +0, so equal scores have equal
 // bits.
 //
@@ -194,7 +236,7 @@ rank_gather(const S* scores, const unsigned char* positive, const W* weight,
 // the front of `keys` and the others to its back, in no particular order,
 // and counts both. The host reads the front count back (the split), sorts
 // the two parts as 32-bit keys (half the radix passes and half the bytes of
-// 64-bit keys), and rank_unpack_keys puts the top bit back by position.
+// 64-bit keys), and PackedRanks puts the top bit back by position.
 
 __device__ __forceinline__ unsigned int ascending_bits(float x) {
   const unsigned int u = __float_as_uint(x == 0.0f ? 0.0f : x);
@@ -283,14 +325,58 @@ rank_pack_keys(const S* scores, const unsigned char* positive, int64 n, unsigned
   }
 }
 
-// front_keys: the sorted keys of scores >= 0 (split of them), back_keys the
-// sorted others (n - split); either may be null when empty.
+// Pass 1 of the packed keys: front_keys, the sorted keys of scores >= 0
+// (split of them), back_keys the sorted others (n - split), either null when
+// empty. Only the tile states are written: rank_packed_areas reads the keys
+// again (4 bytes a position), not ranked copies of them.
 __global__ void __launch_bounds__(kRankBlockThreads)
-rank_unpack_keys(const unsigned int* front_keys, const unsigned int* back_keys, int64 split,
-                 int64 n, unsigned int* ranked_scores, unsigned char* ranked_positive,
-                 double* tile_state) {
+rank_packed_tiles(const unsigned int* front_keys, const unsigned int* back_keys, int64 split,
+                  int64 n, double* tile_state) {
   const PackedRanks ranks = {front_keys, back_keys, split};
-  rank_tile_state(ranks, n, ranked_scores, ranked_positive, (double*)nullptr, tile_state);
+  rank_tile_state(ranks, n, (int64)blockIdx.x, (unsigned int*)nullptr,
+                  (unsigned char*)nullptr, (double*)nullptr, tile_state + 4 * (int64)blockIdx.x);
+}
+
+// -- multilabel: every label's problem in one sort -----------------------------------
+//
+// Unweighted scores of at most 32 bits of an (n, labels) matrix: one 64-bit
+// key per cell, (label, descending score bits, class) from the top bit
+// down, written label-major (segment l holds label l's n keys), so that one
+// sort of the keys alone ranks every label's scores within its segment.
+// The passes then read the sorted keys in place (LabelKeyRanks), the
+// segments' tiles in one grid. Labels below 2^31.
+
+template <typename S>
+__global__ void __launch_bounds__(kRankBlockThreads)
+rank_pack_label_keys(const S* scores, const unsigned char* positive, int64 n, int64 labels,
+                     unsigned long long* keys) {
+  const int64 cells = n * labels;
+  for (int64 cell = (int64)blockIdx.x * blockDim.x + threadIdx.x; cell < cells;
+       cell += grid_threads()) {
+    const int64 row = cell / labels, label = cell - row * labels;
+    const unsigned long long descending = ~ascending_bits(scores[cell]);
+    keys[label * n + row] = ((unsigned long long)label << 33) | (descending << 1) |
+                            (unsigned long long)(positive[cell] != 0);
+  }
+}
+
+// A segment's sorted keys: the score's descending bits (compared as bits),
+// the class bit, weight 1.
+struct LabelKeyRanks {
+  const unsigned long long* keys;
+  __device__ __forceinline__ RankedItem<unsigned int> operator()(int64 i) const {
+    const unsigned long long key = keys[i];
+    return {(unsigned int)(key >> 1), (unsigned char)(key & 1ull), 1.0};
+  }
+};
+
+__global__ void __launch_bounds__(kRankBlockThreads)
+rank_label_key_tiles(const unsigned long long* keys, int64 n, int64 tiles_per_segment,
+                     double* tile_state) {
+  const SegmentTile at = segment_tile(tiles_per_segment);
+  const LabelKeyRanks ranks = {keys + at.segment * n};
+  rank_tile_state(ranks, n, at.tile, (unsigned int*)nullptr, (unsigned char*)nullptr,
+                  (double*)nullptr, tile_state + 4 * (int64)blockIdx.x);
 }
 
 // A run of positions: its weight sums, and the sums before its last group
@@ -344,41 +430,85 @@ __device__ __forceinline__ RankRun block_exclusive_runs(RankRun run, RankRun* wa
   return combine(before, exclusive);
 }
 
-// tile_offsets, tile_carry: gridDim.x rows of (positive, negative): the sums
-// before the tile, and before the head of the group open at its first
-// position. totals: (positive, negative). tile_areas: gridDim.x rows of
-// (ROC area, ROC area up to max_fpr, average precision). tile_twice_area
-// (unweighted only, else null): gridDim.x rows of the 128-bit integer
-// sum of the tile's (F - F_head)(T + T_head) in counts (low word, high word):
-// twice the ROC area times P Q, exact; the host adds the rows exactly and
-// divides once.
-template <typename S>
+// Between the passes: the scan of one segment's tile states per block
+// (gridDim.x segments of tiles_per_segment tiles), in fixed order: chunks of
+// blockDim.x tiles one after another, a block scan of RankRuns in each.
+// Writes each tile's (positive, negative) sums before it (tile_offsets), the
+// sums before the head of the group open at its first position (tile_carry:
+// the last head of an earlier tile; tile 0 opens with a head), and the
+// segment's totals. One launch for any number of tiles and segments, no
+// read-back.
 __global__ void __launch_bounds__(kRankBlockThreads)
-rank_areas(const S* ranked_scores, const unsigned char* ranked_positive,
-           const double* ranked_weight, int64 n, const double* tile_offsets,
-           const double* tile_carry, const double* totals, double max_fpr,
-           double* tile_areas, unsigned long long* tile_twice_area) {
+rank_tile_scan(const double* tile_state, int64 tiles_per_segment, double* tile_offsets,
+               double* tile_carry, double* totals) {
+  __shared__ RankRun warp_totals[kRankBlockThreads / kWarpSize];
+  __shared__ RankRun chunk_total;
+  const RankRun empty = {0.0, 0.0, 0, 0.0, 0.0};
+  const int64 first = (int64)blockIdx.x * tiles_per_segment;
+  RankRun before_chunk = empty;
+  for (int64 chunk = 0; chunk < tiles_per_segment; chunk += blockDim.x) {
+    const int64 tile = chunk + threadIdx.x;
+    RankRun run = empty;
+    if (tile < tiles_per_segment) {
+      const double* state = tile_state + 4 * (first + tile);
+      run = {state[0], state[1], state[2] >= 0.0 ? 1 : 0, state[2], state[3]};
+    }
+    const RankRun before = combine(before_chunk, block_exclusive_runs(run, warp_totals));
+    if (tile < tiles_per_segment) {
+      double* offset = tile_offsets + 2 * (first + tile);
+      double* carry = tile_carry + 2 * (first + tile);
+      offset[0] = before.positive;
+      offset[1] = before.negative;
+      carry[0] = before.has_head ? before.head_positive : 0.0;
+      carry[1] = before.has_head ? before.head_negative : 0.0;
+    }
+    if (threadIdx.x == blockDim.x - 1) chunk_total = combine(before, run);
+    __syncthreads();
+    before_chunk = chunk_total;
+    __syncthreads();  // warp_totals and chunk_total are written again
+  }
+  if (threadIdx.x == 0) {
+    totals[2 * (int64)blockIdx.x] = before_chunk.positive;
+    totals[2 * (int64)blockIdx.x + 1] = before_chunk.negative;
+  }
+}
+
+// Pass 2 over tile `tile` of a segment of n ranked positions, read through
+// `ranks` (the ranked arrays of pass 1, or the sorted keys in place).
+// offset, carry: the tile's (positive, negative) sums before it and before
+// the head of the group open at its first position; totals: the segment's
+// (positive, negative). Writes the tile's (ROC area, ROC area up to max_fpr,
+// average precision) to tile_areas and, unweighted (else null), the 128-bit
+// integer sum of its (F - F_head)(T + T_head) in counts (low word, high
+// word) to tile_twice_area: twice the ROC area times P Q, exact; the host
+// adds the rows exactly and divides once.
+template <typename S, typename Ranks>
+__device__ void rank_tile_areas(const Ranks& ranks, int64 n, int64 tile, const double* offset,
+                                const double* carry, const double* totals, double max_fpr,
+                                double* tile_areas, unsigned long long* tile_twice_area) {
   __shared__ RankRun warp_totals[kRankBlockThreads / kWarpSize];
   __shared__ double scratch[3 * kWarpSize];  // block_sum
   __shared__ U128 warp_twice_areas[kRankBlockThreads / kWarpSize];
-  const int64 start = (int64)blockIdx.x * blockDim.x * kRankItems;
+  const int64 start = tile * blockDim.x * kRankItems;
   const int64 first = start + (int64)threadIdx.x * kRankItems;  // blocked: a thread's run
 
   // Whether each position is positive, opens or closes its tie group: bits
   // of three masks through the block scan, and the weights read again after
   // it (from cache), rather than 16 doubles and 16 flags held (96 registers).
+  // (Reading each score once, a group closing where the next opens, took 64
+  // registers and a spill on sm_90.)
   unsigned int positive = 0u, head = 0u, tail = 0u;
   RankRun run = {0.0, 0.0, 0, 0.0, 0.0};
 #pragma unroll
   for (int k = 0; k < kRankItems; ++k) {
     const int64 i = first + k;
     if (i >= n) continue;
-    const S s = ranked_scores[i];
-    const bool opens = i == 0 || !same_score(ranked_scores[i - 1], s);
+    const RankedItem<S> item = ranks(i);
+    const bool opens = i == 0 || !same_score(ranks(i - 1).score, item.score);
     if (opens) head |= 1u << k;
-    if (i == n - 1 || !same_score(ranked_scores[i + 1], s)) tail |= 1u << k;
-    const double w = ranked_weight != nullptr ? ranked_weight[i] : 1.0;
-    const bool is_positive = ranked_positive[i] != 0;
+    if (i == n - 1 || !same_score(ranks(i + 1).score, item.score)) tail |= 1u << k;
+    const double w = item.weight;
+    const bool is_positive = item.positive != 0;
     if (is_positive) positive |= 1u << k;
     if (opens) {
       run.has_head = 1;
@@ -390,8 +520,6 @@ rank_areas(const S* ranked_scores, const unsigned char* ranked_positive,
   }
   const RankRun before = block_exclusive_runs(run, warp_totals);
 
-  const double* offset = tile_offsets + (int64)blockIdx.x * 2;
-  const double* carry = tile_carry + (int64)blockIdx.x * 2;
   double cumulative_positive = offset[0] + before.positive;
   double cumulative_negative = offset[1] + before.negative;
   double head_positive = before.has_head ? offset[0] + before.head_positive : carry[0];
@@ -409,7 +537,7 @@ rank_areas(const S* ranked_scores, const unsigned char* ranked_positive,
       head_negative = cumulative_negative;
     }
     const int64 i = first + k;
-    const double w = i >= n ? 0.0 : ranked_weight != nullptr ? ranked_weight[i] : 1.0;
+    const double w = i >= n ? 0.0 : ranks(i).weight;
     const bool is_positive = (positive & (1u << k)) != 0u;
     cumulative_positive += is_positive ? w : 0.0;
     cumulative_negative += is_positive ? 0.0 : w;
@@ -438,10 +566,9 @@ rank_areas(const S* ranked_scores, const unsigned char* ranked_positive,
   }
   block_sum(areas, scratch);
   if (threadIdx.x == 0) {
-    double* out = tile_areas + (int64)blockIdx.x * 3;
-    out[0] = areas[0];
-    out[1] = areas[1];
-    out[2] = areas[2];
+    tile_areas[0] = areas[0];
+    tile_areas[1] = areas[1];
+    tile_areas[2] = areas[2];
   }
   if (tile_twice_area != nullptr) {  // the same for every thread
     // 128-bit sums: a warp butterfly with carries, then the warps in order.
@@ -460,10 +587,57 @@ rank_areas(const S* ranked_scores, const unsigned char* ranked_positive,
         total.low += part.low;
         total.high += part.high + (total.low < part.low ? 1ull : 0ull);
       }
-      tile_twice_area[2 * (int64)blockIdx.x] = total.low;
-      tile_twice_area[2 * (int64)blockIdx.x + 1] = total.high;
+      tile_twice_area[0] = total.low;
+      tile_twice_area[1] = total.high;
     }
   }
+}
+
+
+// The ranked arrays of rank_gather (segments of n). tile_offsets,
+// tile_carry: gridDim.x rows of 2 (rank_tile_scan); totals: a row of 2 per
+// segment; tile_areas: gridDim.x rows of 3; tile_twice_area: gridDim.x rows
+// of 2 words, or null (weighted).
+template <typename S>
+__global__ void __launch_bounds__(kRankBlockThreads)
+rank_areas(const S* ranked_scores, const unsigned char* ranked_positive,
+           const double* ranked_weight, int64 n, int64 tiles_per_segment,
+           const double* tile_offsets, const double* tile_carry, const double* totals,
+           double max_fpr, double* tile_areas, unsigned long long* tile_twice_area) {
+  const SegmentTile at = segment_tile(tiles_per_segment);
+  const int64 base = at.segment * n, row = (int64)blockIdx.x;
+  const StoredRanks<S> ranks = {ranked_scores + base, ranked_positive + base,
+                                ranked_weight != nullptr ? ranked_weight + base : ranked_weight};
+  rank_tile_areas<S>(ranks, n, at.tile, tile_offsets + 2 * row, tile_carry + 2 * row,
+                     totals + 2 * at.segment, max_fpr, tile_areas + 3 * row,
+                     tile_twice_area != nullptr ? tile_twice_area + 2 * row : tile_twice_area);
+}
+
+// The sorted packed keys of one binary problem, read in place (unweighted).
+__global__ void __launch_bounds__(kRankBlockThreads)
+rank_packed_areas(const unsigned int* front_keys, const unsigned int* back_keys, int64 split,
+                  int64 n, const double* tile_offsets, const double* tile_carry,
+                  const double* totals, double max_fpr, double* tile_areas,
+                  unsigned long long* tile_twice_area) {
+  const PackedRanks ranks = {front_keys, back_keys, split};
+  const int64 row = (int64)blockIdx.x;
+  rank_tile_areas<unsigned int>(ranks, n, row, tile_offsets + 2 * row, tile_carry + 2 * row,
+                                totals, max_fpr, tile_areas + 3 * row,
+                                tile_twice_area + 2 * row);
+}
+
+// The sorted label keys of rank_pack_label_keys, read in place (unweighted).
+__global__ void __launch_bounds__(kRankBlockThreads)
+rank_label_key_areas(const unsigned long long* keys, int64 n, int64 tiles_per_segment,
+                     const double* tile_offsets, const double* tile_carry,
+                     const double* totals, double max_fpr, double* tile_areas,
+                     unsigned long long* tile_twice_area) {
+  const SegmentTile at = segment_tile(tiles_per_segment);
+  const LabelKeyRanks ranks = {keys + at.segment * n};
+  const int64 row = (int64)blockIdx.x;
+  rank_tile_areas<unsigned int>(ranks, n, at.tile, tile_offsets + 2 * row,
+                                tile_carry + 2 * row, totals + 2 * at.segment, max_fpr,
+                                tile_areas + 3 * row, tile_twice_area + 2 * row);
 }
 
 // -- curves: one point per tie group -----------------------------------------
@@ -646,5 +820,10 @@ using mg::label_pair_summary;
 using mg::rank_areas;
 using mg::rank_curve_points;
 using mg::rank_gather;
+using mg::rank_label_key_areas;
+using mg::rank_label_key_tiles;
 using mg::rank_pack_keys;
-using mg::rank_unpack_keys;
+using mg::rank_pack_label_keys;
+using mg::rank_packed_areas;
+using mg::rank_packed_tiles;
+using mg::rank_tile_scan;

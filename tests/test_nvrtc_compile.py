@@ -88,13 +88,23 @@ SCORE_PASS_MAX_REGISTERS = {"sm_80": 64, "sm_90": 64}
 # while their 16-byte vectors were unrolled whole; kernels/confusion.cu
 # label_loop), the stream's compute (its launch bound; 64-74 without), the
 # multilabel update (74 while it held a row's 16 set-wise values at once)
-# and the exact ranking's passes after the sort (rank_gather, rank_unpack_keys,
-# rank_areas, rank_curve_points: 68-97 while each thread held its positions'
-# weights and flags through the block's barriers).
+# and the exact ranking's passes after the sort (rank_gather, the tile
+# states read from the sorted keys, rank_tile_scan, rank_curve_points: 68-97
+# while each thread held its positions' weights and flags through the
+# block's barriers).
 _HELD_TO_64 = {kernel: 64 for kernel in (
     *REDUCE_KERNELS, "class_statistics", "streaming_compute", "multilabel_update",
-    "rank_gather", "rank_unpack_keys", "rank_areas", "rank_curve_points")}
-KERNEL_MAX_REGISTERS = {"sm_80": _HELD_TO_64, "sm_90": _HELD_TO_64}
+    "rank_gather", "rank_packed_tiles", "rank_label_key_tiles", "rank_tile_scan",
+    "rank_curve_points")}
+# The exact ranking's areas pass, which reads its segment's ranks through a
+# functor (ranked copies, or the sorted keys decoded in place): 66-74 (24
+# warps per SM, 32 at 64). Holding it to 64 (a launch bound of 4 blocks)
+# spilled 8-48 bytes on every architecture; a single read of each score
+# (a group closing where the next opens) took 64 with a spill on sm_90.
+_RANK_AREAS = {kernel: 74 for kernel in ("rank_areas", "rank_packed_areas",
+                                         "rank_label_key_areas")}
+KERNEL_MAX_REGISTERS = {"sm_80": {**_HELD_TO_64, **_RANK_AREAS},
+                        "sm_90": {**_HELD_TO_64, **_RANK_AREAS}}
 
 
 # streaming_update (kernels/streaming.cu StreamMinBlocks): at most 64

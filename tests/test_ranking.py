@@ -352,9 +352,10 @@ def test_binary_scores_sort_once_and_read_back_the_classes_once(backend, monkeyp
     """int64 labels, float32 scores: one sort of the scores (the packed 32-bit
     keys on the kernel backends, in two parts when the scores have both
     signs; the scores' argsort on NumPy) and no unique of the labels; the
-    kernel backends launch the label summary, pack, unpack and areas and
-    read back the classes and where the two parts meet. Pins the cost of
-    issue 16's exact ranking."""
+    kernel backends launch the label summary, pack, the tile states, their
+    scan and the areas (no CuPy scan between the passes) and read back the
+    classes and where the two parts meet. Pins the cost of issue 16's exact
+    ranking."""
     n = 1000
     y = _binary_labels(rng, n)
     s = (rng.random(n) if signs == "probabilities" else rng.normal(size=n)).astype(np.float32)
@@ -369,7 +370,7 @@ def test_binary_scores_sort_once_and_read_back_the_classes_once(backend, monkeyp
         nonnegative = int((s >= 0).sum())
         parts = [nonnegative, n - nonnegative] if signs == "decisions" else [n]
         assert calls == [("sort", size) for size in parts]
-        assert (counts.launches, counts.host_transfers) == (4, 2)
+        assert (counts.launches, counts.host_transfers) == (5, 2)
     _assert_value(backend, value, getattr(skm, function.__name__)(y, s))
 
 
@@ -413,7 +414,7 @@ def test_packed_keys_split_by_sign(case, launches, rng, dtype, signs):
                                           max_fpr)
         np.testing.assert_allclose(case.get(got), expected, rtol=RTOL, atol=1e-15)
     assert [launch.kernel for launch in launches] == [
-        "rank_pack_keys", "rank_unpack_keys", "rank_areas"] * 2
+        "rank_pack_keys", "rank_packed_tiles", "rank_tile_scan", "rank_packed_areas"] * 2
 
 
 BINARY_LABEL_DTYPES = {
@@ -1021,11 +1022,14 @@ def test_rank_kernels_equal_reference(case, launches, rng, dtype, weighted, layo
     weight = _weights(rng, n, "with-zeros") if weighted else None
     _assert_rank_areas_equal_reference(case, scores, is_positive, weight)
     # Unweighted scores of at most 32 bits sort packed 32-bit keys, split by
-    # sign; others gather.
+    # sign, and both passes read them in place; others gather. One block
+    # scans the tiles between the passes.
     packed = not weighted and np.dtype(dtype).itemsize <= 4 and dtype != np.uint64
-    path = ["rank_pack_keys", "rank_unpack_keys"] if packed else ["rank_gather"]
-    assert [launch.kernel for launch in launches] == (path + ["rank_areas"]) * 2
-    assert launches[len(path) - 1].grid == -(-n // _rank_tile(case))
+    path = (["rank_pack_keys", "rank_packed_tiles", "rank_tile_scan", "rank_packed_areas"]
+            if packed else ["rank_gather", "rank_tile_scan", "rank_areas"])
+    assert [launch.kernel for launch in launches] == path * 2
+    tiles = -(-n // _rank_tile(case))
+    assert [launch.grid for launch in launches[len(path) - 3:len(path)]] == [tiles, 1, tiles]
 
 
 @pytest.mark.parametrize("weighted", (False, True), ids=("unweighted", "with-zeros"))
@@ -1065,8 +1069,100 @@ def test_curve_kernels_equal_reference(case, launches, rng, dtype, weighted, lay
             np.testing.assert_allclose(ours, reference, rtol=RTOL, err_msg=name)
         else:
             np.testing.assert_array_equal(ours, reference, err_msg=name)
-    assert [launch.kernel for launch in launches] == ["rank_gather"] + ["rank_curve_points"] * 2
-    assert launches[1].grid == -(-n // _rank_tile(case))
+    assert [launch.kernel for launch in launches] == [
+        "rank_gather", "rank_tile_scan"] + ["rank_curve_points"] * 2
+    assert launches[2].grid == -(-n // _rank_tile(case))
+
+
+LABEL_RANK_DTYPES = (np.float32, np.float64, np.float16, np.int32, np.int64)
+
+
+@pytest.mark.parametrize("weighted", (False, True), ids=("unweighted", "with-zeros"))
+@pytest.mark.parametrize("dtype", LABEL_RANK_DTYPES, ids=lambda d: np.dtype(d).name)
+def test_label_rank_kernels_equal_reference(case, launches, rng, dtype, weighted):
+    """Every label's ROC AUC, partial AUC and average precision from the same
+    launches of kernels/ranking.cu (a segment per label) equal the NumPy
+    reference, one binary scan per label: labels of distinct scores, of tie
+    groups across tiles and of one score, a label without positives and one
+    of positives only (NaN AUC; AP 0 and 1). Unweighted scores of at most 32
+    bits sort one 64-bit key per cell and read the sorted keys in place;
+    others argsort each label's scores (one call) and gather."""
+    n = 2 * _rank_tile(case) + 37  # a partial last tile in every segment
+    columns = [_rank_case(rng, n, dtype, layout) for layout in RANK_LAYOUTS]
+    scores = np.stack([column[0] for column in columns] + [columns[0][0], columns[1][0]],
+                      axis=1)
+    relevant = np.stack([column[1] for column in columns] + [np.zeros(n, bool),
+                                                             np.ones(n, bool)], axis=1)
+    weight = _weights(rng, n, "with-zeros") if weighted else None
+    for max_fpr in (None, 0.3):
+        with np.errstate(divide="ignore", invalid="ignore"):
+            expected = NUMPY_BACKEND.label_rank_areas(scores, relevant, weight, max_fpr)
+        got = case.impl.label_rank_areas(case.put(scores), case.put(relevant), case.put(weight),
+                                         max_fpr)
+        np.testing.assert_allclose(case.get(got), expected, rtol=RTOL, atol=1e-15,
+                                   equal_nan=True)
+    packed = not weighted and np.dtype(dtype).itemsize <= 4
+    path = (["rank_pack_label_keys", "rank_label_key_tiles", "rank_tile_scan",
+             "rank_label_key_areas"] if packed else ["rank_gather", "rank_tile_scan", "rank_areas"])
+    assert [launch.kernel for launch in launches] == path * 2
+    tiles, labels = -(-n // _rank_tile(case)), scores.shape[1]
+    assert [launch.grid for launch in launches[len(path) - 3:len(path)]] == [
+        labels * tiles, labels, labels * tiles]
+
+
+def test_tile_scan_takes_tiles_in_chunks_of_the_block(case, launches, rng):
+    """rank_tile_scan scans a segment of more tiles than the block has
+    threads in chunks, carrying the sums and the last group head from one
+    chunk to the next (tie groups across the chunks' edges): the areas of
+    two labels of 2.5 blocks' worth of tiles equal the reference."""
+    block = min(case.device.block_threads, 256)
+    n = (5 * block // 2) * _rank_tile(case) + 3
+    scores = rng.integers(0, 40, (n, 2)).astype(np.float64)
+    relevant = rng.random((n, 2)) < 0.3
+    weight = rng.random(n)
+    for sample_weight in (None, weight):
+        expected = NUMPY_BACKEND.label_rank_areas(scores, relevant, sample_weight)
+        got = case.impl.label_rank_areas(case.put(scores), case.put(relevant),
+                                         case.put(sample_weight))
+        np.testing.assert_allclose(case.get(got), expected, rtol=RTOL, atol=1e-15)
+    assert [launch.grid for launch in launches if launch.kernel == "rank_tile_scan"] == [2, 2]
+
+
+def test_label_rank_areas_reject_mismatched_arrays(case):
+    put = case.put
+    with pytest.raises(ValueError, match="must be \\(N, L\\) alike"):
+        case.impl.label_rank_areas(put(np.zeros((5, 2))), put(np.zeros((5, 3), bool)))
+    with pytest.raises(ValueError, match="sample_weight must have shape \\(5,\\)"):
+        case.impl.label_rank_areas(put(np.zeros((5, 2))), put(np.zeros((5, 2), bool)),
+                                   put(np.ones(4)))
+
+
+@pytest.mark.parametrize("weighted", (False, True), ids=("unweighted", "weighted"))
+@pytest.mark.parametrize("function", [roc_auc_score, average_precision_score],
+                         ids=lambda f: f.__name__)
+def test_multilabel_areas_take_the_same_launches_for_any_number_of_labels(backend, rng,
+                                                                          function, weighted):
+    """Per-label multilabel ROC AUC and average precision equal scikit-learn's
+    (tied scores, weights, a label without positives, one of positives
+    only), and on a kernel backend 2 and 9 labels take the same launches
+    and read-backs: every label in one segmented pass, not a loop."""
+    n = 300
+    seen = []
+    for num_labels in (2, 9):
+        y = rng.random((n, num_labels)) < 0.3
+        y[:, 0], y[:, 1] = False, True
+        s = rng.integers(0, 20, (n, num_labels)).astype(np.float32)
+        w = rng.random(n) if weighted else None
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            with operation_counter() as counts:
+                ours = function(*_put(backend, y, s), sample_weight=_put(backend, w)[0],
+                                average=None)
+            reference = getattr(skm, function.__name__)(y, s, sample_weight=w, average=None)
+        _assert_value(backend, ours, reference)
+        seen.append((counts.launches, counts.host_transfers))
+    if backend.name != "numpy":
+        assert seen[0] == seen[1]
 
 
 def _exact_auc(scores, is_positive) -> Fraction:

@@ -828,11 +828,8 @@ def _multilabel_average(inputs: IndicatorInputs, metric: str, average, max_fpr=N
         if total_weight <= 0:  # scikit-learn: ZeroDivisionError in its np.average
             raise ValueError(ALL_ZERO_WEIGHT.format(n=n))
         return xp.sum(xp.where(weight == 0, 0.0, per_row) * weight) / xp.sum(weight)
-    per_label = xp.stack([
-        _indicator_binary(backend, scores[:, c], relevant[:, c], weight, metric, max_fpr,
-                          int(counts[c]), n, float(weights[c]), total_weight)
-        for c in range(num_labels)
-    ])
+    per_label = _label_columns(backend, scores, relevant, weight, metric, max_fpr, counts,
+                               weights, total_weight)
     if average is None:
         return per_label
     if average == "macro":
@@ -840,6 +837,29 @@ def _multilabel_average(inputs: IndicatorInputs, metric: str, average, max_fpr=N
     label_weight = xp.asarray(weights)
     per_label = xp.where(xp.equal(label_weight, 0), 0.0, per_label)
     return xp.sum(per_label * label_weight) / xp.sum(label_weight)
+
+
+def _label_columns(backend, scores, relevant, weight, metric: str, max_fpr, counts: np.ndarray,
+                   weights: np.ndarray, total_weight: float):
+    """Each label column's binary problem (:func:`_indicator_binary`'s
+    warnings, NaN and errors, in label order), every column from one call of
+    the backend's ``label_rank_areas`` (on a kernel backend, the same
+    launches for any number of labels)."""
+    n = relevant.shape[0]
+    one_class = (counts == 0) | (counts == n)
+    computed = ~one_class if metric == "roc_auc" else np.ones(counts.shape, bool)
+    for label in range(counts.size):
+        if not computed[label]:
+            F.warn(_ONE_CLASS, F.UndefinedMetricWarning)
+        elif weight is not None and total_weight <= 0:
+            raise ValueError(ALL_ZERO_WEIGHT.format(n=weight.shape[0]))
+        elif metric == "roc_auc":
+            if weight is not None:
+                _warn_undefined_rates(total_weight - weights[label], weights[label])
+        elif weights[label] <= 0:
+            F.warn(_NO_POSITIVE_CLASS, UserWarning)
+    areas = backend.label_rank_areas(scores, relevant, weight, max_fpr)
+    return areas[0 if metric == "roc_auc" else 1]
 
 
 def _samples_problems(inputs: IndicatorInputs, metric: str, max_fpr):

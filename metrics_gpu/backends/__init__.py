@@ -94,6 +94,10 @@ class Backend(Protocol):
                           max_fpr=None) -> Array:
         """``[ROC AUC, average precision]`` of one binary problem (float64)."""
 
+    def label_rank_areas(self, scores, relevant, sample_weight=None, max_fpr=None) -> Array:
+        """``(2, L)``: ``[ROC AUC, average precision]`` of each label column of
+        ``(N, L)`` scores (float64)."""
+
     def binary_curve_points(self, scores, is_positive, sample_weight=None) -> tuple:
         """``(fps, tps, negatives_seen, positives_seen, thresholds)``, a point
         per distinct score."""

@@ -750,6 +750,14 @@ class NumpyBackend(HostArrays):
         ``is_positive`` mask, float64 (see :func:`metrics_gpu._formulas.ranking.binary_rank_areas`)."""
         return _ranking_formulas.binary_rank_areas(scores, is_positive, sample_weight, np, max_fpr)
 
+    def label_rank_areas(self, scores, relevant, sample_weight=None, max_fpr=None):
+        """``(2, L)``: ``[ROC AUC, average precision]`` of each label column of
+        ``(N, L)`` scores against ``relevant`` (one :meth:`binary_rank_areas`
+        per column: the reference of the kernel backends' one pass)."""
+        return np.stack([self.binary_rank_areas(scores[:, c], relevant[:, c], sample_weight,
+                                                max_fpr)
+                         for c in range(scores.shape[1])], axis=1)
+
 def host_framework(value, like):
     """``value`` (NumPy) as a torch CPU tensor when ``like`` is a torch tensor
     (shared memory, no copy unless torch cannot share it), else as it is."""

@@ -1,6 +1,7 @@
 """Launchers of ``kernels/ranking.cu``: exact ranking (a sort, then the
-tie-aware segmented scans over tiles of ranked positions), the packed-key
-path, the curve points, and the one-pass label summary."""
+tie-aware segmented scans over tiles of ranked positions) of one binary
+problem or of every label of a multilabel one, the packed-key paths, the
+curve points, and the one-pass label summary."""
 
 from __future__ import annotations
 
@@ -27,7 +28,15 @@ RANK_WEIGHT_TYPES = ("mg::unit_weight", "double")
 # and bools as int32. Its ranked scores are 32-bit key bits.
 PACKED_RANK_TYPES = {"float32": "float", "float16": "mg::float16_bits", "int32": "int"}
 PACKED_RANK_SCORE_TYPE = "unsigned int"
-UNPACK_KEYS = "rank_unpack_keys"
+PACKED_TILES = "rank_packed_tiles"
+PACKED_AREAS = "rank_packed_areas"
+TILE_SCAN = "rank_tile_scan"
+LABEL_KEY_TILES = "rank_label_key_tiles"
+LABEL_KEY_AREAS = "rank_label_key_areas"
+# Cells of a multilabel problem ranked at a time (the keys or the argsort
+# and its ranked copies: 8-40 bytes a cell), so its temporaries stay bounded
+# whatever N L; a chunk is whole labels.
+LABEL_RANK_CELLS = 1 << 25
 
 
 def rank_gather_expression(score_type: str, weight_type: str) -> str:
@@ -46,6 +55,10 @@ def pack_keys_expression(score_type: str) -> str:
     return f"rank_pack_keys<{score_type}>"
 
 
+def pack_label_keys_expression(score_type: str) -> str:
+    return f"rank_pack_label_keys<{score_type}>"
+
+
 def label_summary_expression(label_type: str) -> str:
     """The one-pass distinct-label summary, for present_labels."""
     return f"label_pair_summary<{label_type}>"
@@ -58,7 +71,9 @@ MODULE = KernelModule(SOURCE, (
       for score_type in (*RANK_SCORE_TYPES.values(), PACKED_RANK_SCORE_TYPE)),
     *(curve_points_expression(score_type) for score_type in RANK_SCORE_TYPES.values()),
     *(pack_keys_expression(score_type) for score_type in PACKED_RANK_TYPES.values()),
-    UNPACK_KEYS,
+    PACKED_TILES, PACKED_AREAS, TILE_SCAN,
+    *(pack_label_keys_expression(score_type) for score_type in PACKED_RANK_TYPES.values()),
+    LABEL_KEY_TILES, LABEL_KEY_AREAS,
     *(label_summary_expression(label_type) for label_type in LABEL_TYPES.values()),
 ))
 
@@ -112,22 +127,23 @@ class RankingLaunchers(LaunchBase):
     def binary_rank_areas(self, scores, is_positive, sample_weight=None, max_fpr=None):
         """``[ROC AUC, average precision]`` of ``(N,)`` scores, as
         :meth:`NumpyBackend.binary_rank_areas`: a sort (CuPy/CUB on a GPU),
-        then the two passes of kernels/ranking.cu over tiles of ranked
-        positions, with an O(tiles) scan between them. O(N) memory.
+        then the passes of kernels/ranking.cu over tiles of ranked
+        positions with the tiles' scan between them (rank_tile_scan). O(N)
+        memory.
 
         Unweighted scores of at most 32 bits sort packed 32-bit (score,
         class) keys in two parts, scores >= 0 and the others (one read-back:
-        where the parts meet), and read them in order; others take a stable
-        argsort and a gather.
+        where the parts meet), and both passes read the sorted keys in
+        place; others take a stable argsort and a gather into ranked copies.
         """
         device, xp = self.device, self.xp
         n = _ranking_formulas.check_rank_arrays(scores, is_positive, sample_weight)
         positive = self._rank_positive(is_positive)
         block = min(device.block_threads, RANK_MAX_BLOCK_THREADS)
         tiles = -(-n // (block * RANK_ITEMS_PER_THREAD))
-        ranked_positive = xp.empty(n, dtype=np.uint8)
         tile_state = xp.empty((tiles, 4), dtype=np.float64)
         packed = self._packed_rank_scores(scores) if sample_weight is None else None
+        exact_area = sample_weight is None and (max_fpr is None or max_fpr == 1)
         if packed is not None:
             values, packed_type = packed
             # 32-bit keys, those of scores >= 0 in front: the one read-back
@@ -140,29 +156,130 @@ class RankingLaunchers(LaunchBase):
             split = int(self.to_host(split_counts)[0])
             front = xp.sort(keys[:split]) if split > 0 else None
             back = xp.sort(keys[split:]) if split < n else None
-            ranked_scores = xp.empty(n, dtype=np.uint32)
-            ranked_weight, score_type = None, PACKED_RANK_SCORE_TYPE
-            self.launch(SOURCE, UNPACK_KEYS, tiles, block,
-                        [front, back, np.int64(split), np.int64(n), ranked_scores,
-                         ranked_positive, tile_state])
+            self.launch(SOURCE, PACKED_TILES, tiles, block,
+                        [front, back, np.int64(split), np.int64(n), tile_state])
+            offsets, carry, totals = self._tile_scan(tile_state, tiles, 1, block)
+            tile_areas, tile_twice_area = self._tile_area_arrays(tiles, exact_area=True)
+            self.launch(SOURCE, PACKED_AREAS, tiles, block,
+                        [front, back, np.int64(split), np.int64(n), offsets, carry, totals,
+                         np.float64(1.0 if max_fpr is None else max_fpr), tile_areas,
+                         tile_twice_area])
+            if not exact_area:
+                tile_twice_area = None
         else:
+            ranked_positive = xp.empty(n, dtype=np.uint8)
             ranked_scores, ranked_weight, score_type, _ = self._gather_ranked(
                 scores, positive, sample_weight, block, tiles, ranked_positive, tile_state)
-        offsets, carry, totals = _rank_tile_scan(tile_state, xp)
-        tile_areas = xp.empty((tiles, 3), dtype=np.float64)
-        # Unweighted, the full area also as an exact integer of counts (the
-        # partial area up to max_fpr stays in float64).
-        exact_area = ranked_weight is None and (max_fpr is None or max_fpr == 1)
-        tile_twice_area = xp.empty((tiles, 2), dtype=np.uint64) if exact_area else None
-        self.launch(
-            SOURCE, rank_areas_expression(score_type), tiles, block,
-            [ranked_scores, ranked_positive, ranked_weight, np.int64(n), offsets, carry, totals,
-             np.float64(1.0 if max_fpr is None else max_fpr), tile_areas, tile_twice_area],
-        )
+            offsets, carry, totals = self._tile_scan(tile_state, tiles, 1, block)
+            tile_areas, tile_twice_area = self._tile_area_arrays(tiles, exact_area=exact_area)
+            self.launch(
+                SOURCE, rank_areas_expression(score_type), tiles, block,
+                [ranked_scores, ranked_positive, ranked_weight, np.int64(n), np.int64(tiles),
+                 offsets, carry, totals, np.float64(1.0 if max_fpr is None else max_fpr),
+                 tile_areas, tile_twice_area],
+            )
+        totals = totals[0]
         areas = tile_areas.sum(axis=0)
         if tile_twice_area is not None:
             areas[0] = _exact_roc_area(tile_twice_area, totals, xp)
         return _ranking_formulas.rank_areas_from_sums(areas, totals, xp, max_fpr)
+
+    def label_rank_areas(self, scores, relevant, sample_weight=None, max_fpr=None):
+        """``(2, L)``: the ROC AUC and average precision of every label of
+        ``(N, L)`` scores and 0/1 ``relevant`` indicators, as
+        :meth:`NumpyBackend.label_rank_areas` (each column's
+        :meth:`binary_rank_areas`), NaN where a label's ROC AUC is undefined.
+
+        Every label in the same launches (kernels/ranking.cu's segments: one
+        per label), LABEL_RANK_CELLS cells at a time: unweighted scores of at
+        most 32 bits sort one 64-bit (label, score, class) key per cell and
+        the passes read the sorted keys in place; others take a stable
+        argsort of each label's scores (one call over the transposed scores)
+        and a gather. The number of launches does not depend on L.
+        """
+        xp = self.xp
+        if scores.ndim != 2 or tuple(relevant.shape) != tuple(scores.shape) or scores.size == 0:
+            raise ValueError(f"scores and relevant must be (N, L) alike with N, L >= 1, got "
+                             f"{tuple(scores.shape)} and {tuple(relevant.shape)}")
+        n, num_labels = (int(size) for size in scores.shape)
+        if sample_weight is not None and tuple(sample_weight.shape) != (n,):
+            raise ValueError(f"sample_weight must have shape ({n},), got "
+                             f"{tuple(sample_weight.shape)}")
+        step = max(1, LABEL_RANK_CELLS // n)
+        parts = [self._label_chunk_areas(scores[:, first:first + step],
+                                         relevant[:, first:first + step], sample_weight,
+                                         max_fpr)
+                 for first in range(0, num_labels, step)]
+        return parts[0] if len(parts) == 1 else xp.concatenate(parts, axis=1)
+
+    def _label_chunk_areas(self, scores, relevant, sample_weight, max_fpr):
+        device, xp = self.device, self.xp
+        n, num_labels = (int(size) for size in scores.shape)
+        block = min(device.block_threads, RANK_MAX_BLOCK_THREADS)
+        tiles = -(-n // (block * RANK_ITEMS_PER_THREAD))
+        grid = tiles * num_labels
+        tile_state = xp.empty((grid, 4), dtype=np.float64)
+        packed = self._packed_rank_scores(scores) if sample_weight is None else None
+        exact_area = sample_weight is None and (max_fpr is None or max_fpr == 1)
+        limit = np.float64(1.0 if max_fpr is None else max_fpr)
+        if packed is not None:
+            values, packed_type = packed
+            positive = self._rank_positive(relevant)
+            keys = xp.empty(n * num_labels, dtype=np.uint64)
+            self.launch(SOURCE, pack_label_keys_expression(packed_type),
+                        self._grid(n * num_labels), block,
+                        [values, positive, np.int64(n), np.int64(num_labels), keys])
+            keys = xp.sort(keys)
+            self.launch(SOURCE, LABEL_KEY_TILES, grid, block,
+                        [keys, np.int64(n), np.int64(tiles), tile_state])
+            offsets, carry, totals = self._tile_scan(tile_state, tiles, num_labels, block)
+            tile_areas, tile_twice_area = self._tile_area_arrays(grid, exact_area=True)
+            self.launch(SOURCE, LABEL_KEY_AREAS, grid, block,
+                        [keys, np.int64(n), np.int64(tiles), offsets, carry, totals, limit,
+                         tile_areas, tile_twice_area])
+            if not exact_area:
+                tile_twice_area = None
+        else:
+            # Each label's scores and classes in a row of their own.
+            label_scores = xp.ascontiguousarray(scores.T)
+            positive = self._rank_positive(xp.ascontiguousarray(relevant.T))
+            ranked_positive = xp.empty(n * num_labels, dtype=np.uint8)
+            ranked_scores, ranked_weight, score_type, _ = self._gather_ranked(
+                label_scores, positive, sample_weight, block, tiles, ranked_positive,
+                tile_state)
+            offsets, carry, totals = self._tile_scan(tile_state, tiles, num_labels, block)
+            tile_areas, tile_twice_area = self._tile_area_arrays(grid, exact_area=exact_area)
+            self.launch(
+                SOURCE, rank_areas_expression(score_type), grid, block,
+                [ranked_scores, ranked_positive, ranked_weight, np.int64(n), np.int64(tiles),
+                 offsets, carry, totals, limit, tile_areas, tile_twice_area])
+        totals = totals.T  # (2, labels)
+        areas = xp.moveaxis(tile_areas.reshape(num_labels, tiles, 3).sum(axis=1), 0, 1)
+        if tile_twice_area is not None:
+            twice = tile_twice_area.reshape(num_labels, tiles, 2)
+            areas[0] = _exact_roc_area(twice, totals, xp)
+        return _ranking_formulas.rank_areas_from_sums(areas, totals, xp, max_fpr)
+
+    def _tile_scan(self, tile_state, tiles: int, segments: int, block: int):
+        """rank_tile_scan: ``(offsets, carry, totals)`` of ``segments`` runs of
+        ``tiles`` tile states (one block each): each tile's (positive,
+        negative) sums before it and before the head of the group open at
+        its first position, and each segment's totals (segments, 2)."""
+        xp = self.xp
+        offsets = xp.empty((segments * tiles, 2), dtype=np.float64)
+        carry = xp.empty((segments * tiles, 2), dtype=np.float64)
+        totals = xp.empty((segments, 2), dtype=np.float64)
+        self.launch(SOURCE, TILE_SCAN, segments, block,
+                    [tile_state, np.int64(tiles), offsets, carry, totals])
+        return offsets, carry, totals
+
+    def _tile_area_arrays(self, rows: int, *, exact_area: bool):
+        """The areas pass's outputs: per tile (ROC area, area up to max_fpr,
+        average precision) and, for the exact unweighted area, its 128-bit
+        sum (else None)."""
+        xp = self.xp
+        tile_areas = xp.empty((rows, 3), dtype=np.float64)
+        return tile_areas, xp.empty((rows, 2), dtype=np.uint64) if exact_area else None
 
     def binary_curve_points(self, scores, is_positive, sample_weight=None):
         """As :meth:`NumpyBackend.binary_curve_points`: a stable argsort and
@@ -181,7 +298,7 @@ class RankingLaunchers(LaunchBase):
         tile_state = xp.empty((tiles, 4), dtype=np.float64)
         ranked_scores, ranked_weight, score_type, reversed_order = self._gather_ranked(
             scores, positive, sample_weight, block, tiles, ranked_positive, tile_state)
-        weight_offsets = _rank_tile_scan(tile_state, xp)[0]
+        weight_offsets = self._tile_scan(tile_state, tiles, 1, block)[0]
         expression = curve_points_expression(score_type)
         tile_counts = xp.empty((tiles, 3), dtype=np.int64)
         ranked = [ranked_scores, ranked_positive, ranked_weight, np.int64(n), weight_offsets]
@@ -220,11 +337,14 @@ class RankingLaunchers(LaunchBase):
 
     def _gather_ranked(self, scores, positive, sample_weight, block, tiles, ranked_positive,
                        tile_state):
-        """Pass 1 after a stable argsort: ``(ranked scores, ranked weights, C type,
-        the argsort of the reversed scores)``."""
+        """Pass 1 after a stable argsort of ``(N,)`` scores, or of each row of
+        ``(L, N)`` scores (a segment per row, ``positive`` alike, the
+        ``(N,)`` weights shared): ``(ranked scores, ranked weights, C type,
+        the argsort of the reversed scores)``, flat."""
         xp = self.xp
         scores, kernel_scores, score_type = self._rank_scores(scores)
-        n = int(scores.shape[0])
+        n = int(scores.shape[-1])
+        segments = scores.size // n
         weight, weight_type = None, "mg::unit_weight"
         if sample_weight is not None:
             weight = xp.ascontiguousarray(sample_weight, dtype=np.float64)
@@ -234,21 +354,22 @@ class RankingLaunchers(LaunchBase):
         # float16 is sorted as its exact float32 widening (same order and
         # ties): a type every sort of CuPy's takes.
         keys = scores.astype(np.float32) if scores.dtype == np.float16 else scores
-        reversed_order = _ranking_formulas.stable_argsort(xp.flip(keys), xp).astype(
-            np.int64, copy=False)
-        ranked_scores = xp.empty(n, dtype=kernel_scores.dtype)
-        ranked_weight = None if weight is None else xp.empty(n, dtype=np.float64)
+        reversed_order = xp.ascontiguousarray(_ranking_formulas.stable_argsort(
+            xp.flip(keys, axis=-1), xp).astype(np.int64, copy=False))
+        ranked_scores = xp.empty(scores.size, dtype=kernel_scores.dtype)
+        ranked_weight = None if weight is None else xp.empty(scores.size, dtype=np.float64)
         self.launch(
-            SOURCE, rank_gather_expression(score_type, weight_type), tiles, block,
-            [kernel_scores, positive, weight, reversed_order, np.int64(n), ranked_scores,
-             ranked_positive, ranked_weight, tile_state],
+            SOURCE, rank_gather_expression(score_type, weight_type), segments * tiles, block,
+            [kernel_scores, positive, weight, reversed_order, np.int64(n), np.int64(tiles),
+             ranked_scores, ranked_positive, ranked_weight, tile_state],
         )
         return ranked_scores, ranked_weight, score_type, reversed_order
 
 
 def _exact_roc_area(tile_twice_area, totals, xp):
     """The unweighted ROC area from rank_areas' per-tile 128-bit sums of
-    (F - F_head)(T + T_head) (tiles, 2 uint64 words): the tiles added exactly
+    (F - F_head)(T + T_head) (tiles, 2 uint64 words; or (labels, tiles, 2)
+    with totals (2, labels): an area per label): the tiles added exactly
     as 32-bit limbs (fewer than 2^32 tiles: no uint64 sum overflows), then
     to float64 and divided by 2 P Q: a few roundings in all, not one per tie
     group (0 when P or Q is 0: the caller's NaN). No sync."""
@@ -261,9 +382,9 @@ def _exact_roc_area(tile_twice_area, totals, xp):
     def high_half(word):
         return xp.right_shift(word, shift)
 
-    limbs = xp.stack([low_half(words[:, 0]), high_half(words[:, 0]),
-                      low_half(words[:, 1]), high_half(words[:, 1])])
-    sums = limbs.sum(axis=1)  # each < 2^64
+    limbs = xp.stack([low_half(words[..., 0]), high_half(words[..., 0]),
+                      low_half(words[..., 1]), high_half(words[..., 1])])
+    sums = limbs.sum(axis=-1)  # each < 2^64
     # Σ sums[i] 2^(32 i): the limbs carried into two exact 64-bit words
     # (the sum is below 2^107), then converted.
     low = sums[0] + xp.left_shift(low_half(sums[1]), shift)
@@ -273,23 +394,3 @@ def _exact_roc_area(tile_twice_area, totals, xp):
     pairs = totals[0] * totals[1]
     some_pairs = xp.greater(pairs, 0)
     return xp.where(some_pairs, twice_area / (2.0 * xp.where(some_pairs, pairs, 1.0)), 0.0)
-
-
-def _rank_tile_scan(tile_state, xp):
-    """Between the passes of kernels/ranking.cu, over tiles (no sync):
-    ``(offsets, carry, totals)``: each tile's exclusive (positive, negative)
-    sums, the sums before the head of the group open at its first position,
-    and the totals.
-
-    The group open at tile t's start began at the last head of the last
-    earlier tile that has one (tile 0 always does: position 0 is a head).
-    """
-    sums, before_last_head = tile_state[:, :2], tile_state[:, 2:]
-    inclusive = xp.cumsum(sums, axis=0)
-    offsets = xp.concatenate([xp.zeros((1, 2)), inclusive[:-1]])
-    # The k-th tile with a head is where the count of such tiles first reaches k.
-    heads_so_far = xp.cumsum(xp.greater_equal(before_last_head[:, 0], 0))
-    last = xp.searchsorted(heads_so_far, heads_so_far[:-1], side="left")
-    carry = xp.concatenate([xp.zeros((1, 2)), offsets[last] + before_last_head[last]])
-    return (xp.ascontiguousarray(offsets), xp.ascontiguousarray(carry),
-            xp.ascontiguousarray(inclusive[-1]))
