@@ -33,11 +33,14 @@ p_j ~ U[0.02, 0.4)), float32 scores sigmoid(N(0, 1) + 2.5 y - 1.5) rounded to
   checked against the same reference counts).
 * The ranking metrics, each ``--ranking-cases`` NxL (default N = 1e6,
   L = 100, float32 scores): ``label_ranking_average_precision_score``,
-  ``label_ranking_loss``, ``coverage_error`` and their sum, and (unless
-  ``--skip auc``) multilabel ``roc_auc_score`` / ``average_precision_score``
-  macro. torchmetrics: ``multilabel_ranking_loss``,
-  ``multilabel_coverage_error``, ``multilabel_auroc`` /
-  ``multilabel_average_precision`` (``thresholds=None``) on all N rows;
+  ``label_ranking_loss``, ``coverage_error`` and their sum,
+  ``label_ranking_metrics`` (the three from one call: one check, one
+  launch, one read back), and (unless ``--skip auc``) multilabel
+  ``roc_auc_score`` / ``average_precision_score`` macro. torchmetrics:
+  ``multilabel_ranking_loss``, ``multilabel_coverage_error``,
+  ``multilabel_auroc`` / ``multilabel_average_precision``
+  (``thresholds=None``) on all N rows (against ``label_ranking_metrics``:
+  its ranking loss + coverage error, their times summed);
   its ``multilabel_ranking_average_precision`` loops over the rows in Python
   (several syncs per row), so it runs on the first ``--tm-lrap-samples`` rows,
   one timed call, against ours on the same rows (an extra line). The copy of
@@ -136,6 +139,10 @@ COPY_CONVENTION = ("copy GB/s = 2 x bytes / time (read + write); ours GB/s = inp
 
 REPORT_ROW = "threshold report: the 7 calls"
 RANKING_ROW = "LRAP + ranking loss + coverage"
+ONE_CALL_ROW = "label_ranking_metrics: the 3 in one call"
+# The single calls label_ranking_metrics returns the values of, in its order (its keys).
+RANKING_PARTS = ("label_ranking_average_precision_score", "label_ranking_loss",
+                 "coverage_error")
 
 progress = stderr_progress("gpu_multilabel")
 
@@ -551,6 +558,7 @@ def ranking_case(ctx: Context, n: int, num_labels: int) -> dict | bool:
     case = {"case": name, "n": n, "labels": num_labels, "input_bytes": input_bytes, "rows": []}
     try:
         y_host = scores_host = None
+        expected_parts: dict = {}  # the numpy backend's values of RANKING_PARTS (the check)
         if "check" not in args.skip:
             y_host, scores_host = y_true.cpu(), scores.cpu()
         for label, function, options, theirs, tm_compared in ranking_calls(
@@ -564,12 +572,11 @@ def ranking_case(ctx: Context, n: int, num_labels: int) -> dict | bool:
             if theirs is not None and ctx.fits(f"{name}: torchmetrics {label}", input_bytes):
                 tm_timing, tm_value = ctx.measure(f"{name}: torchmetrics {label}", theirs, flat)
             agree = None
-            if scores_host is not None and label in (
-                    "label_ranking_average_precision_score", "label_ranking_loss",
-                    "coverage_error"):
+            if scores_host is not None and label in RANKING_PARTS:
                 progress(f"  {name}: {label} on the numpy backend (the check)")
                 with mg.use_backend("numpy"):
                     expected = flat(function(y_host, scores_host, **options))
+                expected_parts[label] = expected
                 agree = same(mine, expected, RTOL_REFERENCE)
             tm_agree = same(mine, tm_value, RTOL_TORCHMETRICS) if tm_compared else None
             if agree is None and tm_agree is not None:
@@ -586,6 +593,7 @@ def ranking_case(ctx: Context, n: int, num_labels: int) -> dict | bool:
                 "tm_compared": tm_compared and theirs is not None,
                 "ours_value": summary(mine), "torchmetrics_value": summary(tm_value)})
         del y_host, scores_host
+        case["rows"].insert(3, one_call_row(ctx, name, y_true, scores, expected_parts))
         case["rows"].append(lrap_row_loop(ctx, name, y_true, scores, num_labels))
         case["copy"] = copy_baseline(ctx, f"{name}: copy of the scores and y_true", scores,
                                      y_true)
@@ -594,6 +602,34 @@ def ranking_case(ctx: Context, n: int, num_labels: int) -> dict | bool:
         ctx.free_memory()
     derive_ranking(case)
     return case
+
+
+def one_call_row(ctx: Context, name: str, y_true, scores, expected_parts: dict) -> dict:
+    """``label_ranking_metrics`` on all N rows, checked against the numpy backend's
+    values of the single calls (``expected_parts``; none with ``--skip check``). Its
+    torchmetrics time, the sum of its ranking loss and coverage error, is
+    :func:`derive_ranking`'s."""
+
+    def values(result):
+        return np.array([float(result[part]) for part in RANKING_PARTS])
+
+    with mg.use_backend(ctx.backend):
+        timing, mine = ctx.measure(f"{name}: ours {ONE_CALL_ROW}",
+                                   lambda: mg.label_ranking_metrics(y_true, scores), values)
+    if mine is None:
+        ctx.failures += 1
+    agree = None
+    if mine is not None and len(expected_parts) == len(RANKING_PARTS):
+        agree = same(mine, np.concatenate([expected_parts[part] for part in RANKING_PARTS]),
+                     RTOL_REFERENCE)
+    if agree is False:
+        ctx.failures += 1
+        ctx.note(f"{name} {ONE_CALL_ROW}: ours differs from the numpy backend's three")
+    return {"function": ONE_CALL_ROW, "kind": "one call", "rows": y_true.shape[0],
+            "ours": timing, "torchmetrics": {"ms": None}, "agree": agree,
+            "torchmetrics_agree": None, "tm_compared": False, "ours_value": None,
+            "ours_values": None if mine is None else dict(zip(RANKING_PARTS, mine.tolist())),
+            "torchmetrics_value": None}
 
 
 def lrap_row_loop(ctx: Context, name: str, y_true, scores, num_labels: int) -> dict:
@@ -627,6 +663,12 @@ def derive_ranking(case: dict) -> None:
     parts = case["rows"][:3]  # LRAP, ranking loss, coverage on all N rows
     agrees = [r["agree"] for r in parts]
     ours_ms = total([r["ours"]["ms"] for r in parts])
+    # label_ranking_metrics against torchmetrics' ranking loss + coverage error: its LRAP
+    # loops over the rows (not run on all N), so the sum leaves it out.
+    one_call = case["rows"][3]
+    with_tm = [r for r in parts if r["torchmetrics"]["ms"] is not None]
+    one_call["torchmetrics"] = {"ms": total([r["torchmetrics"]["ms"] for r in with_tm])}
+    one_call["torchmetrics_parts"] = [r["function"] for r in with_tm]
     # No torchmetrics sum: its LRAP on all N rows would be a loop over a million rows.
     case["rows"].insert(3, {
         "function": RANKING_ROW, "kind": "ranking set", "rows": case["n"],
@@ -649,6 +691,7 @@ def warm_up(ctx: Context) -> None:
     calls = [call for _, call, _, _ in threshold_calls(ctx, y_true, y_pred, 10)]
     calls += [lambda f=f, o=o: f(y_true, scores, **o)
               for _, f, o, _, _ in ranking_calls(ctx, y_true, scores, 10)]
+    calls.append(lambda: mg.label_ranking_metrics(y_true, scores))
     with mg.use_backend(ctx.backend):
         for call in calls:
             try:
@@ -724,7 +767,8 @@ def print_tables(out: Printer, results: dict) -> None:
         out()
         out(f"ranking {case['case']}: scores + y_true = {case['input_bytes'] / 1e9:.2f} GB; "
             f"torchmetrics' LRAP loops over rows: timed on the first rows only (one call), "
-            f"so the set has no tm time")
+            f"so the set has no tm time and label_ranking_metrics' tm time is its ranking "
+            f"loss + coverage error")
         out(f"{'call':<41}{'rows':>8}{'ours ms':>10}{'host ms':>10}{'tm ms':>11}{'vs tm':>9}"
             f"  agree  tm agree")
         for r in case["rows"]:
@@ -852,6 +896,9 @@ def main(argv=None) -> int:
                      f"the numpy backend (rtol {RTOL_REFERENCE:g}); ROC AUC, AP: vs "
                      f"torchmetrics (rtol {RTOL_TORCHMETRICS:g})",
             "torchmetrics_agree": f"rtol {RTOL_TORCHMETRICS:g}, not its ranking loss (ties)",
+            "one_call": "label_ranking_metrics: the three in one call, checked against the "
+                        "numpy backend's three; torchmetrics: its ranking loss + coverage "
+                        "error (its LRAP loops over rows)",
         },
         "targets_spec": {"ranking_ms": TARGET_RANKING_MS,
                          "ranking_case": list(TARGET_RANKING_CASE)},

@@ -35,6 +35,7 @@ from metrics_gpu._multilabel.ranking import (
     dcg_score,
     label_ranking_average_precision_score,
     label_ranking_loss,
+    label_ranking_metrics,
     ndcg_score,
 )
 from metrics_gpu._formulas.labels import PER_CLASS_METRICS, REPORT_METRICS, UndefinedMetricWarning
@@ -82,7 +83,7 @@ __all__ = [
     "cohen_kappa_score", "confusion_matrix", "coverage_error", "dcg_score", "encode_labels", "f1_score",
     "fbeta_score",
     "expected_calibration_error", "get_backend", "hamming_loss", "hinge_loss", "jaccard_score",
-    "label_ranking_average_precision_score", "label_ranking_loss",
+    "label_ranking_average_precision_score", "label_ranking_loss", "label_ranking_metrics",
     "label_report", "log_loss", "logits_report", "matthews_corrcoef", "multiclass_auc_mu",
     "multiclass_quality_metrics", "multilabel_confusion_matrix", "ndcg_score",
     "overall_performance",

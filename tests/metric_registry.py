@@ -119,6 +119,7 @@ OUTPUTS = {
     "matrices": "a 3-D array: one 2 x 2 matrix per class or label (multilabel_confusion_matrix)",
     "tuple": "a tuple of arrays (a curve; precision, recall, F, support)",
     "bundle": "a dataclass of scalars and arrays (oneDAL's, LogitsReport)",
+    "scalars": "a dict of named float64 scalars (label_ranking_metrics)",
     "report": "a report: classification_report's dict, LabelReport",
 }
 
@@ -306,6 +307,12 @@ METRICS: tuple[Metric, ...] = (
            notes={"symmetric": _SCORE_NOT_SYMMETRIC}),
     Metric("coverage_error", "multilabel_scores", "scalar", sklearn=skm.coverage_error,
            notes={"symmetric": _SCORE_NOT_SYMMETRIC}),
+    Metric("label_ranking_metrics", "multilabel_scores", "scalars",
+           notes={"sklearn": "no scikit-learn function: scikit-learn's "
+                             "label_ranking_average_precision_score, label_ranking_loss and "
+                             "coverage_error in one dict (each held to its namesake in "
+                             "tests/test_multilabel_ranking.py)",
+                  "symmetric": _SCORE_NOT_SYMMETRIC}),
     Metric("dcg_score", "relevance", "scalar", sklearn=skm.dcg_score,
            notes={"symmetric": _SCORE_NOT_SYMMETRIC}),
     Metric("ndcg_score", "relevance", "scalar", sklearn=skm.ndcg_score,

@@ -286,6 +286,8 @@ OUTPUT_TYPES = {
     "matrices": lambda r: isinstance(r, np.ndarray) and r.ndim == 3,
     "tuple": lambda r: isinstance(r, tuple),
     "bundle": dataclasses.is_dataclass,
+    "scalars": lambda r: isinstance(r, dict) and all(
+        isinstance(v, (float, np.floating)) and np.ndim(v) == 0 for v in r.values()),
     "report": lambda r: isinstance(r, (dict, mg.LabelReport)),
 }
 

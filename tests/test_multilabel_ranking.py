@@ -1,5 +1,6 @@
 """Multilabel ranking metrics against scikit-learn: LRAP, ranking loss and
-coverage error (metrics_gpu._multilabel.ranking), and the multilabel ROC AUC
+coverage error (metrics_gpu._multilabel.ranking), alone and the three from one
+call (label_ranking_metrics), and the multilabel ROC AUC
 and average precision of metrics_gpu._functional.ranking, on every backend.
 
 Scores are drawn from a few values so that ties (scikit-learn's "max" ranks,
@@ -25,6 +26,7 @@ import metrics_gpu._multilabel.ranking as multilabel_ranking
 RTOL = ATOL = 1e-12
 RANKING_METRICS = ("label_ranking_average_precision_score", "label_ranking_loss",
                    "coverage_error")
+ALL_THREE = "label_ranking_metrics"  # the three from one call
 AVERAGES = ("micro", "macro", "weighted", "samples", None)
 # Examples per backend: an emulated example launches the ranking kernels per
 # label column.
@@ -73,6 +75,8 @@ def _ours(backend, name, case, **options):
     weight = None if case.sample_weight is None else backend.asarray(case.sample_weight)
     result = getattr(mg, name)(backend.asarray(case.y_true), backend.asarray(case.y_score),
                                sample_weight=weight, **options)
+    if isinstance(result, dict):  # label_ranking_metrics
+        return {key: backend.to_numpy(value) for key, value in result.items()}
     return backend.to_numpy(result)
 
 
@@ -208,6 +212,100 @@ def test_torch_inputs_give_torch_results(name, rng):
         getattr(skm, name)(y_true, y_score.astype(np.float64), sample_weight=weight), rel=RTOL)
 
 
+# -- the three from one call -----------------------------------------------------------------
+
+
+@st.composite
+def all_three_cases(draw):
+    """:func:`indicator_cases` (L >= 2), the scores as floats or as integers."""
+    case = draw(indicator_cases())
+    if draw(st.booleans()):
+        case.y_score = np.round(case.y_score * 1000).astype(np.int64)
+    return case
+
+
+def test_label_ranking_metrics_match_sklearn(backend):
+    @_settings(backend)
+    @given(case=all_three_cases())
+    def check(case):
+        ours = _ours(backend, ALL_THREE, case)
+        assert list(ours) == list(RANKING_METRICS)
+        for name in RANKING_METRICS:
+            reference = getattr(skm, name)(case.y_true, case.y_score,
+                                           sample_weight=case.sample_weight)
+            assert ours[name].dtype == np.float64 and ours[name].shape == ()
+            np.testing.assert_allclose(ours[name], reference, rtol=RTOL, atol=ATOL,
+                                       err_msg=repr((name, case)))
+
+    check()
+
+
+@pytest.mark.parametrize("chunked", [False, True], ids=["one-chunk", "chunks-of-2-rows"])
+@pytest.mark.parametrize("weighted", [False, True], ids=["unweighted", "weighted"])
+@pytest.mark.parametrize("score_dtype", [np.float32, np.int64], ids=["float32", "int64"])
+def test_label_ranking_metrics_equal_the_single_calls(backend, score_dtype, weighted, chunked,
+                                                      monkeypatch, rng):
+    """Bit for bit: the same per-row formulas and the same weighted mean (the
+    NumPy backend, a chunk of rows at a time too), the same kernel sums (the
+    emulated backend). On cuda each launch adds its float64 atomics in its
+    own order: equal to the tolerance."""
+    if chunked:
+        monkeypatch.setattr(multilabel_ranking, "CHUNK_ELEMENTS", 14)  # 2 rows a chunk
+    y_true = (rng.random((41, 7)) < 0.3).astype(np.int8)
+    y_true[0], y_true[1] = 1, 0  # every and no label relevant
+    y_score = rng.integers(0, 5, (41, 7)).astype(score_dtype)  # ties
+    weight = None
+    if weighted:
+        weight = rng.random(41)
+        weight[::4] = 0.0
+        weight = backend.asarray(weight)
+    y_true, y_score = backend.asarray(y_true), backend.asarray(y_score)
+    together = mg.label_ranking_metrics(y_true, y_score, sample_weight=weight)
+    for name in RANKING_METRICS:
+        alone = getattr(mg, name)(y_true, y_score, sample_weight=weight)
+        assert type(together[name]) is type(alone), name
+        if backend.name == "cuda":
+            np.testing.assert_allclose(backend.to_numpy(together[name]),
+                                       backend.to_numpy(alone), rtol=RTOL, atol=ATOL,
+                                       err_msg=name)
+        else:
+            assert backend.to_numpy(together[name]) == backend.to_numpy(alone), name
+
+
+@pytest.mark.parametrize("weighted", [False, True], ids=["unweighted", "weighted"])
+def test_label_ranking_metrics_is_one_launch_and_one_read_back(weighted):
+    """On a kernel backend the three cost what one of them does: one launch
+    of kernels/multilabel.cu, one read back of its sums (the three single
+    calls: three of each)."""
+    from metrics_gpu.testing import operation_counter
+
+    rng = np.random.default_rng(11)
+    y_true = torch.from_numpy((rng.random((200, 9)) < 0.3).astype(np.int8))
+    y_score = torch.from_numpy(rng.integers(0, 6, (200, 9)).astype(np.float32))
+    weight = torch.from_numpy(rng.random(200)) if weighted else None
+    with mg.use_backend("emulated"):
+        mg.label_ranking_metrics(y_true, y_score, sample_weight=weight)  # compiled here
+        with operation_counter() as together:
+            values = mg.label_ranking_metrics(y_true, y_score, sample_weight=weight)
+        with operation_counter() as alone:
+            expected = {name: getattr(mg, name)(y_true, y_score, sample_weight=weight)
+                        for name in RANKING_METRICS}
+    assert (together.launches, together.host_transfers) == (1, 1)
+    assert (alone.launches, alone.host_transfers) == (3, 3)
+    assert together.device_allocations * 3 == alone.device_allocations
+    for name in RANKING_METRICS:
+        assert isinstance(values[name], torch.Tensor) and values[name].dtype == torch.float64
+        assert float(values[name]) == float(expected[name]), name
+
+
+def test_label_ranking_metrics_refuses_one_label_column():
+    """LRAP alone takes one column (it is 1 there); the three together need
+    two, as the ranking loss and coverage error do."""
+    with pytest.raises(ValueError, match=r"label_ranking_metrics: y_true has 1 label "
+                                         r"column\(s\); at least 2 are needed"):
+        mg.label_ranking_metrics(np.array([[0], [1]]), np.array([[0.1], [0.2]]))
+
+
 # -- multilabel ROC AUC and average precision -------------------------------------------------
 
 
@@ -283,7 +381,8 @@ GOOD_Y = np.array([[0, 1, 1], [1, 0, 0]])
 GOOD_S = np.array([[0.1, 0.9, 0.5], [0.2, 0.3, 0.5]])
 
 
-@pytest.mark.parametrize("name", RANKING_METRICS + ("roc_auc_score", "average_precision_score"))
+@pytest.mark.parametrize("name", RANKING_METRICS + (ALL_THREE, "roc_auc_score",
+                                                   "average_precision_score"))
 @pytest.mark.parametrize("y_true, y_score, sample_weight, message", [
     (np.array([[0, 2, 1], [1, 0, 0]]), GOOD_S, None,
      r"y_true must hold 0/1 label indicators; found 2 at row 0, column 1"),
@@ -303,7 +402,7 @@ def test_bad_input_is_named(name, y_true, y_score, sample_weight, message):
         getattr(mg, name)(y_true, y_score, sample_weight=sample_weight)
 
 
-@pytest.mark.parametrize("name", RANKING_METRICS)
+@pytest.mark.parametrize("name", RANKING_METRICS + (ALL_THREE,))
 def test_y_true_must_be_a_matrix(name):
     with pytest.raises(ValueError, match=r"y_true must be an \(N, L\) label indicator matrix"):
         getattr(mg, name)(np.array([0, 1, 1]), np.array([0.1, 0.2, 0.3]))

@@ -18,6 +18,9 @@ O(chunk) whatever N. That is the NumPy backend's path and the reference of
 the kernel backends' one: the three metrics' weighted sums from one launch
 of ``kernels/multilabel.cu`` (:func:`ranking_sums`: a warp per row, no
 sort), of which the array path is the reference in the tests.
+:func:`label_ranking_metrics` returns the three from one check of the
+inputs and one launch (or, on the array path, one sort per row for LRAP and
+the ranking loss together).
 
 :func:`check_indicator_inputs` is also the check of the multilabel ROC AUC
 and average precision of :mod:`metrics_gpu._functional.ranking`.
@@ -49,6 +52,11 @@ from metrics_gpu.backends.launchers.multilabel import RANKING_SUM_SLOTS
 # Scores sorted at a time: the ranks take about six int64 temporaries of the
 # chunk's size (~200 MB at 2**22 scores), independent of N.
 CHUNK_ELEMENTS = 1 << 22
+
+# What label_ranking_metrics returns, in the order of the kernel's sums
+# (RANKING_SUM_SLOTS, whose last is the weight).
+LABEL_RANKING_METRICS = ("label_ranking_average_precision_score", "label_ranking_loss",
+                         "coverage_error")
 
 
 # -- ranks within each row ------------------------------------------------------------
@@ -159,7 +167,7 @@ def _ranking_metric(inputs: IndicatorInputs, row_metric, slot: int):
         per_row = each_row(inputs, row_metric)
         return output(_weighted_mean(per_row, inputs.sample_weight, inputs.backend.xp), inputs)
     sums = ranking_sums(inputs.backend, inputs.y_true, inputs.y_score, inputs.sample_weight)
-    return output(np.float64(sums[slot] / sums[-1]), inputs)
+    return output(_mean_of_sums(sums, slot), inputs)
 
 
 def _weighted_mean(per_row, sample_weight, xp):
@@ -169,19 +177,28 @@ def _weighted_mean(per_row, sample_weight, xp):
     return xp.sum(per_row * sample_weight) / xp.sum(sample_weight)
 
 
-def row_average_precision(relevant, scores, xp, *, empty_rows: float = 1.0):
-    """Each row's label ranking average precision: the mean over its relevant
-    labels of (relevant labels ranked at least as high) / (labels ranked at
-    least as high). Rows with every label relevant give 1 and rows with none
-    ``empty_rows`` (LRAP: 1; the 'samples' average precision: 0)."""
-    ranks = row_ranks(relevant, scores, xp)
-    num_labels = scores.shape[1]
+def _mean_of_sums(sums: np.ndarray, slot: int) -> np.float64:
+    """The weighted mean of the metric in ``slot`` of :func:`ranking_sums`."""
+    return np.float64(sums[slot] / sums[-1])
+
+
+def ranked_average_precision(ranks: RowRanks, xp, *, empty_rows: float = 1.0):
+    """:func:`row_average_precision` of rows already ranked (:func:`row_ranks`)."""
+    num_labels = ranks.relevant.shape[1]
     ratio = ranks.relevant_at_least / ranks.at_least
     total = xp.sum(xp.where(ranks.relevant, ratio, 0.0), axis=1)
     n_relevant = ranks.n_relevant
     value = total / xp.maximum(n_relevant, 1)
     value = xp.where(xp.equal(n_relevant, num_labels), 1.0, value)
     return xp.where(xp.equal(n_relevant, 0), empty_rows, value)
+
+
+def row_average_precision(relevant, scores, xp, *, empty_rows: float = 1.0):
+    """Each row's label ranking average precision: the mean over its relevant
+    labels of (relevant labels ranked at least as high) / (labels ranked at
+    least as high). Rows with every label relevant give 1 and rows with none
+    ``empty_rows`` (LRAP: 1; the 'samples' average precision: 0)."""
+    return ranked_average_precision(row_ranks(relevant, scores, xp), xp, empty_rows=empty_rows)
 
 
 def row_roc_auc(relevant, scores, xp):
@@ -204,17 +221,21 @@ def row_roc_auc(relevant, scores, xp):
     return xp.where(pairs == 0, xp.nan, right / xp.maximum(pairs, 1))
 
 
-def row_ranking_loss(relevant, scores, xp):
-    """Each row's (relevant, irrelevant) pairs with the irrelevant label scored
-    at least as high, over the number of such pairs; 0 for rows with every or
-    no label relevant."""
-    ranks = row_ranks(relevant, scores, xp)
-    num_labels = scores.shape[1]
+def ranked_ranking_loss(ranks: RowRanks, xp):
+    """:func:`row_ranking_loss` of rows already ranked (:func:`row_ranks`)."""
+    num_labels = ranks.relevant.shape[1]
     irrelevant_at_least = ranks.at_least - ranks.relevant_at_least
     wrong = xp.sum(xp.where(ranks.relevant, irrelevant_at_least, 0), axis=1)
     n_relevant = ranks.n_relevant
     pairs = n_relevant * (num_labels - n_relevant)
     return xp.where(pairs == 0, 0.0, wrong / xp.maximum(pairs, 1))
+
+
+def row_ranking_loss(relevant, scores, xp):
+    """Each row's (relevant, irrelevant) pairs with the irrelevant label scored
+    at least as high, over the number of such pairs; 0 for rows with every or
+    no label relevant."""
+    return ranked_ranking_loss(row_ranks(relevant, scores, xp), xp)
 
 
 def row_coverage(relevant, scores, xp):
@@ -223,6 +244,23 @@ def row_coverage(relevant, scores, xp):
     widened = scores.astype(np.float64)
     lowest = xp.min(xp.where(relevant, widened, xp.inf), axis=1)
     return xp.sum(widened >= lowest[:, None], axis=1).astype(np.float64)
+
+
+def row_label_ranking_metrics(relevant, scores, xp) -> tuple:
+    """Each row's LRAP, ranking loss and coverage error (in the order of
+    :data:`LABEL_RANKING_METRICS`): the first two from one :func:`row_ranks`."""
+    ranks = row_ranks(relevant, scores, xp)
+    return (ranked_average_precision(ranks, xp), ranked_ranking_loss(ranks, xp),
+            row_coverage(relevant, scores, xp))
+
+
+def label_ranking_rows(inputs: IndicatorInputs) -> tuple:
+    """:func:`row_label_ranking_metrics` of every row: three (N,) float64 arrays."""
+    xp = inputs.backend.xp
+    parts = [row_label_ranking_metrics(relevant, scores, xp)
+             for relevant, scores in _row_chunks(inputs)]
+    return tuple(metric[0] if len(parts) == 1 else xp.concatenate(metric)
+                 for metric in zip(*parts))
 
 
 # -- the public functions ---------------------------------------------------------------
@@ -382,6 +420,79 @@ def coverage_error(y_true: ArrayLike, y_score: ArrayLike, *,
     inputs = check_indicator_inputs(y_true, y_score, sample_weight, function="coverage_error",
                                     min_labels=2)
     return _ranking_metric(inputs, row_coverage, 2)
+
+
+@on_caller_stream
+def label_ranking_metrics(y_true: ArrayLike, y_score: ArrayLike, *,
+                          sample_weight: ArrayLike | None = None) -> dict[str, Any]:
+    """Label ranking average precision, ranking loss and coverage error,
+    from one call.
+
+    The values of :func:`label_ranking_average_precision_score`,
+    :func:`label_ranking_loss` and :func:`coverage_error` of the same
+    arguments, for the cost of about one of them: the inputs are checked
+    once, a kernel backend launches one kernel and reads back one set of
+    sums, the NumPy backend sorts each row once for the first two.
+
+    Parameters
+    ----------
+    y_true : array-like of shape (N, L), L >= 2
+        Label indicators: 1 (or True) where a label is relevant, else 0. At
+        least 2 columns, as the ranking loss and coverage error need
+        (:func:`label_ranking_average_precision_score` alone takes 1).
+    y_score : array-like of shape (N, L)
+        Finite scores; higher ranks a label first. Tied scores all take the
+        worst (largest) rank of their run, as scikit-learn's "max" ranks.
+    sample_weight : array-like of shape (N,), optional
+        Finite, non-negative weights, not all 0.
+
+    Returns
+    -------
+    metrics : dict
+        ``{"label_ranking_average_precision_score": ..., "label_ranking_loss":
+        ..., "coverage_error": ...}``, each float64 as its function returns it
+        (a ``numpy.float64`` for NumPy inputs, else a 0-d array of the input's
+        framework, on its device).
+
+    See Also
+    --------
+    label_ranking_average_precision_score : The first value alone.
+    label_ranking_loss : The second value alone.
+    coverage_error : The third value alone.
+    MultilabelMetrics : The three over batches (``ranking=True``).
+
+    Notes
+    -----
+    The same formulas as the three functions: each value equals theirs (on
+    the cuda backend up to the order of the kernel's float64 atomic sums).
+    One sort per row (O(N L log L)), a chunk of rows at a time; on a GPU one
+    launch of ``kernels/multilabel.cu`` (a warp per row, no sort). Syncs for
+    the checks of the inputs and, on a kernel backend, to read back the sums.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from metrics_gpu import label_ranking_metrics
+    >>> y_true = np.array([[1, 0, 0], [0, 0, 1]])
+    >>> y_score = np.array([[0.75, 0.5, 1], [1, 0.2, 0.1]])
+    >>> metrics = label_ranking_metrics(y_true, y_score)
+    >>> round(float(metrics["label_ranking_average_precision_score"]), 6)
+    0.416667
+    >>> float(metrics["label_ranking_loss"]), float(metrics["coverage_error"])
+    (0.75, 2.5)
+    >>> float(label_ranking_metrics([[0, 1]], [[0.5, 0.5]])["label_ranking_loss"])  # a tie
+    1.0
+    """
+    inputs = check_indicator_inputs(y_true, y_score, sample_weight,
+                                    function="label_ranking_metrics", min_labels=2)
+    if inputs.backend.name == "numpy":
+        xp = inputs.backend.xp
+        means = [_weighted_mean(per_row, inputs.sample_weight, xp)
+                 for per_row in label_ranking_rows(inputs)]
+    else:
+        sums = ranking_sums(inputs.backend, inputs.y_true, inputs.y_score, inputs.sample_weight)
+        means = [_mean_of_sums(sums, slot) for slot in range(len(LABEL_RANKING_METRICS))]
+    return {name: output(mean, inputs) for name, mean in zip(LABEL_RANKING_METRICS, means)}
 
 
 # -- discounted cumulative gain ------------------------------------------------------------
