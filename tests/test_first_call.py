@@ -124,7 +124,7 @@ _FIRST_CALLS = textwrap.dedent("""
          ("average_precision_score", lambda: mg.average_precision_score(binary, binary_scores)),
          ("roc_curve", lambda: mg.roc_curve(binary, binary_scores)),
          ("precision_recall_curve", lambda: mg.precision_recall_curve(binary, binary_scores)),
-         # Every label column at once (_formulas.ranking.multilabel_rank_areas).
+         # Every label column at once (the backend's label_rank_areas).
          ("roc_auc_score, multilabel macro",
           lambda: mg.roc_auc_score(binary_columns, probabilities[:, :4])),
          ("average_precision_score, multilabel weighted",

@@ -70,8 +70,7 @@ from metrics_gpu.plot import (
 )
 
 # The exact label-ranking metrics (ranking=True): weighted sums of each row's value.
-RANKING_SLOTS = ("label_ranking_average_precision_score", "label_ranking_loss",
-                 "coverage_error")
+RANKING_SLOTS = R.LABEL_RANKING_METRICS
 VALIDATE_MODES = ("deferred", "eager", False)
 STATE_VERSION = 2  # 2: the rows with a 0/0 rate (ROW_SLOTS' last three)
 AVERAGES = ("micro", "macro", "weighted", "samples")
@@ -574,9 +573,9 @@ class MultilabelMetrics:
         for begin in range(0, true.shape[0], step):
             rel, sc = relevant[begin:begin + step], scores[begin:begin + step]
             w = weight[begin:begin + step]
-            sums += xp.stack([xp.sum(R.row_average_precision(rel, sc, xp) * w),
-                              xp.sum(R.row_ranking_loss(rel, sc, xp) * w),
-                              xp.sum(R.row_coverage(rel, sc, xp) * w)])
+            # One sort of each row for the three (row_label_ranking_metrics).
+            sums += xp.stack([xp.sum(per_row * w)
+                              for per_row in R.row_label_ranking_metrics(rel, sc, xp)])
 
     # -- results ----------------------------------------------------------------
 
