@@ -485,7 +485,7 @@ def test_every_backend_supplies_the_backend_protocol(name):
         assert implementation.name == name
     methods = {member: value for member, value in vars(Backend).items()
                if callable(value) and not member.startswith("_")}
-    assert len(methods) == 17
+    assert len(methods) == 18
     for member, protocol_method in methods.items():
         supplied = getattr(implementation, member, None)
         assert callable(supplied), f"{name} lacks {member}"
