@@ -102,27 +102,34 @@ def test_exact_ranking_equals_sklearn_on_any_ties(seed, n, k, levels, dtype, wei
     _check_equals_sklearn(got, y_true, probabilities, weight, 1e-12)
 
 
-def test_one_ranked_problem_per_class_and_one_for_the_micro_average(monkeypatch):
-    """Each class's ROC AUC and AP come from one ranking (one sort), the two
-    micro averages from one ranking of the pooled scores: K + 1 in all (on the
-    backend the arrays resolve to: numpy, or the default one CI sets)."""
+def test_one_ranking_of_the_classes_and_one_for_the_micro_average(monkeypatch):
+    """Every class's ROC AUC and AP come from one ranking of the (N, K) scores
+    (label_rank_areas: one segmented pass on a kernel backend), the two micro
+    averages from one ranking of the pooled scores (on the backend the arrays
+    resolve to: numpy, or the default one CI sets)."""
     from metrics_gpu.backends.selection import resolve_backend
 
     rng = np.random.default_rng(3)
     n, k = 500, 6
     y_true = rng.integers(0, k, n)
     probabilities = _tied_probabilities(rng, n, k, np.float32, levels=50)
-    sizes = []
+    shapes = []
     backend = type(resolve_backend(probabilities))
-    rank = backend.binary_rank_areas
+    rank, rank_labels = backend.binary_rank_areas, backend.label_rank_areas
 
     def counted(self, scores, *args, **kwargs):
-        sizes.append(int(scores.shape[0]))
+        shapes.append(tuple(scores.shape))
         return rank(self, scores, *args, **kwargs)
 
+    def counted_labels(self, scores, *args, **kwargs):
+        shapes.append(("labels", *scores.shape))
+        return rank_labels(self, scores, *args, **kwargs)
+
     monkeypatch.setattr(backend, "binary_rank_areas", counted)
+    monkeypatch.setattr(backend, "label_rank_areas", counted_labels)
     exact_ranking(y_true, probabilities)
-    assert sorted(sizes) == [n] * k + [n * k]
+    numpy_loop = [(n,)] * k if backend.name == "numpy" else []  # its reference: a column each
+    assert shapes == [("labels", n, k), *numpy_loop, (n * k,)]
 
 
 def test_progress_goes_on_through_the_ranking(tmp_path):

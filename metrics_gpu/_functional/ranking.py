@@ -528,37 +528,33 @@ def _multiclass_roc_auc(inputs, classes, labels, multi_class, average):
 
 
 def _one_vs_rest(inputs, codes, totals: _ClassTotals, metric: str):
-    """The binary metric of each score column against the rest, as a (K,) array.
+    """The binary metric of each score column against the rest, as a (K,) array,
+    every column from one call of the backend's ``label_rank_areas`` (on a
+    kernel backend, the same launches for any K).
 
-    ROC AUC of a class that is absent or alone is NaN without a pass (scikit-
-    learn's one-class case); zero-weight positives or negatives make it NaN too.
-    Average precision of a class with no positive weight is 0.
+    ROC AUC of a class that is absent or alone is NaN (scikit-learn's
+    one-class case); zero-weight positives or negatives make it NaN too.
+    Average precision of a class with no positive weight is 0. The warnings
+    and errors come first, column by column, as scikit-learn gives them.
     """
     xp = inputs.backend.xp
-    n_samples = inputs.y_true.shape[0]
-    values = []
-    for column in range(inputs.y_score.shape[1]):
+    n_samples, num_columns = inputs.y_score.shape
+    for column in range(num_columns):
         count, weight = totals.counts[column], totals.weights[column]
         if metric == "roc_auc" and count in (0, n_samples):
             F.warn(_ONE_CLASS, F.UndefinedMetricWarning)
-            values.append(xp.full((), xp.nan))
             continue
         if inputs.sample_weight is not None and totals.weights.sum() <= 0:
             # Where scikit-learn computes a weighted curve it rejects no weight.
             check_some_weight(inputs)
-        is_positive = xp.equal(codes, column)
-        scores = inputs.y_score[:, column]
         if metric == "roc_auc":
             if inputs.sample_weight is not None:
                 _warn_undefined_rates(totals.weights.sum() - weight, weight)
-            values.append(_binary_roc_auc(inputs.backend, scores, is_positive,
-                                          inputs.sample_weight))
-        else:
-            if weight <= 0:
-                F.warn(_NO_POSITIVE_CLASS, UserWarning)
-            values.append(_binary_average_precision(inputs.backend, scores, is_positive,
-                                                    inputs.sample_weight))
-    return xp.stack(values)
+        elif weight <= 0:
+            F.warn(_NO_POSITIVE_CLASS, UserWarning)
+    relevant = xp.equal(codes[:, None], xp.arange(num_columns)[None, :])
+    areas = inputs.backend.label_rank_areas(inputs.y_score, relevant, inputs.sample_weight)
+    return areas[0 if metric == "roc_auc" else 1]
 
 
 def _micro_average(inputs, codes, metric: str):

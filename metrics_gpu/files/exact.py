@@ -13,6 +13,7 @@ import numpy as np
 from metrics_gpu._formulas.labels import defined_averages, softmax_rows
 from metrics_gpu.files.staging import _CudaStaging, _HostStaging
 from metrics_gpu.backends.selection import resolve_backend
+from metrics_gpu.backends.launchers.ranking import LABEL_RANK_CELLS
 from metrics_gpu._validation import to_numpy
 
 # Fraction of the free memory (host, or GPU) that exact ranking may take.
@@ -173,8 +174,10 @@ def exact_ranking(y_true, probabilities, sample_weight=None, *, ignore_index=Non
     one-vs-rest pairs pooled; ``roc_auc`` / ``average_precision`` are class
     1's for K = 2, else the macro averages. Error bounds are 0.
 
-    One sort per class gives both of its values, and one sort of the N K
-    pooled scores both micro averages (the backend's ``binary_rank_areas``).
+    One ranking of every class's scores gives both of their values (the
+    backend's ``label_rank_areas``: one segmented pass on a kernel backend),
+    and one sort of the N K pooled scores both micro averages
+    (``binary_rank_areas``).
     ``progress`` is told the scores ranked, :func:`_ranked_scores` in all.
     """
     backend = resolve_backend(probabilities)
@@ -192,21 +195,23 @@ def exact_ranking(y_true, probabilities, sample_weight=None, *, ignore_index=Non
     positives = np.asarray(to_numpy(xp.bincount(y_true, sample_weight, minlength=k)),
                            dtype=np.float64)[:k]
     negatives = positives.sum() - positives
-    areas = []  # [ROC AUC, AP] of each class with positives, where the scores live
-    for c in range(k):
-        if positives[c] > 0:
-            areas.append(backend.binary_rank_areas(probabilities[:, c], y_true == c,
-                                                   sample_weight))
+    # [ROC AUC, AP] of every class, LABEL_RANK_CELLS scores at a time (the
+    # backend's label_rank_areas: on a kernel backend the same launches for
+    # any number of classes in a group), where the scores live.
+    group = max(1, LABEL_RANK_CELLS // max(1, len(y_true)))
+    parts = []
+    for first in range(0, k, group):
+        columns = xp.arange(first, min(first + group, k))
+        parts.append(backend.label_rank_areas(probabilities[:, first:first + group],
+                                              xp.equal(y_true[:, None], columns[None, :]),
+                                              sample_weight))
         if progress is not None:
-            progress(rows)
-    auc = np.full(k, math.nan)
-    ap = np.full(k, math.nan)
-    if areas:
-        scored = positives > 0
-        per_class = np.asarray(to_numpy(xp.stack(areas)), dtype=np.float64)
-        ap[scored] = per_class[:, 1]
-        auc[scored] = np.where(negatives[scored] > 0, per_class[:, 0], math.nan)
-    del areas
+            progress(rows * int(columns.shape[0]))
+    per_class = np.asarray(to_numpy(xp.concatenate(parts, axis=1)), dtype=np.float64)
+    del parts
+    scored = positives > 0
+    ap = np.where(scored, per_class[1], math.nan)
+    auc = np.where(scored & (negatives > 0), per_class[0], math.nan)
     # The pooled problem: the sample's own class is the positive of its K scores.
     onehot = (y_true[:, None] == xp.arange(k)[None, :]).reshape(-1)
     flat_weight = None if sample_weight is None else xp.repeat(sample_weight, k)
