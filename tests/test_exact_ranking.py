@@ -107,6 +107,7 @@ def test_one_ranking_of_the_classes_and_one_for_the_micro_average(monkeypatch):
     (label_rank_areas: one segmented pass on a kernel backend), the two micro
     averages from one ranking of the pooled scores (on the backend the arrays
     resolve to: numpy, or the default one CI sets)."""
+    from metrics_gpu.backends.numpy_backend import NumpyBackend
     from metrics_gpu.backends.selection import resolve_backend
 
     rng = np.random.default_rng(3)
@@ -128,7 +129,7 @@ def test_one_ranking_of_the_classes_and_one_for_the_micro_average(monkeypatch):
     monkeypatch.setattr(backend, "binary_rank_areas", counted)
     monkeypatch.setattr(backend, "label_rank_areas", counted_labels)
     exact_ranking(y_true, probabilities)
-    numpy_loop = [(n,)] * k if backend.name == "numpy" else []  # its reference: a column each
+    numpy_loop = [(n,)] * k if backend is NumpyBackend else []  # its reference: a column each
     assert shapes == [("labels", n, k), *numpy_loop, (n * k,)]
 
 
