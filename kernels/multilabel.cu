@@ -15,8 +15,11 @@
 //     probability (sigmoid of a logit), targets 1 then 0: the binned ROC AUC
 //     and average precision per label, with their error bounds;
 //   * checks (uint64): rows left out, the first of them, and why.
-// Element types are runtime codes (one instantiation): the branch on a code
-// is the same for every thread, and the pass is bound by memory.
+// Element types are codes: the common pairs of (y_true, preds) types are
+// instantiations of their own (multilabel_update<TRUE_CODE, PRED_CODE>: each
+// cell one load of a known type), the others read the codes at run time
+// (<kAnyElement, kAnyElement>: a switch per read, which made the pass bound
+// by its instructions, about 170-210 a cell on sm_90, not by memory).
 //
 // A group of G lanes (1 or 32) takes a row: G = 1 for L <= 32 (a thread per
 // row; a warp's rows are one contiguous span), else a warp per row, its lanes
@@ -94,6 +97,15 @@ __device__ __forceinline__ double element(const void* base, int code, int64 i) {
   }
 }
 
+// An instantiation's element type: a code known at compile time (the
+// switch folds to one load), or kAnyElement, read at run time.
+constexpr int kAnyElement = -1;
+
+template <int CODE>
+__device__ __forceinline__ double element_as(const void* base, int code, int64 i) {
+  return element(base, CODE == kAnyElement ? code : CODE, i);
+}
+
 __device__ __forceinline__ bool is_finite_value(double x) { return x - x == 0.0; }
 
 // A target cell: 1, 0, or -1 for the ignored value (has_ignore) and -2 for
@@ -163,6 +175,7 @@ constexpr int kUpdateMinBlocks = 4;
 // `histogram` (2 L H, of the counts' type) bins each counted cell's
 // probability; else it is null. Dynamic shared memory: 4 L accumulators of
 // 8 bytes when `shared_counts`, else none.
+template <int TRUE_CODE, int PRED_CODE>
 __global__ void __launch_bounds__(mg::kUpdateBlockThreads, mg::kUpdateMinBlocks)
 multilabel_update(const void* y_true, int true_code, mg::int64 true_stride,
                                   const void* preds, int pred_code, mg::int64 pred_stride,
@@ -216,9 +229,11 @@ multilabel_update(const void* y_true, int true_code, mg::int64 true_stride,
         if (!mg::is_finite_value(w) || w < 0.0) bad |= 1 << mg::kBadWeight;
       }
       for (int64 l = group_lane; l < L; l += G) {
-        const int t = mg::target_of(mg::element(y_true, true_code, true_base + l), has_ignore,
-                                    ignore_value);
-        const int p = mg::prediction_of(mg::element(preds, pred_code, pred_base + l), mode, cut);
+        const int t = mg::target_of(
+            mg::element_as<TRUE_CODE>(y_true, true_code, true_base + l), has_ignore,
+            ignore_value);
+        const int p = mg::prediction_of(
+            mg::element_as<PRED_CODE>(preds, pred_code, pred_base + l), mode, cut);
         if (t == -2) bad |= 1 << mg::kBadTarget;
         if (p == -2) bad |= 1 << mg::kBadPrediction;
         if (G == 1) {
@@ -245,10 +260,11 @@ multilabel_update(const void* y_true, int true_code, mg::int64 true_stride,
             l < kKindsPerWord ? kinds_low >> (3 * l) : kinds_high >> (3 * (l - kKindsPerWord));
         cell = (kind & 7ull) == kIgnoredCell ? -1 : (int)(kind & 7ull);
       } else if (counted) {
-        const int t = mg::target_of(mg::element(y_true, true_code, true_base + l), has_ignore,
-                                    ignore_value);
+        const int t = mg::target_of(
+            mg::element_as<TRUE_CODE>(y_true, true_code, true_base + l), has_ignore,
+            ignore_value);
         if (t >= 0) {  // not the ignored value
-          const double value = mg::element(preds, pred_code, pred_base + l);
+          const double value = mg::element_as<PRED_CODE>(preds, pred_code, pred_base + l);
           const int p = mg::prediction_of(value, mode, cut);
           if (H > 0) {
             const double probability = mode == mg::kLogits ? 1.0 / (1.0 + exp(-value)) : value;

@@ -137,14 +137,24 @@ _DTYPES = {"bool": (np.bool_, None), "int8": (np.int8, None), "int32": (np.int32
 
 
 @pytest.mark.parametrize("true_dtype", ["bool", "int8", "int32", "int64", "float32"])
-@pytest.mark.parametrize("pred_dtype", ["int64", "float32", "float64", "float16", "bfloat16"])
-def test_kernel_equals_reference_on_every_dtype(case, rng, true_dtype, pred_dtype):
+@pytest.mark.parametrize("pred_dtype", ["bool", "int64", "float32", "float64", "float16",
+                                        "bfloat16"])
+def test_kernel_equals_reference_on_every_dtype(case, launches, rng, true_dtype, pred_dtype):
+    """The update equals the NumPy reference for every pair of element types:
+    the usual pairs through an instantiation of their own (the types known
+    at compile time), the others through the one that reads the codes."""
+    from metrics_gpu.backends.launchers.multilabel import (
+        UPDATE_ANY_EXPRESSION,
+        UPDATE_PRED_TYPES,
+        UPDATE_TRUE_TYPES,
+    )
     n, num_labels = 37, 9
     y = (rng.random((n, num_labels)) < 0.4)
     scores = rng.integers(0, 5, (n, num_labels)) / 4.0
-    if pred_dtype == "int64":
+    labels = pred_dtype in ("bool", "int64")
+    if labels:
         scores = (scores > 0.5)
-    mode = "labels" if pred_dtype == "int64" else "probabilities"
+    mode = "labels" if labels else "probabilities"
     weight = rng.random(n).astype(np.float32)
     numpy_true = y.astype(_DTYPES[true_dtype][0])
     numpy_pred = scores.astype(_DTYPES[pred_dtype][0])
@@ -164,6 +174,12 @@ def test_kernel_equals_reference_on_every_dtype(case, rng, true_dtype, pred_dtyp
     np.testing.assert_allclose(_host(state["counts"]), expected[0].reshape(-1), rtol=1e-6)
     np.testing.assert_allclose(_host(state["rows"]), expected[1], rtol=1e-12)
     np.testing.assert_allclose(_host(state["histogram"]), expected[3].reshape(-1), rtol=1e-6)
+    read_as = {"bool": "uint8", "int8": "uint8"}
+    specialised = (read_as.get(true_dtype, true_dtype) in UPDATE_TRUE_TYPES
+                   and read_as.get(pred_dtype, pred_dtype) in UPDATE_PRED_TYPES)
+    updates = [launch.expression for launch in launches if launch.kernel == "multilabel_update"]
+    assert len(updates) == 1
+    assert (updates[0] != UPDATE_ANY_EXPRESSION) == specialised, updates
 
 
 def _host(value):

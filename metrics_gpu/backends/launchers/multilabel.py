@@ -12,9 +12,7 @@ from metrics_gpu.backends.kernel_sources import KernelModule
 from metrics_gpu.backends.launchers.base import BLOCKS_PER_MULTIPROCESSOR, LaunchBase
 
 SOURCE = "multilabel.cu"
-EXPRESSION = "multilabel_update"
 RANKING_EXPRESSION = "multilabel_ranking"
-MODULE = KernelModule(SOURCE, (EXPRESSION, RANKING_EXPRESSION))
 # The sums of the ranking kernel (enum RankingSum), in order.
 RANKING_SUM_SLOTS = ("average_precision", "loss", "coverage", "weight")
 # The ranking kernel's largest block (kMaxWarpsPerBlock warps: its queues).
@@ -22,12 +20,29 @@ RANKING_MAX_BLOCK_THREADS = 256
 # The update kernel's largest block (its launch bound, kUpdateBlockThreads).
 UPDATE_MAX_BLOCK_THREADS = 256
 
-# The kernel's element codes (enum ElementCode), by index: one instantiation
-# reads every input type. int8 is read as uint8 (0 and 1 have the same bits,
-# and any other value stays something else), bool as uint8.
+# The kernel's element codes (enum ElementCode), by index. int8 is read as
+# uint8 (0 and 1 have the same bits, and any other value stays something
+# else), bool as uint8.
 ELEMENT_CODE_NAMES = ("uint8", "int32", "int64", "float32", "float64", "float16", "bfloat16")
 ELEMENT_CODES = {**{name: code for code, name in enumerate(ELEMENT_CODE_NAMES)},
                  "bool": 0, "int8": 0}
+_ENUM_NAMES = ("mg::kUint8", "mg::kInt32", "mg::kInt64", "mg::kFloat32", "mg::kFloat64",
+               "mg::kFloat16", "mg::kBfloat16")
+# The update's instantiations: the usual (y_true, preds) element types read
+# as known types (bool / uint8, int64 or float32 targets; 0/1 labels, float32,
+# float16 or bfloat16 scores), any other pair through the codes at run time
+# (kernels/multilabel.cu element_as: the runtime switch took 170-210
+# instructions a cell).
+UPDATE_TRUE_TYPES = ("uint8", "int64", "float32")
+UPDATE_PRED_TYPES = ("uint8", "float32", "float16", "bfloat16")
+UPDATE_ANY_EXPRESSION = "multilabel_update<mg::kAnyElement, mg::kAnyElement>"
+UPDATE_EXPRESSIONS = {
+    (ELEMENT_CODES[true], ELEMENT_CODES[pred]):
+        f"multilabel_update<{_ENUM_NAMES[ELEMENT_CODES[true]]}, "
+        f"{_ENUM_NAMES[ELEMENT_CODES[pred]]}>"
+    for true in UPDATE_TRUE_TYPES for pred in UPDATE_PRED_TYPES}
+MODULE = KernelModule(SOURCE, (*UPDATE_EXPRESSIONS.values(), UPDATE_ANY_EXPRESSION,
+                               RANKING_EXPRESSION))
 BFLOAT16_CODE = ELEMENT_CODES["bfloat16"]  # a torch bfloat16 tensor, read as its patterns
 WEIGHT_DTYPES = ("float32", "float64")
 # How a prediction is read (enum PredictionMode), by index.
@@ -98,7 +113,8 @@ def launch_update(backend, y_true, true_code: int, true_stride: int, preds, pred
     """One launch of the update (``y_true``, ``preds``, ``weight``: arrays or
     address scalars; ``stream``: the caller's, or the device's current one)."""
     grid, block, lanes, shared = launch_geometry(backend.device, rows, num_labels)
-    backend.launch(SOURCE, EXPRESSION, grid, block, update_arguments(
+    expression = UPDATE_EXPRESSIONS.get((true_code, pred_code), UPDATE_ANY_EXPRESSION)
+    backend.launch(SOURCE, expression, grid, block, update_arguments(
         y_true, true_code, true_stride, preds, pred_code, pred_stride, mode, cut, weight,
         weight_code, ignore, rows, num_labels, lanes, shared, weighted, f_beta2, row_offset,
         thresholds, counts, row_sums, checks, histogram), shared, stream=stream)
