@@ -174,7 +174,10 @@ constexpr int kUpdateMinBlocks = 4;
 // `f_beta2` is beta^2 of the row F-score. With `thresholds` H > 0,
 // `histogram` (2 L H, of the counts' type) bins each counted cell's
 // probability; else it is null. Dynamic shared memory: 4 L accumulators of
-// 8 bytes when `shared_counts`, else none.
+// 8 bytes when `shared_counts` and 2 L H more when `shared_histogram` (the
+// histogram's cells privatised per block: every cell of a batch lands in
+// 2 L H cells, which global atomics from every block contended for), else
+// none.
 template <int TRUE_CODE, int PRED_CODE>
 __global__ void __launch_bounds__(mg::kUpdateBlockThreads, mg::kUpdateMinBlocks)
 multilabel_update(const void* y_true, int true_code, mg::int64 true_stride,
@@ -182,7 +185,8 @@ multilabel_update(const void* y_true, int true_code, mg::int64 true_stride,
                                   int mode, double cut, const void* weight, int weight_code,
                                   int has_ignore, double ignore_value, mg::int64 num_rows,
                                   mg::int64 num_labels, int lanes_per_row, int shared_counts,
-                                  int weighted, double f_beta2, mg::int64 row_offset,
+                                  int shared_histogram, int weighted, double f_beta2,
+                                  mg::int64 row_offset,
                                   int thresholds, void* label_counts, double* row_sums,
                                   unsigned long long* checks, void* histogram) {
   using mg::int64;
@@ -191,15 +195,16 @@ multilabel_update(const void* y_true, int true_code, mg::int64 true_stride,
   MG_DYNAMIC_SHARED(unsigned long long, shared_bits);
   double* shared_weighted = reinterpret_cast<double*>(shared_bits);
   __shared__ double block_rows[mg::kRowSlotCount];
-  if (shared_counts) {
-    for (int64 i = threadIdx.x; i < 4 * L; i += blockDim.x) shared_bits[i] = 0;
-  }
+  const int64 H = thresholds;
+  // The block's cells in shared memory: 4 L counts, then (shared_histogram,
+  // only with shared_counts) the 2 L H histogram cells.
+  const int64 shared_cells = shared_counts ? 4 * L + (shared_histogram ? 2 * L * H : 0) : 0;
+  for (int64 i = threadIdx.x; i < shared_cells; i += blockDim.x) shared_bits[i] = 0;
   for (int i = threadIdx.x; i < mg::kRowSlotCount; i += blockDim.x) block_rows[i] = 0.0;
   __syncthreads();
 
   unsigned long long* histogram_bits = static_cast<unsigned long long*>(histogram);
   double* histogram_weighted = static_cast<double*>(histogram);
-  const int64 H = thresholds;
   unsigned long long* global_bits = static_cast<unsigned long long*>(label_counts);
   double* global_weighted = static_cast<double*>(label_counts);
   const int G = lanes_per_row;
@@ -269,8 +274,14 @@ multilabel_update(const void* y_true, int true_code, mg::int64 true_stride,
           if (H > 0) {
             const double probability = mode == mg::kLogits ? 1.0 / (1.0 + exp(-value)) : value;
             const int64 bin = (t ? 0 : L * H) + l * H + mg::calibration_bin(probability, (int)H);
-            if (weighted) atomicAdd(&histogram_weighted[bin], w);
-            else atomicAdd(&histogram_bits[bin], 1ull);
+            if (shared_histogram) {  // the block's own cells: no contention in L2
+              if (weighted) atomicAdd(&shared_weighted[4 * L + bin], w);
+              else atomicAdd(&shared_bits[4 * L + bin], 1ull);
+            } else if (weighted) {
+              atomicAdd(&histogram_weighted[bin], w);
+            } else {
+              atomicAdd(&histogram_bits[bin], 1ull);
+            }
           }
           cell = t ? (p ? 0 : 2) : (p ? 1 : 3);
         }
@@ -331,13 +342,15 @@ multilabel_update(const void* y_true, int true_code, mg::int64 true_stride,
     }
   }
   __syncthreads();
-  if (shared_counts) {
-    for (int64 i = threadIdx.x; i < 4 * L; i += blockDim.x) {
-      if (weighted) {
-        if (shared_weighted[i] != 0.0) atomicAdd(&global_weighted[i], shared_weighted[i]);
-      } else if (shared_bits[i] != 0) {
-        atomicAdd(&global_bits[i], shared_bits[i]);
-      }
+  for (int64 i = threadIdx.x; i < shared_cells; i += blockDim.x) {
+    // Counts first, then the histogram's cells.
+    const int64 j = i < 4 * L ? i : i - 4 * L;
+    unsigned long long* bits_out = i < 4 * L ? global_bits : histogram_bits;
+    double* weighted_out = i < 4 * L ? global_weighted : histogram_weighted;
+    if (weighted) {
+      if (shared_weighted[i] != 0.0) atomicAdd(&weighted_out[j], shared_weighted[i]);
+    } else if (shared_bits[i] != 0) {
+      atomicAdd(&bits_out[j], shared_bits[i]);
     }
   }
   for (int i = threadIdx.x; i < mg::kRowSlotCount; i += blockDim.x) {

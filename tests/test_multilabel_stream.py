@@ -182,6 +182,37 @@ def test_kernel_equals_reference_on_every_dtype(case, launches, rng, true_dtype,
     assert (updates[0] != UPDATE_ANY_EXPRESSION) == specialised, updates
 
 
+@pytest.mark.parametrize("weighted", [False, True], ids=["counts", "weighted"])
+@pytest.mark.parametrize("thresholds", [8, 400])
+def test_histogram_in_shared_memory_or_global_equals_reference(emulated_geometry, launches, rng,
+                                                               thresholds, weighted):
+    """The thresholds histogram is privatised per block in shared memory where
+    its 2 L H cells fit beside the counts (H = 8 on the emulated geometry),
+    else added to global memory cell by cell (H = 400): the same state as the
+    NumPy reference either way, over rows that several blocks share."""
+    case = emulated_geometry
+    n, num_labels = 700, 9
+    y = rng.random((n, num_labels)) < 0.4
+    scores = rng.random((n, num_labels)).astype(np.float32)
+    weight = rng.random(n) if weighted else None
+    expected = multilabel_update_reference(y, scores, weight, mode="probabilities", cut=0.5,
+                                           ignore=None, f_beta2=1.0, thresholds=thresholds)
+    put = case.put
+    with mg.use_backend(case.name):
+        metrics = mg.MultilabelMetrics(num_labels, validate=False, thresholds=thresholds,
+                                       scores="probabilities")
+        metrics.update(put(y), put(scores), None if weight is None else put(weight))
+    state = metrics.state_dict()
+    np.testing.assert_allclose(_host(state["counts"]), expected[0].reshape(-1), rtol=1e-12)
+    np.testing.assert_allclose(_host(state["histogram"]), expected[3].reshape(-1), rtol=1e-12)
+    update = next(launch for launch in launches if launch.kernel == "multilabel_update")
+    # (lanes, shared counts, shared histogram) among the arguments, and the grid
+    lanes_at = 14
+    assert [int(value) for value in update.args[lanes_at:lanes_at + 3]] == [
+        1, 1, int(thresholds == 8)]
+    assert update.grid > 1
+
+
 def _host(value):
     if isinstance(value, torch.Tensor):
         return value.cpu().numpy()

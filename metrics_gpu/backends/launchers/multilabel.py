@@ -17,8 +17,10 @@ RANKING_EXPRESSION = "multilabel_ranking"
 RANKING_SUM_SLOTS = ("average_precision", "loss", "coverage", "weight")
 # The ranking kernel's largest block (kMaxWarpsPerBlock warps: its queues).
 RANKING_MAX_BLOCK_THREADS = 256
-# The update kernel's largest block (its launch bound, kUpdateBlockThreads).
+# The update kernel's largest block and the blocks per SM of its launch
+# bound (kUpdateBlockThreads, kUpdateMinBlocks).
 UPDATE_MAX_BLOCK_THREADS = 256
+UPDATE_MIN_BLOCKS = 4
 
 # The kernel's element codes (enum ElementCode), by index. int8 is read as
 # uint8 (0 and 1 have the same bits, and any other value stays something
@@ -72,13 +74,16 @@ THREAD_PER_ROW_LABELS = 32
 STATIC_SHARED_BYTES = 256
 
 
-def launch_geometry(device, rows: int, num_labels: int) -> tuple[int, int, int, int]:
-    """``(grid, block, lanes per row, dynamic shared bytes)`` of an update of
-    ``rows`` rows: the device's block size (whole warps) up to
-    UPDATE_MAX_BLOCK_THREADS (the kernel's launch bound), at most
+def launch_geometry(device, rows: int, num_labels: int,
+                    thresholds: int = 0) -> tuple[int, int, int, int, bool]:
+    """``(grid, block, lanes per row, dynamic shared bytes, shared histogram)``
+    of an update of ``rows`` rows: the device's block size (whole warps) up
+    to UPDATE_MAX_BLOCK_THREADS (the kernel's launch bound), at most
     BLOCKS_PER_MULTIPROCESSOR blocks per SM (grid-stride beyond), per-label
     counts privatised in shared memory when 4 L of them fit the block's
-    default budget."""
+    default budget, and the 2 L H thresholds histogram with them when it
+    fits too, in a share of the SM's shared memory that leaves room for
+    UPDATE_MIN_BLOCKS blocks (the kernel's launch bound)."""
     block = min(device.block_threads, UPDATE_MAX_BLOCK_THREADS)
     lanes = 1 if num_labels <= THREAD_PER_ROW_LABELS else 32
     rows_per_block = block // lanes
@@ -86,21 +91,27 @@ def launch_geometry(device, rows: int, num_labels: int) -> tuple[int, int, int, 
                       device.multiprocessor_count * BLOCKS_PER_MULTIPROCESSOR))
     shared = 4 * num_labels * 8
     if shared + STATIC_SHARED_BYTES > device.shared_memory_per_block:
-        shared = 0
-    return grid, block, lanes, shared
+        return grid, block, lanes, 0, False
+    histogram = 2 * num_labels * thresholds * 8
+    budget = min(device.shared_memory_per_block,
+                 device.shared_memory_per_multiprocessor // UPDATE_MIN_BLOCKS)
+    if thresholds > 0 and shared + histogram + STATIC_SHARED_BYTES <= budget:
+        return grid, block, lanes, shared + histogram, True
+    return grid, block, lanes, shared, False
 
 
 def update_arguments(y_true, true_code: int, true_stride: int, preds, pred_code: int,
                      pred_stride: int, mode: int, cut: float, weight, weight_code: int,
                      ignore: float | None, rows: int, num_labels: int, lanes: int, shared: int,
-                     weighted: bool, f_beta2: float, row_offset: int, thresholds: int, counts,
-                     row_sums, checks, histogram) -> list:
+                     shared_histogram: bool, weighted: bool, f_beta2: float, row_offset: int,
+                     thresholds: int, counts, row_sums, checks, histogram) -> list:
     """The kernel's arguments, in order (arrays or address scalars for the pointers)."""
     return [y_true, np.int32(true_code), np.int64(true_stride), preds, np.int32(pred_code),
             np.int64(pred_stride), np.int32(mode), np.float64(cut), weight,
             np.int32(weight_code), np.int32(ignore is not None),
             np.float64(0.0 if ignore is None else ignore), np.int64(rows),
-            np.int64(num_labels), np.int32(lanes), np.int32(shared > 0), np.int32(weighted),
+            np.int64(num_labels), np.int32(lanes), np.int32(shared > 0),
+            np.int32(shared_histogram), np.int32(weighted),
             np.float64(f_beta2), np.int64(row_offset), np.int32(thresholds), counts, row_sums,
             checks, histogram]
 
@@ -112,11 +123,13 @@ def launch_update(backend, y_true, true_code: int, true_stride: int, preds, pred
                   histogram, stream=None) -> None:
     """One launch of the update (``y_true``, ``preds``, ``weight``: arrays or
     address scalars; ``stream``: the caller's, or the device's current one)."""
-    grid, block, lanes, shared = launch_geometry(backend.device, rows, num_labels)
+    grid, block, lanes, shared, shared_histogram = launch_geometry(
+        backend.device, rows, num_labels, thresholds)
     expression = UPDATE_EXPRESSIONS.get((true_code, pred_code), UPDATE_ANY_EXPRESSION)
     backend.launch(SOURCE, expression, grid, block, update_arguments(
         y_true, true_code, true_stride, preds, pred_code, pred_stride, mode, cut, weight,
-        weight_code, ignore, rows, num_labels, lanes, shared, weighted, f_beta2, row_offset,
+        weight_code, ignore, rows, num_labels, lanes, shared, shared_histogram, weighted,
+        f_beta2, row_offset,
         thresholds, counts, row_sums, checks, histogram), shared, stream=stream)
 
 
