@@ -210,6 +210,21 @@ def _load_bits(modifiers: str) -> int:
     return 32
 
 
+def kernel_text(lines: list[str], name: str) -> list[str]:
+    """The disassembly of the kernels named ``name`` (their ``.text``
+    sections): a module's cubin also holds its kernels that are not
+    templates, whose loops are not the named kernel's."""
+    kept, keep = [], False
+    for line in lines:
+        section = re.match(r"^\s*\.section\s+\.text\.([^,\s]+)", line)
+        if section:
+            mangled = section.group(1)
+            keep = f"{len(name)}{name}" in mangled  # _Z<length><name>...
+        elif keep:
+            kept.append(line)
+    return kept
+
+
 def sass_loops(expressions, architecture="sm_90") -> list[str]:
     """One line per kernel: its hot loop's static instruction count."""
     tool = nvdisasm_path()
@@ -229,7 +244,7 @@ def sass_loops(expressions, architecture="sm_90") -> list[str]:
             path.write_bytes(result.cubin)
             text = subprocess.run([tool, "-c", str(path)], capture_output=True, text=True,
                                   check=True).stdout.splitlines()
-        loops = innermost_loops(text)
+        loops = innermost_loops(kernel_text(text, template_name(expression)))
         lines.append(f"  {expression}: " + ("no loop reads global memory" if not loops else ""))
         for count, loads, opcodes, widths in loops[:3]:
             common = ", ".join(f"{op} {n}" for op, n in opcodes.most_common(5))
