@@ -36,9 +36,11 @@
 //    last position adds its trapezoid (F - F_head)(T + T_head) / 2, its
 //    partial-area piece up to max_fpr, and its precision step
 //    (T - T_head) T / (T + F), all in normalised rates. Per-tile sums go
-//    to tile_areas; the host adds them in tile order. Unweighted, the full
-//    ROC area is also summed exactly, in 128-bit integers of counts, and
-//    divided once by 2 P Q on the host.
+//    to tile_areas. Unweighted, the full ROC area is also summed exactly,
+//    in 128-bit integers of counts.
+// 4. rank_finish (one block per segment) adds the tiles' sums and divides
+//    the exact area once by 2 P Q: each segment's ROC AUC and average
+//    precision.
 //
 // Sums are float64 in a fixed order (no atomics): counts are exact up to
 // 2^53, and a run is reproducible. Scores compare as their values (-0 == +0;
@@ -640,6 +642,71 @@ rank_label_key_areas(const unsigned long long* keys, int64 n, int64 tiles_per_se
                                 tile_areas + 3 * row, tile_twice_area + 2 * row);
 }
 
+// The end of the areas: per segment (a block each), the tiles' sums added
+// in fixed order, the exact unweighted ROC area (tile_twice_area, else
+// null: the float sum) divided once by 2 P Q, McClish's standardised
+// partial area where `partial`, and NaN / 0 where a class has no weight, as
+// metrics_gpu._formulas.ranking.binary_rank_areas (the reference) ends.
+// out: (2, gridDim.x): ROC AUC of every segment, then average precision.
+// One launch instead of a dozen array operations on the host's side.
+__global__ void __launch_bounds__(kRankBlockThreads)
+rank_finish(const double* tile_areas, const unsigned long long* tile_twice_area,
+            const double* totals, int64 tiles_per_segment, int partial, double max_fpr,
+            double* out) {
+  __shared__ double scratch[3 * kWarpSize];  // block_sum
+  __shared__ U128 warp_twice_areas[kRankBlockThreads / kWarpSize];
+  const int64 segment = (int64)blockIdx.x, first = segment * tiles_per_segment;
+  double sums[3] = {0.0, 0.0, 0.0};
+  U128 twice_area = {0ull, 0ull};
+  for (int64 tile = threadIdx.x; tile < tiles_per_segment; tile += blockDim.x) {
+    const double* row = tile_areas + 3 * (first + tile);
+    sums[0] += row[0];
+    sums[1] += row[1];
+    sums[2] += row[2];
+    if (tile_twice_area != nullptr) {  // 128-bit sums: carries from the low word
+      const uint64 low = tile_twice_area[2 * (first + tile)];
+      twice_area.low += low;
+      twice_area.high += tile_twice_area[2 * (first + tile) + 1] + (twice_area.low < low ? 1ull : 0ull);
+    }
+  }
+  block_sum(sums, scratch);
+  if (tile_twice_area != nullptr) {  // the same for every thread
+    for (int offset = kWarpSize / 2; offset > 0; offset >>= 1) {
+      const uint64 low = __shfl_xor_sync(kFullWarp, twice_area.low, offset);
+      const uint64 high = __shfl_xor_sync(kFullWarp, twice_area.high, offset);
+      twice_area.low += low;
+      twice_area.high += high + (twice_area.low < low ? 1ull : 0ull);
+    }
+    if (lane_index() == 0) warp_twice_areas[threadIdx.x / kWarpSize] = twice_area;
+    __syncthreads();
+    if (threadIdx.x == 0) {
+      twice_area = warp_twice_areas[0];
+      for (unsigned int w = 1; w < blockDim.x / kWarpSize; ++w) {
+        const U128 part = warp_twice_areas[w];
+        twice_area.low += part.low;
+        twice_area.high += part.high + (twice_area.low < part.low ? 1ull : 0ull);
+      }
+    }
+  }
+  if (threadIdx.x != 0) return;
+  const double positive = totals[2 * segment], negative = totals[2 * segment + 1];
+  double auc = sums[0];
+  if (tile_twice_area != nullptr) {
+    // Two roundings: the high word times 2^64, then the sum.
+    const double twice = (double)twice_area.high * 18446744073709551616.0 +
+                         (double)twice_area.low;
+    const double pairs = positive * negative;
+    auc = pairs > 0.0 ? twice / (2.0 * pairs) : 0.0;
+  }
+  if (partial) {
+    const double min_area = 0.5 * max_fpr * max_fpr, max_area = max_fpr;
+    auc = 0.5 * (1.0 + (sums[1] - min_area) / (max_area - min_area));
+  }
+  const double not_a_number = __longlong_as_double(0x7ff8000000000000ll);
+  out[segment] = positive > 0.0 && negative > 0.0 ? auc : not_a_number;
+  out[gridDim.x + segment] = positive > 0.0 ? (sums[2] > 0.0 ? sums[2] : 0.0) : 0.0;
+}
+
 // -- curves: one point per tie group -----------------------------------------
 //
 // roc_curve and precision_recall_curve keep one point per distinct score:
@@ -819,6 +886,7 @@ label_pair_summary(const T* labels, int64 n, unsigned long long* out) {
 using mg::label_pair_summary;
 using mg::rank_areas;
 using mg::rank_curve_points;
+using mg::rank_finish;
 using mg::rank_gather;
 using mg::rank_label_key_areas;
 using mg::rank_label_key_tiles;

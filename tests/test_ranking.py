@@ -353,8 +353,8 @@ def test_binary_scores_sort_once_and_read_back_the_classes_once(backend, monkeyp
     keys on the kernel backends, in two parts when the scores have both
     signs; the scores' argsort on NumPy) and no unique of the labels; the
     kernel backends launch the label summary, pack, the tile states, their
-    scan and the areas (no CuPy scan between the passes) and read back the
-    classes and where the two parts meet. Pins the cost of issue 16's exact
+    scan, the areas and their sum (no CuPy scan or sums around the passes)
+    and read back the classes and where the two parts meet. Pins the cost of issue 16's exact
     ranking."""
     n = 1000
     y = _binary_labels(rng, n)
@@ -370,7 +370,7 @@ def test_binary_scores_sort_once_and_read_back_the_classes_once(backend, monkeyp
         nonnegative = int((s >= 0).sum())
         parts = [nonnegative, n - nonnegative] if signs == "decisions" else [n]
         assert calls == [("sort", size) for size in parts]
-        assert (counts.launches, counts.host_transfers) == (5, 2)
+        assert (counts.launches, counts.host_transfers) == (6, 2)
     _assert_value(backend, value, getattr(skm, function.__name__)(y, s))
 
 
@@ -414,7 +414,8 @@ def test_packed_keys_split_by_sign(case, launches, rng, dtype, signs):
                                           max_fpr)
         np.testing.assert_allclose(case.get(got), expected, rtol=RTOL, atol=1e-15)
     assert [launch.kernel for launch in launches] == [
-        "rank_pack_keys", "rank_packed_tiles", "rank_tile_scan", "rank_packed_areas"] * 2
+        "rank_pack_keys", "rank_packed_tiles", "rank_tile_scan", "rank_packed_areas",
+        "rank_finish"] * 2
 
 
 BINARY_LABEL_DTYPES = {
@@ -1023,13 +1024,13 @@ def test_rank_kernels_equal_reference(case, launches, rng, dtype, weighted, layo
     _assert_rank_areas_equal_reference(case, scores, is_positive, weight)
     # Unweighted scores of at most 32 bits sort packed 32-bit keys, split by
     # sign, and both passes read them in place; others gather. One block
-    # scans the tiles between the passes.
+    # scans the tiles between the passes, one adds up their areas.
     packed = not weighted and np.dtype(dtype).itemsize <= 4 and dtype != np.uint64
     path = (["rank_pack_keys", "rank_packed_tiles", "rank_tile_scan", "rank_packed_areas"]
-            if packed else ["rank_gather", "rank_tile_scan", "rank_areas"])
+            if packed else ["rank_gather", "rank_tile_scan", "rank_areas"]) + ["rank_finish"]
     assert [launch.kernel for launch in launches] == path * 2
     tiles = -(-n // _rank_tile(case))
-    assert [launch.grid for launch in launches[len(path) - 3:len(path)]] == [tiles, 1, tiles]
+    assert [launch.grid for launch in launches[len(path) - 4:len(path)]] == [tiles, 1, tiles, 1]
 
 
 @pytest.mark.parametrize("weighted", (False, True), ids=("unweighted", "with-zeros"))
@@ -1103,11 +1104,12 @@ def test_label_rank_kernels_equal_reference(case, launches, rng, dtype, weighted
                                    equal_nan=True)
     packed = not weighted and np.dtype(dtype).itemsize <= 4
     path = (["rank_pack_label_keys", "rank_label_key_tiles", "rank_tile_scan",
-             "rank_label_key_areas"] if packed else ["rank_gather", "rank_tile_scan", "rank_areas"])
+             "rank_label_key_areas"] if packed else ["rank_gather", "rank_tile_scan", "rank_areas"]
+            ) + ["rank_finish"]
     assert [launch.kernel for launch in launches] == path * 2
     tiles, labels = -(-n // _rank_tile(case)), scores.shape[1]
-    assert [launch.grid for launch in launches[len(path) - 3:len(path)]] == [
-        labels * tiles, labels, labels * tiles]
+    assert [launch.grid for launch in launches[len(path) - 4:len(path)]] == [
+        labels * tiles, labels, labels * tiles, labels]
 
 
 def test_tile_scan_takes_tiles_in_chunks_of_the_block(case, launches, rng):

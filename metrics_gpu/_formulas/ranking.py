@@ -132,18 +132,6 @@ def mcclish_standardised(partial, max_fpr, xp):
     return 0.5 * (1 + xp.divide(xp.subtract(partial, min_area), max_area - min_area))
 
 
-def rank_areas_from_sums(areas, totals, xp, max_fpr=None):
-    """``[ROC AUC, average precision]`` from the summed pieces of
-    ``kernels/ranking.cu`` (full area, area up to ``max_fpr``, precision steps)
-    and the (positive, negative) weight totals, as :func:`binary_rank_areas`."""
-    partial = max_fpr is not None and max_fpr != 1
-    auc = mcclish_standardised(areas[1], max_fpr, xp) if partial else areas[0]
-    has_positives, has_negatives = xp.greater(totals[0], 0), xp.greater(totals[1], 0)
-    auc = xp.where(has_positives & has_negatives, auc, xp.nan)
-    average_precision = xp.where(has_positives, xp.maximum(areas[2], 0.0), 0.0)
-    return xp.stack([auc, average_precision])
-
-
 def step_average_precision(tps, fps, xp):
     """Σ (R_n - R_{n-1}) P_n over the thresholds; 0 when there is no positive
     weight (scikit-learn then sets recall to 1 and the last precision is 0)."""

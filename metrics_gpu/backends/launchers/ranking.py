@@ -31,6 +31,7 @@ PACKED_RANK_SCORE_TYPE = "unsigned int"
 PACKED_TILES = "rank_packed_tiles"
 PACKED_AREAS = "rank_packed_areas"
 TILE_SCAN = "rank_tile_scan"
+FINISH = "rank_finish"
 LABEL_KEY_TILES = "rank_label_key_tiles"
 LABEL_KEY_AREAS = "rank_label_key_areas"
 # Cells of a multilabel problem ranked at a time (the keys or the argsort
@@ -71,7 +72,7 @@ MODULE = KernelModule(SOURCE, (
       for score_type in (*RANK_SCORE_TYPES.values(), PACKED_RANK_SCORE_TYPE)),
     *(curve_points_expression(score_type) for score_type in RANK_SCORE_TYPES.values()),
     *(pack_keys_expression(score_type) for score_type in PACKED_RANK_TYPES.values()),
-    PACKED_TILES, PACKED_AREAS, TILE_SCAN,
+    PACKED_TILES, PACKED_AREAS, TILE_SCAN, FINISH,
     *(pack_label_keys_expression(score_type) for score_type in PACKED_RANK_TYPES.values()),
     LABEL_KEY_TILES, LABEL_KEY_AREAS,
     *(label_summary_expression(label_type) for label_type in LABEL_TYPES.values()),
@@ -178,11 +179,8 @@ class RankingLaunchers(LaunchBase):
                  offsets, carry, totals, np.float64(1.0 if max_fpr is None else max_fpr),
                  tile_areas, tile_twice_area],
             )
-        totals = totals[0]
-        areas = tile_areas.sum(axis=0)
-        if tile_twice_area is not None:
-            areas[0] = _exact_roc_area(tile_twice_area, totals, xp)
-        return _ranking_formulas.rank_areas_from_sums(areas, totals, xp, max_fpr)
+        return self._finish(tile_areas, tile_twice_area, totals, tiles, 1, block,
+                            max_fpr).reshape(2)
 
     def label_rank_areas(self, scores, relevant, sample_weight=None, max_fpr=None):
         """``(2, L)``: the ROC AUC and average precision of every label of
@@ -253,12 +251,8 @@ class RankingLaunchers(LaunchBase):
                 SOURCE, rank_areas_expression(score_type), grid, block,
                 [ranked_scores, ranked_positive, ranked_weight, np.int64(n), np.int64(tiles),
                  offsets, carry, totals, limit, tile_areas, tile_twice_area])
-        totals = totals.T  # (2, labels)
-        areas = xp.moveaxis(tile_areas.reshape(num_labels, tiles, 3).sum(axis=1), 0, 1)
-        if tile_twice_area is not None:
-            twice = tile_twice_area.reshape(num_labels, tiles, 2)
-            areas[0] = _exact_roc_area(twice, totals, xp)
-        return _ranking_formulas.rank_areas_from_sums(areas, totals, xp, max_fpr)
+        return self._finish(tile_areas, tile_twice_area, totals, tiles, num_labels, block,
+                            max_fpr)
 
     def _tile_scan(self, tile_state, tiles: int, segments: int, block: int):
         """rank_tile_scan: ``(offsets, carry, totals)`` of ``segments`` runs of
@@ -272,6 +266,19 @@ class RankingLaunchers(LaunchBase):
         self.launch(SOURCE, TILE_SCAN, segments, block,
                     [tile_state, np.int64(tiles), offsets, carry, totals])
         return offsets, carry, totals
+
+    def _finish(self, tile_areas, tile_twice_area, totals, tiles: int, segments: int, block: int,
+                max_fpr):
+        """rank_finish: ``(2, segments)`` float64, each segment's ROC AUC (NaN
+        where a class has no weight; McClish's standardised partial area
+        with ``max_fpr``) and average precision, from the areas pass's tile
+        sums (the exact 128-bit area where ``tile_twice_area`` is given)."""
+        out = self.xp.empty((2, segments), dtype=np.float64)
+        partial = max_fpr is not None and max_fpr != 1
+        self.launch(SOURCE, FINISH, segments, block,
+                    [tile_areas, tile_twice_area, totals, np.int64(tiles), np.int32(partial),
+                     np.float64(max_fpr if partial else 1.0), out])
+        return out
 
     def _tile_area_arrays(self, rows: int, *, exact_area: bool):
         """The areas pass's outputs: per tile (ROC area, area up to max_fpr,
@@ -364,33 +371,3 @@ class RankingLaunchers(LaunchBase):
              ranked_scores, ranked_positive, ranked_weight, tile_state],
         )
         return ranked_scores, ranked_weight, score_type, reversed_order
-
-
-def _exact_roc_area(tile_twice_area, totals, xp):
-    """The unweighted ROC area from rank_areas' per-tile 128-bit sums of
-    (F - F_head)(T + T_head) (tiles, 2 uint64 words; or (labels, tiles, 2)
-    with totals (2, labels): an area per label): the tiles added exactly
-    as 32-bit limbs (fewer than 2^32 tiles: no uint64 sum overflows), then
-    to float64 and divided by 2 P Q: a few roundings in all, not one per tie
-    group (0 when P or Q is 0: the caller's NaN). No sync."""
-    words = tile_twice_area
-    mask, shift = np.uint64(0xFFFFFFFF), np.uint64(32)
-
-    def low_half(word):
-        return xp.bitwise_and(word, mask)
-
-    def high_half(word):
-        return xp.right_shift(word, shift)
-
-    limbs = xp.stack([low_half(words[..., 0]), high_half(words[..., 0]),
-                      low_half(words[..., 1]), high_half(words[..., 1])])
-    sums = limbs.sum(axis=-1)  # each < 2^64
-    # Σ sums[i] 2^(32 i): the limbs carried into two exact 64-bit words
-    # (the sum is below 2^107), then converted.
-    low = sums[0] + xp.left_shift(low_half(sums[1]), shift)
-    carry = high_half(sums[1]) + (low < sums[0]).astype(np.uint64)
-    high = sums[2] + carry + xp.left_shift(low_half(sums[3]), shift)
-    twice_area = xp.multiply(high.astype(np.float64), 2.0 ** 64) + low.astype(np.float64)
-    pairs = totals[0] * totals[1]
-    some_pairs = xp.greater(pairs, 0)
-    return xp.where(some_pairs, twice_area / (2.0 * xp.where(some_pairs, pairs, 1.0)), 0.0)
