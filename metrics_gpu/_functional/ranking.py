@@ -14,9 +14,13 @@ point):
    precision come from the backend's ``binary_rank_areas``: the reference over
    ``xp`` on the NumPy backend, a sort plus the segmented scans of
    ``kernels/ranking.cu`` on the kernel backends. No host sync.
-3. One-vs-rest, one-vs-one (Hand & Till) and AUC-mu (Kleiman & Page) run the
-   binary problem per column or per pair of classes; a pair ranks only the
-   samples of its two classes (:func:`_class_members`).
+3. One-vs-rest and the multilabel per-label averages (macro, weighted,
+   None) rank every column at once: the backend's ``label_rank_areas``
+   (one binary problem per column on the NumPy backend, the reference; on
+   the kernel backends a segment per column in the same launches).
+   One-vs-one (Hand & Till) and AUC-mu (Kleiman & Page) run the binary
+   problem per pair of classes; a pair ranks only the samples of its two
+   classes (:func:`_class_members`).
 
 Memory is O(N) per binary problem, O(N K) for the micro average (all N K
 scores ranked at once) and for AUC-mu's expected costs.
