@@ -432,6 +432,27 @@ __device__ __forceinline__ RankRun block_exclusive_runs(RankRun run, RankRun* wa
   return combine(before, exclusive);
 }
 
+// The block's 128-bit sum of `value`, valid in thread 0: a warp butterfly
+// with carries, then the warps in index order (fixed order; integer sums are
+// exact in any). warp_totals: a U128 a warp. Every thread must call it.
+__device__ __forceinline__ U128 block_sum_u128(U128 value, U128* warp_totals) {
+  for (int offset = kWarpSize / 2; offset > 0; offset >>= 1) {
+    const uint64 low = __shfl_xor_sync(kFullWarp, value.low, offset);
+    const uint64 high = __shfl_xor_sync(kFullWarp, value.high, offset);
+    value.low += low;
+    value.high += high + (value.low < low ? 1ull : 0ull);
+  }
+  if (lane_index() == 0) warp_totals[threadIdx.x / kWarpSize] = value;
+  __syncthreads();
+  U128 total = warp_totals[0];
+  for (unsigned int w = 1; w < blockDim.x / kWarpSize; ++w) {
+    const U128 part = warp_totals[w];
+    total.low += part.low;
+    total.high += part.high + (total.low < part.low ? 1ull : 0ull);
+  }
+  return total;
+}
+
 // Between the passes: the scan of one segment's tile states per block
 // (gridDim.x segments of tiles_per_segment tiles), in fixed order: chunks of
 // blockDim.x tiles one after another, a block scan of RankRuns in each.
@@ -573,28 +594,13 @@ __device__ void rank_tile_areas(const Ranks& ranks, int64 n, int64 tile, const d
     tile_areas[2] = areas[2];
   }
   if (tile_twice_area != nullptr) {  // the same for every thread
-    // 128-bit sums: a warp butterfly with carries, then the warps in order.
-    for (int offset = kWarpSize / 2; offset > 0; offset >>= 1) {
-      const uint64 low = __shfl_xor_sync(kFullWarp, twice_area.low, offset);
-      const uint64 high = __shfl_xor_sync(kFullWarp, twice_area.high, offset);
-      twice_area.low += low;
-      twice_area.high += high + (twice_area.low < low ? 1ull : 0ull);
-    }
-    if (lane_index() == 0) warp_twice_areas[threadIdx.x / kWarpSize] = twice_area;
-    __syncthreads();
+    const U128 total = block_sum_u128(twice_area, warp_twice_areas);
     if (threadIdx.x == 0) {
-      U128 total = warp_twice_areas[0];
-      for (unsigned int w = 1; w < blockDim.x / kWarpSize; ++w) {
-        const U128 part = warp_twice_areas[w];
-        total.low += part.low;
-        total.high += part.high + (total.low < part.low ? 1ull : 0ull);
-      }
       tile_twice_area[0] = total.low;
       tile_twice_area[1] = total.high;
     }
   }
 }
-
 
 // The ranked arrays of rank_gather (segments of n). tile_offsets,
 // tile_carry: gridDim.x rows of 2 (rank_tile_scan); totals: a row of 2 per
@@ -671,22 +677,7 @@ rank_finish(const double* tile_areas, const unsigned long long* tile_twice_area,
   }
   block_sum(sums, scratch);
   if (tile_twice_area != nullptr) {  // the same for every thread
-    for (int offset = kWarpSize / 2; offset > 0; offset >>= 1) {
-      const uint64 low = __shfl_xor_sync(kFullWarp, twice_area.low, offset);
-      const uint64 high = __shfl_xor_sync(kFullWarp, twice_area.high, offset);
-      twice_area.low += low;
-      twice_area.high += high + (twice_area.low < low ? 1ull : 0ull);
-    }
-    if (lane_index() == 0) warp_twice_areas[threadIdx.x / kWarpSize] = twice_area;
-    __syncthreads();
-    if (threadIdx.x == 0) {
-      twice_area = warp_twice_areas[0];
-      for (unsigned int w = 1; w < blockDim.x / kWarpSize; ++w) {
-        const U128 part = warp_twice_areas[w];
-        twice_area.low += part.low;
-        twice_area.high += part.high + (twice_area.low < part.low ? 1ull : 0ull);
-      }
-    }
+    twice_area = block_sum_u128(twice_area, warp_twice_areas);
   }
   if (threadIdx.x != 0) return;
   const double positive = totals[2 * segment], negative = totals[2 * segment + 1];
