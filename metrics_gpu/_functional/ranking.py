@@ -543,19 +543,9 @@ def _one_vs_rest(inputs, codes, totals: _ClassTotals, metric: str):
     """
     xp = inputs.backend.xp
     n_samples, num_columns = inputs.y_score.shape
-    for column in range(num_columns):
-        count, weight = totals.counts[column], totals.weights[column]
-        if metric == "roc_auc" and count in (0, n_samples):
-            F.warn(_ONE_CLASS, F.UndefinedMetricWarning)
-            continue
-        if inputs.sample_weight is not None and totals.weights.sum() <= 0:
-            # Where scikit-learn computes a weighted curve it rejects no weight.
-            check_some_weight(inputs)
-        if metric == "roc_auc":
-            if inputs.sample_weight is not None:
-                _warn_undefined_rates(totals.weights.sum() - weight, weight)
-        elif weight <= 0:
-            F.warn(_NO_POSITIVE_CLASS, UserWarning)
+    # Where scikit-learn computes a weighted curve it rejects no weight.
+    _label_checks(metric, None if inputs.sample_weight is None else n_samples, totals.counts,
+                  n_samples, totals.weights, float(totals.weights.sum()))
     relevant = xp.equal(codes[:, None], xp.arange(num_columns)[None, :])
     areas = inputs.backend.label_rank_areas(inputs.y_score, relevant, inputs.sample_weight)
     return areas[0 if metric == "roc_auc" else 1]
@@ -777,19 +767,49 @@ def _indicator_binary(backend, scores, is_positive, weight, metric: str, max_fpr
     (without a pass), average precision without positive weight is 0.
     ``count``: positives among ``size``; the weights are totals on the host.
     Weights all 0 raise where a problem is computed (scikit-learn's order)."""
+    n = None if weight is None else weight.shape[0]
+    if not _indicator_checks(metric, n, count, size, positive_weight, total_weight):
+        return backend.xp.full((), backend.xp.nan)
     if metric == "roc_auc":
-        if count in (0, size):
-            F.warn(_ONE_CLASS, F.UndefinedMetricWarning)
-            return backend.xp.full((), backend.xp.nan)
-    if weight is not None and total_weight <= 0:
-        raise ValueError(ALL_ZERO_WEIGHT.format(n=weight.shape[0]))
-    if metric == "roc_auc":
-        if weight is not None:
-            _warn_undefined_rates(total_weight - positive_weight, positive_weight)
         return _binary_roc_auc(backend, scores, is_positive, weight, max_fpr)
-    if positive_weight <= 0:
-        F.warn(_NO_POSITIVE_CLASS, UserWarning)
     return _binary_average_precision(backend, scores, is_positive, weight)
+
+
+def _indicator_checks(metric: str, weighted_n, count: int, size: int, positive_weight: float,
+                      total_weight: float) -> bool:
+    """The warnings and the error of one binary problem, on the host; False
+    where its ROC AUC is NaN without a pass (one class). ``weighted_n``: the
+    number of sample weights, None without weights."""
+    if metric == "roc_auc" and count in (0, size):
+        F.warn(_ONE_CLASS, F.UndefinedMetricWarning)
+        return False
+    if weighted_n is not None and total_weight <= 0:
+        raise ValueError(ALL_ZERO_WEIGHT.format(n=weighted_n))
+    if metric == "roc_auc":
+        if weighted_n is not None:
+            _warn_undefined_rates(total_weight - positive_weight, positive_weight)
+    elif positive_weight <= 0:
+        F.warn(_NO_POSITIVE_CLASS, UserWarning)
+    return True
+
+
+def _label_checks(metric: str, weighted_n, counts: np.ndarray, size: int,
+                  weights: np.ndarray, total_weight: float) -> None:
+    """:func:`_indicator_checks` of every column, in column order, for the
+    columns that warn or raise only (host arrays: no Python loop over the
+    others, which matters at a large K)."""
+    if metric == "roc_auc":
+        flagged = (counts == 0) | (counts == size)
+        if weighted_n is not None:
+            flagged = flagged | (total_weight <= 0) | (total_weight - weights <= 0) | (
+                weights <= 0)
+    else:
+        flagged = weights <= 0
+        if weighted_n is not None and total_weight <= 0:
+            flagged = np.ones_like(flagged)
+    for c in np.flatnonzero(flagged):
+        _indicator_checks(metric, weighted_n, int(counts[c]), size, float(weights[c]),
+                          total_weight)
 
 
 def _multilabel_average(inputs: IndicatorInputs, metric: str, average, max_fpr=None):
@@ -841,23 +861,12 @@ def _multilabel_average(inputs: IndicatorInputs, metric: str, average, max_fpr=N
 
 def _label_columns(backend, scores, relevant, weight, metric: str, max_fpr, counts: np.ndarray,
                    weights: np.ndarray, total_weight: float):
-    """Each label column's binary problem (:func:`_indicator_binary`'s
-    warnings, NaN and errors, in label order), every column from one call of
-    the backend's ``label_rank_areas`` (on a kernel backend, the same
-    launches for any number of labels)."""
+    """Each label column's binary problem (:func:`_label_checks`: the
+    warnings, NaN and errors of :func:`_indicator_binary`, in label order),
+    every column from one call of the backend's ``label_rank_areas`` (on a
+    kernel backend, the same launches for any number of labels)."""
     n = relevant.shape[0]
-    one_class = (counts == 0) | (counts == n)
-    computed = ~one_class if metric == "roc_auc" else np.ones(counts.shape, bool)
-    for label in range(counts.size):
-        if not computed[label]:
-            F.warn(_ONE_CLASS, F.UndefinedMetricWarning)
-        elif weight is not None and total_weight <= 0:
-            raise ValueError(ALL_ZERO_WEIGHT.format(n=weight.shape[0]))
-        elif metric == "roc_auc":
-            if weight is not None:
-                _warn_undefined_rates(total_weight - weights[label], weights[label])
-        elif weights[label] <= 0:
-            F.warn(_NO_POSITIVE_CLASS, UserWarning)
+    _label_checks(metric, None if weight is None else n, counts, n, weights, total_weight)
     areas = backend.label_rank_areas(scores, relevant, weight, max_fpr)
     return areas[0 if metric == "roc_auc" else 1]
 
