@@ -1130,6 +1130,23 @@ def test_tile_scan_takes_tiles_in_chunks_of_the_block(case, launches, rng):
     assert [launch.grid for launch in launches if launch.kernel == "rank_tile_scan"] == [2, 2]
 
 
+@pytest.mark.parametrize("weighted", (False, True), ids=("unweighted", "weighted"))
+def test_label_rank_areas_in_chunks_of_labels(case, launches, monkeypatch, rng, weighted):
+    """Past LABEL_RANK_CELLS cells the labels go in chunks of whole labels
+    (bounded temporaries): 7 labels in chunks of 3 equal the reference, with
+    the passes launched once per chunk."""
+    from metrics_gpu.backends.launchers import ranking as ranking_launchers
+    n = 300
+    monkeypatch.setattr(ranking_launchers, "LABEL_RANK_CELLS", 3 * n)
+    scores = rng.integers(0, 30, (n, 7)).astype(np.float32)
+    relevant = rng.random((n, 7)) < 0.3
+    weight = rng.random(n) if weighted else None
+    expected = NUMPY_BACKEND.label_rank_areas(scores, relevant, weight)
+    got = case.impl.label_rank_areas(case.put(scores), case.put(relevant), case.put(weight))
+    np.testing.assert_allclose(case.get(got), expected, rtol=RTOL, atol=1e-15)
+    assert [launch.grid for launch in launches if launch.kernel == "rank_finish"] == [3, 3, 1]
+
+
 def test_label_rank_areas_reject_mismatched_arrays(case):
     put = case.put
     with pytest.raises(ValueError, match="must be \\(N, L\\) alike"):
