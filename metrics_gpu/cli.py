@@ -34,6 +34,7 @@ from metrics_gpu.files import (
     report_files,
     source_files,
 )
+from metrics_gpu.files.readers import read_classes_file
 from metrics_gpu.intervals import BETA_METHODS
 from metrics_gpu._reports.labels import label_report
 
@@ -53,7 +54,8 @@ MULTICLASS_ONLY = {
     "n_bins": ("--n-bins", "a multilabel report has no calibration bins"),
     "confidence_level": ("--confidence-level", "the multilabel report has no confidence "
                          "intervals yet (they are drawn from a multiclass confusion matrix)"),
-    "groups": ("--groups", _NO_GROUPS), "num_groups": ("--num-groups", _NO_GROUPS)}
+    "groups": ("--groups", _NO_GROUPS), "num_groups": ("--num-groups", _NO_GROUPS),
+    "classes": ("--classes", "a multilabel report names its labels by the files' columns")}
 
 
 def _top_k(text: str) -> tuple[int, ...]:
@@ -137,9 +139,12 @@ def _command_report(args: argparse.Namespace) -> int:
     if sources["y_pred"] is None and sources["scores"] is None:
         raise ValueError("give --y-pred (predicted labels) or --scores (or both)")
 
+    classes = None if args.classes is None else read_classes_file(args.classes)
+
     def build(progress):
         report = report_files(
-            sources, num_classes=args.num_classes, ignore_index=args.ignore_index,
+            sources, num_classes=args.num_classes, classes=classes,
+            ignore_index=args.ignore_index,
             scores_are=args.scores_are,
             top_k=DEFAULT_TOP_K if args.top_k is None else args.top_k,
             n_bins=args.n_bins or DEFAULT_N_BINS, auc=args.auc,
@@ -445,11 +450,14 @@ def build_parser() -> argparse.ArgumentParser:
                         "multilabel when --y-true has L >= 2 columns and the predictions as "
                         "many (said in the report), else multiclass")
     report.add_argument("--y-true", required=True, nargs="+", metavar="FILE[:COLUMN]",
-                        help="true class codes: a file, a directory or a glob of files, or "
-                        "several files (rows matched by position over the files; columns "
-                        "sharded in as many files, file by file)")
+                        help="true classes: integer codes, or class names (a Parquet / Arrow "
+                        "string or dictionary column, a CSV column whose first value is not "
+                        "a number, under a header row); a file, a directory or a glob of "
+                        "files, or several files (rows matched by position over the files; "
+                        "columns sharded in as many files, file by file)")
     report.add_argument("--y-pred", nargs="+", metavar="FILE[:COLUMN]",
-                        help="predicted class codes (an (N, K) float .npy is read as --scores)")
+                        help="predicted classes, codes or names as --y-true's (an (N, K) "
+                        "float .npy is read as --scores)")
     report.add_argument("--scores", nargs="+", metavar="FILE[:COLUMNS]",
                         help="(N, K) scores (a list column, or COLUMNS as a,b,c), or (N,) "
                         "scores of the positive class; multilabel: (N, L) scores of each label")
@@ -466,7 +474,14 @@ def build_parser() -> argparse.ArgumentParser:
                         help="per-sample weights")
     report.add_argument("--num-classes", type=_positive_int,
                         help="K (default: the scores' width, or the classes present: one "
-                        "extra pass over the label files)")
+                        "extra pass over the label files); with class names, it must "
+                        "equal their number")
+    report.add_argument("--classes", metavar="FILE",
+                        help="the class names, one a line, in code order (line 1 is class "
+                        "0): labels given as names are coded by it (a name not in it is an "
+                        "error; no pass to find them), codes are named by it (K = its "
+                        "lines). Default for names: the names found in --y-true and "
+                        "--y-pred, sorted (the order of the --scores columns)")
     report.add_argument("--ignore-index", type=int,
                         help="leave out samples with this target (multilabel: the cells "
                         "with this target; not 0 or 1)")
@@ -499,8 +514,9 @@ def build_parser() -> argparse.ArgumentParser:
                         "printed with the intervals)")
     report.add_argument("--groups", nargs="+", metavar="FILE[:COLUMN]",
                         help="one group per row: integer codes 0..G-1, or categories (strings, "
-                        "other numbers; named by their values, in sorted order): every label "
-                        "metric per group, with min, max, difference and ratio")
+                        "Parquet / Arrow dictionaries, other numbers; named by their values, "
+                        "in sorted order): every label metric per group, with min, max, "
+                        "difference and ratio")
     report.add_argument("--num-groups", type=_positive_int, metavar="G",
                         help="G of integer codes (default: the largest group code + 1, or the "
                         "categories found: one extra pass)")

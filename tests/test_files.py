@@ -389,6 +389,7 @@ def bad_files(tmp_path_factory):
     np.save(d / "nan.npy", nan)
     np.save(d / "matrix.npy", np.zeros((100, 2), np.int64))
     np.save(d / "strings.npy", np.array(["a"] * 100))
+    np.save(d / "complex.npy", np.ones(100, np.complex64))
     np.save(d / "huge.npy", np.where(np.arange(100) == 50, 1 << 30, np.arange(100) % 3))
     (d / "t.csv").write_text("label\n" + "\n".join(str(i % 3) for i in range(100)) + "\n")
     (d / "short.csv").write_text("label\n" + "\n".join(str(i % 3) for i in range(60)) + "\n")
@@ -416,7 +417,11 @@ BAD = {
     "nan": (["--y-pred", "{d}/nan.npy"], r"--y-pred .*nan\.npy: row 17 holds nan"),
     "shape": (["--y-pred", "{d}/matrix.npy"], r"--y-pred .*matrix\.npy: labels must be one "
                                               r"column"),
-    "dtype": (["--y-pred", "{d}/strings.npy"], r"--y-pred .*strings\.npy: labels must be integer"),
+    "dtype": (["--y-pred", "{d}/complex.npy"], r"--y-pred .*complex\.npy: labels must be integer "
+                                               r"class codes or class names \(strings\)"),
+    # (names and codes: issue 51)
+    "mixed": (["--y-pred", "{d}/strings.npy"], r"--y-true .*t\.npy holds integer class codes, "
+                                               r"but --y-pred .*strings\.npy holds class names"),
     "unparsable": (["--y-pred", "{d}/words.csv"], r"--y-pred .*words\.csv: cannot parse"),
     "column": (["--y-pred", "{d}/t.parquet:label"],
                r"--y-pred .*t\.parquet: has no column 'label'; its columns are \['y'\]"),

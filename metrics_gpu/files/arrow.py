@@ -51,6 +51,8 @@ class ArrowReader(ColumnReader):
                 pa.types.is_fixed_size_list(types[0]):
             dtype = self._numpy_type(types[0].value_type)
             tail = (types[0].list_size,) if pa.types.is_fixed_size_list(types[0]) else None
+        elif role in ("labels", "groups") and _holds_text(pa, types[0]):
+            dtype, tail = np.dtype(str), ()  # names: read as their codes (_names_codes)
         else:
             dtype, tail = self._numpy_type(types[0]), ()
         if tail is None:  # a variable-size list: its width from the first row
@@ -94,6 +96,8 @@ class ArrowReader(ColumnReader):
         return schema
 
     def _numpy_type(self, arrow_type) -> np.dtype:
+        if self.pa.types.is_dictionary(arrow_type):  # a categorical of numbers: its values'
+            arrow_type = arrow_type.value_type
         try:
             return np.dtype(arrow_type.to_pandas_dtype())
         except (NotImplementedError, TypeError):
@@ -131,7 +135,9 @@ class ArrowReader(ColumnReader):
                 row = self.position + int(np.argmax(
                     np.asarray(column.is_null().to_numpy(zero_copy_only=False))))
                 raise self.problem(f"column {name!r} holds a null at row {row}")
-            if pa.types.is_list(column.type) or pa.types.is_large_list(column.type) or \
+            if self.holds_names:
+                columns.append(self._names_codes(column))
+            elif pa.types.is_list(column.type) or pa.types.is_large_list(column.type) or \
                     pa.types.is_fixed_size_list(column.type):
                 flat = column.flatten().to_numpy(zero_copy_only=False)
                 width = self.width
@@ -145,6 +151,43 @@ class ArrowReader(ColumnReader):
             else:
                 columns.append(column.to_numpy(zero_copy_only=False))
         return columns[0] if len(columns) == 1 else np.stack(columns, axis=1)
+
+    def _names_codes(self, column) -> np.ndarray:
+        """A column of names (strings, or a dictionary of strings) as their codes
+        in the vocabulary, by Arrow's kernels: a dictionary's entries are
+        looked up once and its indices taken through them. While the
+        vocabulary is being found, the distinct names (of a dictionary, those
+        its indices use) are added, and the codes are zeros."""
+        pa = self.pa
+        compute = pa.compute
+        indices = None
+        names = column
+        if pa.types.is_dictionary(column.type):
+            names, indices = column.dictionary, column.indices
+        if not (pa.types.is_string(names.type) or pa.types.is_large_string(names.type)):
+            names = names.cast(pa.string())  # string views
+        vocabulary = self._name_vocabulary()
+        if vocabulary.names is None:
+            used = names if indices is None else names.take(compute.unique(indices))
+            distinct = np.asarray(compute.unique(used).to_numpy(zero_copy_only=False), str)
+            if (distinct == "").any():
+                raise self._empty_name(self.position + self._first_empty(column))
+            vocabulary.add(distinct)
+            return np.zeros(len(column), np.int32)
+        codes = compute.fill_null(compute.index_in(
+            names, value_set=vocabulary.arrow_values(pa)), -1)
+        codes = np.asarray(codes.to_numpy(zero_copy_only=False), np.int32)
+        if indices is not None:
+            codes = codes[np.asarray(indices.to_numpy(zero_copy_only=False))]
+        if codes.size and codes.min() < 0:
+            first = int(np.argmax(codes < 0))
+            raise self._unknown_name(self.position + first, str(column[first].as_py()))
+        return codes
+
+    def _first_empty(self, column) -> int:
+        """The first row of ``column`` that holds the empty name (messages only)."""
+        values = np.asarray(column.to_numpy(zero_copy_only=False), str)
+        return int(np.argmax(values == ""))
 
     def read(self, out: np.ndarray) -> int:
         done = 0
@@ -172,6 +215,16 @@ class ArrowReader(ColumnReader):
             self.parquet.close()
         if self._source is not None:
             self._source.close()
+
+
+def _holds_text(pa, arrow_type) -> bool:
+    """Whether a column of ``arrow_type`` holds names: strings, or a
+    dictionary (a categorical) of strings."""
+    if pa.types.is_dictionary(arrow_type):
+        arrow_type = arrow_type.value_type
+    is_view = getattr(pa.types, "is_string_view", None)
+    return bool(pa.types.is_string(arrow_type) or pa.types.is_large_string(arrow_type)
+                or (is_view is not None and is_view(arrow_type)))
 
 
 class _PartitionReader(ArrowReader):

@@ -1,7 +1,9 @@
 """The columns of an evaluation opened: a file's reader by its suffix, a column
 sharded over several files read as one (:class:`ShardedReader`), the named
 columns with their rows matched (:func:`open_columns`), and a groups column
-as codes (:class:`GroupColumn`)."""
+as codes (:class:`GroupColumn`). A column of names is read through the
+``Vocabulary`` set on its reader (a sharded column's, shared by its
+shards)."""
 
 from __future__ import annotations
 
@@ -75,6 +77,11 @@ class ShardedReader(ColumnReader):
                 continue
             if first is None:
                 first = shard, reader
+            elif reader.holds_names != first[1].holds_names:
+                named, coded = (shard, first[0]) if reader.holds_names else (first[0], shard)
+                raise self.problem(f"{named.label} holds names (strings), but {coded.label} "
+                                   "holds numbers (the files of one column hold the same "
+                                   "kind of values)")
             elif (reader.width, reader.dtype) != (first[1].width, first[1].dtype):
                 raise self.problem(f"{shard.label} holds {_layout(reader)}, but "
                                    f"{first[0].label} holds {_layout(first[1])} (the files "
@@ -84,14 +91,17 @@ class ShardedReader(ColumnReader):
         reader = first[1]
         self.dtype, self.width = reader.dtype, reader.width
         self.binary_column = getattr(reader, "binary_column", False)
+        self.holds_names = reader.holds_names  # each shard's read through self.vocabulary
         self.column_names = reader.column_names
         known = [shard.rows for shard in shards]
         self.rows = None if None in known else sum(r for r in known if r is not None)
 
     def _open(self, shard: _Shard) -> ColumnReader:
-        return _file_reader(self.argument, shard.path, shard.selector, self.role,
-                            from_logits=self.from_logits, threads=self.threads,
-                            allow_empty=True, fragment=shard.fragment, schema=shard.schema)
+        reader = _file_reader(self.argument, shard.path, shard.selector, self.role,
+                              from_logits=self.from_logits, threads=self.threads,
+                              allow_empty=True, fragment=shard.fragment, schema=shard.schema)
+        reader.vocabulary = self.vocabulary  # one vocabulary over the shards
+        return reader
 
     def shard_rows(self, index: int) -> int | None:
         """Rows of shard ``index``: read, or known from its header; None if neither yet."""
@@ -274,11 +284,15 @@ def _match_shards(sharded: list[ShardedReader]) -> None:
 
 class GroupColumn(ColumnReader):
     """A groups column as codes 0..G-1: whole numbers as they are, categories
-    (``categories``, sorted: :func:`find_groups`) by their position."""
+    (``categories``, sorted: :func:`find_groups`) by their position. A column
+    of names (``inner.holds_names``) gives their codes in its vocabulary,
+    taken through ``lut`` (the code of each name: its number, or its
+    category's position)."""
 
-    def __init__(self, inner: ColumnReader, categories: np.ndarray | None):
+    def __init__(self, inner: ColumnReader, categories: np.ndarray | None,
+                 lut: np.ndarray | None = None):
         super().__init__(inner.argument, inner.path, inner.selector, "groups")
-        self.inner, self.categories = inner, categories
+        self.inner, self.categories, self.lut = inner, categories, lut
         self.rows, self.width, self.dtype = inner.rows, None, np.dtype(np.int64)
         self._raw: np.ndarray | None = None
 
@@ -288,7 +302,9 @@ class GroupColumn(ColumnReader):
         rows = self.inner.read(self._raw[:len(out)])
         values = self._raw[:rows]
         # (find_groups found every value a number, unless categories are strings)
-        if self.categories is None:
+        if self.lut is not None:
+            out[:rows] = self.lut[values]
+        elif self.categories is None:
             out[:rows] = values if values.dtype.kind in "iub" else values.astype(np.float64)
         elif self.categories.dtype.kind == "f":
             out[:rows] = np.searchsorted(self.categories, values.astype(np.float64))

@@ -28,7 +28,7 @@ from metrics_gpu.files.exact import (
     exact_ranking,
     exact_score_dtype,
 )
-from metrics_gpu.files.readers import ColumnReader, ReadThreads
+from metrics_gpu.files.readers import ColumnReader, ReadThreads, Vocabulary
 from metrics_gpu.files.sources import FileProblem, Source
 from metrics_gpu.files.staging import _CudaStaging, _HostStaging, _Prefetch
 from metrics_gpu.backends.selection import backend_for_host_data, get_backend, use_backend
@@ -73,6 +73,8 @@ class FileEvaluation:
     timings: dict = field(default_factory=dict)
     scores_are: str | None = None  # how the scores were read: "logits", "probabilities"
     group_names: list | None = None  # the categories of a groups column, when not codes
+    # The name of each class (by code): the labels' names, or --classes FILE's.
+    class_names: list[str] | None = None
 
 
 def find_classes(sources: dict[str, Source | None], *, ignore_index=None, chunk_rows: int,
@@ -137,6 +139,111 @@ def find_classes(sources: dict[str, Source | None], *, ignore_index=None, chunk_
     return int(present.sum()), np.flatnonzero(present)
 
 
+def _read_through(readers: dict[str, ColumnReader], chunk_rows: int,
+                  progress: Callable | None = None) -> int:
+    """Read ``readers`` to their end (a pass whose values are not kept: the
+    readers collect what they find); the rows read."""
+    total_rows = 0
+    prefetch = _Prefetch(readers, _HostStaging(readers, chunk_rows).buffer_sets)
+    try:
+        for i, rows in prefetch:
+            total_rows += rows
+            prefetch.release(i)
+            if progress is not None:
+                progress(rows)
+    finally:
+        prefetch.close()
+    return total_rows
+
+
+def find_names(sources: dict[str, Source | None], names: tuple[str, ...], *, chunk_rows: int,
+               progress: Callable | None = None,
+               threads: ReadThreads | None = None) -> Vocabulary:
+    """One pass over the columns ``names`` of ``sources`` that hold names (the
+    labels ``y_true`` and ``y_pred``, or ``groups``) for their vocabulary: the
+    sorted union of the names of every file (the distinct names of each block
+    found by Arrow's kernels or :func:`numpy.unique`)."""
+    readers = open_columns({name: sources.get(name) for name in names}, threads=threads)
+    vocabulary = Vocabulary()
+    try:
+        for reader in readers.values():
+            reader.vocabulary = vocabulary
+        total_rows = _read_through(readers, chunk_rows, progress)
+    finally:
+        for reader in readers.values():
+            reader.close()
+    if total_rows == 0:
+        first = next(iter(readers.values()))
+        raise FileProblem(f"{first.argument} {first.path}: {NO_ROWS}")
+    vocabulary.found()
+    return vocabulary
+
+
+def _class_vocabulary(columns: dict[str, ColumnReader], sources, classes, *,
+                      num_classes: int | None, ignore_index: int | None, chunk_rows: int,
+                      progress: Callable[[str, int | None], Callable[[int], None]] | None,
+                      threads: ReadThreads) -> Vocabulary | None:
+    """The classes' vocabulary: ``classes`` (fixed), else for label columns of
+    names the one :func:`find_names` finds, set on their readers; None for
+    integer codes without ``classes``. A :class:`FileProblem`: label columns
+    of names beside ones of codes, ``--ignore-index`` with names, a
+    ``num_classes`` other than the number of names."""
+    labels = {name: columns[name] for name in ("y_true", "y_pred") if name in columns}
+    named = [name for name, reader in labels.items() if reader.holds_names]
+    fixed = None
+    if classes is not None:
+        fixed = classes if isinstance(classes, Vocabulary) else checked_classes(classes)
+    if not named:
+        if fixed is not None and fixed.names is not None and num_classes is not None \
+                and num_classes != fixed.names.size:
+            raise FileProblem(f"--num-classes is {num_classes}, but {fixed.option} names "
+                              f"{fixed.names.size:,} classes")
+        return fixed  # None, or the names of the codes 0..K-1
+    if len(named) != len(labels):
+        coded = next(name for name in labels if name not in named)
+        raise FileProblem(
+            f"{OPTIONS[coded]} {labels[coded].path} holds integer class codes, but "
+            f"{OPTIONS[named[0]]} {labels[named[0]].path} holds class names (strings): give "
+            "both as names or both as codes")
+    if ignore_index is not None:
+        raise FileProblem(f"--ignore-index {ignore_index} is a class code, but "
+                          f"{OPTIONS[named[0]]} {labels[named[0]].path} holds class names "
+                          "(strings): leave the rows out of the files instead")
+    vocabulary = fixed
+    if vocabulary is None:
+        vocabulary = find_names(
+            sources, tuple(labels), chunk_rows=chunk_rows, threads=threads,
+            progress=None if progress is None else progress("finding the classes",
+                                                            labels["y_true"].rows))
+    for reader in labels.values():
+        reader.vocabulary = vocabulary
+    assert vocabulary.names is not None
+    size = vocabulary.names.size
+    if num_classes is not None and num_classes != size:
+        where = (f"{vocabulary.option} names {size:,}" if fixed is not None else
+                 f"the label files hold {size:,} class names (to name classes the files "
+                 "lack, give them all in --classes FILE)")
+        raise FileProblem(f"--num-classes is {num_classes}, but {where}")
+    return vocabulary
+
+
+def checked_classes(names, option: str = "classes=") -> Vocabulary:
+    """A fixed :class:`Vocabulary` of ``names`` (class 0 first), checked: at
+    least one, none empty or repeated."""
+    names = [str(name) for name in names]
+    if not names:
+        raise ValueError(f"{option}: no class names")
+    seen: dict[str, int] = {}
+    for code, name in enumerate(names):
+        if not name:
+            raise ValueError(f"{option}: the name of class {code} is empty")
+        if name in seen:
+            raise ValueError(f"{option}: class {code} repeats the name {name!r} of class "
+                             f"{seen[name]}")
+        seen[name] = code
+    return Vocabulary(names, option=option)
+
+
 def _as_numbers(values: np.ndarray) -> np.ndarray | None:
     """Group values as float64 where every one is a number (text included), else None."""
     if values.dtype.kind in "iubf":
@@ -147,13 +254,36 @@ def _as_numbers(values: np.ndarray) -> np.ndarray | None:
         return None
 
 
+@dataclass
+class FoundGroups:
+    """What :func:`find_groups` found of a groups column: G, the category of
+    each code (None for integer codes) and, for a column of names, their
+    vocabulary and the group code of each name (``lut``)."""
+
+    count: int
+    categories: np.ndarray | None
+    vocabulary: Vocabulary | None = None
+    lut: np.ndarray | None = None
+
+
 def find_groups(sources: dict[str, Source | None], *, chunk_rows: int,
-                threads: ReadThreads | None = None) -> tuple[int, np.ndarray | None]:
+                threads: ReadThreads | None = None) -> FoundGroups:
     """G of a groups column (one pass) and, for categories, their values in
     sorted order, as :func:`metrics_gpu.groups` encodes them: whole numbers
     are codes 0..G-1 (G = the largest + 1, categories None); any other value
-    (strings, fractions) makes every value a category, named by its value."""
+    (strings, fractions) makes every value a category, named by its value. A
+    column of names (strings, Arrow dictionaries, a text file's) is read
+    through a :class:`Vocabulary` (:func:`find_names`): its distinct names
+    decide as above (names that are all numbers are those numbers)."""
     readers = open_columns({"groups": sources["groups"]}, threads=threads)
+    path = readers["groups"].path
+    if readers["groups"].holds_names:
+        for reader in readers.values():
+            reader.close()
+        vocabulary = find_names(sources, ("groups",), chunk_rows=chunk_rows, threads=threads)
+        assert vocabulary.names is not None
+        count, categories, lut = _group_codes(vocabulary.names, path)
+        return FoundGroups(count, categories, vocabulary, lut)
     found = []
     try:
         prefetch = _Prefetch(readers, _HostStaging(readers, chunk_rows).buffer_sets)
@@ -169,19 +299,26 @@ def find_groups(sources: dict[str, Source | None], *, chunk_rows: int,
         for reader in readers.values():
             reader.close()
     values = np.unique(np.concatenate(found)) if found else np.zeros(0, np.int64)
+    count, categories, _ = _group_codes(values, path)
+    return FoundGroups(count, categories)
+
+
+def _group_codes(values: np.ndarray, path) -> tuple[int, np.ndarray | None, np.ndarray]:
+    """G, the categories (None for integer codes) and the group code of each
+    of ``values`` (the distinct values of a groups column, sorted)."""
     numbers = _as_numbers(values)
     if numbers is None:
-        return int(values.size), values.astype(str)
+        return int(values.size), values.astype(str), np.arange(values.size)
     if not np.isfinite(numbers).all():
-        raise FileProblem(f"--groups {readers['groups'].path}: holds "
+        raise FileProblem(f"--groups {path}: holds "
                           f"{numbers[~np.isfinite(numbers)][0]} where a group should be")
     if (numbers == np.floor(numbers)).all():
         if numbers.size and numbers.min() < 0:
-            raise FileProblem(f"--groups {readers['groups'].path}: holds the negative group "
+            raise FileProblem(f"--groups {path}: holds the negative group "
                               f"{int(numbers.min())} (groups are codes 0..G-1)")
-        return (int(numbers.max()) + 1 if numbers.size else 0), None
+        return (int(numbers.max()) + 1 if numbers.size else 0), None, numbers.astype(np.int64)
     categories = np.unique(numbers)
-    return int(categories.size), categories
+    return int(categories.size), categories, np.searchsorted(categories, numbers)
 
 
 def evaluate_files(sources: dict[str, Source | None], *, num_classes: int | None = None,
@@ -191,7 +328,8 @@ def evaluate_files(sources: dict[str, Source | None], *, num_classes: int | None
                    progress: Callable[[str, int | None], Callable[[int], None]] | None = None,
                    num_groups: int | None = None, readers: int | None = None,
                    workers: int | None = None,
-                   scores_option: str = OPTIONS["scores"]) -> FileEvaluation:
+                   scores_option: str = OPTIONS["scores"],
+                   classes=None) -> FileEvaluation:
     """Stream prediction files through :class:`metrics_gpu.ClassificationMetrics`.
 
     ``sources`` names the columns (``y_true``, and ``y_pred`` and / or
@@ -223,6 +361,16 @@ def evaluate_files(sources: dict[str, Source | None], *, num_classes: int | None
     calling process alone). ``scores_option``: the command-line option that
     named the scores, in messages (``--y-pred`` where the command took (N, K)
     scores given there as scores).
+
+    Labels may be class names (strings: a Parquet / Arrow string or
+    dictionary column, a text column whose first value is not a number, a
+    string ``.npy``), in ``y_true`` and ``y_pred`` both: one vocabulary for
+    both and every shard, ``classes`` (the names in code order, or the
+    ``Vocabulary`` of ``--classes FILE``), else the sorted names found by a
+    first pass (the scores' columns are in that order: scikit-learn's
+    ``classes_``). ``classes`` with integer codes names the codes 0..K-1.
+    ``num_classes`` must then equal the number of names. A groups column of
+    names is read through a vocabulary too (:func:`find_groups`).
     """
     if auc not in AUC_MODES:
         raise ValueError(f"auc must be one of {AUC_MODES}, got {auc!r}")
@@ -257,6 +405,18 @@ def evaluate_files(sources: dict[str, Source | None], *, num_classes: int | None
     try:
         score_reader = columns.get("scores")
         class_codes = None
+        vocabulary = _class_vocabulary(
+            columns, sources, classes, num_classes=num_classes, ignore_index=ignore_index,
+            chunk_rows=chunk_rows or MAX_CHUNK_ROWS, threads=threads, progress=progress)
+        class_names = None
+        if vocabulary is not None:
+            if classes is None:
+                lap("finding the classes")
+            assert vocabulary.names is not None
+            class_names = vocabulary.names.tolist()
+            num_classes = len(class_names)
+            if score_reader is not None:
+                _check_score_columns(score_reader, vocabulary)
         if num_classes is None and score_reader is not None:
             num_classes = score_reader.width
         if score_reader is not None and num_classes != score_reader.width:
@@ -283,18 +443,20 @@ def evaluate_files(sources: dict[str, Source | None], *, num_classes: int | None
         common: dict[str, Any] = dict(ignore_index=state_ignore, validate="deferred")
         group_names = None
         if "groups" in columns:
-            found, categories = None, None
-            if num_groups is None or columns["groups"].dtype.kind not in "iu":
-                found, categories = find_groups(sources, chunk_rows=chunk_rows,
-                                                threads=threads)
-            if categories is not None:
+            group_reader = columns["groups"]
+            found = FoundGroups(0, None)
+            if num_groups is None or group_reader.holds_names or \
+                    group_reader.dtype.kind not in "iu":
+                found = find_groups(sources, chunk_rows=chunk_rows, threads=threads)
+            if found.categories is not None:
                 if num_groups is not None:
                     raise FileProblem(f"--num-groups applies to integer group codes; --groups "
-                                      f"{columns['groups'].path} holds categories "
-                                      f"({found} found)")
-                group_names = categories.tolist()
-            common["num_groups"] = found if num_groups is None else num_groups
-            columns["groups"] = GroupColumn(columns["groups"], categories)
+                                      f"{group_reader.path} holds categories "
+                                      f"({found.count} found)")
+                group_names = found.categories.tolist()
+            common["num_groups"] = found.count if num_groups is None else num_groups
+            group_reader.vocabulary = found.vocabulary
+            columns["groups"] = GroupColumn(group_reader, found.categories, found.lut)
         label_state = (ClassificationMetrics(num_classes, **common)
                        if "y_pred" in columns else None)
         score_state = None
@@ -352,7 +514,23 @@ def evaluate_files(sources: dict[str, Source | None], *, num_classes: int | None
         threads.close()
     return FileEvaluation(label_state, score_state, exact_values, class_codes, total_rows,
                           backend, auc_mode, chunk_rows, columns, timings,
-                          None if score_reader is None else scores_are, group_names)
+                          None if score_reader is None else scores_are, group_names,
+                          class_names)
+
+
+def _check_score_columns(score_reader: ColumnReader, vocabulary: Vocabulary) -> None:
+    """Scores of named columns whose names are the classes' must be in the
+    classes' order (a score column is the class of its position)."""
+    named = score_reader.column_names
+    assert vocabulary.names is not None
+    class_names = vocabulary.names.tolist()
+    if named is None or list(named) == class_names or sorted(named) != sorted(class_names):
+        return
+    order = ("the sorted order of the names found" if vocabulary.option is None
+             else f"the order of {vocabulary.option}")
+    raise FileProblem(f"{score_reader.argument} {score_reader.path}: the score columns "
+                      f"{list(named)} are the classes in another order than theirs "
+                      f"({class_names}, {order}): name the columns in that order")
 
 
 def _auc_mode(auc: str, rows: int | None, num_classes: int, score_reader: ColumnReader,

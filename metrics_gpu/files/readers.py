@@ -1,7 +1,8 @@
 """The readers of one file's column, chunk by chunk: :class:`ColumnReader`
 (each role's dtype, shape and value checks), ``.npy`` and ``.npz`` files
 (:class:`NpyReader`, a chunk read in pieces at once by :class:`ReadThreads`)
-and ``.csv`` and ``.txt`` files (:class:`TextReader`)."""
+and ``.csv`` and ``.txt`` files (:class:`TextReader`); the names of a column
+of class names or group categories and their codes (:class:`Vocabulary`)."""
 
 from __future__ import annotations
 
@@ -116,6 +117,109 @@ def _read_pieces(fd: int, view: memoryview, offset: int, threads: ReadThreads) -
     return done
 
 
+# -- class names ----------------------------------------------------------------------
+
+# While a vocabulary is being found, the distinct names collected block by
+# block are merged once they hold this many names past the merged ones (the
+# memory of the pass stays about twice the vocabulary's).
+MERGE_NAMES = 1 << 16
+
+
+class Vocabulary:
+    """The names of a column of class names (or of group categories) and their
+    codes: ``names[code]``.
+
+    Fixed (``names`` given, in code order: ``--classes FILE``, whose option
+    and path ``option`` names in messages), or found: readers of the columns
+    that share it :meth:`add` the distinct names of each block they read (a
+    first pass, whose codes are not used), and :meth:`found` fixes the names,
+    sorted (as :func:`numpy.unique` and scikit-learn's ``LabelEncoder``).
+    Names are compared as they are (a text file's fields stripped of spaces);
+    an empty name is refused where it is read."""
+
+    def __init__(self, names=None, *, option: str | None = None):
+        self.option = option
+        self.names: np.ndarray | None = None
+        self._parts: list[np.ndarray] = []
+        self._merged = np.zeros(0, str)
+        self._pending = 0
+        self._arrow_values = None
+        if names is not None:
+            self._fix(np.asarray(list(names), dtype=str))
+
+    def _fix(self, names: np.ndarray) -> None:
+        self.names = names
+        self._order = np.argsort(names, kind="stable")
+        self._sorted = names[self._order]
+
+    def add(self, distinct: np.ndarray) -> None:
+        """The distinct names of a block (while finding)."""
+        if self.names is not None:
+            raise RuntimeError("the vocabulary is fixed: its names are not collected")
+        self._parts.append(distinct)
+        self._pending += distinct.size
+        if self._pending > max(MERGE_NAMES, self._merged.size):
+            self._merge()
+
+    def _merge(self) -> None:
+        self._merged = np.unique(np.concatenate([self._merged, *self._parts]))
+        self._parts, self._pending = [], 0
+
+    def found(self) -> np.ndarray:
+        """Fix the names collected: their sorted union."""
+        if self.names is None:
+            self._merge()
+            self._fix(self._merged)
+        assert self.names is not None
+        return self.names
+
+    def codes(self, values: np.ndarray) -> np.ndarray:
+        """The codes of ``values`` (a NumPy string array) as int32, -1 where a
+        value is not a name: a binary search of the sorted names, vectorised."""
+        if self.names is None:
+            raise RuntimeError("the vocabulary is being found: no codes yet")
+        if not self._sorted.size:
+            return np.full(values.shape, -1, np.int32)
+        at = np.searchsorted(self._sorted, values)
+        clipped = np.minimum(at, self._sorted.size - 1)
+        known = self._sorted[clipped] == values
+        return np.where(known, self._order[clipped], -1).astype(np.int32)
+
+    def arrow_values(self, pa):
+        """The names as an Arrow string array (the value set of ``pyarrow.compute.index_in``)."""
+        if self._arrow_values is None:
+            assert self.names is not None
+            self._arrow_values = pa.array(self.names.tolist(), type=pa.string())
+        return self._arrow_values
+
+
+def read_classes_file(path, option: str = "--classes") -> Vocabulary:
+    """The class names of ``path``: one a line, in code order (the first line
+    is class 0); spaces around a name are dropped, and blank lines at the end.
+    An empty line between names, a repeated name or no name at all is a
+    :class:`FileProblem` naming the line."""
+    path = Path(path)
+    try:
+        lines = path.read_text(encoding="utf-8").splitlines()
+    except (OSError, UnicodeDecodeError) as error:
+        raise FileProblem(f"{option} {path}: cannot read it ({error})") from None
+    names = [line.strip() for line in lines]
+    while names and not names[-1]:
+        names.pop()
+    if not names:
+        raise FileProblem(f"{option} {path}: holds no class names (one a line, in code order)")
+    seen: dict[str, int] = {}
+    for number, name in enumerate(names, start=1):
+        if not name:
+            raise FileProblem(f"{option} {path}: line {number:,} is empty (one class name a "
+                              "line: the line's place is the class code)")
+        if name in seen:
+            raise FileProblem(f"{option} {path}: line {number:,} repeats the class name "
+                              f"{name!r} of line {seen[name]:,}")
+        seen[name] = number
+    return Vocabulary(names, option=f"{option} {path}")
+
+
 # -- readers ------------------------------------------------------------------------
 
 
@@ -126,12 +230,20 @@ class ColumnReader:
     files, Arrow streams); ``width`` is None for a ``(N,)`` column, K for
     ``(N, K)`` scores; ``dtype`` is the type :meth:`read` returns (labels come
     out as integers, whatever the file held).
+
+    A column of labels or groups that holds names (strings, Arrow
+    dictionaries of strings) has ``holds_names``: :meth:`read` gives their
+    codes in ``vocabulary`` (int32), set before reading (a fixed
+    :class:`Vocabulary`, or one being found, to which each block's distinct
+    names are added).
     """
 
     rows: int | None
     width: int | None
     dtype: np.dtype
     binary_column = False  # (N,) or (N, 1) scores of the positive class
+    holds_names = False  # labels or groups given as names: read as their codes
+    vocabulary: Vocabulary | None = None
 
     def __init__(self, argument: str, path: Path, selector: str | None, role: str, *,
                  from_logits: bool = True):
@@ -208,9 +320,52 @@ class ColumnReader:
             values, host, limit=None if limit is None else limit - self.rows_not_probabilities,
             sums=not per_label)
 
+    # Names read as codes.
+    def _name_vocabulary(self) -> Vocabulary:
+        if self.vocabulary is None:
+            raise RuntimeError(f"{self.argument} {self.path}: a column of names is read "
+                               "once its vocabulary is set")
+        return self.vocabulary
+
+    def _empty_name(self, row: int) -> FileProblem:
+        what = "group" if self.role == "groups" else "label"
+        return self.problem(f"{self.row_name(row)} holds an empty {what} (every row needs "
+                            f"its {what}; leave the row out of the files)")
+
+    def _unknown_name(self, row: int, value: str) -> FileProblem:
+        if value == "":
+            return self._empty_name(row)
+        vocabulary = self._name_vocabulary()
+        assert vocabulary.names is not None
+        where = (f"not one of the {vocabulary.names.size:,} classes of {vocabulary.option}"
+                 if vocabulary.option is not None else
+                 "not among the names its first pass found (did the file change?)")
+        return self.problem(f"{self.row_name(row)} holds the label {value!r}, {where}")
+
+    def _codes_of_names(self, values: np.ndarray) -> np.ndarray:
+        """A block of names (a NumPy string array) as codes: while the
+        vocabulary is being found, its distinct names added (zeros returned)."""
+        values = values.astype(str, copy=False)  # bytes (S) as ASCII
+        vocabulary = self._name_vocabulary()
+        if vocabulary.names is None:
+            distinct = np.unique(values)
+            if distinct.size and distinct[0] == "":  # (sorted: the empty name first)
+                raise self._empty_name(self.position + int(np.argmax(values == "")))
+            vocabulary.add(distinct)
+            return np.zeros(values.shape, np.int32)
+        codes = vocabulary.codes(values)
+        if codes.size and codes.min() < 0:
+            first = int(np.argmax(codes < 0))
+            raise self._unknown_name(self.position + first, str(values[first]))
+        return codes
+
     # Shared checks of the values read, by role.
     def _checked(self, values: np.ndarray) -> np.ndarray:
         """Values of a block as this column's dtype and shape, with the checks of its role."""
+        if self.holds_names:
+            if values.dtype.kind not in "US":  # codes already (an Arrow column's)
+                return values.astype(self.dtype, copy=False)
+            return self._codes_of_names(values)
         if self.role in ("scores", "label_scores"):
             self._check_declared_kind(values)
         if self.role in LABEL_ROLES:
@@ -260,9 +415,17 @@ class ColumnReader:
                                    f"{shape_tail}")
             self.width = shape_tail[0] if shape_tail not in ((), (1,)) else None
             self.dtype = dtype
+        elif self.role in ("labels", "groups") and kind in "US":
+            # Names (strings): read as their codes in the vocabulary.
+            if shape_tail not in ((), (1,)):
+                raise self.problem(f"{self.role} must be one column, got rows of shape "
+                                   f"{shape_tail}")
+            self.holds_names = True
+            self.dtype, self.width = np.dtype(np.int32), None
         elif self.role == "labels":
             if kind not in "iubf":
-                raise self.problem(f"labels must be integer class codes, got dtype {dtype}")
+                raise self.problem(f"labels must be integer class codes or class names "
+                                   f"(strings), got dtype {dtype}")
             if shape_tail not in ((), (1,)):
                 raise self.problem(f"labels must be one column, got rows of shape {shape_tail}")
             self.dtype = np.dtype(np.int64) if kind in "fb" or dtype.itemsize > 8 else dtype
@@ -270,8 +433,9 @@ class ColumnReader:
                 self.dtype = np.dtype(np.int64)
             self.width = None
         elif self.role == "groups":
-            # Integer codes, or categories (strings, other numbers): read as
-            # they are, encoded by GroupColumn once a pass has found them.
+            # Integer codes, or categories (other numbers, Python objects):
+            # read as they are, encoded by GroupColumn once a pass has found
+            # them (strings are names, above).
             if kind not in "iubfUSO":
                 raise self.problem(f"groups must be numbers or strings, got dtype {dtype}")
             if shape_tail not in ((), (1,)):
@@ -474,12 +638,28 @@ class TextReader(ColumnReader):
             raise self.problem(f"has {len(self.columns)} columns {fields if header else ''}; "
                                f"name one: {path}:COLUMN")
         self.rows = None
-        if role == "groups":  # codes or categories: the text as it is (GroupColumn reads it)
-            self._set_layout(np.dtype(object), tail)
+        # Groups are text (names, or numbers that find_groups reads as codes);
+        # labels are names where the column's first value is not a number.
+        if role == "groups" or (role == "labels" and self._first_value_is_name()):
+            self._set_layout(np.dtype(str), tail)
             self._parse_dtype = str
             return
         self._set_layout(np.dtype(np.int64 if role in LABEL_ROLES else np.float64), tail)
         self._parse_dtype = np.float64
+
+    def _first_value_is_name(self) -> bool:
+        """Whether the first row's value of the (one) column selected is not a
+        number (the column then holds names); the row is kept for :meth:`read`."""
+        if not self.pending:
+            for line in self.file:
+                if line.strip():
+                    self.pending.append(line)
+                    break
+        if not self.pending:
+            return False  # no rows: said as such when read
+        fields = self.pending[0].split(self.delimiter)
+        index = self.columns[0]
+        return index < len(fields) and not _is_number(fields[index].strip().strip('"'))
 
     def read(self, out: np.ndarray) -> int:
         # Blank lines are skipped, and every chunk but the last still gets
@@ -495,25 +675,34 @@ class TextReader(ColumnReader):
             return 0
         try:
             values = np.loadtxt(lines, dtype=self._parse_dtype, delimiter=self.delimiter,
-                                usecols=self.columns, ndmin=2)
+                                usecols=self.columns, ndmin=2, **self._text_options())
         except ValueError:
             raise self._parse_problem(lines) from None
         values = values[:, 0] if values.shape[1] == 1 else values
+        if self._parse_dtype is str:
+            values = np.char.strip(values)  # as the header's fields
         rows = len(lines)
         out[:rows] = self._checked(values)
         self.position += rows
         return rows
+
+    def _text_options(self) -> dict:
+        """np.loadtxt's options beyond the delimiter: names may be quoted."""
+        return {"quotechar": '"'} if self._parse_dtype is str else {}
 
     def _parse_problem(self, lines: list[str]) -> FileProblem:
         """The first of ``lines`` that does not parse, named by its row and line."""
         for i, line in enumerate(lines):
             try:
                 np.loadtxt([line], dtype=self._parse_dtype, delimiter=self.delimiter,
-                           usecols=self.columns, ndmin=2)
+                           usecols=self.columns, ndmin=2, **self._text_options())
             except ValueError as error:
                 reason = re.sub(r" at row \d+, column \d+\.?$", "", str(error))
+                hint = ("; its first value is a number, so the column holds class codes "
+                        "(a column of class names starts with a name)"
+                        if self.role == "labels" else "")
                 return self.problem(f"cannot parse {self.row_name(self.position + i)} "
-                                    f"{line.strip()!r}: {reason}")
+                                    f"{line.strip()!r}: {reason}{hint}")
         return self.problem(f"cannot parse the rows from {self.row_name(self.position)}")
 
     def row_name(self, row: int) -> str:

@@ -45,6 +45,8 @@ class PredictionReport(MetricMapping):
     def __init__(self, evaluation: FileEvaluation, class_names=None, intervals=None):
         self.evaluation = evaluation
         codes = evaluation.class_codes
+        if class_names is None:  # the labels' names, or --classes FILE's
+            class_names = evaluation.class_names
         if class_names is None and codes is not None:
             class_names = [str(code) for code in codes.tolist()]
         self.labels = stream_label_report(evaluation.labels or evaluation.scores,
@@ -111,8 +113,12 @@ class PredictionReport(MetricMapping):
         ``scores`` (:attr:`scores`). NaN and infinities are ``None`` (strict
         JSON). ``descriptions=True`` adds ``"descriptions"`` (each metric
         name's one-line meaning) and ``"groups"`` (the label metrics by
-        convention)."""
+        convention). Classes given by name (label files of names, or
+        ``classes``) add ``"class_names"``, in code order (the order of the
+        matrix's rows); ``per_class`` is keyed by the names whatever."""
         out = self.labels.to_dict()
+        if self.evaluation.class_names is not None:  # classes by name: in code order
+            out["class_names"] = list(self.labels.class_names)
         out["rows"] = self.rows
         out["backend"] = self.evaluation.backend
         if self.streaming is not None:

@@ -166,6 +166,7 @@ def source_files(source: Source, argument: str = "") -> list[tuple[Path, str | N
 def _pyarrow():
     try:
         import pyarrow
+        import pyarrow.compute
         import pyarrow.ipc
         import pyarrow.parquet
     except ImportError:
