@@ -190,9 +190,8 @@ def _class_vocabulary(columns: dict[str, ColumnReader], sources, classes, *,
     ``num_classes`` other than the number of names."""
     labels = {name: columns[name] for name in ("y_true", "y_pred") if name in columns}
     named = [name for name, reader in labels.items() if reader.holds_names]
-    fixed = None
-    if classes is not None:
-        fixed = classes if isinstance(classes, Vocabulary) else checked_classes(classes)
+    fixed = classes if classes is None or isinstance(classes, Vocabulary) \
+        else checked_classes(classes)
     if not named:
         if fixed is not None and fixed.names is not None and num_classes is not None \
                 and num_classes != fixed.names.size:
@@ -382,6 +381,8 @@ def evaluate_files(sources: dict[str, Source | None], *, num_classes: int | None
         chunk_rows = check_int_range(chunk_rows, "chunk_rows", 1, 1 << 40)
     if sources.get("y_pred") is None and sources.get("scores") is None:
         raise ValueError("give --y-pred (labels) or --scores (or both)")
+    if classes is not None and not isinstance(classes, Vocabulary):
+        classes = checked_classes(classes)
     clock = time.perf_counter()
     timings: dict[str, Any] = {}
 
@@ -420,9 +421,13 @@ def evaluate_files(sources: dict[str, Source | None], *, num_classes: int | None
         if num_classes is None and score_reader is not None:
             num_classes = score_reader.width
         if score_reader is not None and num_classes != score_reader.width:
+            given = (f"--num-classes is {num_classes}" if vocabulary is None else
+                     f"{vocabulary.option} names {num_classes:,} classes"
+                     if vocabulary.option is not None else
+                     f"the label files hold {num_classes:,} class names (give every class, "
+                     "in the order of the score columns, in --classes FILE)")
             raise FileProblem(f"{score_reader.argument} {score_reader.path}: "
-                              f"{score_reader.width} score "
-                              f"columns, but --num-classes is {num_classes}")
+                              f"{score_reader.width} score columns, but {given}")
         if num_classes is None:
             rows = columns["y_true"].rows
             num_classes, class_codes = find_classes(

@@ -680,7 +680,7 @@ class TextReader(ColumnReader):
             raise self._parse_problem(lines) from None
         values = values[:, 0] if values.shape[1] == 1 else values
         if self._parse_dtype is str:
-            values = np.char.strip(values)  # as the header's fields
+            values = _unquoted(np.char.strip(values))  # as the header's fields
         rows = len(lines)
         out[:rows] = self._checked(values)
         self.position += rows
@@ -724,6 +724,18 @@ class TextReader(ColumnReader):
 
     def close(self) -> None:
         self.file.close()
+
+
+def _unquoted(values: np.ndarray) -> np.ndarray:
+    """Text fields without their spaces' quotes: a field quoted after a space
+    (``a, "b"``) keeps its quotes in :func:`numpy.loadtxt`, which unquotes
+    only a field that starts with one."""
+    quoted = (np.char.startswith(values, '"') & np.char.endswith(values, '"')
+              & (np.char.str_len(values) >= 2))
+    if quoted.any():
+        values = values.copy()
+        values[quoted] = np.char.strip(values[quoted], '"')
+    return values
 
 
 def _is_number(text: str) -> bool:
