@@ -340,7 +340,8 @@ class ColumnReader:
         where = (f"not one of the {vocabulary.names.size:,} classes of {vocabulary.option}"
                  if vocabulary.option is not None else
                  "not among the names its first pass found (did the file change?)")
-        return self.problem(f"{self.row_name(row)} holds the label {value!r}, {where}")
+        what = "group" if self.role == "groups" else "label"
+        return self.problem(f"{self.row_name(row)} holds the {what} {value!r}, {where}")
 
     def _codes_of_names(self, values: np.ndarray) -> np.ndarray:
         """A block of names (a NumPy string array) as codes: while the
