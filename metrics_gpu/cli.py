@@ -172,15 +172,10 @@ def _command_multilabel_report(args: argparse.Namespace, sources: dict[str, Sour
     if args.format == "html":
         raise ValueError("--format html is not made for --task multilabel yet: use text, "
                          "json or markdown")
-    if args.auc == "exact":
-        raise ValueError("--auc exact is not made for --task multilabel yet: its ROC AUC / "
-                         "average precision are binned (--thresholds H), with error bounds")
-    thresholds = args.thresholds
-    if thresholds is None and args.auc == "binned":
-        thresholds = DEFAULT_THRESHOLDS
     threshold = DEFAULT_THRESHOLD if args.threshold is None else args.threshold
     return _run_report(args, lambda progress: evaluate_multilabel_files(
-        sources, threshold=threshold, scores_are=args.scores_are, thresholds=thresholds,
+        sources, threshold=threshold, scores_are=args.scores_are, thresholds=args.thresholds,
+        auc=args.auc,
         ignore_index=args.ignore_index, backend=args.backend, chunk_rows=args.chunk_size,
         detected=detected, progress=progress, readers=args.readers, workers=args.workers))
 

@@ -5,6 +5,8 @@ the task; one-line errors naming the file and the row."""
 from __future__ import annotations
 
 import json
+import math
+import warnings
 
 import numpy as np
 import pytest
@@ -134,7 +136,9 @@ def test_report_equals_sklearn(files, data, capsys, fmt, kind, weighted):
         argv += ["--sample-weight", sources["weight"]]
     report = run_json(capsys, *argv)
     assert report["task"] == "multilabel" and report["task_detected"] is None
-    assert report["labels"] == L and report["auc_method"] is None
+    assert report["labels"] == L
+    assert report["auc_method"] == (None if kind == "labels" else "binned" if fmt == "csv"
+                                    else "exact")  # auto: a CSV's rows are not known
     check_against_sklearn(report, y_true, (logits > 0).astype(int),
                           weight if weighted else None)
 
@@ -166,7 +170,7 @@ def test_binned_auc_within_its_bounds_and_independent_of_the_chunks(files, data,
     probabilities = sigmoid(logits)
     w = weight if weighted else None
     argv = ["--y-true", files["npy"]["y_true"], "--scores", files["npy"]["logits"],
-            "--thresholds", "64"]
+            "--thresholds", "64", "--auc", "binned"]
     if weighted:
         argv += ["--sample-weight", files["npy"]["weight"]]
     report = run_json(capsys, *argv, "--chunk-size", CHUNK)
@@ -307,8 +311,10 @@ def test_errors_name_the_file_and_the_row(tmp_path, data, capsys):
          "--top-k is for --task multiclass"),
         (["--y-true", paths["t"], "--y-pred", paths["t"], "--format", "html"],
          "--format html is not made for --task multilabel yet"),
-        (["--y-true", paths["t"], "--scores", paths["z"], "--auc", "exact"],
-         "--auc exact is not made for --task multilabel yet"),
+        (["--y-true", paths["t"], "--y-pred", paths["t"], "--auc", "exact"],
+         "--auc exact (ROC AUC / AP per label) needs --scores"),
+        (["--y-true", paths["t"], "--scores", paths["z"], "--auc", "exact", "--ignore-index",
+          "-1"], "--auc exact takes no --ignore-index with --task multilabel"),
         (["--task", "multiclass", "--y-true", paths["one"], "--y-pred", paths["one"],
           "--threshold", "0.3"], "--threshold is for --task multilabel"),
     ]
@@ -340,3 +346,92 @@ def test_multiclass_options_refused_with_their_reason(tmp_path, data, capsys, op
     assert reason in err and err.count("\n") == 1, err
     if option not in ("--top-k", "--n-bins"):
         assert "top-k" not in err and "calibration" not in err, err
+
+
+# -- parity with the in-memory functions: ranking metrics, exact ROC AUC / AP -------------
+
+
+def in_memory_scores(y_true, scores, weight):
+    """Every score metric of the report from the public in-memory functions."""
+    import metrics_gpu as mg
+
+    expected = {name: mg.label_ranking_metrics(y_true, scores, sample_weight=weight)[name]
+                for name in ("label_ranking_average_precision_score", "label_ranking_loss",
+                             "coverage_error")}
+    expected["ndcg_score"] = mg.ndcg_score(y_true, scores, sample_weight=weight)
+    per_label = {}
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        for name, function in (("roc_auc", mg.roc_auc_score),
+                               ("average_precision", mg.average_precision_score)):
+            per_label[name] = function(y_true, scores, average=None, sample_weight=weight)
+            for average in ("macro", "weighted", "micro", "samples"):
+                expected[f"{name}_{average}"] = function(y_true, scores, average=average,
+                                                         sample_weight=weight)
+    return expected, per_label
+
+
+def assert_equal_values(got: dict, expected: dict, names=None):
+    for name in names or expected:
+        value = float(expected[name])
+        if math.isnan(value):
+            assert got[name] is None, name
+        else:
+            assert got[name] == pytest.approx(value, abs=1e-12, rel=0), name
+
+
+@pytest.mark.parametrize("workers", ["1", "2"])
+@pytest.mark.parametrize("weighted", [False, True], ids=["unweighted", "weighted"])
+@pytest.mark.parametrize("fmt, kind", [("npy", "logits"), ("csv", "probabilities")])
+def test_exact_auc_and_ranking_equal_the_in_memory_functions(files, data, capsys, fmt, kind,
+                                                             weighted, workers):
+    """Issue 51: with scores, the report's ranking metrics, exact ROC AUC / AP
+    (every average, every label) and NDCG are the public in-memory functions'
+    values of the same arrays, to 1e-12, whatever the chunks, the format (rows
+    known or not) and the worker processes."""
+    y_true, logits, weight = data
+    scores = logits if kind == "logits" else sigmoid(logits)
+    w = weight if weighted else None
+    argv = ["--y-true", files[fmt]["y_true"], *prediction_argv(files[fmt], kind),
+            "--auc", "exact", "--chunk-size", CHUNK, "--backend", "numpy",
+            "--workers", workers]
+    if weighted:
+        argv += ["--sample-weight", files[fmt]["weight"]]
+    report = run_json(capsys, *argv)
+    assert report["auc_method"] == "exact"
+    expected, per_label = in_memory_scores(y_true, scores, w)
+    assert_equal_values(report["metrics"], expected)
+    for name, values in per_label.items():
+        np.testing.assert_allclose(report["per_label"][name], values, rtol=0, atol=1e-12)
+    assert set(report["descriptions"]) >= set(expected)
+
+
+def test_binned_report_has_the_ranking_metrics_of_the_state(files, data, capsys):
+    """--auc binned: the ranking metrics still come (from MultilabelMetrics(ranking=True)),
+    equal to the in-memory ones; no NDCG (the scores were not kept) and the
+    binned ROC AUC / AP of 1000 thresholds."""
+    y_true, logits, _ = data
+    report = run_json(capsys, "--y-true", files["npy"]["y_true"], "--scores",
+                      files["npy"]["logits"], "--auc", "binned", "--chunk-size", CHUNK)
+    assert report["auc_method"] == "binned" and report["thresholds"] == 1000
+    expected, _ = in_memory_scores(y_true, logits, None)
+    assert_equal_values(report["metrics"], expected, ("label_ranking_average_precision_score",
+                                                      "label_ranking_loss", "coverage_error"))
+    assert "ndcg_score" not in report["metrics"] and "roc_auc_samples" not in report["metrics"]
+    out = run(capsys, "--y-true", files["npy"]["y_true"], "--scores", files["npy"]["logits"],
+              "--auc", "exact").out
+    for line in ("label ranking (each row's labels ranked by their scores):",
+                 "ROC AUC and average precision (exact):", "  ndcg_score"):
+        assert line in out, out
+
+
+def test_exact_auc_refused_beyond_the_free_memory(files, capsys, monkeypatch):
+    from metrics_gpu.files import multilabel
+
+    monkeypatch.setattr(multilabel, "_free_memory", lambda backend: 1000)
+    err = run(capsys, "--y-true", files["npy"]["y_true"], "--scores", files["npy"]["logits"],
+              "--auc", "exact", status=2).err
+    assert f"--auc exact needs about" in err and f"for {N:,} x {L} scores" in err, err
+    report = run_json(capsys, "--y-true", files["npy"]["y_true"], "--scores",
+                      files["npy"]["logits"])
+    assert report["auc_method"] == "binned"  # auto: what fits

@@ -12,6 +12,8 @@ from typing import Any, Callable
 import numpy as np
 
 from metrics_gpu._common.types import ScoresAre
+from metrics_gpu._functional.ranking import average_precision_score, roc_auc_score
+from metrics_gpu._multilabel.ranking import LABEL_RANKING_METRICS, ndcg_score
 from metrics_gpu._pipeline.mapping import MetricMapping, format_number, plain, strict_json, whole
 from metrics_gpu._validation import label_probabilities_read_as_logits
 from metrics_gpu.files.columns import (
@@ -22,11 +24,21 @@ from metrics_gpu.files.columns import (
     open_columns,
 )
 from metrics_gpu.files.evaluate import (
+    AUC_MODES,
     CHUNK_BYTES,
     MAX_CHUNK_ROWS,
     _chunks_in_workers,
     _row_bytes,
     histogram_thresholds,
+)
+from metrics_gpu.files.exact import (
+    CHUNK_STATE_BYTES,
+    EXACT_MEMORY_FRACTION,
+    EXACT_OVERHEAD_BYTES,
+    KERNEL_RANK_BYTES,
+    NUMPY_RANK_BYTES,
+    _format_bytes,
+    _free_memory,
 )
 from metrics_gpu.files.readers import ColumnReader, ReadThreads
 from metrics_gpu.files.report import PredictionReport
@@ -39,6 +51,9 @@ from metrics_gpu._streaming.metrics import SCORE_KINDS
 from metrics_gpu._reports.labels import MAX_PRINTED_CLASSES
 
 TASKS = ("multiclass", "multilabel")
+# The bins of the binned ROC AUC / AP when --auc binned (or auto, when the
+# exact values do not fit) and --thresholds is not given: the command's default.
+DEFAULT_THRESHOLDS = 1000
 # What each reason bit of the multilabel state's checks means, by the column it names.
 MULTILABEL_PROBLEMS = {
     "y_true": "a target other than 0/1{ignore}",
@@ -75,6 +90,125 @@ MULTILABEL_DESCRIPTIONS = {
        for name, title in (("roc_auc", "ROC AUC"), ("average_precision", "average precision"))
        for average in ("", "weighted_", "micro_")},
 }
+# The exact ROC AUC / AP (--auc exact: the scores kept, the in-memory functions)
+# and the label-ranking metrics, by name.
+EXACT_AVERAGES = {
+    "macro": "unweighted mean over the labels (NaN when a label has one class, as "
+             "scikit-learn's)",
+    "weighted": "mean over the labels weighted by their positives",
+    "micro": "of every label's scores pooled",
+    "samples": "mean over the rows of each row's value over its L labels (ROC AUC: NaN "
+               "when a row has one class, as scikit-learn's)"}
+EXACT_DESCRIPTIONS = {
+    f"{name}_{average}": f"exact {title}, {how}"
+    for name, title in (("roc_auc", "ROC AUC"), ("average_precision", "average precision"))
+    for average, how in EXACT_AVERAGES.items()}
+RANKING_DESCRIPTIONS = {
+    "label_ranking_average_precision_score": "label ranking average precision (LRAP): "
+    "each row's relevant labels' precision at their rank, averaged",
+    "label_ranking_loss": "fraction of (relevant, irrelevant) label pairs ranked wrongly, "
+                          "averaged over the rows",
+    "coverage_error": "labels ranked at least as high as a row's lowest relevant label, "
+                      "averaged over the rows",
+    "ndcg_score": "normalized discounted cumulative gain of each row's labels ranked by "
+                  "their scores, averaged (with the scores kept: --auc exact)"}
+# Bytes per kept cell of the public in-memory calls on (N, L) scores, beyond the
+# ranking itself (NUMPY_RANK_BYTES / KERNEL_RANK_BYTES a cell): the targets as
+# float64 weights and their per-label sums (_multilabel_average), the 0/1
+# targets checked as bool, and the micro average's flattened copies.
+EXACT_CELL_BYTES = 24
+
+
+def exact_multilabel_bytes(rows: int, labels: int, score_dtype, *, weighted: bool = False,
+                           backend: str = "numpy", chunk_rows: int = 0,
+                           row_bytes: int = 0) -> int:
+    """Peak memory of a multilabel report with exact ROC AUC / AP over ``rows``
+    x L scores, beyond what the process held before it, where the backend
+    computes (as :func:`metrics_gpu.files.exact_auc_bytes` for multiclass).
+
+    Kept while reading: every row's L targets (int8), scores (``score_dtype``,
+    as read: ROC AUC / AP do not change under the sigmoid) and weight
+    (float64). Then the larger of reading (the buffer sets of ``chunk_rows``
+    rows of ``row_bytes`` and :data:`CHUNK_STATE_BYTES`) and the in-memory
+    calls on the kept arrays, the largest of which ranks the N L cells at once
+    (the micro average, or every label's column): :data:`EXACT_CELL_BYTES`, the
+    weights repeated (weighted: twice, the repeat and the weighted targets)
+    and the ranking's bytes a cell.
+    """
+    score_bytes = np.dtype(score_dtype).itemsize
+    weight_bytes = 8 if weighted else 0
+    kept = rows * (labels * (1 + score_bytes) + weight_bytes)
+    rank_bytes = NUMPY_RANK_BYTES if backend == "numpy" else KERNEL_RANK_BYTES
+    ranking = rows * labels * (EXACT_CELL_BYTES + 2 * weight_bytes + rank_bytes)
+    chunk = min(chunk_rows, rows)
+    reading = CHUNK_STATE_BYTES + chunk * 2 * row_bytes
+    return EXACT_OVERHEAD_BYTES + kept + max(reading, ranking)
+
+
+class _KeptIndicators:
+    """Every row's (N, L) targets (int8), scores (their own dtype) and weights,
+    kept where the backend computes, for the exact ROC AUC / AP and NDCG of
+    the in-memory functions at the end."""
+
+    def __init__(self, xp, rows: int | None, labels: int, dtype, weighted: bool):
+        self.xp, self.filled = xp, 0
+        self.parts: list[tuple] | None = None if rows is not None else []
+        if rows is not None:
+            self.targets = xp.empty((rows, labels), np.int8)
+            self.scores = xp.empty((rows, labels), dtype)
+            self.weights = xp.empty(rows, np.float64) if weighted else None
+
+    def add(self, y_true, scores, weight) -> None:
+        if self.parts is not None:
+            self.parts.append((y_true.astype(np.int8), scores.copy(),
+                               None if weight is None else weight.astype(np.float64)))
+            return
+        stop = self.filled + len(y_true)
+        self.targets[self.filled:stop] = y_true
+        self.scores[self.filled:stop] = scores
+        if self.weights is not None:
+            self.weights[self.filled:stop] = weight
+        self.filled = stop
+
+    def arrays(self):
+        if self.parts is not None:
+            xp = self.xp
+            return (xp.concatenate([p[0] for p in self.parts]),
+                    xp.concatenate([p[1] for p in self.parts]),
+                    None if self.parts[0][2] is None
+                    else xp.concatenate([p[2] for p in self.parts]))
+        return self.targets, self.scores, self.weights
+
+
+def exact_multilabel_values(y_true, scores, sample_weight=None) -> dict[str, Any]:
+    """The exact per-label ROC AUC and AP, their macro / weighted / micro /
+    samples averages and the NDCG of kept (N, L) arrays: the public in-memory
+    functions' values (:func:`metrics_gpu.roc_auc_score`,
+    :func:`metrics_gpu.average_precision_score`, :func:`metrics_gpu.ndcg_score`),
+    each averages' call as it is. Returns the scalars by name and ``per_label``."""
+    values: dict[str, Any] = {}
+    per_label: dict[str, Any] = {}
+    for name, function in (("roc_auc", roc_auc_score),
+                           ("average_precision", average_precision_score)):
+        per_label[name] = np.asarray(_host(function(y_true, scores, average=None,
+                                                    sample_weight=sample_weight)),
+                                     dtype=np.float64)
+        for average in EXACT_AVERAGES:
+            with warnings.catch_warnings():
+                if average == "samples":  # a row of one class (NaN) is no news per run
+                    warnings.simplefilter("ignore")
+                values[f"{name}_{average}"] = float(_host(function(
+                    y_true, scores, average=average,  # type: ignore[arg-type]
+                    sample_weight=sample_weight)))
+    if y_true.shape[1] >= 2:
+        values["ndcg_score"] = float(_host(ndcg_score(y_true, scores,
+                                                      sample_weight=sample_weight)))
+    return {"values": values, "per_label": per_label}
+
+
+def _host(value):
+    return value.get() if hasattr(value, "get") and not isinstance(value, np.ndarray) \
+        else np.asarray(value)
 
 
 def _column_count(reader: ColumnReader) -> int:
@@ -116,6 +250,7 @@ def detect_multilabel(sources: dict[str, Source | None]) -> str | None:
 
 def evaluate_multilabel_files(sources: dict[str, Source | None], *, threshold: float = 0.5,
                               scores_are: ScoresAre = "logits", thresholds: int | None = None,
+                              auc: str = "auto",
                               ignore_index: int | None = None, backend: str | None = None,
                               chunk_rows: int | None = None, detected: str | None = None,
                               progress: Callable[[str, int | None], Callable[[int], None]]
@@ -127,7 +262,18 @@ def evaluate_multilabel_files(sources: dict[str, Source | None], *, threshold: f
     ``sources``: ``y_true`` ((N, L) 0/1 targets), one of ``y_pred`` ((N, L)
     0/1 predictions) or ``scores`` ((N, L) scores, ``scores_are``, positive
     above ``threshold``), optionally ``sample_weight`` ((N,)). ``thresholds``:
-    the bins of the binned per-label ROC AUC / AP (scores only; None: none).
+    the bins of the binned per-label ROC AUC / AP and their curves (scores
+    only). With scores, ``auc`` as :func:`evaluate_files`': "exact" keeps
+    every row's targets and scores where the backend computes
+    (:func:`exact_multilabel_bytes`, at most half the free memory) and gives
+    the in-memory :func:`metrics_gpu.roc_auc_score` /
+    :func:`metrics_gpu.average_precision_score` (per label, macro, weighted,
+    micro, samples) and :func:`metrics_gpu.ndcg_score` of them; "binned" the
+    binned values of ``thresholds`` bins (1000 when None); "auto" exact when
+    it fits. Scores also give the label-ranking metrics (LRAP, ranking loss,
+    coverage error) of :class:`metrics_gpu.MultilabelMetrics` ``(ranking=True)``,
+    when there is no ``ignore_index`` (a row's ranking is over all its labels)
+    and L >= 2.
     The chunks, the reading thread and the staging are those of
     :func:`evaluate_files`; a row the state leaves out (a target other than
     0/1 or ``ignore_index``, a refused prediction or weight) is a
@@ -136,12 +282,21 @@ def evaluate_multilabel_files(sources: dict[str, Source | None], *, threshold: f
     """
     if scores_are not in SCORE_KINDS:
         raise ValueError(f"scores_are must be one of {SCORE_KINDS}, got {scores_are!r}")
+    if auc not in AUC_MODES:
+        raise ValueError(f"auc must be one of {AUC_MODES}, got {auc!r}")
     if (sources.get("y_pred") is None) == (sources.get("scores") is None):
         raise ValueError("--task multilabel takes --y-pred ((N, L) 0/1 predictions) or "
                          "--scores ((N, L) scores, positive above --threshold): one of them")
     if thresholds is not None and sources.get("scores") is None:
         raise ValueError("--thresholds (binned ROC AUC / AP per label) needs --scores: "
                          "0/1 predictions have no ranking")
+    if auc == "exact" and sources.get("scores") is None:
+        raise ValueError("--auc exact (ROC AUC / AP per label) needs --scores: 0/1 "
+                         "predictions have no ranking")
+    if auc == "exact" and ignore_index is not None:
+        raise ValueError(f"--auc exact takes no --ignore-index with --task multilabel: the "
+                         "in-memory ROC AUC / AP rank every cell of a label (use --auc binned, "
+                         "which leaves the ignored cells out)")
     if ignore_index is not None and ignore_index in (0, 1):
         raise ValueError(f"--ignore-index {ignore_index}: with --task multilabel it must be "
                          "a value other than the targets 0 and 1")
@@ -165,19 +320,32 @@ def evaluate_multilabel_files(sources: dict[str, Source | None], *, threshold: f
                 "targets and predictions are both (N, L))")
         if chunk_rows is None:
             chunk_rows = max(1, min(MAX_CHUNK_ROWS, CHUNK_BYTES // _row_bytes(columns)))
+        rows = next((r.rows for r in columns.values() if r.rows is not None), None)
+        auc_mode = None
+        if predicted == "scores":
+            auc_mode = _auc_mode(auc, rows, labels, prediction, backend, columns,
+                                 ignore_index=ignore_index, chunk_rows=chunk_rows)
+            if auc_mode == "binned" and thresholds is None:
+                thresholds = DEFAULT_THRESHOLDS
         bins = None if thresholds is None else histogram_thresholds(thresholds, labels)
+        ranking = (predicted == "scores" and ignore_index is None and labels >= 2
+                   and prediction.dtype.kind == "f")
         state = MultilabelMetrics(labels, threshold=threshold, scores=scores_are,
-                                  ignore_index=ignore_index, thresholds=bins, validate=False)
+                                  ignore_index=ignore_index, thresholds=bins, ranking=ranking,
+                                  validate=False)
         # The reader checks every row (_check_declared_kind) and warns once.
         state._warns_of_probabilities = False
-        rows = next((r.rows for r in columns.values() if r.rows is not None), None)
+        kept = None
+        if auc_mode == "exact":
+            kept = _KeptIndicators(_array_module(backend), prediction.rows, labels,
+                                   prediction.dtype, "sample_weight" in columns)
         values = None if rows is None else rows * sum(
             math.prod(r.shape_tail) for r in columns.values())
         processes = worker_count(values, workers) if backend == "numpy" else 1
         with use_backend(backend):
             _stream_multilabel(columns, backend, chunk_rows, state, predicted,
                                None if progress is None else progress("reading", rows),
-                               workers=processes)
+                               workers=processes, kept=kept)
         total_rows = truth.position
         if total_rows == 0:
             raise FileProblem(f"--y-true {truth.path}: {NO_ROWS}")
@@ -188,22 +356,69 @@ def evaluate_multilabel_files(sources: dict[str, Source | None], *, threshold: f
                 f"{prediction.argument} {prediction.path}", "--scores-are probabilities",
                 rows=checked - prediction.rows_not_probabilities, total=checked),
                 UserWarning, stacklevel=2)
+        exact = None
+        if kept is not None:
+            with use_backend(backend):
+                exact = exact_multilabel_values(*kept.arrays())
+            del kept
         names = truth.column_names or prediction.column_names
         return MultilabelFileReport(state.compute(), rows=total_rows, backend=backend,
                                     label_names=names, threshold=threshold,
                                     predictions=predicted, detected=detected,
-                                    thresholds=bins, scores_are=scores_are)
+                                    thresholds=bins, scores_are=scores_are, auc=auc_mode,
+                                    exact=exact, ranking=ranking)
     finally:
         for reader in columns.values():
             reader.close()
         threads.close()
 
 
+def _array_module(backend: str):
+    if backend == "cuda":
+        import cupy
+
+        return cupy
+    return np
+
+
+def _auc_mode(auc: str, rows: int | None, labels: int, score_reader: ColumnReader,
+              backend: str, readers, *, ignore_index: int | None, chunk_rows: int) -> str:
+    """"exact" or "binned", as :func:`metrics_gpu.files.evaluate._auc_mode`
+    decides for multiclass: exact when asked, or "auto" and the kept scores
+    fit in :data:`EXACT_MEMORY_FRACTION` of the free memory."""
+    if auc == "binned" or ignore_index is not None:
+        return "binned"
+    if rows is None:
+        return "exact" if auc == "exact" else "binned"
+    needed = exact_multilabel_bytes(rows, labels, score_reader.dtype,
+                                    weighted="sample_weight" in readers, backend=backend,
+                                    chunk_rows=chunk_rows, row_bytes=_row_bytes(readers))
+    free = _free_memory(backend)
+    fits = needed <= EXACT_MEMORY_FRACTION * free
+    if auc == "exact" and not fits:
+        where = "the GPU" if backend == "cuda" else "this machine"
+        raise FileProblem(
+            f"{score_reader.argument} {score_reader.path}: --auc exact needs about "
+            f"{_format_bytes(needed)} for {rows:,} x {labels} scores, and "
+            f"{_format_bytes(free)} are free on {where} (it takes at most "
+            f"{EXACT_MEMORY_FRACTION:.0%}); use --auc binned (the error bound is printed "
+            "beside each value)")
+    return "exact" if fits else "binned"
+
+
 def _stream_multilabel(readers, backend: str, chunk_rows: int, state, predicted: str,
-                       progress, workers: int = 1) -> None:
+                       progress, workers: int = 1, kept: _KeptIndicators | None = None) -> None:
     """The loop of :func:`_stream` for the multilabel state: each chunk, as
     (rows, L) targets and predictions, into one update (on the numpy backend
-    with ``workers`` > 1, in worker processes)."""
+    with ``workers`` > 1, in worker processes), and into ``kept`` (the exact
+    ROC AUC / AP's store) in this process."""
+
+    def keep(batch: dict[str, Any]) -> None:
+        assert kept is not None
+        rows = len(batch["y_true"])
+        kept.add(batch["y_true"].reshape(rows, -1), batch[predicted].reshape(rows, -1),
+                 batch.get("sample_weight"))
+
     if backend == "numpy" and workers > 1:
 
         def update(batch: dict[str, Any], ordinal: int, first_row: int) -> None:  # in a worker
@@ -212,8 +427,8 @@ def _stream_multilabel(readers, backend: str, chunk_rows: int, state, predicted:
             state.update(batch["y_true"].reshape(rows, -1), batch[predicted].reshape(rows, -1),
                          batch.get("sample_weight"))
 
-        chunks, rows = _chunks_in_workers(readers, workers, chunk_rows, [state], update, None,
-                                          progress)
+        chunks, rows = _chunks_in_workers(readers, workers, chunk_rows, [state], update,
+                                          None if kept is None else keep, progress)
         state._updates, state._rows_seen = chunks, rows
         return
     staging = (_CudaStaging if backend == "cuda" else _HostStaging)(readers, chunk_rows)
@@ -223,6 +438,8 @@ def _stream_multilabel(readers, backend: str, chunk_rows: int, state, predicted:
             batch = staging.batch(i, rows)
             state.update(batch["y_true"].reshape(rows, -1),
                          batch[predicted].reshape(rows, -1), batch.get("sample_weight"))
+            if kept is not None:
+                keep(batch)
             prefetch.release(i, staging.done(i))
             if progress is not None:
                 progress(rows)
@@ -262,19 +479,24 @@ class MultilabelFileReport(MetricMapping):
     predictions were read.
 
     A read-only mapping of the scalar metrics (subset accuracy, Hamming loss,
-    precision / recall / F1 / Jaccard micro, macro, weighted and samples, and
-    with ``thresholds`` the binned ROC AUC / AP macro, weighted and micro with
-    their error bounds); ``per_label`` and ``confusion_matrix`` as attributes,
-    everything in :meth:`to_dict`. :meth:`save_plots` writes the per-label F1
-    bars and, with ``thresholds``, the per-label ROC and precision-recall curves.
+    precision / recall / F1 / Jaccard micro, macro, weighted and samples; with
+    scores the label-ranking metrics and ROC AUC / AP: exact (``auc ==
+    "exact"``: macro, weighted, micro and samples, and NDCG, the in-memory
+    functions' values) or binned (macro, weighted and micro with their error
+    bounds)); ``per_label`` and ``confusion_matrix`` as attributes, everything
+    in :meth:`to_dict`. :meth:`save_plots` writes the per-label F1 bars and,
+    with ``thresholds``, the per-label ROC and precision-recall curves.
     """
 
     def __init__(self, metrics, *, rows: int, backend: str, label_names, threshold: float,
                  predictions: str, detected: str | None, thresholds: int | None,
-                 scores_are: str):
+                 scores_are: str, auc: str | None = None, exact: dict | None = None,
+                 ranking: bool = False):
         self.metrics, self.rows, self.backend = metrics, rows, backend
         self.threshold, self.predictions, self.detected = threshold, predictions, detected
         self.thresholds, self.scores_are = thresholds, scores_are
+        self.auc = auc if auc is not None else (None if thresholds is None else "binned")
+        self.ranking = ranking
         labels = len(metrics.per_label["support"])
         self.label_names = ([str(name) for name in label_names] if label_names is not None
                             and len(label_names) == labels else [str(i) for i in range(labels)])
@@ -282,6 +504,14 @@ class MultilabelFileReport(MetricMapping):
         self.per_label = {("f1" if name == "f_score" else name): np.asarray(values)
                           for name, values in per_label.items()}
         values = {name: metrics[name] for name in metrics if not name.startswith("f_score")}
+        if exact is not None:
+            # The binned values (with --thresholds) are kept for the curves only.
+            values = {name: value for name, value in values.items()
+                      if not name.startswith(("roc_auc", "average_precision"))}
+            values.update(exact["values"])
+            self.per_label = {name: value for name, value in self.per_label.items()
+                              if not name.startswith(("roc_auc", "average_precision"))}
+            self.per_label.update(exact["per_label"])
         self._values = values
 
     @property
@@ -310,20 +540,33 @@ class MultilabelFileReport(MetricMapping):
             "total": whole(self.total), "labels": len(self.label_names),
             "label_names": self.label_names, "backend": self.backend,
             "predictions": self._predictions_read(),
-            "auc_method": None if self.thresholds is None else "binned",
+            "auc_method": self.auc,
             "thresholds": self.thresholds,
             "metrics": plain(self._values),
             "per_label": plain(self.per_label),
             "confusion_matrix": plain(self.metrics.confusion_matrix),
         }
         if descriptions:
-            out["descriptions"] = {name: MULTILABEL_DESCRIPTIONS[name] for name in self._values
-                                   if name in MULTILABEL_DESCRIPTIONS}
+            out["descriptions"] = {name: self.description(name) for name in self._values
+                                   if self.description(name)}
         return out
+
+    def description(self, name: str) -> str:
+        """A metric's one-line meaning ("" for none)."""
+        if self.auc == "exact" and name in EXACT_DESCRIPTIONS:
+            return EXACT_DESCRIPTIONS[name]
+        return MULTILABEL_DESCRIPTIONS.get(name) or RANKING_DESCRIPTIONS.get(name, "")
 
     def to_json(self, descriptions: bool = True, **kwargs) -> str:
         """:meth:`to_dict` as strict JSON text, with the descriptions by default."""
         return strict_json(self.to_dict(descriptions=descriptions), **kwargs)
+
+    def ranking_note(self) -> str:
+        """Why scores gave no label-ranking metrics, when they did not ("" else)."""
+        if self.predictions != "scores" or self.ranking:
+            return ""
+        return ("(no label-ranking metrics: a row's ranking is over all of its labels, "
+                "which --ignore-index leaves out, and needs L >= 2 float scores)")
 
     def _predictions_read(self) -> str:
         if self.predictions == "y_pred":
@@ -348,7 +591,16 @@ class MultilabelFileReport(MetricMapping):
         groups.append(("over the labels (micro / macro / weighted / samples)",
                        [(f"{family}_{average}", number(f"{family}_{average}"))
                         for family in MULTILABEL_FAMILIES for average in MULTILABEL_AVERAGES]))
-        if self.thresholds is not None:
+        ranked = [name for name in (*LABEL_RANKING_METRICS, "ndcg_score") if name in values]
+        if ranked:
+            groups.append(("label ranking (each row's labels ranked by their scores)",
+                           [(name, number(name)) for name in ranked]))
+        if self.auc == "exact":
+            groups.append(("ROC AUC and average precision (exact)",
+                           [(f"{name}_{average}", number(f"{name}_{average}"))
+                            for name in ("roc_auc", "average_precision")
+                            for average in EXACT_AVERAGES]))
+        elif self.thresholds is not None:
             rows = []
             for name in ("roc_auc", "average_precision"):
                 for average, bound in (("macro", ""), ("weighted", "weighted_"),
@@ -364,7 +616,7 @@ class MultilabelFileReport(MetricMapping):
 
     def _label_columns(self) -> list[str]:
         columns = ["precision", "recall", "f1", "jaccard", "support"]
-        if self.thresholds is not None:
+        if "roc_auc" in self.per_label:
             columns += ["roc_auc", "average_precision"]
         return columns
 
@@ -374,6 +626,9 @@ class MultilabelFileReport(MetricMapping):
                  f"rows: {self.rows:,}  labels: {len(self.label_names)}  "
                  f"total weight: {format_number(whole(self.total), digits)}  "
                  f"predictions: {self._predictions_read()}"]
+        note = self.ranking_note()
+        if note:
+            lines.append(note)
         for title, rows in self._groups(digits):
             width = max(len(name) for name, _ in rows)
             lines += ["", f"{title}:"] + [f"  {name:<{width}}  {text}" for name, text in rows]
@@ -400,7 +655,7 @@ class MultilabelFileReport(MetricMapping):
         lines = [self._task_line(), "", "| metric | value | meaning |", "| --- | --- | --- |"]
         for title, rows in self._groups(digits):
             lines.append(f"| **{title}** | | |")
-            lines += [f"| {name} | {text} | {MULTILABEL_DESCRIPTIONS.get(name, '')} |"
+            lines += [f"| {name} | {text} | {self.description(name)} |"
                       for name, text in rows]
         columns = self._label_columns()
         lines += ["", "| label | " + " | ".join(columns) + " |",
