@@ -435,3 +435,79 @@ def test_exact_auc_refused_beyond_the_free_memory(files, capsys, monkeypatch):
     report = run_json(capsys, "--y-true", files["npy"]["y_true"], "--scores",
                       files["npy"]["logits"])
     assert report["auc_method"] == "binned"  # auto: what fits
+
+
+# The estimate against a real run, as tests/test_exact_ranking.py holds the
+# multiclass one: a child process reports on a small file (imports warm), then
+# on the large one with --auc exact; its peak resident memory (VmHWM) grows by
+# `grown`, which the estimate must cover within ESTIMATE_SLACK (measured:
+# 1.1-1.3 on these cases).
+ESTIMATE_SLACK = 1.5
+MEMORY_CASES = {"float32": (200_000, 10, "float32", False),
+                "float64-weighted": (150_000, 6, "float64", True)}
+
+
+@pytest.mark.parametrize("case", MEMORY_CASES)
+def test_exact_multilabel_estimate_covers_the_measured_peak(tmp_path, case):
+    import subprocess
+    import sys
+    import textwrap
+
+    rows, labels, dtype, weighted = MEMORY_CASES[case]
+    script = textwrap.dedent(f"""
+        import contextlib, io, json, sys
+        import numpy as np
+        from metrics_gpu.files import multilabel
+        from metrics_gpu.cli import main
+
+        d = {str(tmp_path)!r}
+        rng = np.random.default_rng({rows})
+        for stem, n in (("small", 1000), ("large", {rows})):
+            y = (rng.random((n, {labels})) < 0.3).astype(np.int8)
+            np.save(f"{{d}}/{{stem}}_t.npy", y)
+            # Scores of one decimal: ties within and across labels.
+            np.save(f"{{d}}/{{stem}}_s.npy",
+                    np.round(rng.normal(size=(n, {labels})) + y, 1).astype({dtype!r}))
+            np.save(f"{{d}}/{{stem}}_w.npy", rng.integers(0, 4, n).astype(np.float64))
+
+        def peak_rss():  # VmHWM: ru_maxrss would carry pytest's across fork and exec
+            with open("/proc/self/status") as status:
+                for line in status:
+                    if line.startswith("VmHWM:"):
+                        return int(line.split()[1]) * 1024
+
+        estimates = []
+        estimate = multilabel.exact_multilabel_bytes
+
+        def recorded(*args, **kwargs):
+            estimates.append(estimate(*args, **kwargs))
+            return estimates[-1]
+
+        multilabel.exact_multilabel_bytes = recorded
+
+        def report(stem):
+            argv = ["report", "--y-true", f"{{d}}/{{stem}}_t.npy", "--scores",
+                    f"{{d}}/{{stem}}_s.npy", "--auc", "exact", "--backend", "numpy",
+                    "--workers", "1", "--format", "json", "--quiet"]
+            if {weighted!r}:
+                argv += ["--sample-weight", f"{{d}}/{{stem}}_w.npy"]
+            with contextlib.redirect_stdout(io.StringIO()) as out:
+                status = main(argv)
+            return status, out.getvalue()
+
+        report("small")
+        warm = peak_rss()
+        status, out = report("large")
+        print(json.dumps({{"status": status, "grown": peak_rss() - warm,
+                          "estimate": estimates[-1],
+                          "auc_method": json.loads(out)["auc_method"]}}), file=sys.stderr)
+    """)
+    done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True,
+                          timeout=300)
+    assert done.returncode == 0, done.stderr
+    measured = json.loads(done.stderr.strip().splitlines()[-1])
+    assert measured["status"] == 0 and measured["auc_method"] == "exact"
+    grown, estimate = measured["grown"], measured["estimate"]
+    assert grown <= estimate <= ESTIMATE_SLACK * grown, (
+        f"{case}: the exact report grew by {grown / 2**20:.1f} MiB, estimated "
+        f"{estimate / 2**20:.1f} MiB")
