@@ -169,12 +169,13 @@ def _command_multilabel_report(args: argparse.Namespace, sources: dict[str, Sour
     if given:
         option, reason = given[0]
         raise ValueError(f"{option} is for --task multiclass: {reason}")
-    if args.format == "html":
-        raise ValueError("--format html is not made for --task multilabel yet: use text, "
-                         "json or markdown")
     threshold = DEFAULT_THRESHOLD if args.threshold is None else args.threshold
+    thresholds = args.thresholds
+    if thresholds is None and sources["scores"] is not None and (
+            args.plot is not None or args.format == "html"):
+        thresholds = DEFAULT_THRESHOLDS  # the curves' histogram, beside exact values
     return _run_report(args, lambda progress: evaluate_multilabel_files(
-        sources, threshold=threshold, scores_are=args.scores_are, thresholds=args.thresholds,
+        sources, threshold=threshold, scores_are=args.scores_are, thresholds=thresholds,
         auc=args.auc,
         ignore_index=args.ignore_index, backend=args.backend, chunk_rows=args.chunk_size,
         detected=detected, progress=progress, readers=args.readers, workers=args.workers))

@@ -309,8 +309,6 @@ def test_errors_name_the_file_and_the_row(tmp_path, data, capsys):
          "--ignore-index 1: with --task multilabel it must be a value other than"),
         (["--y-true", paths["t"], "--y-pred", paths["t"], "--top-k", "1"],
          "--top-k is for --task multiclass"),
-        (["--y-true", paths["t"], "--y-pred", paths["t"], "--format", "html"],
-         "--format html is not made for --task multilabel yet"),
         (["--y-true", paths["t"], "--y-pred", paths["t"], "--auc", "exact"],
          "--auc exact (ROC AUC / AP per label) needs --scores"),
         (["--y-true", paths["t"], "--scores", paths["z"], "--auc", "exact", "--ignore-index",
@@ -511,3 +509,35 @@ def test_exact_multilabel_estimate_covers_the_measured_peak(tmp_path, case):
     assert grown <= estimate <= ESTIMATE_SLACK * grown, (
         f"{case}: the exact report grew by {grown / 2**20:.1f} MiB, estimated "
         f"{estimate / 2**20:.1f} MiB")
+
+
+@pytest.mark.parametrize("kind", ["labels", "logits"])
+def test_html_page_holds_every_metric_of_the_json(files, capsys, tmp_path, kind):
+    """--format html: one page with every scalar metric of the JSON report
+    (its value as the page formats it), every label's row with its 2 x 2
+    counts, the inputs, and with scores the curves (the histogram kept beside
+    the exact values)."""
+    from html import escape
+
+    from metrics_gpu._reports.html import _number
+
+    argv = ["--y-true", files["npy"]["y_true"], *prediction_argv(files["npy"], kind),
+            "--sample-weight", files["npy"]["weight"]]
+    report = run_json(capsys, *argv)
+    page = tmp_path / "report.html"
+    run(capsys, *argv, "--format", "html", "--output", str(page))
+    text = page.read_text()
+    assert text.startswith("<!DOCTYPE html>") and "http" not in text.split("<main>")[1]
+    for name, value in report["metrics"].items():
+        cell = f'<td class="name">{escape(name)}</td><td>'
+        assert cell in text, name
+        shown = "nan" if value is None else _number(value)  # as the text report
+        assert text.split(cell, 1)[1].startswith(shown), (name, shown)
+    for name, matrix in zip(report["label_names"], report["confusion_matrix"]):
+        counts = "".join(f"<td>{_number(v, count=True)}</td>" for v in np.ravel(matrix))
+        assert f'<td class="name">{name}</td>' in text and counts in text, name
+    assert f'<td class="name">{files["npy"]["y_true"]}</td>' in text
+    if kind == "logits":
+        assert "ndcg_score" in report["metrics"] and report["auc_method"] == "exact"
+        pytest.importorskip("matplotlib")
+        assert text.count('<img src="data:image/png;base64,') == 3

@@ -162,6 +162,91 @@ def render_html(report, *, title: str | None = None, elapsed: float | None = Non
     )
 
 
+def render_multilabel_html(report, *, title: str | None = None, elapsed: float | None = None,
+                           inputs: Mapping[str, Any] | None = None,
+                           max_table_classes: int = MAX_TABLE_CLASSES, dpi: int = 100) -> str:
+    """A multilabel report as one self-contained HTML page, as :func:`render_html`:
+    the metrics by group (``summary``), the per-label table with each label's
+    tn / fp / fn / tp (``per-label``), the pictures (``pictures``: per-label F1
+    and, with a score histogram, the ROC and precision-recall curves) and the
+    inputs (``inputs``).
+
+    ``report`` is a :class:`metrics_gpu.files.MultilabelFileReport` (read
+    through ``metric_rows``, ``label_names``, ``per_label``,
+    ``label_columns``, ``confusion_matrix``, ``figures`` and ``input_rows``);
+    the other arguments as :func:`render_html`'s.
+    """
+    max_table_classes = check_int_range(max_table_classes, "max_table_classes", 1, 1 << 30)
+    dpi = check_int_range(dpi, "dpi", 10, 1200)
+    heading = "metrics-gpu multilabel report" if title is None else str(title)
+    groups = [_metric_group(f"metrics-{i}", group[:1].upper() + group[1:], "", rows)
+              for i, (group, rows) in enumerate(report.metric_rows())]
+    sections = [("summary", "Summary", '<section id="summary">\n<h2>Summary</h2>\n'
+                 f'<div class="groups">\n{"".join(groups)}</div>\n</section>'),
+                _per_label_section(report, max_table_classes)]
+    matplotlib_present = _has_matplotlib()
+    parts = ['<section id="pictures">\n<h2>Pictures</h2>\n']
+    if not matplotlib_present:
+        parts.append(f'<p class="note">{escape(PLOT_HINT)}</p>\n')
+    else:
+        captions = {"per_label_f1": "F1 per label", "roc": "ROC curves (binned)",
+                    "precision_recall": "Precision-recall curves (binned)"}
+        for name, draw in report.figures().items():
+            parts.append(_figure(draw().figure, captions.get(name, name), dpi))
+    parts.append("</section>")
+    sections.append(("pictures", "Pictures", "".join(parts)))
+    rows = [(str(name), str(value)) for name, value in report.input_rows()]
+    rows += [(str(name), str(value)) for name, value in (inputs or {}).items()]
+    if elapsed is not None:
+        rows.append(("elapsed", f"{elapsed:.3f} s"))
+    rows += [("metrics-gpu version", str(__version__)), ("generated", _now())]
+    body = "".join(f'<tr><th class="name">{escape(name)}</th>'
+                   f'<td class="name">{escape(value)}</td></tr>\n' for name, value in rows)
+    sections.append(("inputs", "Inputs", '<section id="inputs">\n<h2>Inputs</h2>\n'
+                     f"<table>\n<tbody>\n{body}</tbody>\n</table>\n</section>"))
+    nav = " ".join(f'<a href="#{section_id}">{escape(name)}</a>'
+                   for section_id, name, _ in sections)
+    subtitle = (f"{_number(report.rows)} rows, {len(report.label_names):,} labels. "
+                f"metrics-gpu {__version__}, generated {_now()}.")
+    main = "\n".join(html for _, _, html in sections)
+    return (
+        "<!DOCTYPE html>\n"
+        '<html lang="en">\n<head>\n<meta charset="utf-8">\n'
+        '<meta name="viewport" content="width=device-width, initial-scale=1">\n'
+        f"<title>{escape(heading)}</title>\n<style>{STYLE}</style>\n</head>\n<body>\n"
+        f"<header>\n<h1>{escape(heading)}</h1>\n"
+        f'<p class="subtitle">{escape(subtitle)}</p>\n<nav>{nav}</nav>\n</header>\n'
+        f"<main>\n{main}\n</main>\n</body>\n</html>\n"
+    )
+
+
+def _per_label_section(report, max_table_classes: int) -> tuple[str, str, str]:
+    """Each label's metrics and its 2 x 2 counts, largest support first."""
+    columns = [c for c in report.label_columns() if c != "support"]
+    support = np.asarray(report.per_label["support"])
+    matrix = np.asarray(report.confusion_matrix)
+    order = np.argsort(-support.astype(np.float64), kind="stable")
+    shown = order[:max_table_classes]
+    header = "".join(f"<th>{escape(name)}</th>"
+                     for name in ["support", *columns, "tn", "fp", "fn", "tp"])
+    body = []
+    for i in shown.tolist():
+        cells = [_number(support[i], count=True)]
+        cells += [_number(report.per_label[c][i]) for c in columns]
+        cells += [_number(v, count=True) for v in matrix[i].reshape(-1).tolist()]
+        body.append(f'<tr><td class="name">{escape(str(report.label_names[i]))}</td>'
+                    + "".join(f"<td>{escape(cell)}</td>" for cell in cells) + "</tr>\n")
+    note = "Ordered by support, largest first; tn / fp / fn / tp: the label's 2 x 2 counts."
+    if shown.size < support.size:
+        note += (f" The {shown.size:,} labels of largest support of {support.size:,} are "
+                 "listed; --format json holds them all.")
+    html = ('<section id="per-label">\n<h2>Per-label metrics</h2>\n'
+            f'<p class="note">{escape(note)}</p>\n<div class="scroll"><table>\n'
+            f'<thead><tr><th class="name">label</th>{header}</tr></thead>\n'
+            f'<tbody>\n{"".join(body)}</tbody>\n</table></div>\n</section>')
+    return "per-label", "Per label", html
+
+
 # -- sections: (id, navigation name, html) --------------------------------------------
 
 
@@ -472,4 +557,5 @@ def _now() -> str:
     return datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%d %H:%M UTC")
 
 
-__all__ = ["MAX_MATRIX_CLASSES", "MAX_TABLE_CLASSES", "png_data_uri", "render_html"]
+__all__ = ["MAX_MATRIX_CLASSES", "MAX_TABLE_CLASSES", "png_data_uri", "render_html",
+           "render_multilabel_html"]

@@ -48,6 +48,7 @@ from metrics_gpu.backends.selection import backend_for_host_data, get_backend, u
 from metrics_gpu._multilabel.stream import MultilabelMetrics
 from metrics_gpu.files.workers import worker_count
 from metrics_gpu._streaming.metrics import SCORE_KINDS
+from metrics_gpu._reports.html import render_multilabel_html
 from metrics_gpu._reports.labels import MAX_PRINTED_CLASSES
 
 TASKS = ("multiclass", "multilabel")
@@ -206,6 +207,10 @@ def exact_multilabel_values(y_true, scores, sample_weight=None) -> dict[str, Any
         values["ndcg_score"] = float(_host(ndcg_score(y_true, scores,
                                                       sample_weight=sample_weight)))
     return {"values": values, "per_label": per_label}
+
+
+def _source_text(reader: ColumnReader) -> str:
+    return str(reader.path) + ("" if reader.selector is None else f":{reader.selector}")
 
 
 def _host(value):
@@ -368,7 +373,9 @@ def evaluate_multilabel_files(sources: dict[str, Source | None], *, threshold: f
                                     label_names=names, threshold=threshold,
                                     predictions=predicted, detected=detected,
                                     thresholds=bins, scores_are=scores_are, auc=auc_mode,
-                                    exact=exact, ranking=ranking)
+                                    exact=exact, ranking=ranking,
+                                    files={OPTIONS[name]: _source_text(reader)
+                                           for name, reader in columns.items()})
     finally:
         for reader in columns.values():
             reader.close()
@@ -493,12 +500,13 @@ class MultilabelFileReport(MetricMapping):
     def __init__(self, metrics, *, rows: int, backend: str, label_names, threshold: float,
                  predictions: str, detected: str | None, thresholds: int | None,
                  scores_are: str, auc: str | None = None, exact: dict | None = None,
-                 ranking: bool = False):
+                 ranking: bool = False, files: dict[str, str] | None = None):
         self.metrics, self.rows, self.backend = metrics, rows, backend
         self.threshold, self.predictions, self.detected = threshold, predictions, detected
         self.thresholds, self.scores_are = thresholds, scores_are
         self.auc = auc if auc is not None else (None if thresholds is None else "binned")
         self.ranking = ranking
+        self.files = dict(files or {})  # option -> the source read, for the HTML page
         labels = len(metrics.per_label["support"])
         self.label_names = ([str(name) for name in label_names] if label_names is not None
                             and len(label_names) == labels else [str(i) for i in range(labels)])
@@ -515,6 +523,11 @@ class MultilabelFileReport(MetricMapping):
                               if not name.startswith(("roc_auc", "average_precision"))}
             self.per_label.update(exact["per_label"])
         self._values = values
+
+    @property
+    def confusion_matrix(self) -> Any:
+        """(L, 2, 2): ``[[tn, fp], [fn, tp]]`` per label."""
+        return self.metrics.confusion_matrix
 
     @property
     def total(self) -> Any:
@@ -684,6 +697,32 @@ class MultilabelFileReport(MetricMapping):
 
     save_plots = PredictionReport.save_plots
 
+    def metric_rows(self, digits: int = 4) -> list[tuple[str, list[tuple[str, str, str]]]]:
+        """The metrics by group, as the text report groups them: (heading,
+        [(name, formatted value, meaning)])."""
+        return [(title, [(name, text, self.description(name)) for name, text in rows])
+                for title, rows in self._groups(digits)]
+
+    def label_columns(self) -> list[str]:
+        """The per-label table's columns (``support`` among them)."""
+        return self._label_columns()
+
+    def input_rows(self) -> list[tuple[str, str]]:
+        """What the page's inputs table lists: the files, how the predictions
+        were read, the rows, labels, backend and ROC AUC / AP method."""
+        rows = [(option, source) for option, source in self.files.items()]
+        rows += [("task", self._task_line()[len("task: "):]),
+                 ("predictions", self._predictions_read()), ("rows read", f"{self.rows:,}"),
+                 ("labels", f"{len(self.label_names):,}"), ("backend", self.backend)]
+        if self.auc is not None:
+            rows.append(("ROC AUC / average precision", self.auc))
+        note = self.ranking_note()
+        if note:
+            rows.append(("label ranking", note.strip("()")))
+        return rows
+
     def to_html(self, **options) -> str:
-        raise ValueError("--format html is not made for --task multilabel yet: use text, "
-                         "json or markdown")
+        """The report as one self-contained HTML page
+        (:func:`metrics_gpu._reports.html.render_multilabel_html`; ``options``
+        go to it)."""
+        return render_multilabel_html(self, **options)
