@@ -46,7 +46,6 @@ DEFAULT_THRESHOLDS = 1000
 DEFAULT_THRESHOLD = 0.5
 # Options of the multiclass report that --task multilabel refuses when given,
 # with why: (option, reason).
-_NO_GROUPS = "the multilabel report has no per-group metrics yet"
 MULTICLASS_ONLY = {
     "num_classes": ("--num-classes", "a multilabel report takes L, the labels, from the "
                     "files' columns"),
@@ -54,7 +53,6 @@ MULTICLASS_ONLY = {
     "n_bins": ("--n-bins", "a multilabel report has no calibration bins"),
     "confidence_level": ("--confidence-level", "the multilabel report has no confidence "
                          "intervals yet (they are drawn from a multiclass confusion matrix)"),
-    "groups": ("--groups", _NO_GROUPS), "num_groups": ("--num-groups", _NO_GROUPS),
     "classes": ("--classes", "a multilabel report names its labels by the files' columns")}
 
 
@@ -174,8 +172,10 @@ def _command_multilabel_report(args: argparse.Namespace, sources: dict[str, Sour
     if thresholds is None and sources["scores"] is not None and (
             args.plot is not None or args.format == "html"):
         thresholds = DEFAULT_THRESHOLDS  # the curves' histogram, beside exact values
+    sources["groups"] = _source(args.groups)
     return _run_report(args, lambda progress: evaluate_multilabel_files(
-        sources, threshold=threshold, scores_are=args.scores_are, thresholds=thresholds,
+        sources, num_groups=args.num_groups, threshold=threshold, scores_are=args.scores_are,
+        thresholds=thresholds,
         auc=args.auc,
         ignore_index=args.ignore_index, backend=args.backend, chunk_rows=args.chunk_size,
         detected=detected, progress=progress, readers=args.readers, workers=args.workers))

@@ -327,8 +327,6 @@ def test_errors_name_the_file_and_the_row(tmp_path, data, capsys):
     ("--top-k", "1", "has no top-k accuracy"),
     ("--n-bins", "5", "has no calibration bins"),
     ("--confidence-level", "0.95", "has no confidence intervals yet"),
-    ("--groups", None, "has no per-group metrics yet"),
-    ("--num-groups", "2", "has no per-group metrics yet"),
 ])
 def test_multiclass_options_refused_with_their_reason(tmp_path, data, capsys, option, value,
                                                       reason):
@@ -429,7 +427,7 @@ def test_exact_auc_refused_beyond_the_free_memory(files, capsys, monkeypatch):
     monkeypatch.setattr(multilabel, "_free_memory", lambda backend: 1000)
     err = run(capsys, "--y-true", files["npy"]["y_true"], "--scores", files["npy"]["logits"],
               "--auc", "exact", status=2).err
-    assert f"--auc exact needs about" in err and f"for {N:,} x {L} scores" in err, err
+    assert "--auc exact needs about" in err and f"for {N:,} x {L} scores" in err, err
     report = run_json(capsys, "--y-true", files["npy"]["y_true"], "--scores",
                       files["npy"]["logits"])
     assert report["auc_method"] == "binned"  # auto: what fits
@@ -541,3 +539,67 @@ def test_html_page_holds_every_metric_of_the_json(files, capsys, tmp_path, kind)
         assert "ndcg_score" in report["metrics"] and report["auc_method"] == "exact"
         pytest.importorskip("matplotlib")
         assert text.count('<img src="data:image/png;base64,') == 3
+
+
+@pytest.mark.parametrize("workers", ["1", "2"])
+@pytest.mark.parametrize("weighted", [False, True], ids=["unweighted", "weighted"])
+def test_groups_equal_the_in_memory_metrics_of_each_group(files, data, capsys, tmp_path,
+                                                          weighted, workers):
+    """--groups: every metric of every group is that of the in-memory
+    functions on the group's rows (scikit-learn's set-wise ones and the
+    label-ranking ones of metrics_gpu), with fairlearn's min / max /
+    difference / ratio; an empty group (code 3 of --num-groups 5 ... ) is NaN."""
+    import metrics_gpu as mg
+
+    y_true, logits, weight = data
+    groups = np.random.default_rng(3).integers(0, 3, N)
+    groups[groups == 2] = 4  # codes 0, 1, 4 of --num-groups 5: 2 and 3 empty
+    np.save(tmp_path / "g.npy", groups)
+    argv = ["--y-true", files["npy"]["y_true"], "--scores", files["npy"]["logits"],
+            "--groups", str(tmp_path / "g.npy"), "--num-groups", "5", "--chunk-size", CHUNK,
+            "--backend", "numpy", "--workers", workers]
+    if weighted:
+        argv += ["--sample-weight", files["npy"]["weight"]]
+    report = run_json(capsys, *argv)["groups"]
+    assert report["groups"] == [0, 1, 2, 3, 4]
+    by_group = report["by_group"]
+    y_pred = (logits > 0).astype(int)
+    for g in range(5):
+        rows = groups == g
+        w = weight[rows] if weighted else None
+        if not rows.any():
+            assert report["counts"][g] == 0 and by_group["f1_macro"][g] is None
+            continue
+        assert report["counts"][g] == pytest.approx(w.sum() if weighted else rows.sum())
+        t, p, z = y_true[rows], y_pred[rows], logits[rows]
+        expected = {
+            "subset_accuracy": sk.accuracy_score(t, p, sample_weight=w),
+            "hamming_loss": sk.hamming_loss(t, p, sample_weight=w),
+            "label_ranking_average_precision_score": float(
+                mg.label_ranking_average_precision_score(t, z, sample_weight=w)),
+            "label_ranking_loss": float(mg.label_ranking_loss(t, z, sample_weight=w)),
+            "coverage_error": float(mg.coverage_error(t, z, sample_weight=w))}
+        for family, score in FAMILIES.items():
+            for average in AVERAGES:
+                expected[f"{family}_{average}"] = score(t, p, average=average, sample_weight=w,
+                                                        zero_division=0)
+        for name, value in expected.items():
+            assert by_group[name][g] == pytest.approx(value, abs=1e-12, rel=0), (g, name)
+    present = [v for v in by_group["f1_macro"] if v is not None]
+    assert report["group_max"]["f1_macro"] == pytest.approx(max(present), abs=1e-15)
+    assert report["difference"]["between_groups"]["f1_macro"] == pytest.approx(
+        max(present) - min(present), abs=1e-15)
+    out = run(capsys, *argv).out
+    assert "by group:" in out and "group_min" in out
+
+
+def test_group_categories_and_html(files, capsys, tmp_path):
+    np.save(tmp_path / "g.npy", np.where(np.arange(N) % 3 == 0, 0.5, 2.5))
+    argv = ["--y-true", files["npy"]["y_true"], "--y-pred", files["npy"]["labels"],
+            "--groups", str(tmp_path / "g.npy")]
+    report = run_json(capsys, *argv)["groups"]
+    assert report["groups"] == [0.5, 2.5] and report["counts"] == [68, N - 68]
+    page = tmp_path / "groups.html"
+    run(capsys, *argv, "--format", "html", "--output", str(page))
+    text = page.read_text()
+    assert '<section id="groups">' in text and '<td class="name">2.5</td>' in text

@@ -169,11 +169,12 @@ def render_multilabel_html(report, *, title: str | None = None, elapsed: float |
     the metrics by group (``summary``), the per-label table with each label's
     tn / fp / fn / tp (``per-label``), the pictures (``pictures``: per-label F1
     and, with a score histogram, the ROC and precision-recall curves) and the
-    inputs (``inputs``).
+    inputs (``inputs``); with groups, their table (``groups``).
 
     ``report`` is a :class:`metrics_gpu.files.MultilabelFileReport` (read
     through ``metric_rows``, ``label_names``, ``per_label``,
-    ``label_columns``, ``confusion_matrix``, ``figures`` and ``input_rows``);
+    ``label_columns``, ``confusion_matrix``, ``figures``, ``input_rows`` and
+    ``groups`` / ``group_table``);
     the other arguments as :func:`render_html`'s.
     """
     max_table_classes = check_int_range(max_table_classes, "max_table_classes", 1, 1 << 30)
@@ -184,13 +185,27 @@ def render_multilabel_html(report, *, title: str | None = None, elapsed: float |
     sections = [("summary", "Summary", '<section id="summary">\n<h2>Summary</h2>\n'
                  f'<div class="groups">\n{"".join(groups)}</div>\n</section>'),
                 _per_label_section(report, max_table_classes)]
+    if getattr(report, "groups", None) is not None:
+        table = report.group_table()
+        head = "".join(f"<th>{escape(cell)}</th>" for cell in table[0][1:])
+        cells = "".join(f'<tr><td class="name">{escape(row[0])}</td>'
+                        + "".join(f"<td>{escape(cell)}</td>" for cell in row[1:]) + "</tr>\n"
+                        for row in table[1:])
+        sections.append(("groups", "By group", (
+            '<section id="groups">\n<h2>By group</h2>\n<p class="note">difference: the '
+            "largest minus the smallest value over the groups; ratio: the smallest over the "
+            "largest (fairlearn's); every metric of every group is in --format json.</p>\n"
+            f'<table>\n<thead><tr><th class="name">{escape(table[0][0])}</th>{head}</tr>'
+            f"</thead>\n<tbody>\n{cells}</tbody>\n</table>\n</section>")))
     matplotlib_present = _has_matplotlib()
     parts = ['<section id="pictures">\n<h2>Pictures</h2>\n']
     if not matplotlib_present:
         parts.append(f'<p class="note">{escape(PLOT_HINT)}</p>\n')
     else:
         captions = {"per_label_f1": "F1 per label", "roc": "ROC curves (binned)",
-                    "precision_recall": "Precision-recall curves (binned)"}
+                    "precision_recall": "Precision-recall curves (binned)",
+                    "groups_subset_accuracy": "Subset accuracy by group",
+                    "groups_f1_macro": "Macro F1 by group"}
         for name, draw in report.figures().items():
             parts.append(_figure(draw().figure, captions.get(name, name), dpi))
     parts.append("</section>")

@@ -18,6 +18,8 @@ from metrics_gpu._pipeline.mapping import MetricMapping, format_number, plain, s
 from metrics_gpu._validation import label_probabilities_read_as_logits
 from metrics_gpu.files.columns import (
     MULTILABEL_ROLE_OF,
+    ROLE_OF,
+    GroupColumn,
     NO_ROWS,
     OPTIONS,
     open_column,
@@ -29,8 +31,10 @@ from metrics_gpu.files.evaluate import (
     MAX_CHUNK_ROWS,
     _chunks_in_workers,
     _row_bytes,
+    find_groups,
     histogram_thresholds,
 )
+from metrics_gpu.groups import GroupMetrics, GroupValues
 from metrics_gpu.files.exact import (
     CHUNK_STATE_BYTES,
     EXACT_MEMORY_FRACTION,
@@ -55,6 +59,11 @@ TASKS = ("multiclass", "multilabel")
 # The bins of the binned ROC AUC / AP when --auc binned (or auto, when the
 # exact values do not fit) and --thresholds is not given: the command's default.
 DEFAULT_THRESHOLDS = 1000
+# The metrics of the groups' table in text, Markdown and HTML (JSON has them all).
+GROUP_HEADLINE = ("subset_accuracy", "hamming_loss", "f1_macro", "f1_samples",
+                  "label_ranking_average_precision_score")
+# Groups x labels of the per-group states (each O(L)): at most this many.
+MAX_GROUP_LABELS = 1 << 24
 # What each reason bit of the multilabel state's checks means, by the column it names.
 MULTILABEL_PROBLEMS = {
     "y_true": "a target other than 0/1{ignore}",
@@ -263,7 +272,8 @@ def evaluate_multilabel_files(sources: dict[str, Source | None], *, threshold: f
                               progress: Callable[[str, int | None], Callable[[int], None]]
                               | None = None,
                               readers: int | None = None,
-                              workers: int | None = None) -> MultilabelFileReport:
+                              workers: int | None = None,
+                              num_groups: int | None = None) -> MultilabelFileReport:
     """Stream multilabel files through :class:`metrics_gpu.MultilabelMetrics`.
 
     ``sources``: ``y_true`` ((N, L) 0/1 targets), one of ``y_pred`` ((N, L)
@@ -285,7 +295,12 @@ def evaluate_multilabel_files(sources: dict[str, Source | None], *, threshold: f
     :func:`evaluate_files`; a row the state leaves out (a target other than
     0/1 or ``ignore_index``, a refused prediction or weight) is a
     :class:`FileProblem` naming the file and the row. ``sources``,
-    ``readers`` and ``workers`` as :func:`evaluate_files`'.
+    ``readers`` and ``workers`` as :func:`evaluate_files`'. With
+    ``sources["groups"]`` (one group per row: integer codes 0..G-1, G
+    ``num_groups`` or the largest + 1, or categories, as :func:`evaluate_files`
+    finds them), one more state per group (its rows of each chunk), whose
+    metrics (the label and label-ranking metrics; not ROC AUC / AP) are the
+    report's :attr:`MultilabelFileReport.groups`.
     """
     if scores_are not in SCORE_KINDS:
         raise ValueError(f"scores_are must be one of {SCORE_KINDS}, got {scores_are!r}")
@@ -301,7 +316,7 @@ def evaluate_multilabel_files(sources: dict[str, Source | None], *, threshold: f
         raise ValueError("--auc exact (ROC AUC / AP per label) needs --scores: 0/1 "
                          "predictions have no ranking")
     if auc == "exact" and ignore_index is not None:
-        raise ValueError(f"--auc exact takes no --ignore-index with --task multilabel: the "
+        raise ValueError("--auc exact takes no --ignore-index with --task multilabel: the "
                          "in-memory ROC AUC / AP rank every cell of a label (use --auc binned, "
                          "which leaves the ignored cells out)")
     if ignore_index is not None and ignore_index in (0, 1):
@@ -312,7 +327,8 @@ def evaluate_multilabel_files(sources: dict[str, Source | None], *, threshold: f
     from_logits = scores_are == "logits"
     threads = ReadThreads(readers)
     try:
-        columns = open_columns(sources, from_logits=from_logits, roles=MULTILABEL_ROLE_OF,
+        columns = open_columns(sources, from_logits=from_logits,
+                               roles={**MULTILABEL_ROLE_OF, "groups": ROLE_OF["groups"]},
                                threads=threads)
     except BaseException:
         threads.close()
@@ -342,6 +358,27 @@ def evaluate_multilabel_files(sources: dict[str, Source | None], *, threshold: f
                                   validate=False)
         # The reader checks every row (_check_declared_kind) and warns once.
         state._warns_of_probabilities = False
+        group_names, group_states = None, []
+        if "groups" in columns:
+            found, categories = None, None
+            if num_groups is None or columns["groups"].dtype.kind not in "iu":
+                found, categories = find_groups(sources, chunk_rows=chunk_rows, threads=threads)
+            if categories is not None and num_groups is not None:
+                raise FileProblem(f"--num-groups applies to integer group codes; --groups "
+                                  f"{columns['groups'].path} holds categories ({found} found)")
+            count = int(num_groups if num_groups is not None else found)  # type: ignore[arg-type]
+            if count * labels > MAX_GROUP_LABELS:
+                raise FileProblem(f"--groups {columns['groups'].path}: {count:,} groups of "
+                                  f"{labels:,} labels make more than {MAX_GROUP_LABELS:,} "
+                                  "per-group label states")
+            group_names = (categories.tolist() if categories is not None
+                           else list(range(count)))
+            columns["groups"] = GroupColumn(columns["groups"], categories)
+            group_states = [MultilabelMetrics(labels, threshold=threshold, scores=scores_are,
+                                              ignore_index=ignore_index, ranking=ranking,
+                                              validate=False) for _ in range(count)]
+            for group_state in group_states:
+                group_state._warns_of_probabilities = False
         kept = None
         if auc_mode == "exact":
             kept = _KeptIndicators(_array_module(backend), prediction.rows, labels,
@@ -352,7 +389,7 @@ def evaluate_multilabel_files(sources: dict[str, Source | None], *, threshold: f
         with use_backend(backend):
             _stream_multilabel(columns, backend, chunk_rows, state, predicted,
                                None if progress is None else progress("reading", rows),
-                               workers=processes, kept=kept)
+                               workers=processes, kept=kept, group_states=group_states)
         total_rows = truth.position
         if total_rows == 0:
             raise FileProblem(f"--y-true {truth.path}: {NO_ROWS}")
@@ -368,12 +405,16 @@ def evaluate_multilabel_files(sources: dict[str, Source | None], *, threshold: f
             with use_backend(backend):
                 exact = exact_multilabel_values(*kept.arrays())
             del kept
+        groups = None
+        if group_names is not None:
+            groups = _group_metrics(state, group_states, group_names,
+                                    "sample_weight" in columns)
         names = truth.column_names or prediction.column_names
         return MultilabelFileReport(state.compute(), rows=total_rows, backend=backend,
                                     label_names=names, threshold=threshold,
                                     predictions=predicted, detected=detected,
                                     thresholds=bins, scores_are=scores_are, auc=auc_mode,
-                                    exact=exact, ranking=ranking,
+                                    exact=exact, ranking=ranking, groups=groups,
                                     files={OPTIONS[name]: _source_text(reader)
                                            for name, reader in columns.items()})
     finally:
@@ -415,8 +456,54 @@ def _auc_mode(auc: str, rows: int | None, labels: int, score_reader: ColumnReade
     return "exact" if fits else "binned"
 
 
+def _update_groups(group_states: list, batch: dict[str, Any], predicted: str) -> None:
+    """Each group's rows of a chunk into its state (a boolean selection per
+    group present in the chunk)."""
+    codes = batch["groups"]
+    rows = len(codes)
+    y_true = batch["y_true"].reshape(rows, -1)
+    preds = batch[predicted].reshape(rows, -1)
+    weight = batch.get("sample_weight")
+    xp = np if isinstance(codes, np.ndarray) else _array_module("cuda")
+    present = np.unique(np.asarray(codes.get() if xp is not np else codes))
+    if present.size and (present[0] < 0 or present[-1] >= len(group_states)):
+        bad = present[0] if present[0] < 0 else present[-1]
+        raise FileProblem(f"--groups: holds the group {bad}, outside 0..{len(group_states) - 1} "
+                          "(--num-groups)")
+    for group in present.tolist():
+        rows_of = xp.equal(codes, group)
+        group_states[group].update(y_true[rows_of], preds[rows_of],
+                                   None if weight is None else weight[rows_of])
+
+
+def _group_metrics(state, group_states: list, names: list, weighted: bool) -> GroupMetrics:
+    """The groups' metrics as :class:`metrics_gpu.groups.GroupMetrics` (fairlearn's
+    terms): every scalar metric of each group's state (NaN for a group without
+    rows), its rows' weight, and the overall values."""
+    overall_report = state.compute()
+    metric_names = [name for name in overall_report if not name.startswith(
+        ("f_score", "roc_auc", "average_precision"))]
+    values = np.full((len(group_states), len(metric_names)), math.nan)
+    counts = np.zeros(len(group_states))
+    f1 = np.full((len(group_states), state.num_labels), math.nan)
+    for g, group_state in enumerate(group_states):
+        if group_state._arrays is None:
+            continue
+        report = group_state.compute()
+        values[g] = [float(report[name]) for name in metric_names]
+        counts[g] = float(report.total)
+        f1[g] = np.asarray(report.per_label["f_score"], dtype=np.float64)
+    return GroupMetrics(
+        groups=list(names), counts=counts if weighted else counts.astype(np.int64),
+        overall={name: float(overall_report[name]) for name in metric_names},
+        by_group={name: GroupValues(list(names), values[:, i])
+                  for i, name in enumerate(metric_names)},
+        per_class={"f1": f1})
+
+
 def _stream_multilabel(readers, backend: str, chunk_rows: int, state, predicted: str,
-                       progress, workers: int = 1, kept: _KeptIndicators | None = None) -> None:
+                       progress, workers: int = 1, kept: _KeptIndicators | None = None,
+                       group_states: list | None = None) -> None:
     """The loop of :func:`_stream` for the multilabel state: each chunk, as
     (rows, L) targets and predictions, into one update (on the numpy backend
     with ``workers`` > 1, in worker processes), and into ``kept`` (the exact
@@ -435,8 +522,11 @@ def _stream_multilabel(readers, backend: str, chunk_rows: int, state, predicted:
             state._updates, state._rows_seen = ordinal, first_row
             state.update(batch["y_true"].reshape(rows, -1), batch[predicted].reshape(rows, -1),
                          batch.get("sample_weight"))
+            if group_states:
+                _update_groups(group_states, batch, predicted)
 
-        chunks, rows = _chunks_in_workers(readers, workers, chunk_rows, [state], update,
+        chunks, rows = _chunks_in_workers(readers, workers, chunk_rows,
+                                          [state, *(group_states or [])], update,
                                           None if kept is None else keep, progress)
         state._updates, state._rows_seen = chunks, rows
         return
@@ -447,6 +537,8 @@ def _stream_multilabel(readers, backend: str, chunk_rows: int, state, predicted:
             batch = staging.batch(i, rows)
             state.update(batch["y_true"].reshape(rows, -1),
                          batch[predicted].reshape(rows, -1), batch.get("sample_weight"))
+            if group_states:
+                _update_groups(group_states, batch, predicted)
             if kept is not None:
                 keep(batch)
             prefetch.release(i, staging.done(i))
@@ -500,13 +592,15 @@ class MultilabelFileReport(MetricMapping):
     def __init__(self, metrics, *, rows: int, backend: str, label_names, threshold: float,
                  predictions: str, detected: str | None, thresholds: int | None,
                  scores_are: str, auc: str | None = None, exact: dict | None = None,
-                 ranking: bool = False, files: dict[str, str] | None = None):
+                 ranking: bool = False, files: dict[str, str] | None = None,
+                 groups: GroupMetrics | None = None):
         self.metrics, self.rows, self.backend = metrics, rows, backend
         self.threshold, self.predictions, self.detected = threshold, predictions, detected
         self.thresholds, self.scores_are = thresholds, scores_are
         self.auc = auc if auc is not None else (None if thresholds is None else "binned")
         self.ranking = ranking
         self.files = dict(files or {})  # option -> the source read, for the HTML page
+        self.groups = groups  # GroupMetrics with --groups: every label metric per group
         labels = len(metrics.per_label["support"])
         self.label_names = ([str(name) for name in label_names] if label_names is not None
                             and len(label_names) == labels else [str(i) for i in range(labels)])
@@ -561,6 +655,8 @@ class MultilabelFileReport(MetricMapping):
             "per_label": plain(self.per_label),
             "confusion_matrix": plain(self.metrics.confusion_matrix),
         }
+        if self.groups is not None:
+            out["groups"] = self.groups.to_dict()
         if descriptions:
             out["descriptions"] = {name: self.description(name) for name in self._values
                                    if self.description(name)}
@@ -662,7 +758,32 @@ class MultilabelFileReport(MetricMapping):
         else:
             lines += ["", f"(per-label table of {len(self.label_names)} labels: use --format "
                       "json)"]
+        if self.groups is not None:
+            lines += ["", "by group:"] + [
+                "  " + "  ".join(f"{cell:>{max(12, len(head))}}" if i else f"{cell:<{width}}"
+                                 for i, (cell, head) in enumerate(zip(row, table[0])))
+                for table in [self.group_table(digits)]
+                for width in [max(len(row[0]) for row in table)] for row in table]
         return "\n".join(lines) + "\n"
+
+    def group_table(self, digits: int = 4) -> list[list[str]]:
+        """The groups as rows of text cells: a header (``group``, ``count``, the
+        headline metrics), each group, then ``group_min``, ``group_max``,
+        ``difference`` and ``ratio`` (fairlearn's, between the groups)."""
+        groups = self.groups
+        assert groups is not None
+        names = [name for name in GROUP_HEADLINE if name in groups.by_group]
+        rows = [["group", "count", *names]]
+        for i, group in enumerate(groups.groups):
+            rows.append([str(group), format_number(whole(groups.counts[i]), digits),
+                         *(format_number(groups.by_group[name].values[i], digits)
+                           for name in names)])
+        for title, values in (("group_min", groups.group_min()),
+                              ("group_max", groups.group_max()),
+                              ("difference", groups.difference()),
+                              ("ratio", groups.ratio())):
+            rows.append([title, "", *(format_number(values[name], digits) for name in names)])
+        return rows
 
     def to_markdown(self, digits: int = 4) -> str:
         """The metrics as one Markdown table (group rows, each metric with its
@@ -679,6 +800,11 @@ class MultilabelFileReport(MetricMapping):
             lines.append(f"| {name} | " + " | ".join(
                 format_number(whole(self.per_label[c][i]) if c == "support"
                               else self.per_label[c][i], digits) for c in columns) + " |")
+        if self.groups is not None:
+            table = self.group_table(digits)
+            lines += ["", "| " + " | ".join(table[0]) + " |",
+                      "| --- |" + " --- |" * (len(table[0]) - 1)]
+            lines += ["| " + " | ".join(row) + " |" for row in table[1:]]
         return "\n".join(lines) + "\n"
 
     # -- pictures -------------------------------------------------------------------
@@ -690,6 +816,10 @@ class MultilabelFileReport(MetricMapping):
         drawings: dict[str, Any] = {
             "per_label_f1": lambda: self.metrics.plot_per_label("f_score",
                                                                 names=self.label_names)}
+        groups = self.groups
+        if groups is not None:
+            drawings["groups_subset_accuracy"] = lambda: groups.plot("subset_accuracy")
+            drawings["groups_f1_macro"] = lambda: groups.plot("f1_macro")
         if self.thresholds is not None:
             drawings["roc"] = self.metrics.plot_roc
             drawings["precision_recall"] = self.metrics.plot_precision_recall
