@@ -346,11 +346,11 @@ def test_weights_all_zero_are_refused_for_the_whole_data():
      "zero_division must be"),
     (lambda t, p: mgd.multilabel_confusion_matrix(t, p, samplewise=True),
      r"samplewise=True is not supported by metrics_gpu.dask"),
-    (lambda t, p: mgd.classification_report(t, p),
-     r"metrics_gpu.dask.classification_report does not take \(N, L\) multilabel-indicator"),
+    (lambda t, p: mgd.classification_report(t, p, digits=-1),
+     "digits must be a non-negative integer"),
     (lambda t, p: mgd.matthews_corrcoef(t, p), r"does not take \(N, L\) multilabel-indicator"),
     (lambda t, p: mgd.dcg_score(t, p, k=0), "k must be an integer >= 1"),
-], ids=["binary", "labels", "zero_division", "samplewise", "classification_report",
+], ids=["binary", "labels", "zero_division", "samplewise", "classification_report-digits",
         "matthews_corrcoef", "dcg-k"])
 def test_refused_arguments(call, pattern):
     with pytest.raises(ValueError, match=pattern):
@@ -395,3 +395,72 @@ def test_class_codes_give_one_vs_rest_matrices():
                         where)
             assert_same(result, skm.multilabel_confusion_matrix(y_true, y_pred, **in_memory),
                         f"{where} vs scikit-learn", exact_type=False)
+
+
+# -- issue 51: classification_report and scores= of multilabel input ---------------------
+
+
+@pytest.mark.parametrize("weights", WEIGHTS, ids=lambda w: f"weights={w}")
+@pytest.mark.parametrize("options", [{}, {"output_dict": True},
+                                     {"labels": [3, 0], "target_names": ["d", "a"],
+                                      "digits": 4},
+                                     {"zero_division": 1.0, "output_dict": True}],
+                         ids=["text", "dict", "labels", "zero_division"])
+def test_classification_report_equals_in_memory(options, weights):
+    """(N, L) indicators: every label's line and the micro, macro, weighted and
+    samples averages, as the in-memory report (text, or its dictionary within
+    RTOL: a weighted support is summed chunk by chunk)."""
+    y_true, y_pred = DATA["y_true"], DATA["y_pred"]
+    in_memory, on_dask = dict(options), dict(options)
+    if weights is not None:
+        in_memory["sample_weight"] = DATA[weights]
+        on_dask["sample_weight"] = chunked(DATA[weights])
+    expected, expected_warnings = recorded(mg.classification_report, y_true, y_pred,
+                                           **in_memory)
+    result, result_warnings = recorded(mgd.classification_report, chunked(y_true),
+                                       chunked(y_pred), compute=True, **on_dask)
+    assert result_warnings == expected_warnings
+    if not options.get("output_dict"):
+        if weights != "weight":
+            assert result == expected
+            return
+        # Float supports are printed in full: the last column within RTOL.
+        for got, want in zip(result.splitlines(), expected.splitlines(), strict=True):
+            *got_cells, got_support = got.split() or [""]
+            *want_cells, want_support = want.split() or [""]
+            assert got_cells == want_cells, (got, want)
+            if want_support not in ("", "support"):
+                assert float(got_support) == pytest.approx(float(want_support), rel=RTOL)
+        return
+    assert result.keys() == expected.keys()
+    for key, line in expected.items():
+        for column, value in line.items():
+            assert result[key][column] == pytest.approx(value, rel=RTOL, nan_ok=True), \
+                (key, column)
+    reference = scikit_learn("classification_report", y_true, y_pred, **in_memory)
+    for key in ("micro avg", "samples avg"):
+        assert result[key]["f1-score"] == pytest.approx(reference[key]["f1-score"], abs=1e-12)
+
+
+@pytest.mark.parametrize("kind, threshold", [("probabilities", 0.5), ("probabilities", 0.3),
+                                             ("logits", 0.5)])
+@pytest.mark.parametrize("name, options", [
+    ("f1_score", {"average": "samples"}), ("precision_score", {"average": "macro"}),
+    ("jaccard_score", {"average": None}), ("accuracy_score", {}), ("hamming_loss", {}),
+    ("multilabel_confusion_matrix", {}), ("classification_report", {"output_dict": True})])
+def test_scores_argument_as_in_memory(name, options, kind, threshold):
+    """scores= / threshold=: (N, L) score predictions cut as in memory, in each chunk."""
+    y_true, weight = DATA["y_true"], DATA["weight"]
+    scores = DATA["scores"] if kind == "probabilities" else DATA["scores"] * 8 - 4
+    arguments = dict(options, scores=kind, threshold=threshold)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        expected = getattr(mg, name)(y_true, scores, sample_weight=weight, **arguments)
+        result = getattr(mgd, name)(chunked(y_true), chunked(scores),
+                                    sample_weight=chunked(weight), compute=True, **arguments)
+    if isinstance(expected, dict):
+        for key, line in expected.items():
+            for column, value in line.items():
+                assert result[key][column] == pytest.approx(value, rel=RTOL), (key, column)
+        return
+    assert_same(result, expected, f"{name}({arguments})")

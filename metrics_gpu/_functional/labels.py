@@ -701,6 +701,19 @@ def classification_report(y_true: ArrayLike, y_pred: ArrayLike, *,
         def rates_of(average):
             return _prfs(stats, classes, beta=1.0, average=average, warn_for=warn_for,
                          weighted=weighted, zero_division=zero_division)
+    return classification_report_of(classes, rates_of, average_options, micro_is_accuracy,
+                                    target_names=target_names, labels_given=labels_given,
+                                    digits=digits, output_dict=output_dict)
+
+
+def classification_report_of(classes: np.ndarray, rates_of, average_options: tuple[str, ...],
+                             micro_is_accuracy: bool, *, target_names, labels_given: bool,
+                             digits: int, output_dict: bool) -> str | dict[str, Any]:
+    """:func:`classification_report`'s text or dictionary of the reported
+    ``classes`` and ``rates_of(average)`` (precision, recall, F1, support:
+    per class for None), the averages ``average_options`` ("micro" as
+    "accuracy" where ``micro_is_accuracy``): the one layout, shared with
+    :func:`metrics_gpu.dask.classification_report`'s multilabel input."""
     if target_names is not None and len(target_names) != classes.size:
         if labels_given:
             F.warn(

@@ -15,6 +15,7 @@ import numpy as np
 from metrics_gpu._formulas import labels as F
 from metrics_gpu._functional import confusion as _confusion
 from metrics_gpu._functional import rates as _rates
+from metrics_gpu._functional.labels import classification_report_of
 from metrics_gpu._multilabel import counts as ML
 from metrics_gpu._multilabel.ranking import (
     dcg_rows,
@@ -38,6 +39,7 @@ from metrics_gpu._validation import (
     check_option,
     check_rank_cutoff,
     check_sample_weight,
+    check_score_kind,
     check_zero_division,
 )
 from metrics_gpu.backends.selection import resolve_backend
@@ -94,16 +96,18 @@ _NOT_INDICATOR = (
 
 
 def _multilabel_of_chunk(y_true, y_pred, sample_weight, *, index, offset, columns, rates,
-                         beta, num_classes, ignore_index, validate) -> MultilabelSums | None:
+                         beta, num_classes, ignore_index, validate,
+                         scores=None) -> MultilabelSums | None:
     """One chunk's :class:`MultilabelSums`, computed where it lives (NumPy or
     CuPy), after the in-memory checks of its indicators and weights (weights
-    all 0 are refused for the whole data, on the merged sums)."""
+    all 0 are refused for the whole data, on the merged sums); ``scores``:
+    ``(kind, threshold)`` of (N, L) score predictions, cut as in memory."""
     if y_true.shape[0] == 0:
         return None
     try:
         inputs = check_multilabel_inputs(y_true, y_pred, num_classes=num_classes,
                                          ignore_index=ignore_index, validate=validate,
-                                         takes_ignore_index=False)
+                                         scores=scores, takes_ignore_index=False)
         if inputs is None:
             raise ValueError(_NOT_INDICATOR)
         weight = check_sample_weight(sample_weight, y_true.shape[0], inputs.backend, validate)
@@ -238,6 +242,23 @@ def _rate_value(sums, counts, arguments, *, rate, name, modifier):
     return _samples_mean(sums.rates[rate], zero_division)
 
 
+def _report_value(sums, counts, arguments):
+    """classification_report of multilabel input as in memory: each label's
+    precision, recall, F1 and support, then the micro, macro, weighted and
+    samples averages (:func:`_prfs_value` of each), in the in-memory layout."""
+    columns = _label_columns(arguments["labels"], int(sums.wrong_labels.shape[0]) - 1)
+    classes = np.arange(counts.num_labels) if columns is None else np.asarray(columns)
+
+    def rates_of(average):
+        return _prfs_value(sums, counts, {**arguments, "average": average, "beta": 1.0,
+                                          "warn_for": ("precision", "recall", "f-score")})
+
+    return classification_report_of(
+        classes, rates_of, ("micro", "macro", "weighted", "samples"), False,
+        target_names=arguments["target_names"], labels_given=arguments["labels"] is not None,
+        digits=arguments["digits"], output_dict=arguments["output_dict"])
+
+
 @dataclass(frozen=True)
 class _MultilabelRead:
     """How a label function reads multilabel input: its ``value(sums, counts,
@@ -248,6 +269,7 @@ class _MultilabelRead:
     value: Callable
     labels: bool = False
     rates: tuple[str, ...] | None = None
+    every_average: bool = False  # every average at once (classification_report)
 
 
 _PRFS = ("precision", "recall", "f-score")
@@ -274,6 +296,8 @@ _MULTILABEL_READS = {
     "jaccard_score": _MultilabelRead(
         functools.partial(_rate_value, rate="jaccard", name="Jaccard",
                           modifier="true or predicted"), labels=True, rates=("jaccard",)),
+    "classification_report": _MultilabelRead(_report_value, labels=True, rates=_PRFS,
+                                             every_average=True),
     "specificity_score": _MultilabelRead(
         functools.partial(_rate_value, rate="specificity", name="Specificity",
                           modifier="negative"), labels=True, rates=("specificity",)),
@@ -345,14 +369,22 @@ def _multilabel_graph(metric, y_true, y_pred, sample_weight, arguments: dict, *,
             "left out one by one) is not made for Dask yet: compute in memory "
             f"(metrics_gpu.{name} takes it), or update a MultilabelMetrics(L, "
             "ignore_index=...) with each chunk")
-    if read.rates is not None:  # the in-memory checks of the set-wise arguments, in order
+    if read.every_average:  # classification_report: its own checks, in order
+        digits = arguments["digits"]
+        arguments["zero_division"] = check_zero_division(arguments["zero_division"])
+        if not isinstance(digits, (int, np.integer)) or isinstance(digits, bool) or digits < 0:
+            raise ValueError(f"digits must be a non-negative integer, got {digits!r}")
+    elif read.rates is not None:  # the in-memory checks of the set-wise arguments, in order
         average = check_option(arguments["average"], AVERAGE_OPTIONS, "average")
         if "beta" in arguments:
             arguments["beta"] = check_beta(arguments["beta"])
         arguments["zero_division"] = check_zero_division(arguments["zero_division"])
         _rates._check_multilabel_average(average, arguments["pos_label"])
+    scores = check_score_kind(arguments.get("scores"), arguments.get("threshold", 0.5),
+                              allow_none=True)
     columns = _label_columns(arguments["labels"], int(y_true.shape[1])) if read.labels else None
-    rates = read.rates if read.rates is not None and arguments["average"] == "samples" else ()
+    rates = read.rates if read.rates is not None and (
+        read.every_average or arguments["average"] == "samples") else ()
     beta = arguments.get("beta", 1.0)
     if "f-score" in rates and (math.isinf(beta) or beta == 0):
         rates = tuple(rate for rate in rates if rate != "f-score")  # F is R (P) itself
@@ -360,7 +392,8 @@ def _multilabel_graph(metric, y_true, y_pred, sample_weight, arguments: dict, *,
     states = _per_chunk(_multilabel_of_chunk, (y_true, y_pred, weight), offsets,
                         columns=columns, rates=rates, beta=beta,
                         num_classes=arguments.get("num_classes"),
-                        ignore_index=arguments.get("ignore_index"), validate=validate)
+                        ignore_index=arguments.get("ignore_index"), validate=validate,
+                        scores=scores)
     return _result(_tree(states, _merge_multilabel), _multilabel_value, name, arguments,
                    weight is not None, validate, compute=compute)
 
