@@ -571,3 +571,19 @@ def test_compute_gives_the_framework_of_the_inputs(backend_name):
     for state in (report, classes.compute()):
         assert "total" not in state and "invalid" not in state
         assert isinstance(state.total, torch.Tensor)
+
+
+def test_binned_histogram_with_rows_left_out_on_the_reference():
+    """thresholds= and rows left out (validate=False): the histogram counts the
+    rows kept only (the reference once broadcast the kept rows' weights
+    against every row's mask, and failed past one row kept)."""
+    y_true = np.array([[0, 1], [1, 0], [1, 1], [0, 0]])
+    preds = np.array([[0.2, 1.5], [0.3, 0.4], [0.9, 0.8], [0.1, 0.6]])
+    metrics = mg.MultilabelMetrics(2, scores="probabilities", thresholds=8, validate=False)
+    metrics.update(y_true, preds, np.array([1.0, 2.0, 3.0, 4.0]))
+    kept = mg.MultilabelMetrics(2, scores="probabilities", thresholds=8)
+    kept.update(y_true[1:], preds[1:], np.array([2.0, 3.0, 4.0]))
+    got, expected = metrics.compute(), kept.compute()
+    assert float(got.invalid) == 1.0
+    for name in ("roc_auc_macro", "average_precision_micro"):
+        assert float(got[name]) == float(expected[name]), name

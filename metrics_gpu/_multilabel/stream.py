@@ -113,6 +113,7 @@ def multilabel_update_reference(y_true, preds, weight, *, mode: str, cut: float,
         with np.errstate(invalid="ignore"):
             reasons[~(np.isfinite(w) & (w >= 0))] |= np.uint64(4)
     left_out = reasons != 0
+    row_weight = w  # every row's, before the rows left out are dropped below
     counted = ~ignored & ~left_out[:, None]
     target = true == 1
     cells = (target & positive, ~target & positive, target & ~positive, ~target & ~positive)
@@ -156,7 +157,7 @@ def multilabel_update_reference(y_true, preds, weight, *, mode: str, cut: float,
         with np.errstate(over="ignore", invalid="ignore"):
             probability = 1.0 / (1.0 + np.exp(-pred)) if mode == "logits" else pred
         bins = calibration_bin(np.where(counted, probability, 0.0), thresholds)
-        cell_weight = np.broadcast_to(np.where(left_out, 0.0, w)[:, None], true.shape)
+        cell_weight = np.broadcast_to(np.where(left_out, 0.0, row_weight)[:, None], true.shape)
         histogram = np.zeros((2, true.shape[1], thresholds))
         label = np.broadcast_to(np.arange(true.shape[1]), true.shape)
         for side, target_value in ((0, True), (1, False)):
