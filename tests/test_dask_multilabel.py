@@ -464,3 +464,66 @@ def test_scores_argument_as_in_memory(name, options, kind, threshold):
                 assert result[key][column] == pytest.approx(value, rel=RTOL), (key, column)
         return
     assert_same(result, expected, f"{name}({arguments})")
+
+
+@pytest.mark.parametrize("kind", ["probabilities", "logits", "labels"])
+@pytest.mark.parametrize("weights", [None, "weight"], ids=lambda w: f"weights={w}")
+def test_multilabel_metrics_equal_the_in_memory_state(kind, weights):
+    """multilabel_metrics: a MultilabelMetrics state per chunk, merged: every
+    value of the in-memory state fed all the rows (binned ROC AUC / AP and the
+    label-ranking metrics with scores)."""
+    y_true = DATA["y_true"]
+    preds = {"probabilities": DATA["scores"], "logits": DATA["scores"] * 8 - 4,
+             "labels": DATA["y_pred"]}[kind]
+    options = {} if kind == "labels" else dict(scores=kind, thresholds=50, ranking=True)
+    weight = None if weights is None else DATA[weights]
+    state = mg.MultilabelMetrics(L, **options)
+    state.update(y_true, preds, weight)
+    expected = state.compute()
+    result = mgd.multilabel_metrics(chunked(y_true), chunked(preds), L, compute=True,
+                                    sample_weight=None if weight is None else chunked(weight),
+                                    **options)
+    assert isinstance(result, mg.MultilabelReport) and result.keys() == expected.keys()
+    for name in expected:
+        assert float(result[name]) == pytest.approx(float(expected[name]), rel=RTOL,
+                                                    abs=1e-15, nan_ok=True), name
+    for name, values in expected.per_label.items():
+        np.testing.assert_allclose(result.per_label[name], values, rtol=RTOL, equal_nan=True)
+    np.testing.assert_allclose(result.confusion_matrix, expected.confusion_matrix, rtol=RTOL)
+    lazy = mgd.multilabel_metrics(chunked(y_true), chunked(preds), L, **options)
+    assert isinstance(lazy, Delayed)
+
+
+@pytest.mark.parametrize("average", [None, "macro", "weighted", "micro"])
+@pytest.mark.parametrize("name", ["roc_auc", "average_precision"])
+def test_multilabel_binned_auc_of_dask_arrays(name, average):
+    """roc_auc_score / average_precision_score of (N, L) indicators and scores:
+    the binned state's values, within its error bound of the exact in-memory ones."""
+    y_true, scores, weight = DATA["y_true"], DATA["scores"], DATA["weight"]
+    function = getattr(mgd, f"{name}_score")
+    result = function(chunked(y_true), chunked(scores), average=average, thresholds=256,
+                      sample_weight=chunked(weight), compute=True)
+    state = mg.MultilabelMetrics(L, scores="probabilities", thresholds=256)
+    state.update(y_true, scores, weight)
+    report = state.compute()
+    if average is None:
+        np.testing.assert_allclose(result, report.per_label[name], rtol=RTOL)
+        bound = report.per_label[f"{name}_error_bound"]
+    else:
+        assert result == pytest.approx(float(report[f"{name}_{average}"]), rel=RTOL)
+        bound = report[f"{name}_{'' if average == 'macro' else average + '_'}error_bound"]
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        exact = getattr(mg, f"{name}_score")(y_true, scores, average=average,
+                                             sample_weight=weight)
+    assert np.all(np.abs(np.asarray(result) - exact) <= np.asarray(bound) + 1e-12)
+
+
+def test_multilabel_state_errors_name_the_chunk_and_row():
+    bad = DATA["scores"].copy()
+    bad[25, 1] = 1.5  # chunk 3 starts at row 21
+    with pytest.raises(ValueError, match=r"chunk 3 along axis 0 .* row 25 of the whole array"):
+        mgd.roc_auc_score(chunked(DATA["y_true"]), chunked(bad), thresholds=16, compute=True)
+    with pytest.raises(ValueError, match="average='samples' of \\(N, L\\) roc_auc"):
+        mgd.roc_auc_score(chunked(DATA["y_true"]), chunked(bad), thresholds=16,
+                          average="samples")

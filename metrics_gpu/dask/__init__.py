@@ -135,6 +135,7 @@ from metrics_gpu.dask.multilabel import (
     dcg_score,
     label_ranking_average_precision_score,
     label_ranking_loss,
+    multilabel_metrics,
     ndcg_score,
 )
 from metrics_gpu.dask.scores import (
@@ -156,7 +157,7 @@ __all__ = [
     "expected_calibration_error", "f1_score",
     "fbeta_score", "hamming_loss", "jaccard_score", "label_ranking_average_precision_score",
     "label_ranking_loss", "label_report", "log_loss",
-    "matthews_corrcoef", "multilabel_confusion_matrix", "ndcg_score",
+    "matthews_corrcoef", "multilabel_confusion_matrix", "multilabel_metrics", "ndcg_score",
     "precision_recall_fscore_support", "precision_score",
     "recall_score", "roc_auc_score", "specificity_score", "top_k_accuracy_score",
     "zero_one_loss",

@@ -25,6 +25,7 @@ from metrics_gpu._multilabel.ranking import (
     row_coverage,
     row_ranking_loss,
 )
+from metrics_gpu._multilabel.stream import MultilabelMetrics
 from metrics_gpu._pipeline.stages import is_host_scalar
 from metrics_gpu._validation import (
     ALL_ZERO_WEIGHT,
@@ -41,6 +42,7 @@ from metrics_gpu._validation import (
     check_sample_weight,
     check_score_kind,
     check_zero_division,
+    to_numpy,
 )
 from metrics_gpu.backends.selection import resolve_backend
 from metrics_gpu.dask.graph import (
@@ -607,9 +609,115 @@ def ndcg_score(y_true, y_score, *, k=None, sample_weight=None, ignore_ties=False
                              graded=True, compute=compute)
 
 
+# -- the streaming state: every metric of MultilabelMetrics ---------------------------
+
+
+def _host_state(state: dict) -> dict:
+    """A state_dict with host NumPy arrays (a CuPy state is copied off the GPU)."""
+    return {name: value if name in ("version", "spec", "updates", "rows_seen") else
+            np.asarray(to_numpy(value)) for name, value in state.items()}
+
+
+def _multilabel_state_of_chunk(y_true, preds, sample_weight, *, index, offset, spec,
+                               check) -> dict | None:
+    """One chunk's :class:`metrics_gpu.MultilabelMetrics` state, as host arrays;
+    with ``check``, a row the state leaves out raises, naming the chunk and
+    the row in the whole array."""
+    if y_true.shape[0] == 0:
+        return None
+    metrics = MultilabelMetrics(**spec, validate=False)
+    metrics._warns_of_probabilities = False  # a warning per chunk would say nothing more
+    try:
+        metrics.update(y_true, preds, sample_weight)
+    except ValueError as error:
+        raise _in_chunk(error, index, offset) from error
+    invalid = metrics.first_invalid() if check else None
+    if invalid is not None:
+        count, first, arguments = invalid
+        raise ValueError(
+            f"{count} row(s) of chunk {index} along axis 0 hold a value of "
+            f"{' and '.join(arguments)} that the multilabel state refuses (targets must be "
+            "0/1 or ignore_index; label predictions 0/1; probabilities in [0, 1]; logits "
+            f"finite; weights finite and >= 0): the first is row {offset + first} of the "
+            "whole array")
+    return _host_state(metrics.state_dict())
+
+
+def _merge_multilabel_states(spec: dict, *states: dict | None) -> dict | None:
+    present = [state for state in states if state is not None]
+    if len(present) <= 1:
+        return present[0] if present else None
+    merged = MultilabelMetrics(**spec)
+    merged.load_state_dict(present[0])
+    for state in present[1:]:
+        other = MultilabelMetrics(**spec)
+        other.load_state_dict(state)
+        merged.merge(other)
+    return _host_state(merged.state_dict())
+
+
+def _multilabel_report(state: dict | None, spec: dict, pick=None, options=None):
+    """The :class:`metrics_gpu.MultilabelReport` of the merged state (NumPy
+    values), or ``pick(report, **options)``."""
+    if state is None:
+        raise ValueError("y_true and preds are empty; at least one sample is required")
+    metrics = MultilabelMetrics(**spec)
+    metrics.load_state_dict(state)
+    report = metrics.compute()
+    return report if pick is None else pick(report, **(options or {}))
+
+
+def multilabel_state_graph(y_true, preds, sample_weight, *, spec: dict, check: bool, compute,
+                           pick=None, options=None):
+    """The graph of a :class:`metrics_gpu.MultilabelMetrics` state per chunk of
+    (N, L) rows, merged in a tree, reported (``pick``: one value of the report)."""
+    _rows_only({"y_true": y_true, "preds": preds})
+    y_true, aligned, offsets = _aligned(y_true, {"preds": preds, "sample_weight": sample_weight})
+    preds = aligned["preds"]
+    if y_true.ndim != 2 or preds.shape != y_true.shape:
+        raise ValueError(f"y_true and preds must be (N, L) arrays of one shape; got "
+                         f"{y_true.shape} and {preds.shape}")
+    MultilabelMetrics(**spec)  # the arguments' errors, now
+    states = _per_chunk(_multilabel_state_of_chunk, (y_true, preds, aligned["sample_weight"]),
+                        offsets, spec=spec, check=check)
+    return _result(_tree(states, _merge_multilabel_states, spec), _multilabel_report, spec,
+                   pick, options, compute=compute)
+
+
+def multilabel_metrics(y_true, preds, num_labels, *, sample_weight=None, threshold=0.5,
+                       scores="logits", beta=1.0, zero_division=0.0, ignore_index=None,
+                       thresholds=None, ranking=False, compute=False):
+    """Every metric of :class:`metrics_gpu.MultilabelMetrics` over Dask arrays:
+    the in-memory state's :class:`metrics_gpu.MultilabelReport` (NumPy values).
+
+    One state per chunk of (N, L) rows (its ``update``), merged in a tree,
+    computed once: subset accuracy, Hamming loss, precision / recall / F /
+    Jaccard micro, macro, weighted, samples and per label, the per-label
+    confusion matrices; with ``thresholds=H`` the binned ROC AUC / AP (per
+    label, macro, weighted, micro) with their error bounds; with
+    ``ranking=True`` LRAP, ranking loss and coverage error. A row the state
+    refuses raises ``ValueError`` naming its chunk and its row.
+
+    Parameters
+    ----------
+    y_true, preds, sample_weight : Dask arrays (others are chunked like ``y_true``)
+        (N, L) 0/1 targets, (N, L) 0/1 predictions or scores of kind
+        ``scores``, (N,) weights; chunked along the rows only.
+    num_labels, threshold, scores, beta, zero_division, ignore_index, thresholds, ranking
+        As :class:`metrics_gpu.MultilabelMetrics`.
+    compute : bool, default False
+        False: a ``Delayed`` of the report; True: the report.
+    """
+    spec = dict(num_labels=num_labels, threshold=threshold, scores=scores, beta=beta,
+                zero_division=zero_division, ignore_index=ignore_index, thresholds=thresholds,
+                ranking=ranking)
+    return multilabel_state_graph(y_true, preds, sample_weight, spec=spec, check=True,
+                                  compute=compute)
+
+
 # Public names present themselves as metrics_gpu.dask, which re-exports them
 # (docs/api.rst's autosummary; pickling by reference).
 for _public in (MultilabelSums, label_ranking_average_precision_score, label_ranking_loss,
-                coverage_error, dcg_score, ndcg_score):
+                coverage_error, dcg_score, ndcg_score, multilabel_metrics):
     _public.__module__ = "metrics_gpu.dask"
 del _public

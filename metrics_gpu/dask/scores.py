@@ -26,6 +26,7 @@ from metrics_gpu._validation import (
 )
 from metrics_gpu.backends.kernel_sources import STREAM_NO_ERROR, STREAM_ORDINAL_SHIFT
 from metrics_gpu.backends.selection import get_backend_implementation, resolve_backend
+from metrics_gpu.dask.multilabel import _is_indicator_shape, multilabel_state_graph
 from metrics_gpu.dask.graph import (
     _aligned,
     _in_chunk,
@@ -399,6 +400,11 @@ def roc_auc_score(y_true, y_score, *, average="macro", sample_weight=None, max_f
     """
     if thresholds is None:
         raise ValueError(_EXACT_RANKING.format(function="roc_auc_score", metric="roc_auc"))
+    if _is_indicator_shape(y_true) and max_fpr is None and labels is None:
+        return _multilabel_auc(y_true, y_score, metric="roc_auc", average=average,
+                               sample_weight=sample_weight, thresholds=thresholds,
+                               scores=scores, ignore_index=ignore_index, validate=validate,
+                               compute=compute)
     if max_fpr is not None:
         raise _unsupported("max_fpr", max_fpr, "leave max_fpr=None",
                            "the binned AUC is the full area")
@@ -440,6 +446,11 @@ def average_precision_score(y_true, y_score, *, average="macro", pos_label=1,
     if thresholds is None:
         raise ValueError(_EXACT_RANKING.format(function="average_precision_score",
                                                metric="average_precision"))
+    if _is_indicator_shape(y_true) and pos_label == 1:
+        return _multilabel_auc(y_true, y_score, metric="average_precision", average=average,
+                               sample_weight=sample_weight, thresholds=thresholds,
+                               scores=scores, ignore_index=ignore_index, validate=validate,
+                               compute=compute)
     if average == "samples":
         raise ValueError("average='samples' is not supported by metrics_gpu.dask (it ranks "
                          "the classes of each sample, which the binned state does not keep)")
@@ -455,6 +466,34 @@ def average_precision_score(y_true, y_score, *, average="macro", pos_label=1,
                          options=dict(metric="average_precision", average=average,
                                       binary=k == 2, pos_label=int(pos_label)),
                          thresholds=thresholds)
+
+
+def _multilabel_ranked(report, *, metric, average):
+    """A binned ROC AUC / AP of a :class:`metrics_gpu.MultilabelReport`: per label
+    for ``average=None``, else its average."""
+    if average is None:
+        return np.asarray(report.per_label[metric], dtype=np.float64)
+    return np.float64(report[f"{metric}_{average}"])
+
+
+def _multilabel_auc(y_true, y_score, *, metric, average, sample_weight, thresholds, scores,
+                    ignore_index, validate, compute):
+    """(N, L) indicators: the binned ROC AUC / AP of each label, or their macro
+    (over the labels where defined), weighted or micro average, from a
+    :class:`metrics_gpu.MultilabelMetrics` state per chunk (``thresholds=H``)."""
+    if average == "samples":
+        raise ValueError(f"average='samples' of (N, L) {metric} is not supported by "
+                         "metrics_gpu.dask: it ranks the labels of each row, which the "
+                         "binned state does not keep (the label-ranking metrics, "
+                         "label_ranking_average_precision_score ..., are per row)")
+    check_option(average, (None, "micro", "macro", "weighted"), "average")
+    check_option(scores, ("probabilities", "logits"), "scores")
+    spec = dict(num_labels=int(_shape(y_true)[1]), scores=scores, thresholds=thresholds,
+                ignore_index=ignore_index)
+    return multilabel_state_graph(y_true, y_score, sample_weight, spec=spec,
+                                  check=check_bool(validate, "validate"), compute=compute,
+                                  pick=_multilabel_ranked,
+                                  options=dict(metric=metric, average=average))
 
 
 # Public names present themselves as metrics_gpu.dask, which re-exports them
