@@ -51,8 +51,6 @@ MULTICLASS_ONLY = {
                     "files' columns"),
     "top_k": ("--top-k", "a multilabel report has no top-k accuracy"),
     "n_bins": ("--n-bins", "a multilabel report has no calibration bins"),
-    "confidence_level": ("--confidence-level", "the multilabel report has no confidence "
-                         "intervals yet (they are drawn from a multiclass confusion matrix)"),
     "classes": ("--classes", "a multilabel report names its labels by the files' columns")}
 
 
@@ -127,7 +125,7 @@ def _command_report(args: argparse.Namespace) -> int:
     if args.threshold is not None:
         raise ValueError("--threshold is for --task multilabel (multiclass labels are the "
                          "argmax of the scores)")
-    _check_interval_method(args)
+    _check_interval_method(args, args.interval_method or "percentile")
     sources["groups"] = _source(args.groups)
     scores_option = "--scores"
     if args.scores is None and _pred_holds_scores(sources["y_pred"]):
@@ -149,7 +147,8 @@ def _command_report(args: argparse.Namespace) -> int:
             thresholds=args.thresholds or DEFAULT_THRESHOLDS, backend=args.backend,
             chunk_rows=args.chunk_size, progress=progress,
             curves=args.plot is not None or args.format == "html",
-            confidence_level=args.confidence_level, method=args.interval_method,
+            confidence_level=args.confidence_level,
+            method=args.interval_method or "percentile",
             n_resamples=args.n_resamples, rng=args.seed, num_groups=args.num_groups,
             readers=args.readers, workers=args.workers, scores_option=scores_option)
         report.labels.metrics  # read back before the bars close
@@ -173,8 +172,12 @@ def _command_multilabel_report(args: argparse.Namespace, sources: dict[str, Sour
             args.plot is not None or args.format == "html"):
         thresholds = DEFAULT_THRESHOLDS  # the curves' histogram, beside exact values
     sources["groups"] = _source(args.groups)
+    method = "wilson" if args.interval_method is None else args.interval_method
+    if args.confidence_level is not None:
+        _check_interval_method(args, method)
     return _run_report(args, lambda progress: evaluate_multilabel_files(
-        sources, num_groups=args.num_groups, threshold=threshold, scores_are=args.scores_are,
+        sources, confidence_level=args.confidence_level, interval_method=method,
+        num_groups=args.num_groups, threshold=threshold, scores_are=args.scores_are,
         thresholds=thresholds,
         auc=args.auc,
         ignore_index=args.ignore_index, backend=args.backend, chunk_rows=args.chunk_size,
@@ -297,11 +300,11 @@ def _check_plot_directory(directory: str) -> None:
         raise ValueError(f"--plot {directory}: exists and is not a directory")
 
 
-def _check_interval_method(args: argparse.Namespace) -> None:
+def _check_interval_method(args: argparse.Namespace, method: str) -> None:
     """The beta methods need scipy (the [stats] extra): said before any reading."""
-    if (args.confidence_level is not None and args.interval_method in BETA_METHODS
+    if (args.confidence_level is not None and method in BETA_METHODS
             and importlib.util.find_spec("scipy") is None):
-        raise ValueError(f"--interval-method {args.interval_method} needs scipy (the beta "
+        raise ValueError(f"--interval-method {method} needs scipy (the beta "
                          f"distribution's quantiles): {install_hint('stats')}")
 
 
@@ -499,11 +502,13 @@ def build_parser() -> argparse.ArgumentParser:
                         "value and each minus the overall; not the difference, whose "
                         "bootstrap does not cover) a confidence interval at LEVEL, e.g. "
                         "0.95: a bootstrap of the confusion matrix, whatever the rows")
-    report.add_argument("--interval-method", default="percentile",
+    report.add_argument("--interval-method",
                         choices=("percentile", "basic", "bca", "wilson", "clopper-pearson",
                                  "agresti-coull", "jeffreys"),
                         help="how the intervals are made (default percentile; the binomial "
-                        "ones cover the metrics that are proportions)")
+                        "ones cover the metrics that are proportions; --task multilabel: "
+                        "the binomial ones only, default wilson, of subset accuracy, "
+                        "Hamming loss, micro and per-label precision and recall)")
     report.add_argument("--n-resamples", type=_positive_int, metavar="B",
                         help="bootstrap replicates (default 9999)")
     report.add_argument("--seed", type=int, help="the bootstrap's seed (default: drawn, and "

@@ -326,7 +326,6 @@ def test_errors_name_the_file_and_the_row(tmp_path, data, capsys):
     ("--num-classes", "3", "takes L, the labels, from the files' columns"),
     ("--top-k", "1", "has no top-k accuracy"),
     ("--n-bins", "5", "has no calibration bins"),
-    ("--confidence-level", "0.95", "has no confidence intervals yet"),
 ])
 def test_multiclass_options_refused_with_their_reason(tmp_path, data, capsys, option, value,
                                                       reason):
@@ -603,3 +602,49 @@ def test_group_categories_and_html(files, capsys, tmp_path):
     run(capsys, *argv, "--format", "html", "--output", str(page))
     text = page.read_text()
     assert '<section id="groups">' in text and '<td class="name">2.5</td>' in text
+
+
+@pytest.mark.parametrize("method", ["wilson", "agresti-coull", "clopper-pearson"])
+def test_intervals_of_the_proportions(files, data, capsys, tmp_path, method):
+    """--confidence-level: the binomial interval of each metric that is a
+    proportion of whole counts, from counts taken here of the arrays (whole
+    weights: frequency weights); a bootstrap method and fractional weights
+    are refused with their reason."""
+    from metrics_gpu.intervals import proportion_interval
+
+    if method == "clopper-pearson":
+        pytest.importorskip("scipy")
+    y_true, logits, weight = data
+    y_pred = (logits > 0).astype(int)
+    argv = ["--y-true", files["npy"]["y_true"], "--scores", files["npy"]["logits"],
+            "--sample-weight", files["npy"]["weight"], "--confidence-level", "0.9",
+            "--interval-method", method, "--chunk-size", CHUNK]
+    report = run_json(capsys, *argv)
+    intervals = report["intervals"]
+    w = weight[:, None]
+    tp = (w * (y_true & y_pred)).sum(axis=0)
+    predicted, support = (w * y_pred).sum(axis=0), (w * y_true).sum(axis=0)
+    exact = weight[(y_true == y_pred).all(axis=1)].sum()
+    expected = {
+        "subset_accuracy": (exact, weight.sum()),
+        "hamming_loss": ((w * (y_true != y_pred)).sum(), weight.sum() * L),
+        "precision_micro": (tp.sum(), predicted.sum()), "recall_micro": (tp.sum(), support.sum()),
+        "per_label_precision": (tp, predicted), "per_label_recall": (tp, support)}
+    for name, (count, trials) in expected.items():
+        ci = proportion_interval(count, trials, confidence_level=0.9, method=method)
+        for end in ("low", "high", "value"):
+            np.testing.assert_allclose(intervals[name][end], getattr(ci, end), rtol=0,
+                                       atol=1e-12, err_msg=f"{name} {end}")
+    low, high = intervals["zero_one_loss"]["low"], intervals["zero_one_loss"]["high"]
+    ci = proportion_interval(exact, weight.sum(), confidence_level=0.9, method=method)
+    assert (low, high) == pytest.approx((1 - ci.high, 1 - ci.low), abs=1e-12)
+    assert low <= report["metrics"]["zero_one_loss"] <= high
+    out = run(capsys, *argv).out
+    assert f"{report['metrics']['subset_accuracy']:.4f} [{ci.low:.4f}, {ci.high:.4f}]" in out
+    np.save(tmp_path / "w.npy", weight + 0.5)
+    err = run(capsys, *argv[:6], "--sample-weight", str(tmp_path / "w.npy"),
+              "--confidence-level", "0.9", status=2).err
+    assert "whole-number weights only" in err
+    err = run(capsys, *argv[:4], "--confidence-level", "0.9", "--interval-method", "bca",
+              status=2).err
+    assert "--interval-method bca is not made for --task multilabel" in err

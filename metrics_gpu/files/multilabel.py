@@ -35,6 +35,8 @@ from metrics_gpu.files.evaluate import (
     histogram_thresholds,
 )
 from metrics_gpu.groups import GroupMetrics, GroupValues
+from metrics_gpu.intervals import PROPORTION_METHODS, ConfidenceInterval, proportion_interval
+from metrics_gpu.backends.launchers.multilabel import ROW
 from metrics_gpu.files.exact import (
     CHUNK_STATE_BYTES,
     EXACT_MEMORY_FRACTION,
@@ -273,7 +275,9 @@ def evaluate_multilabel_files(sources: dict[str, Source | None], *, threshold: f
                               | None = None,
                               readers: int | None = None,
                               workers: int | None = None,
-                              num_groups: int | None = None) -> MultilabelFileReport:
+                              num_groups: int | None = None,
+                              confidence_level: float | None = None,
+                              interval_method: str = "wilson") -> MultilabelFileReport:
     """Stream multilabel files through :class:`metrics_gpu.MultilabelMetrics`.
 
     ``sources``: ``y_true`` ((N, L) 0/1 targets), one of ``y_pred`` ((N, L)
@@ -300,12 +304,20 @@ def evaluate_multilabel_files(sources: dict[str, Source | None], *, threshold: f
     ``num_groups`` or the largest + 1, or categories, as :func:`evaluate_files`
     finds them), one more state per group (its rows of each chunk), whose
     metrics (the label and label-ranking metrics; not ROC AUC / AP) are the
-    report's :attr:`MultilabelFileReport.groups`.
+    report's :attr:`MultilabelFileReport.groups`. ``confidence_level``: the
+    intervals (``interval_method``, one of the proportion methods) of the
+    metrics that are proportions of whole counts (:func:`proportion_intervals`).
     """
     if scores_are not in SCORE_KINDS:
         raise ValueError(f"scores_are must be one of {SCORE_KINDS}, got {scores_are!r}")
     if auc not in AUC_MODES:
         raise ValueError(f"auc must be one of {AUC_MODES}, got {auc!r}")
+    if confidence_level is not None and interval_method not in PROPORTION_METHODS:
+        raise ValueError(
+            f"--interval-method {interval_method} is not made for --task multilabel: the "
+            "multilabel state keeps per-label counts and row sums, not the tables a bootstrap "
+            "redraws; its intervals are those of the metrics that are proportions, "
+            f"--interval-method {' / '.join(PROPORTION_METHODS)}")
     if (sources.get("y_pred") is None) == (sources.get("scores") is None):
         raise ValueError("--task multilabel takes --y-pred ((N, L) 0/1 predictions) or "
                          "--scores ((N, L) scores, positive above --threshold): one of them")
@@ -410,7 +422,11 @@ def evaluate_multilabel_files(sources: dict[str, Source | None], *, threshold: f
             groups = _group_metrics(state, group_states, group_names,
                                     "sample_weight" in columns)
         names = truth.column_names or prediction.column_names
-        return MultilabelFileReport(state.compute(), rows=total_rows, backend=backend,
+        computed = state.compute()
+        intervals = None
+        if confidence_level is not None:
+            intervals = proportion_intervals(state, computed, confidence_level, interval_method)
+        return MultilabelFileReport(computed, intervals=intervals, rows=total_rows, backend=backend,
                                     label_names=names, threshold=threshold,
                                     predictions=predicted, detected=detected,
                                     thresholds=bins, scores_are=scores_are, auc=auc_mode,
@@ -454,6 +470,54 @@ def _auc_mode(auc: str, rows: int | None, labels: int, score_reader: ColumnReade
             f"{EXACT_MEMORY_FRACTION:.0%}); use --auc binned (the error bound is printed "
             "beside each value)")
     return "exact" if fits else "binned"
+
+
+# The multilabel metrics that are proportions of whole counts: (numerator, trials)
+# of the state's row sums (ROW) and per-label counts, and whether the metric is
+# 1 - the proportion.
+PROPORTIONS = {
+    "subset_accuracy": ("exact", "weight", False),
+    "zero_one_loss": ("exact", "weight", True),
+    "hamming_loss": ("wrong_cells", "counted_cells", False),
+    "precision_micro": ("tp", "predicted", False),
+    "recall_micro": ("tp", "support", False),
+}
+
+
+def proportion_intervals(state, report, confidence_level: float,
+                         method: str) -> dict[str, ConfidenceInterval]:
+    """Intervals (:func:`metrics_gpu.intervals.proportion_interval`) of the
+    multilabel metrics that are binomial proportions of whole counts: subset
+    accuracy and zero-one loss (rows), Hamming loss (label cells), micro
+    precision and recall (every label's tp pooled), and each label's
+    precision and recall (``per_label_precision`` / ``per_label_recall``).
+    Weights must be whole numbers (frequency weights): a ``ValueError``
+    says so otherwise."""
+    rows = state._host_state()["rows"]
+    matrix = np.asarray(report.confusion_matrix, dtype=np.float64)
+    tp, fp, fn = matrix[:, 1, 1], matrix[:, 0, 1], matrix[:, 1, 0]
+    totals = {"exact": rows[ROW["exact"]], "weight": rows[ROW["weight"]],
+              "wrong_cells": rows[ROW["wrong_cells"]],
+              "counted_cells": rows[ROW["counted_cells"]], "tp": tp.sum(),
+              "predicted": (tp + fp).sum(), "support": (tp + fn).sum()}
+    out: dict[str, ConfidenceInterval] = {}
+    try:
+        for name, (count, trials, complement) in PROPORTIONS.items():
+            interval = proportion_interval(totals[count], totals[trials],
+                                           confidence_level=confidence_level, method=method)
+            if complement:
+                interval = ConfidenceInterval(
+                    1.0 - interval.value, 1.0 - interval.high, 1.0 - interval.low,
+                    interval.standard_error, interval.confidence_level, interval.method)
+            out[name] = interval
+        out["per_label_precision"] = proportion_interval(
+            tp, tp + fp, confidence_level=confidence_level, method=method)
+        out["per_label_recall"] = proportion_interval(
+            tp, tp + fn, confidence_level=confidence_level, method=method)
+    except ValueError as error:
+        raise ValueError(f"--confidence-level of --task multilabel: {error} (the intervals "
+                         "are binomial: whole-number weights only)") from None
+    return out
 
 
 def _update_groups(group_states: list, batch: dict[str, Any], predicted: str) -> None:
@@ -593,7 +657,8 @@ class MultilabelFileReport(MetricMapping):
                  predictions: str, detected: str | None, thresholds: int | None,
                  scores_are: str, auc: str | None = None, exact: dict | None = None,
                  ranking: bool = False, files: dict[str, str] | None = None,
-                 groups: GroupMetrics | None = None):
+                 groups: GroupMetrics | None = None,
+                 intervals: dict[str, ConfidenceInterval] | None = None):
         self.metrics, self.rows, self.backend = metrics, rows, backend
         self.threshold, self.predictions, self.detected = threshold, predictions, detected
         self.thresholds, self.scores_are = thresholds, scores_are
@@ -601,6 +666,7 @@ class MultilabelFileReport(MetricMapping):
         self.ranking = ranking
         self.files = dict(files or {})  # option -> the source read, for the HTML page
         self.groups = groups  # GroupMetrics with --groups: every label metric per group
+        self.intervals = intervals  # with --confidence-level: the proportions' intervals
         labels = len(metrics.per_label["support"])
         self.label_names = ([str(name) for name in label_names] if label_names is not None
                             and len(label_names) == labels else [str(i) for i in range(labels)])
@@ -657,6 +723,9 @@ class MultilabelFileReport(MetricMapping):
         }
         if self.groups is not None:
             out["groups"] = self.groups.to_dict()
+        if self.intervals is not None:
+            out["intervals"] = {name: interval.to_dict()
+                                for name, interval in self.intervals.items()}
         if descriptions:
             out["descriptions"] = {name: self.description(name) for name in self._values
                                    if self.description(name)}
@@ -694,8 +763,15 @@ class MultilabelFileReport(MetricMapping):
         averages by family, binned ranking values with their bounds."""
         values = self._values
 
+        intervals = self.intervals or {}
+
         def number(name: str) -> str:
-            return format_number(values[name], digits)
+            text = format_number(values[name], digits)
+            if name in intervals:
+                interval = intervals[name]
+                text += (f" [{format_number(interval.low, digits)}, "
+                         f"{format_number(interval.high, digits)}]")
+            return text
 
         groups = [("whole rows", [(name, number(name)) for name in
                             ("subset_accuracy", "hamming_loss", "zero_one_loss")])]
@@ -740,6 +816,10 @@ class MultilabelFileReport(MetricMapping):
         note = self.ranking_note()
         if note:
             lines.append(note)
+        if self.intervals:
+            first = next(iter(self.intervals.values()))
+            lines.append(f"[low, high]: {first.confidence_level:g} confidence intervals "
+                         f"({first.method}, binomial) of the metrics that are proportions")
         for title, rows in self._groups(digits):
             width = max(len(name) for name, _ in rows)
             lines += ["", f"{title}:"] + [f"  {name:<{width}}  {text}" for name, text in rows]
