@@ -51,9 +51,19 @@ the states; the metric is the in-memory formula of the merged counts. The
 row-separable ranking metrics :func:`label_ranking_average_precision_score`,
 :func:`label_ranking_loss`, :func:`coverage_error`, :func:`dcg_score` and
 :func:`ndcg_score` sum the weighted values of the in-memory row functions
-and the weight per chunk. Weights all 0 are refused for the whole data, not
-per chunk. Not for multilabel input on Dask: ``classification_report`` and
-``label_report`` (and what refuses it in memory).
+and the weight per chunk. :func:`classification_report` of multilabel input
+reads the same merged counts and rate sums (every label's line, the micro,
+macro, weighted and samples averages, in the in-memory layout), and the
+label functions take (N, L) scores with ``scores="probabilities"`` or
+``"logits"`` and ``threshold=``, cut in each chunk as in memory.
+:func:`multilabel_metrics` keeps a :class:`metrics_gpu.MultilabelMetrics`
+state per chunk, merged with ``merge``, and gives its report (binned ROC AUC
+and AP with ``thresholds=H``, the label-ranking metrics with
+``ranking=True``); :func:`roc_auc_score` and :func:`average_precision_score`
+of (N, L) indicators and scores read it (``thresholds=H``; not
+``average="samples"``). Weights all 0 are refused for the whole data, not
+per chunk. Not for multilabel input on Dask: ``label_report`` (and what
+refuses it in memory).
 
 **Score metrics** (:func:`classification_metrics`, :func:`log_loss`,
 :func:`brier_score_loss`, :func:`top_k_accuracy_score`,
