@@ -402,17 +402,21 @@ def test_exact_auc_and_ranking_equal_the_in_memory_functions(files, data, capsys
 
 
 def test_binned_report_has_the_ranking_metrics_of_the_state(files, data, capsys):
-    """--auc binned: the ranking metrics still come (from MultilabelMetrics(ranking=True)),
-    equal to the in-memory ones; no NDCG (the scores were not kept) and the
-    binned ROC AUC / AP of 1000 thresholds."""
-    y_true, logits, _ = data
-    report = run_json(capsys, "--y-true", files["npy"]["y_true"], "--scores",
-                      files["npy"]["logits"], "--auc", "binned", "--chunk-size", CHUNK)
-    assert report["auc_method"] == "binned" and report["thresholds"] == 1000
-    expected, _ = in_memory_scores(y_true, logits, None)
-    assert_equal_values(report["metrics"], expected, ("label_ranking_average_precision_score",
-                                                      "label_ranking_loss", "coverage_error"))
-    assert "ndcg_score" not in report["metrics"] and "roc_auc_samples" not in report["metrics"]
+    """--auc binned: the ranking metrics still come (from MultilabelMetrics(ranking=True),
+    NDCG summed row by row), equal to the in-memory ones, in one process or in
+    worker processes; the binned ROC AUC / AP of 1000 thresholds."""
+    y_true, logits, weight = data
+    expected, _ = in_memory_scores(y_true, logits, weight)
+    for workers in ("1", "3"):
+        report = run_json(capsys, "--y-true", files["npy"]["y_true"], "--scores",
+                          files["npy"]["logits"], "--auc", "binned", "--chunk-size", CHUNK,
+                          "--sample-weight", files["npy"]["weight"], "--backend", "numpy",
+                          "--workers", workers)
+        assert report["auc_method"] == "binned" and report["thresholds"] == 1000
+        assert_equal_values(report["metrics"], expected, (
+            "label_ranking_average_precision_score", "label_ranking_loss", "coverage_error",
+            "ndcg_score"))
+        assert "roc_auc_samples" not in report["metrics"]
     out = run(capsys, "--y-true", files["npy"]["y_true"], "--scores", files["npy"]["logits"],
               "--auc", "exact").out
     for line in ("label ranking (each row's labels ranked by their scores):",

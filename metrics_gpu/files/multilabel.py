@@ -13,9 +13,9 @@ import numpy as np
 
 from metrics_gpu._common.types import ScoresAre
 from metrics_gpu._functional.ranking import average_precision_score, roc_auc_score
-from metrics_gpu._multilabel.ranking import LABEL_RANKING_METRICS, ndcg_score
+from metrics_gpu._multilabel.ranking import LABEL_RANKING_METRICS, ndcg_rows, ndcg_score
 from metrics_gpu._pipeline.mapping import MetricMapping, format_number, plain, strict_json, whole
-from metrics_gpu._validation import label_probabilities_read_as_logits
+from metrics_gpu._validation import check_indicator_inputs, label_probabilities_read_as_logits
 from metrics_gpu.files.columns import (
     MULTILABEL_ROLE_OF,
     ROLE_OF,
@@ -123,7 +123,7 @@ RANKING_DESCRIPTIONS = {
     "coverage_error": "labels ranked at least as high as a row's lowest relevant label, "
                       "averaged over the rows",
     "ndcg_score": "normalized discounted cumulative gain of each row's labels ranked by "
-                  "their scores, averaged (with the scores kept: --auc exact)"}
+                  "their scores, averaged"}
 # Bytes per kept cell of the public in-memory calls on (N, L) scores, beyond the
 # ranking itself (NUMPY_RANK_BYTES / KERNEL_RANK_BYTES a cell): the targets as
 # float64 weights and their per-label sums (_multilabel_average), the 0/1
@@ -157,6 +157,49 @@ def exact_multilabel_bytes(rows: int, labels: int, score_dtype, *, weighted: boo
     chunk = min(chunk_rows, rows)
     reading = CHUNK_STATE_BYTES + chunk * 2 * row_bytes
     return EXACT_OVERHEAD_BYTES + kept + max(reading, ranking)
+
+
+class RowGains:
+    """The NDCG of streamed (N, L) rows: the weighted sum of each row's value
+    (the in-memory :func:`metrics_gpu.ndcg_score`'s row function, ``ndcg_rows``)
+    and the weight, added chunk by chunk; merged by adding, with
+    ``state_dict`` / ``load_state_dict`` / ``merge`` as the streaming states
+    (the worker processes' copies). A chunk the in-memory check refuses is
+    counted in ``refused`` (the multilabel state names its row)."""
+
+    def __init__(self) -> None:
+        self.sums = np.zeros(2)
+        self.refused = 0
+
+    def update(self, y_true, scores, sample_weight=None) -> None:
+        try:
+            inputs = check_indicator_inputs(y_true, scores, sample_weight,
+                                            function="ndcg_score", min_labels=2,
+                                            allow_all_zero=True, graded=True)
+            per_row = ndcg_rows(inputs, k=None, ignore_ties=False)
+        except ValueError:
+            self.refused += 1
+            return
+        xp, weight = inputs.backend.xp, inputs.sample_weight
+        to_host = inputs.backend.to_host
+        if weight is None:
+            self.sums += [float(to_host(xp.sum(per_row))), per_row.shape[0]]
+        else:
+            self.sums += [float(to_host(xp.sum(per_row * weight))),
+                          float(to_host(xp.sum(weight)))]
+
+    def value(self) -> float:
+        return float(self.sums[0] / self.sums[1]) if self.sums[1] > 0 else math.nan
+
+    def state_dict(self) -> dict[str, Any]:
+        return {"sums": self.sums.copy(), "refused": self.refused}
+
+    def load_state_dict(self, state: dict[str, Any]) -> None:
+        self.sums, self.refused = np.array(state["sums"], dtype=np.float64), state["refused"]
+
+    def merge(self, other: RowGains) -> None:
+        self.sums += other.sums
+        self.refused += other.refused
 
 
 class _KeptIndicators:
@@ -391,6 +434,7 @@ def evaluate_multilabel_files(sources: dict[str, Source | None], *, threshold: f
                                               validate=False) for _ in range(count)]
             for group_state in group_states:
                 group_state._warns_of_probabilities = False
+        gains = RowGains() if ranking and auc_mode != "exact" else None
         kept = None
         if auc_mode == "exact":
             kept = _KeptIndicators(_array_module(backend), prediction.rows, labels,
@@ -401,7 +445,8 @@ def evaluate_multilabel_files(sources: dict[str, Source | None], *, threshold: f
         with use_backend(backend):
             _stream_multilabel(columns, backend, chunk_rows, state, predicted,
                                None if progress is None else progress("reading", rows),
-                               workers=processes, kept=kept, group_states=group_states)
+                               workers=processes, kept=kept, group_states=group_states,
+                               gains=gains)
         total_rows = truth.position
         if total_rows == 0:
             raise FileProblem(f"--y-true {truth.path}: {NO_ROWS}")
@@ -423,10 +468,12 @@ def evaluate_multilabel_files(sources: dict[str, Source | None], *, threshold: f
                                     "sample_weight" in columns)
         names = truth.column_names or prediction.column_names
         computed = state.compute()
+        # Without the scores kept, NDCG summed row by row.
+        gained = None if gains is None else {"ndcg_score": gains.value()}
         intervals = None
         if confidence_level is not None:
             intervals = proportion_intervals(state, computed, confidence_level, interval_method)
-        return MultilabelFileReport(computed, intervals=intervals, rows=total_rows, backend=backend,
+        return MultilabelFileReport(computed, intervals=intervals, gained=gained, rows=total_rows, backend=backend,
                                     label_names=names, threshold=threshold,
                                     predictions=predicted, detected=detected,
                                     thresholds=bins, scores_are=scores_are, auc=auc_mode,
@@ -567,7 +614,7 @@ def _group_metrics(state, group_states: list, names: list, weighted: bool) -> Gr
 
 def _stream_multilabel(readers, backend: str, chunk_rows: int, state, predicted: str,
                        progress, workers: int = 1, kept: _KeptIndicators | None = None,
-                       group_states: list | None = None) -> None:
+                       group_states: list | None = None, gains: RowGains | None = None) -> None:
     """The loop of :func:`_stream` for the multilabel state: each chunk, as
     (rows, L) targets and predictions, into one update (on the numpy backend
     with ``workers`` > 1, in worker processes), and into ``kept`` (the exact
@@ -588,9 +635,13 @@ def _stream_multilabel(readers, backend: str, chunk_rows: int, state, predicted:
                          batch.get("sample_weight"))
             if group_states:
                 _update_groups(group_states, batch, predicted)
+            if gains is not None:
+                gains.update(batch["y_true"].reshape(rows, -1),
+                             batch[predicted].reshape(rows, -1), batch.get("sample_weight"))
 
+        extra = [] if gains is None else [gains]
         chunks, rows = _chunks_in_workers(readers, workers, chunk_rows,
-                                          [state, *(group_states or [])], update,
+                                          [state, *(group_states or []), *extra], update,
                                           None if kept is None else keep, progress)
         state._updates, state._rows_seen = chunks, rows
         return
@@ -603,6 +654,9 @@ def _stream_multilabel(readers, backend: str, chunk_rows: int, state, predicted:
                          batch[predicted].reshape(rows, -1), batch.get("sample_weight"))
             if group_states:
                 _update_groups(group_states, batch, predicted)
+            if gains is not None:
+                gains.update(batch["y_true"].reshape(rows, -1),
+                             batch[predicted].reshape(rows, -1), batch.get("sample_weight"))
             if kept is not None:
                 keep(batch)
             prefetch.release(i, staging.done(i))
@@ -658,7 +712,8 @@ class MultilabelFileReport(MetricMapping):
                  scores_are: str, auc: str | None = None, exact: dict | None = None,
                  ranking: bool = False, files: dict[str, str] | None = None,
                  groups: GroupMetrics | None = None,
-                 intervals: dict[str, ConfidenceInterval] | None = None):
+                 intervals: dict[str, ConfidenceInterval] | None = None,
+                 gained: dict[str, float] | None = None):
         self.metrics, self.rows, self.backend = metrics, rows, backend
         self.threshold, self.predictions, self.detected = threshold, predictions, detected
         self.thresholds, self.scores_are = thresholds, scores_are
@@ -682,6 +737,7 @@ class MultilabelFileReport(MetricMapping):
             self.per_label = {name: value for name, value in self.per_label.items()
                               if not name.startswith(("roc_auc", "average_precision"))}
             self.per_label.update(exact["per_label"])
+        values.update(gained or {})
         self._values = values
 
     @property
