@@ -368,7 +368,7 @@ def in_memory_scores(y_true, scores, weight):
 
 def assert_equal_values(got: dict, expected: dict, names=None):
     for name in names or expected:
-        value = float(expected[name])
+        value = math.nan if expected[name] is None else float(expected[name])
         if math.isnan(value):
             assert got[name] is None, name
         else:
@@ -652,3 +652,22 @@ def test_intervals_of_the_proportions(files, data, capsys, tmp_path, method):
     err = run(capsys, *argv[:4], "--confidence-level", "0.9", "--interval-method", "bca",
               status=2).err
     assert "--interval-method bca is not made for --task multilabel" in err
+
+
+def test_kernel_backend_report_equals_the_numpy_one(files, capsys, tmp_path):
+    """The emulated backend (the cuda path's launches on the CPU): exact ROC AUC /
+    AP, the ranking metrics, NDCG and the groups equal the NumPy backend's."""
+    from conftest import skip_unavailable
+
+    skip_unavailable("emulated")
+    np.save(tmp_path / "g.npy", np.arange(N) % 3)
+    argv = ["--y-true", files["npy"]["y_true"], "--scores", files["npy"]["logits"],
+            "--sample-weight", files["npy"]["weight"], "--groups", str(tmp_path / "g.npy"),
+            "--chunk-size", CHUNK]
+    numpy = run_json(capsys, *argv, "--backend", "numpy")
+    emulated = run_json(capsys, *argv, "--backend", "emulated")
+    assert emulated["backend"] == "emulated" and emulated["auc_method"] == "exact"
+    assert_equal_values(emulated["metrics"], numpy["metrics"])
+    for name, values in numpy["groups"]["by_group"].items():
+        np.testing.assert_allclose(np.array(emulated["groups"]["by_group"][name], float),
+                                   np.array(values, float), rtol=0, atol=1e-12, err_msg=name)
