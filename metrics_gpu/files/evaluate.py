@@ -320,6 +320,27 @@ def _group_codes(values: np.ndarray, path) -> tuple[int, np.ndarray | None, np.n
     return int(categories.size), categories, np.searchsorted(categories, numbers)
 
 
+def group_column(reader: ColumnReader, sources: dict[str, Source | None],
+                 num_groups: int | None, *, chunk_rows: int,
+                 threads: ReadThreads | None = None) -> tuple[GroupColumn, int, list | None]:
+    """The groups column ``reader`` as codes 0..G-1: the column, G, and the
+    groups' names (None for integer codes). A pass (:func:`find_groups`)
+    finds G unless ``num_groups`` gives it for integer codes; categories and
+    names always take one."""
+    found = FoundGroups(0, None)
+    if num_groups is None or reader.holds_names or reader.dtype.kind not in "iu":
+        found = find_groups(sources, chunk_rows=chunk_rows, threads=threads)
+    group_names = None
+    if found.categories is not None:
+        if num_groups is not None:
+            raise FileProblem(f"--num-groups applies to integer group codes; --groups "
+                              f"{reader.path} holds categories ({found.count} found)")
+        group_names = found.categories.tolist()
+    reader.vocabulary = found.vocabulary
+    count = found.count if num_groups is None else num_groups
+    return GroupColumn(reader, found.categories, found.lut), count, group_names
+
+
 def evaluate_files(sources: dict[str, Source | None], *, num_classes: int | None = None,
                    ignore_index: int | None = None, scores_are: ScoresAre = "logits",
                    top_k=(1, 5), n_bins: int = 15, auc: str = "auto", thresholds: int = 1000,
@@ -448,20 +469,9 @@ def evaluate_files(sources: dict[str, Source | None], *, num_classes: int | None
         common: dict[str, Any] = dict(ignore_index=state_ignore, validate="deferred")
         group_names = None
         if "groups" in columns:
-            group_reader = columns["groups"]
-            found = FoundGroups(0, None)
-            if num_groups is None or group_reader.holds_names or \
-                    group_reader.dtype.kind not in "iu":
-                found = find_groups(sources, chunk_rows=chunk_rows, threads=threads)
-            if found.categories is not None:
-                if num_groups is not None:
-                    raise FileProblem(f"--num-groups applies to integer group codes; --groups "
-                                      f"{group_reader.path} holds categories "
-                                      f"({found.count} found)")
-                group_names = found.categories.tolist()
-            common["num_groups"] = found.count if num_groups is None else num_groups
-            group_reader.vocabulary = found.vocabulary
-            columns["groups"] = GroupColumn(group_reader, found.categories, found.lut)
+            columns["groups"], count, group_names = group_column(
+                columns["groups"], sources, num_groups, chunk_rows=chunk_rows, threads=threads)
+            common["num_groups"] = count
         label_state = (ClassificationMetrics(num_classes, **common)
                        if "y_pred" in columns else None)
         score_state = None

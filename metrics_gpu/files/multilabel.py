@@ -19,7 +19,6 @@ from metrics_gpu._validation import check_indicator_inputs, label_probabilities_
 from metrics_gpu.files.columns import (
     MULTILABEL_ROLE_OF,
     ROLE_OF,
-    GroupColumn,
     NO_ROWS,
     OPTIONS,
     open_column,
@@ -31,7 +30,7 @@ from metrics_gpu.files.evaluate import (
     MAX_CHUNK_ROWS,
     _chunks_in_workers,
     _row_bytes,
-    find_groups,
+    group_column,
     histogram_thresholds,
 )
 from metrics_gpu.groups import GroupMetrics, GroupValues
@@ -415,20 +414,13 @@ def evaluate_multilabel_files(sources: dict[str, Source | None], *, threshold: f
         state._warns_of_probabilities = False
         group_names, group_states = None, []
         if "groups" in columns:
-            found, categories = None, None
-            if num_groups is None or columns["groups"].dtype.kind not in "iu":
-                found, categories = find_groups(sources, chunk_rows=chunk_rows, threads=threads)
-            if categories is not None and num_groups is not None:
-                raise FileProblem(f"--num-groups applies to integer group codes; --groups "
-                                  f"{columns['groups'].path} holds categories ({found} found)")
-            count = int(num_groups if num_groups is not None else found)  # type: ignore[arg-type]
+            columns["groups"], count, group_names = group_column(
+                columns["groups"], sources, num_groups, chunk_rows=chunk_rows, threads=threads)
             if count * labels > MAX_GROUP_LABELS:
                 raise FileProblem(f"--groups {columns['groups'].path}: {count:,} groups of "
                                   f"{labels:,} labels make more than {MAX_GROUP_LABELS:,} "
                                   "per-group label states")
-            group_names = (categories.tolist() if categories is not None
-                           else list(range(count)))
-            columns["groups"] = GroupColumn(columns["groups"], categories)
+            group_names = group_names if group_names is not None else list(range(count))
             group_states = [MultilabelMetrics(labels, threshold=threshold, scores=scores_are,
                                               ignore_index=ignore_index, ranking=ranking,
                                               validate=False) for _ in range(count)]
