@@ -50,8 +50,9 @@ numpydoc_class_members_toctree = False
 # Docstrings name their types in prose ("array-like of shape (N,)"), not as
 # cross-reference targets.
 numpydoc_xref_param_type = False
-# metrics_gpu.dask imports Dask at import; without the [dask] extra it is mocked.
-autodoc_mock_imports = [name for name in ("dask", "distributed")
+# metrics_gpu.dask imports Dask at import, metrics_gpu.spark PySpark and pyarrow;
+# without the [dask] / [spark] extras they are mocked.
+autodoc_mock_imports = [name for name in ("dask", "distributed", "pyspark", "pyarrow")
                         if importlib.util.find_spec(name) is None]
 
 html_theme = "pydata_sphinx_theme"

@@ -52,10 +52,14 @@ def api_page_names() -> dict[str, set[str]]:
     return names
 
 
-@pytest.mark.parametrize("module", ["metrics_gpu", "metrics_gpu.dask", "metrics_gpu.testing"])
+@pytest.mark.parametrize("module", ["metrics_gpu", "metrics_gpu.dask", "metrics_gpu.spark",
+                                    "metrics_gpu.testing"])
 def test_api_reference_lists_every_public_name(module):
     if module == "metrics_gpu.dask":
         pytest.importorskip("dask")
+    if module == "metrics_gpu.spark":
+        pytest.importorskip("pyspark")
+        pytest.importorskip("pyarrow")
     import importlib
 
     public = set(importlib.import_module(module).__all__)

@@ -304,3 +304,19 @@ def test_empty_and_mismatched(frame):
                    backend="numpy")
     with pytest.raises(ValueError, match="no such column"):
         mgs.report(frame, y_true="nope", scores="proba")
+
+
+def test_readme_example(spark, capsys):
+    """The README's Spark block runs as written (on this module's session:
+    ``getOrCreate`` returns it) and prints the report of its two rows."""
+    import re
+    from pathlib import Path
+
+    readme = (Path(__file__).resolve().parents[1] / "README.md").read_text()
+    blocks = re.findall(r"```python\n(.*?)```", readme, flags=re.S)
+    spark_blocks = [block for block in blocks if "pyspark" in block]
+    assert spark_blocks, "the README has no Spark example"
+    for block in spark_blocks:
+        exec(compile(block, "README.md", "exec"), {})
+    printed = capsys.readouterr().out
+    assert "accuracy" in printed and "cat" in printed and "dog" in printed

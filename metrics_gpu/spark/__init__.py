@@ -31,8 +31,7 @@ Examples
 # and NumPy, no Spark) under driver (the plan, the pass, the merge: the one
 # module that imports Spark; first here, for the [spark] extra's error).
 from metrics_gpu.spark.driver import TASKS, report
-from metrics_gpu.spark.partition import RESULT_SCHEMA, PartitionPlan, partition_states
 
-__all__ = ["RESULT_SCHEMA", "TASKS", "PartitionPlan", "partition_states", "report"]
+__all__ = ["TASKS", "report"]
 
 report.__module__ = "metrics_gpu.spark"
