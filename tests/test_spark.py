@@ -211,6 +211,20 @@ def test_string_labels_groups_ignore_and_intervals(frame):
     _close(report.streaming.to_dict(), stream.to_dict(), "scores")
 
 
+def test_integer_ignore_index(frame):
+    """Integer codes with a padding value: left out by the states themselves."""
+    df = frame.withColumn("y", SF.when(SF.col("id") % 7 == 0, -100).otherwise(SF.col("y")))
+    report = mgs.report(df, y_true="y", y_pred="pred", scores="proba", ignore_index=-100,
+                        thresholds=32, backend="numpy")
+    y, pred, proba = _collected(df, "y", "pred", "proba")
+    proba = np.asarray(proba, dtype=np.float64)
+    assert (y == -100).any()
+    _close(report.labels.to_dict(), mg.label_report(y, pred, num_classes=K,
+                                                    ignore_index=-100).to_dict(), "labels")
+    stream = _streaming(y, proba, None, num_classes=K, thresholds=32, ignore_index=-100)
+    _close(report.streaming.to_dict(), stream.to_dict(), "scores")
+
+
 def test_labels_found_by_the_aggregate(frame):
     """Whole-float labels and integer predictions, no scores: the classes present."""
     report = mgs.report(frame.filter(SF.col("y") != 2), y_true="y_double", y_pred="pred",

@@ -12,7 +12,7 @@ columns and the states, this module reads them.
 from __future__ import annotations
 
 import pickle
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any, Iterator
 
 import numpy as np
@@ -57,7 +57,6 @@ class PartitionPlan:
     multilabel_spec: dict | None = None        # MultilabelMetrics of (y_true, preds)
     width: int | None = None                   # K (or L): the scores' row length
     backend: str = "auto"
-    states: tuple = field(default=())          # the state names, in the driver's order
 
 
 def partition_states(plan: PartitionPlan, batches: Iterator[pa.RecordBatch],
