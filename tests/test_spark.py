@@ -328,6 +328,10 @@ def test_empty_and_mismatched(frame):
                    backend="numpy")
     with pytest.raises(ValueError, match="no such column"):
         mgs.report(frame, y_true="nope", scores="proba")
+    # Codes beside names: no vocabulary can hold both.
+    with pytest.raises(ValueError, match=r"y_true='y' is int, y_pred='pred_name' is string: "
+                       "the targets and the predictions must both be class codes"):
+        mgs.report(frame, y_true="y", y_pred="pred_name", backend="numpy")
 
 
 def test_readme_example(spark, capsys):

@@ -270,6 +270,11 @@ def _multiclass(df, names, fields, *, classes, num_classes, ignore_index, scores
                 backend) -> PredictionReport:
     label_roles = [role for role in ("y_true", "y_pred") if role in fields]
     codes = all(_is_code(fields[role].dataType) for role in label_roles)
+    if not codes and any(_is_code(fields[role].dataType) for role in label_roles):
+        kinds = ", ".join(f"{role}={names[role]!r} is {fields[role].dataType.simpleString()}"
+                          for role in label_roles)
+        raise ValueError(f"{kinds}: the targets and the predictions must both be class codes "
+                         "or both be labels of one type (cast one column to the other's type)")
     for role in label_roles:
         if isinstance(fields[role].dataType, (T.ArrayType, T.MapType, T.StructType)) or \
                 _is_vector(fields[role].dataType):
