@@ -334,6 +334,14 @@ def test_empty_and_mismatched(frame):
         mgs.report(frame, y_true="y", y_pred="pred_name", backend="numpy")
 
 
+def test_scores_without_thresholds_have_no_auc(frame):
+    """thresholds=None: the score metrics without ROC AUC / AP, and the text says so."""
+    report = mgs.report(frame, y_true="y", scores="proba", thresholds=None, backend="numpy")
+    assert report.auc is None
+    assert not [name for name in report.scores if name.startswith("roc_auc")]
+    assert "(ROC AUC and average precision: not computed)" in report.to_text()
+
+
 def test_readme_example(spark, capsys):
     """The README's Spark block runs as written (on this module's session:
     ``getOrCreate`` returns it) and prints the report of its two rows."""

@@ -148,11 +148,17 @@ class PredictionReport(MetricMapping):
             rows.append((name, text))
         return rows
 
+    def _scores_heading(self) -> str:
+        # Without thresholds or kept scores (metrics_gpu.spark's thresholds=None)
+        # there is no ROC AUC: the heading says so instead of "None".
+        how = self.auc if self.auc is not None else "not computed"
+        return f"scores (ROC AUC and average precision: {how}"
+
     def to_text(self, digits: int = 4) -> str:
         text = self.labels.to_text(digits)
         if self.streaming is None:
             return text
-        lines = ["", f"scores (ROC AUC and average precision: {self.auc}"
+        lines = ["", self._scores_heading()
                  + (", ± the error bound of the binning)" if self.auc == "binned" else ")")]
         rows = self._score_lines(digits)
         width = max(len(name) for name, _ in rows)
@@ -164,8 +170,7 @@ class PredictionReport(MetricMapping):
         :meth:`LabelReport.to_markdown`), then the score metrics."""
         groups = grouped_metric_rows(self.labels.metrics, digits)
         if self.streaming is not None:
-            groups.append((f"scores (ROC AUC and average precision: {self.auc})",
-                           self._score_lines(digits)))
+            groups.append((self._scores_heading() + ")", self._score_lines(digits)))
         return markdown_table(groups)
 
     # -- pictures -------------------------------------------------------------------
