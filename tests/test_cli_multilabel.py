@@ -425,9 +425,7 @@ def test_binned_report_has_the_ranking_metrics_of_the_state(files, data, capsys)
 
 
 def test_exact_auc_refused_beyond_the_free_memory(files, capsys, monkeypatch):
-    from metrics_gpu.files import multilabel
-
-    monkeypatch.setattr(multilabel, "_free_memory", lambda backend: 1000)
+    monkeypatch.setattr("metrics_gpu.files.exact._free_memory", lambda backend: 1000)
     err = run(capsys, "--y-true", files["npy"]["y_true"], "--scores", files["npy"]["logits"],
               "--auc", "exact", status=2).err
     assert "--auc exact needs about" in err and f"for {N:,} x {L} scores" in err, err

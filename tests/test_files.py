@@ -332,7 +332,7 @@ def test_file_larger_than_its_memory_streams_in_bounded_memory(tmp_path, fmt):
 
 def test_exact_auc_refused_when_it_does_not_fit(formats, capsys, monkeypatch):
     t, p, s, _ = formats["npy"]
-    monkeypatch.setattr("metrics_gpu.files.evaluate._free_memory", lambda backend: 1000)
+    monkeypatch.setattr("metrics_gpu.files.exact._free_memory", lambda backend: 1000)
     assert main(["report", "--y-true", t, "--scores", s, "--auc", "exact", "--quiet"]) == 2
     err = capsys.readouterr().err
     assert re.match(r"metrics-gpu: error: --scores .*s\.npy: --auc exact needs about "

@@ -146,10 +146,17 @@ def render_html(report, *, title: str | None = None, elapsed: float | None = Non
     if scores is not None:
         sections.append(_score_pictures_section(report, matplotlib_present, dpi))
     sections.append(_inputs_section(report, labels, elapsed, inputs))
+    return _page(heading, f"{_number(labels.total, count=True)} samples, "
+                 f"{labels.classes.size:,} classes.", sections)
+
+
+def _page(heading: str, counts: str, sections: list) -> str:
+    """One self-contained page: the heading, a subtitle of ``counts``, the
+    version and the time, a link to each ``(id, name, html)`` section, the
+    sections."""
     nav = " ".join(f'<a href="#{section_id}">{escape(name)}</a>'
                    for section_id, name, _ in sections)
-    subtitle = (f"{_number(labels.total, count=True)} samples, {labels.classes.size:,} classes. "
-                f"metrics-gpu {__version__}, generated {_now()}.")
+    subtitle = f"{counts} metrics-gpu {__version__}, generated {_now()}."
     body = "\n".join(html for _, _, html in sections)
     return (
         "<!DOCTYPE html>\n"
@@ -219,20 +226,8 @@ def render_multilabel_html(report, *, title: str | None = None, elapsed: float |
                    f'<td class="name">{escape(value)}</td></tr>\n' for name, value in rows)
     sections.append(("inputs", "Inputs", '<section id="inputs">\n<h2>Inputs</h2>\n'
                      f"<table>\n<tbody>\n{body}</tbody>\n</table>\n</section>"))
-    nav = " ".join(f'<a href="#{section_id}">{escape(name)}</a>'
-                   for section_id, name, _ in sections)
-    subtitle = (f"{_number(report.rows)} rows, {len(report.label_names):,} labels. "
-                f"metrics-gpu {__version__}, generated {_now()}.")
-    main = "\n".join(html for _, _, html in sections)
-    return (
-        "<!DOCTYPE html>\n"
-        '<html lang="en">\n<head>\n<meta charset="utf-8">\n'
-        '<meta name="viewport" content="width=device-width, initial-scale=1">\n'
-        f"<title>{escape(heading)}</title>\n<style>{STYLE}</style>\n</head>\n<body>\n"
-        f"<header>\n<h1>{escape(heading)}</h1>\n"
-        f'<p class="subtitle">{escape(subtitle)}</p>\n<nav>{nav}</nav>\n</header>\n'
-        f"<main>\n{main}\n</main>\n</body>\n</html>\n"
-    )
+    return _page(heading, f"{_number(report.rows)} rows, {len(report.label_names):,} labels.",
+                 sections)
 
 
 def _per_label_section(report, max_table_classes: int) -> tuple[str, str, str]:

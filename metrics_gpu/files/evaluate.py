@@ -19,12 +19,10 @@ from metrics_gpu._formulas.labels import reported_top_k
 from metrics_gpu._validation import check_int_range, check_top_k, probabilities_read_as_logits
 from metrics_gpu.files.columns import NO_ROWS, OPTIONS, GroupColumn, open_columns
 from metrics_gpu.files.exact import (
-    EXACT_MEMORY_FRACTION,
     _ExactScores,
-    _format_bytes,
-    _free_memory,
     _ranked_scores,
     exact_auc_bytes,
+    exact_or_binned,
     exact_ranking,
     exact_score_dtype,
 )
@@ -561,17 +559,7 @@ def _auc_mode(auc: str, rows: int | None, num_classes: int, score_reader: Column
         rows, num_classes, exact_score_dtype(score_reader.dtype, from_logits),
         weighted="sample_weight" in readers, ignore_index=ignore_index is not None,
         backend=backend, chunk_rows=chunk_rows, row_bytes=_row_bytes(readers))
-    free = _free_memory(backend)
-    fits = needed <= EXACT_MEMORY_FRACTION * free
-    if auc == "exact" and not fits:
-        where = "the GPU" if backend == "cuda" else "this machine"
-        raise FileProblem(
-            f"{score_reader.argument} {score_reader.path}: --auc exact needs about "
-            f"{_format_bytes(needed)} "
-            f"for {rows:,} x {num_classes} scores, and {_format_bytes(free)} are free on "
-            f"{where} (it takes at most {EXACT_MEMORY_FRACTION:.0%}); use --auc binned "
-            "(the error bound is printed beside each value)")
-    return "exact" if fits else "binned"
+    return exact_or_binned(auc, needed, backend, score_reader, f"{rows:,} x {num_classes}")
 
 
 def _row_bytes(readers) -> int:

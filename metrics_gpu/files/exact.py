@@ -11,6 +11,7 @@ from typing import Any, Callable
 import numpy as np
 
 from metrics_gpu._formulas.labels import defined_averages, softmax_rows
+from metrics_gpu.files.sources import FileProblem
 from metrics_gpu.files.staging import _CudaStaging, _HostStaging
 from metrics_gpu.backends.selection import resolve_backend
 from metrics_gpu.backends.launchers.ranking import LABEL_RANK_CELLS
@@ -117,47 +118,75 @@ def _format_bytes(count: float) -> str:
     return ""
 
 
-class _ExactScores:
-    """Every row's targets, probabilities and weights, kept where the backend
-    computes, for the exact ranking metrics at the end. ``dtype`` is the kept
-    probabilities' (:func:`exact_score_dtype`)."""
+class KeptRows:
+    """Every row's arrays, kept where the backend computes, for the exact
+    ranking metrics at the end: one buffer per array, of ``rows`` rows and
+    the ``(tail, dtype)`` of ``layouts`` (None: an array not given, such as
+    unweighted rows' weights), filled chunk by chunk. Where the rows are not
+    known (text files, Arrow streams) each chunk's arrays are kept and joined
+    at the end."""
+
+    def __init__(self, xp, rows: int | None, layouts):
+        self.xp, self.filled = xp, 0
+        self.layouts = tuple(layouts)
+        self.parts: list[tuple] | None = None if rows is not None else []
+        self.buffers: tuple[Any, ...] = ()
+        if rows is not None:
+            self.buffers = tuple(None if layout is None else
+                                 xp.empty((rows, *layout[0]), layout[1])
+                                 for layout in self.layouts)
+
+    def add(self, *arrays) -> None:
+        if self.parts is not None:
+            # Copies: the chunk's buffers are read into again.
+            self.parts.append(tuple(None if layout is None else array.astype(layout[1])
+                                    for array, layout in zip(arrays, self.layouts)))
+            return
+        stop = self.filled + len(arrays[0])
+        for buffer, array in zip(self.buffers, arrays):
+            if buffer is not None:
+                buffer[self.filled:stop] = array
+        self.filled = stop
+
+    def arrays(self) -> tuple:
+        if self.parts is not None:
+            return tuple(None if layout is None else
+                         self.xp.concatenate([part[i] for part in self.parts])
+                         for i, layout in enumerate(self.layouts))
+        return self.buffers
+
+
+class _ExactScores(KeptRows):
+    """Every row's targets, probabilities and weights, for the exact ranking
+    metrics of a multiclass file. ``dtype`` is the kept probabilities'
+    (:func:`exact_score_dtype`)."""
 
     def __init__(self, xp, rows: int | None, num_classes: int, dtype, weighted: bool,
                  from_logits: bool):
-        self.xp, self.from_logits, self.filled = xp, from_logits, 0
-        self.dtype = np.dtype(dtype)
-        # Unknown rows (text files, Arrow streams): (targets, probabilities,
-        # weights) per chunk, joined at the end.
-        self.parts: list[tuple] | None = None if rows is not None else []
-        if rows is not None:
-            self.targets = xp.empty(rows, np.int64)
-            self.probabilities = xp.empty((rows, num_classes), dtype)
-            self.weights = xp.empty(rows, np.float64) if weighted else None
+        self.from_logits, self.dtype = from_logits, np.dtype(dtype)
+        super().__init__(xp, rows, (((), np.int64), ((num_classes,), self.dtype),
+                                    ((), np.float64) if weighted else None))
 
     def add(self, y_true, scores, weight) -> None:
-        xp = self.xp
-        probabilities = (softmax_rows(scores.astype(self.dtype), xp) if self.from_logits
+        probabilities = (softmax_rows(scores.astype(self.dtype), self.xp) if self.from_logits
                          else scores)
-        if self.parts is not None:
-            self.parts.append((y_true.astype(np.int64), probabilities.astype(self.dtype),
-                               None if weight is None else weight.astype(np.float64)))
-            return
-        stop = self.filled + len(y_true)
-        self.targets[self.filled:stop] = y_true
-        self.probabilities[self.filled:stop] = probabilities
-        if self.weights is not None:
-            self.weights[self.filled:stop] = weight
-        self.filled = stop
+        super().add(y_true, probabilities, weight)
 
-    def arrays(self):
-        if self.parts is not None:
-            xp = self.xp
-            targets = xp.concatenate([p[0] for p in self.parts])
-            probabilities = xp.concatenate([p[1] for p in self.parts])
-            weights = (None if self.parts[0][2] is None
-                       else xp.concatenate([p[2] for p in self.parts]))
-            return targets, probabilities, weights
-        return self.targets, self.probabilities, self.weights
+
+def exact_or_binned(auc: str, needed: int, backend: str, score_reader, shape: str) -> str:
+    """"exact" where ``needed`` bytes fit in the share of free memory the exact
+    ranking may take, else "binned" (``auc="auto"``), or a :class:`FileProblem`
+    (``auc="exact"``) that says what it needs, what is free and what to do."""
+    free = _free_memory(backend)
+    fits = needed <= EXACT_MEMORY_FRACTION * free
+    if auc == "exact" and not fits:
+        where = "the GPU" if backend == "cuda" else "this machine"
+        raise FileProblem(
+            f"{score_reader.argument} {score_reader.path}: --auc exact needs about "
+            f"{_format_bytes(needed)} for {shape} scores, and {_format_bytes(free)} are free on "
+            f"{where} (it takes at most {EXACT_MEMORY_FRACTION:.0%}); use --auc binned (the "
+            "error bound is printed beside each value)")
+    return "exact" if fits else "binned"
 
 
 def _ranked_scores(rows: int, num_classes: int) -> int:

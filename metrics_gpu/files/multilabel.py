@@ -38,12 +38,11 @@ from metrics_gpu.intervals import PROPORTION_METHODS, ConfidenceInterval, propor
 from metrics_gpu.backends.launchers.multilabel import ROW
 from metrics_gpu.files.exact import (
     CHUNK_STATE_BYTES,
-    EXACT_MEMORY_FRACTION,
     EXACT_OVERHEAD_BYTES,
     KERNEL_RANK_BYTES,
     NUMPY_RANK_BYTES,
-    _format_bytes,
-    _free_memory,
+    KeptRows,
+    exact_or_binned,
 )
 from metrics_gpu.files.readers import ColumnReader, ReadThreads
 from metrics_gpu.files.report import PredictionReport
@@ -201,39 +200,14 @@ class RowGains:
         self.refused += other.refused
 
 
-class _KeptIndicators:
+class _KeptIndicators(KeptRows):
     """Every row's (N, L) targets (int8), scores (their own dtype) and weights,
     kept where the backend computes, for the exact ROC AUC / AP and NDCG of
     the in-memory functions at the end."""
 
     def __init__(self, xp, rows: int | None, labels: int, dtype, weighted: bool):
-        self.xp, self.filled = xp, 0
-        self.parts: list[tuple] | None = None if rows is not None else []
-        if rows is not None:
-            self.targets = xp.empty((rows, labels), np.int8)
-            self.scores = xp.empty((rows, labels), dtype)
-            self.weights = xp.empty(rows, np.float64) if weighted else None
-
-    def add(self, y_true, scores, weight) -> None:
-        if self.parts is not None:
-            self.parts.append((y_true.astype(np.int8), scores.copy(),
-                               None if weight is None else weight.astype(np.float64)))
-            return
-        stop = self.filled + len(y_true)
-        self.targets[self.filled:stop] = y_true
-        self.scores[self.filled:stop] = scores
-        if self.weights is not None:
-            self.weights[self.filled:stop] = weight
-        self.filled = stop
-
-    def arrays(self):
-        if self.parts is not None:
-            xp = self.xp
-            return (xp.concatenate([p[0] for p in self.parts]),
-                    xp.concatenate([p[1] for p in self.parts]),
-                    None if self.parts[0][2] is None
-                    else xp.concatenate([p[2] for p in self.parts]))
-        return self.targets, self.scores, self.weights
+        super().__init__(xp, rows, (((labels,), np.int8), ((labels,), np.dtype(dtype)),
+                                    ((), np.float64) if weighted else None))
 
 
 def exact_multilabel_values(y_true, scores, sample_weight=None) -> dict[str, Any]:
@@ -498,17 +472,7 @@ def _auc_mode(auc: str, rows: int | None, labels: int, score_reader: ColumnReade
     needed = exact_multilabel_bytes(rows, labels, score_reader.dtype,
                                     weighted="sample_weight" in readers, backend=backend,
                                     chunk_rows=chunk_rows, row_bytes=_row_bytes(readers))
-    free = _free_memory(backend)
-    fits = needed <= EXACT_MEMORY_FRACTION * free
-    if auc == "exact" and not fits:
-        where = "the GPU" if backend == "cuda" else "this machine"
-        raise FileProblem(
-            f"{score_reader.argument} {score_reader.path}: --auc exact needs about "
-            f"{_format_bytes(needed)} for {rows:,} x {labels} scores, and "
-            f"{_format_bytes(free)} are free on {where} (it takes at most "
-            f"{EXACT_MEMORY_FRACTION:.0%}); use --auc binned (the error bound is printed "
-            "beside each value)")
-    return "exact" if fits else "binned"
+    return exact_or_binned(auc, needed, backend, score_reader, f"{rows:,} x {labels}")
 
 
 # The multilabel metrics that are proportions of whole counts: (numerator, trials)
