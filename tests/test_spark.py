@@ -69,6 +69,15 @@ def _java_home(directory) -> None:
     os.environ["JAVA_HOME"] = str(directory)
 
 
+@pytest.fixture(autouse=True)
+def _references_on_numpy():
+    """The reports here run with backend="numpy" on the executors; the in-memory
+    references run there too, whatever METRICS_GPU_BACKEND says (.ci/run's
+    default-emulated step: float32 sums differ across backends past 1e-12)."""
+    with mg.use_backend("numpy"):
+        yield
+
+
 @pytest.fixture(scope="module")
 def spark(tmp_path_factory):
     _java_home(tmp_path_factory.mktemp("java-home"))
