@@ -27,16 +27,20 @@ from metrics_gpu.files import (
     READERS_ENVIRONMENT,
     SUFFIXES,
     TASKS,
+    FileEvaluation,
     FileProblem,
+    PredictionReport,
     Source,
     detect_multilabel,
     evaluate_multilabel_files,
     report_files,
     source_files,
 )
+from metrics_gpu.files.evaluate import histogram_thresholds
 from metrics_gpu.files.readers import read_classes_file
 from metrics_gpu.intervals import BETA_METHODS
-from metrics_gpu._reports.labels import label_report
+from metrics_gpu._formulas.labels import reported_top_k
+from metrics_gpu._streaming.metrics import ClassificationMetrics
 
 FORMATS = ("text", "json", "markdown", "html")
 # The report's defaults where None says "not given" (options of one task only).
@@ -347,6 +351,40 @@ def _synthetic_with_random_state(xp: Any, n_samples: int, frequencies: np.ndarra
     return y_true.astype(xp.int32), y_pred.astype(xp.int32)
 
 
+def synthetic_scores(y_true: Any, y_pred: Any, num_classes: int, *, seed: int = 0,
+                     xp: Any = np) -> Any:
+    """(N, K) float32 logits whose argmax is ``y_pred``, with the true class
+    lifted among the others: the score metrics are neither perfect nor chance.
+
+    Each row is uniform noise on [0, 4) with +2 on the true class (so a wrong
+    prediction's runner-up is often the truth: top-5 above top-1, ROC AUC
+    high), then the predicted class set above the row's largest by a margin
+    drawn on [0.5, 3) (confidences spread; at 10 classes the expected
+    calibration error is about 0.1). ``xp``'s own
+    ``RandomState`` makes them (CuPy's on the GPU: nothing copied), NumPy's
+    ``default_rng``, seeded with ``seed`` modulo 2^32.
+    """
+    rows = y_true.shape[0]
+    if xp is np:  # float32 draws: a third of the time of RandomState's float64
+        generator = np.random.default_rng(seed % 2**32)
+        scores = generator.random((rows, num_classes), dtype=np.float32)
+        margin = generator.random(rows, dtype=np.float32)
+    else:
+        random = xp.random.RandomState(seed % 2**32)
+        scores = random.random_sample((rows, num_classes)).astype(xp.float32)
+        margin = random.random_sample(rows).astype(xp.float32)
+    scores *= 4.0
+    index = xp.arange(rows)
+    scores[index, y_true] += 2.0
+    margin = margin * 2.5 + 0.5
+    scores[index, y_pred] = scores.max(axis=1) + margin
+    return scores
+
+
+# Rows generated and counted at a time: the (rows, K) scores stay small.
+DEMO_CHUNK_ROWS = 1 << 20
+
+
 def _demo_backend(requested: str) -> tuple[str, str | None]:
     """The backend the demo runs on, and, when ``auto`` fell back to numpy, why.
 
@@ -359,6 +397,15 @@ def _demo_backend(requested: str) -> tuple[str, str | None]:
     from metrics_gpu.backends.cuda import cuda_unavailable_reason
 
     return backend, cuda_unavailable_reason()
+
+
+def _backend_line(requested: str, backend: str, fallback_reason: str | None) -> str:
+    """The one line saying which backend the demo ran and why."""
+    if fallback_reason is not None:
+        return f"metrics-gpu demo: backend auto runs numpy here, no GPU: {fallback_reason}"
+    if requested != "auto":
+        return f"metrics-gpu demo: backend {backend}, named by --backend"
+    return f"metrics-gpu demo: backend auto runs {backend} here: CuPy and a GPU are present"
 
 
 def _array_module(backend: str) -> Any:
@@ -376,6 +423,15 @@ def _wait_for(xp: Any) -> None:
         xp.cuda.get_current_stream().synchronize()
 
 
+def _demo_state(num_classes: int) -> ClassificationMetrics:
+    """The score state of ``metrics-gpu report --scores`` with its defaults
+    (top-k, calibration bins, the binned ranking histogram): its labels are
+    the scores' argmax, so one pass gives every metric."""
+    return ClassificationMetrics(
+        num_classes, top_k=reported_top_k(DEFAULT_TOP_K, num_classes), n_bins=DEFAULT_N_BINS,
+        thresholds=histogram_thresholds(DEFAULT_THRESHOLDS, num_classes), scores="logits")
+
+
 def _command_demo(args: argparse.Namespace) -> int:
     _check_output(args.output)
     backend, fallback_reason = _demo_backend(args.backend)
@@ -384,19 +440,36 @@ def _command_demo(args: argparse.Namespace) -> int:
     y_true, y_pred = synthetic_predictions(args.samples, args.classes, seed=args.seed, xp=xp)
     _wait_for(xp)
     generated = time.perf_counter() - start
+    elapsed = 0.0
     with metrics_gpu.use_backend(backend):
         if backend != "numpy":  # kernels compiled or loaded outside the timing
-            label_report(y_true[:1024], y_pred[:1024], num_classes=args.classes)
+            warm = _demo_state(args.classes)
+            warm.update(y_true[:1024], synthetic_scores(y_true[:1024], y_pred[:1024],
+                                                        args.classes, xp=xp))
+            warm.compute()
+        state = _demo_state(args.classes)
+        for chunk, first in enumerate(range(0, args.samples, DEMO_CHUNK_ROWS)):
+            part = slice(first, first + DEMO_CHUNK_ROWS)
+            start = time.perf_counter()
+            scores = synthetic_scores(y_true[part], y_pred[part], args.classes,
+                                      seed=args.seed + 1 + chunk, xp=xp)
+            _wait_for(xp)
+            generated += time.perf_counter() - start
+            start = time.perf_counter()
+            state.update(y_true[part], scores)
+            _wait_for(xp)
+            elapsed += time.perf_counter() - start
+        del scores
         start = time.perf_counter()
-        report = label_report(y_true, y_pred, num_classes=args.classes)
+        report = PredictionReport(FileEvaluation(
+            None, state, None, None, args.samples, backend, "binned", DEMO_CHUNK_ROWS,
+            scores_are="logits"))
         _wait_for(xp)
-        elapsed = time.perf_counter() - start
-    if fallback_reason is not None:
-        print(f"metrics-gpu demo: backend auto runs numpy here, no GPU: {fallback_reason}",
-              file=sys.stderr)
+        elapsed += time.perf_counter() - start
+    print(_backend_line(args.backend, backend, fallback_reason), file=sys.stderr)
     _print_report(report, args.format, args.output, elapsed=elapsed, inputs={
-        "data": f"generated: {args.samples:,} predictions, {args.classes} classes, "
-                f"seed {args.seed}", "backend": backend})
+        "data": f"generated: {args.samples:,} predictions with their logits, "
+                f"{args.classes} classes, seed {args.seed}"})
     if args.format not in ("json", "html") or args.output is not None:
         made_on = "the CPU" if xp is np else "the GPU"
         print(
@@ -412,6 +485,13 @@ def _command_warmup(args: argparse.Namespace) -> int:
 
     print(f"metrics-gpu warmup: {warmup(args.jobs).summary()}")
     return 0
+
+
+def _seed(text: str) -> int:
+    value = int(text)
+    if not 0 <= value < 2**31:
+        raise argparse.ArgumentTypeError(f"must be an integer from 0 to 2^31 - 1, got {text}")
+    return value
 
 
 def _positive_int(text: str) -> int:
@@ -552,10 +632,22 @@ def build_parser() -> argparse.ArgumentParser:
                         "any kernel compiles), ranking, output")
     report.set_defaults(run=_command_report)
 
-    demo = commands.add_parser("demo", help="the report on generated predictions, timed")
-    demo.add_argument("--samples", type=_positive_int, default=10_000_000)
-    demo.add_argument("--classes", type=_positive_int, default=10)
-    demo.add_argument("--seed", type=int, default=0)
+    demo = commands.add_parser(
+        "demo", help="the full report (label, score and ranking metrics, calibration) on "
+        "generated labels and logits, in one pass, timed",
+        description="The full report of `metrics-gpu report --scores` (label metrics of the "
+        "scores' argmax, cross-entropy, Brier, calibration, top-k, binned ROC AUC and "
+        "average precision with their error bounds) on generated imbalanced labels and "
+        "logits, counted in one pass, timed; one line on standard error says which backend "
+        "ran and why.")
+    demo.add_argument("--samples", type=_positive_int, default=10_000_000, metavar="N",
+                      help="predictions to generate (default 10,000,000; made and counted "
+                      f"{DEMO_CHUNK_ROWS:,} rows at a time)")
+    demo.add_argument("--classes", type=_positive_int, default=10, metavar="K",
+                      help="classes (default 10): imbalanced labels, the logits (N, K)")
+    demo.add_argument("--seed", type=_seed, default=0,
+                      help="the generator's seed, 0 to 2^31 - 1 (default 0): the same seed, "
+                      "the same data on a backend")
     demo.add_argument("--format", choices=FORMATS, default="text",
                       help="text (default), json (strict: NaN as null), markdown, or html: "
                       "one self-contained page")

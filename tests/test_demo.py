@@ -60,7 +60,7 @@ def test_auto_with_a_gpu_makes_the_data_there_and_runs_cuda(monkeypatch, capsys)
     captured = capsys.readouterr()
     assert "no GPU" not in captured.err
     assert "backend cuda; data generated on the GPU in " in captured.out.splitlines()[-1]
-    assert device.waits == 2  # after generating, after the report
+    assert device.waits == 4  # after the labels, the scores, the update, the report
 
 
 # `name`, not `backend`: that is the per-backend fixture's name (tests/conftest.py).
@@ -102,3 +102,62 @@ def test_device_recipe_has_the_host_recipe_distribution():
     again_true, again_pred = synthetic_predictions(n, k, seed=4, xp=DeviceModule())
     np.testing.assert_array_equal(again_true, y_true)
     np.testing.assert_array_equal(again_pred, y_pred)
+
+
+def test_demo_is_the_full_report_on_its_generated_scores(monkeypatch, capsys):
+    """The demo's JSON is the file report's with scores: label metrics of the
+    scores' argmax, cross-entropy, Brier, calibration, top-k and binned ROC
+    AUC / AP with their bounds, equal to scikit-learn's on the same generated
+    data (the first chunk's scores are seeded seed + 1)."""
+    import json
+
+    from scipy.special import softmax
+    from sklearn.metrics import accuracy_score, log_loss, roc_auc_score, top_k_accuracy_score
+
+    from metrics_gpu.cli import synthetic_scores
+
+    monkeypatch.setattr(cuda_device, "cuda_unavailable_reason", lambda: None)
+    assert main(["demo", "--samples", "20000", "--classes", "10", "--backend", "numpy",
+                 "--seed", "3", "--format", "json"]) == 0
+    captured = capsys.readouterr()
+    assert captured.err.splitlines() == ["metrics-gpu demo: backend numpy, named by --backend"]
+    report = json.loads(captured.out)
+    y_true, y_pred = synthetic_predictions(20_000, 10, seed=3)
+    logits = synthetic_scores(y_true, y_pred, 10, seed=4)
+    assert logits.dtype == np.float32 and logits.shape == (20_000, 10)
+    np.testing.assert_array_equal(logits.argmax(axis=1), y_pred)  # the labels are the argmax
+    probabilities = softmax(logits.astype(np.float64), axis=1)
+    scores = report["scores"]
+    assert report["auc_method"] == "binned" and report["rows"] == 20_000
+    assert report["metrics"]["accuracy"] == pytest.approx(accuracy_score(y_true, y_pred))
+    assert scores["cross_entropy"] == pytest.approx(log_loss(y_true, probabilities), rel=1e-5)
+    assert scores["top_5_accuracy"] == pytest.approx(
+        top_k_accuracy_score(y_true, probabilities, k=5, labels=range(10)))
+    brier = np.mean(np.sum((probabilities - np.eye(10)[y_true]) ** 2, axis=1))
+    assert scores["brier_score"] == pytest.approx(brier, rel=1e-5)
+    exact_auc = roc_auc_score(y_true, probabilities, multi_class="ovr", average="macro")
+    assert abs(scores["roc_auc_macro"] - exact_auc) <= scores["roc_auc_error_bound"] + 1e-9
+    # neither perfect nor chance
+    assert 0.9 < exact_auc < 0.995 and 0.6 < report["metrics"]["accuracy"] < 0.9
+    assert 0.0 < scores["expected_calibration_error"] < 0.3
+    assert len(scores["calibration"]["proportion"]) == 15  # the reliability bins
+
+
+def test_demo_text_has_the_score_metrics(capsys):
+    assert main(["demo", "--samples", "20000", "--backend", "numpy"]) == 0
+    out = capsys.readouterr().out
+    for name in ("accuracy", "cross_entropy", "brier_score", "expected_calibration_error",
+                 "top_5_accuracy"):
+        assert f"\n{name} " in out or f"\n  {name} " in out, name
+    assert "scores (ROC AUC and average precision: binned, ± the error bound" in out
+    assert "roc_auc_macro " in out and " ± " in out
+
+
+def test_every_demo_option_has_help():
+    from metrics_gpu.cli import build_parser
+
+    parser = build_parser()
+    commands = next(action for action in parser._actions if action.dest == "command")
+    demo = commands.choices["demo"]
+    for action in demo._actions:
+        assert action.help, action.option_strings
