@@ -468,8 +468,8 @@ def _command_demo(args: argparse.Namespace) -> int:
         elapsed += time.perf_counter() - start
     print(_backend_line(args.backend, backend, fallback_reason), file=sys.stderr)
     _print_report(report, args.format, args.output, elapsed=elapsed, inputs={
-        "data": f"generated: {args.samples:,} predictions with their logits, "
-                f"{args.classes} classes, seed {args.seed}"})
+        "data": f"generated: {args.samples:,} predictions, {args.classes} classes "
+                f"(labels and logits), seed {args.seed}"})
     if args.format not in ("json", "html") or args.output is not None:
         made_on = "the CPU" if xp is np else "the GPU"
         print(

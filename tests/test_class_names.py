@@ -92,8 +92,8 @@ def _by_name(report: dict, names, groups=None) -> dict:
     named["per_class"] = {names[int(code)]: row for code, row in report["per_class"].items()}
     named["class_names"] = list(names)
     if groups is not None:
-        named["group_metrics"]["groups"] = [groups[code]
-                                            for code in report["group_metrics"]["groups"]]
+        for key in ("groups", "group_metrics"):  # the metrics of each group; the old key
+            named[key]["groups"] = [groups[code] for code in report[key]["groups"]]
     return named
 
 

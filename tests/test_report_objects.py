@@ -159,9 +159,58 @@ def test_json_descriptions_and_groups(tmp_path):
     described = json.loads(report.to_json())
     assert described["descriptions"]["error_rate"] == "mean one-vs-rest error over classes"
     assert "cross_entropy" in described["descriptions"]
-    groups = list(described["groups"].values())
+    groups = list(described["metric_groups"].values())
     assert "accuracy" in groups[0] and {"average_accuracy", "error_rate"} <= set(groups[1])
     assert "descriptions" not in report.to_dict()
+
+
+GROUP_CODES = np.array([0, 1, 0, 1, 1, 0, 1, 0])
+
+
+def _every_report_json(tmp_path, grouped: bool) -> dict[str, dict]:
+    """The JSON of each report type that has groups and a legend, with and
+    without groups= (``--groups`` for the files' report)."""
+    tmp_path.mkdir()
+    groups = {"groups": GROUP_CODES} if grouped else {}
+    stream = mg.ClassificationMetrics(3, num_groups=2 if grouped else None)
+    stream.update(Y_TRUE, LOGITS, **groups)
+    sources = _files(tmp_path, Y_TRUE, Y_PRED, LOGITS)
+    if grouped:
+        np.save(tmp_path / "g.npy", GROUP_CODES)
+        sources["groups"] = str(tmp_path / "g.npy")
+    return {"LabelReport": json.loads(mg.label_report(Y_TRUE, Y_PRED, **groups).to_json()),
+            "StreamingReport": json.loads(stream.compute().to_json()),
+            "PredictionReport": json.loads(report_files(sources, backend="numpy").to_json())}
+
+
+def test_json_keys_say_what_they_hold_and_the_old_ones_stay_a_release(tmp_path):
+    """"metric_groups" is the display grouping, "groups" the metrics of each
+    group; the old keys ("groups" for the display grouping without groups=,
+    "group_metrics") are still there, equal to the new, and "deprecated" names them."""
+    for name, plain in _every_report_json(tmp_path / "plain", grouped=False).items():
+        assert plain["metric_groups"]["overall (scikit-learn definitions)"][0] == "accuracy", name
+        assert plain["groups"] == plain["metric_groups"], name  # old key, same content
+        assert set(plain["deprecated"]) == {"groups"}, name
+        assert '"metric_groups"' in plain["deprecated"]["groups"], name
+        assert "group_metrics" not in plain, name
+    for name, grouped in _every_report_json(tmp_path / "grouped", grouped=True).items():
+        assert grouped["groups"]["groups"] == [0, 1], name  # the metrics of each group
+        assert len(grouped["groups"]["by_group"]["accuracy"]) == 2, name
+        assert grouped["group_metrics"] == grouped["groups"], name  # old key, same content
+        assert set(grouped["deprecated"]) == {"group_metrics"}, name
+        assert '"groups"' in grouped["deprecated"]["group_metrics"], name
+        assert grouped["metric_groups"] == plain["metric_groups"], name
+    assert "deprecated" not in mg.label_report(Y_TRUE, Y_PRED).to_dict()  # no legend, no groups
+
+
+def test_json_old_keys_on_the_command_line(tmp_path, capsys):
+    sources = _files(tmp_path, Y_TRUE, Y_PRED, LOGITS)
+    np.save(tmp_path / "g.npy", GROUP_CODES)
+    assert main(["report", "--y-true", sources["y_true"], "--scores", sources["scores"],
+                 "--groups", str(tmp_path / "g.npy"), "--format", "json", "--quiet"]) == 0
+    printed = json.loads(capsys.readouterr().out)
+    assert printed["groups"]["counts"] == [4, 4] and printed["group_metrics"] == printed["groups"]
+    assert list(printed["deprecated"]) == ["group_metrics"]
 
 
 def test_text_groups_the_metrics(tmp_path):

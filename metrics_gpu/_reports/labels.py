@@ -9,6 +9,7 @@ kernel launch on the cuda and emulated backends, ``reduce_metrics.cu``).
 
 from __future__ import annotations
 
+import copy
 import textwrap
 from collections.abc import Callable, Sequence
 from dataclasses import replace
@@ -155,8 +156,11 @@ class LabelReport(MetricMapping):
         An undefined value (NaN) or an infinity is ``None``, so that
         ``json.dumps(report.to_dict(), allow_nan=False)`` works.
         ``descriptions=True`` adds ``"descriptions"``: each metric name's
-        one-line meaning, and ``"groups"``: the names by convention
+        one-line meaning, and ``"metric_groups"``: the names by convention
         (scikit-learn's, then oneDAL's and pyActLearn's per-class averages).
+        With ``groups=``, ``"groups"`` holds the metrics of each group. The
+        keys of the last release stay one more, named in ``"deprecated"``
+        (:func:`with_old_keys`).
         """
         out = {
             "total": _plain(self.total),
@@ -172,11 +176,9 @@ class LabelReport(MetricMapping):
         }
         if self.intervals is not None:
             out["intervals"] = intervals_dict(self.intervals)
-        if self.groups is not None:
-            out["group_metrics"] = self.groups.to_dict()
         if descriptions:
             out.update(metric_legend(self.metrics))
-        return out
+        return with_old_keys(out, None if self.groups is None else self.groups.to_dict())
 
     def to_json(self, descriptions: bool = True, **kwargs: Any) -> str:
         """:meth:`to_dict` as strict JSON text, with the ``descriptions`` table
@@ -322,10 +324,38 @@ def intervals_dict(intervals: LabelIntervals) -> dict[str, Any]:
 
 def metric_legend(names) -> dict[str, Any]:
     """What a JSON report says of its metric ``names``: ``"descriptions"``
-    (name -> one-line meaning) and ``"groups"`` (title -> the label metric
-    names of that convention)."""
+    (name -> one-line meaning) and ``"metric_groups"`` (title -> the label
+    metric names of that convention: the display grouping)."""
     groups = {title: list(members) for title, members in F.label_metric_groups()}
-    return {"descriptions": descriptions(names), "groups": groups}
+    return {"descriptions": descriptions(names), "metric_groups": groups}
+
+
+# The JSON keys renamed after 0.1.0, kept one release more with a note in
+# "deprecated" (docs/conventions.md, "Renamed JSON keys").
+OLD_GROUP_METRICS = ('"group_metrics" is deprecated and goes in the next release: the '
+                     'metrics of each group are under "groups"')
+OLD_GROUPS = ('"groups" as the label metric names by convention is deprecated: they are '
+              'under "metric_groups"; from the next release "groups" holds only the '
+              'metrics of each group (groups=, --groups)')
+
+
+def with_old_keys(out: dict[str, Any], by_group: dict[str, Any] | None) -> dict[str, Any]:
+    """A report's :meth:`to_dict` ``out`` with its per-group metrics
+    ``by_group`` (None without groups) under ``"groups"``, and for one release
+    the old keys beside the new ones (copies, equal): ``"group_metrics"`` (the
+    per-group metrics), or, without groups, ``"groups"`` (the display grouping
+    ``"metric_groups"``); ``"deprecated"`` (old key -> what to read instead)
+    names them. Calling it again on its own ``out`` changes nothing."""
+    out.pop("deprecated", None)
+    out.pop("group_metrics", None)
+    if by_group is not None:
+        out["groups"] = by_group
+        out["group_metrics"] = copy.deepcopy(by_group)
+        out["deprecated"] = {"group_metrics": OLD_GROUP_METRICS}
+    elif "metric_groups" in out:
+        out["groups"] = copy.deepcopy(out["metric_groups"])
+        out["deprecated"] = {"groups": OLD_GROUPS}
+    return out
 
 
 @on_caller_stream

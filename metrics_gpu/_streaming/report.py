@@ -14,7 +14,7 @@ import numpy as np
 from metrics_gpu._formulas import labels as F
 from metrics_gpu.backends.selection import caller_stream
 from metrics_gpu._pipeline.mapping import MetricMapping, plain, strict_json, whole
-from metrics_gpu._reports.labels import intervals_dict, metric_legend
+from metrics_gpu._reports.labels import intervals_dict, metric_legend, with_old_keys
 from metrics_gpu._validation import to_numpy
 from metrics_gpu._common.types import Normalize
 from metrics_gpu.groups import GroupMetrics, group_metrics
@@ -265,18 +265,18 @@ class StreamingReport(MetricMapping):
         An undefined value (NaN) or an infinity is ``None``, so that
         ``json.dumps(report.to_dict(), allow_nan=False)`` works.
         ``descriptions=True`` adds ``"descriptions"`` (each metric name's
-        one-line meaning) and ``"groups"`` (the label metric names by
+        one-line meaning) and ``"metric_groups"`` (the label metric names by
         convention: scikit-learn's, then the per-class averages of oneDAL and
-        pyActLearn).
+        pyActLearn). With groups, ``"groups"`` holds the metrics of each
+        group. The keys of the last release stay one more, named in
+        ``"deprecated"`` (:func:`metrics_gpu._reports.labels.with_old_keys`).
         """
         out = plain(self._host_values())
         if self._intervals is not None:
             out["intervals"] = self._interval_dict()
-        if self._groups is not None:
-            out["group_metrics"] = self._groups.to_dict()
         if descriptions:
             out.update(metric_legend(self._names))
-        return out
+        return with_old_keys(out, None if self._groups is None else self._groups.to_dict())
 
     def to_json(self, descriptions: bool = True, **kwargs: Any) -> str:
         """:meth:`to_dict` as strict JSON text, with the descriptions by default

@@ -18,6 +18,7 @@ from metrics_gpu._reports.labels import (
     markdown_table,
     metric_legend,
     stream_label_report,
+    with_old_keys,
 )
 from metrics_gpu import plot
 from metrics_gpu._reports.html import render_html
@@ -112,8 +113,10 @@ class PredictionReport(MetricMapping):
         with ``rows``, ``backend`` and, with scores, ``auc_method`` and
         ``scores`` (:attr:`scores`). NaN and infinities are ``None`` (strict
         JSON). ``descriptions=True`` adds ``"descriptions"`` (each metric
-        name's one-line meaning) and ``"groups"`` (the label metrics by
-        convention). Classes given by name (label files of names, or
+        name's one-line meaning) and ``"metric_groups"`` (the label metrics
+        by convention); with ``--groups``, ``"groups"`` holds the metrics of
+        each group. The keys of the last release stay one more, named in
+        ``"deprecated"``. Classes given by name (label files of names, or
         ``classes``) add ``"class_names"``, in code order (the order of the
         matrix's rows); ``per_class`` is keyed by the names whatever."""
         out = self.labels.to_dict()
@@ -126,7 +129,7 @@ class PredictionReport(MetricMapping):
             out["scores"] = plain(self.scores)
         if descriptions:
             out.update(metric_legend(self.keys()))
-        return out
+        return with_old_keys(out, out["groups"] if self.labels.groups is not None else None)
 
     def to_json(self, descriptions: bool = True, **kwargs) -> str:
         """:meth:`to_dict` as strict JSON text, with the descriptions by default
