@@ -655,7 +655,8 @@ def build_parser() -> argparse.ArgumentParser:
                       help="write the report to PATH instead of standard output")
     demo.add_argument("--backend", choices=BACKEND_NAMES, default="auto",
                       help="default auto: cuda, with the data generated on the GPU, when CuPy "
-                      "and a GPU are present, else numpy (the reason is printed)")
+                      "and a GPU are present, else numpy; one line on standard error names "
+                      "the backend that ran and why")
     demo.set_defaults(run=_command_demo)
 
     warm = commands.add_parser(
