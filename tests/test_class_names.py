@@ -429,10 +429,10 @@ def test_groups_of_names_that_are_numbers(tmp_path, values):
                                      "n": numbers}), tmp_path / "g.parquet")
     path = tmp_path / "g.parquet"
     ours = report_files({"y_true": f"{path}:t", "y_pred": f"{path}:p", "groups": f"{path}:g"},
-                        backend="numpy", chunk_rows=CHUNK).to_dict()["group_metrics"]
+                        backend="numpy", chunk_rows=CHUNK).to_dict()["groups"]
     expected = report_files({"y_true": f"{path}:t", "y_pred": f"{path}:p",
                              "groups": f"{path}:n"},
-                            backend="numpy", chunk_rows=CHUNK).to_dict()["group_metrics"]
+                            backend="numpy", chunk_rows=CHUNK).to_dict()["groups"]
     _assert_close(ours, expected)
     assert len(ours["groups"]) == (11 if values[2] == "10" else 3)
 

@@ -875,7 +875,7 @@ def test_groups_of_any_values_as_the_api(tmp_path, capsys, case, backend):
                                  "--groups", sources[2], "--backend", backend,
                                  "--chunk-size", "64")
     assert status == 0, err
-    ours = json.loads(out)["group_metrics"]
+    ours = json.loads(out)["groups"]
     # (the API takes fractions as categories of an object array)
     reference = groups.astype(object) if groups.dtype.kind == "f" else groups
     expected = json.loads(json.dumps(
@@ -884,7 +884,7 @@ def test_groups_of_any_values_as_the_api(tmp_path, capsys, case, backend):
     _assert_json_close(ours, expected)
 
 
-def _assert_json_close(ours, expected, where="group_metrics"):
+def _assert_json_close(ours, expected, where="groups"):
     """Equal JSON trees, floats to 1e-12 (the kernels sum in another order)."""
     if isinstance(expected, dict):
         assert isinstance(ours, dict) and ours.keys() == expected.keys(), where

@@ -218,7 +218,7 @@ def test_group_report_in_text_and_json():
                           n_resamples=100, rng=0)
     text = report.to_text()
     assert "by group (3 groups):" in text and "difference" in text and "ratio" in text
-    data = report.to_dict()["group_metrics"]
+    data = report.to_dict()["groups"]
     assert data["groups"] == [0, 1, 2] and len(data["by_group"]["accuracy"]) == 3
     assert set(data["difference"]) == {"between_groups", "to_overall"}
     assert len(data["intervals"]["by_group"]["macro_f1"]["low"]) == 3
@@ -281,7 +281,7 @@ def test_stream_groups_equal_the_report(backend, kind):
         expected = getattr(reference.groups.intervals, kind)["accuracy"]
         np.testing.assert_array_equal(got.low, expected.low)
         np.testing.assert_array_equal(got.high, expected.high)
-    assert streamed.to_dict()["group_metrics"]["counts"] == [int(c) for c in reference.groups.counts]
+    assert streamed.to_dict()["groups"]["counts"] == [int(c) for c in reference.groups.counts]
 
 
 def test_stream_groups_leave_out_what_the_state_leaves_out():
@@ -337,7 +337,7 @@ def test_command_line_groups_and_intervals(tmp_path, capsys, backend):
     data = json.loads(capsys.readouterr().out)
     reference = label_report(y_true, y_pred, num_classes=3, groups=groups, num_groups=4,
                              confidence_level=0.9, n_resamples=200, rng=5)
-    found = data["group_metrics"]
+    found = data["groups"]
     assert found["counts"] == [int(c) for c in reference.groups.counts]
     np.testing.assert_allclose(np.array(found["by_group"]["macro_f1"][:3], float),
                                reference.groups.by_group["macro_f1"][:3], atol=1e-12)

@@ -150,7 +150,7 @@ def test_hive_partition_keys_are_columns(tmp_path, data):
     sharded = report_files({"y_true": f"{hive}:y_true", "y_pred": f"{hive}:y_pred",
                             "groups": f"{hive}:g"}, backend="numpy", chunk_rows=CHUNK)
     assert sharded.to_dict() == one.to_dict()
-    assert sharded.to_dict()["group_metrics"] is not None
+    assert sharded.to_dict()["groups"] is not None
 
 
 def test_natural_order_and_skipped_names(tmp_path):

@@ -442,7 +442,7 @@ def test_sync_over_gloo_equals_one_process(world_size, weighted):
         np.testing.assert_allclose([result["metrics"][k] for k in expected["metrics"]],
                                    list(expected["metrics"].values()), rtol=1e-12, atol=1e-12)
         np.testing.assert_array_equal(result["confusion_matrix"], expected["confusion_matrix"])
-        assert result["group_metrics"]["counts"] == expected["group_metrics"]["counts"]
-        for name, values in expected["group_metrics"]["by_group"].items():
-            np.testing.assert_allclose(np.array(result["group_metrics"]["by_group"][name], float),
+        assert result["groups"]["counts"] == expected["groups"]["counts"]
+        for name, values in expected["groups"]["by_group"].items():
+            np.testing.assert_allclose(np.array(result["groups"]["by_group"][name], float),
                                        np.array(values, float), rtol=1e-12, atol=1e-12)
