@@ -44,6 +44,13 @@ MAX_MACRO_GRID = 10_001
 # Axis limits of the unit-square plots, with scikit-learn's small margin so
 # that curves along an edge stay visible.
 UNIT_LIMITS = (-0.01, 1.01)
+# The reliability diagram's colours.
+ACCURACY_COLOR = "tab:blue"
+GAP_COLOR = "tab:red"
+PROPORTION_COLOR = "0.6"
+# Tick labels of an axis of classes (or groups): at most this many are
+# written, every n-th one beyond (8-point labels need about 0.15 inch each).
+MAX_TICK_LABELS = 40
 
 
 def _host(values, dtype=None) -> np.ndarray:
@@ -64,6 +71,28 @@ def _new_axes(ax, figsize=None):
         raise ImportError(INSTALL_HINT) from error
     # Constrained layout: long or rotated tick labels and the colour bar stay inside.
     return Figure(figsize=figsize, layout="constrained").add_subplot()
+
+
+def _diagram_with_panel_above(ax, figsize, height: float = 1 / 3):
+    """``(ax, panel)``: an axes and a shorter one above it sharing its x axis,
+    ``height`` of its height. Without ``ax``, the two rows of a new
+    constrained-layout figure (which makes room for both panels' labels);
+    with one, the panel is an inset of ``ax`` outside its frame (it moves
+    with ``ax`` in any layout; leave room above ``ax`` for it)."""
+    if ax is None:
+        figure = _new_axes(None, figsize=figsize).figure
+        figure.clear()
+        panel, ax = figure.subplots(2, 1, sharex=True,
+                                    gridspec_kw={"height_ratios": [height, 1.0]})
+        return ax, panel
+    return ax, ax.inset_axes([0.0, 1.04, 1.0, height], sharex=ax)
+
+
+def _tick_positions(n: int) -> np.ndarray:
+    """The positions of the tick labels written on an axis of ``n`` classes:
+    all of them up to :data:`MAX_TICK_LABELS`, else every ``ceil(n / MAX)``-th
+    (so labels never overlap)."""
+    return np.arange(0, n, -(-n // MAX_TICK_LABELS))
 
 
 def _check_max_classes(max_classes) -> int:
@@ -164,8 +193,9 @@ def plot_confusion_matrix(matrix, *, class_names=None, normalize=None, max_class
     if n < k:
         title += f" ({n} most confused of {k} classes)"
 
-    # Cells of about 0.4 inch keep 8-point numbers legible up to 30 classes.
-    side = max(4.8, 0.4 * n + 1.5)
+    # Cells of about 0.4 inch keep 8-point numbers legible up to 30 classes;
+    # beyond, the cells carry no numbers and 0.12 inch will do.
+    side = max(4.8, (0.4 if n <= MAX_ANNOTATED_CLASSES else 0.12) * n + 1.5)
     ax = _new_axes(ax, figsize=(side + 1.2, side))
     limits = {"vmin": 0.0, "vmax": 1.0} if normalize is not None else {}
     image = ax.imshow(values, interpolation="nearest", cmap=cmap, **limits)
@@ -178,10 +208,11 @@ def plot_confusion_matrix(matrix, *, class_names=None, normalize=None, max_class
             ax.text(j, i, _cell_text(values[i, j], values_format, integral),
                     ha="center", va="center", fontsize=8,
                     color=light if image.norm(value) >= 0.5 else dark)
-    labels = [names[code] for code in shown]
+    ticks = _tick_positions(n)
+    labels = [names[code] for code in shown[ticks]]
     rotate = n > 8 or max(len(label) for label in labels) > 6
-    ax.set_xticks(np.arange(n), labels=labels, rotation=90 if rotate else 0)
-    ax.set_yticks(np.arange(n), labels=labels)
+    ax.set_xticks(ticks, labels=labels, rotation=90 if rotate else 0)
+    ax.set_yticks(ticks, labels=labels)
     ax.set(xlabel="Predicted label", ylabel="True label", title=title)
     return ax
 
@@ -407,9 +438,13 @@ def plot_reliability(proportion, confidence, accuracy, *, ax=None, title=None,
     -------
     matplotlib.axes.Axes
         The diagram's axes: accuracy bars, the gap to the mean confidence
-        (hatched red), the diagonal of perfect calibration. The share of
-        samples per bin is a narrow grey histogram on a twin axis (its scale
-        on the right, ``ax.figure.axes[-1]``) over the lower quarter.
+        (red hatching, unfilled: the bars keep their colour under it), the
+        diagonal of perfect calibration, and the legend outside the frame on
+        the right. The share of samples per bin is a grey histogram in a
+        panel of its own above the diagram, which carries the title: the
+        other axes of ``ax.get_shared_x_axes().get_siblings(ax)`` (a row of
+        a new figure, or an inset of ``ax`` outside its frame when ``ax`` is
+        given).
 
     Examples
     --------
@@ -427,29 +462,36 @@ def plot_reliability(proportion, confidence, accuracy, *, ax=None, title=None,
         raise ValueError("proportion, confidence and accuracy must be non-empty and of one "
                          f"length (one value per bin), got {n}, {confidence.size} and "
                          f"{accuracy.size}")
-    ax = _new_axes(ax)
+    ax, samples = _diagram_with_panel_above(ax, figsize=(8.0, 6.0))
     left, width = np.arange(n) / n, 1.0 / n
     filled = (proportion > 0) & np.isfinite(accuracy) & np.isfinite(confidence)
 
     acc, conf = accuracy[filled], confidence[filled]
-    ax.bar(left[filled], acc, width=width, align="edge", color="tab:blue", edgecolor="black",
-           linewidth=0.5, label="accuracy")
+    # The gap is red hatching without fill, over the bars: each bar keeps its
+    # colour up to its accuracy, and the gap shows the legend's red whether it
+    # lies above a bar (over-confidence) or inside it (under-confidence). A
+    # translucent fill would blend with the bar into a colour of no legend entry.
+    ax.bar(left[filled], acc, width=width, align="edge", color=ACCURACY_COLOR,
+           edgecolor="black", linewidth=0.5, label="accuracy", zorder=2)
     ax.bar(left[filled], np.abs(conf - acc), bottom=np.minimum(conf, acc), width=width,
-           align="edge", color="tab:red", alpha=0.3, edgecolor="tab:red", hatch="//",
-           label="gap")
-    ax.plot([0, 1], [0, 1], color="k", linestyle="--", label="perfectly calibrated")
-    ax.set(xlim=(0, 1), ylim=(0, 1), xlabel="Confidence", ylabel="Accuracy",
-           title="Reliability diagram" if title is None else title)
-    # The share of samples: narrow bars in front, over the lower quarter of
-    # the accuracy bars (whose value is read at their top), on a twin scale.
-    samples = ax.twinx()
-    samples.bar(left + width / 2, np.nan_to_num(proportion), width=0.4 * width, color="0.25",
-                alpha=0.8, label="proportion of samples")
-    samples.set_ylim(0, 4 * max(float(np.nanmax(proportion, initial=0.0)), 1e-12))
+           align="edge", facecolor="none", edgecolor=GAP_COLOR, hatch="///",
+           linewidth=1.0, label="gap", zorder=3)
+    ax.plot([0, 1], [0, 1], color="k", linestyle="--", label="perfectly calibrated", zorder=5)
+    ax.set(xlim=(0, 1), ylim=(0, 1), xlabel="Confidence", ylabel="Accuracy")
+    # The share of samples: a histogram in a panel of its own above the
+    # diagram (same confidence axis), never over the accuracy bars.
+    samples.bar(left, np.nan_to_num(proportion), width=width, align="edge",
+                color=PROPORTION_COLOR, edgecolor="black", linewidth=0.5,
+                label="proportion of samples")
+    samples.set_ylim(0, 1.1 * max(float(np.nanmax(proportion, initial=0.0)), 1e-12))
     samples.set_ylabel("Proportion of samples")
+    samples.tick_params(axis="x", labelbottom=False)
+    samples.set_title("Reliability diagram" if title is None else title)
     handles, labels = ax.get_legend_handles_labels()
     more_handles, more_labels = samples.get_legend_handles_labels()
+    # Outside the frame, on the right: bars can fill any corner of the diagram.
     ax.legend(handles + more_handles, labels + more_labels, loc="upper left",
+              bbox_to_anchor=(1.02, 1.0), borderaxespad=0.0,
               title=None if expected_calibration_error is None
               else f"ECE = {float(expected_calibration_error):.4f}")
     return ax
@@ -578,7 +620,8 @@ def plot_per_label(values, *, metric: str = "f_score", names=None, max_labels: i
     if values.size > max_labels:
         order = np.argsort(np.where(np.isnan(values), np.inf, values), kind="stable")
         shown = np.sort(order[:max_labels])
-    ax = _new_axes(ax, figsize=(max(4.0, 0.3 * shown.size + 1.5), 3.5))
+    # Bars of 0.3 inch up to a 16-inch figure; narrower beyond, with thinned labels.
+    ax = _new_axes(ax, figsize=(min(16.0, max(5.0, 0.3 * shown.size + 1.5)), 3.5))
     heights = np.nan_to_num(values[shown], nan=0.0)
     error = None
     if low is not None:
@@ -592,7 +635,8 @@ def plot_per_label(values, *, metric: str = "f_score", names=None, max_labels: i
     ax.bar(np.arange(shown.size), heights,
            color=["C0" if np.isfinite(v) else "none" for v in values[shown]],
            yerr=error, capsize=3 if error is not None else 0, ecolor="0.2")
-    ax.set_xticks(np.arange(shown.size), [names[i] for i in shown],
+    ticks = _tick_positions(shown.size)
+    ax.set_xticks(ticks, [names[i] for i in shown[ticks]],
                   rotation=90 if shown.size > 10 else 0)
     ax.set_ylim(0, 1.05)
     ax.set_xlabel(axis_name if shown.size == values.size
@@ -627,7 +671,8 @@ def plot_groups(groups, metric: str = "accuracy", *, ax=None, title=None, max_gr
     overall = groups.overall[metric]
     if np.isfinite(overall):
         ax.axhline(overall, color="C1", linestyle="--", label=f"overall {overall:.3f}")
-        ax.legend(loc="lower right")
+        # Outside the frame, on the right: inside, it would hide bars.
+        ax.legend(loc="upper left", bbox_to_anchor=(1.01, 1.0), borderaxespad=0.0)
     return ax
 
 

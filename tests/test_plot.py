@@ -299,6 +299,13 @@ def test_binned_curves_of_a_class_without_negatives():
 # -- reliability diagram -----------------------------------------------------------------------
 
 
+def proportion_panel(ax):
+    """The proportion-of-samples panel of a reliability diagram: the axes
+    sharing its x axis."""
+    (panel,) = [other for other in ax.get_shared_x_axes().get_siblings(ax) if other is not ax]
+    return panel
+
+
 def bars(ax, label):
     container = next(c for c in ax.containers if c.get_label() == label)
     return list(container)
@@ -309,7 +316,8 @@ def test_reliability_diagram_of_a_logits_report(rng):
     report = metrics_gpu.logits_report(y, logits, n_bins=10)
     ax = report.plot_reliability()
     render(ax)
-    assert (ax.get_xlabel(), ax.get_ylabel(), ax.get_title()) == \
+    histogram = proportion_panel(ax)
+    assert (ax.get_xlabel(), ax.get_ylabel(), histogram.get_title()) == \
         ("Confidence", "Accuracy", "Reliability diagram")
     ece = float(report.expected_calibration_error)
     assert ax.get_legend().get_title().get_text() == f"ECE = {ece:.4f}"
@@ -322,7 +330,6 @@ def test_reliability_diagram_of_a_logits_report(rng):
     np.testing.assert_allclose([b.get_height() for b in drawn], accuracy[proportion > 0])
     np.testing.assert_allclose([b.get_x() for b in drawn],
                                np.flatnonzero(proportion) / 10)
-    histogram = ax.figure.axes[-1]
     assert histogram.get_ylabel() == "Proportion of samples"
     np.testing.assert_allclose([b.get_height() for b in histogram.patches], proportion)
 
@@ -365,7 +372,7 @@ def test_streaming_report_draws_every_plot(rng):
     ax = report.plot_reliability(title="Epoch 3")
     render(ax)
     ece = float(report["expected_calibration_error"])
-    assert ax.get_title() == "Epoch 3"
+    assert proportion_panel(ax).get_title() == "Epoch 3"
     assert ax.get_legend().get_title().get_text() == f"ECE = {ece:.4f}"
     ax = report.plot_confusion_matrix(normalize="pred")
     render(ax)
@@ -411,3 +418,132 @@ def test_streaming_report_refusals(rng):
     no_matrix = streamed(rng, 3, top_k=(1,), confusion_matrix=False)
     with pytest.raises(ValueError, match="confusion_matrix=True"):
         no_matrix.plot_confusion_matrix()
+
+
+# -- every picture at K = 3 and K = 100: colours, overlaps, tick labels (issue 52) ----------
+
+PICTURE_KS = (3, 100)
+
+
+@pytest.fixture(scope="module")
+def pictured():
+    """The reports every picture is drawn from, by K: a streaming report with
+    score histograms, and a label report with intervals and groups (60 groups
+    at K = 100, as many bars as classes would crowd)."""
+    rng = np.random.default_rng(52)
+    out = {}
+    for k in PICTURE_KS:
+        n = 3000
+        y, logits = labelled_logits(rng, n, k, signal=1.5 if k == 3 else 3.0)
+        metrics = metrics_gpu.ClassificationMetrics(k, thresholds=32)
+        metrics.update(y, logits)
+        groups = rng.integers(0, 4 if k == 3 else 60, n)
+        labels = metrics_gpu.label_report(y, logits.argmax(axis=1), num_classes=k,
+                                          confidence_level=0.9, n_resamples=20, rng=0,
+                                          groups=groups)
+        out[k] = (metrics.compute(), labels)
+    return out
+
+
+PICTURES = {
+    "confusion_matrix": lambda s, l, k: s.plot_confusion_matrix(),
+    "confusion_matrix_all": lambda s, l, k: s.plot_confusion_matrix(normalize="true",
+                                                                    max_classes=k),
+    "roc": lambda s, l, k: s.plot_roc(),
+    "precision_recall": lambda s, l, k: s.plot_precision_recall(),
+    "reliability": lambda s, l, k: s.plot_reliability(),
+    "per_class": lambda s, l, k: l.plot_per_class("f1", max_classes=k),
+    "groups": lambda s, l, k: l.groups.plot("accuracy", max_groups=100),
+}
+
+
+def drawn(ax):
+    """The figure of ``ax`` rendered (checked by :func:`render`) and drawn on
+    an Agg canvas: its renderer, with which text extents are final."""
+    from matplotlib.backends.backend_agg import FigureCanvasAgg
+
+    render(ax)
+    canvas = FigureCanvasAgg(ax.figure)
+    canvas.draw()
+    return canvas.get_renderer()
+
+
+def same_colour(a, b) -> bool:
+    return np.allclose(matplotlib.colors.to_rgba(a), matplotlib.colors.to_rgba(b))
+
+
+def legend_artists(ax) -> dict:
+    """The artists behind each legend entry, by label, over ``ax`` and its child axes."""
+    artists = {}
+    for axes in ax.get_shared_x_axes().get_siblings(ax):
+        handles, labels = axes.get_legend_handles_labels()
+        artists.update(zip(labels, handles))
+    return artists
+
+
+def assert_legend_colours_are_the_artists(ax) -> None:
+    """Each legend entry shows the colours of what it labels: a line's colour,
+    a bar's face and edge (hatching is drawn in the edge colour)."""
+    legend = ax.get_legend()
+    artists = legend_artists(ax)
+    for handle, text in zip(legend.legend_handles, legend.get_texts()):
+        artist = artists[text.get_text()]
+        if isinstance(artist, matplotlib.container.BarContainer):
+            for bar in artist:
+                assert same_colour(bar.get_facecolor(), handle.get_facecolor()), text.get_text()
+                assert same_colour(bar.get_edgecolor(), handle.get_edgecolor()), text.get_text()
+                assert bar.get_hatch() == handle.get_hatch()
+        else:
+            assert same_colour(artist.get_color(), handle.get_color()), text.get_text()
+
+
+def assert_tick_labels_apart(ax, axis: str, renderer) -> None:
+    """At most MAX_TICK_LABELS labels on the axis, and no two overlapping."""
+    labels = [t for t in getattr(ax, f"get_{axis}ticklabels")() if t.get_text()]
+    assert 0 < len(labels) <= plot.MAX_TICK_LABELS
+    boxes = sorted((t.get_window_extent(renderer) for t in labels),
+                   key=lambda b: b.x0 if axis == "x" else b.y0)
+    for first, second in zip(boxes, boxes[1:]):
+        assert not first.overlaps(second), f"{axis} tick labels overlap"
+
+
+@pytest.mark.parametrize("k", PICTURE_KS)
+@pytest.mark.parametrize("name", list(PICTURES))
+def test_every_picture_is_readable(pictured, name, k):
+    streaming, labels = pictured[k]
+    ax = PICTURES[name](streaming, labels, k)
+    renderer = drawn(ax)
+    if ax.get_legend() is not None:
+        assert_legend_colours_are_the_artists(ax)
+    if name.startswith("confusion_matrix"):
+        assert_tick_labels_apart(ax, "x", renderer)
+        assert_tick_labels_apart(ax, "y", renderer)
+        # Cell numbers only while they fit; none over another.
+        assert (len(ax.texts) > 0) == (ax.images[0].get_array().shape[0] <= 30)
+    if name in ("per_class", "groups"):
+        assert_tick_labels_apart(ax, "x", renderer)
+        assert len(ax.patches) == (k if name == "per_class" else (4 if k == 3 else 60))
+    if name in ("reliability", "groups"):
+        # The legend sits outside the frame: it covers no bar.
+        legend = ax.get_legend().get_window_extent(renderer)
+        assert legend.x0 >= ax.get_window_extent(renderer).x1
+
+
+def test_reliability_histogram_beside_the_bars_and_gap_in_legend_colours(pictured):
+    streaming, _ = pictured[100]
+    ax = streaming.plot_reliability()
+    renderer = drawn(ax)
+    histogram = proportion_panel(ax)
+    # The proportion bars are in their own axes, above the diagram, not over its bars.
+    assert bars(histogram, "proportion of samples")
+    assert histogram.get_window_extent(renderer).y0 >= ax.get_window_extent(renderer).y1
+    assert not [c for c in ax.containers if c.get_label() == "proportion of samples"]
+    # The gap is unfilled red hatching over the accuracy bars (no translucent
+    # fill to blend with them), and the legend shows it so.
+    gap = bars(ax, "gap")
+    assert gap and all(bar.get_facecolor()[3] == 0 and bar.get_hatch() for bar in gap)
+    assert all(same_colour(bar.get_edgecolor(), "tab:red") for bar in gap)
+    assert all(bar.zorder > accuracy.zorder
+               for bar, accuracy in zip(gap, bars(ax, "accuracy")))
+    handle = dict(zip(legend_texts(ax), ax.get_legend().legend_handles))["gap"]
+    assert handle.get_facecolor()[3] == 0 and same_colour(handle.get_edgecolor(), "tab:red")
