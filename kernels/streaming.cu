@@ -925,8 +925,8 @@ __device__ __forceinline__ double stream_nan() {
 // (pairs in one bin count 1/2, as tied scores), and AP = sum over bins of
 // (positives in bin / P) * precision at its threshold, as scikit-learn's
 // step rule. Error bounds against the exact values of the unbinned scores:
-// ROC AUC within sum_b P_b N_b / (2 P N); AP within
-// sum_b (P_b / P) (P_b + N_b) / (positives and negatives at or above b).
+// ROC AUC within sum_b P_b N_b / (2 P N); AP within the range of the exact
+// AP over every order of the samples inside the bins (below).
 struct RankAreas {
   double positives, negatives, auc, auc_bound, ap, ap_bound;
 };
@@ -938,18 +938,26 @@ __device__ RankAreas rank_areas(const C* positive, const C* negative, int64 stri
     p_total += (double)positive[b * stride];
     n_total += (double)negative[b * stride];
   }
-  double tp = 0.0, fp = 0.0, area = 0.0, ties = 0.0, ap = 0.0, ap_bound = 0.0;
+  // The AP bound: max(upper - AP, AP - lower) / P, the exact AP's range over
+  // every order of the samples inside the bins (the reference and its
+  // derivation: metrics_gpu._formulas.labels.binned_rank_areas).
+  double tp = 0.0, fp = 0.0, area = 0.0, ties = 0.0, ap = 0.0, ap_upper = 0.0, ap_lower = 0.0;
   for (int64 b = bins - 1; b >= 0; --b) {
     const double pb = (double)positive[b * stride], nb = (double)negative[b * stride];
+    const double above = tp;
     area += nb * (tp + 0.5 * pb);
     ties += pb * nb;
     tp += pb;
     fp += nb;
     if (pb > 0.0) {
-      ap += pb * (tp / (tp + fp));
-      ap_bound += pb * ((pb + nb) / (tp + fp));
+      const double precision = tp / (tp + fp);
+      ap += pb * precision;
+      ap_upper += pb * (tp / (tp + fp - nb) - precision);
+      const double lowest = fp > 0.0 ? pb - fp * log1p(pb / (above + fp)) : pb;
+      ap_lower += pb * precision - lowest;
     }
   }
+  const double ap_bound = ap_upper > ap_lower ? ap_upper : ap_lower;
   RankAreas r;
   r.positives = p_total;
   r.negatives = n_total;

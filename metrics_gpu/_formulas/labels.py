@@ -1020,10 +1020,19 @@ def binned_rank_areas(positive, negative):
     Thresholds sweep the bins from the top: a positive and a negative in one
     bin count 1/2 (as tied scores), and AP is the step rule over bins,
     sum_b (P_b / P) * precision at b. Against the exact values of the unbinned
-    scores: |AUC - exact| <= sum_b P_b N_b / (2 P N), and
-    |AP - exact| <= sum_b (P_b / P) (P_b + N_b) / (positives and negatives at
-    or above b), since a positive inside bin b has an exact precision that
-    differs from the bin's by at most (P_b + N_b) / (count at or above b).
+    scores: |AUC - exact| <= sum_b P_b N_b / (2 P N), and |AP - exact| <=
+    max(upper - AP, AP - lower) / P, where ``upper`` and ``lower`` bound the
+    exact sum_i w_i * precision_i over the positives in any order of the
+    samples inside each bin (ties included). With A and F the positive and
+    negative weight strictly above bin b, T = A + P_b and C = A + F + N_b: a
+    positive's exact precision (A + x) / (A + F + x + y), x <= P_b and y >= 0
+    the positive and negative weight of the bin ranked with it or before it,
+    is at most T / (A + F + P_b) (every positive of the bin first, tied); and
+    for the positive at cumulative positive weight W of the bin, x >= W and
+    y <= N_b give at least (A + W) / (C + W), increasing in W, so the bin's
+    positives sum to at least its integral over [0, P_b],
+    P_b - (F + N_b) log(1 + P_b / C) (any sample weights). The binned value
+    sums P_b T / (C + P_b). See docs/conventions.md.
     Returns ``(auc, auc_bound, ap, ap_bound)``; NaN where undefined (no
     positive, or for AUC no negative).
     """
@@ -1036,13 +1045,20 @@ def binned_rank_areas(positive, negative):
     area = (negative * (above + 0.5 * positive)).sum(axis=-1)
     ties = (positive * negative).sum(axis=-1)
     with _quiet(np):
-        precision = np.where(positive > 0, tp / (tp + fp), 0.0)
-        spread = np.where(positive > 0, (positive + negative) / (tp + fp), 0.0)
+        has = positive > 0
+        precision = np.where(has, tp / (tp + fp), 0.0)
+        # Per bin: the largest and smallest exact sum over its positives (see above).
+        upper = np.where(has, tp / (tp + fp - negative), 0.0) - precision
+        below = fp  # F + N_b: the negative weight a positive of the bin can have above it
+        lowest = np.where(below > 0, positive - below * np.log1p(positive / (above + fp)),
+                          positive)
+        lower = positive * precision - np.where(has, lowest, 0.0)
         defined = (p_total > 0) & (n_total > 0)
         auc = np.where(defined, area / (p_total * n_total), math.nan)
         auc_bound = np.where(defined, 0.5 * ties / (p_total * n_total), math.nan)
         ap = np.where(p_total > 0, (positive * precision).sum(axis=-1) / p_total, math.nan)
-        ap_bound = np.where(p_total > 0, (positive * spread).sum(axis=-1) / p_total, math.nan)
+        ap_bound = np.where(p_total > 0, np.maximum((positive * upper).sum(axis=-1),
+                                                    lower.sum(axis=-1)) / p_total, math.nan)
     return auc, auc_bound, ap, ap_bound
 
 

@@ -136,9 +136,11 @@ class ClassificationMetrics:
         values of the same scores is reported with them
         (``roc_auc_error_bound``, ``average_precision_error_bound``): for one
         class, ``|AUC - exact| <= sum_b P_b N_b / (2 P N)`` and
-        ``|AP - exact| <= sum_b (P_b / P) (P_b + N_b) / (count at or above bin b)``,
-        with P_b, N_b the positives and negatives in bin b; the bounds of the
-        averages are the means of the per-class bounds.
+        with P_b, N_b the positives and negatives in bin b, and for AP the
+        range of the exact value over every order of the samples inside the
+        bins (``max(upper - AP, AP - lower)``, computed from the bin counts;
+        docs/conventions.md); the bounds of the averages are the means of the
+        per-class bounds.
     confusion_matrix : {"auto", True, False}, default "auto"
         Keep the K x K matrix: "auto" while K <= 2048. The label metrics never
         need it (they come from O(K) per-class counts).
