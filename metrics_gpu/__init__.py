@@ -14,6 +14,7 @@ from metrics_gpu._functional.labels import (
     accuracy_score,
     balanced_accuracy_score,
     balanced_accuracy_weighted,
+    class_likelihood_ratios,
     classification_report,
     cohen_kappa_score,
     hamming_loss,
@@ -57,6 +58,7 @@ from metrics_gpu._functional.ranking import (
     roc_auc_score,
     roc_curve,
 )
+from metrics_gpu._functional.thresholds import auc, confusion_matrix_at_thresholds, det_curve
 from metrics_gpu._functional.scores import (
     LogitsReport,
     brier_score_loss,
@@ -77,10 +79,10 @@ __all__ = [
     "MulticlassQualityMetrics", "MultilabelMetrics", "MultilabelReport",
     "OVERALL_PERFORMANCE_NAMES", "PER_CLASS_METRICS",
     "PER_CLASS_PERFORMANCE_COLUMNS", "REPORT_METRICS", "UndefinedMetricWarning",
-    "accuracy_score", "average_precision_score", "balanced_accuracy_score",
+    "accuracy_score", "auc", "average_precision_score", "balanced_accuracy_score",
     "balanced_accuracy_weighted",
-    "binary_quality_metrics", "brier_score_loss", "catboost_metric", "classification_report",
-    "cohen_kappa_score", "confusion_matrix", "coverage_error", "dcg_score", "encode_labels", "f1_score",
+    "binary_quality_metrics", "brier_score_loss", "catboost_metric", "class_likelihood_ratios", "classification_report",
+    "cohen_kappa_score", "confusion_matrix", "confusion_matrix_at_thresholds", "coverage_error", "dcg_score", "det_curve", "encode_labels", "f1_score",
     "fbeta_score",
     "expected_calibration_error", "get_backend", "hamming_loss", "hinge_loss", "jaccard_score",
     "label_ranking_average_precision_score", "label_ranking_loss", "label_ranking_metrics",

@@ -672,6 +672,40 @@ def catboost_total_f1(c: Counts, average: str):
     return divide(inner(per_class, c.support, xp), c.support.sum(axis=0), xp, 0.0)[0]
 
 
+_LIKELIHOOD_REPLACE = ("Use the `replace_undefined_by` param to control this behavior. To "
+                       "suppress this warning or turn it into an error, see Python's "
+                       "`warnings` module and `warnings.catch_warnings()`.")
+
+
+def likelihood_ratios(tn, fp, fn, tp, replace: dict[str, float] | None = None
+                      ) -> tuple[float, float]:
+    """scikit-learn's ``class_likelihood_ratios`` of one binary confusion matrix
+    (host numbers): ``LR+ = (tp / (tp + fn)) / (fp / (tn + fp))`` and
+    ``LR- = (fn / (tp + fn)) / (tn / (tn + fp))``, with its warnings. An
+    undefined ratio (fp = 0, tn = 0) is NaN or ``replace[...]``."""
+    support_pos, support_neg = tp + fn, tn + fp
+    if support_pos == 0:
+        warn("No samples of the positive class are present in `y_true`. "
+             "`positive_likelihood_ratio` and `negative_likelihood_ratio` are both set to "
+             "`np.nan`. " + _LIKELIHOOD_REPLACE, UndefinedMetricWarning)
+    with _quiet(np):
+        positive = np.float64(tp * support_neg) / np.float64(fp * support_pos)
+        negative = np.float64(fn * support_neg) / np.float64(tn * support_pos)
+    if fp == 0:
+        beginning = ("No samples were predicted for the positive class and "
+                     "`positive_likelihood_ratio` is " if tp == 0
+                     else "`positive_likelihood_ratio` is ill-defined and ")
+        # scikit-learn's message ends here (the rest of its text is a separate statement).
+        warn(beginning + "set to `np.nan`. Use the `replace_undefined_by` param to ",
+             UndefinedMetricWarning)
+        positive = np.float64(np.nan if replace is None else replace["LR+"])
+    if tn == 0:
+        warn("`negative_likelihood_ratio` is ill-defined and set to `np.nan`. "
+             + _LIKELIHOOD_REPLACE, UndefinedMetricWarning)
+        negative = np.float64(np.nan if replace is None else replace["LR-"])
+    return float(positive), float(negative)
+
+
 def catboost_kappa(c: Counts, stats: ClassStatistics, weights: str | None):
     """CatBoost ``Kappa`` / ``WKappa`` (quadratic): -1 when the expected
     disagreement is 0 (``kappa.cpp``)."""

@@ -51,6 +51,7 @@ import numpy as np
 
 from metrics_gpu._formulas import labels as F
 from metrics_gpu._functional.confusion import (
+    confusion_matrix,
     _any_true_in,
     _multilabel_columns,
     _PassOptions,
@@ -81,7 +82,9 @@ from metrics_gpu._validation import (
     LabelInputs,
     check_class_weight,
     check_option,
+    check_likelihood_replacement,
     check_zero_division,
+    to_numpy,
     refuse_multilabel,
 )
 
@@ -471,6 +474,67 @@ def matthews_corrcoef(y_true: ArrayLike, y_pred: ArrayLike, *,
     if reduces_on_device(inputs):
         return output(evaluate(inputs, moments=False).slot("matthews_corrcoef"), inputs)
     return output(F.matthews_corrcoef(host_counts(inputs)), inputs)
+
+
+@on_caller_stream
+def class_likelihood_ratios(y_true: ArrayLike, y_pred: ArrayLike, *,
+                            labels: ArrayLike | None = None,
+                            sample_weight: ArrayLike | None = None,
+                            replace_undefined_by: float | dict = np.nan) -> tuple[float, float]:
+    """Positive and negative likelihood ratios of a binary problem, as
+    ``sklearn.metrics.class_likelihood_ratios``.
+
+    ``LR+ = (tp / (tp + fn)) / (fp / (tn + fp))`` and
+    ``LR- = (fn / (tp + fn)) / (tn / (tn + fp))``, from the 2 x 2 matrix of
+    :func:`confusion_matrix` (the second class positive).
+
+    Parameters
+    ----------
+    y_true, y_pred : array-like of shape (N,)
+        Labels of at most two classes, together.
+    labels : array-like of two class codes, optional
+        The negative and the positive class, in that order; default the
+        classes present, sorted.
+    sample_weight : array-like of shape (N,), optional
+        Non-negative weight of each sample.
+    replace_undefined_by : np.nan, 1.0 or dict, default np.nan
+        The value of a ratio that divides by 0 (no false positives for LR+,
+        no true negatives for LR-): NaN, 1.0 for both, or
+        ``{"LR+": v1, "LR-": v2}`` with ``v1 >= 1`` and ``0 <= v2 <= 1`` (or
+        NaN). Either way an ``UndefinedMetricWarning`` says so.
+
+    Returns
+    -------
+    (positive_likelihood_ratio, negative_likelihood_ratio) : tuple of float
+        Python floats (read back from the matrix: a sync).
+
+    See Also
+    --------
+    confusion_matrix : The counts the ratios are read from.
+    specificity_score : tn / (tn + fp), the denominator of LR+ being 1 - it.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from metrics_gpu import class_likelihood_ratios
+    >>> class_likelihood_ratios(np.array([0, 1, 0, 1, 0]), np.array([1, 1, 0, 0, 0]))
+    (1.5, 0.75)
+    """
+    replace = check_likelihood_replacement(replace_undefined_by)
+    refuse_multilabel(y_true, y_pred, "class_likelihood_ratios",
+                      "score each label's column, e.g. class_likelihood_ratios(y_true[:, j], "
+                      "y_pred[:, j])")
+    present = to_numpy(confusion_matrix(y_true, y_pred, sample_weight=sample_weight))
+    if present.shape[0] > 2:
+        raise ValueError("class_likelihood_ratios only supports binary classification problems, "
+                         "got targets of type: multiclass")
+    cm = present if labels is None else to_numpy(
+        confusion_matrix(y_true, y_pred, labels=labels, sample_weight=sample_weight))
+    if cm.shape != (2, 2):
+        raise ValueError("class_likelihood_ratios needs the 2 x 2 confusion matrix of two "
+                         f"classes, got {cm.shape[0]} class(es) in y_true, y_pred and labels")
+    tn, fp, fn, tp = cm.ravel()
+    return F.likelihood_ratios(tn, fp, fn, tp, replace)
 
 
 @on_caller_stream

@@ -35,6 +35,7 @@ from metrics_gpu._validation.common import (
     check_ignore_index,
     check_int_range,
     check_k,
+    check_likelihood_replacement,
     check_num_classes,
     check_option,
     check_sample_weight,

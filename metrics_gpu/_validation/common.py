@@ -360,6 +360,32 @@ def check_zero_division(zero_division):
     )
 
 
+def check_likelihood_replacement(replace_undefined_by) -> dict[str, float] | None:
+    """scikit-learn's ``replace_undefined_by`` of ``class_likelihood_ratios``:
+    NaN (None returned: leave NaN), 1.0 (both ratios 1), or a dict
+    ``{"LR+": v1, "LR-": v2}`` with ``1 <= v1`` (or NaN) and ``0 <= v2 <= 1`` (or NaN)."""
+    if isinstance(replace_undefined_by, numbers.Real) and not isinstance(replace_undefined_by, bool):
+        if math.isnan(replace_undefined_by):
+            return None
+        if replace_undefined_by == 1.0:
+            return {"LR+": 1.0, "LR-": 1.0}
+    elif isinstance(replace_undefined_by, dict):
+        positive = replace_undefined_by.get("LR+")
+        negative = replace_undefined_by.get("LR-")
+        if (isinstance(positive, numbers.Real) and not isinstance(positive, bool)
+                and isinstance(negative, numbers.Real) and not isinstance(negative, bool)
+                and not positive < 1.0 and not (negative < 0.0 or negative > 1.0)):
+            return {"LR+": float(positive), "LR-": float(negative)}
+        raise ValueError(
+            "The dictionary passed as `replace_undefined_by` needs to be in the form "
+            "`{'LR+': `value_1`, 'LR-': `value_2`}` where the value for `LR+` ranges "
+            "from `1.0` to `np.inf` or is `np.nan` and the value for `LR-` ranges from "
+            f"`0.0` to `1.0` or is `np.nan`; got `{replace_undefined_by}`."
+        )
+    raise ValueError("replace_undefined_by must be np.nan, 1.0 or a dict {'LR+': value_1, "
+                     f"'LR-': value_2}}, got {replace_undefined_by!r}")
+
+
 def check_beta(beta, name: str = "beta") -> float:
     if type(beta) is float and beta >= 0.0:  # the common case, without the checks' calls
         return beta
