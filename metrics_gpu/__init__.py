@@ -62,6 +62,8 @@ from metrics_gpu._functional.thresholds import auc, confusion_matrix_at_threshol
 from metrics_gpu._functional.scores import (
     LogitsReport,
     brier_score_loss,
+    d2_brier_score,
+    d2_log_loss_score,
     expected_calibration_error,
     hinge_loss,
     log_loss,
@@ -82,7 +84,7 @@ __all__ = [
     "accuracy_score", "auc", "average_precision_score", "balanced_accuracy_score",
     "balanced_accuracy_weighted",
     "binary_quality_metrics", "brier_score_loss", "catboost_metric", "class_likelihood_ratios", "classification_report",
-    "cohen_kappa_score", "confusion_matrix", "confusion_matrix_at_thresholds", "coverage_error", "dcg_score", "det_curve", "encode_labels", "f1_score",
+    "cohen_kappa_score", "confusion_matrix", "confusion_matrix_at_thresholds", "coverage_error", "d2_brier_score", "d2_log_loss_score", "dcg_score", "det_curve", "encode_labels", "f1_score",
     "fbeta_score",
     "expected_calibration_error", "get_backend", "hamming_loss", "hinge_loss", "jaccard_score",
     "label_ranking_average_precision_score", "label_ranking_loss", "label_ranking_metrics",

@@ -756,6 +756,35 @@ def brier_score(sums: ScoreSums, xp, scale_by_half="auto"):
     return xp.divide(value, 2) if brier_halved(sums.num_classes, scale_by_half) else value
 
 
+def class_prior(class_weight, xp):
+    """The weighted class frequencies ``W_k / W``: the prediction of the model
+    that knows only the prior, the baseline of the D^2 scores."""
+    with _quiet(np):
+        return class_weight / class_weight.sum()
+
+
+def prior_log_loss(class_weight, clip_eps: float, xp):
+    """Weighted sum of -log p_t when every row predicts :func:`class_prior`
+    (clipped to ``[eps, 1 - eps]`` as the loss clips): ``-sum_k W_k log p_k``,
+    a class without weight adding 0."""
+    prior = xp.clip(class_prior(class_weight, xp), clip_eps, 1 - clip_eps)
+    return -xp.sum(xp.where(class_weight > 0, class_weight * xp.log(prior), 0.0))
+
+
+def prior_brier(class_weight, xp):
+    """Weighted sum of sum_j (p_j - [j == t])^2 when every row predicts
+    :func:`class_prior`: ``W sum_k p_k (1 - p_k)``."""
+    prior = class_prior(class_weight, xp)
+    return class_weight.sum() * xp.sum(prior * (1 - prior))
+
+
+def d2_score(loss_sum, baseline_sum, xp):
+    """``1 - loss / baseline``: the fraction of the baseline's loss explained
+    (scikit-learn's D^2; a zero baseline gives -inf or NaN, as there)."""
+    with np.errstate(divide="ignore", invalid="ignore"):
+        return 1 - xp.divide(loss_sum, baseline_sum)
+
+
 def top_k_accuracy(sums: ScoreSums, normalize: bool = True):
     """Weighted share (or weight) of rows whose true class ranks within each k."""
     hits = sums.top_k_hits

@@ -36,6 +36,8 @@ from metrics_gpu._validation import (
     check_option,
     check_score_inputs,
     check_top_k,
+    one_hot_target_codes,
+    renamed_proba,
     score_dtype_eps,
     to_numpy,
 )
@@ -69,7 +71,7 @@ def _score_pass(inputs: ScoreInputs, *, from_logits: bool, top_k=(), n_bins: int
 def log_loss(y_true: ArrayLike, y_proba: ArrayLike | None = None, *, normalize: bool = True,
              sample_weight: ArrayLike | None = None, labels: ArrayLike | None = None,
              from_logits: bool = False, ignore_index: int | None = None,
-             validate: bool = True) -> Any:
+             validate: bool = True, y_pred: Any = "deprecated") -> Any:
     """Log loss (cross-entropy): the mean of ``-log p[i, y_true[i]]``.
 
     Probabilities are clipped to ``[eps, 1 - eps]`` with the eps of float16
@@ -79,9 +81,10 @@ def log_loss(y_true: ArrayLike, y_proba: ArrayLike | None = None, *, normalize: 
 
     Parameters
     ----------
-    y_true : array-like of shape (N,)
+    y_true : array-like of shape (N,) or (N, K)
         Class codes: each row's score column (its position among ``labels``
-        when given).
+        when given); or, as scikit-learn, a one-hot label indicator matrix
+        (column k is class k; rows of several or no 1s are refused).
     y_proba : array-like of shape (N, K) or (N,)
         Probabilities, or (N,) probabilities of class 1 (binary); with
         ``from_logits=True``, raw logits (softmax taken in the pass, never
@@ -100,6 +103,9 @@ def log_loss(y_true: ArrayLike, y_proba: ArrayLike | None = None, *, normalize: 
         Check ranges, finiteness and row sums (each a reduction on the device
         with a few numbers read back), and with ``from_logits=True`` warn when
         the scores look like probabilities; False checks nothing and does not warn.
+    y_pred : array-like, deprecated
+        scikit-learn's former name of ``y_proba`` (renamed in 1.9): accepted
+        with its ``FutureWarning``; giving both is a ``ValueError``.
 
     Returns
     -------
@@ -125,8 +131,10 @@ def log_loss(y_true: ArrayLike, y_proba: ArrayLike | None = None, *, normalize: 
     ...                      from_logits=True)), 6)
     0.220095
     """
+    y_proba = renamed_proba(y_proba, y_pred)
     if y_proba is None:
         raise ValueError("y_proba is required: (N, K) probabilities or logits")
+    y_true = one_hot_target_codes(y_true, y_proba, labels)
     from_logits = check_bool(from_logits, "from_logits")
     normalize = check_bool(normalize, "normalize")
     if from_logits and normalize and labels is None:
@@ -199,6 +207,16 @@ def brier_score_loss(y_true: ArrayLike, y_proba: ArrayLike, *,
     """
     if scale_by_half != "auto":
         check_bool(scale_by_half, "scale_by_half")
+    inputs = _brier_inputs(y_true, y_proba, sample_weight, pos_label, labels, ignore_index,
+                           validate)
+    sums = _score_pass(inputs, from_logits=False, terms=("brier",))
+    return output(F.brier_score(sums, inputs.backend.xp, scale_by_half), inputs)
+
+
+def _brier_inputs(y_true, y_proba, sample_weight, pos_label, labels, ignore_index,
+                  validate) -> ScoreInputs:
+    """The checked probabilities of the Brier score, class ``pos_label``'s
+    column last for binary (N,) input."""
     if pos_label is not None and pos_label not in (0, 1):
         raise ValueError(f"pos_label must be 0 or 1 (class codes), got {pos_label!r}")
     inputs = check_score_inputs(y_true, y_proba, name="y_proba", kind="probabilities",
@@ -208,12 +226,144 @@ def brier_score_loss(y_true: ArrayLike, y_proba: ArrayLike, *,
     if pos_label == 0 and inputs.binary_column:
         # The column is class 0's probability: swap the two columns.
         inputs = _swap_binary_columns(inputs)
-    sums = _score_pass(inputs, from_logits=False, terms=("brier",))
-    return output(F.brier_score(sums, inputs.backend.xp, scale_by_half), inputs)
+    return inputs
 
 
 def _swap_binary_columns(inputs: ScoreInputs) -> ScoreInputs:
     return replace(inputs, scores=inputs.scores[:, ::-1])
+
+
+_D2_FEW_SAMPLES = "D^2 score is not well-defined with less than two samples."
+
+
+def _few_samples(y_proba) -> bool:
+    """scikit-learn's D^2 of fewer than two samples: NaN, with a warning."""
+    shape = getattr(y_proba, "shape", None)
+    shape = np.shape(y_proba) if shape is None else tuple(shape)
+    if len(shape) >= 1 and shape[0] < 2:
+        F.warn(_D2_FEW_SAMPLES, F.UndefinedMetricWarning)
+        return True
+    return False
+
+
+def _class_weight(inputs: ScoreInputs):
+    """The weight of each score column's class in ``y_true`` (a bincount where
+    the targets live, no sync)."""
+    xp = inputs.backend.xp
+    weight = inputs.sample_weight
+    return xp.bincount(inputs.y_true.astype(np.int64), minlength=int(inputs.scores.shape[1]),
+                       weights=None if weight is None else weight.astype(np.float64)
+                       ).astype(np.float64)
+
+
+@on_caller_stream
+def d2_log_loss_score(y_true: ArrayLike, y_proba: ArrayLike | None = None, *,
+                      sample_weight: ArrayLike | None = None, labels: ArrayLike | None = None,
+                      y_pred: Any = "deprecated") -> Any:
+    """D^2 of the log loss: ``1 - log_loss / log_loss of the class prior``, as
+    ``sklearn.metrics.d2_log_loss_score``.
+
+    The baseline predicts for every sample the weighted class frequencies of
+    ``y_true``. 1 is best; 0 is no better than the prior; it may be negative.
+
+    Parameters
+    ----------
+    y_true : array-like of shape (N,) or (N, K)
+        Class codes (positions among ``labels`` when given), or one-hot rows
+        as :func:`log_loss` reads them.
+    y_proba : array-like of shape (N, K) or (N,)
+        Probabilities, or (N,) probabilities of class 1 (binary).
+    sample_weight : array-like of shape (N,), optional
+        Non-negative weight of each sample.
+    labels : array-like of class codes, optional
+        The class codes of the columns (scikit-learn's), default ``0..K-1``.
+    y_pred : array-like, deprecated
+        scikit-learn's former name of ``y_proba``, with its ``FutureWarning``.
+
+    Returns
+    -------
+    d2 : float
+        A ``numpy.float64`` for NumPy inputs; else a 0-d array of the
+        input's framework, on its device. NaN, with an
+        ``UndefinedMetricWarning``, for fewer than two samples.
+
+    See Also
+    --------
+    log_loss : The numerator.
+    d2_brier_score : The same fraction for the Brier score.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from metrics_gpu import d2_log_loss_score
+    >>> round(float(d2_log_loss_score(np.array([0, 1, 1]),
+    ...                               np.array([[.9, .1], [.2, .8], [.3, .7]]))), 6)
+    0.641182
+    """
+    y_proba = renamed_proba(y_proba, y_pred)
+    if y_proba is None:
+        raise ValueError("y_proba is required: (N, K) probabilities")
+    if _few_samples(y_proba):
+        return float("nan")
+    y_true = one_hot_target_codes(y_true, y_proba, labels)
+    inputs = check_score_inputs(y_true, y_proba, name="y_proba", kind="probabilities",
+                                sample_weight=sample_weight, labels=labels,
+                                allow_all_zero_weight=False)
+    sums = _score_pass(inputs, from_logits=False, terms=("nll",))
+    xp = inputs.backend.xp
+    baseline = F.prior_log_loss(_class_weight(inputs), _clip_eps(inputs.scores), xp)
+    return output(F.d2_score(F.log_loss(sums, normalize=False), baseline, xp), inputs)
+
+
+@on_caller_stream
+def d2_brier_score(y_true: ArrayLike, y_proba: ArrayLike, *,
+                   sample_weight: ArrayLike | None = None, pos_label: int | None = None,
+                   labels: ArrayLike | None = None) -> Any:
+    """D^2 of the Brier score (the Brier skill score): ``1 - Brier / Brier of
+    the class prior``, as ``sklearn.metrics.d2_brier_score``.
+
+    The baseline predicts for every sample the weighted class frequencies of
+    ``y_true``; the scale of the Brier score cancels in the ratio.
+
+    Parameters
+    ----------
+    y_true : array-like of shape (N,)
+        Class codes (positions among ``labels`` when given).
+    y_proba : array-like of shape (N, K) or (N,)
+        Probabilities, or (N,) probabilities of the positive class.
+    sample_weight : array-like of shape (N,), optional
+        Non-negative weight of each sample.
+    pos_label : {0, 1}, optional
+        Binary 1-D input: the class the column is for, 1 by default.
+    labels : array-like of class codes, optional
+        The class codes of the columns (scikit-learn's), default ``0..K-1``.
+
+    Returns
+    -------
+    d2 : float
+        A ``numpy.float64`` for NumPy inputs; else a 0-d array of the
+        input's framework, on its device. NaN, with an
+        ``UndefinedMetricWarning``, for fewer than two samples.
+
+    See Also
+    --------
+    brier_score_loss : The numerator.
+    d2_log_loss_score : The same fraction for the log loss.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from metrics_gpu import d2_brier_score
+    >>> round(float(d2_brier_score(np.array([0, 1, 1, 0]), np.array([0.1, 0.9, 0.6, 0.3]))), 6)
+    0.73
+    """
+    if _few_samples(y_proba):
+        return float("nan")
+    inputs = _brier_inputs(y_true, y_proba, sample_weight, pos_label, labels, None, True)
+    sums = _score_pass(inputs, from_logits=False, terms=("brier",))
+    xp = inputs.backend.xp
+    baseline = F.prior_brier(_class_weight(inputs), xp)
+    return output(F.d2_score(sums.slot("brier"), baseline, xp), inputs)
 
 
 @on_caller_stream

@@ -77,6 +77,8 @@ from metrics_gpu._validation.scores import (
     ScoreInputs,
     allowed_non_probability_rows,
     check_score_inputs,
+    one_hot_target_codes,
+    renamed_proba,
     check_score_labels,
     count_non_probability_rows,
     declared_probabilities_refused,

@@ -374,7 +374,8 @@ def check_likelihood_replacement(replace_undefined_by) -> dict[str, float] | Non
         negative = replace_undefined_by.get("LR-")
         if (isinstance(positive, numbers.Real) and not isinstance(positive, bool)
                 and isinstance(negative, numbers.Real) and not isinstance(negative, bool)
-                and not positive < 1.0 and not (negative < 0.0 or negative > 1.0)):
+                and not float(positive) < 1.0
+                and not (float(negative) < 0.0 or float(negative) > 1.0)):
             return {"LR+": float(positive), "LR-": float(negative)}
         raise ValueError(
             "The dictionary passed as `replace_undefined_by` needs to be in the form "

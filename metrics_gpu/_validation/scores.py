@@ -24,6 +24,7 @@ from metrics_gpu._validation.common import (
     _position,
     _row_chunks,
     _shape_of,
+    _to_backend,
     check_ignore_index,
     check_option,
     check_sample_weight,
@@ -246,6 +247,53 @@ def label_probabilities_read_as_logits(name: str, option: str, *, rows: int | No
             "logits (the default), a label predicted where sigmoid(score) passes the "
             f"threshold; pass {option} if they are probabilities, else the metrics (every "
             "predicted label included) are wrong")
+
+
+def renamed_proba(y_proba, y_pred):
+    """scikit-learn 1.9's rename of ``y_pred`` to ``y_proba`` (``log_loss``,
+    ``d2_log_loss_score``): ``y_pred`` still works, with its FutureWarning;
+    both at once is a ValueError."""
+    if isinstance(y_pred, str) and y_pred == "deprecated":
+        return y_proba
+    if y_proba is not None:
+        raise ValueError("Cannot use both `y_pred` and `y_proba`. `y_pred` is deprecated, use "
+                         "`y_proba` instead.")
+    warn("`y_pred` was renamed to `y_proba` in version 1.9 and will be removed in 1.11. Use "
+         "`y_proba` instead.", FutureWarning)
+    return y_pred
+
+
+def one_hot_target_codes(y_true, scores, labels=None, name: str = "y_proba"):
+    """scikit-learn's label-indicator ``y_true`` of ``log_loss``: ``(N, K)``
+    one-hot rows (0/1, one 1 each) become the ``(N,)`` codes of their 1s,
+    column ``k`` being class ``k``. Any other ``y_true`` is returned as it is.
+    One flag read back (and a row index when a row is not one-hot)."""
+    shape = _shape_of(y_true)
+    if len(shape) != 2 or shape[1] == 1:
+        return y_true
+    backend = resolve_backend(y_true, scores)
+    xp = backend.xp
+    indicator = _to_backend(y_true, backend)
+    if indicator.dtype.kind not in "biuf":
+        raise ValueError(f"y_true of shape {tuple(indicator.shape)} must be a 0/1 label "
+                         f"indicator matrix, got dtype {indicator.dtype}")
+    if labels is not None:
+        raise ValueError("labels cannot be given with a label indicator y_true: its columns "
+                         "are the classes 0..K-1 of the score columns")
+    width = shape[1]
+    score_shape = _shape_of(scores)
+    score_columns = 2 if len(score_shape) == 1 or score_shape[1] == 1 else score_shape[1]
+    if width != score_columns:
+        raise ValueError(f"y_true and {name} contain different number of classes: {width} vs "
+                         f"{score_columns} (y_true is a label indicator matrix of shape "
+                         f"{tuple(shape)})")
+    ones = xp.equal(indicator, 1)
+    row = _first_true(~(ones | xp.equal(indicator, 0)).all(axis=1)
+                      | xp.not_equal(ones.sum(axis=1), 1), backend)
+    if row is not None:
+        raise ValueError(f"y_true is a label indicator matrix, but row {row} is not one-hot "
+                         "(one 1, the rest 0); only one class per sample is supported")
+    return xp.argmax(ones, axis=1)
 
 
 def check_score_inputs(y_true, scores, *, name: str = "y_score", kind: str = "probabilities",
