@@ -75,6 +75,7 @@ class Case:
                                           np.round(self.probabilities, 1)),
             "relevance": lambda: (np.floor(self.probabilities * 4), np.round(self.logits)),
             "confusion_matrix": lambda: (self.confusion_matrix(),),
+            "curve": lambda: (np.sort(self.probabilities[:, 0]), self.probabilities[:, 1]),
         }[inputs]()
 
 
@@ -106,6 +107,8 @@ INPUTS = {
     "relevance": "(y_true, y_score): (N, K) graded relevance 0..3 and (N, K) rounded logits "
                  "(ties)",
     "confusion_matrix": "(cm,): K x K counts, rows actual (pyActLearn)",
+    "curve": "(x, y): a curve's points, x increasing (class 0's probabilities sorted), "
+             "y any (class 1's)",
 }
 SAMPLE_INPUTS = frozenset(INPUTS) - {"confusion_matrix"}
 # Inputs whose two arrays are both labels: swapping them is meaningful.
@@ -234,6 +237,9 @@ METRICS: tuple[Metric, ...] = (
            symmetric=False, swap_partner="precision_score",
            notes={"symmetric": "recall(a, b) = precision(b, a)"}),
     Metric("zero_one_loss", "labels", "scalar", sklearn=skm.zero_one_loss, symmetric=True),
+    Metric("class_likelihood_ratios", "binary_labels", "tuple",
+           sklearn=skm.class_likelihood_ratios, symmetric=False,
+           notes={"symmetric": "swapping the arrays swaps fp and fn: LR+ and LR- change"}),
     # -- label metrics without a namesake ---------------------------------------------------
     Metric("balanced_accuracy_weighted", "labels", "scalar",
            options={"class_weight": [1.0, 2.0, 3.0, 4.0]}, symmetric=False,
@@ -276,6 +282,10 @@ METRICS: tuple[Metric, ...] = (
            notes={"symmetric": _SCORE_NOT_SYMMETRIC}),
     Metric("brier_score_loss", "probabilities", "scalar", sklearn=skm.brier_score_loss,
            notes={"symmetric": _SCORE_NOT_SYMMETRIC}),
+    Metric("d2_log_loss_score", "probabilities", "scalar", sklearn=skm.d2_log_loss_score,
+           notes={"symmetric": _SCORE_NOT_SYMMETRIC}),
+    Metric("d2_brier_score", "probabilities", "scalar", sklearn=skm.d2_brier_score,
+           notes={"symmetric": _SCORE_NOT_SYMMETRIC}),
     Metric("hinge_loss", "logits", "scalar", sklearn=skm.hinge_loss,
            notes={"symmetric": _SCORE_NOT_SYMMETRIC}),
     Metric("top_k_accuracy_score", "probabilities", "scalar", options={"k": 2},
@@ -295,6 +305,17 @@ METRICS: tuple[Metric, ...] = (
            notes={"symmetric": _SCORE_NOT_SYMMETRIC}),
     Metric("precision_recall_curve", "binary_scores", "tuple",
            sklearn=skm.precision_recall_curve, notes={"symmetric": _SCORE_NOT_SYMMETRIC}),
+    Metric("det_curve", "binary_scores", "tuple", sklearn=skm.det_curve,
+           notes={"symmetric": _SCORE_NOT_SYMMETRIC}),
+    Metric("confusion_matrix_at_thresholds", "binary_scores", "tuple",
+           sklearn=skm.confusion_matrix_at_thresholds,
+           notes={"symmetric": _SCORE_NOT_SYMMETRIC}),
+    Metric("auc", "curve", "scalar", sklearn=skm.auc, weight_arg=None,
+           checks_negative_weight=False, permutation_invariant=False,
+           notes={"sample_weight": "reads a curve's points, not samples",
+                  "negative_weight": "no weights",
+                  "permutation": "the points of a curve are in its order (x monotonic)",
+                  "symmetric": "x and y are a curve's axes, not labels"}),
     Metric("multiclass_auc_mu", "probabilities", "scalar",
            notes={"sklearn": "AUC-mu (Kleiman & Page) is CatBoost's, not scikit-learn's "
                              "(tests/test_ranking.py)",

@@ -17,7 +17,7 @@ import numpy as np
 
 from metrics_gpu._formulas import labels as F
 from metrics_gpu._multilabel import counts as ML
-from metrics_gpu.backends.selection import on_caller_stream
+from metrics_gpu.backends.selection import on_caller_stream, resolve_backend
 from metrics_gpu._common.docs import shared_parameters
 from metrics_gpu._pipeline.stages import (
     accumulate,
@@ -38,6 +38,19 @@ from metrics_gpu._validation import (
     check_option,
     refuse_multilabel,
 )
+
+
+@dataclass(frozen=True)
+class CallerPlacement:
+    """Where a result computed on the host from a call's arrays goes (the
+    ``Placement`` of :func:`output`): the framework and device of ``source``."""
+
+    backend: Any
+    source: Any
+
+    @classmethod
+    def of(cls, source, *arrays) -> CallerPlacement:
+        return cls(resolve_backend(source, *arrays), source)
 
 
 @dataclass(frozen=True)

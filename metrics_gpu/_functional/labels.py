@@ -51,6 +51,7 @@ import numpy as np
 
 from metrics_gpu._formulas import labels as F
 from metrics_gpu._functional.confusion import (
+    CallerPlacement,
     confusion_matrix,
     _any_true_in,
     _multilabel_columns,
@@ -506,7 +507,9 @@ def class_likelihood_ratios(y_true: ArrayLike, y_pred: ArrayLike, *,
     Returns
     -------
     (positive_likelihood_ratio, negative_likelihood_ratio) : tuple of float
-        Python floats (read back from the matrix: a sync).
+        ``numpy.float64`` for NumPy inputs, else 0-d arrays of the input's
+        framework on its device (the ratios are computed on the host from the
+        matrix read back: a sync).
 
     See Also
     --------
@@ -518,7 +521,7 @@ def class_likelihood_ratios(y_true: ArrayLike, y_pred: ArrayLike, *,
     >>> import numpy as np
     >>> from metrics_gpu import class_likelihood_ratios
     >>> class_likelihood_ratios(np.array([0, 1, 0, 1, 0]), np.array([1, 1, 0, 0, 0]))
-    (1.5, 0.75)
+    (np.float64(1.5), np.float64(0.75))
     """
     replace = check_likelihood_replacement(replace_undefined_by)
     refuse_multilabel(y_true, y_pred, "class_likelihood_ratios",
@@ -534,7 +537,9 @@ def class_likelihood_ratios(y_true: ArrayLike, y_pred: ArrayLike, *,
         raise ValueError("class_likelihood_ratios needs the 2 x 2 confusion matrix of two "
                          f"classes, got {cm.shape[0]} class(es) in y_true, y_pred and labels")
     tn, fp, fn, tp = cm.ravel()
-    return F.likelihood_ratios(tn, fp, fn, tp, replace)
+    placement = CallerPlacement.of(y_true, y_pred, sample_weight)
+    return tuple(output(ratio, placement)  # type: ignore[return-value]
+                 for ratio in F.likelihood_ratios(tn, fp, fn, tp, replace))
 
 
 @on_caller_stream

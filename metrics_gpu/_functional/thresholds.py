@@ -14,6 +14,7 @@ from typing import Any
 
 import numpy as np
 
+from metrics_gpu._functional.confusion import CallerPlacement
 from metrics_gpu._functional.ranking import _binary_curve, _keep, exact_float64
 from metrics_gpu._pipeline.stages import output
 from metrics_gpu._common.types import ArrayLike
@@ -189,7 +190,7 @@ def det_curve(y_true: ArrayLike, y_score: ArrayLike, pos_label: int | None = Non
     return output(fpr, inputs), output(fnr, inputs), output(xp.flip(thresholds[first:last]), inputs)
 
 
-def auc(x: ArrayLike, y: ArrayLike) -> float:
+def auc(x: ArrayLike, y: ArrayLike) -> Any:
     """Area under a curve by the trapezoidal rule, as ``sklearn.metrics.auc``.
 
     Parameters
@@ -203,7 +204,8 @@ def auc(x: ArrayLike, y: ArrayLike) -> float:
     -------
     area : float
         Computed on the host (the points of a curve are few; device arrays
-        are copied back, a sync).
+        are copied back, a sync): a ``numpy.float64`` for NumPy inputs, else
+        a 0-d array of ``x``'s framework on its device.
 
     Raises
     ------
@@ -220,9 +222,10 @@ def auc(x: ArrayLike, y: ArrayLike) -> float:
     >>> import numpy as np
     >>> from metrics_gpu import auc, roc_curve
     >>> fpr, tpr, _ = roc_curve(np.array([0, 0, 1, 1]), np.array([0.1, 0.4, 0.35, 0.8]))
-    >>> auc(fpr, tpr)
+    >>> float(auc(fpr, tpr))
     0.75
     """
+    x_in, y_in = x, y
     points: dict[str, Any] = {}
     for name, values in (("x", x), ("y", y)):
         array = to_numpy(values)
@@ -243,4 +246,4 @@ def auc(x: ArrayLike, y: ArrayLike) -> float:
         if not np.all(dx <= 0):
             raise ValueError(f"x is neither increasing nor decreasing : {x}.")
         direction = -1
-    return float(direction * np.trapezoid(y, x))
+    return output(np.float64(direction * np.trapezoid(y, x)), CallerPlacement.of(x_in, y_in))
