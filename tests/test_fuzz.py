@@ -486,6 +486,9 @@ def _score_reference(name: str, case: Case, options: dict):
         return lambda: skm.log_loss(y_true, scores, labels=codes, sample_weight=weights)
     if name == "brier_score_loss":
         return lambda: skm.brier_score_loss(y_true, scores, labels=codes, sample_weight=weights)
+    if name in ("d2_log_loss_score", "d2_brier_score"):
+        reference = getattr(skm, name)
+        return lambda: reference(y_true, scores, labels=codes, sample_weight=weights)
     if name == "hinge_loss":
         return lambda: skm.hinge_loss(y_true, scores, labels=codes, sample_weight=weights)
     if name == "top_k_accuracy_score":
@@ -554,6 +557,8 @@ def test_calibration_error_with_a_subnormal_weight(backend):
 SCORE_FUNCTIONS = {
     "log_loss": ("proba", True, True, 2, st.just({})),
     "brier_score_loss": ("proba", True, True, 2, st.just({})),
+    "d2_log_loss_score": ("proba", True, False, 2, st.just({})),
+    "d2_brier_score": ("proba", True, False, 2, st.just({})),
     "hinge_loss": ("decision", True, True, 3, st.just({})),
     "top_k_accuracy_score": ("decision", True, True, 3,
                              st.fixed_dictionaries({"k": st.integers(1, 3)})),
@@ -595,6 +600,9 @@ BINARY_FUNCTIONS = {
     "average_precision_score": (mg.average_precision_score, skm.average_precision_score),
     "roc_curve": (mg.roc_curve, skm.roc_curve),
     "precision_recall_curve": (mg.precision_recall_curve, skm.precision_recall_curve),
+    "det_curve": (mg.det_curve, skm.det_curve),
+    "confusion_matrix_at_thresholds": (mg.confusion_matrix_at_thresholds,
+                                       skm.confusion_matrix_at_thresholds),
 }
 
 
@@ -612,5 +620,31 @@ def test_binary_ranking_metric_matches_scikit_learn(backend, function):
               lambda: reference(case.plain_true, case.plain_second,
                                 sample_weight=case.plain_weights),
               rtol=_score_rtol(case))
+
+    run()
+
+
+# -- binary label metrics ----------------------------------------------------------------------
+
+LIKELIHOOD_REPLACEMENTS = (np.nan, 1.0, {"LR+": 2.0, "LR-": 0.5}, {"LR+": np.inf, "LR-": np.nan})
+
+
+def test_class_likelihood_ratios_match_scikit_learn(backend):
+    """Labels of one or two classes (codes 0, 1 and up to 3 with ``labels=``), any
+    weights, each ``replace_undefined_by``."""
+
+    @_settings(backend.name)
+    @given(case=label_cases(takes_labels=True, takes_num_classes=False, max_k=2),
+           replace=st.sampled_from(LIKELIHOOD_REPLACEMENTS))
+    def run(case, replace):
+        options = {**case.options, "replace_undefined_by": replace}
+        check("class_likelihood_ratios", backend, case,
+              lambda: mg.class_likelihood_ratios(
+                  backend.asarray(case.y_true), backend.asarray(case.second),
+                  sample_weight=None if case.weights is None else backend.asarray(case.weights),
+                  **options),
+              lambda: skm.class_likelihood_ratios(case.plain_true, case.plain_second,
+                                                  sample_weight=case.plain_weights, **options),
+              options=options)
 
     run()

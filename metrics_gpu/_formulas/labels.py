@@ -682,15 +682,17 @@ def likelihood_ratios(tn, fp, fn, tp, replace: dict[str, float] | None = None
     """scikit-learn's ``class_likelihood_ratios`` of one binary confusion matrix
     (host numbers): ``LR+ = (tp / (tp + fn)) / (fp / (tn + fp))`` and
     ``LR- = (fn / (tp + fn)) / (tn / (tn + fp))``, with its warnings. An
-    undefined ratio (fp = 0, tn = 0) is NaN or ``replace[...]``."""
+    undefined ratio (fp = 0, tn = 0) is NaN or ``replace[...]``. In float64:
+    the products of integer counts may pass int64's range."""
+    tn, fp, fn, tp = (np.float64(count) for count in (tn, fp, fn, tp))
     support_pos, support_neg = tp + fn, tn + fp
     if support_pos == 0:
         warn("No samples of the positive class are present in `y_true`. "
              "`positive_likelihood_ratio` and `negative_likelihood_ratio` are both set to "
              "`np.nan`. " + _LIKELIHOOD_REPLACE, UndefinedMetricWarning)
     with _quiet(np):
-        positive = np.float64(tp * support_neg) / np.float64(fp * support_pos)
-        negative = np.float64(fn * support_neg) / np.float64(tn * support_pos)
+        positive = (tp * support_neg) / (fp * support_pos)
+        negative = (fn * support_neg) / (tn * support_pos)
     if fp == 0:
         beginning = ("No samples were predicted for the positive class and "
                      "`positive_likelihood_ratio` is " if tp == 0

@@ -538,7 +538,7 @@ def class_likelihood_ratios(y_true: ArrayLike, y_pred: ArrayLike, *,
                          f"classes, got {cm.shape[0]} class(es) in y_true, y_pred and labels")
     tn, fp, fn, tp = cm.ravel()
     placement = CallerPlacement.of(y_true, y_pred, sample_weight)
-    return tuple(output(ratio, placement)  # type: ignore[return-value]
+    return tuple(output(ratio, placement)
                  for ratio in F.likelihood_ratios(tn, fp, fn, tp, replace))
 
 

@@ -311,7 +311,8 @@ def d2_log_loss_score(y_true: ArrayLike, y_proba: ArrayLike | None = None, *,
                                 allow_all_zero_weight=False)
     sums = _score_pass(inputs, from_logits=False, terms=("nll",))
     xp = inputs.backend.xp
-    baseline = F.prior_log_loss(_class_weight(inputs), _clip_eps(inputs.scores), xp)
+    # scikit-learn clips the prior (float64 whatever the scores) at float64's eps.
+    baseline = F.prior_log_loss(_class_weight(inputs), float(np.finfo(np.float64).eps), xp)
     return output(F.d2_score(F.log_loss(sums, normalize=False), baseline, xp), inputs)
 
 
