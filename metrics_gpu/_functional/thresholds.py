@@ -239,7 +239,7 @@ def auc(x: ArrayLike, y: ArrayLike) -> Any:
         raise ValueError(f"x and y must have the same length, got {x.shape[0]} and {y.shape[0]}")
     if x.shape[0] < 2:
         raise ValueError("At least 2 points are needed to compute area under curve, but "
-                         f"x.shape = {x.shape}")
+                         f"x.shape = {x.shape[0]}")
     direction = 1
     dx = np.diff(x)
     if np.any(dx < 0):
