@@ -265,6 +265,9 @@ def d2_log_loss_score(y_true: ArrayLike, y_proba: ArrayLike | None = None, *,
 
     The baseline predicts for every sample the weighted class frequencies of
     ``y_true``. 1 is best; 0 is no better than the prior; it may be negative.
+    Unlike scikit-learn, ``y_true`` need not hold every class (a class
+    without weight adds nothing to the baseline; one class alone leaves the
+    baseline about 0 and the score hugely negative).
 
     Parameters
     ----------
@@ -324,7 +327,9 @@ def d2_brier_score(y_true: ArrayLike, y_proba: ArrayLike, *,
     the class prior``, as ``sklearn.metrics.d2_brier_score``.
 
     The baseline predicts for every sample the weighted class frequencies of
-    ``y_true``; the scale of the Brier score cancels in the ratio.
+    ``y_true``; the scale of the Brier score cancels in the ratio. Unlike
+    scikit-learn, ``y_true`` need not hold every class; one class alone makes
+    the baseline 0 and the score ``-inf`` (or NaN for a perfect prediction).
 
     Parameters
     ----------
