@@ -359,3 +359,12 @@ def test_log_loss_refuses_indicator_rows_it_cannot_read(y_true, message):
     proba = np.array([[0.2, 0.3, 0.5], [0.1, 0.8, 0.1]])
     with pytest.raises(ValueError, match=message):
         mg.log_loss(np.array(y_true), proba)
+
+
+def test_one_hot_y_true_keeps_the_result_in_its_framework():
+    torch = pytest.importorskip("torch")
+    proba = np.array([[0.9, 0.1], [0.2, 0.8], [0.3, 0.7]])
+    one_hot = np.eye(2, dtype=np.int64)[[0, 1, 1]]
+    got = mg.log_loss(torch.from_numpy(one_hot), torch.from_numpy(proba))
+    assert isinstance(got, torch.Tensor)
+    assert float(got) == pytest.approx(skm.log_loss(one_hot, proba), rel=1e-12)

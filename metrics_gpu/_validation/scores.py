@@ -293,7 +293,8 @@ def one_hot_target_codes(y_true, scores, labels=None, name: str = "y_proba"):
     if row is not None:
         raise ValueError(f"y_true is a label indicator matrix, but row {row} is not one-hot "
                          "(one 1, the rest 0); only one class per sample is supported")
-    return xp.argmax(ones, axis=1)
+    # In y_true's framework, where the results go.
+    return backend.to_framework(xp.argmax(ones, axis=1), y_true)
 
 
 def check_score_inputs(y_true, scores, *, name: str = "y_score", kind: str = "probabilities",
