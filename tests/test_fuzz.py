@@ -486,9 +486,15 @@ def _score_reference(name: str, case: Case, options: dict):
         return lambda: skm.log_loss(y_true, scores, labels=codes, sample_weight=weights)
     if name == "brier_score_loss":
         return lambda: skm.brier_score_loss(y_true, scores, labels=codes, sample_weight=weights)
-    if name in ("d2_log_loss_score", "d2_brier_score"):
-        reference = getattr(skm, name)
-        return lambda: reference(y_true, scores, labels=codes, sample_weight=weights)
+    if name == "d2_log_loss_score":
+        return lambda: skm.d2_log_loss_score(y_true, scores, labels=codes, sample_weight=weights)
+    if name == "d2_brier_score":
+        # On the float64 values of the scores: scikit-learn squares 16-bit
+        # differences in float16, whose 1e-8 underflow to 0, and a ratio over a
+        # baseline of about 0 turns that into NaN against metrics-gpu's -inf
+        # (metrics-gpu sums in float64, as its brier_score_loss).
+        wide = scores.astype(np.float64)
+        return lambda: skm.d2_brier_score(y_true, wide, labels=codes, sample_weight=weights)
     if name == "hinge_loss":
         return lambda: skm.hinge_loss(y_true, scores, labels=codes, sample_weight=weights)
     if name == "top_k_accuracy_score":

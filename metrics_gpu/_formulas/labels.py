@@ -775,9 +775,11 @@ def prior_log_loss(class_weight, clip_eps: float, xp):
 
 def prior_brier(class_weight, xp):
     """Weighted sum of sum_j (p_j - [j == t])^2 when every row predicts
-    :func:`class_prior`: ``W sum_k p_k (1 - p_k)``."""
-    prior = class_prior(class_weight, xp)
-    return class_weight.sum() * xp.sum(prior * (1 - prior))
+    :func:`class_prior`: ``W sum_k p_k (1 - p_k) = sum_k W_k (W - W_k) / W``,
+    with ``W - W_k`` summed from the other classes (``1 - p_k`` would cancel
+    to 0 beside a class of nearly all the weight)."""
+    with _quiet(np):
+        return xp.sum(class_weight * sum_of_others(class_weight, xp)) / class_weight.sum()
 
 
 def d2_score(loss_sum, baseline_sum, xp):
