@@ -34,6 +34,7 @@ from __future__ import annotations
 
 import json
 import math
+import decimal
 import os
 import traceback
 import warnings
@@ -487,7 +488,13 @@ def _score_reference(name: str, case: Case, options: dict):
     if name == "brier_score_loss":
         return lambda: skm.brier_score_loss(y_true, scores, labels=codes, sample_weight=weights)
     if name == "d2_log_loss_score":
-        return lambda: skm.d2_log_loss_score(y_true, scores, labels=codes, sample_weight=weights)
+        # Clipped at the eps of 16- and 32-bit scores, else of float64
+        # (scikit-learn's clip; it reads longdouble as float64), then
+        # read as float64: scikit-learn's float16 log of 0.5 is 3e-4 off, which
+        # 1 - loss / baseline turns into an absolute error at a score of 0.
+        eps = _d2_eps(scores)
+        wide = np.clip(scores.astype(np.float64), eps, 1 - eps)
+        return lambda: skm.d2_log_loss_score(y_true, wide, labels=codes, sample_weight=weights)
     if name == "d2_brier_score":
         # On the float64 values of the scores: scikit-learn squares 16-bit
         # differences in float16, whose 1e-8 underflow to 0, and a ratio over a
@@ -509,9 +516,45 @@ def _score_reference(name: str, case: Case, options: dict):
     raise AssertionError(name)
 
 
+def _d2_eps(scores) -> float:
+    """scikit-learn's clip of log loss: the eps of 16- and 32-bit scores, else
+    of float64 (it reads longdouble as float64)."""
+    return float(np.finfo(scores.dtype if scores.dtype.itemsize <= 4 else np.float64).eps)
+
+
+def exact_d2_log_loss(y_true, scores, weights, codes):
+    """``1 - loss / loss of the weighted class prior`` in 60-digit decimals from
+    the exact float64 inputs (probabilities clipped as scikit-learn clips
+    them), or None where it is 0/0. Near a prior of 1, log(p) in float64
+    keeps only p's rounding: scikit-learn's value is 1e-9 off there."""
+    if scores.ndim != 2:
+        return None
+    context = decimal.Context(prec=60)
+    eps = _d2_eps(scores)
+    low, high = decimal.Decimal(eps), decimal.Decimal(1 - eps)
+    column = {code: i for i, code in enumerate(codes)}
+    weights = np.ones(len(y_true)) if weights is None else weights
+    loss, class_weight = decimal.Decimal(0), [decimal.Decimal(0)] * len(codes)
+    for target, row, weight in zip(y_true, scores.astype(np.float64), weights):
+        p = min(max(decimal.Decimal(float(row[column[target]])), low), high)
+        loss -= context.multiply(decimal.Decimal(float(weight)), p.ln(context))
+        class_weight[column[target]] += decimal.Decimal(float(weight))
+    total = sum(class_weight, decimal.Decimal(0))
+    baseline = decimal.Decimal(0)
+    for weight in class_weight:
+        if weight > 0:
+            baseline -= context.multiply(
+                weight, min(max(context.divide(weight, total), low), high).ln(context))
+    return None if baseline == 0 else float(1 - context.divide(loss, baseline))
+
+
 def _exact_score_value(name: str, case: Case, options: dict):
     """A callable giving the exact value of a score metric whose float reference
     can lose it, or None."""
+    if name == "d2_log_loss_score":
+        y_true, scores, weights = _reference_rows(case)
+        codes = case.options.get("labels", list(range(case.k)))
+        return lambda: exact_d2_log_loss(y_true, scores, weights, codes)
     if name != "expected_calibration_error":
         return None
     y_true, scores, weights = _reference_rows(case)

@@ -768,18 +768,25 @@ def class_prior(class_weight, xp):
 def prior_log_loss(class_weight, clip_eps: float, xp):
     """Weighted sum of -log p_t when every row predicts :func:`class_prior`
     (clipped to ``[eps, 1 - eps]`` as the loss clips): ``-sum_k W_k log p_k``,
-    a class without weight adding 0."""
-    prior = xp.clip(class_prior(class_weight, xp), clip_eps, 1 - clip_eps)
-    return -xp.sum(xp.where(class_weight > 0, class_weight * xp.log(prior), 0.0))
+    a class without weight adding 0. A prior above 1/2 is logged as
+    ``log1p(-(W - W_k) / W)``, ``W - W_k`` summed from the other classes
+    (``log(p_k)`` near 1 would keep only the digits of ``p_k``'s rounding)."""
+    prior = class_prior(class_weight, xp)
+    with _quiet(np):
+        log_prior = xp.where(prior > 0.5,
+                             xp.log1p(-sum_of_others(class_weight, xp) / class_weight.sum()),
+                             xp.log(prior))
+    log_prior = xp.clip(log_prior, math.log(clip_eps), math.log1p(-clip_eps))
+    return -xp.sum(xp.where(class_weight > 0, class_weight * log_prior, 0.0))
 
 
 def prior_brier(class_weight, xp):
     """Weighted sum of sum_j (p_j - [j == t])^2 when every row predicts
-    :func:`class_prior`: ``W sum_k p_k (1 - p_k) = sum_k W_k (W - W_k) / W``,
+    :func:`class_prior`: ``W sum_k p_k (1 - p_k) = sum_k p_k (W - W_k)``,
     with ``W - W_k`` summed from the other classes (``1 - p_k`` would cancel
-    to 0 beside a class of nearly all the weight)."""
-    with _quiet(np):
-        return xp.sum(class_weight * sum_of_others(class_weight, xp)) / class_weight.sum()
+    to 0 beside a class of nearly all the weight) and ``p_k`` taken first
+    (``W_k (W - W_k)`` underflows for weights near 1e-160)."""
+    return xp.sum(class_prior(class_weight, xp) * sum_of_others(class_weight, xp))
 
 
 def d2_score(loss_sum, baseline_sum, xp):
